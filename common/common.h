@@ -1,0 +1,113 @@
+/*
+ * common — the few helpers every folio module shares: the error type, logfmt
+ * logging, sha256, clocks and small path utilities.
+ *
+ * Errors follow PostgreSQL's ereport shape: a one-line message, a detail that
+ * proves it and a hint that says what to do. Functions that can fail return
+ * int (0 ok, a negative FOLIO_E* code) and fill a caller-owned struct
+ * folio_err; the caller decides whether to log, retry or exit.
+ */
+#ifndef FOLIO_COMMON_H
+#define FOLIO_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define FOLIO_VERSION_STRING "0.1.0"
+
+enum folio_errcode {
+    FOLIO_OK = 0,
+    FOLIO_EINVAL = -1,      /* bad argument or configuration */
+    FOLIO_EIO = -2,         /* file system or OS call failed */
+    FOLIO_ENOMEM = -3,      /* host memory */
+    FOLIO_EDB = -4,         /* database error (may be transient) */
+    FOLIO_EFORMAT = -5,     /* input file is malformed */
+    FOLIO_ELIMIT = -6,      /* input is over a configured limit */
+    FOLIO_EUNSUPPORTED = -7,/* valid but not handled (format, feature) */
+    FOLIO_EDEVICE = -8,     /* Vulkan / device error */
+    FOLIO_EDEVICELOST = -9, /* device lost: engine must be re-opened */
+    FOLIO_ENOTBUILT = -10,  /* subcommand or path not built yet */
+    FOLIO_ESTATE = -11,     /* operation invalid in current state (e.g. lease lost) */
+    FOLIO_ETIMEOUT = -12,   /* a deadline passed */
+    FOLIO_EMODEL = -13,     /* model file does not match expectations */
+};
+
+struct folio_err {
+    int code;
+    char msg[512];    /* one line: what went wrong */
+    char detail[768]; /* the facts that prove it */
+    char hint[384];   /* what the user can do */
+};
+
+/* Sets code and message; clears detail and hint. Returns code so that a
+ * failing function can `return folio_err_set(err, FOLIO_EIO, ...)`.
+ * err may be NULL (the error is then only returned). */
+int folio_err_set(struct folio_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void folio_err_detail(struct folio_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void folio_err_hint(struct folio_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prepends context ("loading model: ") to the message, keeping the rest. */
+void folio_err_prefix(struct folio_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void folio_err_clear(struct folio_err *err);
+const char *folio_errcode_name(int code);
+/* Prints "folio: error: msg\n  detail: ...\n  hint: ..." to f. */
+void folio_err_print(FILE *f, const struct folio_err *err);
+
+/* ---- logging: logfmt, one line per event, to stderr ---- */
+enum folio_loglevel { FOLIO_LOG_DEBUG, FOLIO_LOG_INFO, FOLIO_LOG_WARN, FOLIO_LOG_ERROR };
+
+/* Level below which lines are dropped; read from FOLIO_LOG_LEVEL once per
+ * process (debug|info|warn|error, default info). */
+void folio_log_set_level(enum folio_loglevel lvl);
+int folio_log_parse_level(const char *s, enum folio_loglevel *out);
+/* kvfmt is a printf format producing `key=value key2=value2`; values that may
+ * hold spaces or quotes must go through folio_lq(). */
+void folio_log(enum folio_loglevel lvl, const char *event, const char *kvfmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Quotes s for a logfmt value when needed: escapes ", \ and control bytes,
+ * non-UTF-8 bytes as \xNN. Writes into buf (always NUL-terminated). */
+const char *folio_lq(char *buf, size_t n, const char *s);
+/* Same escaping for arbitrary bytes (file names are data, not text). */
+const char *folio_lq_bytes(char *buf, size_t n, const void *s, size_t len);
+
+/* ---- hashing (OpenSSL EVP) ---- */
+#define FOLIO_SHA256_LEN 32
+int folio_sha256(const void *data, size_t len, uint8_t out[FOLIO_SHA256_LEN]);
+void folio_hex(const uint8_t *in, size_t len, char *out /* 2*len+1 */);
+
+/* ---- time ---- */
+int64_t folio_mono_ns(void);   /* CLOCK_MONOTONIC */
+double folio_mono_ms(void);
+void folio_sleep_ms(int64_t ms);
+
+/* ---- files and paths ---- */
+/* mkdir -p with mode 0755; ok if it exists. */
+int folio_mkdirs(const char *path, struct folio_err *err);
+/* Reads a whole file (up to max_bytes) into a malloc'd buffer. */
+int folio_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *out_len,
+                    struct folio_err *err);
+/* Writes via temp file + fsync + rename so readers never see a partial file. */
+int folio_write_file_atomic(const char *path, const void *data, size_t len,
+                            struct folio_err *err);
+
+/* ---- small string helpers ---- */
+/* snprintf that reports truncation as an error instead of silently cutting. */
+int folio_snprintf(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Parses a size like "512M", "2GiB", "4096" (binary units). */
+int folio_parse_size(const char *s, uint64_t *out);
+int folio_parse_int(const char *s, long long min, long long max, long long *out);
+
+/* ---- embedded resources (SPIR-V, SQL) generated at build time ---- */
+struct folio_blob_entry {
+    const char *name;
+    const unsigned char *data;
+    size_t size;
+};
+
+#endif

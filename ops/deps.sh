@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package folio needs to build, run and test.
+# Idempotent: asks dpkg first and runs apt-get (update + install) only for
+# what is missing, so a provisioned machine pays nothing.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev
+  libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+  libturbojpeg0-dev libjpeg-turbo-progs libleptonica-dev libtesseract-dev
+  tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
+  libpq-dev postgresql postgresql-contrib
+  libssl-dev
+  python3
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

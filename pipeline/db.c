@@ -1,0 +1,90 @@
+/* libpq connection helpers: one place that turns libpq failures into
+ * folio errors with the server's detail and a hint. */
+#include "pipeline/pipeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *db_conninfo(const char *flag_value)
+{
+    if (flag_value && flag_value[0])
+        return flag_value;
+    const char *e = getenv("FOLIO_DB");
+    if (e && e[0])
+        return e;
+    return "";
+}
+
+int db_connect(const char *conninfo, const char *app_name, PGconn **out,
+               struct folio_err *err)
+{
+    *out = NULL;
+    const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
+    const char *vals[] = {conninfo, app_name ? app_name : "folio", "10", NULL};
+    /* expand_dbname=1 lets conninfo be a "key=value" string or a URI while
+     * still setting application_name. */
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (!c)
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot allocate a libpq connection");
+    if (PQstatus(c) != CONNECTION_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+        size_t l = strlen(msg);
+        while (l && (msg[l - 1] == '\n' || msg[l - 1] == ' '))
+            msg[--l] = '\0';
+        PQfinish(c);
+        folio_err_set(err, FOLIO_EDB, "cannot connect to PostgreSQL");
+        folio_err_detail(err, "%s", msg);
+        folio_err_hint(err,
+                       "pass --db 'host=... dbname=...' or set FOLIO_DB (now %s); "
+                       "for a local test server run: ops/pg-local.sh start ./var/pg",
+                       conninfo[0] ? "set" : "unset, using libpq defaults");
+        return FOLIO_EDB;
+    }
+    PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        db_err_from_result(r, c, "setting up the session", err);
+        PQfinish(c);
+        return FOLIO_EDB;
+    }
+    PQclear(r);
+    *out = c;
+    return 0;
+}
+
+int db_err_from_result(PGresult *r, PGconn *c, const char *what, struct folio_err *err)
+{
+    const char *primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    const char *detail = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL) : NULL;
+    const char *hint = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_HINT) : NULL;
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    char connmsg[400] = "";
+    if (!primary && c) {
+        snprintf(connmsg, sizeof connmsg, "%s", PQerrorMessage(c));
+        size_t l = strlen(connmsg);
+        while (l && connmsg[l - 1] == '\n')
+            connmsg[--l] = '\0';
+        primary = connmsg[0] ? connmsg : "no result from server";
+    }
+    folio_err_set(err, FOLIO_EDB, "%s: %s%s%s%s", what, primary ? primary : "unknown error",
+                  state ? " (SQLSTATE " : "", state ? state : "", state ? ")" : "");
+    if (detail)
+        folio_err_detail(err, "%s", detail);
+    if (hint)
+        folio_err_hint(err, "%s", hint);
+    if (r)
+        PQclear(r);
+    return FOLIO_EDB;
+}
+
+int db_exec(PGconn *c, const char *sql, struct folio_err *err)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        return db_err_from_result(r, c, "database statement failed", err);
+    PQclear(r);
+    return 0;
+}
+
+int db_conn_broken(PGconn *c) { return !c || PQstatus(c) != CONNECTION_OK; }

@@ -1,0 +1,53 @@
+/* folio: one binary, subcommands. Exit codes: 0 ok, 1 failure, 2 usage. */
+#include "pipeline/pipeline.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct subcommand {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+};
+
+static const struct subcommand CMDS[] = {
+    {"migrate", cmd_migrate, "create or upgrade the folio schema in PostgreSQL"},
+    {"ingest", cmd_ingest, "take scans from a folder into the queue"},
+    {"worker", cmd_worker, "claim jobs and classify documents"},
+    {"classify", cmd_classify, "classify files directly, no database (JSON per file)"},
+    {"status", cmd_status, "show the queue, workers and recent rejections"},
+    {"doctor", cmd_doctor, "check devices, drivers, models and the database"},
+    {"bench", cmd_bench, "measure throughput (JSON lines)"},
+    {"version", cmd_version, "print versions of folio and its libraries"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: folio COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
+        fprintf(f, "  %-9s %s\n", CMDS[i].name, CMDS[i].summary);
+    fprintf(f, "\nRun 'folio COMMAND --help' for a command's options.\n"
+               "Database: --db CONNINFO, else $FOLIO_DB, else libpq's PG* defaults.\n"
+               "Exit codes: 0 ok, 1 failure, 2 usage error.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return FOLIO_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return FOLIO_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0)
+        return cmd_version(1, argv + 1);
+    for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
+        if (strcmp(argv[1], CMDS[i].name) == 0)
+            return CMDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "folio: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return FOLIO_EXIT_USAGE;
+}

@@ -1,0 +1,88 @@
+#include "tests/support/testutil.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+int tu_failures = 0;
+int tu_checks = 0;
+
+int tu_finish(void)
+{
+    printf("%d checks, %d failed\n", tu_checks, tu_failures);
+    return tu_failures ? 1 : 0;
+}
+
+static int run_shell(char *out, size_t n, const char *fmt, va_list ap)
+{
+    char *cmd = NULL;
+    if (vasprintf(&cmd, fmt, ap) < 0)
+        return -1;
+    char *full = NULL;
+    if (asprintf(&full, "%s 2>&1", cmd) < 0) {
+        free(cmd);
+        return -1;
+    }
+    free(cmd);
+    FILE *p = popen(full, "r");
+    free(full);
+    if (!p)
+        return -1;
+    size_t got = 0;
+    char tmp[4096];
+    size_t r;
+    while ((r = fread(tmp, 1, sizeof tmp, p)) > 0) {
+        if (out && got + 1 < n) {
+            size_t k = r < n - 1 - got ? r : n - 1 - got;
+            memcpy(out + got, tmp, k);
+            got += k;
+        } else if (!out) {
+            fwrite(tmp, 1, r, stderr);
+        }
+    }
+    if (out)
+        out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int tu_sh(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = run_shell(NULL, 0, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int tu_sh_out(char *out, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = run_shell(out, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+const char *tu_folio_bin(void)
+{
+    const char *b = getenv("FOLIO_BIN");
+    if (!b) {
+        fprintf(stderr, "FOLIO_BIN unset: run this test through ctest\n");
+        exit(1);
+    }
+    return b;
+}
+
+const char *tu_scratch(const char *name)
+{
+    static char buf[1024];
+    const char *base = getenv("FOLIO_TEST_SCRATCH");
+    snprintf(buf, sizeof buf, "%s/%s", base ? base : "/tmp/folio-test", name);
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", buf, buf);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot create scratch dir %s\n", buf);
+    return buf;
+}

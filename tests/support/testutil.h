@@ -1,0 +1,49 @@
+/* Test helpers: failure-counting checks and per-test databases on the
+ * throwaway cluster that ctest's pg fixture starts (ops/pg-local.sh). */
+#ifndef FOLIO_TESTUTIL_H
+#define FOLIO_TESTUTIL_H
+
+#include <stdio.h>
+#include <stddef.h>
+
+extern int tu_failures;
+extern int tu_checks;
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        tu_checks++;                                                                         \
+        if (!(cond)) {                                                                       \
+            tu_failures++;                                                                   \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                  \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fputc('\n', stderr);                                                             \
+        }                                                                                    \
+    } while (0)
+
+/* Like CHECK but stops the test: for preconditions later checks rely on. */
+#define REQUIRE(cond, ...)                                                                   \
+    do {                                                                                     \
+        CHECK(cond, __VA_ARGS__);                                                            \
+        if (!(cond))                                                                         \
+            return tu_finish();                                                              \
+    } while (0)
+
+/* Prints "N checks, N failed" and returns the process exit code. */
+int tu_finish(void);
+
+/* Conninfo of the fixture cluster's maintenance database ("postgres");
+ * aborts the test with a clear message when the fixture is absent. */
+const char *tu_pg_admin(void);
+/* Drops and re-creates database `name` on the fixture cluster and writes
+ * its conninfo into out. Returns 0 or -1 (message printed). */
+int tu_pg_fresh_db(const char *name, char *out, size_t n);
+/* Runs a shell command, returns its exit status (or -1). */
+int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs a shell command and captures up to n-1 bytes of stdout+stderr. */
+int tu_sh_out(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Path of the folio binary under test ($FOLIO_BIN). */
+const char *tu_folio_bin(void);
+/* A fresh empty scratch directory for this test under the build tree. */
+const char *tu_scratch(const char *name);
+
+#endif
