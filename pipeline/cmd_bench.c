@@ -1,5 +1,5 @@
-/* folio bench SUBJECT: throughput measurements, one JSON object per line.
- * Each subject arrives with the issue that builds the thing it measures. */
+/* folio bench SUBJECT: throughput measurements, one JSON object per line on
+ * stdout. Each subject lives in its own bench_<subject>.c. */
 #include "pipeline/pipeline.h"
 
 #include <stdio.h>
@@ -8,7 +8,7 @@
 static const char USAGE[] =
     "usage: folio bench SUBJECT [OPTIONS]\n"
     "\n"
-    "subjects:\n"
+    "subjects (each takes --help):\n"
     "  ingest     files/s into the local server vs bare decode+sha256\n"
     "  queue      claim+complete cycles/s at 1, 4, 16 workers\n"
     "  ocr        OCR pages/s per core vs the tesseract CLI\n"
@@ -16,15 +16,12 @@ static const char USAGE[] =
     "  tokenizer  tokenizer MB/s\n"
     "  engine     pages/s of the full vision-language engine\n";
 
-struct bench_subject {
+static const struct {
     const char *name;
-    const char *issue;
-};
-
-static const struct bench_subject SUBJECTS[] = {
-    {"ingest", "issue 3 (ingest stage)"},      {"queue", "issue 4 (queue worker fleet)"},
-    {"ocr", "issue 4 (queue worker fleet)"},   {"ops", "issue 5 (Vulkan runtime)"},
-    {"tokenizer", "issue 6 (model files)"},    {"engine", "issues 8 and 9 (text and vision models)"},
+    int (*fn)(int, char **);
+} SUBJECTS[] = {
+    {"ingest", bench_ingest}, {"queue", bench_queue},         {"ocr", bench_ocr},
+    {"ops", bench_ops},       {"tokenizer", bench_tokenizer}, {"engine", bench_engine},
 };
 
 int cmd_bench(int argc, char **argv)
@@ -36,10 +33,7 @@ int cmd_bench(int argc, char **argv)
         return FOLIO_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof SUBJECTS / sizeof SUBJECTS[0]; i++)
-        if (strcmp(argv[1], SUBJECTS[i].name) == 0) {
-            char what[64];
-            snprintf(what, sizeof what, "folio bench %s", SUBJECTS[i].name);
-            return cli_not_built(what, SUBJECTS[i].issue);
-        }
+        if (strcmp(argv[1], SUBJECTS[i].name) == 0)
+            return SUBJECTS[i].fn(argc - 1, argv + 1);
     return cli_usage_error("bench", "unknown subject '%s'", argv[1]);
 }

@@ -50,6 +50,14 @@ int cmd_doctor(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
+/* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
+int bench_ingest(int argc, char **argv);
+int bench_queue(int argc, char **argv);
+int bench_ocr(int argc, char **argv);
+int bench_ops(int argc, char **argv);
+int bench_tokenizer(int argc, char **argv);
+int bench_engine(int argc, char **argv);
+
 /* Prints the standard "not built yet" error for a feature that belongs to a
  * later issue; returns FOLIO_EXIT_FAIL. */
 int cli_not_built(const char *what, const char *which_issue);
