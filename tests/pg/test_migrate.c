@@ -173,6 +173,28 @@ int main(void)
     CHECK(v && strcmp(v, "16") == 0, "owner's schema seeded, got %s", v ? v : "error");
     PQfinish(c);
 
+    /* a fleet starting at once: concurrent migrations serialise on the
+     * advisory lock; all succeed and the schema is applied exactly once */
+    char ci4[512];
+    REQUIRE(tu_pg_fresh_db("t_migrate_race", ci4, sizeof ci4) == 0, "fresh db 3");
+    rc = tu_sh_out(out, sizeof out,
+                   "for i in 1 2 3 4; do (%s migrate --db '%s' >/dev/null 2>&1; echo rc=$?) & done; wait",
+                   bin, ci4);
+    int zeros = 0;
+    for (const char *p = out; (p = strstr(p, "rc=0")) != NULL; p += 4)
+        zeros++;
+    CHECK(zeros == 4, "four concurrent migrates all succeed: %s", out);
+    c = connect_or_die(ci4);
+    v = q1(c, "SELECT count(*) FROM folio.schema_migrations");
+    CHECK(v && strcmp(v, "1") == 0, "applied once under concurrency, got %s", v ? v : "error");
+    v = q1(c, "SELECT count(*) FROM folio.labels");
+    CHECK(v && strcmp(v, "16") == 0, "labels seeded once under concurrency, got %s", v ? v : "error");
+    PQfinish(c);
+
+    /* FOLIO_DB is used when --db is absent */
+    rc = tu_sh_out(out, sizeof out, "FOLIO_DB='%s' %s migrate", ci4, bin);
+    CHECK(rc == 0 && strstr(out, "applied=0"), "FOLIO_DB honoured: rc=%d %s", rc, out);
+
     /* unreachable server: exit 1 with a hint, not a crash */
     rc = tu_sh_out(out, sizeof out, "%s migrate --db 'host=/nonexistent port=1 dbname=x connect_timeout=2'", bin);
     CHECK(rc == 1 && strstr(out, "cannot connect") && strstr(out, "hint:"), "unreachable db: rc=%d %s", rc, out);
