@@ -442,6 +442,20 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
     }
 }
 
+#ifdef FOLIO_FAULT_INJECTION
+/* FOLIO_FAULT=ingest_crash_after_commit:N kills the process right after its
+ * N-th committed batch, before any of that batch's files is moved: the
+ * crash window that the sighting dedupe in ingest_db.c exists for. */
+static long fault_crash_batch(void)
+{
+    const char *f = getenv("FOLIO_FAULT");
+    const char *key = "ingest_crash_after_commit:";
+    if (!f || strncmp(f, key, strlen(key)) != 0)
+        return 0;
+    return strtol(f + strlen(key), NULL, 10);
+}
+#endif
+
 static void *writer_main(void *arg)
 {
     struct run *R = arg;
@@ -451,6 +465,10 @@ static void *writer_main(void *arg)
     struct ingest_item **batch = calloc(cap, sizeof *batch);
     int64_t outage_since = 0;
     bool give_up = false;
+#ifdef FOLIO_FAULT_INJECTION
+    long crash_at = fault_crash_batch();
+    uint64_t committed = 0;
+#endif
     if (!batch) {
         pthread_mutex_lock(&R->mu);
         R->fatal = 1;
@@ -522,6 +540,10 @@ static void *writer_main(void *arg)
             break;
         pthread_mutex_unlock(&R->mu);
         int rc = give_up ? -1 : commit_batch(R, &db, batch, nb, &outage_since);
+#ifdef FOLIO_FAULT_INJECTION
+        if (rc == 0 && crash_at > 0 && ++committed == (uint64_t)crash_at)
+            raise(SIGKILL);
+#endif
         for (size_t i = 0; i < nb; i++) {
             if (rc != 0 || batch[i]->status == ITEM_RETRY)
                 complete(R, batch[i], INGEST_OUT_RETRY, RETRY_MS);
