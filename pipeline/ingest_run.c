@@ -423,8 +423,10 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
         if (!*outage_since)
             *outage_since = now_ms();
         double down_s = (double)(now_ms() - *outage_since) / 1000.0;
+        char lq3[800];
         folio_log(FOLIO_LOG_WARN, "database_unavailable",
-                  "error=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f", folio_lq(lq2, sizeof lq2, err.msg),
+                  "error=%s detail=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f",
+                  folio_lq(lq2, sizeof lq2, err.msg), folio_lq(lq3, sizeof lq3, err.detail),
                   folio_lq(lq, sizeof lq, err.hint[0] ? err.hint : "files stay where they are until it is back"),
                   n, (long long)backoff, down_s);
         if (!o->watch && down_s >= o->db_wait_s) {
@@ -482,7 +484,10 @@ static void *writer_main(void *arg)
         struct folio_err err = {0};
         if (ingest_db_open(&db, o->conninfo, &err) != 0) {
             char lq[800];
-            folio_log(FOLIO_LOG_WARN, "database_unavailable", "error=%s", folio_lq(lq, sizeof lq, err.msg));
+            char lq2[800];
+            folio_log(FOLIO_LOG_WARN, "database_unavailable", "error=%s detail=%s note=%s",
+                      folio_lq(lq, sizeof lq, err.msg), folio_lq(lq2, sizeof lq2, err.detail),
+                      "\"files stay where they are; retrying with backoff\"");
         }
     }
     pthread_mutex_lock(&R->mu);

@@ -395,7 +395,8 @@ int main(void)
 {
     if (tu_pg_fresh_db("folio_t_ingest_corpus", g_db, sizeof g_db) != 0)
         return 1;
-    REQUIRE(tu_sh("%s migrate --db '%s' >/dev/null 2>&1", tu_folio_bin(), g_db) == 0, "migrate");
+    int mig = tu_sh("%s migrate --db '%s' >/dev/null 2>&1", tu_folio_bin(), g_db);
+    REQUIRE(mig == 0, "migrate exit %d", mig);
     snprintf(g_dir, sizeof g_dir, "%s", tu_scratch("ingest_corpus"));
     char outside[PATH_MAX + 16], log[PATH_MAX + 16];
     snprintf(outside, sizeof outside, "%s.outside.jpg", g_dir);
