@@ -38,6 +38,12 @@ enum trk_state { TRK_OBSERVING, TRK_IN_FLIGHT, TRK_SETTLED, TRK_BACKOFF };
 
 struct trk_entry {
     struct trk_entry *next;
+    /* Waiting entries also sit on one of two lists: observing ones in the
+     * order their stability window started (so the head is always the next
+     * to ripen and hand-out never scans the table), backing-off ones
+     * unordered (few, and only on errors). */
+    struct trk_entry *wprev, *wnext;
+    int on_list; /* 0, LIST_OBS or LIST_BACKOFF */
     char *path;
     uint64_t hash;
     struct ingest_sig sig;
@@ -52,7 +58,14 @@ struct trk_watch {
     char *dir; /* NULL when free */
 };
 
+enum { LIST_OBS = 1, LIST_BACKOFF = 2 };
+
+struct wlist {
+    struct trk_entry *head, *tail;
+};
+
 struct ingest_tracker {
+    struct wlist obs, backoff;
     char *root;
     size_t root_len;
     int recursive, follow, stable_ms;
@@ -129,6 +142,44 @@ static int grow(struct ingest_tracker *t)
     return 0;
 }
 
+static struct wlist *list_of(struct ingest_tracker *t, int which)
+{
+    return which == LIST_OBS ? &t->obs : &t->backoff;
+}
+
+static void list_unlink(struct ingest_tracker *t, struct trk_entry *e)
+{
+    if (!e->on_list)
+        return;
+    struct wlist *l = list_of(t, e->on_list);
+    if (e->wprev)
+        e->wprev->wnext = e->wnext;
+    else
+        l->head = e->wnext;
+    if (e->wnext)
+        e->wnext->wprev = e->wprev;
+    else
+        l->tail = e->wprev;
+    e->wprev = e->wnext = NULL;
+    e->on_list = 0;
+}
+
+static void list_append(struct ingest_tracker *t, struct trk_entry *e, int which)
+{
+    list_unlink(t, e);
+    struct wlist *l = list_of(t, which);
+    e->wprev = l->tail;
+    e->wnext = NULL;
+    if (l->tail)
+        l->tail->wnext = e;
+    else
+        l->head = e;
+    l->tail = e;
+    e->on_list = which;
+}
+
+/* Every state change goes through here so counters and lists agree. An
+ * entry made OBSERVING starts its window now and joins the tail. */
 static void set_state(struct ingest_tracker *t, struct trk_entry *e, int st)
 {
     bool was_wait = e->state == TRK_OBSERVING || e->state == TRK_BACKOFF;
@@ -136,6 +187,14 @@ static void set_state(struct ingest_tracker *t, struct trk_entry *e, int st)
     t->n_waiting += (size_t)is_wait - (size_t)was_wait;
     t->n_in_flight += (size_t)(st == TRK_IN_FLIGHT) - (size_t)(e->state == TRK_IN_FLIGHT);
     e->state = st;
+    if (st == TRK_OBSERVING) {
+        e->since_ms = now_ms();
+        list_append(t, e, LIST_OBS);
+    } else if (st == TRK_BACKOFF) {
+        list_append(t, e, LIST_BACKOFF);
+    } else {
+        list_unlink(t, e);
+    }
 }
 
 static void remove_entry(struct ingest_tracker *t, struct trk_entry *e)
@@ -204,24 +263,15 @@ static int observe(struct ingest_tracker *t, const char *path, const struct inge
 {
     uint64_t h = hash_str(path);
     struct trk_entry *e = find(t, path, h);
-    int64_t now = now_ms();
     if (e) {
         e->scan_gen = t->scan_gen;
         switch (e->state) {
         case TRK_IN_FLIGHT:
             break;
-        case TRK_SETTLED:
-        case TRK_BACKOFF:
+        default: /* observing, settled, backing off: a change restarts the window */
             if (!sig_equal(&e->sig, sig)) {
                 e->sig = *sig;
-                e->since_ms = now;
                 set_state(t, e, TRK_OBSERVING);
-            }
-            break;
-        default:
-            if (!sig_equal(&e->sig, sig)) {
-                e->sig = *sig;
-                e->since_ms = now;
             }
             break;
         }
@@ -236,7 +286,6 @@ static int observe(struct ingest_tracker *t, const char *path, const struct inge
     }
     e->hash = h;
     e->sig = *sig;
-    e->since_ms = now;
     e->state = TRK_SETTLED;
     set_state(t, e, TRK_OBSERVING);
     e->scan_gen = t->scan_gen;
@@ -500,38 +549,42 @@ size_t ingest_tracker_take_ready(struct ingest_tracker *t, struct ingest_candida
 {
     size_t n = 0;
     int64_t now = now_ms();
-    for (size_t i = 0; i < t->nbuckets && n < max; i++) {
-        struct trk_entry *e = t->buckets[i];
-        while (e && n < max) {
-            struct trk_entry *nx = e->next;
-            if (e->state == TRK_BACKOFF && now >= e->not_before_ms) {
-                e->since_ms = now - t->stable_ms; /* re-check at once */
-                set_state(t, e, TRK_OBSERVING);
-            }
-            if (e->state == TRK_OBSERVING && now - e->since_ms >= t->stable_ms) {
-                struct ingest_sig sig;
-                bool is_dir;
-                if (!observe_stat(t, e->path, &sig, &is_dir)) {
-                    remove_entry(t, e);
-                } else if (!sig_equal(&sig, &e->sig)) {
-                    e->sig = sig;
-                    e->since_ms = now;
-                } else {
-                    char *p = strdup(e->path);
-                    if (p) {
-                        size_t len = strlen(p);
-                        const char *slash = strrchr(p, '/');
-                        out[n].path = p;
-                        out[n].rel_off = t->root_len + 1 <= len ? t->root_len + 1 : len;
-                        out[n].name_off = slash ? (size_t)(slash - p) + 1 : 0;
-                        out[n].sig = sig;
-                        n++;
-                        set_state(t, e, TRK_IN_FLIGHT);
-                    }
-                }
-            }
-            e = nx;
+    for (struct trk_entry *e = t->backoff.head, *nx; e; e = nx) {
+        nx = e->wnext;
+        if (now >= e->not_before_ms)
+            set_state(t, e, TRK_OBSERVING);
+    }
+    /* The observing list is in window-start order: stop at the first
+     * entry whose window is still open. Entries that changed go to the
+     * tail, so the walk ends at the latest there too. */
+    struct trk_entry *stop_at = t->obs.tail;
+    for (struct trk_entry *e = t->obs.head, *nx; e && n < max; e = nx) {
+        nx = e->wnext;
+        if (now - e->since_ms < t->stable_ms)
+            break;
+        struct ingest_sig sig;
+        bool is_dir;
+        bool last = e == stop_at;
+        if (!observe_stat(t, e->path, &sig, &is_dir)) {
+            remove_entry(t, e);
+        } else if (!sig_equal(&sig, &e->sig)) {
+            e->sig = sig;
+            set_state(t, e, TRK_OBSERVING);
+        } else {
+            char *p = strdup(e->path);
+            if (!p)
+                break;
+            size_t len = strlen(p);
+            const char *slash = strrchr(p, '/');
+            out[n].path = p;
+            out[n].rel_off = t->root_len + 1 <= len ? t->root_len + 1 : len;
+            out[n].name_off = slash ? (size_t)(slash - p) + 1 : 0;
+            out[n].sig = sig;
+            n++;
+            set_state(t, e, TRK_IN_FLIGHT);
         }
+        if (last)
+            break;
     }
     return n;
 }
@@ -541,21 +594,15 @@ int64_t ingest_tracker_next_ms(const struct ingest_tracker *t)
     if (t->n_waiting == 0)
         return -1;
     int64_t now = now_ms(), best = -1;
-    for (size_t i = 0; i < t->nbuckets; i++)
-        for (const struct trk_entry *e = t->buckets[i]; e; e = e->next) {
-            int64_t at;
-            if (e->state == TRK_OBSERVING)
-                at = e->since_ms + t->stable_ms;
-            else if (e->state == TRK_BACKOFF)
-                at = e->not_before_ms;
-            else
-                continue;
-            int64_t d = at > now ? at - now : 0;
-            if (best < 0 || d < best)
-                best = d;
-            if (best == 0)
-                return 0;
-        }
+    if (t->obs.head) {
+        int64_t at = t->obs.head->since_ms + t->stable_ms;
+        best = at > now ? at - now : 0;
+    }
+    for (const struct trk_entry *e = t->backoff.head; e; e = e->wnext) {
+        int64_t d = e->not_before_ms > now ? e->not_before_ms - now : 0;
+        if (best < 0 || d < best)
+            best = d;
+    }
     return best;
 }
 
@@ -582,7 +629,6 @@ void ingest_tracker_done(struct ingest_tracker *t, const char *path, enum ingest
         set_state(t, e, TRK_BACKOFF);
         break;
     case INGEST_OUT_REOBSERVE:
-        e->since_ms = now_ms();
         set_state(t, e, TRK_OBSERVING);
         break;
     }

@@ -212,9 +212,16 @@ static void *validator_main(void *arg)
             break;
         struct ingest_candidate c = R->work[R->work_head];
         R->work_head = (R->work_head + 1) % R->work_cap;
+        bool was_full = R->work_len == R->work_cap;
         R->work_len--;
         R->busy++;
         pthread_mutex_unlock(&R->mu);
+        if (was_full) {
+            uint64_t one = 1;
+            if (write(R->evfd, &one, sizeof one) < 0) {
+                /* cannot fail short of EBADF; the main loop has a timeout */
+            }
+        }
         struct ingest_item *it = validate(R, c);
         pthread_mutex_lock(&R->mu);
         while (it && R->res_head && R->res_bytes + it->len > RESULT_BYTES_CAP && !R->abort)
@@ -757,7 +764,10 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
             if (!o->watch && ingest_tracker_waiting(t) == 0 && ingest_tracker_in_flight(t) == 0)
                 break;
         }
-        int64_t timeout = stopping ? 100 : ingest_tracker_next_ms(t);
+        /* With the work queue full, ripe files must wait for a validator;
+         * the validator that frees a slot wakes us through the eventfd. */
+        bool queue_full = space == n;
+        int64_t timeout = stopping ? 100 : queue_full ? -1 : ingest_tracker_next_ms(t);
         if (o->watch) {
             int64_t to_rescan = next_rescan - now_ms();
             if (to_rescan < 0)
@@ -769,9 +779,6 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
             timeout = 1000;
         if (show && timeout > 250)
             timeout = 250;
-        /* With work queued and space free, take more as soon as possible. */
-        if (!stopping && n == 0 && space == 0 && timeout > 50)
-            timeout = 50;
         struct pollfd pf[3] = {{.fd = sfd, .events = POLLIN},
                                {.fd = R.evfd, .events = POLLIN},
                                {.fd = ingest_tracker_fd(t), .events = POLLIN}};

@@ -280,7 +280,7 @@ static void test_database_late(void)
 static void test_oneshot_gives_up(void)
 {
     /* One-shot with an unreachable server: exits 1 after --db-wait, files untouched. */
-    char dir[PATH_MAX], path[PATH_MAX + 64], out[2048];
+    char dir[PATH_MAX], path[PATH_MAX + 64], out[16384];
     snprintf(dir, sizeof dir, "%s", tu_scratch("ingest_nodb"));
     size_t len;
     uint8_t *j = cg_scan_jpeg(160, 120, 41, 1, 0, &len);
