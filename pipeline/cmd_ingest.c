@@ -83,8 +83,10 @@ int cmd_ingest(int argc, char **argv)
             break;
         case 1005: o.follow_symlinks = 1; break;
         case 1006:
-            if (folio_parse_size(optarg, &o.limits.max_bytes) != 0 || o.limits.max_bytes == 0)
-                return cli_usage_error("ingest", "--max-bytes wants a size like 512MiB, got '%s'", optarg);
+            /* A blob is one bytea value, which PostgreSQL caps at 1 GiB. */
+            if (folio_parse_size(optarg, &o.limits.max_bytes) != 0 || o.limits.max_bytes == 0 ||
+                o.limits.max_bytes > (UINT64_C(1) << 30) - (UINT64_C(1) << 20))
+                return cli_usage_error("ingest", "--max-bytes wants a size from 1 byte to 1023MiB, got '%s'", optarg);
             break;
         case 1007:
             if (folio_parse_int(optarg, 1, (long long)1 << 40, &v) != 0)

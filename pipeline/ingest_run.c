@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -638,6 +639,23 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
     struct ingest_run_opts oo = *oin;
     oo.dir = absdir;
     const struct ingest_run_opts *o = &oo;
+    /* One ingester per folder: two would race for the same files. The
+     * lock is on the folder itself, so nothing is created in it. */
+    int lockfd = open(absdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char d[300];
+        ingest_display(d, sizeof d, absdir);
+        if (lockfd >= 0)
+            close(lockfd);
+        free(absdir);
+        if (e == EWOULDBLOCK) {
+            folio_err_set(err, FOLIO_ESTATE, "another folio ingest is already taking files from %s", d);
+            folio_err_hint(err, "run one folio ingest per folder; stop the other one first");
+            return FOLIO_ESTATE;
+        }
+        return folio_err_set(err, FOLIO_EIO, "cannot open the ingest folder %s: %s", d, strerror(e));
+    }
     struct run R;
     memset(&R, 0, sizeof R);
     R.o = o;
@@ -884,6 +902,7 @@ out:
     /* Signals that arrived while blocked are discarded with the signalfd
      * read above; restore the caller's mask. */
     pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+    close(lockfd); /* releases the folder lock */
     free(absdir);
     return rc;
 }

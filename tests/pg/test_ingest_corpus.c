@@ -391,6 +391,56 @@ static void test_after_modes(void)
     free(b);
 }
 
+/* One file the database refuses (a constraint added for the test) must
+ * not fail its batch: the others are committed, it is rejected. */
+static void test_bad_file_in_batch(void)
+{
+    char dir[PATH_MAX], log[PATH_MAX + 8], p[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", tu_scratch("ingest_badbatch"));
+    snprintf(log, sizeof log, "%s.log", dir);
+    static const char *names[] = {"a.jpg", "b.jpg", "evil.jpg", "d.jpg", "e.jpg"};
+    for (int i = 0; i < 5; i++) {
+        size_t len;
+        uint8_t *d = jpeg_seed((uint32_t)(700 + i), &len);
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        write_bytes(p, d, len);
+        free(d);
+    }
+    PGconn *c = db();
+    if (!c)
+        return;
+    PGresult *r = PQexec(c, "ALTER TABLE folio.document_sources ADD CONSTRAINT test_no_evil"
+                            " CHECK (name_display <> 'evil.jpg')");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK, "add constraint: %s", PQerrorMessage(c));
+    PQclear(r);
+    long long batches_before = q_count(c, "SELECT count(*) FROM folio.document_sources");
+    int rc = run_ingest("", dir, log);
+    CHECK(rc == 0, "run with a refused file exits 0");
+    for (int i = 0; i < 5; i++) {
+        char where[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        CHECK(!exists(p), "%s left the folder", names[i]);
+        if (i == 2) {
+            snprintf(where, sizeof where, "%s/.folio/rejected/evil.jpg", dir);
+            CHECK(exists(where), "evil.jpg rejected");
+            PGresult *q = q_path(c, "SELECT reason, detail->>'detail' FROM folio.rejections WHERE path = $1", p);
+            CHECK(PQntuples(q) == 1 && strcmp(PQgetvalue(q, 0, 0), "enqueue_failed") == 0 &&
+                      strstr(PQgetvalue(q, 0, 1), "test_no_evil") != NULL,
+                  "evil.jpg: enqueue_failed naming the constraint");
+            PQclear(q);
+        } else {
+            CHECK(find_done(dir, names[i], where, sizeof where), "%s committed despite its batch mate", names[i]);
+        }
+    }
+    CHECK(q_count(c, "SELECT count(*) FROM folio.document_sources") == batches_before + 4, "four new sources");
+    /* The refused file's document must not linger without a source. */
+    CHECK(q_count(c, "SELECT count(*) FROM folio.documents d WHERE NOT EXISTS"
+                     " (SELECT 1 FROM folio.document_sources s WHERE s.document_id = d.id)") == 0,
+          "no document without a source");
+    PQclear(PQexec(c, "ALTER TABLE folio.document_sources DROP CONSTRAINT test_no_evil"));
+    PQfinish(c);
+}
+
 int main(void)
 {
     if (tu_pg_fresh_db("folio_t_ingest_corpus", g_db, sizeof g_db) != 0)
@@ -503,6 +553,7 @@ int main(void)
     PQfinish(c);
 
     test_after_modes();
+    test_bad_file_in_batch();
     for (size_t i = 0; i < n; i++)
         free(in[i].data);
     free(target);
