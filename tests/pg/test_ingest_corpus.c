@@ -233,10 +233,14 @@ static size_t build_corpus(struct input *in)
     add_done(in, &n, "dupB.jpg", cg_dup(d, len), len, "image/jpeg", 1, NULL);
     /* Left alone. */
     add_other(in, &n, "x.jpg", NULL, 0, EXP_LEFT, NULL, 0, 1);
-    add_other(in, &n, ".hidden.jpg", jpeg_seed(300, &len), len, EXP_LEFT, NULL, 0, 0);
-    add_other(in, &n, "upload.jpg.part", jpeg_seed(301, &len), len, EXP_LEFT, NULL, 0, 0);
-    add_other(in, &n, "scan.TMP", jpeg_seed(302, &len), len, EXP_LEFT, NULL, 0, 0);
-    add_other(in, &n, "~$lock.jpg", jpeg_seed(303, &len), len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(300, &len);
+    add_other(in, &n, ".hidden.jpg", d, len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(301, &len);
+    add_other(in, &n, "upload.jpg.part", d, len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(302, &len);
+    add_other(in, &n, "scan.TMP", d, len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(303, &len);
+    add_other(in, &n, "~$lock.jpg", d, len, EXP_LEFT, NULL, 0, 0);
     return n;
 }
 
