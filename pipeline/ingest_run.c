@@ -289,6 +289,17 @@ static void dispose(struct run *R, struct ingest_item *it, const char *host)
     struct folio_err err = {0};
     char *moved = NULL;
     int outcome = INGEST_OUT_GONE;
+    /* Rewritten since it was read? Then what was recorded is an earlier
+     * version: leave the file for the tracker to take again. */
+    struct stat st;
+    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !o->follow_symlinks &&
+        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
+         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
+        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
+                  folio_lq(lq, sizeof lq, it->path_display));
+        complete(R, it, INGEST_OUT_REOBSERVE, 0);
+        return;
+    }
     if (it->status == ITEM_ACCEPT) {
         if (o->after == INGEST_AFTER_MOVE) {
             char sub[32];

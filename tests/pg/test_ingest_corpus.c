@@ -537,8 +537,17 @@ int main(void)
     char copy[PATH_MAX];
     snprintf(copy, sizeof copy, "%s/baseline-copy.jpg", g_dir);
     write_bytes(copy, in[0].data, in[0].len);
+    /* ... and a second empty.jpg: rejected again, beside the first. */
+    char empty2[PATH_MAX];
+    snprintf(empty2, sizeof empty2, "%s/empty.jpg", g_dir);
+    write_bytes(empty2, (const uint8_t *)"", 0);
     rc = run_ingest("", g_dir, log);
     struct totals t3 = totals(c);
+    snprintf(empty2, sizeof empty2, "%s/.folio/rejected/empty.1.jpg.reason.json", g_dir);
+    CHECK(exists(empty2), "second empty.jpg rejected as empty.1.jpg with its reason file");
+    snprintf(empty2, sizeof empty2, "%s/.folio/rejected/empty.jpg.reason.json", g_dir);
+    CHECK(exists(empty2), "first reason file kept");
+    CHECK(t3.rejections == t.rejections + 1, "one new rejection row (%lld -> %lld)", t.rejections, t3.rejections);
     CHECK(rc == 0 && !exists(orig) && !exists(copy), "put-back and copy were taken");
     CHECK(find_done(g_dir, "baseline.1.jpg", moved, sizeof moved), "name collision got a new name");
     CHECK(find_done(g_dir, "baseline.jpg", moved, sizeof moved), "the first baseline.jpg is still there");
