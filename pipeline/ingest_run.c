@@ -90,6 +90,7 @@ struct run {
 };
 
 static int64_t now_ms(void) { return folio_mono_ns() / 1000000; }
+static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms);
 
 /* ---- validators ---- */
 
@@ -104,10 +105,8 @@ static void set_reject(struct ingest_item *it, const char *reason)
 static struct ingest_item *validate(const struct run *R, struct ingest_candidate c)
 {
     struct ingest_item *it = calloc(1, sizeof *it);
-    if (!it) {
-        ingest_candidate_free(&c);
-        return NULL;
-    }
+    if (!it)
+        return NULL; /* the caller still owns c */
     it->cand = c;
     it->info.failed_page = -1;
     ingest_display(it->path_display, sizeof it->path_display, c.path);
@@ -224,6 +223,12 @@ static void *validator_main(void *arg)
             }
         }
         struct ingest_item *it = validate(R, c);
+        if (!it) {
+            /* Out of memory for the item itself: hand the path straight
+             * back for a retry so the run never waits on it forever. */
+            complete_path(R, c.path, INGEST_OUT_RETRY, &c.sig, RETRY_MS);
+            c.path = NULL;
+        }
         pthread_mutex_lock(&R->mu);
         while (it && R->res_head && R->res_bytes + it->len > RESULT_BYTES_CAP && !R->abort)
             pthread_cond_wait(&R->res_space_cv, &R->mu);
@@ -246,15 +251,17 @@ static void *validator_main(void *arg)
 
 /* ---- writer ---- */
 
-static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t retry_ms)
+/* Queues an outcome for the main thread; takes ownership of path. */
+static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms)
 {
     struct completion *c = calloc(1, sizeof *c);
     if (c) {
-        c->path = it->cand.path; /* ownership moves to the completion */
-        it->cand.path = NULL;
+        c->path = path;
         c->outcome = outcome;
-        c->sig = it->cand.sig;
+        c->sig = *sig;
         c->retry_ms = retry_ms;
+    } else {
+        free(path);
     }
     pthread_mutex_lock(&R->mu);
     if (c) {
@@ -270,6 +277,12 @@ static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t
         /* The counter cannot overflow at our rates; the main loop also
          * wakes on its own timeout. */
     }
+}
+
+static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t retry_ms)
+{
+    complete_path(R, it->cand.path, outcome, &it->cand.sig, retry_ms);
+    it->cand.path = NULL; /* ownership moved to the completion */
 }
 
 static void today(char *buf, size_t n)
@@ -830,8 +843,7 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
                     R.work_head = (R.work_head + 1) % R.work_cap;
                     R.work_len--;
                 }
-                if (o->watch)
-                    R.abort = 1; /* do not wait out a database outage */
+                R.abort = 1; /* do not wait out a database outage: files stay put */
                 pthread_cond_broadcast(&R.res_space_cv);
                 pthread_mutex_unlock(&R.mu);
             }
