@@ -99,7 +99,8 @@ static int submit_wait(struct vkr *vk, VkCommandBuffer cb, struct folio_err *err
     } else {
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                            .pCommandBuffers = &cb};
-        r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+        r = vkr_fault("vk_device_lost") ? VK_ERROR_DEVICE_LOST
+                                        : vkQueueSubmit(vk->queue, 1, &si, vk->fence);
         if (r != VK_SUCCESS) {
             rc = vkr_check(vk, r, "vkQueueSubmit", err);
         } else {

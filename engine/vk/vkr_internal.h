@@ -119,6 +119,11 @@ void vkr_cmd_destroy_all(struct vkr *vk);
 int vkr_oneoff_begin(struct vkr *vk, VkCommandBuffer *cb, struct folio_err *err);
 int vkr_oneoff_end(struct vkr *vk, VkCommandBuffer cb, struct folio_err *err);
 
+/* Test builds: FOLIO_FAULT=a,b,... names faults to simulate ("vk_oom",
+ * "vk_device_lost", "pipeline:<shader>"). Always 0 without
+ * FOLIO_FAULT_INJECTION. */
+int vkr_fault(const char *name);
+
 #define VKR_STAGING_BYTES (16u << 20)
 #define VKR_TENSOR_ALIGN 256u
 

@@ -115,7 +115,8 @@ int vkr_block_create(struct vkr *vk, uint64_t size, int host, struct vkr_block *
     }
     VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                 .allocationSize = mr.size, .memoryTypeIndex = (uint32_t)ti};
-    r = vkAllocateMemory(vk->dev, &mai, &vk->ac, &out->mem);
+    r = vkr_fault("vk_oom") ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                            : vkAllocateMemory(vk->dev, &mai, &vk->ac, &out->mem);
     if (r != VK_SUCCESS) {
         vkDestroyBuffer(vk->dev, out->buf, &vk->ac);
         out->buf = VK_NULL_HANDLE;
@@ -293,9 +294,13 @@ int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
             folio_err_hint(err, "the plan did not cover this graph; this is a bug in the planner");
             return FOLIO_ELIMIT;
         }
-        /* Weights: grow by whole blocks of block_size, or just the tensor when small models ask. */
-        uint64_t bs = vk->lim.block_size;
-        rc = arena_new_block(a, need > bs ? need : bs, err);
+        /* Weights grow geometrically from 16 MiB up to the block size, so
+         * a tiny test model does not reserve a 1 GiB block and a large one
+         * ends up in full-size blocks. */
+        uint64_t grow = a->nblocks ? a->sizes[a->nblocks - 1] * 2 : (16u << 20);
+        if (grow > vk->lim.block_size)
+            grow = vk->lim.block_size;
+        rc = arena_new_block(a, need > grow ? need : grow, err);
         if (rc) {
             if (err)
                 folio_err_prefix(err, "arena %s: ", a->name);

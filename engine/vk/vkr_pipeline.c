@@ -342,23 +342,25 @@ static int add_pipe(struct vkr *vk, const struct vkr_pipeline_key *k, uint32_t *
     return 0;
 }
 
-static int fault_injected(const char *shader)
+int vkr_fault(const char *name)
 {
 #ifdef FOLIO_FAULT_INJECTION
     const char *f = getenv("FOLIO_FAULT");
-    char want[96];
-    snprintf(want, sizeof want, "pipeline:%s", shader);
-    if (f) {
-        const char *hit = strstr(f, want);
-        if (hit) {
-            char end = hit[strlen(want)];
-            return end == 0 || end == ',';
-        }
-    }
+    size_t n = strlen(name);
+    for (const char *h = f ? strstr(f, name) : NULL; h; h = strstr(h + 1, name))
+        if ((h == f || h[-1] == ',') && (h[n] == 0 || h[n] == ','))
+            return 1;
 #else
-    (void)shader;
+    (void)name;
 #endif
     return 0;
+}
+
+static int fault_injected(const char *shader)
+{
+    char want[96];
+    snprintf(want, sizeof want, "pipeline:%s", shader);
+    return vkr_fault(want);
 }
 
 /* Creates pipes[id]; thread-safe with respect to other ids. */
