@@ -18,12 +18,38 @@ struct ingest_limits {
 };
 void ingest_limits_default(struct ingest_limits *l);
 
+/* Formats ingest recognises from content. PDF is recognised so that it can
+ * be refused by name (a later issue rasterises it). */
+enum ingest_format {
+    INGEST_FMT_UNKNOWN = 0,
+    INGEST_FMT_JPEG,
+    INGEST_FMT_PNG,
+    INGEST_FMT_TIFF,
+    INGEST_FMT_PNM,
+    INGEST_FMT_WEBP,
+    INGEST_FMT_GIF,
+    INGEST_FMT_BMP,
+    INGEST_FMT_PDF,
+};
+/* Content sniffing from the first bytes only; never looks at a name. */
+enum ingest_format ingest_sniff(const uint8_t *data, size_t len);
+const char *ingest_format_media_type(enum ingest_format f);
+
 struct ingest_info {
     char media_type[32];   /* "image/jpeg", "image/png", "image/tiff", ... */
     int pages;
     int width, height;     /* first page, pixels, as stored (before EXIF rotation) */
     int exif_orientation;  /* 1..8, 0 when absent */
     char warning[256];     /* decoder warning on an accepted file, "" if none */
+    /* Filled when ingest_probe fails, for the rejection record: a stable
+     * code (empty, unsupported_format, too_large, too_many_pixels,
+     * too_many_pages, corrupt) and, for limits, which limit, its value and
+     * the file's actual value. */
+    enum ingest_format format;
+    char reason[32];
+    char limit_name[24];   /* "max_bytes", "max_pixels", "max_pages" or "" */
+    uint64_t limit_value, actual_value;
+    int failed_page;       /* 0-based page the failure is about, -1 if none */
 };
 
 /* Sniffs, reads headers, checks limits and validates the whole image data
