@@ -11,6 +11,14 @@
 #include <string.h>
 #include <strings.h>
 
+/* REQUIRE evaluates its condition twice; calls with side effects go
+ * through this, which evaluates once. */
+#define REQUIRE_OK(cond, ...)                                                                \
+    do {                                                                                     \
+        int rq_ = (cond);                                                                    \
+        REQUIRE(rq_, __VA_ARGS__);                                                           \
+    } while (0)
+
 static const char INVOICE_TEXT[] =
     "INVOICE\n"
     "Invoice number 4711\n"
@@ -93,18 +101,18 @@ int main(void)
     ocr_process_init();
     const char *dir = tu_scratch("ocr_rules");
     char inv[1100], let[1100];
-    REQUIRE(render(dir, "invoice", INVOICE_TEXT, inv, sizeof inv) == 0, "render invoice page");
-    REQUIRE(render(dir, "letter", LETTER_TEXT, let, sizeof let) == 0, "render letter page");
+    REQUIRE_OK(render(dir, "invoice", INVOICE_TEXT, inv, sizeof inv) == 0, "render invoice page");
+    REQUIRE_OK(render(dir, "letter", LETTER_TEXT, let, sizeof let) == 0, "render letter page");
 
     struct ocr_opts oo;
     ocr_opts_default(&oo);
     struct ocr_engine *e = NULL;
     struct folio_err err = {0};
-    REQUIRE(ocr_open(&oo, &e, &err) == 0, "ocr_open: %s", err.msg);
+    REQUIRE_OK(ocr_open(&oo, &e, &err) == 0, "ocr_open: %s", err.msg);
 
     /* Upright page: the known words come back. */
     struct ocr_page_result r;
-    REQUIRE(ocr_file(e, inv, 0, &r) == 0, "OCR upright invoice");
+    REQUIRE_OK(ocr_file(e, inv, 0, &r) == 0, "OCR upright invoice");
     CHECK(strstr(r.text, "Invoice number 4711") != NULL, "text: %s", r.text);
     CHECK(strstr(r.text, "Harbour Supplies") != NULL, "text: %s", r.text);
     CHECK(r.confidence > 70, "confidence %.1f", r.confidence);
@@ -113,7 +121,7 @@ int main(void)
 
     /* The same engine is reused for the next page (initialised once). */
     for (int quads = 1; quads <= 3; quads++) {
-        REQUIRE(ocr_file(e, let, quads, &r) == 0, "OCR letter turned %d quads", quads);
+        REQUIRE_OK(ocr_file(e, let, quads, &r) == 0, "OCR letter turned %d quads", quads);
         CHECK(r.orientation == quads * 90,
               "page turned %d° cw detected as %d (conf %.2f)", quads * 90, r.orientation,
               r.orientation_conf);
@@ -132,16 +140,16 @@ int main(void)
     const char *inv_kw[] = {"invoice number", "amount due", "bill to", "remit", "tax"};
     const char *let_kw[] = {"dear", "sincerely", "enclosure"};
     const char *memo_kw[] = {"memorandum", "to", "from"};
-    REQUIRE(engine_labels_add(labels, "invoice", inv_kw, 5, &err) == 0, "%s", err.msg);
-    REQUIRE(engine_labels_add(labels, "letter", let_kw, 3, &err) == 0, "%s", err.msg);
-    REQUIRE(engine_labels_add(labels, "memo", memo_kw, 3, &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_labels_add(labels, "invoice", inv_kw, 5, &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_labels_add(labels, "letter", let_kw, 3, &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_labels_add(labels, "memo", memo_kw, 3, &err) == 0, "%s", err.msg);
     CHECK(engine_labels_add(labels, "unknown", NULL, 0, &err) == FOLIO_EINVAL, "reserved name accepted");
 
     struct engine *eng = NULL;
-    REQUIRE(engine_open(&(struct engine_config){0}, labels, &eng, &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_open(&(struct engine_config){0}, labels, &eng, &err) == 0, "%s", err.msg);
     struct engine_result res;
-    REQUIRE(ocr_file(e, inv, 0, &r) == 0, "OCR invoice");
-    REQUIRE(engine_rules_score(labels, r.text, (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
+    REQUIRE_OK(ocr_file(e, inv, 0, &r) == 0, "OCR invoice");
+    REQUIRE_OK(engine_rules_score(labels, r.text, (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
     CHECK(strcmp(res.label, "invoice") == 0, "invoice page classified as %s", res.label);
     double sum = 0;
     for (int i = 0; i < res.n_labels; i++)
@@ -152,9 +160,9 @@ int main(void)
     engine_result_free(&res);
     ocr_page_result_free(&r);
 
-    REQUIRE(ocr_file(e, let, 1, &r) == 0, "OCR turned letter");
+    REQUIRE_OK(ocr_file(e, let, 1, &r) == 0, "OCR turned letter");
     struct engine_doc doc = {text_from_string, r.text};
-    REQUIRE(engine_classify(eng, &doc, &res, &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_classify(eng, &doc, &res, &err) == 0, "%s", err.msg);
     CHECK(strcmp(res.label, "letter") == 0, "turned letter classified as %s", res.label);
     CHECK(strcmp(res.fallback_reason, "no model configured") == 0, "reason %s", res.fallback_reason);
     CHECK(res.text.text && strstr(res.text.text, "Sincerely"), "OCR text kept in the result");
@@ -163,10 +171,10 @@ int main(void)
 
     /* Word boundaries and case: "TAX" counts, "syntax"/"taxi" do not;
      * nothing matched → unknown with an all-zero distribution. */
-    REQUIRE(engine_rules_score(labels, "syntax taxi fromage", (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_rules_score(labels, "syntax taxi fromage", (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
     CHECK(strcmp(res.label, "unknown") == 0 && res.confidence == 0, "no-match gives %s %f", res.label, res.confidence);
     engine_result_free(&res);
-    REQUIRE(engine_rules_score(labels, "TOTAL TAX\n\nAMOUNT\n  DUE", (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_rules_score(labels, "TOTAL TAX\n\nAMOUNT\n  DUE", (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
     CHECK(strcmp(res.label, "invoice") == 0 && res.raw[0] == 2, "case/whitespace: %s raw %f", res.label, res.raw[0]);
     engine_result_free(&res);
 
