@@ -94,11 +94,12 @@ static int load_set(const struct migrate_opts *o, struct migration **out, size_t
                 continue;
             int v = parse_name(de->d_name);
             if (v < 0) {
-                closedir(d);
-                free_migs(m, n);
+                /* de points into d: format the message before closedir. */
                 folio_err_set(err, FOLIO_EINVAL, "migration file %s/%s is misnamed", o->dir,
                               de->d_name);
                 folio_err_hint(err, "name migrations NNN_lowercase_words.sql, e.g. 002_add_x.sql");
+                closedir(d);
+                free_migs(m, n);
                 return FOLIO_EINVAL;
             }
             if (n == cap) {

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# folio on an embedded default, in one command: installs dependencies,
+# builds, starts a local PostgreSQL cluster under ./var/pg, applies the
+# schema, then runs the stages that exist (see README.md) until Ctrl-C.
+#   ops/run-local.sh            build + run
+#   ops/run-local.sh stop       stop the local cluster
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VAR="$ROOT/var"
+PGDIR="$VAR/pg"
+
+if [ "${1:-}" = stop ]; then
+  bash ops/pg-local.sh stop "$PGDIR"
+  exit 0
+fi
+
+bash ops/deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build
+F="$ROOT/build/folio"
+
+mkdir -p "$VAR/inbox"
+# The postgres OS user (when run as root) must reach the socket folder.
+chmod o+x "$ROOT" "$VAR" 2>/dev/null || true
+export FOLIO_DB=$(bash ops/pg-local.sh start "$PGDIR")
+echo "database: $FOLIO_DB"
+"$F" migrate
+
+cat <<MSG
+
+folio is running on a local cluster.
+  database:  psql "$FOLIO_DB"
+  status:    FOLIO_DB="$FOLIO_DB" build/folio status
+  stop:      ops/run-local.sh stop
+MSG
+"$F" status

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine to a verdict:
+# installs dependencies, builds folio twice (optimised with -Werror, and with
+# AddressSanitizer + UBSan), then runs every test under the sanitizers with
+# ctest. ctest's "pg" fixture starts and stops the throwaway PostgreSQL
+# cluster (ops/pg-local.sh); the trap below stops it too if we are interrupted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+JOBS=${JOBS:-$(nproc)}
+
+bash ops/deps.sh
+
+echo "== build (release, -Werror)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_WERROR=ON >/dev/null
+ninja -C build -j "$JOBS"
+
+echo "== build (address + undefined sanitizers)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFOLIO_SANITIZE=ON -DFOLIO_WERROR=ON >/dev/null
+ninja -C build-asan -j "$JOBS"
+
+PGDIR=$(grep -o 'FOLIO_TEST_PGHOST=[^;"]*' build-asan/tests/CTestTestfile.cmake | head -1 | cut -d= -f2 || true)
+cleanup() { [ -n "${PGDIR:-}" ] && bash "$ROOT/ops/pg-local.sh" stop "$PGDIR" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+echo "== ctest (sanitized build)"
+cd build-asan
+ctest --output-on-failure -j "$JOBS" "$@"
+cd "$ROOT"
+
+if [ -x ops/fuzz.sh ]; then
+  echo "== fuzz (bounded)"
+  FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash ops/fuzz.sh
+fi
