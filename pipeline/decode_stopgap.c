@@ -55,3 +55,25 @@ __attribute__((weak)) void ingest_page_free(struct ingest_page *p)
     free(p->pixels);
     p->pixels = NULL;
 }
+
+__attribute__((weak)) int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *lim,
+                                       struct ingest_info *out, struct folio_err *err)
+{
+    (void)lim;
+    memset(out, 0, sizeof *out);
+    l_int32 format = 0, w = 0, h = 0;
+    if (pixReadHeaderMem(data, len, &format, &w, &h, NULL, NULL, NULL) != 0)
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "not an image Leptonica can read (%zu bytes)", len);
+    snprintf(out->media_type, sizeof out->media_type, "image/x-leptonica-%d", (int)format);
+    out->pages = 1;
+    out->width = w;
+    out->height = h;
+    return 0;
+}
+
+__attribute__((weak)) void ingest_limits_default(struct ingest_limits *l)
+{
+    l->max_bytes = 512ull << 20;
+    l->max_pixels = 300000000ull;
+    l->max_pages = 2000;
+}

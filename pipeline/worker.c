@@ -36,7 +36,7 @@
  */
 #include "engine/engine.h"
 #include "engine/ocr.h"
-#include "ingest/ingest.h"
+#include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
@@ -54,9 +54,6 @@
 enum { SLOT_FREE, SLOT_ASSIGNED, SLOT_BUSY };
 enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2 };
 
-/* Longest side a page is decoded at: Tesseract refuses > 32767, and 300 dpi
- * A0 is ~14000. */
-#define DECODE_MAX_SIDE 14000
 #define LABELS_REFRESH_MS 10000.0
 #define CLEANUP_BATCH 500
 
@@ -223,100 +220,13 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
     return 0;
 }
 
-/* ------------------------------------------------------------ text provider */
-
-struct text_ctx {
-    struct ocr_thread *t;
-    struct slot *s;
-    const uint8_t *data;
-    size_t len;
-    int pages;
-};
-
-/* Decodes and OCRs the document's pages one at a time (a 300-dpi page is
- * ~8 MB gray; never hold them all), up to --ocr-max-pages. */
-static int doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
-{
-    struct text_ctx *c = ctx;
-    double t0 = folio_mono_ms();
-    int maxp = c->t->w->o->ocr_max_pages;
-    int n = c->pages < 1 ? 1 : c->pages;
-    int todo = maxp > 0 && n > maxp ? maxp : n;
-    out->pages_skipped = n - todo;
-    out->confidence = -1;
-    struct json_buf text;
-    json_init(&text);
-    double conf_sum = 0;
-    int conf_n = 0;
-    for (int p = 0; p < todo; p++) {
-        if (job_cancelled(c->s)) {
-            json_free(&text);
-            return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page %d", p + 1);
-        }
-        struct ingest_page pg;
-        double td = folio_mono_ms();
-        int rc = ingest_decode_page(c->data, c->len, p, DECODE_MAX_SIDE, 1, &pg, err);
-        out->decode_ms += folio_mono_ms() - td;
-        if (rc) {
-            json_free(&text);
-            folio_err_prefix(err, "page %d of %d: ", p + 1, n);
-            return rc;
-        }
-        struct ocr_image img = {.width = pg.width, .height = pg.height, .channels = pg.channels,
-                                .stride = pg.stride, .pixels = pg.pixels};
-        struct ocr_page_result r;
-        double to = folio_mono_ms();
-        rc = ocr_page(c->t->ocr, &img, &c->s->cancel, &r, err);
-        out->ocr_ms += folio_mono_ms() - to;
-        ingest_page_free(&pg);
-        if (rc) {
-            json_free(&text);
-            folio_err_prefix(err, "page %d of %d: ", p + 1, n);
-            return rc;
-        }
-        if (p == 0)
-            out->orientation = r.orientation;
-        if (r.timed_out) {
-            out->pages_timed_out++;
-            folio_log(FOLIO_LOG_WARN, "ocr_page_deadline", "job=%lld page=%d deadline_ms=%d",
-                      (long long)c->s->job.id, p + 1, c->t->w->o->page_deadline_ms);
-        }
-        if (p > 0)
-            json_raw(&text, "\f"); /* page break, as the tesseract CLI writes */
-        json_raw(&text, r.text);
-        if (r.confidence >= 0) {
-            conf_sum += r.confidence;
-            conf_n++;
-        }
-        out->pages_read++;
-        ocr_page_result_free(&r);
-    }
-    if (text.oom) {
-        json_free(&text);
-        return folio_err_set(err, FOLIO_ENOMEM, "cannot hold the OCR text");
-    }
-    out->text = text.s ? text.s : strdup("");
-    if (!out->text)
-        return folio_err_set(err, FOLIO_ENOMEM, "cannot hold the OCR text");
-    out->confidence = conf_n ? conf_sum / conf_n : -1;
-    out->ms = folio_mono_ms() - t0;
-    return 0;
-}
-
 /* ------------------------------------------------------------ one job */
 
 static void build_result_json(const struct engine_result *er, double fetch_ms, double total_ms,
                               struct json_buf *scores, struct json_buf *timings, struct json_buf *pages,
                               int pages_total)
 {
-    json_raw(scores, "{");
-    for (int i = 0; i < er->n_labels; i++) {
-        if (i)
-            json_raw(scores, ",");
-        json_key(scores, er->names[i]);
-        json_num(scores, er->scores[i]);
-    }
-    json_raw(scores, "}");
+    worker_scores_json(er, scores);
     json_raw(timings, "{\"fetch_ms\":");
     json_num(timings, fetch_ms);
     json_raw(timings, ",\"decode_ms\":");
@@ -378,8 +288,10 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     struct engine_result er;
     memset(&er, 0, sizeof er);
     if (rc == 0) {
-        struct text_ctx tc = {t, s, data, len, j->pages};
-        struct engine_doc doc = {doc_text, &tc};
+        struct doc_text_ctx tc = {.ocr = t->ocr, .cancel = &s->cancel, .data = data, .len = len,
+                                  .pages = j->pages, .max_pages = w->o->ocr_max_pages, .job_id = j->id,
+                                  .page_deadline_ms = w->o->page_deadline_ms};
+        struct engine_doc doc = {worker_doc_text, &tc};
         rc = engine_classify(t->engine, &doc, &er, &err);
     }
     free(data);
