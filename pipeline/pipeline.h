@@ -145,6 +145,12 @@ int queue_reap(PGconn *c, const struct queue_cfg *q, int *ran, int *requeued, in
  * are kept; dead jobs stay as the dead-letter list). Same guard style. */
 int queue_cleanup(PGconn *c, double retain_s, int limit, int *deleted, struct folio_err *err);
 
+/* True when a failed call should be retried on a new connection: the
+ * connection is gone, the error carries no SQLSTATE (libpq lost the
+ * server mid-statement), or the server said it is shutting down, crashing
+ * or starting (SQLSTATE class 08, 57P01..57P03). */
+int queue_err_transient(PGconn *c, const struct folio_err *err);
+
 /* LISTEN on QUEUE_NOTIFY_CHANNEL. */
 int queue_listen(PGconn *c, struct folio_err *err);
 /* Reads pending notifications without blocking; returns how many arrived,

@@ -327,6 +327,20 @@ int queue_cleanup(PGconn *c, double retain_s, int limit, int *deleted, struct fo
     return 0;
 }
 
+int queue_err_transient(PGconn *c, const struct folio_err *err)
+{
+    if (db_conn_broken(c))
+        return 1;
+    if (!err || err->code != FOLIO_EDB)
+        return 0;
+    const char *st = strstr(err->msg, "(SQLSTATE ");
+    if (!st)
+        return 1;
+    st += 10;
+    return strncmp(st, "08", 2) == 0 || strncmp(st, "57P01", 5) == 0 || strncmp(st, "57P02", 5) == 0 ||
+           strncmp(st, "57P03", 5) == 0;
+}
+
 int queue_listen(PGconn *c, struct folio_err *err)
 {
     return db_exec(c, "LISTEN " QUEUE_NOTIFY_CHANNEL, err);

@@ -245,16 +245,19 @@ static void build_result_json(const struct engine_result *er, double fetch_ms, d
 }
 
 /* Retries a database step across reconnects until the lease runs out.
- * Returns 0, the step's non-connection error, or FOLIO_EDB when the lease
- * ran out first. */
-#define WITH_DB_RETRY(t, s, rcvar, call)                                                    \
+ * Leaves rcvar 0, the step's own (non-transient) error, or FOLIO_EDB when
+ * the lease ran out first. A retried completion is safe: queue_complete
+ * recognises a result its lost COMMIT acknowledgement already landed. */
+#define WITH_DB_RETRY(t, s, rcvar, errp, call)                                              \
     do {                                                                                    \
         for (;;) {                                                                          \
             if (((rcvar) = ensure_conn((t), (s))) != 0)                                     \
                 break;                                                                      \
             (rcvar) = (call);                                                               \
-            if ((rcvar) == 0 || !db_conn_broken((t)->conn))                                 \
+            if ((rcvar) == 0 || !queue_err_transient((t)->conn, (errp)))                    \
                 break;                                                                      \
+            PQfinish((t)->conn);                                                            \
+            (t)->conn = NULL;                                                               \
         }                                                                                   \
     } while (0)
 
@@ -269,10 +272,10 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     int rc;
     char q[900];
 
-    WITH_DB_RETRY(t, s, rc, queue_fetch_blob(t->conn, j->document_id, &data, &len, &err));
+    WITH_DB_RETRY(t, s, rc, &err, queue_fetch_blob(t->conn, j->document_id, &data, &len, &err));
     double fetch_ms = folio_mono_ms() - t0;
     if (rc == 0)
-        WITH_DB_RETRY(t, s, rc, refresh_labels(t, &err));
+        WITH_DB_RETRY(t, s, rc, &err, refresh_labels(t, &err));
 
 #ifdef FOLIO_FAULT_INJECTION
     if (w->fault.crash_prefix[0] &&
@@ -305,7 +308,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
                   cancel == CANCEL_LOST ? "lease_lost" : "database_unreachable");
     } else if (cancel == CANCEL_SHUTDOWN) {
         int released = 0;
-        WITH_DB_RETRY(t, s, rc, queue_release(t->conn, j, &released, &err));
+        WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
         folio_log(FOLIO_LOG_INFO, "job_released", "job=%lld attempt=%d released=%d", (long long)j->id,
                   j->attempt, released);
     } else if (rc) {
@@ -314,7 +317,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         snprintf(msg, sizeof msg, "%s%s%s", err.msg, err.detail[0] ? ": " : "", err.detail);
         struct folio_err ferr = {0};
         int frc;
-        WITH_DB_RETRY(t, s, frc, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
+        WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
         atomic_fetch_add(&w->failed, 1);
         folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d max_attempts=%d state=%s error=%s",
                   (long long)j->id, j->attempt, j->max_attempts, frc ? "unknown" : state,
@@ -341,7 +344,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         if (scores.oom || timings.oom || pages.oom)
             rc = folio_err_set(&err, FOLIO_ENOMEM, "cannot build the result JSON");
         else
-            WITH_DB_RETRY(t, s, rc, queue_complete(t->conn, j, w->worker_id, &res, &accepted, &err));
+            WITH_DB_RETRY(t, s, rc, &err, queue_complete(t->conn, j, w->worker_id, &res, &accepted, &err));
         if (rc == 0 && accepted) {
             atomic_fetch_add(&w->done, 1);
             folio_log(FOLIO_LOG_INFO, "job_done", "job=%lld document=%lld attempt=%d label=%s confidence=%.3f ms=%.0f",
@@ -465,6 +468,10 @@ static void *heartbeat_main(void *arg)
         if (rc) {
             char q[600];
             folio_log(FOLIO_LOG_WARN, "heartbeat_failed", "jobs=%d error=%s", n, folio_lq(q, sizeof q, err.msg));
+            if (c && queue_err_transient(c, &err)) {
+                PQfinish(c);
+                c = NULL;
+            }
         }
 
         pthread_mutex_lock(&w->mu);
@@ -599,7 +606,7 @@ static int disp_claim(struct dispatcher *d, int *free_after)
     if (queue_claim(d->c, &w->o->queue, w->worker_id, k, jobs, &n, &err)) {
         char q[600];
         folio_log(FOLIO_LOG_WARN, "claim_failed", "error=%s", folio_lq(q, sizeof q, err.msg));
-        if (db_conn_broken(d->c))
+        if (queue_err_transient(d->c, &err))
             disp_drop_conn(d, &err);
         return FOLIO_EDB;
     }
@@ -634,7 +641,7 @@ static void disp_maintenance(struct dispatcher *d)
     if (err.code) {
         char q[600];
         folio_log(FOLIO_LOG_WARN, "maintenance_failed", "error=%s", folio_lq(q, sizeof q, err.msg));
-        if (db_conn_broken(d->c))
+        if (queue_err_transient(d->c, &err))
             disp_drop_conn(d, &err);
     }
 }
@@ -830,7 +837,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             }
             if (d.c && queue_worker_stopped(d.c, w.worker_id, &st, &e2) == 0)
                 break;
-            if (d.c && db_conn_broken(d.c))
+            if (d.c && queue_err_transient(d.c, &e2))
                 disp_drop_conn(&d, &e2);
             folio_sleep_ms(200);
         }

@@ -25,7 +25,7 @@
     } while (0)
 
 /* Renders text to a TIFF page and reads it back into memory. */
-static int wt_render(const char *dir, const char *name, const char *text, int w, int h, uint8_t **data,
+static inline int wt_render(const char *dir, const char *name, const char *text, int w, int h, uint8_t **data,
                      size_t *len)
 {
     char txt[1100], out[1100];
@@ -45,7 +45,7 @@ static int wt_render(const char *dir, const char *name, const char *text, int w,
 /* Adds a document whose sha256 is sha_hex (64 hex digits; need not be the
  * hash of the bytes: tests plant many documents with the same page) with
  * its bytes and one queued job. Returns the job id or -1. */
-static long long wt_add_doc(PGconn *c, const char *sha_hex, const uint8_t *data, size_t len, int max_attempts)
+static inline long long wt_add_doc(PGconn *c, const char *sha_hex, const uint8_t *data, size_t len, int max_attempts)
 {
     char ma[16];
     snprintf(ma, sizeof ma, "%d", max_attempts);
@@ -68,7 +68,7 @@ static long long wt_add_doc(PGconn *c, const char *sha_hex, const uint8_t *data,
 }
 
 /* sha256 hex of a tag, optionally with its first hex digits replaced. */
-static void wt_sha(const char *tag, const char *prefix, char out[65])
+static inline void wt_sha(const char *tag, const char *prefix, char out[65])
 {
     uint8_t h[32];
     folio_sha256(tag, strlen(tag), h);
@@ -77,7 +77,7 @@ static void wt_sha(const char *tag, const char *prefix, char out[65])
         memcpy(out, prefix, strlen(prefix));
 }
 
-static long long wt_q1(PGconn *c, const char *sql)
+static inline long long wt_q1(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);
     long long v = -1;
@@ -90,7 +90,7 @@ static long long wt_q1(PGconn *c, const char *sql)
 }
 
 /* Waits until `sql` returns `want` (polling), up to timeout_ms. */
-static int wt_wait_for(PGconn *c, const char *sql, long long want, int timeout_ms)
+static inline int wt_wait_for(PGconn *c, const char *sql, long long want, int timeout_ms)
 {
     for (int t = 0; t < timeout_ms; t += 100) {
         if (wt_q1(c, sql) == want)
@@ -102,7 +102,7 @@ static int wt_wait_for(PGconn *c, const char *sql, long long want, int timeout_m
 
 /* Starts `folio worker --db conninfo ARGS...` with FOLIO_FAULT=fault (NULL:
  * unset), output appended to logpath. Returns the pid. */
-static pid_t wt_spawn_worker(const char *conninfo, const char *fault, const char *logpath, const char *const *args)
+static inline pid_t wt_spawn_worker(const char *conninfo, const char *fault, const char *logpath, const char *const *args)
 {
     pid_t pid = fork();
     if (pid != 0)
@@ -132,7 +132,7 @@ static pid_t wt_spawn_worker(const char *conninfo, const char *fault, const char
 
 /* Waits for pid up to timeout_ms; returns its exit status, 128+signal, or
  * -1 on timeout. */
-static int wt_wait_exit(pid_t pid, int timeout_ms)
+static inline int wt_wait_exit(pid_t pid, int timeout_ms)
 {
     for (int t = 0; t <= timeout_ms; t += 20) {
         int st;
