@@ -406,7 +406,7 @@ int queue_worker_register(PGconn *c, const struct queue_worker_info *w, int64_t 
                        w->paths_array ? w->paths_array : "{}",
                        w->paths_disabled_json ? w->paths_disabled_json : "{}",
                        w->detail_json ? w->detail_json : "{}"};
-    PGresult *r = exec_hot(c, "folio_heartbeat_v1", SQL, 8, v);
+    PGresult *r = exec(c, SQL, 8, v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "registering the worker", err);
     *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
