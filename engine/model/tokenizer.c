@@ -19,11 +19,12 @@
  * and not a library); whitespace is Unicode White_Space, as in the regex
  * engines the reference tokenizers use.
  *
- * BPE: pieces of up to SMALL_PIECE bytes scan all adjacent pairs per merge
- * (fast for words); longer pieces (runs of punctuation or spaces in OCR
+ * BPE: pieces of up to SMALL_PIECE bytes keep their pair ranks in small
+ * stack arrays and look up only the pairs a merge changes; longer pieces (runs of punctuation or spaces in OCR
  * text) use a binary heap of candidate pairs so that cost stays
  * O(n log n). Both merge the lowest rank first, leftmost on ties, which is
- * what Hugging Face tokenizers' BPE does.
+ * what Hugging Face tokenizers' BPE does. An optional per-thread cache
+ * (struct tok_cache) memoises short pieces, since OCR text repeats words.
  */
 #include "engine/model/tokenizer.h"
 #include "engine/model/unicode_tables.h"
@@ -32,6 +33,21 @@
 #include <string.h>
 
 enum { SMALL_PIECE = 48 };
+enum { CACHE_SLOTS = 4096, CACHE_BYTES = 22, CACHE_IDS = 8 };
+
+/* One cache line per slot. */
+struct cache_ent {
+    uint64_t h;
+    uint8_t len, nid;
+    uint8_t bytes[CACHE_BYTES];
+    int32_t ids[CACHE_IDS];
+};
+
+struct tok_cache {
+    uint64_t owner; /* fingerprint of the tokenizer that filled it */
+    uint64_t hits, misses;
+    struct cache_ent e[CACHE_SLOTS];
+};
 
 struct merge_slot {
     uint64_t key; /* left << 32 | right; 0 = empty (id pair (0,0) stored as key+1) */
@@ -50,6 +66,7 @@ struct tok {
     struct merge_slot *mtab;
     uint64_t mtab_mask;
     uint32_t n_merges, n_bad_merges;
+    uint64_t fingerprint; /* of tokens and merges: equal means same encodings */
     int32_t byte_id[256];
     int32_t *specials; /* sorted by length, longest first */
     uint32_t n_specials;
@@ -500,9 +517,19 @@ static int bpe_piece(const struct tok *t, struct bpe_ws *w, size_t n, struct tok
     return 0;
 }
 
+struct tok_cache *tok_cache_new(void)
+{
+    return calloc(1, sizeof(struct tok_cache));
+}
+
+void tok_cache_free(struct tok_cache *c)
+{
+    free(c);
+}
+
 /* Pre-tokenises and BPE-encodes a span that holds no special tokens. */
-static int encode_plain(const struct tok *t, struct bpe_ws *w, const uint8_t *s, size_t n,
-                        struct tok_ids *out)
+static int encode_plain(const struct tok *t, struct tok_cache *c, struct bpe_ws *w,
+                        const uint8_t *s, size_t n, struct tok_ids *out)
 {
     size_t i = 0;
     while (i < n) {
@@ -511,14 +538,38 @@ static int encode_plain(const struct tok *t, struct bpe_ws *w, const uint8_t *s,
         if (m == 1) {
             if (push_id(out, t->byte_id[s[i]]))
                 return FOLIO_ENOMEM;
-        } else {
-            if (ws_reserve(w, m))
-                return FOLIO_ENOMEM;
-            for (size_t k = 0; k < m; k++)
-                w->id[k] = t->byte_id[s[i + k]];
-            int rc = bpe_piece(t, w, m, out);
-            if (rc)
-                return rc;
+            i = e;
+            continue;
+        }
+        struct cache_ent *ce = NULL;
+        uint64_t h = 0;
+        if (c && m <= CACHE_BYTES) {
+            h = hash_bytes(s + i, m);
+            ce = &c->e[h & (CACHE_SLOTS - 1)];
+            if (ce->h == h && ce->len == m && memcmp(ce->bytes, s + i, m) == 0) {
+                for (uint8_t k = 0; k < ce->nid; k++)
+                    if (push_id(out, ce->ids[k]))
+                        return FOLIO_ENOMEM;
+                c->hits++;
+                i = e;
+                continue;
+            }
+            c->misses++;
+        }
+        if (ws_reserve(w, m))
+            return FOLIO_ENOMEM;
+        for (size_t k = 0; k < m; k++)
+            w->id[k] = t->byte_id[s[i + k]];
+        size_t before = out->n;
+        int rc = bpe_piece(t, w, m, out);
+        if (rc)
+            return rc;
+        if (ce && out->n - before <= CACHE_IDS) {
+            ce->h = h;
+            ce->len = (uint8_t)m;
+            ce->nid = (uint8_t)(out->n - before);
+            memcpy(ce->bytes, s + i, m);
+            memcpy(ce->ids, out->v + before, ce->nid * sizeof *ce->ids);
         }
         i = e;
     }
@@ -528,10 +579,20 @@ static int encode_plain(const struct tok *t, struct bpe_ws *w, const uint8_t *s,
 int tok_encode(const struct tok *t, const char *text, size_t len, int parse_special,
                struct tok_ids *out, struct folio_err *err)
 {
+    return tok_encode_cached(t, NULL, text, len, parse_special, out, err);
+}
+
+int tok_encode_cached(const struct tok *t, struct tok_cache *c, const char *text, size_t len,
+                      int parse_special, struct tok_ids *out, struct folio_err *err)
+{
     const uint8_t *s = (const uint8_t *)text;
     struct bpe_ws w = {0};
     int rc = 0;
     size_t seg = 0;
+    if (c && c->owner != t->fingerprint) {
+        memset(c, 0, sizeof *c);
+        c->owner = t->fingerprint;
+    }
     if (parse_special && t->n_specials) {
         for (size_t i = 0; i < len && rc == 0;) {
             if (!t->special_first[s[i]]) {
@@ -550,7 +611,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, int parse_spec
                 i++;
                 continue;
             }
-            rc = encode_plain(t, &w, s + seg, i - seg, out);
+            rc = encode_plain(t, c, &w, s + seg, i - seg, out);
             if (rc == 0)
                 rc = tok_ids_push(out, hit);
             i += t->len[hit];
@@ -558,7 +619,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, int parse_spec
         }
     }
     if (rc == 0)
-        rc = encode_plain(t, &w, s + seg, len - seg, out);
+        rc = encode_plain(t, c, &w, s + seg, len - seg, out);
     ws_free(&w);
     if (rc)
         return folio_err_set(err, rc, "out of memory tokenising %zu bytes", len);
@@ -802,6 +863,12 @@ static int load_merges(struct tok *t, const struct gguf_file *f, struct folio_er
         t->n_merges++;
     }
     free(buf);
+    t->fingerprint = hash_bytes(t->arena, t->arena_len) ^
+                     hash_bytes(t->mtab, (t->mtab_mask + 1) * sizeof *t->mtab) ^
+                     hash_bytes(t->len, t->n_vocab * sizeof *t->len) ^
+                     hash_bytes(t->type, t->n_vocab);
+    if (t->fingerprint == 0)
+        t->fingerprint = 1; /* 0 marks an empty cache */
     return 0;
 }
 

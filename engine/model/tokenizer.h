@@ -62,6 +62,17 @@ int32_t tok_special_id(const struct tok *t, const char *text);
  * by byte (each stray byte is its own character), never refused. */
 int tok_encode(const struct tok *t, const char *text, size_t len, int parse_special,
                struct tok_ids *out, struct folio_err *err);
+/* A per-thread memo of recent pieces → ids (direct-mapped, 256 KiB). OCR
+ * text repeats its words, so most pieces skip BPE; results are identical
+ * with or without it. Owned by one thread; never shared. */
+struct tok_cache;
+struct tok_cache *tok_cache_new(void);
+void tok_cache_free(struct tok_cache *c);
+/* tok_encode with a cache (NULL: none). The cache remembers which
+ * tokenizer filled it and starts over when used with another. */
+int tok_encode_cached(const struct tok *t, struct tok_cache *c, const char *text, size_t len,
+                      int parse_special, struct tok_ids *out, struct folio_err *err);
+
 /* Appends the bytes of ids to *buf (malloc'd, grown as needed; *len
  * updated). skip_special drops control tokens. Bad ids are an error. */
 int tok_decode(const struct tok *t, const int32_t *ids, size_t n, int skip_special, char **buf,

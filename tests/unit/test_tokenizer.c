@@ -134,6 +134,7 @@ struct vocab_opts {
     const char *model;    /* tokenizer.ggml.model */
     const char *pre;
     int short_types;
+    int no_merges;
 };
 
 static int build_vocab(const struct vocab_opts *o, uint8_t **buf, size_t *len)
@@ -180,7 +181,8 @@ static int build_vocab(const struct vocab_opts *o, uint8_t **buf, size_t *len)
         gguf_w_array_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, N_VOCAB);
         gguf_w_array(w, "tokenizer.ggml.token_type", GGUF_I32, types,
                      o->short_types ? N_VOCAB - 1 : N_VOCAB);
-        gguf_w_array_str(w, "tokenizer.ggml.merges", (const char *const *)merges, N_MERGES + 1);
+        gguf_w_array_str(w, "tokenizer.ggml.merges", (const char *const *)merges,
+                         o->no_merges ? 0 : N_MERGES + 1);
         rc = gguf_w_finish(w, buf, len, NULL);
         gguf_writer_free(w);
     }
@@ -348,6 +350,8 @@ static void test_bpe_random(void)
     struct vocab_opts o = {.drop_byte = -1};
     struct tok *t = load(&o, &e);
     NEED(t != NULL, "load: %s", e.msg);
+    struct tok_cache *cache = tok_cache_new();
+    NEED(cache != NULL, "cache");
     uint32_t seed = 7;
     int bad = 0;
     for (int it = 0; it < 400; it++) {
@@ -365,6 +369,13 @@ static void test_bpe_random(void)
         if (tok_encode(t, s, n, 0, &ids, &e) != 0 || ids.n != nw ||
             memcmp(ids.v, want, nw * sizeof *want) != 0)
             bad++;
+        /* twice through a cache (miss, then hit): same ids */
+        for (int k = 0; k < 2; k++) {
+            ids.n = 0;
+            if (tok_encode_cached(t, cache, s, n, 0, &ids, &e) != 0 || ids.n != nw ||
+                memcmp(ids.v, want, nw * sizeof *want) != 0)
+                bad++;
+        }
         tok_ids_free(&ids);
     }
     CHECK(bad == 0, "%d of 400 random words differ from the reference BPE", bad);
@@ -390,6 +401,20 @@ static void test_bpe_random(void)
         tok_ids_free(&ids);
     }
     CHECK(bad == 0, "%d of 300 random byte strings do not round-trip", bad);
+
+    /* a cache filled by one tokenizer is not trusted by another */
+    struct tok_ids a = {0}, b = {0};
+    CHECK(tok_encode_cached(t, cache, "hello world", 11, 0, &a, &e) == 0 && a.n == 2 &&
+              a.v[0] == ID_HELLO, "cached hello");
+    struct vocab_opts o2 = {.drop_byte = -1, .no_merges = 1};
+    struct tok *t2 = load(&o2, &e);
+    NEED(t2 != NULL, "load without merges: %s", e.msg);
+    CHECK(tok_encode_cached(t2, cache, "hello", 5, 0, &b, &e) == 0 && b.n == 5 && b.v[0] == 'h',
+          "other tokenizer through the same cache: %zu ids", b.n);
+    tok_ids_free(&a);
+    tok_ids_free(&b);
+    tok_free(t2);
+    tok_cache_free(cache);
     tok_free(t);
 }
 
