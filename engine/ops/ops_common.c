@@ -61,6 +61,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     key(&all[n++], "convert", 1, 1, 0);
     key(&all[n++], "scatter", 0, 0, 0);
     key(&all[n++], "concat2x2", 0, 0, 0);
+    key(&all[n++], "peak_fma", 0, 0, 0);
+    key(&all[n++], "peak_bw", 0, 0, 0);
     int k = n < max ? n : max;
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
