@@ -158,6 +158,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     uint64_t one = T + LT - 1;
     uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 4);
     uint64_t sc = NL * one < budget ? NL * one : budget;
+    if (c->scratch_rows)
+        sc = c->scratch_rows;
     if (sc < one)
         sc = one;
     uint64_t lg = B + (B * NL * (LT - 1) > (c->all_logits ? B * T : 0)

@@ -42,6 +42,9 @@ struct lm_config {
     /* Size the logits buffer for every prompt position of a full batch
      * (parity tests); otherwise only last positions and label rows. */
     int all_logits;
+    /* Rows of the per-label K/V scratch; 0 = as many labels as fit 64 MiB.
+     * Tests set it low to force one gather+attention group per label. */
+    uint32_t scratch_rows;
 };
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels
