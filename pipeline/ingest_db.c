@@ -100,9 +100,9 @@ int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *
     PQclear(r);
     if (!ok) {
         PQfinish(c);
-        folio_err_set(err, FOLIO_EDB, "the database has no (or an old) folio schema");
+        folio_err_set(err, FOLIO_ESTATE, "the database has no (or an old) folio schema");
         folio_err_hint(err, "run: folio migrate --db '<same conninfo>'");
-        return FOLIO_EDB;
+        return FOLIO_ESTATE;
     }
     r = PQprepare(c, "folio_ingest_enq", SQL_ENQ, 17, ENQ_TYPES);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {

@@ -400,13 +400,22 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
         struct folio_err err = {0};
         int kind = INGEST_DB_TRANSIENT;
         if (!db->c) {
-            if (ingest_db_open(db, o->conninfo, &err) == 0) {
+            int orc = ingest_db_open(db, o->conninfo, &err);
+            if (orc == 0) {
                 if (*outage_since) {
                     folio_log(FOLIO_LOG_INFO, "database_available", "after_s=%.1f",
                               (double)(now_ms() - *outage_since) / 1000.0);
                     *outage_since = 0;
                 }
                 continue;
+            }
+            if (orc == FOLIO_ESTATE && !o->watch) {
+                /* Reachable but not migrated: waiting will not fix that. */
+                pthread_mutex_lock(&R->mu);
+                R->fatal = 1;
+                R->fatal_err = err;
+                pthread_mutex_unlock(&R->mu);
+                return -1;
             }
         } else {
             int64_t t0 = now_ms();
