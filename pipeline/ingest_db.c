@@ -375,6 +375,7 @@ int ingest_db_commit(struct ingest_db *d, struct ingest_item **items, size_t n, 
             continue;
         any_accept = true;
         for (int tries = 0; items[i]->document_id == 0 && tries < 5; tries++) {
+            folio_log(FOLIO_LOG_DEBUG, "ingest_sha256_race", "file=%zu try=%d", i, tries + 1);
             kind = run_sync(d, items[i], after, err);
             if (kind != INGEST_DB_OK) {
                 PQclear(PQexec(c, "ROLLBACK"));
