@@ -148,7 +148,8 @@ static void test_matmul(struct T *t)
                  * accumulation over k <= 768; f16 operands for the coopmat kernel
                  * round x to 11 bits: 2e-3 there). */
                 size_t at = 0;
-                double tol = kk == OP_MM_COOPMAT ? 2e-3 : 5e-5;
+                enum op_mm_kernel eff = kk == OP_MM_AUTO ? op_matmul_pick(t->vk, ty, m) : kk;
+                double tol = eff == OP_MM_COOPMAT ? 2e-3 : 5e-5;
                 double wv = worst(yg, yr, sc, (size_t)m * n, 1e-6, tol, &at);
                 CHECK(wv <= 1.0, "matmul %s m=%u n=%u k=%u kernel=%d: worst %.3g at %zu (gpu %g ref %g)",
                       quant_type_name(ty), m, n, k, (int)kk, wv, at, (double)yg[at], (double)yr[at]);
