@@ -909,6 +909,8 @@ int tok_load(const struct gguf_file *f, struct tok **out, struct folio_err *err)
 
 uint32_t tok_n_vocab(const struct tok *t) { return t->n_vocab; }
 uint32_t tok_n_merges(const struct tok *t) { return t->n_merges; }
+uint32_t tok_n_skipped_merges(const struct tok *t) { return t->n_bad_merges; }
+uint32_t tok_n_specials(const struct tok *t) { return t->n_specials; }
 
 int tok_type(const struct tok *t, int32_t id)
 {

@@ -51,6 +51,8 @@ void tok_free(struct tok *t);
 
 uint32_t tok_n_vocab(const struct tok *t);
 uint32_t tok_n_merges(const struct tok *t); /* usable merges (bad ones are skipped) */
+uint32_t tok_n_skipped_merges(const struct tok *t); /* merges naming non-tokens */
+uint32_t tok_n_specials(const struct tok *t); /* control + user-defined tokens */
 int tok_type(const struct tok *t, int32_t id); /* enum tok_type, 0 for bad ids */
 /* The bytes a token stands for (byte-level decoded; specials as written).
  * NULL for an id out of range. */
