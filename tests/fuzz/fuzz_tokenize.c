@@ -3,7 +3,8 @@
  * built once: the 256 byte tokens, merges over common English and
  * datasheet pieces, and Qwen's special tokens. Each input is encoded with
  * and without special parsing, with and without the piece cache; the
- * results must agree and decode back to the input. */
+ * results must agree and decode back to the input (NFC off), and to the
+ * input's NFC form with NFC on. */
 #include "engine/model/gguf.h"
 #include "engine/model/tokenizer.h"
 
@@ -38,7 +39,7 @@ static const char *const MERGES[][2] = {
     {"\xce", "\xa9"}, {"\xc2", "\xb1"}, {"'", "s"}, {"in", "g"}, {" ", "in"}, {"er", "s"},
 };
 
-static struct tok *make_vocab(void)
+static struct tok *make_vocab(unsigned flags)
 {
     enum { NM = sizeof MERGES / sizeof MERGES[0] };
     static const char *const SPECIAL[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>",
@@ -80,7 +81,7 @@ static struct tok *make_vocab(void)
         struct gguf_file *f;
         if (gguf_w_finish(w, &buf, &len, NULL) == 0) {
             if (gguf_open_memory(buf, len, &f, NULL) == 0) {
-                tok_load(f, &t, NULL);
+                tok_load_ex(f, flags, &t, NULL);
                 gguf_close(f);
             }
             free(buf);
@@ -98,12 +99,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static struct tok *t;       /* built once per fuzzing process */
-    static struct tok_cache *c; /* (harness state, not library state) */
+    static struct tok *t;       /* NFC off: exact byte round trips (built once */
+    static struct tok *tn;      /* per fuzzing process: harness state, not    */
+    static struct tok_cache *c; /* library state); tn: NFC on, as deployed    */
     if (!t) {
-        t = make_vocab();
+        t = make_vocab(TOK_LOAD_NO_NFC);
+        tn = make_vocab(0);
         c = tok_cache_new();
-        if (!t || !c)
+        if (!t || !tn || !c)
             abort();
     }
     const char *text = (const char *)data;
@@ -122,6 +125,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(back);
         tok_ids_free(&a);
         tok_ids_free(&b);
+    }
+    /* NFC on: decoding gives the NFC form; NFC is idempotent; the quick
+     * check never calls non-NFC text NFC */
+    {
+        char *nfc = NULL, *nfc2 = NULL, *back = NULL;
+        size_t nl = 0, nl2 = 0, blen = 0, bcap = 0;
+        struct tok_ids a = {0};
+        if (tok_nfc(text, size, &nfc, &nl) != 0 || tok_nfc(nfc, nl, &nfc2, &nl2) != 0)
+            abort();
+        if (nl2 != nl || memcmp(nfc, nfc2, nl) != 0)
+            abort();
+        if (tok_nfc_quick(text, size) && (nl != size || memcmp(nfc, text, size) != 0))
+            abort();
+        if (tok_encode_cached(tn, NULL, text, size, 0, &a, NULL) != 0 ||
+            tok_decode(tn, a.v, a.n, 0, &back, &blen, &bcap, NULL) != 0 || blen != nl ||
+            (nl && memcmp(back, nfc, nl) != 0))
+            abort();
+        free(nfc);
+        free(nfc2);
+        free(back);
+        tok_ids_free(&a);
     }
     /* the pre-tokenizer alone: pieces tile the input exactly */
     for (size_t i = 0; i < size;) {
