@@ -454,6 +454,22 @@ static void test_prompt(const struct jv *man, const struct jv *cfg, const char *
                   ids_equal(jget(tp, "token_ids"), ids.v, ids.n, what),
               "%s differs", what);
         tok_ids_free(&ids);
+        /* and built as a chat prompt without a system turn (the OCR tier) */
+        const char *u = strstr(tt->str, "user\n"), *ue = u ? strstr(u, "<|im_end|>") : NULL;
+        if (u && ue) {
+            u += 5;
+            struct prompt_item it = {.kind = PROMPT_TEXT, .text = u, .len = (size_t)(ue - u)};
+            struct prompt_opts po = {.no_system = 1, .generation_prompt = 1};
+            struct prompt tpp = {0};
+            snprintf(what, sizeof what, "%s text prompt via prompt_chat_ex", cname);
+            CHECK(prompt_chat_ex(t, &po, &it, 1, &tpp, &e) == 0 &&
+                      ids_equal(jget(tp, "token_ids"), tpp.ids.v, tpp.ids.n, what) &&
+                      tpp.next_pos == (int32_t)tpp.ids.n,
+                  "%s differs", what);
+            prompt_free(&tpp);
+        } else {
+            CHECK(0, "%s: text prompt has no user turn", cname);
+        }
     } else {
         CHECK(0, "%s: text_prompt missing", cname);
     }
