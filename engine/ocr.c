@@ -170,13 +170,20 @@ int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic in
 
     if (e->opts.detect_orientation) {
         double t0 = folio_mono_ms();
+        /* OSD only needs letter shapes, not detail: on a large page it runs
+         * on a half-size copy, which halves its cost (it otherwise adds
+         * ~50 % to a 300-dpi page's OCR time, measured by bench ocr). */
+        PIX *small = NULL;
+        if ((size_t)img->width * (size_t)img->height >= 1500000u && (small = pixScaleAreaMap2(pix)) != NULL)
+            pixSetResolution(small, ppi / 2, ppi / 2);
         TessBaseAPISetPageSegMode(e->osd, PSM_OSD_ONLY);
-        TessBaseAPISetImage2(e->osd, pix);
+        TessBaseAPISetImage2(e->osd, small ? small : pix);
         int deg = 0;
         float oconf = 0, sconf = 0;
         const char *script = NULL;
         int ok = TessBaseAPIDetectOrientationScript(e->osd, &deg, &oconf, &script, &sconf);
         TessBaseAPIClear(e->osd);
+        pixDestroy(&small);
         if (ok) {
             out->orientation_conf = oconf;
             /* deg is how far the page is turned clockwise from upright

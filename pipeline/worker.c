@@ -510,6 +510,18 @@ static void *heartbeat_main(void *arg)
 
 /* ------------------------------------------------------------ dispatcher */
 
+void worker_ensure_omp_limit(char **argv)
+{
+    if (getenv("OMP_THREAD_LIMIT"))
+        return;
+    if (setenv("OMP_THREAD_LIMIT", "1", 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    char q[300];
+    folio_log(FOLIO_LOG_WARN, "omp_reexec_failed", "error=%s hint=\"export OMP_THREAD_LIMIT=1 before starting folio\"",
+              folio_lq(q, sizeof q, strerror(errno)));
+}
+
 void worker_opts_default(struct worker_opts *o)
 {
     memset(o, 0, sizeof *o);
