@@ -1,0 +1,105 @@
+/*
+ * Element-wise ops (add/mul with broadcast, activations, SwiGLU, scale)
+ * and F32<->F16 conversion. Long vectors are dispatched in element ranges
+ * that fit maxStorageBufferRange; a broadcast operand (nb < n) is bound
+ * whole and the ranges are whole multiples of nb.
+ */
+#include "engine/ops/ops_internal.h"
+
+#include <inttypes.h>
+
+struct elem_push {
+    uint32_t n, nb;
+    float s, c;
+    uint32_t as, bs, ys;
+};
+
+int op_elem(struct vkr_cmd *c, enum op_elem_kind op, struct vkr_tensor a,
+            const struct vkr_tensor *b, struct vkr_tensor y, uint64_t n, uint64_t nb, float s,
+            float c0, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    int binary = op == OP_ADD || op == OP_MUL || op == OP_SWIGLU;
+    if (n == 0)
+        return 0;
+    if (binary && !b)
+        return folio_err_set(err, FOLIO_EINVAL, "elementwise op %d needs a second operand", (int)op);
+    if (op == OP_SWIGLU)
+        nb = n;
+    if (!binary)
+        nb = 1;
+    if (nb == 0 || n % nb != 0)
+        return folio_err_set(err, FOLIO_EINVAL, "elementwise: n=%" PRIu64 " is not a multiple of "
+                             "the broadcast length %" PRIu64, n, nb);
+    uint32_t pid, spec = (uint32_t)op;
+    int rc = ops_pipe(vk, "elem", 1, &spec, &pid, err);
+    if (rc)
+        return rc;
+    int bfull = binary && nb == n;
+    /* Chunk in "rows" of nb elements when b broadcasts, else of 1. */
+    uint64_t unit = bfull || !binary ? 1 : nb;
+    uint64_t per = vkr_rows_per_range(vk, unit * 4) * unit;
+    if (per > 0xFFFFFFFFull - 65536)
+        per = (0xFFFFFFFFull - 65536) / unit * unit;
+    if (per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "elementwise: broadcast row exceeds the binding range");
+    rc = ops_need(a, n * 4, "elementwise input", err);
+    if (!rc)
+        rc = ops_need(y, n * 4, "elementwise output", err);
+    if (rc)
+        return rc;
+    struct vkr_bind bb;
+    if (binary && !bfull) {
+        rc = ops_bind(vk, *b, nb * 4, &bb, "broadcast operand", err);
+        if (rc)
+            return rc;
+    }
+    for (uint64_t e0 = 0; e0 < n; e0 += per) {
+        uint64_t e1 = e0 + per < n ? e0 + per : n;
+        struct vkr_bind bd[3];
+        uint32_t as, ys, bs = 0;
+        rc = vkr_bind_rows(vk, a, 4, e0, e1, &bd[0], &as, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, y, 4, e0, e1, &bd[2], &ys, err);
+        if (!rc && bfull)
+            rc = vkr_bind_rows(vk, *b, 4, e0, e1, &bd[1], &bs, err);
+        if (rc)
+            return rc;
+        if (binary && !bfull)
+            bd[1] = bb;
+        if (!binary)
+            bd[1] = bd[0];
+        struct elem_push pc = {(uint32_t)(e1 - e0), (uint32_t)(bfull ? e1 - e0 : nb), s, c0,
+                               as / 4, bs / 4, ys / 4};
+        uint32_t gx, gy;
+        ops_grid((e1 - e0 + 255) / 256, &gx, &gy);
+        rc = vkr_cmd_dispatch(c, pid, bd, 3, &pc, sizeof pc, gx, gy, 1, "elem", err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_tensor y,
+               uint64_t n, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    if (n == 0)
+        return 0;
+    uint32_t pid, spec = to_f16 ? 0u : 1u;
+    int rc = ops_pipe(vk, "convert", 1, &spec, &pid, err);
+    if (rc)
+        return rc;
+    uint64_t f32b = n * 4, f16b = (n + 1) / 2 * 4;
+    struct vkr_bind b[2];
+    rc = ops_bind(vk, a, to_f16 ? f32b : f16b, &b[0], "convert input", err);
+    if (!rc)
+        rc = ops_bind(vk, y, to_f16 ? f16b : f32b, &b[1], "convert output", err);
+    if (rc)
+        return rc;
+    /* ops_bind checked the rounded sizes against the tensors' slots; the
+     * f16 side of an odd n ends in half a word, inside the aligned slot. */
+    uint32_t pc = (uint32_t)n, gx, gy;
+    ops_grid(((n + 1) / 2 + 255) / 256, &gx, &gy);
+    return vkr_cmd_dispatch(c, pid, b, 2, &pc, sizeof pc, gx, gy, 1, "convert", err);
+}

@@ -1,0 +1,63 @@
+/*
+ * Rotary position embeddings: NeoX, M-RoPE (sections) and the vision 2-D
+ * variant, exactly as qwen25vl.md §3.5 and §4.2 define them (see
+ * shaders/rope.comp for the formulas). Tokens are dispatched in chunks
+ * whose bindings fit maxStorageBufferRange.
+ */
+#include "engine/ops/ops_internal.h"
+
+struct rope_push {
+    uint32_t T, H, D, s0, s1;
+    float base;
+    uint32_t xs, ys, ps;
+};
+
+int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    if (a->d == 0 || a->d % 2 || (a->mode == OP_ROPE_VISION && a->d % 4))
+        return folio_err_set(err, FOLIO_EINVAL, "rope: head size %u must be even (a multiple of "
+                             "4 for vision)", a->d);
+    if (a->mode == OP_ROPE_MROPE && a->sections[0] + a->sections[1] + a->sections[2] != a->d / 2)
+        return folio_err_set(err, FOLIO_EINVAL, "rope: M-RoPE sections %u+%u+%u must sum to d/2 = %u",
+                             a->sections[0], a->sections[1], a->sections[2], a->d / 2);
+    if (a->t == 0 || a->h == 0)
+        return 0;
+    uint32_t pid, spec = (uint32_t)a->mode;
+    int rc = ops_pipe(vk, "rope", 1, &spec, &pid, err);
+    if (rc)
+        return rc;
+    uint32_t streams = a->mode == OP_ROPE_NEOX ? 1 : a->mode == OP_ROPE_MROPE ? 3 : 2;
+    uint64_t rb[2] = {(uint64_t)a->h * a->d * 4, streams * 4u};
+    rc = ops_need(a->x, rb[0] * a->t, "rope input", err);
+    if (!rc)
+        rc = ops_need(a->y, rb[0] * a->t, "rope output", err);
+    if (!rc)
+        rc = ops_need(a->pos, rb[1] * a->t, "rope positions", err);
+    if (rc)
+        return rc;
+    uint64_t per = ops_rows_per(vk, rb, 2);
+    if (per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "rope: one token exceeds the binding range");
+    for (uint64_t t0 = 0; t0 < a->t; t0 += per) {
+        uint64_t t1 = t0 + per < a->t ? t0 + per : a->t;
+        struct vkr_bind b[3];
+        uint32_t xs, ys, ps;
+        rc = vkr_bind_rows(vk, a->x, rb[0], t0, t1, &b[0], &xs, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, a->y, rb[0], t0, t1, &b[1], &ys, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, a->pos, rb[1], t0, t1, &b[2], &ps, err);
+        if (rc)
+            return rc;
+        struct rope_push pc = {(uint32_t)(t1 - t0), a->h, a->d, a->sections[0], a->sections[1],
+                               a->base, xs / 4, ys / 4, ps / 4};
+        uint64_t threads = (t1 - t0) * a->h * (a->d / 2);
+        uint32_t gx, gy;
+        ops_grid((threads + 63) / 64, &gx, &gy);
+        rc = vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "rope", err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

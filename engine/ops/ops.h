@@ -1,0 +1,146 @@
+/*
+ * ops — the engine's GPU op library and the C reference of every op
+ * (DESIGN.md §6.2). Each op records dispatches into a vkr pass; tensors
+ * are vkr_tensor byte ranges and every activation is f32, row-major.
+ * Weights may be F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K (GGUF block
+ * layouts, engine/model/quant.h); accumulation is always f32.
+ *
+ * Ops never create pipelines on their own after seal: ops_pipeline_keys()
+ * lists every pipeline the library can use on a device and ops_prewarm()
+ * creates them. Operands larger than the device's maxStorageBufferRange
+ * are dispatched in ranges (matmul along weight rows and activation rows,
+ * gathers by table row ranges, row-wise ops by rows).
+ *
+ * The references (ops_ref_*) are plain, obviously-correct C loops in
+ * double or float as stated; tests compare the GPU against them.
+ */
+#ifndef FOLIO_OPS_H
+#define FOLIO_OPS_H
+
+#include "common/common.h"
+#include "engine/model/quant.h"
+#include "engine/vk/vkr.h"
+
+#include <stdint.h>
+
+/* Every pipeline the op library may need on this device (weight types,
+ * head sizes, variants the device supports). Returns the count (<= max). */
+int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max);
+/* vkr_prewarm over ops_pipeline_keys. */
+int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
+/* Head sizes the attention kernel is built for (pre-warmed). */
+int ops_attention_head_supported(uint32_t d);
+/* 1 when the f16 cooperative-matrix matmul is built and the device has it. */
+int ops_coopmat_available(const struct vkr *vk);
+
+/* ---- matmul: y[m][n] = sum_k x[m][k] * w[n][k] (+ bias[n]) ---- */
+enum op_mm_kernel { OP_MM_AUTO, OP_MM_MATVEC, OP_MM_TILED, OP_MM_COOPMAT };
+struct op_matmul {
+    struct vkr_tensor w;     /* n rows of k elements of wtype */
+    int wtype;
+    uint32_t n, k;           /* k: multiple of the block size (4 for float types) */
+    struct vkr_tensor x;     /* m x k f32 */
+    uint32_t m;
+    struct vkr_tensor y;     /* m x n f32 */
+    const struct vkr_tensor *bias; /* n f32 or NULL */
+    enum op_mm_kernel kernel;      /* AUTO: matvec for m <= 8, else tiled */
+};
+int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err);
+/* Which kernel AUTO picks for m rows on this device. */
+enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m);
+
+/* ---- row-wise ---- */
+/* RMSNorm (layer = 0) or LayerNorm (layer = 1) of rows x n; w, b may be NULL. */
+int op_norm(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y,
+            const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
+            float eps, struct folio_err *err);
+/* y = softmax(scale * x) per row. */
+int op_softmax(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t rows,
+               uint32_t n, float scale, struct folio_err *err);
+
+/* ---- rotary embeddings (qwen25vl.md §3.5, §4.2) ---- */
+enum op_rope_mode {
+    OP_ROPE_NEOX = 0,   /* pos: T int32 */
+    OP_ROPE_MROPE = 1,  /* pos: T x 3 int32 (t, h, w); sections in frequency pairs */
+    OP_ROPE_VISION = 2, /* pos: T x 2 int32 (row, col) in patch units */
+};
+struct op_rope {
+    struct vkr_tensor x, y, pos; /* x, y: T x H x D f32 */
+    uint32_t t, h, d;            /* d even */
+    enum op_rope_mode mode;
+    float base;                  /* theta: 1e6 text, 1e4 vision */
+    uint32_t sections[3];        /* M-RoPE, e.g. 16, 24, 24 */
+};
+int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
+
+/* ---- attention ---- */
+struct op_attention {
+    struct vkr_tensor q, k, v, o;  /* q, o: tq x hq x d; k, v: tk x hkv x d */
+    uint32_t tq, tk, hq, hkv, d;   /* hq multiple of hkv; d in ops_attention_head_supported */
+    float scale;                   /* usually 1/sqrt(d) */
+    int causal;                    /* key j visible to query i when j <= i + (tk - tq) */
+    const struct vkr_tensor *ranges; /* NULL or tq pairs of uint32 [lo, hi): visible keys */
+};
+int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err);
+
+/* ---- element-wise ---- */
+enum op_elem_kind {
+    OP_ADD = 0, OP_MUL = 1, OP_SILU = 2, OP_GELU_ERF = 3, OP_GELU_TANH = 4,
+    OP_QUICK_GELU = 5, OP_SWIGLU = 6, OP_SCALE = 7,
+};
+/* y[i] = op(a[i], b[i % nb]) over n elements; b NULL for unary ops
+ * (SWIGLU: b = up, nb = n). SCALE: y = a * s + c0. */
+int op_elem(struct vkr_cmd *c, enum op_elem_kind op, struct vkr_tensor a,
+            const struct vkr_tensor *b, struct vkr_tensor y, uint64_t n, uint64_t nb, float s,
+            float c0, struct folio_err *err);
+/* F32 -> F16 (to_f16 = 1) or F16 -> F32; n elements. */
+int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_tensor y,
+               uint64_t n, struct folio_err *err);
+
+/* ---- gather / scatter / merge ---- */
+/* y[i] = dequant(table row ids[i]); table: rows x k of wtype, ids int32. */
+int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t rows, uint32_t k,
+              struct vkr_tensor ids, uint32_t n_ids, struct vkr_tensor y, struct folio_err *err);
+/* dst[idx[i]] = src[i] for rows of width f32; indices >= dst_rows are skipped. */
+int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, uint32_t n,
+               uint32_t width, struct vkr_tensor dst, uint32_t dst_rows, struct folio_err *err);
+/* Patch merger 2x2 concat from a raster gh x gw grid of rows of width w. */
+int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t gh,
+                 uint32_t gw, uint32_t w, struct folio_err *err);
+
+/* ---- diagnostics and benchmarks (shared by `folio` and `folio-engine`) ---- */
+#include <stdio.h>
+struct ops_tool_opts {
+    const char *device;   /* selector, NULL = first GPU */
+    int allow_cpu;        /* also consider CPU devices (lavapipe) */
+    int json;             /* doctor: one JSON object instead of text */
+    int serial;           /* create pipelines on one thread */
+    int quick;            /* bench: small shapes (CI / lavapipe) */
+    int reps;             /* bench: timed repetitions, 0 = default */
+    const char *only;     /* bench: "roofline", "matmul" or "attention" */
+    const char *dtype;    /* bench: one weight type name ("q4_K") */
+};
+/* `doctor`: devices, limits, features, pipelines pre-warmed (and the
+ * cache result), requests after seal, allocation-callback totals. */
+int ops_doctor(const struct ops_tool_opts *o, FILE *out, struct folio_err *err);
+/* `bench ops`: JSON lines with GFLOP/s, GB/s and the fraction of the
+ * roofline measured in the same run (peak FMA rate and read bandwidth). */
+int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err);
+
+/* ---- C references (the truth the shaders are tested against) ---- */
+/* wd: n x k dequantized weights (quant_dequantize_row). Double accumulation. */
+void ops_ref_matmul(const float *wd, const float *x, const float *bias, float *y, uint32_t m,
+                    uint32_t n, uint32_t k);
+void ops_ref_norm(int layer, const float *x, float *y, const float *w, const float *b,
+                  uint32_t rows, uint32_t n, float eps);
+void ops_ref_softmax(const float *x, float *y, uint32_t rows, uint32_t n, float scale);
+void ops_ref_rope(const struct op_rope *a, const float *x, const int32_t *pos, float *y);
+void ops_ref_attention(const struct op_attention *a, const float *q, const float *k,
+                       const float *v, const uint32_t *ranges, float *o);
+void ops_ref_elem(enum op_elem_kind op, const float *a, const float *b, float *y, uint64_t n,
+                  uint64_t nb, float s, float c0);
+void ops_ref_scatter(const float *src, const int32_t *idx, uint32_t n, uint32_t width, float *dst,
+                     uint32_t dst_rows);
+void ops_ref_concat2x2(const float *x, float *y, uint32_t gh, uint32_t gw, uint32_t w);
+
+#endif

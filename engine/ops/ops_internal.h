@@ -1,0 +1,20 @@
+/* Helpers shared by the op files; not part of the ops API. */
+#ifndef FOLIO_OPS_INTERNAL_H
+#define FOLIO_OPS_INTERNAL_H
+
+#include "engine/ops/ops.h"
+
+/* Pipeline id for (shader, spec...) — fails cleanly after seal. */
+int ops_pipe(struct vkr *vk, const char *shader, uint32_t nspec, const uint32_t *spec,
+             uint32_t *id, struct folio_err *err);
+/* Splits a workgroup count over x and y (x <= 65535, the guaranteed limit). */
+void ops_grid(uint64_t groups, uint32_t *gx, uint32_t *gy);
+/* Binds the first bytes of a tensor whole; fails if over the binding range. */
+int ops_bind(const struct vkr *vk, struct vkr_tensor t, uint64_t bytes, struct vkr_bind *b,
+             const char *what, struct folio_err *err);
+/* Fails unless the tensor holds at least bytes. */
+int ops_need(struct vkr_tensor t, uint64_t bytes, const char *what, struct folio_err *err);
+/* Rows per dispatch so that every binding of rows of these widths fits. */
+uint64_t ops_rows_per(const struct vkr *vk, const uint64_t *row_bytes, int n);
+
+#endif

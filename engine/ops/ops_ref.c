@@ -1,0 +1,190 @@
+/*
+ * C references for every op. Written for obviousness, not speed: double
+ * accumulators where sums are long, libm transcendental functions, the
+ * formulas of reference/qwen25vl.md spelled out. Tests compare the GPU
+ * against these; they are never used on the request path.
+ */
+#include "engine/ops/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ops_ref_matmul(const float *wd, const float *x, const float *bias, float *y, uint32_t m,
+                    uint32_t n, uint32_t k)
+{
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t j = 0; j < n; j++) {
+            double s = bias ? bias[j] : 0.0;
+            const float *w = wd + (size_t)j * k, *xr = x + (size_t)i * k;
+            for (uint32_t e = 0; e < k; e++)
+                s += (double)w[e] * xr[e];
+            y[(size_t)i * n + j] = (float)s;
+        }
+}
+
+void ops_ref_norm(int layer, const float *x, float *y, const float *w, const float *b,
+                  uint32_t rows, uint32_t n, float eps)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        double mean = 0.0, var = 0.0;
+        if (layer) {
+            for (uint32_t i = 0; i < n; i++)
+                mean += xr[i];
+            mean /= n;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            var += (xr[i] - mean) * (xr[i] - mean);
+        double inv = 1.0 / sqrt(var / n + eps);
+        for (uint32_t i = 0; i < n; i++) {
+            double v = (xr[i] - mean) * inv;
+            if (w)
+                v *= w[i];
+            if (b)
+                v += b[i];
+            y[(size_t)r * n + i] = (float)v;
+        }
+    }
+}
+
+void ops_ref_softmax(const float *x, float *y, uint32_t rows, uint32_t n, float scale)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        double m = -INFINITY, s = 0.0;
+        for (uint32_t i = 0; i < n; i++)
+            if ((double)scale * xr[i] > m)
+                m = (double)scale * xr[i];
+        for (uint32_t i = 0; i < n; i++)
+            s += exp((double)scale * xr[i] - m);
+        for (uint32_t i = 0; i < n; i++)
+            y[(size_t)r * n + i] = (float)(exp((double)scale * xr[i] - m) / s);
+    }
+}
+
+void ops_ref_rope(const struct op_rope *a, const float *x, const int32_t *pos, float *y)
+{
+    uint32_t half = a->d / 2;
+    for (uint32_t t = 0; t < a->t; t++)
+        for (uint32_t h = 0; h < a->h; h++)
+            for (uint32_t j = 0; j < half; j++) {
+                double p, expo;
+                if (a->mode == OP_ROPE_NEOX) {
+                    p = pos[t];
+                    expo = 2.0 * j / a->d;
+                } else if (a->mode == OP_ROPE_MROPE) {
+                    /* §4.2: component t for the first s0 pairs, h for the next
+                     * s1, w for the rest; no exponent restart. */
+                    uint32_t c = j < a->sections[0] ? 0 : j < a->sections[0] + a->sections[1] ? 1 : 2;
+                    p = pos[t * 3 + c];
+                    expo = 2.0 * j / a->d;
+                } else {
+                    /* §3.5: inv_freq_f = base^(-2f/(d/2)), f < d/4; row for the
+                     * first d/4 pairs, column (restarted f) for the rest. */
+                    uint32_t q = half / 2, c = j < q ? 0 : 1;
+                    p = pos[t * 2 + c];
+                    expo = 2.0 * (j - c * q) / half;
+                }
+                double th = p * pow(a->base, -expo);
+                size_t b = ((size_t)t * a->h + h) * a->d;
+                double x0 = x[b + j], x1 = x[b + j + half];
+                y[b + j] = (float)(x0 * cos(th) - x1 * sin(th));
+                y[b + j + half] = (float)(x1 * cos(th) + x0 * sin(th));
+            }
+}
+
+void ops_ref_attention(const struct op_attention *a, const float *q, const float *k,
+                       const float *v, const uint32_t *ranges, float *o)
+{
+    uint32_t group = a->hq / a->hkv, d = a->d;
+    double *sc = malloc(((size_t)a->tk + 1) * sizeof *sc);
+    if (!sc) {
+        memset(o, 0, (size_t)a->tq * a->hq * d * sizeof *o); /* test-only path */
+        return;
+    }
+    for (uint32_t i = 0; i < a->tq; i++)
+        for (uint32_t h = 0; h < a->hq; h++) {
+            uint32_t kh = h / group, lo = 0, hi = a->tk;
+            if (ranges) {
+                lo = ranges[2 * i];
+                hi = ranges[2 * i + 1] < a->tk ? ranges[2 * i + 1] : a->tk;
+            }
+            if (a->causal) {
+                long lim = (long)i + (long)a->tk - (long)a->tq + 1;
+                if (lim < 0)
+                    lim = 0;
+                if ((long)hi > lim)
+                    hi = (uint32_t)lim;
+            }
+            float *orow = o + ((size_t)i * a->hq + h) * d;
+            memset(orow, 0, d * sizeof *orow);
+            if (hi <= lo)
+                continue;
+            const float *qr = q + ((size_t)i * a->hq + h) * d;
+            double m = -INFINITY, s = 0.0;
+            for (uint32_t j = lo; j < hi; j++) {
+                const float *kr = k + ((size_t)j * a->hkv + kh) * d;
+                double dot = 0.0;
+                for (uint32_t e = 0; e < d; e++)
+                    dot += (double)qr[e] * kr[e];
+                sc[j - lo] = dot * a->scale;
+                if (sc[j - lo] > m)
+                    m = sc[j - lo];
+            }
+            for (uint32_t j = lo; j < hi; j++) {
+                sc[j - lo] = exp(sc[j - lo] - m);
+                s += sc[j - lo];
+            }
+            for (uint32_t e = 0; e < d; e++) {
+                double acc = 0.0;
+                for (uint32_t j = lo; j < hi; j++)
+                    acc += sc[j - lo] * v[((size_t)j * a->hkv + kh) * d + e];
+                orow[e] = (float)(acc / s);
+            }
+        }
+    free(sc);
+}
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+void ops_ref_elem(enum op_elem_kind op, const float *a, const float *b, float *y, uint64_t n,
+                  uint64_t nb, float s, float c0)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        double x = a[i], r;
+        switch (op) {
+        case OP_ADD: r = x + b[i % nb]; break;
+        case OP_MUL: r = x * b[i % nb]; break;
+        case OP_SILU: r = x * sigmoid(x); break;
+        case OP_GELU_ERF: r = 0.5 * x * (1.0 + erf(x / sqrt(2.0))); break;
+        case OP_GELU_TANH:
+            r = 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+            break;
+        case OP_QUICK_GELU: r = x * sigmoid(1.702 * x); break;
+        case OP_SWIGLU: r = x * sigmoid(x) * b[i]; break;
+        default: r = x * s + c0; break;
+        }
+        y[i] = (float)r;
+    }
+}
+
+void ops_ref_scatter(const float *src, const int32_t *idx, uint32_t n, uint32_t width, float *dst,
+                     uint32_t dst_rows)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (idx[i] >= 0 && (uint32_t)idx[i] < dst_rows)
+            memcpy(dst + (size_t)idx[i] * width, src + (size_t)i * width, width * sizeof *dst);
+}
+
+void ops_ref_concat2x2(const float *x, float *y, uint32_t gh, uint32_t gw, uint32_t w)
+{
+    uint32_t mw = gw / 2;
+    for (uint32_t R = 0; R < gh / 2; R++)
+        for (uint32_t C = 0; C < mw; C++)
+            for (uint32_t q = 0; q < 4; q++) {
+                uint32_t r = 2 * R + q / 2, c = 2 * C + q % 2;
+                memcpy(y + ((size_t)(R * mw + C) * 4 + q) * w, x + ((size_t)r * gw + c) * w,
+                       w * sizeof *y);
+            }
+}

@@ -1,0 +1,234 @@
+/*
+ * vkr — folio's Vulkan runtime (DESIGN.md §6.1). One struct vkr owns one
+ * logical device and everything made from it: memory blocks and arenas, the
+ * pipeline registry (pre-warmed, then sealed), command recording and
+ * submission. Only the engine, its ops and its tests include this header.
+ *
+ * The shape follows ncnn: device, allocators, pipelines and commands are
+ * separate concerns in separate files (vkr_device.c, vkr_memory.c,
+ * vkr_pipeline.c, vkr_cmd.c); this header is their one public face.
+ *
+ * Invariants the rest of the engine relies on:
+ *  - a tensor is (block, offset, size) inside ONE VkBuffer; nothing ever
+ *    straddles two blocks, and no wrapper over several blocks exists;
+ *  - no descriptor range exceeds limits.max_range; ops that need more are
+ *    dispatched in ranges (vkr_bind_rows helps);
+ *  - after vkr_seal() no pipeline is ever created; a request for one that
+ *    was not pre-warmed fails and is counted;
+ *  - any fatal VkResult (device lost, ...) marks the runtime dead and every
+ *    later call fails with FOLIO_EDEVICELOST.
+ * A struct vkr is used by one thread at a time (pre-warm's own worker
+ * threads excepted).
+ */
+#ifndef FOLIO_VKR_H
+#define FOLIO_VKR_H
+
+#include "common/common.h"
+
+#include <stdint.h>
+
+struct vkr;
+
+/* ---- devices ---- */
+struct vkr_device_info {
+    int index;
+    char name[256];
+    char type[16];          /* "discrete", "integrated", "virtual", "cpu", "other" */
+    uint32_t vendor_id, device_id, driver_version, api_version;
+    uint8_t uuid[16];
+    char uuid_hex[33];
+    char driver_name[64];
+    char driver_info[128];
+};
+
+/* Lists the physical devices the loader sees (at most max). *n gets the
+ * total count. Creates and destroys its own instance. */
+int vkr_list_devices(struct vkr_device_info *out, int max, int *n, struct folio_err *err);
+
+struct vkr_config {
+    /* Device: decimal index, 32-hex-digit UUID (dashes allowed) or a name
+     * substring (case-insensitive). NULL/"" = the first discrete or
+     * integrated GPU. */
+    const char *device;
+    int allow_cpu;          /* permit CPU devices (lavapipe); tests set this */
+    int validate;           /* 1 on, 0 off, -1 = $FOLIO_VK_VALIDATE */
+    int timestamps;         /* record GPU timestamps around every dispatch */
+    /* Pipeline cache directory; NULL = $XDG_CACHE_HOME/folio (or
+     * ~/.cache/folio); "" = no on-disk cache. */
+    const char *cache_dir;
+    int serial_pipelines;   /* create pipelines on one thread */
+    int threads;            /* pre-warm threads, 0 = online CPUs (max 8) */
+};
+
+int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *err);
+/* Waits for the device to go idle, saves nothing (see vkr_cache_save). */
+void vkr_close(struct vkr *vk);
+
+/* Limits read once at open, after the FOLIO_VK_* environment overrides. */
+struct vkr_limits {
+    uint64_t max_alloc;       /* maxMemoryAllocationSize (maintenance3) */
+    uint64_t max_buffer;      /* maxBufferSize (maintenance4) or max_alloc */
+    uint64_t max_range;       /* maxStorageBufferRange */
+    uint64_t block_size;      /* min(max_alloc, max_buffer, FOLIO_VK_BLOCK_SIZE or 1 GiB) */
+    uint64_t device_local_bytes; /* size of the largest device-local heap */
+    uint32_t min_ssbo_align;  /* minStorageBufferOffsetAlignment */
+    uint32_t max_wg_count[3];
+    uint32_t max_wg_invocations;
+    uint32_t max_shared;      /* maxComputeSharedMemorySize */
+    uint32_t max_push;        /* maxPushConstantsSize */
+    uint32_t subgroup_size;
+    float timestamp_period_ns;
+    int overridden;           /* 1 when an FOLIO_VK_* variable lowered something */
+};
+
+/* Device features the runtime found and enabled. */
+struct vkr_features {
+    int storage_16bit, float16, int8, subgroup_basic, subgroup_arith, subgroup_shuffle;
+    int maintenance4, push_descriptor, memory_budget, device_fault, size_control;
+    int coopmat_nv;           /* VK_NV_cooperative_matrix with f16 16x16x16 -> f32 */
+    int timestamps;           /* the compute queue supports timestamps */
+    int validation;           /* validation layer active */
+};
+
+const struct vkr_device_info *vkr_device(const struct vkr *vk);
+const struct vkr_limits *vkr_limits(const struct vkr *vk);
+const struct vkr_features *vkr_features(const struct vkr *vk);
+/* Dead after a fatal device error: every call then fails with FOLIO_EDEVICELOST. */
+int vkr_dead(const struct vkr *vk);
+
+struct vkr_stats {
+    /* validation messages seen by the debug messenger (warnings + errors) */
+    uint64_t validation_messages;
+    /* host memory the driver allocated through our VkAllocationCallbacks */
+    uint64_t host_allocs, host_frees, host_bytes_now, host_bytes_peak;
+    /* device memory */
+    uint32_t blocks;
+    uint64_t device_bytes, device_bytes_peak;
+    /* pipelines */
+    uint32_t pipelines_built, pipelines_failed;
+    uint64_t pipeline_requests_after_seal; /* must stay 0 */
+    int sealed;
+    int cache_hit;            /* 1 loaded, 0 miss, -1 disabled */
+    char cache_miss_reason[96];
+    char cache_path[512];
+    double prewarm_ms;
+    uint64_t submits, dispatches;
+};
+void vkr_get_stats(const struct vkr *vk, struct vkr_stats *out);
+
+/* Writes limits, features and stats as one JSON object (no newline). */
+int vkr_stats_json(const struct vkr *vk, char *buf, size_t n);
+
+/* ---- memory ---- */
+/* A tensor: a byte range inside one block. Plain value, copy freely. */
+struct vkr_tensor {
+    uint32_t block;
+    uint32_t flags;
+    uint64_t offset;
+    uint64_t size;
+};
+
+enum vkr_arena_kind {
+    VKR_ARENA_WEIGHTS,     /* bump, grows block by block, lives with the model */
+    VKR_ARENA_ACTIVATIONS, /* planned once (vkr_arena_plan), then reset per pass */
+};
+struct vkr_arena;
+
+int vkr_arena_create(struct vkr *vk, const char *name, enum vkr_arena_kind kind,
+                     struct vkr_arena **out, struct folio_err *err);
+/* Frees the arena's blocks. The caller guarantees no work in flight. */
+void vkr_arena_destroy(struct vkr_arena *a);
+/* Places size bytes (aligned for binding) in the arena. Weights grow by a
+ * new block when the current one is full; a planned activation arena never
+ * allocates device memory here and fails with FOLIO_ELIMIT instead. */
+int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
+                    struct folio_err *err);
+/* Activation arenas: allocates blocks once so that a sequence of tensors
+ * of these sizes (the graph's peak, in allocation order) fits; afterwards
+ * alloc only bumps inside them. */
+int vkr_arena_plan(struct vkr_arena *a, const uint64_t *sizes, int n, struct folio_err *err);
+/* Rewinds an arena to empty (activations between passes). */
+void vkr_arena_reset(struct vkr_arena *a);
+uint64_t vkr_arena_used(const struct vkr_arena *a);
+uint64_t vkr_arena_capacity(const struct vkr_arena *a);
+uint32_t vkr_arena_blocks(const struct vkr_arena *a);
+
+/* Host <-> device copies through the staging ring (chunked; waits). */
+int vkr_upload(struct vkr *vk, struct vkr_tensor t, uint64_t offset, const void *src,
+               uint64_t len, struct folio_err *err);
+int vkr_download(struct vkr *vk, struct vkr_tensor t, uint64_t offset, void *dst,
+                 uint64_t len, struct folio_err *err);
+/* Fills a tensor range with a 32-bit pattern (vkCmdFillBuffer; waits). */
+int vkr_fill(struct vkr *vk, struct vkr_tensor t, uint32_t pattern, struct folio_err *err);
+
+/* ---- pipelines ---- */
+#define VKR_MAX_SPEC 8
+#define VKR_MAX_BINDINGS 8
+#define VKR_PUSH_BYTES 128
+
+struct vkr_pipeline_key {
+    const char *shader;     /* embedded SPIR-V name without ".spv", e.g. "matmul" */
+    uint32_t nspec;
+    uint32_t spec[VKR_MAX_SPEC]; /* constant_id i = spec[i] */
+};
+
+/* Creates every pipeline in keys (deduplicated; parallel unless
+ * cfg.serial_pipelines). A creation failure marks that key unavailable with
+ * the driver's result and is logged; it does not fail the call.
+ * *failed (may be NULL) gets the count of unavailable pipelines. */
+int vkr_prewarm(struct vkr *vk, const struct vkr_pipeline_key *keys, int n, int *failed,
+                struct folio_err *err);
+/* After this no pipeline is ever created. */
+void vkr_seal(struct vkr *vk);
+/* Returns the pipeline's id. Before seal a missing pipeline is created;
+ * after seal it fails (FOLIO_ESTATE) and increments the after-seal counter.
+ * A key whose creation failed returns FOLIO_EUNSUPPORTED with the result. */
+int vkr_pipeline(struct vkr *vk, const struct vkr_pipeline_key *key, uint32_t *id,
+                 struct folio_err *err);
+/* 1 when the embedded SPIR-V set holds this shader. */
+int vkr_has_shader(const char *shader);
+/* Loads/saves the on-disk VkPipelineCache. Open loads it; call save after
+ * pre-warm. A bad file of any kind is a clean miss (see stats). */
+int vkr_cache_save(struct vkr *vk, struct folio_err *err);
+
+/* ---- commands ---- */
+struct vkr_bind {
+    struct vkr_tensor t;
+    uint64_t offset;        /* from t.offset; multiple of limits.min_ssbo_align */
+    uint64_t range;         /* bytes; 0 = to the end of the tensor; <= max_range */
+};
+
+struct vkr_cmd;
+
+/* Starts recording a pass (a fresh command buffer). */
+int vkr_cmd_begin(struct vkr *vk, struct vkr_cmd **out, struct folio_err *err);
+/* Records one dispatch: binds the pipeline, pushes descriptors and push
+ * constants, and a compute->compute barrier before it when earlier work
+ * in this pass may be writing what it reads. label names it in timings. */
+int vkr_cmd_dispatch(struct vkr_cmd *c, uint32_t pipeline, const struct vkr_bind *b, int nb,
+                     const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
+                     uint32_t gz, const char *label, struct folio_err *err);
+/* Submits once and waits on a fence. The command buffer is freed; c is
+ * invalid afterwards whatever the result. */
+int vkr_cmd_submit(struct vkr_cmd *c, struct folio_err *err);
+/* Drops a pass without submitting it. */
+void vkr_cmd_abort(struct vkr_cmd *c);
+struct vkr *vkr_cmd_vkr(struct vkr_cmd *c);
+
+/* GPU time of each dispatch of the last submitted pass (timestamps on). */
+struct vkr_timing {
+    char label[48];
+    double ms;
+};
+/* Copies at most max timings; returns how many the last pass had. */
+int vkr_last_timings(const struct vkr *vk, struct vkr_timing *out, int max);
+
+/* The offset and range for binding rows [r0, r1) of a tensor of rows of
+ * row_bytes: offset aligned down to min_ssbo_align, *skip = bytes to skip
+ * in the binding. Fails if that exceeds max_range. */
+int vkr_bind_rows(const struct vkr *vk, struct vkr_tensor t, uint64_t row_bytes, uint64_t r0,
+                  uint64_t r1, struct vkr_bind *b, uint32_t *skip, struct folio_err *err);
+/* Rows per range such that every vkr_bind_rows over that many rows fits. */
+uint64_t vkr_rows_per_range(const struct vkr *vk, uint64_t row_bytes);
+
+#endif

@@ -1,0 +1,485 @@
+/*
+ * Device memory: blocks, arenas and the staging ring.
+ *
+ * A block is one VkBuffer on one dedicated VkDeviceMemory of at most
+ * limits.block_size bytes. Tensors are byte ranges inside one block, so
+ * code that binds a tensor binds exactly one buffer; the multi-buffer
+ * wrapper that broke llama.cpp (#22197) cannot exist here.
+ *
+ * Arenas place tensors in blocks:
+ *  - weights: bump allocation; when a tensor does not fit in the current
+ *    block a new block is opened (the tail of the old one is wasted, which
+ *    is bounded by the largest tensor and keeps placement O(1));
+ *  - activations: vkr_arena_plan() sizes and allocates the blocks once for
+ *    the graph's peak; afterwards alloc only bumps inside them and reset
+ *    rewinds, so the request path never allocates device memory.
+ * Uploads and readbacks go through one host-visible staging buffer in
+ * chunks, so no host-visible allocation scales with the model.
+ */
+#include "engine/vk/vkr_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *human(uint64_t b, char *buf, size_t n)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1ull << 20));
+    return buf;
+}
+
+/* Free bytes per heap (VK_EXT_memory_budget when present, else heap size
+ * minus what folio allocated) for out-of-memory messages. */
+static void heap_report(struct vkr *vk, char *out, size_t n)
+{
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                            .pNext = vk->feat.memory_budget ? &b : NULL};
+    vkGetPhysicalDeviceMemoryProperties2(vk->pd, &p2);
+    size_t k = 0;
+    out[0] = 0;
+    for (uint32_t h = 0; h < p2.memoryProperties.memoryHeapCount && k < n; h++) {
+        uint64_t size = p2.memoryProperties.memoryHeaps[h].size;
+        uint64_t free_b = vk->feat.memory_budget
+                              ? (b.heapBudget[h] > b.heapUsage[h] ? b.heapBudget[h] - b.heapUsage[h] : 0)
+                              : (size > vk->device_bytes ? size - vk->device_bytes : 0);
+        char s1[32], s2[32];
+        int w = snprintf(out + k, n - k, "%sheap %u: %s free of %s%s", h ? "; " : "", h,
+                         human(free_b, s1, sizeof s1), human(size, s2, sizeof s2),
+                         vk->feat.memory_budget ? "" : " (estimate)");
+        if (w < 0)
+            break;
+        k += (size_t)w;
+    }
+}
+
+static int find_type(struct vkr *vk, uint32_t bits, VkMemoryPropertyFlags want,
+                     VkMemoryPropertyFlags avoid)
+{
+    for (uint32_t i = 0; i < vk->memprops.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = vk->memprops.memoryTypes[i].propertyFlags;
+        if ((bits & (1u << i)) && (f & want) == want && !(f & avoid))
+            return (int)i;
+    }
+    return -1;
+}
+
+int vkr_block_create(struct vkr *vk, uint64_t size, int host, struct vkr_block *out,
+                     struct folio_err *err)
+{
+    memset(out, 0, sizeof *out);
+    char s1[32], s2[32], heaps[400];
+    if (size > vk->lim.block_size) {
+        folio_err_set(err, FOLIO_ELIMIT, "device memory block of %s exceeds the block limit %s",
+                      human(size, s1, sizeof s1), human(vk->lim.block_size, s2, sizeof s2));
+        folio_err_detail(err, "device %d (%s): maxMemoryAllocationSize %" PRIu64
+                         ", maxBufferSize %" PRIu64 ", block size %" PRIu64,
+                         vk->info.index, vk->info.name, vk->lim.max_alloc, vk->lim.max_buffer,
+                         vk->lim.block_size);
+        return FOLIO_ELIMIT;
+    }
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size,
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    VkResult r = vkCreateBuffer(vk->dev, &bci, &vk->ac, &out->buf);
+    if (r != VK_SUCCESS)
+        return vkr_check(vk, r, "vkCreateBuffer", err);
+    VkMemoryRequirements mr;
+    vkGetBufferMemoryRequirements(vk->dev, out->buf, &mr);
+    int ti;
+    if (host) {
+        VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+        ti = find_type(vk, mr.memoryTypeBits, hv | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0);
+        if (ti < 0)
+            ti = find_type(vk, mr.memoryTypeBits, hv, 0);
+    } else {
+        /* Prefer device-local memory the host cannot see (real VRAM on
+         * discrete GPUs), then any device-local type (UMA, lavapipe). */
+        ti = find_type(vk, mr.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+        if (ti < 0)
+            ti = find_type(vk, mr.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+        if (ti < 0)
+            ti = find_type(vk, mr.memoryTypeBits, 0, 0);
+    }
+    if (ti < 0) {
+        vkDestroyBuffer(vk->dev, out->buf, &vk->ac);
+        out->buf = VK_NULL_HANDLE;
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "no suitable %s memory type on %s",
+                             host ? "host-visible" : "device", vk->info.name);
+    }
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                .allocationSize = mr.size, .memoryTypeIndex = (uint32_t)ti};
+    r = vkr_fault("vk_oom") ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                            : vkAllocateMemory(vk->dev, &mai, &vk->ac, &out->mem);
+    if (r != VK_SUCCESS) {
+        vkDestroyBuffer(vk->dev, out->buf, &vk->ac);
+        out->buf = VK_NULL_HANDLE;
+        if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+            heap_report(vk, heaps, sizeof heaps);
+            folio_err_set(err, FOLIO_ENOMEM, "out of %s memory: needed %s more on device %d (%s)",
+                          host ? "host-visible" : "device", human(mr.size, s1, sizeof s1),
+                          vk->info.index, vk->info.name);
+            folio_err_detail(err, "%s; folio holds %s in %u blocks; block limit %" PRIu64, heaps,
+                             human(vk->device_bytes, s2, sizeof s2), vk->nblocks, vk->lim.block_size);
+            folio_err_hint(err, "use a smaller model or quantisation, lower the image/prompt "
+                                "limits, or free the GPU");
+            return FOLIO_ENOMEM;
+        }
+        return vkr_check(vk, r, "vkAllocateMemory", err);
+    }
+    r = vkBindBufferMemory(vk->dev, out->buf, out->mem, 0);
+    if (r != VK_SUCCESS) {
+        vkr_block_destroy(vk, out);
+        return vkr_check(vk, r, "vkBindBufferMemory", err);
+    }
+    out->size = size;
+    out->heap = vk->memprops.memoryTypes[ti].heapIndex;
+    out->host_visible = (vk->memprops.memoryTypes[ti].propertyFlags &
+                         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) != 0;
+    out->in_use = 1;
+    vk->device_bytes += size;
+    if (vk->device_bytes > vk->device_bytes_peak)
+        vk->device_bytes_peak = vk->device_bytes;
+    return 0;
+}
+
+void vkr_block_destroy(struct vkr *vk, struct vkr_block *b)
+{
+    if (b->buf)
+        vkDestroyBuffer(vk->dev, b->buf, &vk->ac);
+    if (b->mem) {
+        vkFreeMemory(vk->dev, b->mem, &vk->ac);
+        vk->device_bytes -= vk->device_bytes >= b->size ? b->size : vk->device_bytes;
+    }
+    memset(b, 0, sizeof *b);
+}
+
+int vkr_block_add(struct vkr *vk, uint64_t size, uint32_t *index, struct folio_err *err)
+{
+    int rc = vkr_alive(vk, err);
+    if (rc)
+        return rc;
+    uint32_t slot = UINT32_MAX;
+    for (uint32_t i = 0; i < vk->nblocks; i++)
+        if (!vk->blocks[i].in_use) {
+            slot = i;
+            break;
+        }
+    if (slot == UINT32_MAX) {
+        if (vk->nblocks == vk->cap_blocks) {
+            uint32_t cap = vk->cap_blocks ? vk->cap_blocks * 2 : 16;
+            struct vkr_block *nb = realloc(vk->blocks, cap * sizeof *nb);
+            if (!nb)
+                return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+            vk->blocks = nb;
+            vk->cap_blocks = cap;
+        }
+        slot = vk->nblocks++;
+        memset(&vk->blocks[slot], 0, sizeof vk->blocks[slot]);
+    }
+    rc = vkr_block_create(vk, size, 0, &vk->blocks[slot], err);
+    if (rc)
+        return rc;
+    *index = slot;
+    return 0;
+}
+
+void vkr_block_release(struct vkr *vk, uint32_t index)
+{
+    if (index < vk->nblocks && vk->blocks[index].in_use)
+        vkr_block_destroy(vk, &vk->blocks[index]);
+}
+
+/* ---- arenas ---- */
+struct vkr_arena {
+    struct vkr *vk;
+    char name[32];
+    enum vkr_arena_kind kind;
+    int planned;
+    uint32_t *blocks;      /* indices into vk->blocks */
+    uint64_t *sizes;
+    uint32_t nblocks, cap;
+    uint32_t cur;          /* block being bumped */
+    uint64_t top;          /* bump offset in blocks[cur] */
+    uint64_t used;
+};
+
+int vkr_arena_create(struct vkr *vk, const char *name, enum vkr_arena_kind kind,
+                     struct vkr_arena **out, struct folio_err *err)
+{
+    struct vkr_arena *a = calloc(1, sizeof *a);
+    if (!a)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    a->vk = vk;
+    snprintf(a->name, sizeof a->name, "%s", name ? name : "arena");
+    a->kind = kind;
+    *out = a;
+    return 0;
+}
+
+void vkr_arena_destroy(struct vkr_arena *a)
+{
+    if (!a)
+        return;
+    for (uint32_t i = 0; i < a->nblocks; i++)
+        vkr_block_release(a->vk, a->blocks[i]);
+    free(a->blocks);
+    free(a->sizes);
+    free(a);
+}
+
+static int arena_new_block(struct vkr_arena *a, uint64_t size, struct folio_err *err)
+{
+    if (a->nblocks == a->cap) {
+        uint32_t cap = a->cap ? a->cap * 2 : 8;
+        uint32_t *nb = realloc(a->blocks, cap * sizeof *nb);
+        if (!nb)
+            return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+        a->blocks = nb;
+        uint64_t *ns = realloc(a->sizes, cap * sizeof *ns);
+        if (!ns)
+            return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+        a->sizes = ns;
+        a->cap = cap;
+    }
+    uint32_t idx;
+    int rc = vkr_block_add(a->vk, size, &idx, err);
+    if (rc)
+        return rc;
+    a->blocks[a->nblocks] = idx;
+    a->sizes[a->nblocks] = size;
+    a->nblocks++;
+    return 0;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
+                    struct folio_err *err)
+{
+    struct vkr *vk = a->vk;
+    int rc = vkr_alive(vk, err);
+    if (rc)
+        return rc;
+    char s1[32], s2[32];
+    uint64_t need = align_up(size ? size : 4, VKR_TENSOR_ALIGN);
+    if (need > vk->lim.block_size) {
+        folio_err_set(err, FOLIO_ELIMIT, "tensor of %s in arena %s exceeds the device block size %s",
+                      human(size, s1, sizeof s1), a->name, human(vk->lim.block_size, s2, sizeof s2));
+        folio_err_detail(err, "device %d (%s): maxMemoryAllocationSize %" PRIu64
+                         ", maxBufferSize %" PRIu64 "; a tensor never spans blocks",
+                         vk->info.index, vk->info.name, vk->lim.max_alloc, vk->lim.max_buffer);
+        folio_err_hint(err, "use a smaller quantisation or a device with larger allocations");
+        return FOLIO_ELIMIT;
+    }
+    /* Advance to a block with room (planned arenas search their blocks;
+     * weights open a new one). */
+    while (a->cur < a->nblocks && a->top + need > a->sizes[a->cur]) {
+        a->cur++;
+        a->top = 0;
+    }
+    if (a->cur >= a->nblocks) {
+        if (a->kind == VKR_ARENA_ACTIVATIONS && a->planned) {
+            folio_err_set(err, FOLIO_ELIMIT, "activation arena %s exhausted: %s more needed",
+                          a->name, human(need, s1, sizeof s1));
+            folio_err_detail(err, "planned capacity %s in %u blocks, used %s",
+                             human(vkr_arena_capacity(a), s2, sizeof s2), a->nblocks,
+                             human(a->used, s1, sizeof s1));
+            folio_err_hint(err, "the plan did not cover this graph; this is a bug in the planner");
+            return FOLIO_ELIMIT;
+        }
+        /* Weights grow geometrically from 16 MiB up to the block size, so
+         * a tiny test model does not reserve a 1 GiB block and a large one
+         * ends up in full-size blocks. */
+        uint64_t grow = a->nblocks ? a->sizes[a->nblocks - 1] * 2 : (16u << 20);
+        if (grow > vk->lim.block_size)
+            grow = vk->lim.block_size;
+        rc = arena_new_block(a, need > grow ? need : grow, err);
+        if (rc) {
+            if (err)
+                folio_err_prefix(err, "arena %s: ", a->name);
+            return rc;
+        }
+        a->cur = a->nblocks - 1;
+        a->top = 0;
+    }
+    out->block = a->blocks[a->cur];
+    out->flags = 0;
+    out->offset = a->top;
+    out->size = size;
+    a->top += need;
+    a->used += need;
+    return 0;
+}
+
+int vkr_arena_plan(struct vkr_arena *a, const uint64_t *sizes, int n, struct folio_err *err)
+{
+    if (a->kind != VKR_ARENA_ACTIVATIONS || a->planned)
+        return folio_err_set(err, FOLIO_ESTATE, "arena %s: plan only once, on an activation arena",
+                             a->name);
+    /* Simulate the bump placement to learn each block's size, then
+     * allocate exactly those blocks. */
+    uint64_t bs = a->vk->lim.block_size, top = 0;
+    uint64_t *plan = calloc((size_t)n + 1, sizeof *plan);
+    if (!plan)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    int np = 0;
+    char s1[32], s2[32];
+    for (int i = 0; i < n; i++) {
+        uint64_t need = align_up(sizes[i] ? sizes[i] : 4, VKR_TENSOR_ALIGN);
+        if (need > bs) {
+            free(plan);
+            folio_err_set(err, FOLIO_ELIMIT, "activation %d of %s exceeds the device block size %s",
+                          i, human(sizes[i], s1, sizeof s1), human(bs, s2, sizeof s2));
+            folio_err_hint(err, "lower the image or prompt size limits");
+            return FOLIO_ELIMIT;
+        }
+        if (top + need > bs) {
+            plan[np++] = top;
+            top = 0;
+        }
+        top += need;
+    }
+    if (top || np == 0)
+        plan[np++] = top ? top : VKR_TENSOR_ALIGN;
+    int rc = 0;
+    for (int i = 0; i < np && !rc; i++)
+        rc = arena_new_block(a, plan[i], err);
+    free(plan);
+    if (rc) {
+        if (err)
+            folio_err_prefix(err, "planning arena %s: ", a->name);
+        return rc;
+    }
+    a->planned = 1;
+    a->cur = 0;
+    a->top = 0;
+    a->used = 0;
+    return 0;
+}
+
+void vkr_arena_reset(struct vkr_arena *a)
+{
+    a->cur = 0;
+    a->top = 0;
+    a->used = 0;
+}
+
+uint64_t vkr_arena_used(const struct vkr_arena *a) { return a->used; }
+uint32_t vkr_arena_blocks(const struct vkr_arena *a) { return a->nblocks; }
+uint64_t vkr_arena_capacity(const struct vkr_arena *a)
+{
+    uint64_t c = 0;
+    for (uint32_t i = 0; i < a->nblocks; i++)
+        c += a->sizes[i];
+    return c;
+}
+
+/* ---- staging ---- */
+static int staging_ready(struct vkr *vk, struct folio_err *err)
+{
+    if (vk->staging.buf)
+        return 0;
+    uint64_t sz = VKR_STAGING_BYTES;
+    if (sz > vk->lim.block_size)
+        sz = vk->lim.block_size;
+    int rc = vkr_block_create(vk, sz, 1, &vk->staging, err);
+    if (rc)
+        return rc;
+    VkResult r = vkMapMemory(vk->dev, vk->staging.mem, 0, VK_WHOLE_SIZE, 0, &vk->staging_map);
+    if (r != VK_SUCCESS) {
+        vkr_block_destroy(vk, &vk->staging);
+        return vkr_check(vk, r, "vkMapMemory(staging)", err);
+    }
+    return 0;
+}
+
+static int check_range(struct vkr *vk, struct vkr_tensor t, uint64_t off, uint64_t len,
+                       struct folio_err *err)
+{
+    if (t.block >= vk->nblocks || !vk->blocks[t.block].in_use)
+        return folio_err_set(err, FOLIO_EINVAL, "tensor refers to block %u, which does not exist",
+                             t.block);
+    if (off > t.size || len > t.size - off)
+        return folio_err_set(err, FOLIO_EINVAL, "copy of %" PRIu64 " bytes at %" PRIu64
+                             " is outside a tensor of %" PRIu64 " bytes", len, off, t.size);
+    return 0;
+}
+
+static int copy(struct vkr *vk, struct vkr_tensor t, uint64_t off, void *host, uint64_t len,
+                int up, struct folio_err *err)
+{
+    int rc = vkr_alive(vk, err);
+    if (!rc)
+        rc = check_range(vk, t, off, len, err);
+    if (!rc)
+        rc = staging_ready(vk, err);
+    if (rc)
+        return rc;
+    uint64_t chunk = vk->staging.size;
+    for (uint64_t done = 0; done < len;) {
+        uint64_t n = len - done < chunk ? len - done : chunk;
+        if (up)
+            memcpy(vk->staging_map, (const unsigned char *)host + done, (size_t)n);
+        VkCommandBuffer cb;
+        rc = vkr_oneoff_begin(vk, &cb, err);
+        if (rc)
+            return rc;
+        VkBufferCopy bc = {.srcOffset = up ? 0 : t.offset + off + done,
+                           .dstOffset = up ? t.offset + off + done : 0, .size = n};
+        VkBuffer dev = vk->blocks[t.block].buf;
+        vkCmdCopyBuffer(cb, up ? vk->staging.buf : dev, up ? dev : vk->staging.buf, 1, &bc);
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = up ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT
+                                                  : VK_ACCESS_HOST_READ_BIT};
+        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             up ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : VK_PIPELINE_STAGE_HOST_BIT,
+                             0, 1, &mb, 0, NULL, 0, NULL);
+        rc = vkr_oneoff_end(vk, cb, err);
+        if (rc)
+            return rc;
+        if (!up)
+            memcpy((unsigned char *)host + done, vk->staging_map, (size_t)n);
+        done += n;
+    }
+    return 0;
+}
+
+int vkr_upload(struct vkr *vk, struct vkr_tensor t, uint64_t offset, const void *src,
+               uint64_t len, struct folio_err *err)
+{
+    return copy(vk, t, offset, (void *)(uintptr_t)src, len, 1, err);
+}
+
+int vkr_download(struct vkr *vk, struct vkr_tensor t, uint64_t offset, void *dst, uint64_t len,
+                 struct folio_err *err)
+{
+    return copy(vk, t, offset, dst, len, 0, err);
+}
+
+int vkr_fill(struct vkr *vk, struct vkr_tensor t, uint32_t pattern, struct folio_err *err)
+{
+    int rc = vkr_alive(vk, err);
+    if (!rc)
+        rc = check_range(vk, t, 0, t.size, err);
+    if (rc)
+        return rc;
+    VkCommandBuffer cb;
+    rc = vkr_oneoff_begin(vk, &cb, err);
+    if (rc)
+        return rc;
+    vkCmdFillBuffer(cb, vk->blocks[t.block].buf, t.offset, (t.size + 3) & ~(uint64_t)3, pattern);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         0, 1, &mb, 0, NULL, 0, NULL);
+    return vkr_oneoff_end(vk, cb, err);
+}

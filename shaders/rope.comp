@@ -1,0 +1,47 @@
+#version 450
+// Rotary position embedding, rotate-half ("NeoX") pairing (j, j + D/2)
+// over each head of x[T][H][D]. MODE selects the angle:
+//   0 NeoX  : theta_j = pos[t] * base^(-2j/D)
+//   1 M-RoPE: pos[t][c] with c = 0 (temporal) for j < s0, 1 (height) for
+//             j < s0+s1, else 2 (width); same frequencies as NeoX
+//             (qwen25vl.md §4.2: no per-section restart)
+//   2 vision: half = D/2; j < half/2 uses the patch row, else the column,
+//             with the exponent restarting: base^(-2 f / half), f = j mod
+//             half/2 (qwen25vl.md §3.5)
+// One thread per (token, head, pair); out of place.
+layout(constant_id = 0) const uint MODE = 0;
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer BX { float X[]; };
+layout(std430, binding = 1) writeonly buffer BY { float Y[]; };
+layout(std430, binding = 2) readonly buffer BP { int Pos[]; };
+layout(push_constant) uniform P { uint T, H, D, s0, s1; float base; uint xs, ys, ps; } p;
+
+void main()
+{
+    uint half_d = p.D / 2u;
+    uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+    uint j = gid % half_d, th = gid / half_d;
+    if (th >= p.T * p.H)
+        return;
+    uint t = th / p.H;
+    float pos, expo;
+    if (MODE == 0u) {
+        pos = float(Pos[p.ps + t]);
+        expo = 2.0 * float(j) / float(p.D);
+    } else if (MODE == 1u) {
+        uint c = j < p.s0 ? 0u : (j < p.s0 + p.s1 ? 1u : 2u);
+        pos = float(Pos[p.ps + t * 3u + c]);
+        expo = 2.0 * float(j) / float(p.D);
+    } else {
+        uint q = half_d / 2u;
+        uint c = j < q ? 0u : 1u;
+        pos = float(Pos[p.ps + t * 2u + c]);
+        expo = 2.0 * float(j - c * q) / float(half_d);
+    }
+    float theta = pos * pow(p.base, -expo);
+    float cs = cos(theta), sn = sin(theta);
+    uint b = p.xs + th * p.D, yb = p.ys + th * p.D;
+    float x0 = X[b + j], x1 = X[b + j + half_d];
+    Y[yb + j] = x0 * cs - x1 * sn;
+    Y[yb + j + half_d] = x1 * cs + x0 * sn;
+}

@@ -1,0 +1,470 @@
+/*
+ * The op test body, shared by test_ops.c (device limits as they are) and
+ * test_ops_ranged.c (FOLIO_VK_MAX_ALLOC / FOLIO_VK_MAX_RANGE lowered so
+ * that weights span several blocks and exceed the binding range). Every op
+ * runs on random inputs across shape classes and dtypes and is compared
+ * with its C reference (engine/ops/ops_ref.c); the bounds are stated next
+ * to each comparison. All pipelines are pre-warmed and the registry sealed
+ * first: the run must finish with zero requests after seal and zero
+ * validation messages.
+ */
+#include "tests/support/testutil.h"
+#include "common/common.h"
+#include "engine/model/quant.h"
+#include "engine/ops/ops.h"
+#include "engine/vk/vkr.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct T {
+    struct vkr *vk;
+    struct vkr_arena *w, *act;
+    uint64_t rng;
+    int ranged;
+};
+
+static float frand(struct T *t)
+{
+    t->rng ^= t->rng << 13;
+    t->rng ^= t->rng >> 7;
+    t->rng ^= t->rng << 17;
+    return (float)((t->rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void fill(struct T *t, float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand(t) * scale;
+}
+
+/* Places bytes in an arena and uploads them. Aborts the test on failure:
+ * nothing later can run without its inputs. */
+static struct vkr_tensor put(struct T *t, struct vkr_arena *a, const void *data, uint64_t bytes)
+{
+    struct folio_err e = {0};
+    struct vkr_tensor x;
+    if (vkr_arena_alloc(a, bytes, &x, &e) != 0 || (data && vkr_upload(t->vk, x, 0, data, bytes, &e) != 0)) {
+        fprintf(stderr, "FAIL: placing %llu bytes: %s / %s\n", (unsigned long long)bytes, e.msg, e.detail);
+        exit(1);
+    }
+    return x;
+}
+
+static void get(struct T *t, struct vkr_tensor x, void *out, uint64_t bytes)
+{
+    struct folio_err e = {0};
+    if (vkr_download(t->vk, x, 0, out, bytes, &e) != 0) {
+        fprintf(stderr, "FAIL: download: %s\n", e.msg);
+        exit(1);
+    }
+}
+
+#define RUN(t, body)                                                                         \
+    do {                                                                                     \
+        struct folio_err e_ = {0};                                                           \
+        struct vkr_cmd *c_ = NULL;                                                           \
+        int rc_ = vkr_cmd_begin((t)->vk, &c_, &e_);                                          \
+        if (!rc_) {                                                                          \
+            struct vkr_cmd *c = c_;                                                          \
+            struct folio_err *e = &e_;                                                       \
+            rc_ = (body);                                                                    \
+            if (rc_)                                                                         \
+                vkr_cmd_abort(c_);                                                           \
+            else                                                                             \
+                rc_ = vkr_cmd_submit(c_, &e_);                                               \
+        }                                                                                    \
+        CHECK(rc_ == 0, "%s: %s (%s)", #body, e_.msg, e_.detail);                           \
+    } while (0)
+
+/* max over i of |g - r| / (tol_abs + tol_rel * scale_i) must be <= 1 */
+static double worst(const float *g, const float *r, const float *scale, size_t n, double tabs,
+                    double trel, size_t *at)
+{
+    double w = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double s = scale ? scale[i] : fabs((double)r[i]);
+        double q = fabs((double)g[i] - r[i]) / (tabs + trel * s);
+        if (!(q <= w)) {
+            w = q;
+            *at = i;
+        }
+        if (isnan(g[i]))
+            return INFINITY;
+    }
+    return w;
+}
+
+static void test_matmul(struct T *t)
+{
+    static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
+                                QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    /* (m, n, k): tiny, odd, non-multiple-of-tile, and decode shapes */
+    static const uint32_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 70, 256}, {8, 33, 768},
+                                         {9, 65, 256}, {70, 130, 512}, {64, 64, 256}};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        int ty = types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+            for (int kern = 0; kern < 3; kern++) {
+                enum op_mm_kernel kk = kern == 0 ? OP_MM_AUTO : kern == 1 ? OP_MM_TILED : OP_MM_COOPMAT;
+                if (kk == OP_MM_COOPMAT && !ops_coopmat_available(t->vk))
+                    continue;
+                if (kk != OP_MM_AUTO && m <= 8 && si != 0)
+                    continue; /* forced tiled/coopmat on tiny m once is enough */
+                uint64_t rb = quant_row_bytes(ty, k);
+                float *wf = malloc(sizeof(float) * n * k), *wd = malloc(sizeof(float) * n * k);
+                float *x = malloc(sizeof(float) * m * k), *bias = malloc(sizeof(float) * n);
+                float *yg = malloc(sizeof(float) * m * n), *yr = malloc(sizeof(float) * m * n);
+                float *sc = malloc(sizeof(float) * m * n);
+                uint8_t *wq = malloc(rb * n);
+                fill(t, wf, (size_t)n * k, 1.0f);
+                fill(t, x, (size_t)m * k, 1.0f);
+                fill(t, bias, n, 1.0f);
+                for (uint32_t r = 0; r < n; r++) {
+                    quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
+                    quant_dequantize_row(ty, wq + rb * r, wd + (size_t)r * k, k);
+                }
+                int use_bias = (si % 2) == 1;
+                ops_ref_matmul(wd, x, use_bias ? bias : NULL, yr, m, n, k);
+                for (uint32_t i = 0; i < m; i++)
+                    for (uint32_t j = 0; j < n; j++) {
+                        double s = 0;
+                        for (uint32_t e = 0; e < k; e++)
+                            s += fabs((double)wd[(size_t)j * k + e] * x[(size_t)i * k + e]);
+                        sc[(size_t)i * n + j] = (float)s;
+                    }
+                vkr_arena_reset(t->act);
+                struct op_matmul a = {.w = put(t, t->w, wq, rb * n), .wtype = ty, .n = n, .k = k,
+                                      .x = put(t, t->act, x, sizeof(float) * m * k), .m = m,
+                                      .kernel = kk};
+                struct vkr_tensor bt = put(t, t->act, bias, sizeof(float) * n);
+                a.y = put(t, t->act, NULL, sizeof(float) * m * n);
+                a.bias = use_bias ? &bt : NULL;
+                RUN(t, op_matmul(c, &a, e));
+                get(t, a.y, yg, sizeof(float) * m * n);
+                /* Bound: |gpu - ref| <= 1e-6 + 5e-5 * sum_k |w_k x_k| (f32 vs double
+                 * accumulation over k <= 768; f16 operands for the coopmat kernel
+                 * round x to 11 bits: 2e-3 there). */
+                size_t at = 0;
+                double tol = kk == OP_MM_COOPMAT ? 2e-3 : 5e-5;
+                double wv = worst(yg, yr, sc, (size_t)m * n, 1e-6, tol, &at);
+                CHECK(wv <= 1.0, "matmul %s m=%u n=%u k=%u kernel=%d: worst %.3g at %zu (gpu %g ref %g)",
+                      quant_type_name(ty), m, n, k, (int)kk, wv, at, (double)yg[at], (double)yr[at]);
+                free(wf), free(wd), free(x), free(bias), free(yg), free(yr), free(sc), free(wq);
+            }
+        }
+    }
+}
+
+static void test_norm_softmax(struct T *t)
+{
+    static const uint32_t ns[] = {1, 37, 1280};
+    for (size_t i = 0; i < 3; i++)
+        for (int layer = 0; layer < 2; layer++)
+            for (int wb = 0; wb < 2; wb++) {
+                uint32_t rows = 5, n = ns[i];
+                float *x = malloc(sizeof(float) * rows * n), *g = malloc(sizeof(float) * rows * n);
+                float *r = malloc(sizeof(float) * rows * n), *w = malloc(sizeof(float) * n);
+                float *b = malloc(sizeof(float) * n);
+                fill(t, x, (size_t)rows * n, 3.0f);
+                for (uint32_t j = 0; j < rows * n; j++)
+                    x[j] += 2.0f; /* a mean to remove for LayerNorm */
+                fill(t, w, n, 1.0f);
+                fill(t, b, n, 1.0f);
+                vkr_arena_reset(t->act);
+                struct vkr_tensor xt = put(t, t->act, x, sizeof(float) * rows * n);
+                struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * rows * n);
+                struct vkr_tensor wt = put(t, t->act, w, sizeof(float) * n);
+                struct vkr_tensor bt = put(t, t->act, b, sizeof(float) * n);
+                RUN(t, op_norm(c, layer, xt, yt, wb ? &wt : NULL, wb && layer ? &bt : NULL, rows, n,
+                               1e-6f, e));
+                get(t, yt, g, sizeof(float) * rows * n);
+                ops_ref_norm(layer, x, r, wb ? w : NULL, wb && layer ? b : NULL, rows, n, 1e-6f);
+                size_t at = 0;
+                /* Bound: 2e-5 absolute + 2e-5 relative. */
+                double wv = worst(g, r, NULL, (size_t)rows * n, 2e-5, 2e-5, &at);
+                CHECK(wv <= 1.0, "%s n=%u w=%d: worst %.3g at %zu (gpu %g ref %g)",
+                      layer ? "layernorm" : "rmsnorm", n, wb, wv, at, (double)g[at], (double)r[at]);
+                free(x), free(g), free(r), free(w), free(b);
+            }
+    static const uint32_t sn[] = {1, 33, 1000};
+    for (size_t i = 0; i < 3; i++) {
+        uint32_t rows = 4, n = sn[i];
+        float *x = malloc(sizeof(float) * rows * n), *g = malloc(sizeof(float) * rows * n);
+        float *r = malloc(sizeof(float) * rows * n);
+        fill(t, x, (size_t)rows * n, 8.0f);
+        vkr_arena_reset(t->act);
+        struct vkr_tensor xt = put(t, t->act, x, sizeof(float) * rows * n);
+        struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * rows * n);
+        RUN(t, op_softmax(c, xt, yt, rows, n, 0.7f, e));
+        get(t, yt, g, sizeof(float) * rows * n);
+        ops_ref_softmax(x, r, rows, n, 0.7f);
+        size_t at = 0;
+        /* Bound: 1e-7 absolute + 1e-5 relative (probabilities). */
+        double wv = worst(g, r, NULL, (size_t)rows * n, 1e-7, 1e-5, &at);
+        CHECK(wv <= 1.0, "softmax n=%u: worst %.3g at %zu", n, wv, at);
+        free(x), free(g), free(r);
+    }
+}
+
+static void test_rope(struct T *t)
+{
+    struct op_rope cases[] = {
+        {.t = 7, .h = 3, .d = 64, .mode = OP_ROPE_NEOX, .base = 1e6f},
+        {.t = 9, .h = 4, .d = 128, .mode = OP_ROPE_MROPE, .base = 1e6f, .sections = {16, 24, 24}},
+        {.t = 12, .h = 2, .d = 80, .mode = OP_ROPE_VISION, .base = 1e4f},
+        {.t = 1, .h = 1, .d = 4, .mode = OP_ROPE_VISION, .base = 1e4f},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct op_rope a = cases[ci];
+        uint32_t streams = a.mode == OP_ROPE_NEOX ? 1 : a.mode == OP_ROPE_MROPE ? 3 : 2;
+        size_t nx = (size_t)a.t * a.h * a.d;
+        float *x = malloc(sizeof(float) * nx), *g = malloc(sizeof(float) * nx), *r = malloc(sizeof(float) * nx);
+        int32_t *pos = malloc(sizeof(int32_t) * a.t * streams);
+        fill(t, x, nx, 1.0f);
+        for (uint32_t i = 0; i < a.t * streams; i++)
+            pos[i] = (int32_t)((frand(t) + 1.0f) * (a.mode == OP_ROPE_VISION ? 50.0f : 1000.0f));
+        vkr_arena_reset(t->act);
+        a.x = put(t, t->act, x, sizeof(float) * nx);
+        a.y = put(t, t->act, NULL, sizeof(float) * nx);
+        a.pos = put(t, t->act, pos, sizeof(int32_t) * a.t * streams);
+        RUN(t, op_rope(c, &a, e));
+        get(t, a.y, g, sizeof(float) * nx);
+        ops_ref_rope(&a, x, pos, r);
+        size_t at = 0;
+        /* Bound: 1e-3 absolute: angles up to 2000 rad carry f32 rounding of
+         * ~1e-4 rad, and GPU sin/cos/pow are not correctly rounded. */
+        double wv = worst(g, r, NULL, nx, 1e-3, 0.0, &at);
+        CHECK(wv <= 1.0, "rope mode %d: worst %.3g at %zu (gpu %g ref %g)", (int)a.mode, wv, at,
+              (double)g[at], (double)r[at]);
+        free(x), free(g), free(r), free(pos);
+    }
+}
+
+static void test_attention(struct T *t)
+{
+    struct {
+        uint32_t tq, tk, hq, hkv, d;
+        int causal, windows;
+    } cases[] = {
+        {37, 37, 2, 2, 64, 0, 0},   /* plain, odd length */
+        {45, 45, 4, 2, 128, 1, 0},  /* causal + GQA, text head */
+        {3, 40, 4, 1, 128, 1, 0},   /* decode against a KV cache */
+        {50, 50, 2, 2, 80, 0, 1},   /* block-diagonal windows, vision head */
+        {20, 20, 1, 1, 32, 1, 1},   /* causal within windows, an empty row */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
+                                 .hkv = cases[ci].hkv, .d = cases[ci].d, .causal = cases[ci].causal};
+        a.scale = 1.0f / sqrtf((float)a.d);
+        size_t nq = (size_t)a.tq * a.hq * a.d, nk = (size_t)a.tk * a.hkv * a.d;
+        if (t->ranged && (nq * 4 > vkr_limits(t->vk)->max_range || nk * 4 > vkr_limits(t->vk)->max_range))
+            continue; /* attention binds q/k/v whole by design */
+        float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+        float *v = malloc(sizeof(float) * nk), *g = malloc(sizeof(float) * nq), *r = malloc(sizeof(float) * nq);
+        uint32_t *rg = malloc(sizeof(uint32_t) * 2 * a.tq);
+        fill(t, q, nq, 2.0f);
+        fill(t, k, nk, 2.0f);
+        fill(t, v, nk, 1.0f);
+        /* windows: [0,16) [16,40) [40,..) as in a vision window layer */
+        for (uint32_t i = 0; i < a.tq; i++) {
+            uint32_t lo = i < 16 ? 0 : i < 40 ? 16 : 40, hi = i < 16 ? 16 : i < 40 ? 40 : a.tk;
+            rg[2 * i] = lo;
+            rg[2 * i + 1] = hi < a.tk ? hi : a.tk;
+        }
+        if (cases[ci].windows && a.tq > 5)
+            rg[2 * 5] = rg[2 * 5 + 1] = 3; /* a query that sees nothing -> zeros */
+        vkr_arena_reset(t->act);
+        a.q = put(t, t->act, q, sizeof(float) * nq);
+        a.k = put(t, t->act, k, sizeof(float) * nk);
+        a.v = put(t, t->act, v, sizeof(float) * nk);
+        a.o = put(t, t->act, NULL, sizeof(float) * nq);
+        struct vkr_tensor rt = put(t, t->act, rg, sizeof(uint32_t) * 2 * a.tq);
+        a.ranges = cases[ci].windows ? &rt : NULL;
+        RUN(t, op_attention(c, &a, e));
+        get(t, a.o, g, sizeof(float) * nq);
+        ops_ref_attention(&a, q, k, v, cases[ci].windows ? rg : NULL, r);
+        size_t at = 0;
+        /* Bound: 2e-5 absolute + 1e-4 relative (outputs are convex
+         * combinations of v in [-1, 1]; online vs two-pass softmax). */
+        double wv = worst(g, r, NULL, nq, 2e-5, 1e-4, &at);
+        CHECK(wv <= 1.0, "attention case %zu: worst %.3g at %zu (gpu %g ref %g)", ci, wv, at,
+              (double)g[at], (double)r[at]);
+        free(q), free(k), free(v), free(g), free(r), free(rg);
+    }
+}
+
+static void test_elem(struct T *t)
+{
+    const uint64_t n = 1000;
+    for (int op = OP_ADD; op <= OP_SCALE; op++)
+        for (int bc = 0; bc < 2; bc++) {
+            int binary = op == OP_ADD || op == OP_MUL || op == OP_SWIGLU;
+            if (bc && (op != OP_ADD && op != OP_MUL))
+                continue;
+            uint64_t nb = bc ? 100 : n;
+            float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+            float *g = malloc(sizeof(float) * n), *r = malloc(sizeof(float) * n);
+            fill(t, a, n, 6.0f);
+            fill(t, b, n, 2.0f);
+            vkr_arena_reset(t->act);
+            struct vkr_tensor at_ = put(t, t->act, a, sizeof(float) * n);
+            struct vkr_tensor bt = put(t, t->act, b, sizeof(float) * nb);
+            struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * n);
+            RUN(t, op_elem(c, (enum op_elem_kind)op, at_, binary ? &bt : NULL, yt, n, nb, 1.5f, -0.25f, e));
+            get(t, yt, g, sizeof(float) * n);
+            ops_ref_elem((enum op_elem_kind)op, a, b, r, n, binary ? nb : 1, 1.5f, -0.25f);
+            size_t at = 0;
+            /* Bound: 1e-6 absolute + 1e-5 relative (erf approximation 1.5e-7). */
+            double wv = worst(g, r, NULL, n, 1e-6, 1e-5, &at);
+            CHECK(wv <= 1.0, "elem op %d bcast %d: worst %.3g at %zu (gpu %g ref %g)", op, bc, wv, at,
+                  (double)g[at], (double)r[at]);
+            free(a), free(b), free(g), free(r);
+        }
+    /* F32 <-> F16, odd length */
+    const uint64_t m = 1001;
+    float *a = malloc(sizeof(float) * m), *back = malloc(sizeof(float) * m);
+    uint16_t *h = calloc(m + 1, sizeof(uint16_t));
+    fill(t, a, m, 1000.0f);
+    a[0] = 1e-6f, a[1] = 70000.0f, a[2] = -0.0f;
+    vkr_arena_reset(t->act);
+    struct vkr_tensor at_ = put(t, t->act, a, sizeof(float) * m);
+    struct vkr_tensor ht = put(t, t->act, NULL, (m + 1) * 2);
+    struct vkr_tensor bt = put(t, t->act, NULL, sizeof(float) * m);
+    RUN(t, op_convert(c, 1, at_, ht, m, e) || op_convert(c, 0, ht, bt, m, e));
+    get(t, ht, h, (m + 1) * 2);
+    get(t, bt, back, sizeof(float) * m);
+    int bad = 0;
+    for (uint64_t i = 0; i < m; i++) {
+        /* Bound: within one f16 ulp of quant_f32_to_f16 (packHalf2x16's
+         * rounding mode is implementation-defined); the way back exact. */
+        int d = (int)h[i] - (int)quant_f32_to_f16(a[i]);
+        if (d < -1 || d > 1 || back[i] != quant_f16_to_f32(h[i]))
+            bad++;
+    }
+    CHECK(bad == 0, "convert f32<->f16: %d of %d wrong", bad, (int)m);
+    free(a), free(back), free(h);
+}
+
+static void test_rows(struct T *t)
+{
+    static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
+                                QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    const uint32_t rows = 150, k = 256, nid = 23;
+    for (size_t ti = 0; ti < 7; ti++) {
+        int ty = types[ti];
+        uint64_t rb = quant_row_bytes(ty, k);
+        float *wf = malloc(sizeof(float) * rows * k), *wd = malloc(sizeof(float) * rows * k);
+        uint8_t *wq = malloc(rb * rows);
+        float *g = malloc(sizeof(float) * nid * k);
+        int32_t ids[23];
+        fill(t, wf, (size_t)rows * k, 1.0f);
+        for (uint32_t r = 0; r < rows; r++) {
+            quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
+            quant_dequantize_row(ty, wq + rb * r, wd + (size_t)r * k, k);
+        }
+        for (uint32_t i = 0; i < nid; i++)
+            ids[i] = (int32_t)((frand(t) + 1.0f) * 0.5f * (rows - 1));
+        ids[0] = 0, ids[1] = (int32_t)rows - 1, ids[2] = ids[3];
+        vkr_arena_reset(t->act);
+        struct vkr_tensor tab = put(t, t->w, wq, rb * rows);
+        struct vkr_tensor it = put(t, t->act, ids, sizeof ids);
+        struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * nid * k);
+        RUN(t, op_gather(c, tab, ty, rows, k, it, nid, yt, e));
+        get(t, yt, g, sizeof(float) * nid * k);
+        int bad = 0;
+        /* Bound: 1e-6 relative (same bytes, same formula; only the order of
+         * the scale products may differ from the C dequantiser). */
+        for (uint32_t i = 0; i < nid; i++)
+            for (uint32_t j = 0; j < k; j++) {
+                float r = wd[(size_t)ids[i] * k + j], x = g[(size_t)i * k + j];
+                if (!(fabsf(x - r) <= 1e-6f * fabsf(r) + 1e-7f))
+                    bad++;
+            }
+        CHECK(bad == 0, "gather %s: %d of %u values wrong", quant_type_name(ty), bad, nid * k);
+        free(wf), free(wd), free(wq), free(g);
+    }
+    /* scatter: 5 rows into a sequence of 12, one index out of range (skipped) */
+    const uint32_t width = 48, n = 5, dst_rows = 12;
+    float src[5 * 48], dst[12 * 48], ref[12 * 48], got[12 * 48];
+    int32_t idx[5] = {3, 4, 5, 11, 40};
+    fill(t, src, n * width, 1.0f);
+    fill(t, dst, dst_rows * width, 1.0f);
+    memcpy(ref, dst, sizeof dst);
+    ops_ref_scatter(src, idx, n, width, ref, dst_rows);
+    vkr_arena_reset(t->act);
+    struct vkr_tensor st = put(t, t->act, src, sizeof src);
+    struct vkr_tensor xt = put(t, t->act, idx, sizeof idx);
+    struct vkr_tensor dt = put(t, t->act, dst, sizeof dst);
+    RUN(t, op_scatter(c, st, xt, n, width, dt, dst_rows, e));
+    get(t, dt, got, sizeof got);
+    CHECK(memcmp(got, ref, sizeof got) == 0, "scatter differs from the reference");
+    /* concat2x2 over a 4 x 6 grid of width 5 */
+    const uint32_t gh = 4, gw = 6, w = 5;
+    float cx[4 * 6 * 5], cy[4 * 6 * 5], cr[4 * 6 * 5];
+    fill(t, cx, gh * gw * w, 1.0f);
+    ops_ref_concat2x2(cx, cr, gh, gw, w);
+    vkr_arena_reset(t->act);
+    struct vkr_tensor cxt = put(t, t->act, cx, sizeof cx);
+    struct vkr_tensor cyt = put(t, t->act, NULL, sizeof cy);
+    RUN(t, op_concat2x2(c, cxt, cyt, gh, gw, w, e));
+    get(t, cyt, cy, sizeof cy);
+    CHECK(memcmp(cy, cr, sizeof cy) == 0, "concat2x2 differs from the reference");
+}
+
+/* Opens the test device, pre-warms everything, seals, runs all ops. */
+static int run_all(int ranged)
+{
+    struct T t = {.rng = 0x9E3779B97F4A7C15ull, .ranged = ranged};
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    struct vkr_config cfg = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                             .validate = -1, .cache_dir = ""};
+    struct folio_err e = {0};
+    int rc = vkr_open(&cfg, &t.vk, &e);
+    REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
+    int failed = -1;
+    rc = ops_prewarm(t.vk, &failed, &e);
+    REQUIRE(rc == 0 && failed == 0, "prewarm: rc %d failed %d: %s", rc, failed, e.msg);
+    vkr_seal(t.vk);
+    struct vkr_stats s0;
+    vkr_get_stats(t.vk, &s0);
+    rc = vkr_arena_create(t.vk, "weights", VKR_ARENA_WEIGHTS, &t.w, &e);
+    REQUIRE(rc == 0, "%s", e.msg);
+    rc = vkr_arena_create(t.vk, "act", VKR_ARENA_ACTIVATIONS, &t.act, &e);
+    REQUIRE(rc == 0, "%s", e.msg);
+    /* The largest single pass above needs well under 1 MiB of activations. */
+    uint64_t plan[] = {1u << 20};
+    rc = vkr_arena_plan(t.act, plan, 1, &e);
+    REQUIRE(rc == 0, "plan: %s", e.msg);
+
+    static void (*const tests[])(struct T *) = {test_matmul, test_norm_softmax, test_rope,
+                                                 test_attention, test_elem, test_rows};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        double t0 = folio_mono_ms();
+        tests[i](&t);
+        fprintf(stderr, "ops: case group %zu took %.0f ms\n", i, folio_mono_ms() - t0);
+    }
+
+    struct vkr_stats s;
+    vkr_get_stats(t.vk, &s);
+    CHECK(s.pipeline_requests_after_seal == 0, "%llu pipeline requests after seal",
+          (unsigned long long)s.pipeline_requests_after_seal);
+    CHECK(s.pipelines_built == s0.pipelines_built, "pipelines created after seal: %u -> %u",
+          s0.pipelines_built, s.pipelines_built);
+    if (ranged) {
+        CHECK(vkr_arena_blocks(t.w) > 1, "weights should span several blocks, got %u",
+              vkr_arena_blocks(t.w));
+        CHECK(vkr_limits(t.vk)->max_range <= 65536, "range override not applied");
+    }
+    fprintf(stderr, "ops: %llu dispatches, %llu submits, %u weight blocks, validation messages %llu\n",
+            (unsigned long long)s.dispatches, (unsigned long long)s.submits, vkr_arena_blocks(t.w),
+            (unsigned long long)s.validation_messages);
+    vkr_arena_destroy(t.act);
+    vkr_arena_destroy(t.w);
+    vkr_get_stats(t.vk, &s);
+    CHECK(s.validation_messages == 0, "%llu validation messages", (unsigned long long)s.validation_messages);
+    vkr_close(t.vk);
+    return tu_finish();
+}
