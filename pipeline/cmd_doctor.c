@@ -1,5 +1,11 @@
-/* folio doctor: argument parsing now; the work arrives with issue 5 (Vulkan runtime). */
+/*
+ * folio doctor: the Vulkan side (devices, limits, features, pipelines
+ * pre-warmed and sealed, cache result, requests after seal, allocation
+ * callbacks) comes from the engine's ops_doctor(), the same function
+ * `folio-engine doctor` runs on GPU machines; --db adds a connection check.
+ */
 #include "pipeline/pipeline.h"
+#include "engine/ops/ops.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -13,7 +19,9 @@ static const char USAGE[] =
     "  --db CONNINFO        also check this database\n"
     "  --model FILE         inspect a text model GGUF\n"
     "  --mmproj FILE        inspect a vision projector GGUF\n"
-    "  --device SPEC        Vulkan device: index, UUID or name substring\n";
+    "  --device SPEC        Vulkan device: index, UUID or name substring\n"
+    "  --allow-cpu          consider CPU Vulkan devices (lavapipe)\n"
+    "  --serial-pipelines   create pipelines on one thread\n";
 
 int cmd_doctor(int argc, char **argv)
 {
@@ -23,20 +31,52 @@ int cmd_doctor(int argc, char **argv)
         {"model", required_argument, 0, 1002},
         {"mmproj", required_argument, 0, 1003},
         {"device", required_argument, 0, 1004},
+        {"allow-cpu", no_argument, 0, 1005},
+        {"serial-pipelines", no_argument, 0, 1006},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    struct ops_tool_opts o = {0};
+    const char *db = NULL, *model = NULL, *mmproj = NULL;
     optind = 1;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (ch == 'h') {
-            fputs(USAGE, stdout);
-            return FOLIO_EXIT_OK;
-        }
-        if (ch == '?' || ch == ':')
+        switch (ch) {
+        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
+        case 1000: o.json = 1; break;
+        case 1001: db = optarg; break;
+        case 1002: model = optarg; break;
+        case 1003: mmproj = optarg; break;
+        case 1004: o.device = optarg; break;
+        case 1005: o.allow_cpu = 1; break;
+        case 1006: o.serial = 1; break;
+        default:
             return cli_usage_error("doctor", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
     }
     if (optind < argc)
         return cli_usage_error("doctor", "unexpected argument '%s'", argv[optind]);
-    return cli_not_built("folio doctor", "issue 5 (Vulkan runtime)");
+    struct folio_err err = {0};
+    int failed = 0;
+    if (ops_doctor(&o, stdout, &err) != 0) {
+        folio_err_print(stderr, &err);
+        failed = 1;
+    }
+    if (db) {
+        PGconn *c = NULL;
+        folio_err_clear(&err);
+        if (db_connect(db_conninfo(db), "folio-doctor", &c, &err) != 0) {
+            folio_err_print(stderr, &err);
+            failed = 1;
+        } else {
+            if (o.json)
+                printf("{\"database\":\"ok\",\"server_version\":%d}\n", PQserverVersion(c));
+            else
+                printf("database: ok (server %d)\n", PQserverVersion(c));
+            PQfinish(c);
+        }
+    }
+    if (model || mmproj)
+        fprintf(stderr, "folio doctor: --model/--mmproj inspection arrives with the model loader\n");
+    return failed ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
 }

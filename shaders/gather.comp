@@ -8,7 +8,7 @@ layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer BW { uint W[]; };
 layout(std430, binding = 1) readonly buffer BI { int Ids[]; };
 layout(std430, binding = 2) buffer BY { vec4 Y4[]; };
-layout(push_constant) uniform P { uint n_ids, K, row_bytes, w_skip, r0, r1; } p;
+layout(push_constant) uniform P { uint n_ids, K, row_bytes, w_skip, r0, r1, is, ys; } p;
 #include "dq.glsl"
 
 void main()
@@ -16,11 +16,11 @@ void main()
     uint i = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     if (i >= p.n_ids)
         return;
-    uint id = uint(Ids[i]);
+    uint id = uint(Ids[p.is + i]);
     if (id < p.r0 || id >= p.r1)
         return;
     uint row = p.w_skip + (id - p.r0) * p.row_bytes;
     uint k4n = p.K >> 2;
     for (uint k4 = gl_LocalInvocationID.x; k4 < k4n; k4 += 64u)
-        Y4[i * k4n + k4] = dq4(row, k4 * 4u);
+        Y4[(p.ys >> 2) + i * k4n + k4] = dq4(row, k4 * 4u);
 }

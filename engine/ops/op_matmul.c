@@ -99,8 +99,9 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
             if (kern == OP_MM_MATVEC) {
                 ops_grid(n1 - n0, &gx, &gy);
             } else {
-                gx = (uint32_t)((n1 - n0 + 63) / 64);
-                gy = (uint32_t)((m1 - m0 + 63) / 64);
+                uint64_t tile = kern == OP_MM_TILED ? 64 : 128;
+                gx = (uint32_t)((n1 - n0 + tile - 1) / tile);
+                gy = (uint32_t)((m1 - m0 + tile - 1) / tile);
             }
             rc = vkr_cmd_dispatch(c, pid, b, 4, &pc, sizeof pc, gx, gy, 1, shader, err);
             if (rc)

@@ -10,7 +10,7 @@
 #include <inttypes.h>
 
 struct gather_push {
-    uint32_t n_ids, K, row_bytes, w_skip, r0, r1;
+    uint32_t n_ids, K, row_bytes, w_skip, r0, r1, is, ys;
 };
 struct scatter_push {
     uint32_t n, width, dst_rows;
@@ -40,27 +40,40 @@ int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t ro
     rc = ops_need(table, rb * rows, "gather table", err);
     if (rc)
         return rc;
-    struct vkr_bind b[3];
-    rc = ops_bind(vk, ids, (uint64_t)n_ids * 4, &b[1], "gather ids", err);
+    uint64_t per = vkr_rows_per_range(vk, rb);
+    uint64_t out_rb[2] = {(uint64_t)k * 4, 4};
+    uint64_t per_id = ops_rows_per(vk, out_rb, 2);
+    rc = ops_need(ids, (uint64_t)n_ids * 4, "gather ids", err);
     if (!rc)
-        rc = ops_bind(vk, y, (uint64_t)n_ids * k * 4, &b[2], "gather output", err);
+        rc = ops_need(y, (uint64_t)n_ids * k * 4, "gather output", err);
     if (rc)
         return rc;
-    uint64_t per = vkr_rows_per_range(vk, rb);
-    if (per == 0)
+    if (per == 0 || per_id == 0)
         return folio_err_set(err, FOLIO_ELIMIT, "gather: a table row exceeds the binding range");
-    for (uint64_t r0 = 0; r0 < rows; r0 += per) {
-        uint64_t r1 = r0 + per < rows ? r0 + per : rows;
-        uint32_t ws;
-        rc = vkr_bind_rows(vk, table, rb, r0, r1, &b[0], &ws, err);
+    /* ids (and output rows) in chunks, table rows in ranges within each. */
+    for (uint64_t i0 = 0; i0 < n_ids; i0 += per_id) {
+        uint64_t i1 = i0 + per_id < n_ids ? i0 + per_id : n_ids;
+        struct vkr_bind b[3];
+        uint32_t is, ys;
+        rc = vkr_bind_rows(vk, ids, 4, i0, i1, &b[1], &is, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, y, (uint64_t)k * 4, i0, i1, &b[2], &ys, err);
         if (rc)
             return rc;
-        struct gather_push pc = {n_ids, k, (uint32_t)rb, ws, (uint32_t)r0, (uint32_t)r1};
-        uint32_t gx, gy;
-        ops_grid(n_ids, &gx, &gy);
-        rc = vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "gather", err);
-        if (rc)
-            return rc;
+        for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+            uint64_t r1 = r0 + per < rows ? r0 + per : rows;
+            uint32_t ws;
+            rc = vkr_bind_rows(vk, table, rb, r0, r1, &b[0], &ws, err);
+            if (rc)
+                return rc;
+            struct gather_push pc = {(uint32_t)(i1 - i0), k, (uint32_t)rb, ws, (uint32_t)r0,
+                                     (uint32_t)r1, is / 4, ys / 4};
+            uint32_t gx, gy;
+            ops_grid(i1 - i0, &gx, &gy);
+            rc = vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "gather", err);
+            if (rc)
+                return rc;
+        }
     }
     return 0;
 }

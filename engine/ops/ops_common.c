@@ -23,7 +23,9 @@ int ops_attention_head_supported(uint32_t d)
 
 int ops_coopmat_available(const struct vkr *vk)
 {
-    return vkr_features(vk)->coopmat_nv && vkr_has_shader("matmul_cm");
+    /* The kernel assumes 32-lane subgroups (8 per 256-thread workgroup). */
+    return vkr_features(vk)->coopmat_nv && vkr_limits(vk)->subgroup_size == 32 &&
+           vkr_limits(vk)->max_shared >= 32768 && vkr_has_shader("matmul_cm");
 }
 
 static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
@@ -61,6 +63,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     key(&all[n++], "convert", 1, 1, 0);
     key(&all[n++], "scatter", 0, 0, 0);
     key(&all[n++], "concat2x2", 0, 0, 0);
+    key(&all[n++], "peak_fma", 0, 0, 0);
+    key(&all[n++], "peak_bw", 0, 0, 0);
     int k = n < max ? n : max;
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);

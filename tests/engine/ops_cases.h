@@ -439,12 +439,13 @@ static int run_all(int ranged)
     rc = vkr_arena_plan(t.act, plan, 1, &e);
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
-    test_matmul(&t);
-    test_norm_softmax(&t);
-    test_rope(&t);
-    test_attention(&t);
-    test_elem(&t);
-    test_rows(&t);
+    static void (*const tests[])(struct T *) = {test_matmul, test_norm_softmax, test_rope,
+                                                 test_attention, test_elem, test_rows};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        double t0 = folio_mono_ms();
+        tests[i](&t);
+        fprintf(stderr, "ops: case group %zu took %.0f ms\n", i, folio_mono_ms() - t0);
+    }
 
     struct vkr_stats s;
     vkr_get_stats(t.vk, &s);

@@ -33,16 +33,17 @@ static inline uint8_t *cg_gray_page(int w, int h, uint32_t seed)
         return NULL;
     uint32_t s = seed * 2654435761u + 1;
     for (size_t i = 0; i < (size_t)w * (size_t)h; i++)
-        p[i] = (uint8_t)(235 + (cg_rand(&s) & 15));
+        p[i] = (uint8_t)(240 + (cg_rand(&s) & 3));
     int line_h = h / 40 > 4 ? h / 40 : 4;
     for (int y0 = line_h; y0 + line_h < h; y0 += line_h * 2) {
         int x = w / 12;
         while (x < w - w / 12) {
             int ww = 3 + (int)(cg_rand(&s) % (unsigned)(w / 20 + 4));
-            for (int y = y0; y < y0 + line_h * 2 / 3; y++)
+            uint8_t ink = (uint8_t)(20 + cg_rand(&s) % 40);
+            int top = y0 + (int)(cg_rand(&s) % 3);
+            for (int y = top; y < y0 + line_h * 2 / 3; y++)
                 for (int xx = x; xx < x + ww && xx < w; xx++)
-                    if (cg_rand(&s) % 8)
-                        p[(size_t)y * (size_t)w + (size_t)xx] = (uint8_t)(cg_rand(&s) % 60);
+                    p[(size_t)y * (size_t)w + (size_t)xx] = ink;
             x += ww + 2 + (int)(cg_rand(&s) % (unsigned)(w / 60 + 2));
         }
     }

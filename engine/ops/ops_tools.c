@@ -1,0 +1,488 @@
+/*
+ * `doctor` and `bench ops`, shared by the folio CLI and the engine-only
+ * folio-engine tool (GPU machines have no libpq or Tesseract).
+ *
+ * The bench measures its own roofline in the same run — peak f32 FMA rate
+ * (shaders/peak_fma.comp) and device read bandwidth (peak_bw.comp) — and
+ * reports every op as GFLOP/s, GB/s and the fraction of
+ * min(peak FLOP/s, bandwidth x arithmetic intensity). Times come from GPU
+ * timestamps around each dispatch when the queue has them (wall clock of
+ * the whole pass otherwise), averaged over the repetitions after one
+ * warm-up pass. Weights are random bytes: speed does not depend on values.
+ */
+#include "engine/ops/ops_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void jesc(char *o, size_t n, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 7 < n; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            k += (size_t)snprintf(o + k, n - k, "\\%c", c);
+        else if (c < 0x20)
+            k += (size_t)snprintf(o + k, n - k, "\\u%04x", c);
+        else
+            o[k++] = (char)c;
+    }
+    o[k] = 0;
+}
+
+static int open_for_tool(const struct ops_tool_opts *o, int timestamps, struct vkr **vk,
+                         struct folio_err *err)
+{
+    struct vkr_config cfg = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = -1,
+                             .timestamps = timestamps, .serial_pipelines = o->serial};
+    int rc = vkr_open(&cfg, vk, err);
+    if (rc == FOLIO_EDEVICE && !o->device && !o->allow_cpu) {
+        /* No GPU: say so, but still show what a CPU device would do. */
+        folio_log(FOLIO_LOG_WARN, "vk_no_gpu", "msg=%s", "no Vulkan GPU; trying CPU devices");
+        cfg.allow_cpu = 1;
+        rc = vkr_open(&cfg, vk, err);
+    }
+    return rc;
+}
+
+int ops_doctor(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
+{
+    struct vkr_device_info devs[16];
+    int ndev = 0;
+    int rc = vkr_list_devices(devs, 16, &ndev, err);
+    if (rc)
+        return rc;
+    struct vkr *vk = NULL;
+    rc = open_for_tool(o, 0, &vk, err);
+    if (rc)
+        return rc;
+    int failed = 0;
+    rc = ops_prewarm(vk, &failed, err);
+    if (!rc) {
+        struct folio_err e2 = {0};
+        if (vkr_cache_save(vk, &e2) != 0)
+            folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s", e2.msg);
+        vkr_seal(vk);
+    }
+    if (rc) {
+        vkr_close(vk);
+        return rc;
+    }
+    char *js = malloc(8192);
+    if (!js) {
+        vkr_close(vk);
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    }
+    rc = vkr_stats_json(vk, js, 8192);
+    if (rc) {
+        free(js);
+        vkr_close(vk);
+        return folio_err_set(err, FOLIO_EINVAL, "doctor report too long");
+    }
+    struct vkr_stats s;
+    vkr_get_stats(vk, &s);
+    const struct vkr_limits *L = vkr_limits(vk);
+    const struct vkr_features *F = vkr_features(vk);
+    const struct vkr_device_info *D = vkr_device(vk);
+    if (o->json) {
+        fprintf(out, "{\"devices\":[");
+        for (int i = 0; i < ndev && i < 16; i++) {
+            char nm[600];
+            jesc(nm, sizeof nm, devs[i].name);
+            fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
+                    devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
+        }
+        fprintf(out, "],\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s}\n", js,
+                failed, ops_coopmat_available(vk) ? "true" : "false");
+    } else {
+        fprintf(out, "Vulkan devices:\n");
+        for (int i = 0; i < ndev && i < 16; i++)
+            fprintf(out, "  %d: %s (%s) uuid %s%s\n", devs[i].index, devs[i].name, devs[i].type,
+                    devs[i].uuid_hex, devs[i].index == D->index ? "  <- selected" : "");
+        fprintf(out, "selected: %s, driver %s %s, Vulkan %u.%u.%u\n", D->name, D->driver_name,
+                D->driver_info, D->api_version >> 22,
+                (D->api_version >> 12) & 0x3ffu, D->api_version & 0xfffu);
+        fprintf(out, "limits: max allocation %" PRIu64 ", max buffer %" PRIu64 ", binding range %" PRIu64
+                     ", block %" PRIu64 ", device-local %" PRIu64 " bytes%s\n",
+                L->max_alloc, L->max_buffer, L->max_range, L->block_size, L->device_local_bytes,
+                L->overridden ? " (lowered by FOLIO_VK_*)" : "");
+        fprintf(out, "        shared memory %u, subgroup %u, ssbo alignment %u, push constants %u\n",
+                L->max_shared, L->subgroup_size, L->min_ssbo_align, L->max_push);
+        fprintf(out, "features used: 16-bit storage %d, float16 %d, int8 %d, subgroup arithmetic %d, "
+                     "maintenance4 %d, push descriptors %d, memory budget %d, device fault %d, "
+                     "NV cooperative matrix %d (kernel %s), timestamps %d, validation %d\n",
+                F->storage_16bit, F->float16, F->int8, F->subgroup_arith, F->maintenance4,
+                F->push_descriptor, F->memory_budget, F->device_fault, F->coopmat_nv,
+                ops_coopmat_available(vk) ? "on" : "off", F->timestamps, F->validation);
+        fprintf(out, "pipelines: %u built, %u unavailable, pre-warm %.0f ms, sealed %s, "
+                     "requests after seal %" PRIu64 "\n",
+                s.pipelines_built, s.pipelines_failed, s.prewarm_ms, s.sealed ? "yes" : "no",
+                s.pipeline_requests_after_seal);
+        fprintf(out, "pipeline cache: %s%s%s (%s)\n",
+                s.cache_hit > 0 ? "hit" : s.cache_hit == 0 ? "miss" : "disabled",
+                s.cache_miss_reason[0] ? ": " : "", s.cache_miss_reason,
+                s.cache_path[0] ? s.cache_path : "no path");
+        fprintf(out, "host allocation callbacks: %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
+                     " bytes now, %" PRIu64 " peak\n",
+                s.host_allocs, s.host_frees, s.host_bytes_now, s.host_bytes_peak);
+        fprintf(out, "validation messages: %" PRIu64 "\n", s.validation_messages);
+    }
+    free(js);
+    vkr_close(vk);
+    return 0;
+}
+
+/* ---- bench ---- */
+struct bench {
+    struct vkr *vk;
+    FILE *out;
+    const struct ops_tool_opts *o;
+    int reps;
+    double peak_gflops, peak_gbps;
+    char dev[300];
+    uint64_t rng;
+};
+
+/* Uploads pseudo-random bytes in staging-sized chunks. */
+static int upload_random(struct bench *b, struct vkr_tensor t, struct folio_err *err)
+{
+    const uint64_t chunk = 8u << 20;
+    uint64_t *buf = malloc(chunk);
+    if (!buf)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    int rc = 0;
+    for (uint64_t off = 0; off < t.size && !rc; off += chunk) {
+        uint64_t n = t.size - off < chunk ? t.size - off : chunk;
+        for (uint64_t i = 0; i < (n + 7) / 8; i++) {
+            b->rng ^= b->rng << 13;
+            b->rng ^= b->rng >> 7;
+            b->rng ^= b->rng << 17;
+            /* keep f16/bf16/f32 exponents tame: clear the top exponent bits */
+            buf[i] = b->rng & 0x3fff3fff3fff3fffull;
+        }
+        rc = vkr_upload(b->vk, t, off, buf, n, err);
+    }
+    free(buf);
+    return rc;
+}
+
+typedef int (*record_fn)(struct vkr_cmd *c, void *arg, struct folio_err *err);
+
+/* Runs one warm-up pass, then reps passes; returns ms per repetition. */
+static int timed(struct bench *b, record_fn fn, void *arg, double *ms, struct folio_err *err)
+{
+    double best = INFINITY;
+    for (int r = -1; r < b->reps; r++) {
+        struct vkr_cmd *c = NULL;
+        int rc = vkr_cmd_begin(b->vk, &c, err);
+        if (rc)
+            return rc;
+        rc = fn(c, arg, err);
+        if (rc) {
+            vkr_cmd_abort(c);
+            return rc;
+        }
+        double t0 = folio_mono_ms();
+        rc = vkr_cmd_submit(c, err);
+        double wall = folio_mono_ms() - t0;
+        if (rc)
+            return rc;
+        struct vkr_timing tm[256];
+        int n = vkr_last_timings(b->vk, tm, 256);
+        double gpu = 0;
+        for (int i = 0; i < n && i < 256; i++)
+            gpu += tm[i].ms;
+        double t = n > 0 ? gpu : wall;
+        if (r >= 0 && t < best)
+            best = t;
+    }
+    *ms = best;
+    return 0;
+}
+
+struct peak_arg {
+    uint32_t pid, groups, iters;
+    struct vkr_tensor in, out;
+    uint32_t n4;
+    int bw;
+};
+
+static int rec_peak(struct vkr_cmd *c, void *arg, struct folio_err *err)
+{
+    struct peak_arg *a = arg;
+    struct vkr_bind bd[2] = {{.t = a->in, .range = a->in.size}, {.t = a->out, .range = a->out.size}};
+    if (a->bw) {
+        uint32_t pc = a->n4;
+        return vkr_cmd_dispatch(c, a->pid, bd, 2, &pc, 4, a->groups, 1, 1, "peak_bw", err);
+    }
+    struct {
+        uint32_t iters;
+        float a;
+    } pc = {a->iters, 0.999f};
+    return vkr_cmd_dispatch(c, a->pid, &bd[1], 1, &pc, sizeof pc, a->groups, 1, 1, "peak_fma", err);
+}
+
+static int roofline(struct bench *b, struct vkr_arena *act, struct folio_err *err)
+{
+    struct peak_arg a = {0};
+    uint32_t id;
+    int rc = ops_pipe(b->vk, "peak_fma", 0, NULL, &id, err);
+    if (rc)
+        return rc;
+    a.pid = id;
+    a.groups = b->o->quick ? 64 : 8192;
+    a.iters = b->o->quick ? 256 : 4096;
+    rc = vkr_arena_alloc(act, (uint64_t)a.groups * 256 * 4, &a.out, err);
+    if (rc)
+        return rc;
+    double ms;
+    rc = timed(b, rec_peak, &a, &ms, err);
+    if (rc)
+        return rc;
+    double flops = (double)a.groups * 256 * a.iters * 64;
+    b->peak_gflops = flops / ms / 1e6;
+
+    rc = ops_pipe(b->vk, "peak_bw", 0, NULL, &id, err);
+    if (rc)
+        return rc;
+    a.pid = id;
+    a.bw = 1;
+    uint64_t bytes = b->o->quick ? (16u << 20) : (1u << 30);
+    const struct vkr_limits *L = vkr_limits(b->vk);
+    if (bytes > L->block_size)
+        bytes = L->block_size;
+    if (bytes > L->max_range)
+        bytes = L->max_range & ~(uint64_t)15;
+    rc = vkr_arena_alloc(act, bytes, &a.in, err);
+    if (!rc)
+        rc = vkr_fill(b->vk, a.in, 0x3c003c00u, err);
+    if (rc)
+        return rc;
+    a.n4 = (uint32_t)(bytes / 16);
+    a.groups = b->o->quick ? 64 : 4096;
+    rc = vkr_arena_alloc(act, (uint64_t)a.groups * 256 * 4, &a.out, err);
+    if (!rc)
+        rc = timed(b, rec_peak, &a, &ms, err);
+    if (rc)
+        return rc;
+    b->peak_gbps = (double)bytes / ms / 1e6;
+    fprintf(b->out, "{\"bench\":\"ops\",\"op\":\"roofline\",\"device\":\"%s\",\"peak_gflops\":%.1f,"
+                    "\"peak_gbps\":%.1f,\"fma_ms\":%.3f,\"read_bytes\":%" PRIu64 "}\n",
+            b->dev, b->peak_gflops, b->peak_gbps, ms, bytes);
+    fflush(b->out);
+    return 0;
+}
+
+static double roof_frac(const struct bench *b, double flops, double bytes, double ms)
+{
+    double bound = fmin(b->peak_gflops * 1e9, b->peak_gbps * 1e9 * flops / bytes);
+    return bound > 0 ? (flops / (ms / 1e3)) / bound : 0;
+}
+
+static int rec_matmul(struct vkr_cmd *c, void *arg, struct folio_err *err)
+{
+    return op_matmul(c, arg, err);
+}
+
+static int bench_matmul(struct bench *b, struct folio_err *err)
+{
+    static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
+                                QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    uint32_t shapes_full[][2] = {{4096, 4096}, {18944, 3584}};
+    uint32_t shapes_quick[][2] = {{512, 512}, {1024, 256}};
+    uint32_t ms_full[] = {1, 8, 512, 2048}, ms_quick[] = {1, 8, 64, 128};
+    uint32_t (*shapes)[2] = b->o->quick ? shapes_quick : shapes_full;
+    uint32_t *mlist = b->o->quick ? ms_quick : ms_full;
+    for (size_t ti = 0; ti < 7; ti++) {
+        int ty = types[ti];
+        if (b->o->dtype && strcmp(b->o->dtype, quant_type_name(ty)) != 0)
+            continue;
+        for (int si = 0; si < 2; si++) {
+            uint32_t n = shapes[si][0], k = shapes[si][1];
+            struct vkr_arena *w = NULL, *act = NULL;
+            int rc = vkr_arena_create(b->vk, "bench-w", VKR_ARENA_WEIGHTS, &w, err);
+            if (!rc)
+                rc = vkr_arena_create(b->vk, "bench-act", VKR_ARENA_WEIGHTS, &act, err);
+            struct op_matmul a = {.wtype = ty, .n = n, .k = k};
+            uint64_t wbytes = quant_row_bytes(ty, k) * n;
+            if (!rc)
+                rc = vkr_arena_alloc(w, wbytes, &a.w, err);
+            if (!rc)
+                rc = upload_random(b, a.w, err);
+            uint32_t mmax = mlist[3];
+            if (!rc)
+                rc = vkr_arena_alloc(act, (uint64_t)mmax * k * 4, &a.x, err);
+            if (!rc)
+                rc = vkr_arena_alloc(act, (uint64_t)mmax * n * 4, &a.y, err);
+            if (!rc)
+                rc = upload_random(b, a.x, err);
+            for (int mi = 0; mi < 4 && !rc; mi++) {
+                a.m = mlist[mi];
+                for (int kern = 0; kern < 3 && !rc; kern++) {
+                    a.kernel = kern == 0 ? OP_MM_MATVEC : kern == 1 ? OP_MM_TILED : OP_MM_COOPMAT;
+                    if (a.kernel == OP_MM_MATVEC && a.m > 8)
+                        continue;
+                    if (a.kernel == OP_MM_COOPMAT && !ops_coopmat_available(b->vk))
+                        continue;
+                    if (a.kernel != OP_MM_MATVEC && a.m == 1)
+                        continue;
+                    double ms;
+                    rc = timed(b, rec_matmul, &a, &ms, err);
+                    if (rc == FOLIO_EUNSUPPORTED || rc == FOLIO_ELIMIT) {
+                        /* One unavailable path is a result, not the end of the bench. */
+                        char em[600];
+                        jesc(em, sizeof em, err->msg);
+                        fprintf(b->out, "{\"bench\":\"ops\",\"op\":\"matmul\",\"dtype\":\"%s\","
+                                        "\"kernel\":%d,\"m\":%u,\"n\":%u,\"k\":%u,\"error\":\"%s\"}\n",
+                                quant_type_name(ty), (int)a.kernel, a.m, n, k, em);
+                        rc = 0;
+                        continue;
+                    }
+                    if (rc)
+                        break;
+                    double flops = 2.0 * a.m * n * k;
+                    double bytes = (double)wbytes + 4.0 * a.m * k + 4.0 * a.m * n;
+                    const char *kn = a.kernel == OP_MM_MATVEC ? "matvec" : a.kernel == OP_MM_TILED ? "tiled" : "coopmat";
+                    fprintf(b->out,
+                            "{\"bench\":\"ops\",\"op\":\"matmul\",\"dtype\":\"%s\",\"kernel\":\"%s\","
+                            "\"m\":%u,\"n\":%u,\"k\":%u,\"ms\":%.4f,\"gflops\":%.1f,\"gbps\":%.1f,"
+                            "\"roofline_frac\":%.3f,\"device\":\"%s\"}\n",
+                            quant_type_name(ty), kn, a.m, n, k, ms, flops / ms / 1e6, bytes / ms / 1e6,
+                            roof_frac(b, flops, bytes, ms), b->dev);
+                    fflush(b->out);
+                }
+            }
+            vkr_arena_destroy(act);
+            vkr_arena_destroy(w);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int rec_attn(struct vkr_cmd *c, void *arg, struct folio_err *err)
+{
+    return op_attention(c, arg, err);
+}
+
+static int bench_attention(struct bench *b, struct folio_err *err)
+{
+    struct attn_case {
+        const char *name;
+        uint32_t tq, tk, hq, hkv, d;
+        int causal, window;
+    } full[] = {
+        {"vision_full", 5000, 5000, 16, 16, 80, 0, 0},
+        {"vision_window64", 5000, 5000, 16, 16, 80, 0, 64},
+        {"text_prefill", 2048, 2048, 28, 4, 128, 1, 0},
+        {"text_decode", 1, 4096, 28, 4, 128, 1, 0},
+    }, quick[] = {
+        {"vision_full", 96, 96, 2, 2, 80, 0, 0},
+        {"vision_window64", 128, 128, 2, 2, 80, 0, 64},
+        {"text_prefill", 64, 64, 2, 1, 128, 1, 0},
+        {"text_decode", 1, 128, 2, 1, 128, 1, 0},
+    };
+    for (int ci = 0; ci < 4; ci++) {
+        const struct attn_case *cs = b->o->quick ? &quick[ci] : &full[ci];
+        struct vkr_arena *act = NULL;
+        int rc = vkr_arena_create(b->vk, "bench-attn", VKR_ARENA_WEIGHTS, &act, err);
+        struct op_attention a = {.tq = cs->tq, .tk = cs->tk, .hq = cs->hq, .hkv = cs->hkv, .d = cs->d,
+                                 .causal = cs->causal, .scale = 1.0f / sqrtf((float)cs->d)};
+        uint64_t qb = (uint64_t)a.tq * a.hq * a.d * 4, kb = (uint64_t)a.tk * a.hkv * a.d * 4;
+        struct vkr_tensor rg;
+        if (!rc)
+            rc = vkr_arena_alloc(act, qb, &a.q, err);
+        if (!rc)
+            rc = vkr_arena_alloc(act, kb, &a.k, err);
+        if (!rc)
+            rc = vkr_arena_alloc(act, kb, &a.v, err);
+        if (!rc)
+            rc = vkr_arena_alloc(act, qb, &a.o, err);
+        if (!rc)
+            rc = vkr_arena_alloc(act, (uint64_t)a.tq * 8, &rg, err);
+        if (!rc)
+            rc = vkr_fill(b->vk, a.q, 0x3c003c00u, err);
+        if (!rc)
+            rc = vkr_fill(b->vk, a.k, 0x3c003c00u, err);
+        if (!rc)
+            rc = vkr_fill(b->vk, a.v, 0x3c003c00u, err);
+        double visible = 0;
+        uint32_t *r = calloc((size_t)a.tq * 2, sizeof *r);
+        if (!r)
+            rc = rc ? rc : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+        for (uint32_t i = 0; r && i < a.tq; i++) {
+            uint32_t lo = 0, hi = a.tk;
+            if (cs->window) {
+                lo = i / cs->window * cs->window;
+                hi = lo + cs->window < a.tk ? lo + cs->window : a.tk;
+            }
+            if (a.causal && (uint64_t)i + a.tk - a.tq + 1 < hi)
+                hi = i + a.tk - a.tq + 1;
+            r[2 * i] = lo, r[2 * i + 1] = hi;
+            visible += hi > lo ? hi - lo : 0;
+        }
+        if (!rc && cs->window) {
+            rc = vkr_upload(b->vk, rg, 0, r, (uint64_t)a.tq * 8, err);
+            a.ranges = &rg;
+        }
+        free(r);
+        double ms = 0;
+        if (!rc)
+            rc = timed(b, rec_attn, &a, &ms, err);
+        if (!rc) {
+            double flops = 4.0 * visible * a.d * a.hq;
+            double bytes = 2.0 * (double)qb + 2.0 * (double)kb;
+            fprintf(b->out,
+                    "{\"bench\":\"ops\",\"op\":\"attention\",\"case\":\"%s\",\"tq\":%u,\"tk\":%u,"
+                    "\"hq\":%u,\"hkv\":%u,\"d\":%u,\"causal\":%d,\"window\":%d,\"ms\":%.4f,"
+                    "\"gflops\":%.1f,\"gbps\":%.1f,\"roofline_frac\":%.3f,\"device\":\"%s\"}\n",
+                    cs->name, a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window, ms,
+                    flops / ms / 1e6, bytes / ms / 1e6, roof_frac(b, flops, bytes, ms), b->dev);
+            fflush(b->out);
+        }
+        vkr_arena_destroy(act);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
+{
+    struct bench b = {.out = out, .o = o, .reps = o->reps > 0 ? o->reps : (o->quick ? 2 : 5),
+                      .rng = 0x2545F4914F6CDD1Dull};
+    int rc = open_for_tool(o, 1, &b.vk, err);
+    if (rc)
+        return rc;
+    jesc(b.dev, sizeof b.dev, vkr_device(b.vk)->name);
+    int failed = 0;
+    rc = ops_prewarm(b.vk, &failed, err);
+    if (!rc) {
+        struct folio_err e2 = {0};
+        vkr_cache_save(b.vk, &e2);
+        vkr_seal(b.vk);
+    }
+    struct vkr_arena *act = NULL;
+    if (!rc)
+        rc = vkr_arena_create(b.vk, "roofline", VKR_ARENA_WEIGHTS, &act, err);
+    if (!rc)
+        rc = roofline(&b, act, err);
+    vkr_arena_destroy(act);
+    if (!rc && (!o->only || strcmp(o->only, "matmul") == 0))
+        rc = bench_matmul(&b, err);
+    if (!rc && (!o->only || strcmp(o->only, "attention") == 0))
+        rc = bench_attention(&b, err);
+    struct vkr_stats s;
+    vkr_get_stats(b.vk, &s);
+    if (!rc)
+        fprintf(out, "{\"bench\":\"ops\",\"op\":\"summary\",\"device\":\"%s\",\"pipelines\":%u,"
+                     "\"requests_after_seal\":%" PRIu64 ",\"validation_messages\":%" PRIu64
+                     ",\"timestamps\":%d}\n",
+                b.dev, s.pipelines_built, s.pipeline_requests_after_seal, s.validation_messages,
+                vkr_features(b.vk)->timestamps);
+    vkr_close(b.vk);
+    return rc;
+}

@@ -1,0 +1,68 @@
+/*
+ * doctor and bench ops (the functions behind `folio doctor`, `folio bench
+ * ops` and `folio-engine`): the doctor report names the device, limits,
+ * features, pipelines built, requests after seal (0), cache result and
+ * allocation-callback totals; a quick roofline + attention bench prints
+ * well-formed JSON lines with positive rates and a summary with zero
+ * requests after seal.
+ */
+#include "tests/support/testutil.h"
+#include "common/common.h"
+#include "engine/ops/ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int main(void)
+{
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    char cache[600];
+    snprintf(cache, sizeof cache, "%s", tu_scratch("tools"));
+    setenv("XDG_CACHE_HOME", cache, 1);
+    struct ops_tool_opts o = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1, .json = 1};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f != NULL, "open_memstream");
+    struct folio_err e = {0};
+    int rc = ops_doctor(&o, f, &e);
+    fclose(f);
+    CHECK(rc == 0, "doctor: %s", e.msg);
+    static const char *keys[] = {"\"devices\":[", "\"limits\":", "\"max_range\":", "\"features\":",
+                                 "\"push_descriptor\":", "\"built\":", "\"requests_after_seal\":0",
+                                 "\"cache\":\"miss\"", "\"host_alloc_callbacks\":", "\"validation_messages\":0"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK(buf && strstr(buf, keys[i]), "doctor JSON lacks %s: %s", keys[i], buf ? buf : "");
+    free(buf);
+
+    /* Second run: the cache written by the first must hit. */
+    o.json = 0;
+    f = open_memstream(&buf, &len);
+    rc = ops_doctor(&o, f, &e);
+    fclose(f);
+    CHECK(rc == 0 && buf && strstr(buf, "pipeline cache: hit") && strstr(buf, "requests after seal 0"),
+          "doctor text: %s", buf ? buf : e.msg);
+    free(buf);
+
+    o.quick = 1;
+    o.reps = 1;
+    o.only = "attention";
+    f = open_memstream(&buf, &len);
+    rc = ops_bench(&o, f, &e);
+    fclose(f);
+    CHECK(rc == 0, "bench: %s", e.msg);
+    int lines = 0, attn = 0;
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        lines++;
+        CHECK(l[0] == '{', "not a JSON line: %.80s", l);
+        if (strncmp(l, "{\"bench\":\"ops\",\"op\":\"attention\"", 31) == 0) {
+            attn++;
+            char *g = strstr(l, "\"ms\":");
+            CHECK(g && atof(g + 5) > 0, "attention time: %.200s", l);
+        }
+    }
+    CHECK(attn == 4 && strstr(buf, "\"op\":\"roofline\"") && strstr(buf, "\"requests_after_seal\":0"),
+          "bench output (%d lines): %s", lines, buf ? buf : "");
+    free(buf);
+    return tu_finish();
+}

@@ -1,0 +1,347 @@
+/*
+ * The Vulkan runtime's promises, on the test device (lavapipe in CI):
+ *  - device selection by name, index and UUID; CPU devices only when
+ *    allowed; unknown selectors fail with the device list;
+ *  - FOLIO_VK_* overrides lower the limits; tensors never straddle blocks;
+ *    over-size tensors, exhausted plans and (injected) device OOM give
+ *    errors with the numbers;
+ *  - chunked staging round-trips data larger than the staging buffer;
+ *  - pre-warm (parallel and serial), seal, a request after seal fails and
+ *    is counted; an injected pipeline-creation failure disables only that
+ *    pipeline;
+ *  - the on-disk pipeline cache hits when valid and is a clean miss when
+ *    corrupted, truncated, foreign, stale or from another driver;
+ *  - an (injected) lost device marks the runtime dead;
+ *  - counting allocation callbacks see the driver's host allocations;
+ *  - zero validation messages throughout.
+ */
+#include "tests/support/testutil.h"
+#include "common/common.h"
+#include "engine/ops/ops.h"
+#include "engine/vk/vkr.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *test_device(void)
+{
+    const char *d = getenv("FOLIO_TEST_DEVICE");
+    return d && *d ? d : "llvmpipe";
+}
+
+static struct vkr *open_dev(const char *sel, const char *cache_dir, int serial, struct folio_err *e)
+{
+    struct vkr_config cfg = {.device = sel, .allow_cpu = 1, .validate = -1,
+                             .cache_dir = cache_dir ? cache_dir : "", .serial_pipelines = serial};
+    struct vkr *vk = NULL;
+    if (vkr_open(&cfg, &vk, e) != 0)
+        return NULL;
+    return vk;
+}
+
+static uint64_t messages(struct vkr *vk)
+{
+    struct vkr_stats s;
+    vkr_get_stats(vk, &s);
+    return s.validation_messages;
+}
+
+static void test_selection(void)
+{
+    struct folio_err e = {0};
+    struct vkr *vk = open_dev(test_device(), NULL, 0, &e);
+    CHECK(vk != NULL, "open by name: %s", e.msg);
+    if (!vk)
+        return;
+    struct vkr_device_info info = *vkr_device(vk);
+    vkr_close(vk);
+
+    char idx[16];
+    snprintf(idx, sizeof idx, "%d", info.index);
+    vk = open_dev(idx, NULL, 0, &e);
+    CHECK(vk && strcmp(vkr_device(vk)->name, info.name) == 0, "open by index %s: %s", idx, e.msg);
+    vkr_close(vk);
+    vk = open_dev(info.uuid_hex, NULL, 0, &e);
+    CHECK(vk && strcmp(vkr_device(vk)->name, info.name) == 0, "open by UUID: %s", e.msg);
+    vkr_close(vk);
+
+    vk = open_dev("no-such-device-xyz", NULL, 0, &e);
+    CHECK(vk == NULL && e.code == FOLIO_EINVAL && strstr(e.detail, info.name),
+          "unknown selector should list devices: %s / %s", e.msg, e.detail);
+    vkr_close(vk);
+
+    if (strcmp(info.type, "cpu") == 0) {
+        struct vkr_config cfg = {.device = test_device(), .allow_cpu = 0, .validate = -1,
+                                 .cache_dir = ""};
+        vk = NULL;
+        int rc = vkr_open(&cfg, &vk, &e);
+        CHECK(rc == FOLIO_EINVAL && vk == NULL && strstr(e.msg, "CPU"),
+              "CPU device must need allow_cpu: rc %d %s", rc, e.msg);
+    }
+
+    struct vkr_device_info list[8];
+    int n = 0;
+    CHECK(vkr_list_devices(list, 8, &n, &e) == 0 && n >= 1, "list devices: %s", e.msg);
+}
+
+static void test_memory(void)
+{
+    setenv("FOLIO_VK_MAX_ALLOC", "1M", 1);
+    setenv("FOLIO_VK_MAX_RANGE", "64K", 1);
+    struct folio_err e = {0};
+    struct vkr *vk = open_dev(test_device(), NULL, 0, &e);
+    unsetenv("FOLIO_VK_MAX_ALLOC");
+    unsetenv("FOLIO_VK_MAX_RANGE");
+    CHECK(vk != NULL, "open: %s", e.msg);
+    if (!vk)
+        return;
+    const struct vkr_limits *L = vkr_limits(vk);
+    CHECK(L->max_alloc == (1u << 20) && L->max_range == 65536 && L->block_size <= (1u << 20) &&
+              L->overridden, "overrides not applied: alloc %llu range %llu block %llu",
+          (unsigned long long)L->max_alloc, (unsigned long long)L->max_range,
+          (unsigned long long)L->block_size);
+
+    struct vkr_arena *w = NULL;
+    int rc = vkr_arena_create(vk, "w", VKR_ARENA_WEIGHTS, &w, &e);
+    if (rc) {
+        CHECK(0, "arena: %s", e.msg);
+        vkr_close(vk);
+        return;
+    }
+    /* 7 tensors of 300 KiB: at most 3 per 1 MiB block, none straddling. */
+    struct vkr_tensor t[7];
+    int ok = 1;
+    for (int i = 0; i < 7; i++) {
+        rc = vkr_arena_alloc(w, 300 * 1024, &t[i], &e);
+        if (rc || t[i].offset + t[i].size > L->block_size)
+            ok = 0;
+    }
+    CHECK(ok, "weights placement: %s", e.msg);
+    CHECK(vkr_arena_blocks(w) >= 3, "expected several blocks, got %u", vkr_arena_blocks(w));
+    for (int i = 1; i < 7; i++)
+        if (t[i].block == t[i - 1].block)
+            CHECK(t[i].offset >= t[i - 1].offset + t[i - 1].size, "tensors %d and %d overlap", i - 1, i);
+
+    struct vkr_tensor big;
+    rc = vkr_arena_alloc(w, 3u << 20, &big, &e);
+    CHECK(rc == FOLIO_ELIMIT && strstr(e.msg, "exceeds the device block size") && strstr(e.detail, "1048576"),
+          "over-size tensor: rc %d %s / %s", rc, e.msg, e.detail);
+
+    /* Staging: 3 MiB in 1 MiB blocks would not fit one tensor, so round-trip
+     * 900 KiB through a staging buffer capped at the block size by chunks. */
+    struct vkr_tensor rt;
+    rc = vkr_arena_alloc(w, 900 * 1024, &rt, &e);
+    CHECK(rc == 0, "alloc: %s", e.msg);
+    if (!rc) {
+        size_t n = 900 * 1024 / 4;
+        uint32_t *a = malloc(n * 4), *b = malloc(n * 4);
+        for (size_t i = 0; i < n; i++)
+            a[i] = (uint32_t)(i * 2654435761u);
+        CHECK(vkr_upload(vk, rt, 0, a, n * 4, &e) == 0, "upload: %s", e.msg);
+        CHECK(vkr_download(vk, rt, 0, b, n * 4, &e) == 0, "download: %s", e.msg);
+        CHECK(memcmp(a, b, n * 4) == 0, "round trip differs");
+        CHECK(vkr_fill(vk, rt, 0x3f800000u, &e) == 0, "fill: %s", e.msg);
+        CHECK(vkr_download(vk, rt, 4096, b, 16, &e) == 0 && b[0] == 0x3f800000u && b[3] == 0x3f800000u,
+              "fill result");
+        rc = vkr_upload(vk, rt, 900 * 1024 - 8, a, 16, &e);
+        CHECK(rc == FOLIO_EINVAL, "copy past the tensor end must fail: %d", rc);
+        free(a);
+        free(b);
+    }
+
+    struct vkr_arena *act = NULL;
+    CHECK(vkr_arena_create(vk, "act", VKR_ARENA_ACTIVATIONS, &act, &e) == 0, "%s", e.msg);
+    uint64_t plan[] = {400 * 1024, 400 * 1024, 400 * 1024};
+    rc = vkr_arena_plan(act, plan, 3, &e);
+    CHECK(rc == 0 && vkr_arena_blocks(act) == 2, "plan: rc %d blocks %u %s", rc, vkr_arena_blocks(act), e.msg);
+    struct vkr_tensor a1, a2, a3, a4;
+    int r1 = vkr_arena_alloc(act, 400 * 1024, &a1, &e), r2 = vkr_arena_alloc(act, 400 * 1024, &a2, &e);
+    int r3 = vkr_arena_alloc(act, 400 * 1024, &a3, &e);
+    CHECK(r1 == 0 && r2 == 0 && r3 == 0, "planned allocations: %s", e.msg);
+    int r4 = vkr_arena_alloc(act, 400 * 1024, &a4, &e);
+    CHECK(r4 == FOLIO_ELIMIT && strstr(e.msg, "exhausted"), "beyond the plan must fail: %d %s", r4, e.msg);
+    vkr_arena_reset(act);
+    CHECK(vkr_arena_alloc(act, 400 * 1024, &a4, &e) == 0 && a4.block == a1.block && a4.offset == a1.offset,
+          "reset rewinds to the first slot");
+    struct vkr_stats s;
+    vkr_get_stats(vk, &s);
+    uint32_t blocks_before = s.blocks;
+    vkr_arena_reset(act);
+    for (int i = 0; i < 10; i++) {
+        vkr_arena_reset(act);
+        vkr_arena_alloc(act, 300 * 1024, &a1, &e);
+    }
+    vkr_get_stats(vk, &s);
+    CHECK(s.blocks == blocks_before, "activation passes must not allocate device memory");
+
+#ifdef FOLIO_FAULT_INJECTION
+    setenv("FOLIO_FAULT", "vk_oom", 1);
+    struct vkr_arena *w2 = NULL;
+    vkr_arena_create(vk, "oom", VKR_ARENA_WEIGHTS, &w2, &e);
+    struct vkr_tensor o;
+    rc = vkr_arena_alloc(w2, 1024, &o, &e);
+    unsetenv("FOLIO_FAULT");
+    CHECK(rc == FOLIO_ENOMEM && strstr(e.msg, "needed") && strstr(e.detail, "free of") && strstr(e.detail, "block limit"),
+          "OOM message needs numbers: %s / %s", e.msg, e.detail);
+    vkr_arena_destroy(w2);
+#endif
+    vkr_arena_destroy(act);
+    vkr_arena_destroy(w);
+    CHECK(messages(vk) == 0, "validation messages: %llu", (unsigned long long)messages(vk));
+    vkr_close(vk);
+}
+
+static int count_keys(struct vkr *vk)
+{
+    return ops_pipeline_keys(vk, NULL, 1000);
+}
+
+static void test_pipelines(const char *scratch)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/cache", scratch);
+    struct folio_err e = {0};
+    struct vkr *vk = open_dev(test_device(), dir, 0, &e);
+    CHECK(vk != NULL, "open: %s", e.msg);
+    if (!vk)
+        return;
+    struct vkr_stats s;
+    vkr_get_stats(vk, &s);
+    CHECK(s.cache_hit == 0 && strstr(s.cache_miss_reason, "no file"), "fresh dir is a miss: %d %s",
+          s.cache_hit, s.cache_miss_reason);
+    int failed = -1;
+    int rc = ops_prewarm(vk, &failed, &e);
+    CHECK(rc == 0 && failed == 0, "prewarm: %d %d %s", rc, failed, e.msg);
+    vkr_get_stats(vk, &s);
+    CHECK((int)s.pipelines_built == count_keys(vk), "built %u of %d", s.pipelines_built, count_keys(vk));
+    CHECK(vkr_cache_save(vk, &e) == 0, "cache save: %s", e.msg);
+    vkr_seal(vk);
+    struct vkr_pipeline_key k = {.shader = "softmax"};
+    uint32_t id;
+    CHECK(vkr_pipeline(vk, &k, &id, &e) == 0, "pre-warmed pipeline after seal: %s", e.msg);
+    struct vkr_pipeline_key miss = {.shader = "norm", .nspec = 1, .spec = {7}};
+    rc = vkr_pipeline(vk, &miss, &id, &e);
+    vkr_get_stats(vk, &s);
+    CHECK(rc == FOLIO_ESTATE && s.pipeline_requests_after_seal == 1, "after-seal miss: rc %d count %llu",
+          rc, (unsigned long long)s.pipeline_requests_after_seal);
+    char json[4096];
+    CHECK(vkr_stats_json(vk, json, sizeof json) == 0 && strstr(json, "\"requests_after_seal\":1") &&
+              strstr(json, "\"host_alloc_callbacks\"") && strstr(json, "\"sealed\":true"),
+          "stats json: %s", json);
+    CHECK(s.host_allocs > 0 && s.host_bytes_peak > 0, "allocation callbacks saw nothing");
+    CHECK(messages(vk) == 0, "validation messages");
+    vkr_close(vk);
+
+    /* Valid cache -> hit. */
+    vk = open_dev(test_device(), dir, 1, &e);
+    CHECK(vk != NULL, "reopen: %s", e.msg);
+    if (!vk)
+        return;
+    vkr_get_stats(vk, &s);
+    CHECK(s.cache_hit == 1, "valid cache should hit: %s", s.cache_miss_reason);
+    char path[600];
+    snprintf(path, sizeof path, "%s", s.cache_path);
+    rc = ops_prewarm(vk, &failed, &e); /* serial this time */
+    CHECK(rc == 0 && failed == 0, "serial prewarm: %s", e.msg);
+    vkr_close(vk);
+
+    uint8_t *orig = NULL;
+    size_t n = 0;
+    if (folio_read_file(path, 1u << 28, &orig, &n, &e) != 0 || n < 168) {
+        CHECK(0, "cache file %s: %s", path, e.msg);
+        return;
+    }
+    struct {
+        const char *what, *reason;
+        size_t off; /* byte to flip; SIZE_MAX = truncate */
+    } bad[] = {
+        {"corrupted blob", "checksum", n - 5},
+        {"truncated", "size mismatch", SIZE_MAX},
+        {"foreign device", "another device", 16},
+        {"other driver", "driver version", 40},
+        {"stale shaders", "stale", 68},
+        {"bad magic", "magic", 0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *d = malloc(n);
+        memcpy(d, orig, n);
+        size_t len = n;
+        if (bad[i].off == SIZE_MAX)
+            len = n - 10;
+        else
+            d[bad[i].off] ^= 0x5a;
+        CHECK(folio_write_file_atomic(path, d, len, &e) == 0, "write: %s", e.msg);
+        free(d);
+        vk = open_dev(test_device(), dir, 0, &e);
+        CHECK(vk != NULL, "open with %s cache: %s", bad[i].what, e.msg);
+        if (!vk)
+            continue;
+        vkr_get_stats(vk, &s);
+        CHECK(s.cache_hit == 0 && strstr(s.cache_miss_reason, bad[i].reason),
+              "%s: hit %d reason '%s'", bad[i].what, s.cache_hit, s.cache_miss_reason);
+        /* A miss still builds everything. */
+        rc = ops_prewarm(vk, &failed, &e);
+        CHECK(rc == 0 && failed == 0, "%s: prewarm after miss: %s", bad[i].what, e.msg);
+        CHECK(messages(vk) == 0, "validation messages");
+        vkr_close(vk);
+    }
+    free(orig);
+}
+
+static void test_faults(void)
+{
+#ifdef FOLIO_FAULT_INJECTION
+    struct folio_err e = {0};
+    setenv("FOLIO_FAULT", "pipeline:softmax", 1);
+    struct vkr *vk = open_dev(test_device(), NULL, 0, &e);
+    CHECK(vk != NULL, "open: %s", e.msg);
+    if (!vk) {
+        unsetenv("FOLIO_FAULT");
+        return;
+    }
+    int failed = -1;
+    int rc = ops_prewarm(vk, &failed, &e);
+    unsetenv("FOLIO_FAULT");
+    CHECK(rc == 0 && failed == 1, "one injected failure: rc %d failed %d", rc, failed);
+    vkr_seal(vk);
+    struct vkr_arena *a = NULL;
+    vkr_arena_create(vk, "a", VKR_ARENA_WEIGHTS, &a, &e);
+    struct vkr_tensor x, y;
+    vkr_arena_alloc(a, 4096, &x, &e);
+    vkr_arena_alloc(a, 4096, &y, &e);
+    struct vkr_cmd *c = NULL;
+    CHECK(vkr_cmd_begin(vk, &c, &e) == 0, "begin: %s", e.msg);
+    rc = op_softmax(c, x, y, 4, 16, 1.0f, &e);
+    CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "VK_ERROR_INITIALIZATION_FAILED"),
+          "disabled pipeline reports the driver result: %d %s", rc, e.msg);
+    rc = op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e);
+    CHECK(rc == 0, "other ops still work: %s", e.msg);
+    CHECK(vkr_cmd_submit(c, &e) == 0, "submit: %s", e.msg);
+
+    setenv("FOLIO_FAULT", "vk_device_lost", 1);
+    c = NULL;
+    CHECK(vkr_cmd_begin(vk, &c, &e) == 0, "begin: %s", e.msg);
+    op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e);
+    rc = vkr_cmd_submit(c, &e);
+    unsetenv("FOLIO_FAULT");
+    CHECK(rc == FOLIO_EDEVICELOST && vkr_dead(vk), "device lost marks dead: rc %d", rc);
+    rc = vkr_cmd_begin(vk, &c, &e);
+    CHECK(rc == FOLIO_EDEVICELOST, "dead runtime refuses work: %d", rc);
+    rc = vkr_upload(vk, x, 0, "abcd", 4, &e);
+    CHECK(rc == FOLIO_EDEVICELOST, "dead runtime refuses uploads: %d", rc);
+    vkr_arena_destroy(a);
+    CHECK(messages(vk) == 0, "validation messages");
+    vkr_close(vk);
+#endif
+}
+
+int main(void)
+{
+    const char *scratch = tu_scratch("vkr");
+    test_selection();
+    test_memory();
+    test_pipelines(scratch);
+    test_faults();
+    return tu_finish();
+}
