@@ -157,6 +157,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     uint64_t kv = rows + lm->ra;
     uint64_t one = T + LT - 1;
     uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 4);
+    if (budget > lim->max_range / ((uint64_t)lm->KW * 4))
+        budget = lim->max_range / ((uint64_t)lm->KW * 4);
     uint64_t sc = NL * one < budget ? NL * one : budget;
     if (c->scratch_rows)
         sc = c->scratch_rows;
