@@ -235,6 +235,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
         return rc;
     lm->lab_row = malloc((size_t)B * NL * sizeof *lm->lab_row);
     lm->lg_row = malloc((size_t)B * NL * sizeof *lm->lg_row);
+    lm->lab_rng = malloc((size_t)B * NL * sizeof *lm->lab_rng);
     lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
     lm->iv = malloc((size_t)ints * sizeof *lm->iv);
     lm->pgh = malloc((size_t)pg * 4 * sizeof *lm->pgh);
@@ -243,7 +244,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->next_pos = calloc(B, sizeof *lm->next_pos);
     lm->lastp = malloc((size_t)B * V * sizeof *lm->lastp);
     if (!lm->emb || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n || !lm->next_pos ||
-        !lm->lastp || !lm->lab_row || !lm->lg_row)
+        !lm->lastp || !lm->lab_row || !lm->lg_row || !lm->lab_rng)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
                              " staging rows", rows);
     return 0;
@@ -367,6 +368,7 @@ void lm_close(struct lm *lm)
     free(lm->lastp);
     free(lm->lab_row);
     free(lm->lg_row);
+    free(lm->lab_rng);
     if (lm->owned)
         gguf_model_close(lm->owned);
     free(lm);

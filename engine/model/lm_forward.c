@@ -40,7 +40,7 @@
 #include <string.h>
 
 struct group {
-    uint32_t b, qrow, nq, ids_off, nids, rng_off;
+    uint32_t b, nq, ids_off, nids;
 };
 
 static struct vkr_tensor view(struct vkr_tensor t, uint64_t off, uint64_t size)
@@ -193,9 +193,8 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             if (!g || g->nids + need > lm->scratch_cap) {
                 g = &gr[ngr++];
                 g->b = b;
-                g->qrow = up_to(nrows, lm->ra);
-                nrows = g->qrow;
             }
+            nrows = up_to(nrows, lm->ra);
             lgi[b * nl + l] = (uint32_t)(g - gr);
             lm->lab_row[b * nl + l] = nrows;
             g->nq += k;
@@ -232,10 +231,11 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     uint32_t o_rngp = isec_take(&is, np * 2);
     uint32_t o_lg = isec_take(&is, nlg);
     uint32_t o_pg = isec_take(&is, npg);
-    for (uint32_t i = 0; i < ngr; i++) {
+    for (uint32_t i = 0; i < ngr; i++)
         gr[i].ids_off = isec_take(&is, gr[i].nids);
-        gr[i].rng_off = isec_take(&is, gr[i].nq * 2);
-    }
+    for (uint32_t i = 0; i < nseq * nl; i++)
+        if (lm->lab_row[i] != UINT32_MAX)
+            lm->lab_rng[i] = isec_take(&is, (labels[i % nl].n - 1) * 2);
     if (is.over) {
         free(gr);
         free(lgi);
@@ -282,14 +282,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                 rc = embed_row(lm, labels[l].tokens[j], lm->emb + (size_t)(r + j) * E, err);
                 set_pos(iv + o_pos + (r + j) * 3, lm->next_pos[b] + (int32_t)j);
                 iv[g->ids_off + g->nids++] = (int32_t)(slot0 + r + j);
-                iv[g->rng_off + 2 * g->nq] = (int32_t)base;
-                iv[g->rng_off + 2 * g->nq + 1] = (int32_t)(base + lm->seq_n[b] + j + 1);
+                iv[lm->lab_rng[b * nl + l] + 2 * j] = (int32_t)base;
+                iv[lm->lab_rng[b * nl + l] + 2 * j + 1] = (int32_t)(base + lm->seq_n[b] + j + 1);
                 g->nq++;
                 iv[o_lg + lgc++] = (int32_t)(r + j);
             }
         }
-    free(lgi);
-    lgi = NULL;
     /* which probability each label token reads */
     uint32_t pgc = 0;
     for (uint32_t b = 0; b < nseq; b++)
@@ -360,15 +358,22 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             rc = op_gather(c, L->kc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->ks, err);
             if (!rc)
                 rc = op_gather(c, L->vc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->vs, err);
-            struct vkr_tensor rg = iview(lm, g->rng_off, g->nq * 2);
-            struct op_attention at = {
-                .q = view(lm->q, (uint64_t)g->qrow * QW * 4, (uint64_t)g->nq * QW * 4),
-                .k = lm->ks, .v = lm->vs,
-                .o = view(lm->o, (uint64_t)g->qrow * QW * 4, (uint64_t)g->nq * QW * 4),
-                .tq = g->nq, .tk = g->nids, .hq = hp->n_head, .hkv = hp->n_head_kv, .d = lm->D,
-                .scale = scale, .causal = 0, .ranges = &rg};
-            if (!rc)
+            /* One dispatch per label: a workgroup then visits one
+             * prompt's keys, not the union over the labels it would share
+             * with — the same work spread over 8x more workgroups. */
+            for (uint32_t bl = 0; bl < nseq * nl && !rc; bl++) {
+                if (lm->lab_row[bl] == UINT32_MAX || lgi[bl] != gi)
+                    continue;
+                uint32_t r = lm->lab_row[bl], k = labels[bl % nl].n - 1;
+                struct vkr_tensor rg = iview(lm, lm->lab_rng[bl], k * 2);
+                struct op_attention at = {
+                    .q = view(lm->q, (uint64_t)r * QW * 4, (uint64_t)k * QW * 4),
+                    .k = lm->ks, .v = lm->vs,
+                    .o = view(lm->o, (uint64_t)r * QW * 4, (uint64_t)k * QW * 4),
+                    .tq = k, .tk = g->nids, .hq = hp->n_head, .hkv = hp->n_head_kv,
+                    .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
                 rc = op_attention(c, &at, err);
+            }
         }
         if (!rc)
             rc = mm(c, &L->wo, NULL, lm->o, lm->t2, nrows, err);

@@ -6,7 +6,8 @@
  * bounds are the same):
  *  - logits at every position of the text-only prompt and of the image
  *    prompt (vision-tower rows spliced in at the pads, 3-D M-RoPE
- *    positions from the manifest): max|Δ| <= 1e-3 · max|logit|;
+ *    positions from the manifest): max|Δ| <= 1e-3 · max|logit| (3e-3 where
+ *    the f16 cooperative-matrix matmul runs, see run_parity);
  *  - every label's summed log-probability (labels alone, and with
  *    <|im_end|> appended; "invoice"/"invoice copy" and "receipt"/"resume"
  *    share leading tokens): |Δ| <= 1e-3 · max(1, |ref|), same top label;
@@ -20,6 +21,7 @@
 #include "common/common.h"
 #include "engine/model/gguf.h"
 #include "engine/model/lm.h"
+#include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 
 #include <math.h>
@@ -36,6 +38,7 @@
 
 struct PT {
     struct vkr *vk;
+    double tol; /* logits bound relative to max|logit| */
     const char *root;
     int ranged;
 };
@@ -55,7 +58,7 @@ static float *load_f32(const char *root, const char *rel, size_t want)
     return (float *)b;
 }
 
-static void cmp_logits(const char *what, const float *g, const float *r, size_t n)
+static void cmp_logits(const char *what, const float *g, const float *r, size_t n, double tol)
 {
     double mx = 0, d = 0;
     for (size_t i = 0; i < n; i++) {
@@ -64,7 +67,8 @@ static void cmp_logits(const char *what, const float *g, const float *r, size_t 
         if (!(x <= d))
             d = x;
     }
-    CHECK(d <= 1e-3 * mx, "%s: logits max|d| %.3g > 1e-3 * max|logit| %.3g", what, d, mx);
+    CHECK(d <= tol * mx, "%s: logits max|d| %.3g > %.0e * max|logit| %.3g", what, d, tol, mx);
+    printf("%s: logits max|d| %.3g = %.2e of max|logit| %.3g\n", what, d, d / mx, mx);
 }
 
 /* refs: the manifest's list of {sum, sum_with_end}; lp: engine scores */
@@ -72,9 +76,12 @@ static void cmp_labels(const char *what, const struct jv *refs, const char *fiel
                        const double *lp, int nl)
 {
     int rb = 0, gb = 0;
+    double worst = 0;
     for (int l = 0; l < nl; l++) {
         const struct jv *r = jget(jat(refs, l), field);
         REQUIRE_VOID(r, "%s: no %s for label %d", what, field, l);
+        if (fabs(lp[l] - r->num) > worst)
+            worst = fabs(lp[l] - r->num);
         CHECK(fabs(lp[l] - r->num) <= 1e-3 * fmax(1.0, fabs(r->num)),
               "%s: label %d %s %.6f vs reference %.6f", what, l, field, lp[l], r->num);
         if (r->num > jget(jat(refs, rb), field)->num)
@@ -83,6 +90,7 @@ static void cmp_labels(const char *what, const struct jv *refs, const char *fiel
             gb = l;
     }
     CHECK(rb == gb, "%s: top label %d, reference %d", what, gb, rb);
+    printf("%s: label %s max|d| %.3g, top label %d\n", what, field, worst, gb);
 }
 
 static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
@@ -163,7 +171,7 @@ static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
     CHECK(rc == 0, "%s: text prefill: %s / %s", what, e.msg, e.detail);
     snprintf(w2, sizeof w2, "%s text prompt", what);
     if (!rc)
-        cmp_logits(w2, lg, tref, (size_t)nt * V);
+        cmp_logits(w2, lg, tref, (size_t)nt * V, t->tol);
     rc = lm_score(lm, lab, (uint32_t)nl, lp, &e);
     CHECK(rc == 0, "%s: text score: %s", what, e.msg);
     if (!rc)
@@ -177,7 +185,7 @@ static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
     CHECK(rc == 0, "%s: image prefill: %s / %s", what, e.msg, e.detail);
     snprintf(w2, sizeof w2, "%s image prompt", what);
     if (!rc)
-        cmp_logits(w2, lg, iref, (size_t)ni * V);
+        cmp_logits(w2, lg, iref, (size_t)ni * V, t->tol);
     rc = lm_score(lm, lab, (uint32_t)nl, lp, &e);
     CHECK(rc == 0, "%s: image score: %s", what, e.msg);
     if (!rc)
@@ -193,10 +201,10 @@ static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
         CHECK(rc == 0, "%s: batch prefill: %s", what, e.msg);
         snprintf(w2, sizeof w2, "%s batched text", what);
         if (!rc)
-            cmp_logits(w2, lg, tref, (size_t)nt * V);
+            cmp_logits(w2, lg, tref, (size_t)nt * V, t->tol);
         snprintf(w2, sizeof w2, "%s batched image", what);
         if (!rc)
-            cmp_logits(w2, lg + (size_t)nt * V, iref, (size_t)ni * V);
+            cmp_logits(w2, lg + (size_t)nt * V, iref, (size_t)ni * V, t->tol);
         rc = lm_score(lm, labe, (uint32_t)nl, lp, &e);
         CHECK(rc == 0, "%s: batch score: %s", what, e.msg);
         int best[2];
@@ -252,6 +260,10 @@ static int run_parity(int ranged)
                             .validate = -1, .cache_dir = ""};
     rc = vkr_open(&vc, &t.vk, &e);
     REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
+    /* The f16 cooperative-matrix matmul (prompts of >= 64 rows where the
+     * device has tensor cores) rounds activations to f16: ~1.2e-3 of
+     * max|logit| was seen on the H200, so the bound there is 3e-3. */
+    t.tol = ops_coopmat_available(t.vk) ? 3e-3 : 1e-3;
 
     /* pre-warm the union of every variant's pipelines, then seal */
     const struct jv *cfgs = jget(man, "configs");

@@ -16,6 +16,7 @@
 #include "engine/model/lm.h"
 #include "engine/model/prompt.h"
 #include "engine/model/tokenizer.h"
+#include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 
 #include <math.h>
@@ -54,6 +55,10 @@ int main(void)
     rc = vkr_prewarm(vk, keys, nk, &failed, &e);
     REQUIRE(rc == 0 && failed == 0, "prewarm: %s", e.msg);
     vkr_seal(vk);
+    /* The fused pass puts the label rows through the prompt's matmul; where
+     * that is the f16 cooperative-matrix kernel (>= 64 rows) the two paths
+     * round differently (1.4e-4 relative seen on the H200). */
+    double tol = ops_coopmat_available(vk) ? 1e-3 : 1e-4;
 
     struct lm_config cfg = {.max_tokens = 200, .batch = 2, .max_labels = 6,
                             .max_label_tokens = 8};
@@ -93,7 +98,7 @@ int main(void)
               "by hand: %s", e.msg);
         lm_label_softmax(lp, NL, pr, &best);
         for (int l = 0; l < NL; l++) {
-            CHECK(fabs(lp[l] - lpv[d][l]) <= 1e-4 * fmax(1.0, fabs(lp[l])),
+            CHECK(fabs(lp[l] - lpv[d][l]) <= tol * fmax(1.0, fabs(lp[l])),
                   "doc %d label %d: tier %.6f vs by hand %.6f", d, l, lpv[d][l], lp[l]);
             sum += prob[d][l];
         }
