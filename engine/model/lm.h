@@ -45,6 +45,9 @@ struct lm_config {
     /* Rows of the per-label K/V scratch; 0 = as many labels as fit 64 MiB.
      * Tests set it low to force one gather+attention group per label. */
     uint32_t scratch_rows;
+    /* Use the op library's own kernel pick for every matmul instead of
+     * the tensor-core kernel from 9 rows up (benchmarks compare both). */
+    int op_auto_kernels;
 };
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels

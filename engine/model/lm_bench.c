@@ -341,6 +341,28 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
             dev, NLB, LTK, T, sc_ms, sc_gpu, floor_ms, floor_ms / sc_gpu,
             lflops / (sc_gpu * 1e-3) / 1e12, cl_ms, cl_gpu, cl_gpu - pre_gpu);
     fflush(out);
+
+    /* The same label pass with the op library's own kernel pick (tiled
+     * f32 below 64 rows), to show what lm's tensor-core choice buys. */
+    if (ops_coopmat_available(vk)) {
+        lm_close(lm);
+        lm = NULL;
+        cfg.op_auto_kernels = 1;
+        rc = lm_open(vk, m, &cfg, &lm, err);
+        double alt = INFINITY;
+        for (int it = 0; it < 3 && !rc; it++) {
+            rc = lm_prefill(lm, &seq, 1, NULL, err);
+            if (!rc)
+                rc = lm_score(lm, labels, NLB, lp, err);
+            if (!rc && it > 0)
+                alt = best_of(alt, lm_last_submit_ms(lm));
+        }
+        if (!rc) {
+            breakdown(vk, dev, "labels_op_auto_kernels", out);
+            fprintf(out, "{\"bench\":\"engine_text\",\"what\":\"labels_op_auto_kernels\",%s,"
+                    "\"labels\":%u,\"score_gpu_ms\":%.2f}\n", dev, NLB, alt);
+        }
+    }
 out:
     free(toks);
     free(ltok);

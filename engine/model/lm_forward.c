@@ -39,8 +39,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The attention kernel's query block (shaders/attention.comp BR): a
+ * workgroup visits the union of its 16 queries' key ranges. */
+#define QB 16u
+
+/* Labels of one sequence whose K/V fit the scratch together. Their
+ * queries are gathered into a padded block layout (each label starts a
+ * fresh QB-row block, so a workgroup reads one label's keys only), run in
+ * one attention dispatch, and gathered back into the pass's rows. */
 struct group {
-    uint32_t b, nq, ids_off, nids;
+    uint32_t b;
+    uint32_t ids_off, nids;   /* scratch: K/V slot of each scratch row */
+    uint32_t qp_off, nqp;     /* padded queries: pass row of each (last one: zero row) */
+    uint32_t rng_off;         /* nqp key ranges into the scratch */
+    uint32_t span0, nspan;    /* the group's label rows in the pass */
+    uint32_t back_off;        /* padded row of each span row */
 };
 
 static struct vkr_tensor view(struct vkr_tensor t, uint64_t off, uint64_t size)
@@ -78,11 +91,18 @@ static struct vkr_tensor iview(struct lm *lm, uint32_t off, uint32_t n)
     return view(lm->ints, (uint64_t)off * 4, (uint64_t)(n ? n : 1) * 4);
 }
 
-static int mm(struct vkr_cmd *c, const struct lm_w *w, const struct lm_w *bias,
+/* Kernel choice: label passes have a few dozen rows, below the op
+ * library's cooperative-matrix threshold (64), where the f32 tiled kernel
+ * ran at ~4 TFLOP/s on the H200 (a 16-label pass spent 98 ms in it); the
+ * tensor-core kernel wastes part of a tile instead. */
+static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const struct lm_w *bias,
               struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
 {
+    enum op_mm_kernel k = OP_MM_AUTO;
+    if (!lm->cfg.op_auto_kernels && m > 8 && ops_coopmat_available(lm->vk))
+        k = OP_MM_COOPMAT;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
-                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = OP_MM_AUTO};
+                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = k};
     return op_matmul(c, &a, err);
 }
 
@@ -190,18 +210,26 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                 lm->lab_row[b * nl + l] = UINT32_MAX;
                 continue;
             }
-            if (!g || g->nids + need > lm->scratch_cap) {
+            if (!g || g->nids + need > lm->scratch_cap ||
+                g->nqp + up_to(k, QB) + 1 > lm->qp_cap) {
+                if (g)
+                    g->nqp++; /* closing: its zero row */
                 g = &gr[ngr++];
                 g->b = b;
+                g->span0 = up_to(nrows, lm->ra);
             }
             nrows = up_to(nrows, lm->ra);
             lgi[b * nl + l] = (uint32_t)(g - gr);
             lm->lab_row[b * nl + l] = nrows;
-            g->nq += k;
+            lm->lab_qp[b * nl + l] = g->nqp;
+            g->nqp += up_to(k, QB);
             g->nids += need;
             nrows += k;
+            g->nspan = nrows - g->span0;
             nlab_rows += k;
         }
+        if (g)
+            g->nqp++;
     }
     if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap) {
         free(gr);
@@ -231,11 +259,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     uint32_t o_rngp = isec_take(&is, np * 2);
     uint32_t o_lg = isec_take(&is, nlg);
     uint32_t o_pg = isec_take(&is, npg);
-    for (uint32_t i = 0; i < ngr; i++)
+    for (uint32_t i = 0; i < ngr; i++) {
         gr[i].ids_off = isec_take(&is, gr[i].nids);
-    for (uint32_t i = 0; i < nseq * nl; i++)
-        if (lm->lab_row[i] != UINT32_MAX)
-            lm->lab_rng[i] = isec_take(&is, (labels[i % nl].n - 1) * 2);
+        gr[i].qp_off = isec_take(&is, gr[i].nqp);
+        gr[i].rng_off = isec_take(&is, gr[i].nqp * 2);
+        gr[i].back_off = isec_take(&is, gr[i].nspan);
+    }
     if (is.over) {
         free(gr);
         free(lgi);
@@ -266,8 +295,18 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     /* label rows, their scratch gathers and ranges, their logits rows;
      * per group, ids and queries fill in label order */
     uint32_t lgc = nlast + nall;
-    for (uint32_t gi = 0; gi < ngr; gi++)
-        gr[gi].nids = gr[gi].nq = 0;
+    for (uint32_t gi = 0; gi < ngr; gi++) {
+        struct group *g = &gr[gi];
+        g->nids = 0;
+        /* pad queries read any row and see no key (zeros); span rows that
+         * are alignment padding take the group's zero row */
+        for (uint32_t i = 0; i < g->nqp; i++) {
+            iv[g->qp_off + i] = (int32_t)g->span0;
+            iv[g->rng_off + 2 * i] = iv[g->rng_off + 2 * i + 1] = 0;
+        }
+        for (uint32_t i = 0; i < g->nspan; i++)
+            iv[g->back_off + i] = (int32_t)(g->nqp - 1);
+    }
     for (uint32_t b = 0; b < nseq && !rc; b++)
         for (uint32_t l = 0; l < nl && !rc; l++) {
             uint32_t r = lm->lab_row[b * nl + l], k = labels[l].n - 1;
@@ -282,9 +321,11 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                 rc = embed_row(lm, labels[l].tokens[j], lm->emb + (size_t)(r + j) * E, err);
                 set_pos(iv + o_pos + (r + j) * 3, lm->next_pos[b] + (int32_t)j);
                 iv[g->ids_off + g->nids++] = (int32_t)(slot0 + r + j);
-                iv[lm->lab_rng[b * nl + l] + 2 * j] = (int32_t)base;
-                iv[lm->lab_rng[b * nl + l] + 2 * j + 1] = (int32_t)(base + lm->seq_n[b] + j + 1);
-                g->nq++;
+                uint32_t qp = lm->lab_qp[b * nl + l] + j;
+                iv[g->qp_off + qp] = (int32_t)(r + j);
+                iv[g->rng_off + 2 * qp] = (int32_t)base;
+                iv[g->rng_off + 2 * qp + 1] = (int32_t)(base + lm->seq_n[b] + j + 1);
+                iv[g->back_off + (r + j - g->span0)] = (int32_t)qp;
                 iv[o_lg + lgc++] = (int32_t)(r + j);
             }
         }
@@ -328,11 +369,11 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         struct vkr_tensor kv_v = view(L->vc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
         rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
         if (!rc)
-            rc = mm(c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
+            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
         if (!rc)
-            rc = mm(c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
+            rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
         if (!rc)
-            rc = mm(c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+            rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
         struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
                              .d = lm->D, .mode = OP_ROPE_MROPE, .base = hp->rope_theta,
                              .sections = {(uint32_t)hp->mrope_sections[0],
@@ -358,39 +399,38 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             rc = op_gather(c, L->kc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->ks, err);
             if (!rc)
                 rc = op_gather(c, L->vc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->vs, err);
-            /* One dispatch per label: a workgroup then visits one
-             * prompt's keys, not the union over the labels it would share
-             * with — the same work spread over 8x more workgroups. */
-            for (uint32_t bl = 0; bl < nseq * nl && !rc; bl++) {
-                if (lm->lab_row[bl] == UINT32_MAX || lgi[bl] != gi)
-                    continue;
-                uint32_t r = lm->lab_row[bl], k = labels[bl % nl].n - 1;
-                struct vkr_tensor rg = iview(lm, lm->lab_rng[bl], k * 2);
-                struct op_attention at = {
-                    .q = view(lm->q, (uint64_t)r * QW * 4, (uint64_t)k * QW * 4),
-                    .k = lm->ks, .v = lm->vs,
-                    .o = view(lm->o, (uint64_t)r * QW * 4, (uint64_t)k * QW * 4),
-                    .tq = k, .tk = g->nids, .hq = hp->n_head, .hkv = hp->n_head_kv,
-                    .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
+            if (!rc)
+                rc = op_gather(c, lm->q, QUANT_F32, nrows, QW, iview(lm, g->qp_off, g->nqp),
+                               g->nqp, lm->qp, err);
+            struct vkr_tensor rg = iview(lm, g->rng_off, g->nqp * 2);
+            struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
+                                      .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
+                                      .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
+                                      .causal = 0, .ranges = &rg};
+            if (!rc)
                 rc = op_attention(c, &at, err);
-            }
+            if (!rc)
+                rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
+                               iview(lm, g->back_off, g->nspan), g->nspan,
+                               view(lm->o, (uint64_t)g->span0 * QW * 4,
+                                    (uint64_t)g->nspan * QW * 4), err);
         }
         if (!rc)
-            rc = mm(c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
+            rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
         if (!rc)
             rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
                          (uint64_t)nrows * E, 1.0f, 0.0f, err);
         if (!rc)
             rc = op_norm(c, 0, lm->x, lm->h, &L->ffn_norm.t, NULL, nrows, E, eps, err);
         if (!rc)
-            rc = mm(c, &L->wg, NULL, lm->h, lm->gate, nrows, err);
+            rc = mm(lm, c, &L->wg, NULL, lm->h, lm->gate, nrows, err);
         if (!rc)
-            rc = mm(c, &L->wu, NULL, lm->h, lm->up, nrows, err);
+            rc = mm(lm, c, &L->wu, NULL, lm->h, lm->up, nrows, err);
         if (!rc)
             rc = op_elem(c, OP_SWIGLU, lm->gate, &lm->up, lm->gate, (uint64_t)nrows * lm->F,
                          (uint64_t)nrows * lm->F, 1.0f, 0.0f, err);
         if (!rc)
-            rc = mm(c, &L->wd, NULL, lm->gate, lm->t2, nrows, err);
+            rc = mm(lm, c, &L->wd, NULL, lm->gate, lm->t2, nrows, err);
         if (!rc)
             rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
                          (uint64_t)nrows * E, 1.0f, 0.0f, err);
@@ -400,7 +440,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         if (!rc)
             rc = op_norm(c, 0, lm->lg_h, lm->lg_hn, &lm->out_norm.t, NULL, nlg, E, eps, err);
         if (!rc)
-            rc = mm(c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
+            rc = mm(lm, c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
         uint32_t nsm = nl ? nlg : nlast;
         if (!rc && nsm)
             rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);
