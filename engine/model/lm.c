@@ -155,7 +155,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     uint64_t label_rows = B * NL * (LT - 1) + groups * lm->ra;
     uint64_t rows = B * T + lm->ra + label_rows;
     uint64_t kv = rows + lm->ra;
-    uint64_t one = T + LT - 1;
+    uint64_t one = T + 2 * (LT - 1); /* a pair of labels around one prompt */
     uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 4);
     if (budget > lim->max_range / ((uint64_t)lm->KW * 4))
         budget = lim->max_range / ((uint64_t)lm->KW * 4);
@@ -169,7 +169,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
                            : (c->all_logits ? B * T : 0));
     uint64_t pg = B * NL * LT;
     /* padded label queries (lm_forward.c): whole blocks of 16 per label */
-    uint64_t one_qp = (LT - 1 + 15) / 16 * 16 + 1;
+    uint64_t one_qp = (2 * (LT - 1) + 15) / 16 * 16 + 1;
     uint64_t qp = NL * (one_qp - 1) + 1;
     if (qp > lim->max_range / ((uint64_t)lm->QW * 4))
         qp = lim->max_range / ((uint64_t)lm->QW * 4);
@@ -247,6 +247,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->lab_row = malloc((size_t)B * NL * sizeof *lm->lab_row);
     lm->lg_row = malloc((size_t)B * NL * sizeof *lm->lg_row);
     lm->lab_qp = malloc((size_t)B * NL * sizeof *lm->lab_qp);
+    lm->lab_base = malloc((size_t)B * NL * sizeof *lm->lab_base);
+    lm->lab_ka = malloc((size_t)B * NL * sizeof *lm->lab_ka);
     lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
     lm->iv = malloc((size_t)ints * sizeof *lm->iv);
     lm->pgh = malloc((size_t)pg * 4 * sizeof *lm->pgh);
@@ -255,7 +257,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->next_pos = calloc(B, sizeof *lm->next_pos);
     lm->lastp = malloc((size_t)B * V * sizeof *lm->lastp);
     if (!lm->emb || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n || !lm->next_pos ||
-        !lm->lastp || !lm->lab_row || !lm->lg_row || !lm->lab_qp)
+        !lm->lastp || !lm->lab_row || !lm->lg_row || !lm->lab_qp ||
+        !lm->lab_base || !lm->lab_ka)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
                              " staging rows", rows);
     return 0;
@@ -380,6 +383,8 @@ void lm_close(struct lm *lm)
     free(lm->lab_row);
     free(lm->lg_row);
     free(lm->lab_qp);
+    free(lm->lab_base);
+    free(lm->lab_ka);
     if (lm->owned)
         gguf_model_close(lm->owned);
     free(lm);

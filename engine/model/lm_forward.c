@@ -91,16 +91,18 @@ static struct vkr_tensor iview(struct lm *lm, uint32_t off, uint32_t n)
     return view(lm->ints, (uint64_t)off * 4, (uint64_t)(n ? n : 1) * 4);
 }
 
-/* Kernel choice: label passes have a few dozen rows, below the op
- * library's cooperative-matrix threshold (64), where the f32 tiled kernel
- * ran at ~4 TFLOP/s on the H200 (a 16-label pass spent 98 ms in it); the
- * tensor-core kernel wastes part of a tile instead. */
+/* Kernel choice: a label pass has a few dozen rows. On the H200 a
+ * 16-label pass (32 rows) spent 98 ms in the tiled kernel and 104 ms in
+ * the cooperative-matrix one (few, long workgroups: ~42 GB/s of weights),
+ * while the matvec kernel streams the LM head at ~390 GB/s; so up to 32
+ * rows, reading the weights once per 8 rows with matvec is the faster
+ * choice. Larger passes keep the op library's pick. */
 static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const struct lm_w *bias,
               struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
 {
     enum op_mm_kernel k = OP_MM_AUTO;
-    if (!lm->cfg.op_auto_kernels && m > 8 && ops_coopmat_available(lm->vk))
-        k = OP_MM_COOPMAT;
+    if (!lm->cfg.op_auto_kernels && m > 8 && m <= 32)
+        k = OP_MM_MATVEC;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
                           .y = y, .bias = bias ? &bias->t : NULL, .kernel = k};
     return op_matmul(c, &a, err);
@@ -201,32 +203,53 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
         }
     }
+    /* Labels go in pairs (A, B) around one copy of the prompt's K/V:
+     * scratch [A's rows reversed | prompt | B's rows]. A's token j then
+     * sees [A_j .. A_0, prompt] and B's token j [prompt, B_0 .. B_j]: one
+     * contiguous range each, and both share a query block, so a workgroup
+     * reads about one prompt for two labels. An odd label is a B alone. */
     for (uint32_t b = 0; b < nseq && nl; b++) {
         struct group *g = NULL;
-        for (uint32_t l = 0; l < nl; l++) {
-            uint32_t k = labels[l].n - 1;
-            uint32_t need = lm->seq_n[b] + k;
-            if (k == 0) {
-                lm->lab_row[b * nl + l] = UINT32_MAX;
-                continue;
+        uint32_t l = 0;
+        for (;;) {
+            while (l < nl && labels[l].n == 1)
+                lm->lab_row[b * nl + l++] = UINT32_MAX;
+            if (l >= nl)
+                break;
+            uint32_t la = l++, lb = UINT32_MAX;
+            while (l < nl && labels[l].n == 1)
+                lm->lab_row[b * nl + l++] = UINT32_MAX;
+            if (l < nl)
+                lb = l++;
+            if (lb == UINT32_MAX) { /* alone: the B of an empty pair */
+                lb = la;
+                la = UINT32_MAX;
             }
-            if (!g || g->nids + need > lm->scratch_cap ||
-                g->nqp + up_to(k, QB) + 1 > lm->qp_cap) {
+            uint32_t ka = la == UINT32_MAX ? 0 : labels[la].n - 1, kb = labels[lb].n - 1;
+            uint32_t need = ka + lm->seq_n[b] + kb, qrows = up_to(ka + kb, QB);
+            if (!g || g->nids + need > lm->scratch_cap || g->nqp + qrows + 1 > lm->qp_cap) {
                 if (g)
                     g->nqp++; /* closing: its zero row */
                 g = &gr[ngr++];
                 g->b = b;
                 g->span0 = up_to(nrows, lm->ra);
             }
-            nrows = up_to(nrows, lm->ra);
-            lgi[b * nl + l] = (uint32_t)(g - gr);
-            lm->lab_row[b * nl + l] = nrows;
-            lm->lab_qp[b * nl + l] = g->nqp;
-            g->nqp += up_to(k, QB);
+            for (int side = 0; side < 2; side++) {
+                uint32_t ll = side ? lb : la, k = side ? kb : ka;
+                if (ll == UINT32_MAX)
+                    continue;
+                nrows = up_to(nrows, lm->ra);
+                lgi[b * nl + ll] = (uint32_t)(g - gr);
+                lm->lab_row[b * nl + ll] = nrows;
+                lm->lab_qp[b * nl + ll] = g->nqp + (side ? ka : 0);
+                lm->lab_base[b * nl + ll] = g->nids;
+                lm->lab_ka[b * nl + ll] = side ? ka : UINT32_MAX; /* UINT32_MAX: is A */
+                nrows += k;
+                nlab_rows += k;
+            }
+            g->nqp += qrows;
             g->nids += need;
-            nrows += k;
             g->nspan = nrows - g->span0;
-            nlab_rows += k;
         }
         if (g)
             g->nqp++;
@@ -297,7 +320,6 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     uint32_t lgc = nlast + nall;
     for (uint32_t gi = 0; gi < ngr; gi++) {
         struct group *g = &gr[gi];
-        g->nids = 0;
         /* pad queries read any row and see no key (zeros); span rows that
          * are alignment padding take the group's zero row */
         for (uint32_t i = 0; i < g->nqp; i++) {
@@ -309,22 +331,34 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     }
     for (uint32_t b = 0; b < nseq && !rc; b++)
         for (uint32_t l = 0; l < nl && !rc; l++) {
-            uint32_t r = lm->lab_row[b * nl + l], k = labels[l].n - 1;
+            uint32_t bl = b * nl + l, r = lm->lab_row[bl], k = labels[l].n - 1;
             if (r == UINT32_MAX)
                 continue;
-            struct group *g = &gr[lgi[b * nl + l]];
-            lm->lg_row[b * nl + l] = lgc;
-            uint32_t base = g->nids;
-            for (uint32_t i = 0; i < lm->seq_n[b]; i++)
-                iv[g->ids_off + g->nids++] = (int32_t)(lm->seq_start[b] + i);
+            struct group *g = &gr[lgi[bl]];
+            uint32_t n = lm->seq_n[b], base = lm->lab_base[bl];
+            int is_a = lm->lab_ka[bl] == UINT32_MAX;
+            uint32_t ka = is_a ? k : lm->lab_ka[bl];
+            lm->lg_row[bl] = lgc;
+            if (!is_a) /* B writes the shared prompt copy */
+                for (uint32_t i = 0; i < n; i++)
+                    iv[g->ids_off + base + ka + i] = (int32_t)(lm->seq_start[b] + i);
             for (uint32_t j = 0; j < k && !rc; j++) {
                 rc = embed_row(lm, labels[l].tokens[j], lm->emb + (size_t)(r + j) * E, err);
                 set_pos(iv + o_pos + (r + j) * 3, lm->next_pos[b] + (int32_t)j);
-                iv[g->ids_off + g->nids++] = (int32_t)(slot0 + r + j);
-                uint32_t qp = lm->lab_qp[b * nl + l] + j;
+                uint32_t qp = lm->lab_qp[bl] + j, at, lo, hi;
+                if (is_a) {
+                    at = base + (k - 1 - j);
+                    lo = at;
+                    hi = base + k + n;
+                } else {
+                    at = base + ka + n + j;
+                    lo = base + ka;
+                    hi = at + 1;
+                }
+                iv[g->ids_off + at] = (int32_t)(slot0 + r + j);
                 iv[g->qp_off + qp] = (int32_t)(r + j);
-                iv[g->rng_off + 2 * qp] = (int32_t)base;
-                iv[g->rng_off + 2 * qp + 1] = (int32_t)(base + lm->seq_n[b] + j + 1);
+                iv[g->rng_off + 2 * qp] = (int32_t)lo;
+                iv[g->rng_off + 2 * qp + 1] = (int32_t)hi;
                 iv[g->back_off + (r + j - g->span0)] = (int32_t)qp;
                 iv[o_lg + lgc++] = (int32_t)(r + j);
             }

@@ -50,7 +50,7 @@ struct lm {
     uint32_t nseq, kv_used;
     uint32_t *seq_start, *seq_n;
     int32_t *next_pos;
-    uint32_t *lab_row, *lg_row, *lab_qp; /* per (sequence, label): first label row, first logits row */
+    uint32_t *lab_row, *lg_row, *lab_qp, *lab_base, *lab_ka; /* per (sequence, label): first label row, first logits row */
     float *lastp;         /* nseq x V: softmax of each prompt's last row */
     double last_ms;
 };
