@@ -297,6 +297,34 @@ static void test_attention(struct T *t)
     }
 }
 
+/* q, k and v as slices of one fused QKV output (row strides). */
+static void test_attention_fused(struct T *t)
+{
+    struct op_attention a = {.tq = 30, .tk = 30, .hq = 4, .hkv = 2, .d = 64, .causal = 1};
+    a.scale = 0.125f;
+    uint32_t w = (a.hq + 2 * a.hkv) * a.d;
+    size_t nf = (size_t)a.tq * w, no = (size_t)a.tq * a.hq * a.d;
+    if (t->ranged && nf * 4 > vkr_limits(t->vk)->max_range)
+        return; /* attention binds q/k/v whole by design */
+    float *f = malloc(sizeof(float) * nf), *g = malloc(sizeof(float) * no), *r = malloc(sizeof(float) * no);
+    fill(t, f, nf, 2.0f);
+    vkr_arena_reset(t->act);
+    struct vkr_tensor ft = put(t, t->act, f, sizeof(float) * nf);
+    uint64_t ko = (uint64_t)a.hq * a.d * 4, vo = ko + (uint64_t)a.hkv * a.d * 4;
+    a.q = ft;
+    a.k = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + ko, .size = ft.size - ko};
+    a.v = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + vo, .size = ft.size - vo};
+    a.o = put(t, t->act, NULL, sizeof(float) * no);
+    a.q_stride = a.k_stride = a.v_stride = w;
+    RUN(t, op_attention(c, &a, e));
+    get(t, a.o, g, sizeof(float) * no);
+    ops_ref_attention(&a, f, f + ko / 4, f + vo / 4, NULL, r);
+    size_t at = 0;
+    double wv = worst(g, r, NULL, no, 2e-5, 1e-4, &at); /* same bound as above */
+    CHECK(wv <= 1.0, "fused-QKV attention: worst %.3g at %zu", wv, at);
+    free(f), free(g), free(r);
+}
+
 static void test_elem(struct T *t)
 {
     const uint64_t n = 1000;
@@ -506,7 +534,8 @@ static int run_all(int ranged)
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
     static void (*const tests[])(struct T *) = {test_matmul, test_norm_softmax, test_rope,
-                                                 test_attention, test_elem, test_rows};
+                                                 test_attention, test_attention_fused, test_elem,
+                                                 test_rows};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         double t0 = folio_mono_ms();
         tests[i](&t);
