@@ -102,11 +102,14 @@ static void test_matmul(struct T *t)
                                 QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     /* (m, n, k): tiny, odd, non-multiple-of-tile, and decode shapes */
     static const uint32_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 70, 256}, {8, 33, 768},
-                                         {9, 65, 256}, {70, 130, 512}, {64, 64, 256}};
+                                         {9, 65, 256}, {70, 130, 512}, {64, 64, 256},
+                                         {130, 300, 1536}}; /* last: "large", q4_K/q6_K/f16 only */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         int ty = types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+            if (si == 7 && ty != QUANT_Q4_K && ty != QUANT_Q6_K && ty != QUANT_F16)
+                continue;
             for (int kern = 0; kern < 3; kern++) {
                 enum op_mm_kernel kk = kern == 0 ? OP_MM_AUTO : kern == 1 ? OP_MM_TILED : OP_MM_COOPMAT;
                 if (kk == OP_MM_COOPMAT && !ops_coopmat_available(t->vk))
@@ -255,6 +258,7 @@ static void test_attention(struct T *t)
         {3, 40, 4, 1, 128, 1, 0},   /* decode against a KV cache */
         {50, 50, 2, 2, 80, 0, 1},   /* block-diagonal windows, vision head */
         {20, 20, 1, 1, 32, 1, 1},   /* causal within windows, an empty row */
+        {200, 200, 2, 1, 128, 1, 0}, /* large-ish: many key tiles, GQA 2:1 */
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
