@@ -12,4 +12,87 @@
 /* Vulkan header version the engine was compiled against, "1.3.239". */
 const char *engine_vulkan_header_version(void);
 
+/* ===================================================================
+ * Classification (DESIGN.md §6.4). One API for every tier: the caller
+ * describes a document and how to get its text; the engine walks the
+ * fallback chain (vision → OCR text + LM → OCR text + keyword rules),
+ * records which tier answered and why the higher ones were skipped.
+ * Today only the rules tier exists; the vision and LM tiers plug in
+ * behind engine_classify() without changing callers.
+ * =================================================================== */
+
+#define ENGINE_LABEL_MAX 64
+#define ENGINE_UNKNOWN_LABEL "unknown"
+
+/* The label set: names plus the keywords the rules tier looks for. */
+struct engine_labels;
+struct engine_labels *engine_labels_new(void);
+void engine_labels_free(struct engine_labels *l);
+/* Adds a label; keywords may be NULL/0. Names longer than
+ * ENGINE_LABEL_MAX bytes are refused (FOLIO_EINVAL). */
+int engine_labels_add(struct engine_labels *l, const char *name, const char *const *keywords,
+                      int n_keywords, struct folio_err *err);
+int engine_labels_count(const struct engine_labels *l);
+const char *engine_labels_name(const struct engine_labels *l, int i);
+
+/* The document's text, produced on demand by the caller (the engine has no
+ * OCR of its own: Tesseract lives in folio_ocr so engine-only builds need
+ * none). */
+struct engine_text {
+    char *text;             /* UTF-8, malloc'd by the provider; the engine frees it */
+    double confidence;      /* OCR mean word confidence 0..100; < 0 when unknown */
+    int orientation;        /* of the first page, degrees turned upright (0/90/180/270) */
+    int pages_read;         /* pages that produced text */
+    int pages_skipped;      /* beyond the page cap */
+    int pages_timed_out;    /* stopped by the per-page deadline */
+    double ms;              /* time spent producing it (decode + OCR) */
+    double decode_ms, ocr_ms;
+};
+typedef int (*engine_text_fn)(void *ctx, struct engine_text *out, struct folio_err *err);
+
+struct engine_doc {
+    engine_text_fn text;    /* required for the text tiers */
+    void *text_ctx;
+};
+
+struct engine_config {
+    const char *model_path;  /* text GGUF; NULL = no LM tiers */
+    const char *mmproj_path; /* vision projector; NULL = no vision tier */
+    double review_below;     /* confidence under which needs_review is set (rules: 0) */
+};
+
+struct engine_result {
+    char label[ENGINE_LABEL_MAX + 1];
+    double confidence;       /* probability of the winning label, 0..1 */
+    int needs_review;
+    int n_labels;            /* entries in names/scores (the label set's order) */
+    const char *const *names;/* borrowed from the label set */
+    double *scores;          /* normalised distribution, sums to 1 (all 0 for unknown) */
+    double *raw;             /* rules tier: weighted keyword hits per label */
+    char engine_path[16];    /* "vision", "ocr+lm", "ocr+rules" */
+    char fallback_reason[160];
+    struct engine_text text; /* OCR output the text tiers used */
+    double rules_ms, total_ms;
+};
+void engine_result_free(struct engine_result *r);
+
+struct engine;
+/* Opens the engine. With no model configured this succeeds with only the
+ * rules tier enabled (the reason is kept for results and `folio doctor`). */
+int engine_open(const struct engine_config *cfg, const struct engine_labels *labels,
+                struct engine **out, struct folio_err *err);
+void engine_close(struct engine *e);
+/* Why the higher tiers are skipped on every document ("" if none are). */
+const char *engine_disabled_reason(const struct engine *e);
+
+/* Classifies one document. One engine per thread (the text provider and
+ * result are the caller's). */
+int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
+                    struct folio_err *err);
+
+/* The rules tier alone, over given text: word-boundary, case-insensitive
+ * counts of each label's keywords and name. Exposed for tests and tools. */
+int engine_rules_score(const struct engine_labels *l, const char *text, struct engine_result *out,
+                       struct folio_err *err);
+
 #endif

@@ -1,13 +1,69 @@
 /*
  * ocr — Tesseract through its C API (DESIGN.md §6.4). Separate library
  * (folio_ocr) so engine-only tools never link Tesseract.
+ *
+ * One struct ocr_engine per thread: Tesseract instances are safe in parallel
+ * only when each thread has its own, and Init costs 0.2–0.35 s, so a thread
+ * initialises one at start and reuses it for every page. Debian's libtesseract
+ * is built with OpenMP, which makes parallel pages ~3x more expensive
+ * unless OMP_THREAD_LIMIT=1 is in the environment when the OpenMP runtime
+ * loads, i.e. before main: `folio` re-executes itself with it set
+ * (worker_ensure_omp_limit in pipeline/). ocr_process_init() covers the
+ * remaining case of a program that loads Tesseract later.
  */
 #ifndef FOLIO_OCR_H
 #define FOLIO_OCR_H
 
 #include "common/common.h"
 
+#include <stdint.h>
+
 /* Version of the Tesseract library loaded at run time, e.g. "5.3.0". */
 const char *ocr_tesseract_version(void);
+
+/* Sets OMP_THREAD_LIMIT=1 unless the user set it; effective only before
+ * the OpenMP runtime initialises. Not thread-safe (setenv): call before
+ * starting threads. */
+void ocr_process_init(void);
+
+struct ocr_opts {
+    const char *lang;        /* "eng", "eng+deu"; NULL = "eng" */
+    const char *datapath;    /* tessdata folder; NULL = Tesseract's default */
+    int page_deadline_ms;    /* per page recognition budget; 0 = none */
+    int detect_orientation;  /* run OSD and rotate the page upright first */
+    float osd_min_conf;      /* rotate only when OSD is at least this sure (default 2) */
+};
+void ocr_opts_default(struct ocr_opts *o);
+
+struct ocr_engine;
+
+/* Creates and initialises one Tesseract instance. Errors name the missing
+ * traineddata and where it was looked for. */
+int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err *err);
+void ocr_close(struct ocr_engine *e);
+
+/* An 8-bit page: channels 1 (gray), 3 (RGB) or 4 (RGBA). Not owned. */
+struct ocr_image {
+    int width, height, channels;
+    size_t stride;
+    const uint8_t *pixels;
+    int ppi; /* 0 = unknown (300 assumed) */
+};
+
+struct ocr_page_result {
+    char *text;            /* UTF-8, malloc'd; free with ocr_page_result_free */
+    float confidence;      /* Tesseract mean word confidence, 0..100; -1 when no words */
+    int orientation;       /* how far the page was turned clockwise from upright (0/90/180/270); corrected before recognition */
+    float orientation_conf;/* OSD confidence, 0 when OSD did not run or found too little text */
+    int timed_out;         /* the deadline stopped recognition; text is what was read so far */
+    double osd_ms, recognize_ms;
+};
+void ocr_page_result_free(struct ocr_page_result *r);
+
+/* OCRs one page. *cancel (may be NULL) is polled during recognition: set it
+ * from another thread to stop early (a lost lease). Returns 0 with
+ * timed_out set when the deadline passed, FOLIO_ETIMEOUT when cancelled. */
+int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
+             struct ocr_page_result *out, struct folio_err *err);
 
 #endif

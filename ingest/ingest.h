@@ -18,12 +18,38 @@ struct ingest_limits {
 };
 void ingest_limits_default(struct ingest_limits *l);
 
+/* Formats ingest recognises from content. PDF is recognised so that it can
+ * be refused by name (a later issue rasterises it). */
+enum ingest_format {
+    INGEST_FMT_UNKNOWN = 0,
+    INGEST_FMT_JPEG,
+    INGEST_FMT_PNG,
+    INGEST_FMT_TIFF,
+    INGEST_FMT_PNM,
+    INGEST_FMT_WEBP,
+    INGEST_FMT_GIF,
+    INGEST_FMT_BMP,
+    INGEST_FMT_PDF,
+};
+/* Content sniffing from the first bytes only; never looks at a name. */
+enum ingest_format ingest_sniff(const uint8_t *data, size_t len);
+const char *ingest_format_media_type(enum ingest_format f);
+
 struct ingest_info {
     char media_type[32];   /* "image/jpeg", "image/png", "image/tiff", ... */
     int pages;
     int width, height;     /* first page, pixels, as stored (before EXIF rotation) */
     int exif_orientation;  /* 1..8, 0 when absent */
     char warning[256];     /* decoder warning on an accepted file, "" if none */
+    /* Filled when ingest_probe fails, for the rejection record: a stable
+     * code (empty, unsupported_format, too_large, too_many_pixels,
+     * too_many_pages, corrupt) and, for limits, which limit, its value and
+     * the file's actual value. */
+    enum ingest_format format;
+    char reason[32];
+    char limit_name[24];   /* "max_bytes", "max_pixels", "max_pages" or "" */
+    uint64_t limit_value, actual_value;
+    int failed_page;       /* 0-based page the failure is about, -1 if none */
 };
 
 /* Sniffs, reads headers, checks limits and validates the whole image data
@@ -48,6 +74,88 @@ struct ingest_page {
 int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
                        int want_channels, struct ingest_page *out, struct folio_err *err);
 void ingest_page_free(struct ingest_page *p);
+
+/* ---- discovery: which files in the ingest folder are ready ----
+ * A tracker owns the view of one ingest folder: a full scan (at start and
+ * on every rescan) plus, in watch mode, inotify events, both feeding one
+ * table of candidate paths. A file is handed out only once its signature
+ * (size, mtime, ctime, inode) has held still for stable_ms, confirmed by a
+ * fresh lstat at hand-out time. One thread uses a tracker. */
+struct ingest_scan_opts {
+    const char *dir;
+    int recursive;
+    int follow_symlinks;
+    int use_inotify;   /* watch mode: subscribe to events (rescans still run) */
+    int stable_ms;
+};
+
+enum ingest_cand_kind {
+    INGEST_CAND_FILE,    /* a regular file (or a followed symlink to one) */
+    INGEST_CAND_SYMLINK, /* a symbolic link, not followed */
+    INGEST_CAND_SPECIAL, /* fifo, socket, device, dangling link: never opened */
+};
+
+struct ingest_sig {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+    int kind; /* enum ingest_cand_kind */
+};
+
+struct ingest_candidate {
+    char *path;      /* malloc'd; dir + "/" + relative path */
+    size_t rel_off;  /* offset of the path relative to the ingest folder */
+    size_t name_off; /* offset of the last component */
+    struct ingest_sig sig;
+};
+void ingest_candidate_free(struct ingest_candidate *c);
+
+/* True for names ingest never touches: hidden files (incl. .folio),
+ * *.part, *.tmp (any case) and Office lock files ~$*. */
+int ingest_name_ignored(const char *name);
+
+struct ingest_tracker;
+int ingest_tracker_open(const struct ingest_scan_opts *o, struct ingest_tracker **out,
+                        struct folio_err *err);
+void ingest_tracker_close(struct ingest_tracker *t);
+/* Walks the folder (recursively if asked), observing every file. */
+int ingest_tracker_rescan(struct ingest_tracker *t, struct folio_err *err);
+/* The inotify descriptor to poll for readability, or -1 without inotify. */
+int ingest_tracker_fd(const struct ingest_tracker *t);
+/* Reads and applies pending inotify events (never blocks). Sets
+ * *need_rescan when the kernel dropped events (queue overflow). */
+int ingest_tracker_handle_events(struct ingest_tracker *t, int *need_rescan, struct folio_err *err);
+/* Hands out up to max candidates that are stable now; they stay "in
+ * flight" until ingest_tracker_done. Returns the count. */
+size_t ingest_tracker_take_ready(struct ingest_tracker *t, struct ingest_candidate *out, size_t max);
+/* Milliseconds until the next observed file may become stable (0 = now),
+ * -1 when nothing is waiting. */
+int64_t ingest_tracker_next_ms(const struct ingest_tracker *t);
+/* Files being watched for stability or waiting for a retry. */
+size_t ingest_tracker_waiting(const struct ingest_tracker *t);
+size_t ingest_tracker_in_flight(const struct ingest_tracker *t);
+
+enum ingest_outcome {
+    INGEST_OUT_GONE,      /* moved or deleted: forget the path */
+    INGEST_OUT_KEEP,      /* left in place and recorded: ignore until it changes */
+    INGEST_OUT_RETRY,     /* transient failure: try again after retry_ms */
+    INGEST_OUT_REOBSERVE, /* changed while being read: start the stability window again */
+};
+void ingest_tracker_done(struct ingest_tracker *t, const char *path, enum ingest_outcome o,
+                         const struct ingest_sig *sig, int64_t retry_ms);
+
+/* ---- dispositions (after the database commit only) ---- */
+/* Moves path (relative part rel) to dir/.folio/<sub>/<rel>, never
+ * overwriting: a taken name gets ".1", ".2", ... before its extension.
+ * The final path is written to out (malloc'd). */
+int ingest_move_into(const char *dir, const char *sub, const char *path, const char *rel,
+                     char **out, struct folio_err *err);
+/* Writes text to path + ".reason.json", refusing to overwrite. */
+int ingest_write_reason(const char *moved_path, const char *json, struct folio_err *err);
+/* Display form of a file name or path: valid UTF-8, control and invalid
+ * bytes escaped (\n, \xNN), backslash doubled. Always NUL-terminated. */
+void ingest_display(char *out, size_t n, const char *bytes);
+/* Appends s as a JSON string literal (quotes included) to buf. */
+void ingest_json_str(char *buf, size_t n, const char *s);
 
 /* Library versions ingest was built with, for `folio version`. */
 const char *ingest_turbojpeg_version(void);

@@ -9,7 +9,7 @@ PKGS=(
   clang libclang-rt-14-dev
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libturbojpeg0-dev libjpeg-turbo-progs libleptonica-dev libtesseract-dev
-  tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd
+  tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd fonts-dejavu-core
   libpq-dev postgresql postgresql-contrib
   libssl-dev
   python3

@@ -1,19 +1,243 @@
-/* folio classify: argument parsing now; the work arrives with issue 4 (OCR classification path). */
+/*
+ * folio classify FILE...: the worker's classification code on local files,
+ * no database, one JSON object per file on stdout. A file that cannot be
+ * read or decoded gets a JSON object with "error" (and the exit status
+ * becomes 1) while the other files are still classified.
+ *
+ * Labels: --labels FILE (one label per line, "name: keyword, keyword, ...";
+ * '#' starts a comment), else the default taxonomy that `folio migrate`
+ * seeds into folio.labels (schema/001_init.sql; a unit test checks the two
+ * lists agree).
+ */
+#include "engine/engine.h"
+#include "engine/ocr.h"
+#include "ingest/ingest.h"
+#include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const char USAGE[] =
     "usage: folio classify [OPTIONS] FILE...\n"
     "\n"
     "Classifies files directly, without a database; prints one JSON object per file.\n"
     "\n"
-    "  --json               full output (every label's score, timings, token ids)\n"
+    "  --json               full output (every label's score, OCR text, timings)\n"
+    "  --labels FILE        label set: lines of \"name: keyword, keyword\" (default: the\n"
+    "                       16 labels `folio migrate` seeds into folio.labels)\n"
     "  --model FILE         text model GGUF\n"
     "  --mmproj FILE        vision projector GGUF\n"
     "  --device SPEC        Vulkan device: index, UUID or name substring\n"
-    "  --ocr-lang LANGS     Tesseract languages (default eng)\n";
+    "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
+    "  --ocr-max-pages N    pages OCR'd per file (default 10)\n";
+
+/* Mirrors the seed rows of schema/001_init.sql (test_classify_cli checks). */
+static const struct {
+    const char *name;
+    const char *keywords; /* comma-separated */
+} DEFAULT_LABELS[] = {
+    {"letter", "dear, sincerely, regards, yours truly, enclosure, letterhead"},
+    {"form", "please print, signature, date, checkbox, fill in, office use only, applicant"},
+    {"email", "from, to, subject, sent, cc, original message, @"},
+    {"handwritten", "handwritten, note, notes"},
+    {"advertisement", "sale, offer, free, buy, discount, call now, limited, new"},
+    {"scientific report", "report, study, results, methods, conclusion, data, analysis, test"},
+    {"scientific publication", "abstract, introduction, references, journal, doi, et al, university, vol"},
+    {"specification", "specification, specifications, tolerance, dimensions, requirements, standard, parameter, datasheet"},
+    {"file folder", "file, folder, index, tab"},
+    {"news article", "news, reported, said, according, press, times, daily, journal"},
+    {"budget", "budget, total, costs, expenses, fiscal, forecast, allocation, revenue"},
+    {"invoice", "invoice, invoice number, amount due, payment, bill to, total, tax, due, remit"},
+    {"presentation", "presentation, slide, agenda, overview, objectives, summary"},
+    {"questionnaire", "questionnaire, survey, question, questions, answer, respondent, agree, disagree"},
+    {"resume", "resume, curriculum vitae, education, experience, employment, skills, references"},
+    {"memo", "memo, memorandum, to, from, subject, date, re, cc"},
+};
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Adds "name: kw, kw" (line is modified). */
+static int add_label_line(struct engine_labels *l, char *line, struct folio_err *err)
+{
+    char *colon = strchr(line, ':');
+    if (colon)
+        *colon = '\0';
+    const char *kw[128];
+    int n = 0;
+    char *save = NULL;
+    for (char *t = colon ? strtok_r(colon + 1, ",", &save) : NULL; t && n < 128; t = strtok_r(NULL, ",", &save)) {
+        t = trim(t);
+        if (*t)
+            kw[n++] = t;
+    }
+    return engine_labels_add(l, trim(line), kw, n, err);
+}
+
+static int load_labels(const char *path, struct engine_labels *l, struct folio_err *err)
+{
+    if (!path) {
+        for (size_t i = 0; i < sizeof DEFAULT_LABELS / sizeof DEFAULT_LABELS[0]; i++) {
+            char line[512];
+            snprintf(line, sizeof line, "%s: %s", DEFAULT_LABELS[i].name, DEFAULT_LABELS[i].keywords);
+            int rc = add_label_line(l, line, err);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return folio_err_set(err, FOLIO_EIO, "cannot open label file %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int lineno = 0, rc = 0;
+    while (!rc && getline(&line, &cap, f) > 0) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *t = trim(line);
+        if (!*t)
+            continue;
+        rc = add_label_line(l, t, err);
+        if (rc)
+            folio_err_prefix(err, "%s line %d: ", path, lineno);
+    }
+    free(line);
+    fclose(f);
+    if (!rc && engine_labels_count(l) == 0)
+        rc = folio_err_set(err, FOLIO_EINVAL, "label file %s defines no labels", path);
+    return rc;
+}
+
+static void print_error(const char *file, const struct folio_err *e)
+{
+    struct json_buf b;
+    json_init(&b);
+    json_raw(&b, "{");
+    json_key(&b, "file");
+    json_str(&b, file);
+    json_raw(&b, ",");
+    json_key(&b, "error");
+    json_str(&b, e->msg);
+    if (e->detail[0]) {
+        json_raw(&b, ",");
+        json_key(&b, "detail");
+        json_str(&b, e->detail);
+    }
+    if (e->hint[0]) {
+        json_raw(&b, ",");
+        json_key(&b, "hint");
+        json_str(&b, e->hint);
+    }
+    json_raw(&b, "}\n");
+    if (!b.oom)
+        fputs(b.s, stdout);
+    json_free(&b);
+}
+
+static int classify_file(const char *file, struct ocr_engine *ocr, struct engine *eng, int full, int max_pages,
+                         struct folio_err *err)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    struct ingest_limits lim;
+    ingest_limits_default(&lim);
+    int rc = folio_read_file(file, lim.max_bytes, &data, &len, err);
+    if (rc)
+        return rc;
+    struct ingest_info info;
+    double t0 = folio_mono_ms();
+    rc = ingest_probe(data, len, &lim, &info, err);
+    if (rc) {
+        free(data);
+        return rc;
+    }
+    struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages};
+    struct engine_doc doc = {worker_doc_text, &tc};
+    struct engine_result er;
+    rc = engine_classify(eng, &doc, &er, err);
+    free(data);
+    if (rc) {
+        engine_result_free(&er);
+        return rc;
+    }
+    double total = folio_mono_ms() - t0;
+    struct json_buf b;
+    json_init(&b);
+    json_raw(&b, "{");
+    json_key(&b, "file");
+    json_str(&b, file);
+    json_raw(&b, ",");
+    json_key(&b, "label");
+    json_str(&b, er.label);
+    json_raw(&b, ",");
+    json_key(&b, "confidence");
+    json_num(&b, er.confidence);
+    json_raw(&b, er.needs_review ? ",\"needs_review\":true," : ",\"needs_review\":false,");
+    json_key(&b, "engine_path");
+    json_str(&b, er.engine_path);
+    json_raw(&b, ",");
+    json_key(&b, "fallback_reason");
+    json_str(&b, er.fallback_reason);
+    json_raw(&b, ",");
+    json_key(&b, "ocr_confidence");
+    json_num(&b, er.text.confidence >= 0 ? er.text.confidence : NAN);
+    json_raw(&b, ",");
+    json_key(&b, "orientation");
+    json_num(&b, er.text.orientation);
+    char pages[160];
+    snprintf(pages, sizeof pages, ",\"pages\":{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d}", info.pages,
+             er.text.pages_read, er.text.pages_skipped, er.text.pages_timed_out);
+    json_raw(&b, pages);
+    if (full) {
+        json_raw(&b, ",");
+        json_key(&b, "scores");
+        worker_scores_json(&er, &b);
+        json_raw(&b, ",\"keyword_hits\":{");
+        for (int i = 0; i < er.n_labels; i++) {
+            if (i)
+                json_raw(&b, ",");
+            json_key(&b, er.names[i]);
+            json_num(&b, er.raw[i]);
+        }
+        json_raw(&b, "},");
+        json_key(&b, "ocr_text");
+        json_str(&b, er.text.text);
+        json_raw(&b, ",\"timings\":{\"decode_ms\":");
+        json_num(&b, er.text.decode_ms);
+        json_raw(&b, ",\"ocr_ms\":");
+        json_num(&b, er.text.ocr_ms);
+        json_raw(&b, ",\"rules_ms\":");
+        json_num(&b, er.rules_ms);
+        json_raw(&b, ",\"total_ms\":");
+        json_num(&b, total);
+        json_raw(&b, "}");
+    }
+    json_raw(&b, "}\n");
+    engine_result_free(&er);
+    if (b.oom) {
+        json_free(&b);
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot build the JSON output");
+    }
+    fputs(b.s, stdout);
+    fflush(stdout);
+    json_free(&b);
+    return 0;
+}
 
 int cmd_classify(int argc, char **argv)
 {
@@ -23,20 +247,70 @@ int cmd_classify(int argc, char **argv)
         {"mmproj", required_argument, 0, 1002},
         {"device", required_argument, 0, 1003},
         {"ocr-lang", required_argument, 0, 1004},
+        {"labels", required_argument, 0, 1005},
+        {"ocr-max-pages", required_argument, 0, 1006},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    int ch;
+    int ch, full = 0, max_pages = 10;
+    const char *labels_path = NULL, *lang = "eng", *model = NULL, *mmproj = NULL;
+    long long v;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (ch == 'h') {
+        switch (ch) {
+        case 'h':
             fputs(USAGE, stdout);
             return FOLIO_EXIT_OK;
-        }
-        if (ch == '?' || ch == ':')
+        case 1000: full = 1; break;
+        case 1001: model = optarg; break;
+        case 1002: mmproj = optarg; break;
+        case 1003: break;
+        case 1004: lang = optarg; break;
+        case 1005: labels_path = optarg; break;
+        case 1006:
+            if (folio_parse_int(optarg, 1, 100000, &v))
+                return cli_usage_error("classify", "--ocr-max-pages wants 1..100000, got '%s'", optarg);
+            max_pages = (int)v;
+            break;
+        default:
             return cli_usage_error("classify", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
     }
     if (optind >= argc)
         return cli_usage_error("classify", "missing argument");
-    return cli_not_built("folio classify", "issue 4 (OCR classification path)");
+
+    struct folio_err err = {0};
+    ocr_process_init();
+    struct engine_labels *labels = engine_labels_new();
+    if (!labels || load_labels(labels_path, labels, &err)) {
+        if (!labels)
+            folio_err_set(&err, FOLIO_ENOMEM, "cannot allocate the label set");
+        folio_err_print(stderr, &err);
+        engine_labels_free(labels);
+        return FOLIO_EXIT_FAIL;
+    }
+    struct ocr_opts oo;
+    ocr_opts_default(&oo);
+    oo.lang = lang;
+    struct ocr_engine *ocr = NULL;
+    struct engine *eng = NULL;
+    struct engine_config cfg = {.model_path = model, .mmproj_path = mmproj};
+    if (ocr_open(&oo, &ocr, &err) || engine_open(&cfg, labels, &eng, &err)) {
+        folio_err_print(stderr, &err);
+        ocr_close(ocr);
+        engine_labels_free(labels);
+        return FOLIO_EXIT_FAIL;
+    }
+    int failed = 0;
+    for (int i = optind; i < argc; i++) {
+        folio_err_clear(&err);
+        if (classify_file(argv[i], ocr, eng, full, max_pages, &err)) {
+            print_error(argv[i], &err);
+            failed++;
+        }
+    }
+    engine_close(eng);
+    ocr_close(ocr);
+    engine_labels_free(labels);
+    return failed ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
 }

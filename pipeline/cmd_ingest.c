@@ -1,8 +1,10 @@
-/* folio ingest: argument parsing now; the work arrives with issue 3 (ingest stage). */
-#include "pipeline/pipeline.h"
+/* folio ingest: options -> struct ingest_run_opts -> ingest_run (ingest_run.c). */
+#include "pipeline/ingest_run.h"
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char USAGE[] =
     "usage: folio ingest [OPTIONS] DIR\n"
@@ -14,13 +16,25 @@ static const char USAGE[] =
     "  --watch              keep running: inotify plus periodic rescans\n"
     "  --recursive          descend into subdirectories\n"
     "  --rescan SECONDS     full rescan period in --watch mode (default 60)\n"
+    "  --no-inotify         --watch with rescans only (network file systems)\n"
     "  --stable-ms MS       size+mtime must hold still this long (default 2000)\n"
     "  --follow-symlinks    accept symbolic links (refused by default)\n"
     "  --max-bytes SIZE     largest file accepted (default 512MiB)\n"
     "  --max-pixels N       largest page in pixels (default 300000000)\n"
     "  --max-pages N        most pages per document (default 2000)\n"
     "  --after MODE         move (default) | delete | keep\n"
-    "  --model-key KEY      model configuration the jobs are queued for (default \"default\")\n";
+    "  --model-key KEY      model configuration the jobs are queued for (default \"default\")\n"
+    "  --jobs N             validating threads (default: one per CPU)\n"
+    "  --db-wait SECONDS    one-shot: give up after the database was unreachable this\n"
+    "                       long (default 60; --watch retries for ever)\n"
+    "  --progress / --no-progress   progress line on stderr (default: when a TTY)\n"
+    "\n"
+    "Formats are recognised by content: JPEG, PNG, TIFF (all pages), PNM, WebP,\n"
+    "GIF, BMP. Hidden files, *.part, *.tmp and ~$* are ignored. After the database\n"
+    "commit, files move to DIR/.folio/done/YYYY-MM-DD/ (UTC date); rejected files\n"
+    "go to DIR/.folio/rejected/ beside NAME.reason.json. Nothing is overwritten.\n"
+    "Exit status: 0 when the run completed (rejections included), 1 when it could\n"
+    "not (database unreachable past --db-wait, unreadable DIR), 2 usage.\n";
 
 int cmd_ingest(int argc, char **argv)
 {
@@ -36,20 +50,120 @@ int cmd_ingest(int argc, char **argv)
         {"max-pages", required_argument, 0, 1008},
         {"after", required_argument, 0, 1009},
         {"model-key", required_argument, 0, 1010},
+        {"no-inotify", no_argument, 0, 1011},
+        {"jobs", required_argument, 0, 1012},
+        {"db-wait", required_argument, 0, 1013},
+        {"progress", no_argument, 0, 1014},
+        {"no-progress", no_argument, 0, 1015},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    struct ingest_run_opts o;
+    ingest_run_opts_default(&o);
+    const char *db = NULL;
+    long long v;
     optind = 1;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (ch == 'h') {
+        switch (ch) {
+        case 'h':
             fputs(USAGE, stdout);
             return FOLIO_EXIT_OK;
+        case 1000: db = optarg; break;
+        case 1001: o.watch = 1; break;
+        case 1002: o.recursive = 1; break;
+        case 1003:
+            if (folio_parse_int(optarg, 1, 86400, &v) != 0)
+                return cli_usage_error("ingest", "--rescan wants seconds from 1 to 86400, got '%s'", optarg);
+            o.rescan_s = (int)v;
+            break;
+        case 1004:
+            if (folio_parse_int(optarg, 0, 3600000, &v) != 0)
+                return cli_usage_error("ingest", "--stable-ms wants milliseconds from 0 to 3600000, got '%s'", optarg);
+            o.stable_ms = (int)v;
+            break;
+        case 1005: o.follow_symlinks = 1; break;
+        case 1006:
+            /* A blob is one bytea value, which PostgreSQL caps at 1 GiB. */
+            if (folio_parse_size(optarg, &o.limits.max_bytes) != 0 || o.limits.max_bytes == 0 ||
+                o.limits.max_bytes > (UINT64_C(1) << 30) - (UINT64_C(1) << 20))
+                return cli_usage_error("ingest", "--max-bytes wants a size from 1 byte to 1023MiB, got '%s'", optarg);
+            break;
+        case 1007:
+            if (folio_parse_int(optarg, 1, (long long)1 << 40, &v) != 0)
+                return cli_usage_error("ingest", "--max-pixels wants a positive number, got '%s'", optarg);
+            o.limits.max_pixels = (uint64_t)v;
+            break;
+        case 1008:
+            if (folio_parse_int(optarg, 1, 1000000, &v) != 0)
+                return cli_usage_error("ingest", "--max-pages wants 1 to 1000000, got '%s'", optarg);
+            o.limits.max_pages = (int)v;
+            break;
+        case 1009:
+            if (strcmp(optarg, "move") == 0)
+                o.after = INGEST_AFTER_MOVE;
+            else if (strcmp(optarg, "delete") == 0)
+                o.after = INGEST_AFTER_DELETE;
+            else if (strcmp(optarg, "keep") == 0)
+                o.after = INGEST_AFTER_KEEP;
+            else
+                return cli_usage_error("ingest", "--after wants move, delete or keep, got '%s'", optarg);
+            break;
+        case 1010: {
+            /* Printable ASCII only: the key is compared byte for byte by
+             * workers and must never make an INSERT fail. */
+            size_t kl = strlen(optarg);
+            bool ok = kl > 0 && kl <= 200;
+            for (size_t i = 0; ok && i < kl; i++)
+                ok = optarg[i] > 0x20 && optarg[i] < 0x7f;
+            if (!ok)
+                return cli_usage_error("ingest", "--model-key wants 1 to 200 printable ASCII characters, no spaces");
+            o.model_key = optarg;
+            break;
         }
-        if (ch == '?' || ch == ':')
+        case 1011: o.use_inotify = 0; break;
+        case 1012:
+            if (folio_parse_int(optarg, 1, 256, &v) != 0)
+                return cli_usage_error("ingest", "--jobs wants 1 to 256, got '%s'", optarg);
+            o.jobs = (int)v;
+            break;
+        case 1013:
+            if (folio_parse_int(optarg, 0, 86400, &v) != 0)
+                return cli_usage_error("ingest", "--db-wait wants seconds from 0 to 86400, got '%s'", optarg);
+            o.db_wait_s = (int)v;
+            break;
+        case 1014: o.progress = 1; break;
+        case 1015: o.progress = 0; break;
+        default:
             return cli_usage_error("ingest", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
     }
     if (optind >= argc)
         return cli_usage_error("ingest", "missing argument");
-    return cli_not_built("the ingest stage", "issue 3 (ingest stage)");
+    if (optind + 1 < argc)
+        return cli_usage_error("ingest", "unexpected argument '%s'", argv[optind + 1]);
+    o.dir = argv[optind];
+    o.conninfo = db_conninfo(db);
+
+    struct ingest_run_stats st;
+    struct folio_err err = {0};
+    int rc = ingest_run(&o, &st, &err);
+    folio_log(FOLIO_LOG_INFO, "ingest_summary",
+              "files=%llu accepted=%llu new_documents=%llu duplicates=%llu rejected=%llu bytes=%llu "
+              "batches=%llu db_retries=%llu seconds=%.2f files_per_s=%.1f",
+              (unsigned long long)st.files, (unsigned long long)st.accepted,
+              (unsigned long long)st.new_documents, (unsigned long long)st.duplicates,
+              (unsigned long long)st.rejected, (unsigned long long)st.bytes,
+              (unsigned long long)st.batches, (unsigned long long)st.db_retries, st.seconds,
+              st.seconds > 0 ? (double)st.files / st.seconds : 0.0);
+    printf("folio ingest: %llu files in %.1f s: %llu new documents, %llu duplicates, %llu rejected%s\n",
+           (unsigned long long)st.files, st.seconds, (unsigned long long)st.new_documents,
+           (unsigned long long)st.duplicates, (unsigned long long)st.rejected,
+           st.rejected ? " (see DIR/.folio/rejected/)" : "");
+    fflush(stdout);
+    if (rc) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    return FOLIO_EXIT_OK;
 }

@@ -64,4 +64,161 @@ int cli_not_built(const char *what, const char *which_issue);
 /* Prints "folio CMD: MSG" plus "try 'folio CMD --help'"; returns FOLIO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
+ * Every statement is autocommit and short: ownership of a running job lives
+ * in its lease columns, never in an open transaction. All times are the
+ * database's (now() plus intervals); a worker never sends a timestamp. */
+#define QUEUE_NOTIFY_CHANNEL "folio_jobs"
+
+struct queue_cfg {
+    const char *model_key;   /* jobs served; "default" when NULL */
+    double lease_s;          /* lease granted at claim and by each heartbeat */
+    int max_attempts;        /* > 0 overrides each job's own max_attempts */
+    double retry_base_s;     /* backoff after attempt n: base * 2^(n-1), ±50 % jitter */
+    double retry_max_s;      /* backoff cap (before jitter) */
+};
+void queue_cfg_default(struct queue_cfg *q);
+
+struct queue_job {
+    int64_t id, document_id;
+    char token[37];          /* lease token of this claim (uuid text) */
+    int attempt, max_attempts;
+    int pages;
+    char sha256[65];         /* hex, for logs and fault injection */
+    char media_type[32];
+};
+
+/* Claims up to k runnable jobs: FOR UPDATE SKIP LOCKED in claim-index order,
+ * state running, attempts + 1, a fresh random token, lease from now(). */
+int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
+                struct queue_job *out, int *n, struct folio_err *err);
+
+/* Extends the leases of the given (id, token) pairs and refreshes the
+ * worker row (heartbeat time and counters) in one statement. alive[i] is
+ * set to 1 for each pair still owned, 0 for a lost lease. */
+struct queue_worker_stats {
+    int64_t done, failed, lost;
+    const char *state; /* workers.state; NULL keeps it */
+};
+int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
+                    const struct queue_worker_stats *st, const int64_t *ids,
+                    const char (*tokens)[37], int n, unsigned char *alive, struct folio_err *err);
+
+struct queue_result {
+    const char *label;
+    double confidence;
+    int needs_review;
+    const char *scores_json;  /* {"label": p, ...} */
+    const char *engine_path;  /* vision | ocr+lm | ocr+rules */
+    const char *fallback_reason;
+    const char *ocr_text;     /* NULL = none */
+    double ocr_confidence;    /* 0..100; < 0 = NULL */
+    int ocr_orientation;      /* < 0 = NULL */
+    const char *ocr_pages_json; /* NULL = none */
+    const char *timings_json; /* {"stage_ms": ...} */
+};
+/* Token-checked completion in one statement (one transaction): the job row
+ * is updated to done first and the result inserted only if that matched;
+ * ON CONFLICT (document, model key) DO NOTHING. *accepted = 0 means the lease
+ * was lost and nothing was written. Safe to retry after a lost connection:
+ * a result already written under this token reports accepted = 1. */
+int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
+                   const struct queue_result *r, int *accepted, struct folio_err *err);
+
+/* Token-checked failure: back to queued after exponential backoff with
+ * jitter, or dead at max attempts; the error text is kept in last_error.
+ * *state_out gets "queued", "dead" or "lost" (token no longer ours). */
+int queue_fail(PGconn *c, const struct queue_cfg *q, const struct queue_job *j, const char *error,
+               char state_out[8], struct folio_err *err);
+
+/* Token-checked release on shutdown: queued again at once, attempt not
+ * counted. *released = 0 when the lease was already gone. */
+int queue_release(PGconn *c, const struct queue_job *j, int *released, struct folio_err *err);
+
+/* Re-queues running jobs whose lease expired (dead at max attempts), in one
+ * statement guarded by a transaction-scoped advisory lock so concurrent
+ * reapers do not fight. *ran = 0 when another worker held the guard. */
+int queue_reap(PGconn *c, const struct queue_cfg *q, int *ran, int *requeued, int *dead,
+               struct folio_err *err);
+
+/* Deletes up to `limit` done jobs finished more than retain_s ago (results
+ * are kept; dead jobs stay as the dead-letter list). Same guard style. */
+int queue_cleanup(PGconn *c, double retain_s, int limit, int *deleted, struct folio_err *err);
+
+/* True when a failed call should be retried on a new connection: the
+ * connection is gone, the error carries no SQLSTATE (libpq lost the
+ * server mid-statement), or the server said it is shutting down, crashing
+ * or starting (SQLSTATE class 08, 57P01..57P03). */
+int queue_err_transient(PGconn *c, const struct folio_err *err);
+
+/* LISTEN on QUEUE_NOTIFY_CHANNEL. */
+int queue_listen(PGconn *c, struct folio_err *err);
+/* Reads pending notifications without blocking; returns how many arrived,
+ * or FOLIO_EDB when the connection broke. */
+int queue_drain_notifies(PGconn *c);
+
+/* Worker registry: one row per process lifetime (never reused: a restarted
+ * process is a new worker, so orphans stay visible). */
+struct queue_worker_info {
+    const char *host;
+    int pid;
+    const char *model_key;
+    const char *state;         /* "ocr-only", "ready", ... */
+    const char *device;        /* NULL = none */
+    const char *paths_array;   /* PostgreSQL array literal, e.g. {ocr+rules} */
+    const char *paths_disabled_json;
+    const char *detail_json;
+};
+int queue_worker_register(PGconn *c, const struct queue_worker_info *w, int64_t *id,
+                          struct folio_err *err);
+int queue_worker_stopped(PGconn *c, int64_t id, const struct queue_worker_stats *st,
+                         struct folio_err *err);
+
+/* Document bytes for a job (blobs.data), malloc'd. */
+int queue_fetch_blob(PGconn *c, int64_t document_id, uint8_t **data, size_t *len,
+                     struct folio_err *err);
+
+/* ---- worker (pipeline/worker.c) ---- */
+struct worker_opts {
+    const char *conninfo;
+    struct queue_cfg queue;
+    int batch;            /* jobs claimed at once (capped by free OCR threads) */
+    double grace_s;       /* SIGTERM: time to finish in-flight jobs */
+    double retain_s;      /* delete done jobs older than this */
+    double poll_s;        /* idle poll interval (jittered) next to LISTEN */
+    double reap_s;        /* reaper/cleanup period (jittered) */
+    const char *ocr_lang;
+    int ocr_threads;
+    int ocr_max_pages;
+    int page_deadline_ms;
+    const char *model_path, *mmproj_path;
+};
+void worker_opts_default(struct worker_opts *o);
+/* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A
+ * second signal exits the process at once. Transient database errors never
+ * end it; only start-up errors (bad options, no OCR data) do. */
+int worker_run(const struct worker_opts *o, struct folio_err *err);
+
+/* Debian's libtesseract uses OpenMP, whose runtime reads OMP_THREAD_LIMIT
+ * once, when the library is loaded: before main. Setting it later has no
+ * effect, and OCR then costs ~3x the CPU per page (measured with `folio
+ * bench ocr`). When it is unset, this sets it to 1 and re-executes the
+ * program with the same arguments; it returns only when no re-exec was
+ * needed (or exec failed, which is logged). Call first thing in main for
+ * subcommands that OCR. */
+void worker_ensure_omp_limit(char **argv);
+
+/* ---- JSON output helpers (pipeline/json.c) ---- */
+struct json_buf {
+    char *s;
+    size_t len, cap;
+    int oom;
+};
+void json_init(struct json_buf *b);
+void json_free(struct json_buf *b);
+void json_raw(struct json_buf *b, const char *s);
+void json_str(struct json_buf *b, const char *s); /* quoted, escaped; invalid UTF-8 → U+FFFD */
+void json_num(struct json_buf *b, double v);      /* NaN/inf → null */
+void json_key(struct json_buf *b, const char *k); /* "k": */
+
 #endif

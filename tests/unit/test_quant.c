@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* REQUIRE for void helpers: record the failure and leave the helper. */
+/* REQUIRE for void helpers; evaluates cond once (it often has effects). */
 #define NEED(cond, ...)                                                                      \
     do {                                                                                     \
-        CHECK(cond, __VA_ARGS__);                                                            \
-        if (!(cond))                                                                         \
+        int need_ok_ = (cond) ? 1 : 0;                                                       \
+        CHECK(need_ok_, __VA_ARGS__);                                                        \
+        if (!need_ok_)                                                                       \
             return;                                                                          \
     } while (0)
 

@@ -1,0 +1,356 @@
+/*
+ * gguf_describe — the model section of `folio doctor`.
+ *
+ * Prints what a user needs to decide whether a file will run: the container
+ * (version, size, counts), the architecture and what folio's checks made of
+ * it (hyper-parameters or the first mismatch), the dtypes per tensor group
+ * (layer numbers folded to "*", so a Q4_K_M file shows its Q6_K share at a
+ * glance) and the memory the weights need. Human text by default, one JSON
+ * object per file with json=1. A file that fails the checks is still
+ * summarised, so the output shows *why* along with *what*.
+ */
+#include "engine/model/gguf.h"
+#include "engine/model/quant.h"
+#include "engine/model/tokenizer.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N_QTYPES = 7 };
+static const int QTYPES[N_QTYPES] = {QUANT_F32, QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
+                                     QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+
+struct group {
+    char name[GGUF_MAX_NAME + 8];
+    uint64_t count, bytes;
+    uint64_t by_type[N_QTYPES];
+};
+
+struct groups {
+    struct group *g;
+    size_t n, cap;
+};
+
+/* "blk.12.attn_q.weight" → "blk.*.attn_q.weight" (also "v.blk.N."); other
+ * numbers (mm.0, weight.1) stay, they name different tensors. */
+static void group_key(const char *name, char *out, size_t n)
+{
+    size_t k = 0;
+    for (const char *p = name; *p && k + 2 < n;) {
+        /* a layer number: a numeric segment right after "blk." */
+        int at_seg = p - name >= 4 && strncmp(p - 4, "blk.", 4) == 0;
+        if (at_seg && isdigit((unsigned char)*p)) {
+            const char *q = p;
+            while (isdigit((unsigned char)*q))
+                q++;
+            if (*q == '.' || *q == 0) {
+                out[k++] = '*';
+                p = q;
+                continue;
+            }
+        }
+        out[k++] = *p++;
+    }
+    out[k] = 0;
+}
+
+static int collect(const struct gguf_file *f, struct groups *gs)
+{
+    for (uint64_t i = 0; i < gguf_tensor_count(f); i++) {
+        const struct gguf_tensor_info *t = gguf_tensor(f, i);
+        char key[GGUF_MAX_NAME + 8];
+        group_key(t->name, key, sizeof key);
+        size_t j = 0;
+        while (j < gs->n && strcmp(gs->g[j].name, key) != 0)
+            j++;
+        if (j == gs->n) {
+            if (gs->n == gs->cap) {
+                size_t cap = gs->cap ? gs->cap * 2 : 32;
+                struct group *ng = realloc(gs->g, cap * sizeof *ng);
+                if (!ng)
+                    return FOLIO_ENOMEM;
+                gs->g = ng;
+                gs->cap = cap;
+            }
+            memset(&gs->g[j], 0, sizeof gs->g[j]);
+            snprintf(gs->g[j].name, sizeof gs->g[j].name, "%s", key);
+            gs->n++;
+        }
+        struct group *g = &gs->g[j];
+        g->count++;
+        g->bytes += t->n_bytes;
+        for (int q = 0; q < N_QTYPES; q++)
+            if (QTYPES[q] == t->type)
+                g->by_type[q]++;
+    }
+    return 0;
+}
+
+static void human_bytes(char *b, size_t n, uint64_t v)
+{
+    if (v >= (1ull << 30))
+        snprintf(b, n, "%.2f GiB", (double)v / (double)(1ull << 30));
+    else if (v >= (1ull << 20))
+        snprintf(b, n, "%.1f MiB", (double)v / (double)(1ull << 20));
+    else if (v >= 1024)
+        snprintf(b, n, "%.1f KiB", (double)v / 1024.0);
+    else
+        snprintf(b, n, "%" PRIu64 " B", v);
+}
+
+/* JSON string: escapes quotes, backslashes and controls; invalid UTF-8
+ * bytes become U+FFFD so the output always parses. */
+static void json_str(FILE *out, const char *s, size_t n)
+{
+    fputc('"', out);
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            fprintf(out, "\\%c", ch);
+            i++;
+        } else if (ch < 0x20) {
+            fprintf(out, "\\u%04x", ch);
+            i++;
+        } else if (ch < 0x80) {
+            fputc(ch, out);
+            i++;
+        } else {
+            size_t len = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch < 0xe0 ? 2 : 0;
+            int ok = len && ch < 0xf5 && i + len <= n;
+            for (size_t k = 1; ok && k < len; k++)
+                ok = ((unsigned char)s[i + k] & 0xc0) == 0x80;
+            if (ok) {
+                fwrite(s + i, 1, len, out);
+                i += len;
+            } else {
+                fputs("\\ufffd", out);
+                i++;
+            }
+        }
+    }
+    fputc('"', out);
+}
+
+static void json_cstr(FILE *out, const char *s)
+{
+    json_str(out, s, strlen(s));
+}
+
+static const char *kind_of(const struct gguf_file *f, struct gguf_str *arch)
+{
+    arch->p = "";
+    arch->n = 0;
+    const struct gguf_value *v = gguf_find(f, "general.architecture");
+    if (!v || gguf_value_str(v, arch) != 0)
+        return "unknown";
+    if (gguf_str_eq(*arch, "qwen2vl"))
+        return "text";
+    if (gguf_str_eq(*arch, "clip"))
+        return "mmproj";
+    return "unknown";
+}
+
+static void print_hparams_text(FILE *out, const struct gguf_model *m)
+{
+    if (!m->is_vision) {
+        const struct gguf_text_hparams *h = &m->text;
+        fprintf(out,
+                "hparams       n_embd=%u n_layer=%u n_ff=%u n_head=%u n_head_kv=%u "
+                "head_dim=%u n_vocab=%u n_ctx_train=%u\n"
+                "              rope_theta=%g rms_eps=%g mrope_sections=[%d,%d,%d,%d] "
+                "output=%s\n"
+                "tokenizer     %u tokens, bos=%d eos=%d pad=%d\n",
+                h->n_embd, h->n_layer, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->n_vocab,
+                h->n_ctx_train, (double)h->rope_theta, (double)h->rms_eps, h->mrope_sections[0],
+                h->mrope_sections[1], h->mrope_sections[2], h->mrope_sections[3],
+                h->tied_output ? "tied to token_embd" : "separate", h->n_tokens, h->bos_id,
+                h->eos_id, h->pad_id);
+    } else {
+        const struct gguf_vision_hparams *h = &m->vision;
+        fprintf(out,
+                "hparams       %s: n_embd=%u n_layer=%u n_head=%u head_dim=%u n_ff=%u "
+                "patch=%u merge=%u proj_dim=%u\n"
+                "              mlp=%s eps=%g n_wa_pattern=%u window=%u%s\n",
+                h->kind == GGUF_VISION_QWEN25VL ? "Qwen2.5-VL" : "Qwen2-VL", h->n_embd,
+                h->n_layer, h->n_head, h->head_dim, h->n_ff, h->patch_size, h->spatial_merge,
+                h->proj_dim, h->use_silu ? "swiglu" : "quick-gelu", (double)h->eps,
+                h->n_wa_pattern, h->window_size, h->ffn_swapped ? " (legacy ffn names)" : "");
+    }
+}
+
+static void print_hparams_json(FILE *out, const struct gguf_model *m)
+{
+    if (!m->is_vision) {
+        const struct gguf_text_hparams *h = &m->text;
+        fprintf(out,
+                ",\"hparams\":{\"n_embd\":%u,\"n_layer\":%u,\"n_ff\":%u,\"n_head\":%u,"
+                "\"n_head_kv\":%u,\"head_dim\":%u,\"n_vocab\":%u,\"n_tokens\":%u,"
+                "\"n_ctx_train\":%u,\"rope_theta\":%.9g,\"rms_eps\":%.9g,"
+                "\"mrope_sections\":[%d,%d,%d,%d],\"tied_output\":%s,\"bos_id\":%d,"
+                "\"eos_id\":%d,\"pad_id\":%d}",
+                h->n_embd, h->n_layer, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->n_vocab,
+                h->n_tokens, h->n_ctx_train, (double)h->rope_theta, (double)h->rms_eps,
+                h->mrope_sections[0], h->mrope_sections[1], h->mrope_sections[2],
+                h->mrope_sections[3], h->tied_output ? "true" : "false", h->bos_id, h->eos_id,
+                h->pad_id);
+    } else {
+        const struct gguf_vision_hparams *h = &m->vision;
+        fprintf(out,
+                ",\"hparams\":{\"model\":\"%s\",\"n_embd\":%u,\"n_layer\":%u,\"n_head\":%u,"
+                "\"head_dim\":%u,\"n_ff\":%u,\"patch_size\":%u,\"spatial_merge\":%u,"
+                "\"proj_dim\":%u,\"merger_dim\":%u,\"use_silu\":%s,\"eps\":%.9g,"
+                "\"n_wa_pattern\":%u,\"window_size\":%u,\"ffn_swapped\":%s,"
+                "\"image_mean\":[%.9g,%.9g,%.9g],\"image_std\":[%.9g,%.9g,%.9g]}",
+                h->kind == GGUF_VISION_QWEN25VL ? "qwen2.5vl" : "qwen2vl", h->n_embd, h->n_layer,
+                h->n_head, h->head_dim, h->n_ff, h->patch_size, h->spatial_merge, h->proj_dim,
+                h->merger_dim, h->use_silu ? "true" : "false", (double)h->eps, h->n_wa_pattern,
+                h->window_size, h->ffn_swapped ? "true" : "false", (double)h->image_mean[0],
+                (double)h->image_mean[1], (double)h->image_mean[2], (double)h->image_std[0],
+                (double)h->image_std[1], (double)h->image_std[2]);
+    }
+}
+
+int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
+{
+    struct gguf_file *f = NULL;
+    int rc = gguf_open(path, &f, err);
+    if (rc) {
+        if (json) {
+            fputs("{\"path\":", out);
+            json_cstr(out, path);
+            fputs(",\"ok\":false,\"error\":", out);
+            json_cstr(out, err ? err->msg : "cannot open");
+            fputs("}\n", out);
+        } else {
+            fprintf(out, "file          %s\ncheck         FAILED: %s\n", path,
+                    err ? err->msg : "cannot open");
+        }
+        return rc;
+    }
+    struct gguf_str arch;
+    const char *kind = kind_of(f, &arch);
+    struct gguf_model *m = NULL;
+    struct folio_err cerr = {0};
+    if (strcmp(kind, "unknown") == 0) {
+        char q[160];
+        rc = folio_err_set(&cerr, FOLIO_EMODEL, "'%s' has architecture %s, which is neither a "
+                           "qwen2vl text model nor a clip mmproj", path,
+                           folio_lq_bytes(q, sizeof q, arch.p, arch.n > 64 ? 64 : arch.n));
+    } else {
+        struct gguf_file *f2 = NULL;
+        rc = gguf_open(path, &f2, &cerr);
+        if (rc == 0)
+            rc = gguf_model_check(f2, strcmp(kind, "mmproj") == 0, &m, &cerr);
+    }
+    /* the text model's tokenizer must load too; say what it holds */
+    struct tok *tk = NULL;
+    struct folio_err terr = {0};
+    int tok_rc = 1; /* 1 = not applicable */
+    if (m && !m->is_vision) {
+        tok_rc = tok_load(f, &tk, &terr);
+        if (tok_rc && rc == 0) {
+            rc = tok_rc;
+            cerr = terr;
+        }
+    }
+    struct groups gs = {0};
+    if (collect(f, &gs) != 0) {
+        tok_free(tk);
+        free(gs.g);
+        gguf_model_close(m);
+        gguf_close(f);
+        return folio_err_set(err, FOLIO_ENOMEM, "out of memory describing '%s'", path);
+    }
+
+    if (json) {
+        fputs("{\"path\":", out);
+        json_cstr(out, path);
+        fprintf(out, ",\"gguf_version\":%u,\"file_bytes\":%" PRIu64 ",\"tensor_count\":%" PRIu64
+                     ",\"kv_count\":%" PRIu64 ",\"alignment\":%u,\"architecture\":",
+                gguf_version(f), gguf_file_size(f), gguf_tensor_count(f), gguf_kv_count(f),
+                gguf_alignment(f));
+        json_str(out, arch.p, arch.n);
+        fprintf(out, ",\"kind\":\"%s\",\"ok\":%s", kind, rc ? "false" : "true");
+        if (rc) {
+            fputs(",\"error\":", out);
+            json_cstr(out, cerr.msg);
+        } else {
+            print_hparams_json(out, m);
+            if (tk)
+                fprintf(out, ",\"tokenizer\":{\"tokens\":%u,\"specials\":%u,\"merges\":%u,"
+                             "\"merges_skipped\":%u}",
+                        tok_n_vocab(tk), tok_n_specials(tk), tok_n_merges(tk),
+                        tok_n_skipped_merges(tk));
+            fprintf(out, ",\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64,
+                    m->device_bytes, m->host_bytes);
+        }
+        fputs(",\"groups\":[", out);
+        for (size_t i = 0; i < gs.n; i++) {
+            fputs(i ? ",{\"name\":" : "{\"name\":", out);
+            json_cstr(out, gs.g[i].name);
+            fprintf(out, ",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"dtypes\":{",
+                    gs.g[i].count, gs.g[i].bytes);
+            int first = 1;
+            for (int q = 0; q < N_QTYPES; q++)
+                if (gs.g[i].by_type[q]) {
+                    fprintf(out, "%s\"%s\":%" PRIu64, first ? "" : ",", quant_type_name(QTYPES[q]),
+                            gs.g[i].by_type[q]);
+                    first = 0;
+                }
+            fputs("}}", out);
+        }
+        fputs("]}\n", out);
+    } else {
+        char sz[32];
+        human_bytes(sz, sizeof sz, gguf_file_size(f));
+        fprintf(out, "file          %s\n", path);
+        fprintf(out, "gguf          v%u, %s (%" PRIu64 " bytes), %" PRIu64 " tensors, %" PRIu64
+                     " keys, alignment %u\n",
+                gguf_version(f), sz, gguf_file_size(f), gguf_tensor_count(f), gguf_kv_count(f),
+                gguf_alignment(f));
+        fprintf(out, "architecture  %.*s (%s)\n", (int)(arch.n > 64 ? 64 : arch.n), arch.p, kind);
+        if (rc) {
+            fprintf(out, "check         FAILED: %s\n", cerr.msg);
+            if (cerr.detail[0])
+                fprintf(out, "              %s\n", cerr.detail);
+        } else {
+            fprintf(out, "check         ok\n");
+            print_hparams_text(out, m);
+            if (tk)
+                fprintf(out, "              %u specials, %u merges (%u skipped: not tokens)\n",
+                        tok_n_specials(tk), tok_n_merges(tk), tok_n_skipped_merges(tk));
+        }
+        fprintf(out, "tensors       group                          count  dtypes\n");
+        for (size_t i = 0; i < gs.n; i++) {
+            char line[256];
+            size_t k = 0;
+            for (int q = 0; q < N_QTYPES && k < sizeof line; q++)
+                if (gs.g[i].by_type[q])
+                    k += (size_t)snprintf(line + k, sizeof line - k, "%s%s x%" PRIu64,
+                                          k ? ", " : "", quant_type_name(QTYPES[q]),
+                                          gs.g[i].by_type[q]);
+            human_bytes(sz, sizeof sz, gs.g[i].bytes);
+            fprintf(out, "              %-30s %5" PRIu64 "  %s (%s)\n", gs.g[i].name,
+                    gs.g[i].count, k ? line : "-", sz);
+        }
+        if (!rc) {
+            char dv[32], hv[32];
+            human_bytes(dv, sizeof dv, m->device_bytes);
+            human_bytes(hv, sizeof hv, m->host_bytes);
+            fprintf(out, "memory        device %s (%" PRIu64 " bytes) for weights", dv,
+                    m->device_bytes);
+            if (m->host_bytes)
+                fprintf(out, "; host %s mapped (token_embd rows gathered on the CPU)", hv);
+            fputc('\n', out);
+        }
+    }
+    if (rc && err)
+        *err = cerr;
+    tok_free(tk);
+    free(gs.g);
+    gguf_model_close(m);
+    gguf_close(f);
+    return rc;
+}

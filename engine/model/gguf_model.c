@@ -1,0 +1,515 @@
+/*
+ * gguf model checks — from a parsed container to "this is a Qwen2-VL text
+ * model / vision projector folio can run", or the first reason it is not.
+ *
+ * The expected tensor set is spelled out per layer from the hyper-parameters
+ * (reference/qwen25vl.md §1): each tensor's presence, dtype class and shape
+ * is checked in a fixed order, so the error names the first mismatch the
+ * way a reader walks the model (token_embd, then blk.0.*, ...). Every tensor
+ * the file holds must be claimed by an expectation: an unknown extra tensor
+ * means a model variant folio's graphs do not implement (fused QKV, extra
+ * norms), and running it anyway would compute something else silently.
+ *
+ * The result carries the load list (name, type, shape, file offset, bytes)
+ * in that same order — what the engine's weight upload walks — and the
+ * device memory it needs. token_embd stays on the host (rows are gathered
+ * per request) unless the output head is tied to it.
+ */
+#include "engine/model/gguf.h"
+#include "engine/model/quant.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum dclass {
+    D_VEC,   /* norms and biases: always F32 in converted files */
+    D_MAT,   /* weight matrices: any supported type */
+    D_FLOAT, /* patch embedding: F32/F16/BF16 (ne0 = 14 cannot be block-quantised) */
+};
+
+struct ctx {
+    struct gguf_file *f;
+    struct gguf_model *m;
+    uint8_t *claimed; /* per tensor index */
+    struct folio_err *err;
+};
+
+static const char *dclass_desc(enum dclass c)
+{
+    return c == D_VEC ? "f32" : c == D_FLOAT ? "f32, f16 or bf16" : "a supported type";
+}
+
+static int dclass_ok(enum dclass c, int type)
+{
+    if (c == D_VEC)
+        return type == QUANT_F32;
+    if (c == D_FLOAT)
+        return type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16;
+    return quant_supported(type);
+}
+
+static void shape_str(char *b, size_t n, uint32_t nd, const uint64_t *ne)
+{
+    size_t k = (size_t)snprintf(b, n, "[");
+    for (uint32_t d = 0; d < nd && k < n; d++)
+        k += (size_t)snprintf(b + k, n - k, d ? ", %" PRIu64 : "%" PRIu64, ne[d]);
+    if (k < n)
+        snprintf(b + k, n - k, "]");
+}
+
+/* Checks one tensor against the expected shape (nd dims of ne0..ne3) and
+ * dtype class, and appends it to the load list. Optional tensors may be
+ * absent (*found = 0). */
+static int expect(struct ctx *c, const char *name, enum dclass cls, int on_host, uint32_t nd,
+                  uint64_t ne0, uint64_t ne1, uint64_t ne2, uint64_t ne3, int optional,
+                  int *found)
+{
+    const struct gguf_tensor_info *t = gguf_find_tensor(c->f, name);
+    if (found)
+        *found = t != NULL;
+    if (!t) {
+        if (optional)
+            return 0;
+        folio_err_set(c->err, FOLIO_EMODEL, "model file '%s' lacks tensor '%s'",
+                      gguf_path(c->f), name);
+        folio_err_hint(c->err, "the file is not a complete llama.cpp conversion of this model");
+        return FOLIO_EMODEL;
+    }
+    uint64_t want[GGUF_MAX_DIMS] = {ne0, ne1, ne2, ne3};
+    int shape_ok = t->n_dims == nd;
+    for (uint32_t d = 0; d < GGUF_MAX_DIMS && shape_ok; d++)
+        shape_ok = t->ne[d] == (d < nd ? want[d] : 1);
+    if (!shape_ok) {
+        char a[96], b[96];
+        shape_str(a, sizeof a, t->n_dims, t->ne);
+        shape_str(b, sizeof b, nd, want);
+        folio_err_set(c->err, FOLIO_EMODEL, "tensor '%s' in '%s' has shape %s, expected %s", name,
+                      gguf_path(c->f), a, b);
+        folio_err_detail(c->err, "shapes are in ggml order (ne0 first); the expectation comes "
+                                 "from the file's own hyper-parameters");
+        return FOLIO_EMODEL;
+    }
+    if (!dclass_ok(cls, t->type)) {
+        folio_err_set(c->err, FOLIO_EMODEL, "tensor '%s' in '%s' is %s, expected %s", name,
+                      gguf_path(c->f), quant_type_name(t->type), dclass_desc(cls));
+        return FOLIO_EMODEL;
+    }
+    uint64_t idx = (uint64_t)(t - gguf_tensor(c->f, 0));
+    if (c->claimed[idx]) {
+        folio_err_set(c->err, FOLIO_EMODEL, "tensor '%s' in '%s' would be used twice", name,
+                      gguf_path(c->f));
+        return FOLIO_EMODEL;
+    }
+    c->claimed[idx] = 1;
+    struct gguf_model *m = c->m;
+    m->items[m->n_items++] = (struct gguf_load_item){t, on_host};
+    if (on_host)
+        m->host_bytes += t->n_bytes;
+    else
+        m->device_bytes += (t->n_bytes + 255) & ~(uint64_t)255;
+    return 0;
+}
+
+static int expectf(struct ctx *c, enum dclass cls, uint32_t nd, uint64_t ne0, uint64_t ne1,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+static int expectf(struct ctx *c, enum dclass cls, uint32_t nd, uint64_t ne0, uint64_t ne1,
+                   const char *fmt, ...)
+{
+    char name[GGUF_MAX_NAME + 32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return expect(c, name, cls, 0, nd, ne0, ne1, 1, 1, 0, NULL);
+}
+
+static int bad_hparam(struct ctx *c, const char *what)
+{
+    folio_err_set(c->err, FOLIO_EMODEL, "model file '%s' has inconsistent hyper-parameters: %s",
+                  gguf_path(c->f), what);
+    return FOLIO_EMODEL;
+}
+
+static int no_extras(struct ctx *c)
+{
+    for (uint64_t i = 0; i < gguf_tensor_count(c->f); i++) {
+        if (!c->claimed[i]) {
+            folio_err_set(c->err, FOLIO_EMODEL,
+                          "model file '%s' has an unexpected tensor '%s'", gguf_path(c->f),
+                          gguf_tensor(c->f, i)->name);
+            folio_err_detail(c->err, "%" PRIu64 " tensors in the file, %" PRIu64
+                             " expected for this architecture", gguf_tensor_count(c->f),
+                             c->m->n_items);
+            folio_err_hint(c->err, "this is a variant of the model folio does not implement "
+                                   "(e.g. fused QKV); use a llama.cpp conversion of "
+                                   "Qwen2-VL or Qwen2.5-VL");
+            return FOLIO_EMODEL;
+        }
+    }
+    return 0;
+}
+
+static int arch_is(struct ctx *c, const char *want, const char *what_hint)
+{
+    struct gguf_str a;
+    int rc = gguf_get_str(c->f, "general.architecture", &a, c->err);
+    if (rc)
+        return rc;
+    if (gguf_str_eq(a, want))
+        return 0;
+    char q[160];
+    folio_err_set(c->err, FOLIO_EMODEL, "model file '%s' has architecture %s; expected '%s'",
+                  gguf_path(c->f), folio_lq_bytes(q, sizeof q, a.p, a.n > 64 ? 64 : a.n), want);
+    folio_err_hint(c->err, "%s", what_hint);
+    return FOLIO_EMODEL;
+}
+
+/* ---------------------------------------------------------------- text */
+
+static int text_hparams(struct ctx *c)
+{
+    struct gguf_text_hparams *h = &c->m->text;
+    struct gguf_file *f = c->f;
+    int rc;
+    if ((rc = gguf_get_u32(f, "qwen2vl.embedding_length", &h->n_embd, c->err)) ||
+        (rc = gguf_get_u32(f, "qwen2vl.block_count", &h->n_layer, c->err)) ||
+        (rc = gguf_get_u32(f, "qwen2vl.feed_forward_length", &h->n_ff, c->err)) ||
+        (rc = gguf_get_u32(f, "qwen2vl.attention.head_count", &h->n_head, c->err)) ||
+        (rc = gguf_get_u32_or(f, "qwen2vl.attention.head_count_kv", h->n_head, &h->n_head_kv,
+                              c->err)) ||
+        (rc = gguf_get_u32_or(f, "qwen2vl.context_length", 0, &h->n_ctx_train, c->err)) ||
+        (rc = gguf_get_f32_or(f, "qwen2vl.rope.freq_base", 10000.0f, &h->rope_theta, c->err)) ||
+        (rc = gguf_get_f32(f, "qwen2vl.attention.layer_norm_rms_epsilon", &h->rms_eps, c->err)))
+        return rc;
+    if (h->n_embd == 0 || h->n_embd > 65536 || h->n_layer == 0 || h->n_layer > 1024 ||
+        h->n_ff == 0 || h->n_ff > (1u << 20) || h->n_head == 0 || h->n_head_kv == 0)
+        return bad_hparam(c, "a size is 0 or implausibly large");
+    if (h->n_embd % h->n_head || h->n_head % h->n_head_kv)
+        return bad_hparam(c, "head_count must divide embedding_length and head_count_kv must "
+                             "divide head_count");
+    h->head_dim = h->n_embd / h->n_head;
+    uint32_t kl, rot;
+    if ((rc = gguf_get_u32_or(f, "qwen2vl.attention.key_length", h->head_dim, &kl, c->err)) ||
+        (rc = gguf_get_u32_or(f, "qwen2vl.rope.dimension_count", h->head_dim, &rot, c->err)))
+        return rc;
+    if (kl != h->head_dim || rot != h->head_dim || h->head_dim % 2)
+        return bad_hparam(c, "attention.key_length / rope.dimension_count differ from "
+                             "embedding_length / head_count (or it is odd)");
+    if (!(h->rms_eps > 0 && h->rms_eps < 1) || !(h->rope_theta > 0) || isinf(h->rope_theta))
+        return bad_hparam(c, "rms epsilon or rope base out of range");
+    const struct gguf_value *sec;
+    if ((rc = gguf_get_array(f, "qwen2vl.rope.dimension_sections", GGUF_I64, &sec, c->err)))
+        return rc;
+    if (gguf_array_len(sec) != 4)
+        return bad_hparam(c, "rope.dimension_sections must have 4 entries");
+    int64_t sum = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t v;
+        if (gguf_array_i64(sec, (uint64_t)i, &v) || v < 0 || v > 4096)
+            return bad_hparam(c, "rope.dimension_sections entry out of range");
+        h->mrope_sections[i] = (int32_t)v;
+        sum += v;
+    }
+    /* The sections count frequency pairs: together they cover head_dim/2. */
+    if (sum != h->head_dim / 2) {
+        folio_err_set(c->err, FOLIO_EMODEL, "model file '%s': rope.dimension_sections "
+                      "[%d, %d, %d, %d] sum to %lld, expected head_dim/2 = %u", gguf_path(f),
+                      h->mrope_sections[0], h->mrope_sections[1], h->mrope_sections[2],
+                      h->mrope_sections[3], (long long)sum, h->head_dim / 2);
+        return FOLIO_EMODEL;
+    }
+    return 0;
+}
+
+static int text_tokenizer(struct ctx *c)
+{
+    struct gguf_text_hparams *h = &c->m->text;
+    struct gguf_file *f = c->f;
+    struct gguf_str s;
+    int rc;
+    /* folio implements byte-level BPE with the qwen2 pre-tokenizer only. */
+    if ((rc = gguf_get_str(f, "tokenizer.ggml.model", &s, c->err)))
+        return rc;
+    if (!gguf_str_eq(s, "gpt2"))
+        return bad_hparam(c, "tokenizer.ggml.model is not 'gpt2' (byte-level BPE)");
+    if ((rc = gguf_get_str(f, "tokenizer.ggml.pre", &s, c->err)))
+        return rc;
+    if (!gguf_str_eq(s, "qwen2"))
+        return bad_hparam(c, "tokenizer.ggml.pre is not 'qwen2'");
+    const struct gguf_value *toks, *merges;
+    if ((rc = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, &toks, c->err)) ||
+        (rc = gguf_get_array(f, "tokenizer.ggml.merges", GGUF_STRING, &merges, c->err)))
+        return rc;
+    if (gguf_array_len(toks) == 0 || gguf_array_len(toks) > (1u << 24))
+        return bad_hparam(c, "tokenizer.ggml.tokens is empty or too long");
+    h->n_tokens = (uint32_t)gguf_array_len(toks);
+    static const char *const idkeys[3] = {"tokenizer.ggml.bos_token_id",
+                                          "tokenizer.ggml.eos_token_id",
+                                          "tokenizer.ggml.padding_token_id"};
+    int32_t *ids[3] = {&h->bos_id, &h->eos_id, &h->pad_id};
+    for (int i = 0; i < 3; i++) {
+        uint32_t v;
+        if ((rc = gguf_get_u32_or(f, idkeys[i], UINT32_MAX, &v, c->err)))
+            return rc;
+        if (v != UINT32_MAX && v >= h->n_tokens)
+            return bad_hparam(c, "a special token id is beyond the vocabulary");
+        *ids[i] = v == UINT32_MAX ? -1 : (int32_t)v;
+    }
+    return 0;
+}
+
+static int check_text(struct ctx *c)
+{
+    struct gguf_text_hparams *h = &c->m->text;
+    struct gguf_file *f = c->f;
+    int rc = arch_is(c, "qwen2vl",
+                     gguf_find(f, "clip.projector_type")
+                         ? "this is a vision projector (mmproj) file: pass it with --mmproj"
+                         : "folio runs Qwen2-VL / Qwen2.5-VL text GGUFs (architecture qwen2vl)");
+    if (rc || (rc = text_hparams(c)) || (rc = text_tokenizer(c)))
+        return rc;
+
+    const struct gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
+    if (!emb || emb->n_dims != 2)
+        return expect(c, "token_embd.weight", D_MAT, 1, 2, h->n_embd, h->n_tokens, 1, 1, 0, NULL);
+    if (emb->ne[1] < h->n_tokens || emb->ne[1] > UINT32_MAX)
+        return bad_hparam(c, "token_embd.weight has fewer rows than the tokenizer has tokens");
+    h->n_vocab = (uint32_t)emb->ne[1];
+    h->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
+
+    uint64_t E = h->n_embd, Q = (uint64_t)h->n_head * h->head_dim,
+             KV = (uint64_t)h->n_head_kv * h->head_dim, F = h->n_ff;
+    if ((rc = expect(c, "token_embd.weight", D_MAT, !h->tied_output, 2, E, h->n_vocab, 1, 1, 0,
+                     NULL)))
+        return rc;
+    for (uint32_t i = 0; i < h->n_layer; i++) {
+        if ((rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.attn_norm.weight", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, Q, "blk.%u.attn_q.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, Q, 1, "blk.%u.attn_q.bias", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_k.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, KV, 1, "blk.%u.attn_k.bias", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_v.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, KV, 1, "blk.%u.attn_v.bias", i)) ||
+            (rc = expectf(c, D_MAT, 2, Q, E, "blk.%u.attn_output.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.ffn_norm.weight", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_gate.weight", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_up.weight", i)) ||
+            (rc = expectf(c, D_MAT, 2, F, E, "blk.%u.ffn_down.weight", i)))
+            return rc;
+    }
+    if ((rc = expect(c, "output_norm.weight", D_VEC, 0, 1, E, 1, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "output.weight", D_MAT, 0, 2, E, h->n_vocab, 1, 1, 1, NULL)))
+        return rc;
+    return no_extras(c);
+}
+
+/* --------------------------------------------------------------- vision */
+
+static int f32_triplet(struct ctx *c, const char *key, float out[3])
+{
+    const struct gguf_value *v;
+    int rc = gguf_get_array(c->f, key, GGUF_F64, &v, c->err);
+    if (rc)
+        return rc;
+    if (gguf_array_len(v) != 3)
+        return bad_hparam(c, "image mean/std must have 3 entries");
+    for (int i = 0; i < 3; i++) {
+        double d;
+        if (gguf_array_f64(v, (uint64_t)i, &d) || !isfinite(d))
+            return bad_hparam(c, "image mean/std entry is not a finite number");
+        out[i] = (float)d;
+    }
+    return 0;
+}
+
+static int vision_hparams(struct ctx *c)
+{
+    struct gguf_vision_hparams *h = &c->m->vision;
+    struct gguf_file *f = c->f;
+    int has_vision, rc;
+    if ((rc = gguf_get_bool_or(f, "clip.has_vision_encoder", 0, &has_vision, c->err)))
+        return rc;
+    if (!has_vision)
+        return bad_hparam(c, "clip.has_vision_encoder is not true");
+    struct gguf_str pt;
+    const char *ptkey = gguf_find(f, "clip.vision.projector_type") ? "clip.vision.projector_type"
+                                                                   : "clip.projector_type";
+    if ((rc = gguf_get_str(f, ptkey, &pt, c->err)))
+        return rc;
+    if (gguf_str_eq(pt, "qwen2vl_merger")) {
+        h->kind = GGUF_VISION_QWEN2VL;
+    } else if (gguf_str_eq(pt, "qwen2.5vl_merger") || gguf_str_eq(pt, "qwen2.5o")) {
+        h->kind = GGUF_VISION_QWEN25VL;
+    } else {
+        char q[160];
+        folio_err_set(c->err, FOLIO_EMODEL, "mmproj '%s' has projector type %s; folio runs "
+                      "qwen2vl_merger (Qwen2-VL) and qwen2.5vl_merger (Qwen2.5-VL)",
+                      gguf_path(f), folio_lq_bytes(q, sizeof q, pt.p, pt.n > 64 ? 64 : pt.n));
+        return FOLIO_EMODEL;
+    }
+    if ((rc = gguf_get_u32(f, "clip.vision.embedding_length", &h->n_embd, c->err)) ||
+        (rc = gguf_get_u32(f, "clip.vision.block_count", &h->n_layer, c->err)) ||
+        (rc = gguf_get_u32(f, "clip.vision.attention.head_count", &h->n_head, c->err)) ||
+        (rc = gguf_get_u32(f, "clip.vision.patch_size", &h->patch_size, c->err)) ||
+        (rc = gguf_get_u32(f, "clip.vision.projection_dim", &h->proj_dim, c->err)) ||
+        (rc = gguf_get_u32_or(f, "clip.vision.spatial_merge_size", 2, &h->spatial_merge,
+                              c->err)) ||
+        (rc = gguf_get_f32_or(f, "clip.vision.attention.layer_norm_epsilon", 1e-6f, &h->eps,
+                              c->err)) ||
+        (rc = gguf_get_bool_or(f, "clip.use_silu", 0, &h->use_silu, c->err)) ||
+        (rc = f32_triplet(c, "clip.vision.image_mean", h->image_mean)) ||
+        (rc = f32_triplet(c, "clip.vision.image_std", h->image_std)))
+        return rc;
+    if (h->n_embd == 0 || h->n_embd > 65536 || h->n_layer == 0 || h->n_layer > 1024 ||
+        h->n_head == 0 || h->n_embd % h->n_head || (h->n_embd / h->n_head) % 2 ||
+        h->patch_size == 0 || h->patch_size > 1024 || h->spatial_merge == 0 ||
+        h->spatial_merge > 8 || h->proj_dim == 0 || h->proj_dim > 65536 || !(h->eps > 0))
+        return bad_hparam(c, "a vision size is 0, inconsistent or implausibly large");
+    for (int i = 0; i < 3; i++)
+        if (!(h->image_std[i] > 0))
+            return bad_hparam(c, "image std must be positive");
+    if (h->kind == GGUF_VISION_QWEN25VL) {
+        if ((rc = gguf_get_u32(f, "clip.vision.n_wa_pattern", &h->n_wa_pattern, c->err)) ||
+            (rc = gguf_get_u32_or(f, "clip.vision.window_size", 112, &h->window_size, c->err)))
+            return rc;
+        if (h->n_wa_pattern == 0 || h->window_size == 0 ||
+            h->window_size % (h->patch_size * h->spatial_merge) != 0)
+            return bad_hparam(c, "n_wa_pattern / window_size invalid (the window must be a "
+                                 "multiple of patch_size * spatial_merge_size)");
+        h->use_silu = 1; /* Qwen2.5-VL's MLP is SwiGLU whatever the flag says */
+    } else {
+        h->use_silu = 0;
+    }
+    h->head_dim = h->n_embd / h->n_head;
+    h->merger_dim = h->n_embd * h->spatial_merge * h->spatial_merge;
+    return 0;
+}
+
+static int check_vision(struct ctx *c)
+{
+    struct gguf_vision_hparams *h = &c->m->vision;
+    struct gguf_file *f = c->f;
+    int rc = arch_is(c, "clip",
+                     gguf_find(f, "qwen2vl.block_count")
+                         ? "this is the text model: pass it with --model"
+                         : "pass the mmproj GGUF that belongs to the Qwen2-VL / Qwen2.5-VL model");
+    if (rc || (rc = vision_hparams(c)))
+        return rc;
+    int v25 = h->kind == GGUF_VISION_QWEN25VL;
+
+    /* FFN width from shapes (Qwen2-VL's feed_forward_length metadata is the
+     * output width, not the MLP's). Legacy Qwen2-VL files swap the up/down
+     * names: then "ffn_down" is [n_embd, n_ff]. */
+    const struct gguf_tensor_info *up = gguf_find_tensor(f, "v.blk.0.ffn_up.weight");
+    const struct gguf_tensor_info *down = gguf_find_tensor(f, "v.blk.0.ffn_down.weight");
+    if (!up || !down || up->n_dims != 2 || down->n_dims != 2)
+        return expect(c, !up || up->n_dims != 2 ? "v.blk.0.ffn_up.weight" : "v.blk.0.ffn_down.weight",
+                      D_MAT, 0, 2, h->n_embd, 0, 1, 1, 0, NULL);
+    h->ffn_swapped = !v25 && down->ne[0] == h->n_embd && up->ne[1] == h->n_embd &&
+                     up->ne[0] != h->n_embd;
+    uint64_t ff = h->ffn_swapped ? up->ne[0] : up->ne[1];
+    if (ff == 0 || ff > (1u << 20))
+        return bad_hparam(c, "vision FFN width implausible");
+    h->n_ff = (uint32_t)ff;
+
+    uint64_t E = h->n_embd, F = h->n_ff, P = h->patch_size;
+    const char *upn = h->ffn_swapped ? "ffn_down" : "ffn_up";
+    const char *downn = h->ffn_swapped ? "ffn_up" : "ffn_down";
+    if ((rc = expect(c, "v.patch_embd.weight", D_FLOAT, 0, 4, P, P, 3, E, 0, NULL)) ||
+        (rc = expect(c, "v.patch_embd.weight.1", D_FLOAT, 0, 4, P, P, 3, E, 0, NULL)))
+        return rc;
+    static const char *const qkvo[4] = {"attn_q", "attn_k", "attn_v", "attn_out"};
+    for (uint32_t i = 0; i < h->n_layer; i++) {
+        if ((rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln1.weight", i)) ||
+            (!v25 && (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln1.bias", i))))
+            return rc;
+        for (int k = 0; k < 4; k++)
+            if ((rc = expectf(c, D_MAT, 2, E, E, "v.blk.%u.%s.weight", i, qkvo[k])) ||
+                (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.%s.bias", i, qkvo[k])))
+                return rc;
+        if ((rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln2.weight", i)) ||
+            (!v25 && (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln2.bias", i))))
+            return rc;
+        if (v25 && ((rc = expectf(c, D_MAT, 2, E, F, "v.blk.%u.ffn_gate.weight", i)) ||
+                    (rc = expectf(c, D_VEC, 1, F, 1, "v.blk.%u.ffn_gate.bias", i))))
+            return rc;
+        if ((rc = expectf(c, D_MAT, 2, E, F, "v.blk.%u.%s.weight", i, upn)) ||
+            (rc = expectf(c, D_VEC, 1, F, 1, "v.blk.%u.%s.bias", i, upn)) ||
+            (rc = expectf(c, D_MAT, 2, F, E, "v.blk.%u.%s.weight", i, downn)) ||
+            (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.%s.bias", i, downn)))
+            return rc;
+    }
+    uint64_t M = h->merger_dim, O = h->proj_dim;
+    if ((rc = expect(c, "v.post_ln.weight", D_VEC, 0, 1, E, 1, 1, 1, 0, NULL)) ||
+        (!v25 && (rc = expect(c, "v.post_ln.bias", D_VEC, 0, 1, E, 1, 1, 1, 0, NULL))) ||
+        (rc = expect(c, "mm.0.weight", D_MAT, 0, 2, M, M, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "mm.0.bias", D_VEC, 0, 1, M, 1, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "mm.2.weight", D_MAT, 0, 2, M, O, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "mm.2.bias", D_VEC, 0, 1, O, 1, 1, 1, 0, NULL)))
+        return rc;
+    return no_extras(c);
+}
+
+/* ------------------------------------------------------------- public */
+
+int gguf_model_check(struct gguf_file *f, int vision, struct gguf_model **out,
+                     struct folio_err *err)
+{
+    *out = NULL;
+    struct gguf_model *m = calloc(1, sizeof *m);
+    uint64_t nt = gguf_tensor_count(f);
+    struct ctx c = {f, m, calloc(nt ? nt : 1, 1), err};
+    if (m)
+        m->items = calloc(nt ? nt : 1, sizeof *m->items);
+    if (!m || !c.claimed || !m->items) {
+        free(c.claimed);
+        if (m)
+            free(m->items);
+        free(m);
+        gguf_close(f);
+        return folio_err_set(err, FOLIO_ENOMEM, "out of memory checking a model file");
+    }
+    m->file = f;
+    m->is_vision = vision;
+    m->text.bos_id = m->text.eos_id = m->text.pad_id = -1;
+    int rc = vision ? check_vision(&c) : check_text(&c);
+    free(c.claimed);
+    if (rc) {
+        gguf_model_close(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+static int open_check(const char *path, int vision, struct gguf_model **out,
+                      struct folio_err *err)
+{
+    struct gguf_file *f;
+    *out = NULL;
+    int rc = gguf_open(path, &f, err);
+    return rc ? rc : gguf_model_check(f, vision, out, err);
+}
+
+int gguf_model_open_text(const char *path, struct gguf_model **out, struct folio_err *err)
+{
+    return open_check(path, 0, out, err);
+}
+
+int gguf_model_open_vision(const char *path, struct gguf_model **out, struct folio_err *err)
+{
+    return open_check(path, 1, out, err);
+}
+
+void gguf_model_close(struct gguf_model *m)
+{
+    if (!m)
+        return;
+    gguf_close(m->file);
+    free(m->items);
+    free(m);
+}

@@ -1,0 +1,411 @@
+/*
+ * lm open/close: weights into a device arena, one activation plan, and the
+ * pipeline list. The forward pass itself is lm_forward.c.
+ *
+ * Memory is decided here, once: every activation tensor is sized for the
+ * worst pass the configuration allows (batch x max_tokens prompt rows plus
+ * every label row) and placed at open, so a request never allocates. The
+ * KV cache is one tensor per layer (K and V), each bound whole by the
+ * attention kernel, so open refuses a configuration whose cache would not
+ * fit one binding and says which knob to turn.
+ *
+ * token_embd stays on the host (in the GGUF mapping): a prompt needs a few
+ * thousand of its 152k rows, which the CPU dequantizes and uploads with the
+ * pass. It is uploaded only when it doubles as the LM head (tied models).
+ */
+#include "engine/model/lm_internal.h"
+#include "engine/model/quant.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCRATCH_BUDGET (64ull << 20)
+
+static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
+                uint32_t s1)
+{
+    memset(k, 0, sizeof *k);
+    k->shader = shader;
+    k->nspec = nspec;
+    k->spec[0] = s0;
+    k->spec[1] = s1;
+}
+
+int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
+                     struct vkr_pipeline_key *out, int max)
+{
+    struct vkr_pipeline_key all[64];
+    int n = 0;
+    int types[8], nt = 0;
+    for (uint64_t i = 0; i < m->n_items; i++) {
+        const struct gguf_tensor_info *t = m->items[i].t;
+        if (m->items[i].on_host || t->n_dims != 2)
+            continue;
+        int seen = 0;
+        for (int j = 0; j < nt; j++)
+            seen |= types[j] == t->type;
+        if (!seen && nt < 8)
+            types[nt++] = t->type;
+    }
+    for (int j = 0; j < nt; j++) {
+        key(&all[n++], "matvec", 2, (uint32_t)types[j], 128);
+        key(&all[n++], "matmul", 1, (uint32_t)types[j], 0);
+        if (ops_coopmat_available(vk))
+            key(&all[n++], "matmul_cm", 1, (uint32_t)types[j], 0);
+    }
+    key(&all[n++], "gather", 1, QUANT_F32, 0);
+    key(&all[n++], "norm", 1, 0, 0);
+    key(&all[n++], "softmax", 0, 0, 0);
+    key(&all[n++], "rope", 1, OP_ROPE_MROPE, 0);
+    key(&all[n++], "attention", 1, m->text.head_dim, 0);
+    key(&all[n++], "elem", 1, OP_ADD, 0);
+    key(&all[n++], "elem", 1, OP_SWIGLU, 0);
+    int k = n < max ? n : max;
+    if (out)
+        memcpy(out, all, (size_t)k * sizeof *out);
+    return k;
+}
+
+const struct gguf_text_hparams *lm_hparams(const struct lm *lm)
+{
+    return &lm->hp;
+}
+
+double lm_last_submit_ms(const struct lm *lm)
+{
+    return lm->last_ms;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct lm_w *w,
+                         struct folio_err *err)
+{
+    int rc = vkr_arena_alloc(lm->wa, t->n_bytes, &w->t, err);
+    if (!rc)
+        rc = vkr_upload(lm->vk, w->t, 0, t->data, t->n_bytes, err);
+    if (rc) {
+        folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
+        return rc;
+    }
+    w->type = t->type;
+    w->k = (uint32_t)t->ne[0];
+    w->n = (uint32_t)(t->n_elems / t->ne[0]);
+    return 0;
+}
+
+static struct lm_w *slot_for(struct lm *lm, const char *name)
+{
+    unsigned li;
+    char rest[64];
+    if (strcmp(name, "output_norm.weight") == 0)
+        return &lm->out_norm;
+    if (strcmp(name, "output.weight") == 0)
+        return &lm->out_w;
+    if (strcmp(name, "token_embd.weight") == 0)
+        return lm->hp.tied_output ? &lm->out_w : NULL;
+    if (sscanf(name, "blk.%u.%63s", &li, rest) != 2 || li >= lm->hp.n_layer)
+        return NULL;
+    struct lm_layer *L = &lm->L[li];
+    static const char *const names[12] = {
+        "attn_norm.weight", "attn_q.weight", "attn_q.bias", "attn_k.weight",
+        "attn_k.bias", "attn_v.weight", "attn_v.bias", "attn_output.weight",
+        "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    struct lm_w *slots[12] = {&L->attn_norm, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
+                              &L->bv, &L->wo, &L->ffn_norm, &L->wg, &L->wu, &L->wd};
+    for (int i = 0; i < 12; i++)
+        if (strcmp(rest, names[i]) == 0)
+            return slots[i];
+    return NULL;
+}
+
+static int too_big(struct lm *lm, const char *what, uint64_t bytes, struct folio_err *err)
+{
+    folio_err_set(err, FOLIO_ELIMIT, "text model: %s needs %" PRIu64 " bytes in one binding; "
+                  "this device binds at most %" PRIu64, what, bytes, vkr_limits(lm->vk)->max_range);
+    folio_err_hint(err, "lower --max-tokens or --batch (now %u tokens x %u sequences)",
+                   lm->cfg.max_tokens, lm->cfg.batch);
+    return FOLIO_ELIMIT;
+}
+
+/* Sizes every activation for the worst pass and places it (fixed order:
+ * the plan and the allocations must agree). */
+static int plan_activations(struct lm *lm, struct folio_err *err)
+{
+    const struct vkr_limits *lim = vkr_limits(lm->vk);
+    uint64_t align = lim->min_ssbo_align ? lim->min_ssbo_align : 4;
+    uint64_t r1 = align / gcd64(align, (uint64_t)lm->QW * 4);
+    uint64_t r2 = align / gcd64(align, (uint64_t)lm->KW * 4);
+    lm->ra = (uint32_t)(r1 > r2 ? r1 : r2);
+    lm->ialign = (uint32_t)(align >= 4 ? align / 4 : 1);
+    const struct lm_config *c = &lm->cfg;
+    uint64_t B = c->batch, T = c->max_tokens, NL = c->max_labels, LT = c->max_label_tokens;
+    uint64_t groups = B * NL;
+    uint64_t label_rows = B * NL * (LT - 1) + groups * lm->ra;
+    uint64_t rows = B * T + lm->ra + label_rows;
+    uint64_t kv = rows + lm->ra;
+    uint64_t one = T + 2 * (LT - 1); /* a pair of labels around one prompt */
+    uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 4);
+    if (budget > lim->max_range / ((uint64_t)lm->KW * 4))
+        budget = lim->max_range / ((uint64_t)lm->KW * 4);
+    uint64_t sc = NL * one < budget ? NL * one : budget;
+    if (c->scratch_rows)
+        sc = c->scratch_rows;
+    if (sc < one)
+        sc = one;
+    uint64_t lg = B + (B * NL * (LT - 1) > (c->all_logits ? B * T : 0)
+                           ? B * NL * (LT - 1)
+                           : (c->all_logits ? B * T : 0));
+    uint64_t pg = B * NL * LT;
+    /* padded label queries (lm_forward.c): whole blocks of 16 per label */
+    uint64_t one_qp = (2 * (LT - 1) + 15) / 16 * 16 + 1;
+    uint64_t qp = NL * (one_qp - 1) + 1;
+    if (qp > lim->max_range / ((uint64_t)lm->QW * 4))
+        qp = lim->max_range / ((uint64_t)lm->QW * 4);
+    if (qp < one_qp)
+        return too_big(lm, "one label's padded queries", one_qp * lm->QW * 4, err);
+    uint64_t ints = rows * 6 + B * NL * (T + LT) + lg + pg + 3 * (B * NL * one_qp + groups) +
+                    (6 + 5 * groups) * lm->ialign;
+    if (rows > UINT32_MAX / 8 || ints > UINT32_MAX / 8 || lg * lm->V > UINT32_MAX)
+        return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " rows per pass is too many",
+                             rows);
+    if (kv * lm->KW * 4 > lim->max_range)
+        return too_big(lm, "the per-layer KV cache", kv * lm->KW * 4, err);
+    if (sc * lm->KW * 4 > lim->max_range)
+        return too_big(lm, "the label K/V scratch", sc * lm->KW * 4, err);
+    if (rows * lm->QW * 4 > lim->max_range)
+        return too_big(lm, "the attention queries", rows * lm->QW * 4, err);
+    if (lg * lm->E * 4 > lim->max_range)
+        return too_big(lm, "the logits rows", lg * lm->E * 4, err);
+    if ((uint64_t)lm->V * 4 > lim->max_range)
+        return too_big(lm, "one logits row", (uint64_t)lm->V * 4, err);
+    lm->rows_cap = (uint32_t)rows;
+    lm->kv_cap = (uint32_t)kv;
+    lm->scratch_cap = (uint32_t)sc;
+    lm->qp_cap = (uint32_t)qp;
+    lm->lg_cap = (uint32_t)lg;
+    lm->ints_cap = (uint32_t)ints;
+
+    uint64_t E = lm->E, QW = lm->QW, KW = lm->KW, F = lm->F, V = lm->V;
+    uint32_t nsz = 17 + 2 * lm->hp.n_layer;
+    uint64_t *sizes = malloc(nsz * sizeof *sizes);
+    if (!sizes)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    int n = 0;
+    sizes[n++] = rows * E * 4;  /* x */
+    sizes[n++] = rows * E * 4;  /* h */
+    sizes[n++] = rows * QW * 4; /* q */
+    sizes[n++] = rows * QW * 4; /* o */
+    sizes[n++] = rows * E * 4;  /* t2 */
+    sizes[n++] = rows * F * 4;  /* gate */
+    sizes[n++] = rows * F * 4;  /* up */
+    sizes[n++] = sc * KW * 4;   /* ks */
+    sizes[n++] = sc * KW * 4;   /* vs */
+    sizes[n++] = qp * QW * 4;   /* qp */
+    sizes[n++] = qp * QW * 4;   /* op */
+    sizes[n++] = lg * E * 4;    /* lg_h */
+    sizes[n++] = lg * E * 4;    /* lg_hn */
+    sizes[n++] = lg * V * 4;    /* logits */
+    sizes[n++] = lg * V * 4;    /* probs */
+    sizes[n++] = pg * 16;       /* pg */
+    sizes[n++] = ints * 4;      /* ints */
+    int fixed = n;
+    for (uint32_t i = 0; i < lm->hp.n_layer; i++) {
+        sizes[n++] = kv * KW * 4;
+        sizes[n++] = kv * KW * 4;
+    }
+    int rc = vkr_arena_plan(lm->aa, sizes, n, err);
+    if (rc) {
+        free(sizes);
+        return rc;
+    }
+    vkr_arena_reset(lm->aa);
+    struct vkr_tensor *dst[] = {&lm->x, &lm->h, &lm->q, &lm->o, &lm->t2, &lm->gate, &lm->up,
+                                &lm->ks, &lm->vs, &lm->qp, &lm->op, &lm->lg_h, &lm->lg_hn, &lm->logits,
+                                &lm->probs, &lm->pg, &lm->ints};
+    for (int i = 0; i < fixed && !rc; i++)
+        rc = vkr_arena_alloc(lm->aa, sizes[i], dst[i], err);
+    for (uint32_t i = 0; i < lm->hp.n_layer && !rc; i++) {
+        rc = vkr_arena_alloc(lm->aa, kv * KW * 4, &lm->L[i].kc, err);
+        if (!rc)
+            rc = vkr_arena_alloc(lm->aa, kv * KW * 4, &lm->L[i].vc, err);
+    }
+    free(sizes);
+    if (rc)
+        return rc;
+    lm->lab_row = malloc((size_t)B * NL * sizeof *lm->lab_row);
+    lm->lg_row = malloc((size_t)B * NL * sizeof *lm->lg_row);
+    lm->lab_qp = malloc((size_t)B * NL * sizeof *lm->lab_qp);
+    lm->lab_base = malloc((size_t)B * NL * sizeof *lm->lab_base);
+    lm->lab_ka = malloc((size_t)B * NL * sizeof *lm->lab_ka);
+    lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
+    lm->iv = malloc((size_t)ints * sizeof *lm->iv);
+    lm->pgh = malloc((size_t)pg * 4 * sizeof *lm->pgh);
+    lm->seq_start = calloc(B, sizeof *lm->seq_start);
+    lm->seq_n = calloc(B, sizeof *lm->seq_n);
+    lm->next_pos = calloc(B, sizeof *lm->next_pos);
+    lm->lastp = malloc((size_t)B * V * sizeof *lm->lastp);
+    if (!lm->emb || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n || !lm->next_pos ||
+        !lm->lastp || !lm->lab_row || !lm->lg_row || !lm->lab_qp ||
+        !lm->lab_base || !lm->lab_ka)
+        return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
+                             " staging rows", rows);
+    return 0;
+}
+
+int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *cfg,
+            struct lm **out, struct folio_err *err)
+{
+    *out = NULL;
+    if (!m || m->is_vision)
+        return folio_err_set(err, FOLIO_EINVAL, "lm_open needs a text model (qwen2vl)");
+    struct lm *lm = calloc(1, sizeof *lm);
+    if (!lm)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    lm->vk = vk;
+    lm->m = m;
+    lm->hp = m->text;
+    if (cfg)
+        lm->cfg = *cfg;
+    if (!lm->cfg.max_tokens)
+        lm->cfg.max_tokens = 2048;
+    if (!lm->cfg.batch)
+        lm->cfg.batch = 1;
+    if (!lm->cfg.max_labels)
+        lm->cfg.max_labels = 32;
+    if (!lm->cfg.max_label_tokens)
+        lm->cfg.max_label_tokens = 16;
+    const struct gguf_text_hparams *h = &lm->hp;
+    lm->E = h->n_embd;
+    lm->D = h->head_dim;
+    lm->QW = h->n_head * h->head_dim;
+    lm->KW = h->n_head_kv * h->head_dim;
+    lm->F = h->n_ff;
+    lm->V = h->n_vocab;
+    int rc = 0;
+    if (!ops_attention_head_supported(lm->D))
+        rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "text model: head size %u has no attention "
+                           "kernel (32, 64, 72, 80, 96, 128 are built)", lm->D);
+    else if (h->mrope_sections[0] + h->mrope_sections[1] + h->mrope_sections[2] != (int)lm->D / 2)
+        rc = folio_err_set(err, FOLIO_EMODEL, "text model: M-RoPE sections %d+%d+%d do not cover "
+                           "head_dim/2 = %u", h->mrope_sections[0], h->mrope_sections[1],
+                           h->mrope_sections[2], lm->D / 2);
+    else if (lm->E % 4 || lm->V % 4)
+        rc = folio_err_set(err, FOLIO_EMODEL, "text model: width %u / vocabulary %u must be "
+                           "multiples of 4", lm->E, lm->V);
+    lm->embd = gguf_find_tensor(m->file, "token_embd.weight");
+    lm->L = calloc(h->n_layer ? h->n_layer : 1, sizeof *lm->L);
+    if (!rc && (!lm->L || !lm->embd))
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    if (!rc)
+        rc = vkr_arena_create(vk, "lm-weights", VKR_ARENA_WEIGHTS, &lm->wa, err);
+    if (!rc)
+        rc = vkr_arena_create(vk, "lm-activations", VKR_ARENA_ACTIVATIONS, &lm->aa, err);
+    for (uint64_t i = 0; !rc && i < m->n_items; i++) {
+        const struct gguf_tensor_info *t = m->items[i].t;
+        if (m->items[i].on_host)
+            continue;
+        struct lm_w *w = slot_for(lm, t->name);
+        if (!w) {
+            rc = folio_err_set(err, FOLIO_EMODEL, "text model: unexpected tensor %s", t->name);
+            break;
+        }
+        rc = upload_tensor(lm, t, w, err);
+    }
+    if (!rc && !lm->out_w.t.size)
+        rc = folio_err_set(err, FOLIO_EMODEL, "text model: no LM head (output.weight)");
+    if (!rc)
+        rc = plan_activations(lm, err);
+    if (rc) {
+        lm_close(lm);
+        return rc;
+    }
+    folio_log(FOLIO_LOG_INFO, "lm_open",
+              "layers=%u embd=%u heads=%u/%u ff=%u vocab=%u weights_bytes=%" PRIu64
+              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u",
+              h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, vkr_arena_used(lm->wa),
+              vkr_arena_capacity(lm->aa), lm->cfg.max_tokens, lm->cfg.batch);
+    *out = lm;
+    return 0;
+}
+
+int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, struct lm **out,
+                 struct folio_err *err)
+{
+    struct gguf_model *m;
+    int rc = gguf_model_open_text(path, &m, err);
+    if (rc)
+        return rc;
+    rc = lm_open(vk, m, cfg, out, err);
+    if (rc) {
+        gguf_model_close(m);
+        return rc;
+    }
+    (*out)->owned = m;
+    return 0;
+}
+
+void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations)
+{
+    if (weights)
+        *weights = vkr_arena_used(lm->wa);
+    if (activations)
+        *activations = vkr_arena_capacity(lm->aa);
+}
+
+void lm_close(struct lm *lm)
+{
+    if (!lm)
+        return;
+    if (lm->aa)
+        vkr_arena_destroy(lm->aa);
+    if (lm->wa)
+        vkr_arena_destroy(lm->wa);
+    free(lm->L);
+    free(lm->emb);
+    free(lm->iv);
+    free(lm->pgh);
+    free(lm->seq_start);
+    free(lm->seq_n);
+    free(lm->next_pos);
+    free(lm->lastp);
+    free(lm->lab_row);
+    free(lm->lg_row);
+    free(lm->lab_qp);
+    free(lm->lab_base);
+    free(lm->lab_ka);
+    if (lm->owned)
+        gguf_model_close(lm->owned);
+    free(lm);
+}
+
+void lm_label_softmax(const double *logprob, uint32_t n, double *prob, int *best)
+{
+    double mx = -INFINITY;
+    int b = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (logprob[i] > mx) {
+            mx = logprob[i];
+            b = (int)i;
+        }
+    if (prob) {
+        double s = 0.0;
+        for (uint32_t i = 0; i < n; i++)
+            s += exp(logprob[i] - mx);
+        for (uint32_t i = 0; i < n; i++)
+            prob[i] = exp(logprob[i] - mx) / s;
+    }
+    if (best)
+        *best = b;
+}

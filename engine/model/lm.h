@@ -1,0 +1,166 @@
+/*
+ * lm — the Qwen2-VL / Qwen2.5-VL text decoder on folio's Vulkan ops
+ * (qwen25vl.md §4): prefill with a KV cache, logits only where needed, and
+ * label scoring. It is both the language half of the vision path (image
+ * embedding rows are spliced into a sequence) and the OCR-text tier's whole
+ * model.
+ *
+ * Life cycle: lm_pipeline_keys() -> vkr_prewarm() -> lm_open() ->
+ * vkr_seal() (or open first and seal after; lm never creates a pipeline
+ * that is not in its key list). lm_open uploads every device tensor into a
+ * weights arena and plans one activation arena for cfg.max_tokens per
+ * sequence and cfg.batch sequences: nothing is allocated per request.
+ *
+ * A forward pass is one command buffer, one submit, one fence. Batches are
+ * ragged: the sequences' rows are concatenated and attention is restricted
+ * per query to its own sequence's earlier keys.
+ *
+ * Label scoring: every label is a token sequence that starts at the same
+ * position, right after its prompt. Each label's tokens attend to the whole
+ * prompt (its cached K/V, shared, never recomputed) and to the label's own
+ * earlier tokens only — so labels sharing leading tokens cannot see each
+ * other. score(label) = sum over its tokens of log p(token | prompt, earlier
+ * label tokens); the distribution is the softmax of the scores over labels.
+ */
+#ifndef FOLIO_LM_H
+#define FOLIO_LM_H
+
+#include "common/common.h"
+#include "engine/model/gguf.h"
+#include "engine/vk/vkr.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct lm;
+
+struct lm_config {
+    uint32_t max_tokens;       /* per sequence (prompt rows); 0 = 2048 */
+    uint32_t batch;            /* sequences per forward; 0 = 1 */
+    uint32_t max_labels;       /* labels per scoring call; 0 = 32 */
+    uint32_t max_label_tokens; /* tokens per label; 0 = 16 */
+    /* Size the logits buffer for every prompt position of a full batch
+     * (parity tests); otherwise only last positions and label rows. */
+    int all_logits;
+    /* Rows of the per-label K/V scratch; 0 = as many labels as fit 64 MiB.
+     * Tests set it low to force one gather+attention group per label. */
+    uint32_t scratch_rows;
+    /* Use the op library's own kernel pick for every matmul instead of
+     * the tensor-core kernel from 9 rows up (benchmarks compare both). */
+    int op_auto_kernels;
+};
+
+/* Every pipeline lm_open's model can ask for on this device (matmul kernels
+ * for the weight types in m, gathers, norms, rope, attention for the head
+ * size, element-wise ops). Returns the count (<= max). */
+int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
+                     struct vkr_pipeline_key *out, int max);
+
+/* Opens the text model m (from gguf_model_open_text / gguf_model_check; not
+ * owned, must outlive the lm: token_embd rows are read from its mapping). */
+int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *cfg,
+            struct lm **out, struct folio_err *err);
+/* Same, opening and owning the file. */
+int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, struct lm **out,
+                 struct folio_err *err);
+void lm_close(struct lm *lm);
+const struct gguf_text_hparams *lm_hparams(const struct lm *lm);
+/* Device bytes of weights and of the planned activations. */
+void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
+
+/* One prompt. Text tokens index token_embd; a row whose token is negative
+ * takes its embedding from embd (n x n_embd f32, e.g. vision-tower outputs).
+ * pos: NULL for text-only positions 0..n-1, else n x 3 int32 (t, h, w)
+ * M-RoPE positions (qwen25vl.md §4.3) with next_pos the first position
+ * after the prompt (where labels start). */
+struct lm_seq {
+    const int32_t *tokens;
+    uint32_t n;
+    const float *embd;
+    const int32_t *pos;
+    int32_t next_pos;
+};
+
+struct lm_label {
+    const int32_t *tokens;
+    uint32_t n;                /* >= 1 */
+};
+
+/* Prefill nseq prompts (one submission). The KV cache then holds them for
+ * lm_score. logits: NULL, or sum(n) x n_vocab floats: the logits at every
+ * prompt position (needs cfg.all_logits). */
+int lm_prefill(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, float *logits,
+               struct folio_err *err);
+
+/* Scores nl labels after each prompt of the last lm_prefill, in one pass
+ * that reads the prompts' cached K/V. logprob: nseq x nl, the sum of each
+ * label's token log-probabilities after each prompt. */
+int lm_score(struct lm *lm, const struct lm_label *labels, uint32_t nl, double *logprob,
+             struct folio_err *err);
+
+/* Prefill and label scoring fused into one submission: the label rows ride
+ * along in the prompts' matmuls. logprob as lm_score; prob (nseq x nl, may
+ * be NULL) the softmax over labels; best (nseq, may be NULL) the argmax. */
+int lm_classify(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq,
+                const struct lm_label *labels, uint32_t nl, double *logprob, double *prob,
+                int *best, struct folio_err *err);
+
+/* softmax over n label scores (max-subtracted, double). */
+void lm_label_softmax(const double *logprob, uint32_t n, double *prob, int *best);
+
+/* GPU milliseconds of the last pass's dispatches by label (timestamps on),
+ * wall milliseconds of the last submit. */
+double lm_last_submit_ms(const struct lm *lm);
+
+/* ---- the OCR-text tier ---- */
+struct tok;
+struct lm_text_result {
+    int best;                  /* index into the labels */
+    double confidence;         /* probability of best */
+    double *prob;              /* caller's array of nl, or NULL: the distribution */
+    double *logprob;           /* caller's array of nl, or NULL: summed token log-probs */
+    uint32_t prompt_tokens;
+    int truncated;             /* the OCR text was cut to fit the budget */
+};
+/* Classifies ndoc OCR texts (lens NULL: NUL-terminated) among nl label
+ * names with the text-only chat prompt ("Classify this document. Answer
+ * with one label: a, b, c." + the text cut to token_budget tokens, 0 = as
+ * many as --max-tokens allows); each label is scored as the answer
+ * followed by <|im_end|>. Batches of cfg.batch documents share one
+ * forward. out: ndoc results (set prob/logprob pointers first or NULL).
+ * tok: the tokenizer of the same GGUF (tok_load). */
+int lm_text_classify(struct lm *lm, const struct tok *tok, const char *const *texts,
+                     const size_t *lens, uint32_t ndoc, const char *const *labels, uint32_t nl,
+                     uint32_t token_budget, struct lm_text_result *out, struct folio_err *err);
+
+/* ---- synthetic models (tests and benches; no downloads) ---- */
+struct lm_synth {
+    uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab;
+    int mat_type;       /* type of the 2-D weights (QUANT_*) */
+    int q4km;           /* Q4_K_M mix: Q6_K output and attn_v/ffn_down in llama.cpp's
+                           use_more_bits layers, mat_type elsewhere */
+    int tied;           /* no output.weight */
+    uint64_t seed;
+    /* 0: every row random. Else each tensor's rows repeat a pool of this
+     * many random rows, so a 7B-shaped file is made in seconds. */
+    uint32_t pool_rows;
+};
+/* A complete qwen2vl text GGUF (malloc'd) that gguf_model_check accepts. */
+int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct folio_err *err);
+
+/* ---- benchmark (folio bench engine --text and the engine-only tool) ---- */
+struct lm_bench_opts {
+    const char *device;        /* vkr device selector */
+    int allow_cpu;
+    uint32_t prompt_tokens;    /* 0 = 1400 */
+    uint32_t labels;           /* 0 = 16 */
+    uint32_t label_tokens;     /* tokens per label, 0 = 3 */
+    uint32_t iters;            /* timed repetitions, 0 = 3 */
+    int small;                 /* a small model instead of the 7B shape (CI smoke) */
+};
+/* Builds a 7B-shaped Q4_K_M-like model in memory, measures the device's
+ * matmul FLOP/s and memory bandwidth, then prefill tokens/s and label
+ * scoring time; prints JSON lines to out. */
+int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err);
+
+#endif

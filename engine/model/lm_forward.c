@@ -1,0 +1,553 @@
+/*
+ * The decoder pass (qwen25vl.md §4.1): per layer RMSNorm -> Q/K/V with
+ * biases -> M-RoPE -> grouped-query attention over the KV cache -> output
+ * projection -> residual -> RMSNorm -> SwiGLU MLP -> residual; then the
+ * final norm and the LM head on the rows whose logits are needed. One
+ * command buffer, one submit.
+ *
+ * Rows of a pass, in order: the prompts of the batch concatenated (ragged),
+ * then the label rows — for each sequence, for each label, the label's
+ * tokens but its last (whose output predicts nothing we score). K and V of
+ * row r land in cache slot slot0 + r, so a fused classify pass and a
+ * later lm_score pass both see the prompts' K/V where prefill left them.
+ *
+ * Attention masks use the kernel's per-query key range [lo, hi):
+ *  - a prompt row i of sequence b sees slots [start_b, start_b + i + 1):
+ *    causal within its own sequence, blind to the rest of the batch;
+ *  - a label row needs the prompt AND its own earlier tokens, two disjoint
+ *    slot ranges. So per layer the K/V rows each label needs are gathered
+ *    into a scratch (prompt rows, then the label's rows), where they are
+ *    one range. Labels that share leading tokens therefore never see each
+ *    other, and all start at the same position. The scratch holds as many
+ *    labels as fit a budget; more labels take more gather+attention
+ *    dispatches in the same pass. The copy is O(labels x prompt) K/V rows
+ *    per layer — small next to reading the weights once for the pass.
+ *
+ * Row views (a label group's queries, a cache window) must start at the
+ * device's storage-buffer offset alignment; rows are padded to lm->ra to
+ * keep that true. Pad rows carry zero embeddings and are never attended to.
+ *
+ * Scores: softmax of the needed logits rows on the GPU, then one gather
+ * picks p(token) for every label token, so only a few floats come back.
+ */
+#include "engine/model/lm_internal.h"
+#include "engine/model/quant.h"
+
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The attention kernel's query block (shaders/attention.comp BR): a
+ * workgroup visits the union of its 16 queries' key ranges. */
+#define QB 16u
+
+/* Labels of one sequence whose K/V fit the scratch together. Their
+ * queries are gathered into a padded block layout (each label starts a
+ * fresh QB-row block, so a workgroup reads one label's keys only), run in
+ * one attention dispatch, and gathered back into the pass's rows. */
+struct group {
+    uint32_t b;
+    uint32_t ids_off, nids;   /* scratch: K/V slot of each scratch row */
+    uint32_t qp_off, nqp;     /* padded queries: pass row of each (last one: zero row) */
+    uint32_t rng_off;         /* nqp key ranges into the scratch */
+    uint32_t span0, nspan;    /* the group's label rows in the pass */
+    uint32_t back_off;        /* padded row of each span row */
+};
+
+static struct vkr_tensor view(struct vkr_tensor t, uint64_t off, uint64_t size)
+{
+    t.offset += off;
+    t.size = size;
+    return t;
+}
+
+static uint32_t up_to(uint32_t x, uint32_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+/* Bump allocator over the per-pass int32 words (each section aligned). */
+struct isec {
+    struct lm *lm;
+    uint32_t used;
+    int over;
+};
+
+static uint32_t isec_take(struct isec *s, uint32_t n)
+{
+    uint32_t at = up_to(s->used, s->lm->ialign);
+    if ((uint64_t)at + n > s->lm->ints_cap) {
+        s->over = 1;
+        return 0;
+    }
+    s->used = at + n;
+    return at;
+}
+
+static struct vkr_tensor iview(struct lm *lm, uint32_t off, uint32_t n)
+{
+    return view(lm->ints, (uint64_t)off * 4, (uint64_t)(n ? n : 1) * 4);
+}
+
+/* Kernel choice: a label pass has a few dozen rows. On the H200 a
+ * 16-label pass (32 rows) spent 98 ms in the tiled kernel and 104 ms in
+ * the cooperative-matrix one (few, long workgroups: ~42 GB/s of weights),
+ * while the matvec kernel streams the LM head at ~390 GB/s; so up to 32
+ * rows, reading the weights once per 8 rows with matvec is the faster
+ * choice. Larger passes keep the op library's pick. */
+static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const struct lm_w *bias,
+              struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
+{
+    enum op_mm_kernel k = OP_MM_AUTO;
+    if (!lm->cfg.op_auto_kernels && m > 8 && m <= 32)
+        k = OP_MM_MATVEC;
+    struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
+                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = k};
+    return op_matmul(c, &a, err);
+}
+
+static int check_input(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq,
+                       const struct lm_label *labels, uint32_t nl, int prefill, float *logits,
+                       struct folio_err *err)
+{
+    if (prefill) {
+        if (nseq == 0 || nseq > lm->cfg.batch)
+            return folio_err_set(err, FOLIO_EINVAL, "text model: %u sequences in one pass; this "
+                                 "engine was opened for 1..%u (--batch)", nseq, lm->cfg.batch);
+        for (uint32_t b = 0; b < nseq; b++) {
+            const struct lm_seq *s = &seqs[b];
+            if (s->n == 0 || s->n > lm->cfg.max_tokens)
+                return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u has %u tokens; "
+                                     "the engine takes 1..%u (--max-tokens)", b, s->n,
+                                     lm->cfg.max_tokens);
+            for (uint32_t i = 0; i < s->n; i++) {
+                int32_t t = s->tokens[i];
+                if (t >= (int32_t)lm->V || (t < 0 && !s->embd))
+                    return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u token %u "
+                                         "is id %d, outside the vocabulary of %u (and no "
+                                         "embedding row given)", b, i, t, lm->V);
+            }
+        }
+    } else if (lm->nseq == 0) {
+        return folio_err_set(err, FOLIO_ESTATE, "text model: lm_score needs a prefill first");
+    }
+    if (logits && !lm->cfg.all_logits)
+        return folio_err_set(err, FOLIO_EINVAL, "text model: all-position logits need "
+                             "all_logits in the configuration");
+    if (nl > lm->cfg.max_labels)
+        return folio_err_set(err, FOLIO_EINVAL, "text model: %u labels; the engine takes at most "
+                             "%u", nl, lm->cfg.max_labels);
+    for (uint32_t l = 0; l < nl; l++) {
+        if (labels[l].n == 0 || labels[l].n > lm->cfg.max_label_tokens)
+            return folio_err_set(err, FOLIO_EINVAL, "text model: label %u has %u tokens; the "
+                                 "engine takes 1..%u", l, labels[l].n, lm->cfg.max_label_tokens);
+        for (uint32_t j = 0; j < labels[l].n; j++)
+            if (labels[l].tokens[j] < 0 || labels[l].tokens[j] >= (int32_t)lm->V)
+                return folio_err_set(err, FOLIO_EINVAL, "text model: label %u token %u is id %d, "
+                                     "outside the vocabulary of %u", l, j, labels[l].tokens[j],
+                                     lm->V);
+    }
+    return 0;
+}
+
+static int embed_row(struct lm *lm, int32_t tok, float *dst, struct folio_err *err)
+{
+    uint64_t rb = quant_row_bytes(lm->embd->type, lm->E);
+    const uint8_t *src = (const uint8_t *)lm->embd->data + (uint64_t)tok * rb;
+    if (quant_dequantize_row(lm->embd->type, src, dst, lm->E))
+        return folio_err_set(err, FOLIO_EMODEL, "text model: cannot dequantize token_embd row %d",
+                             tok);
+    return 0;
+}
+
+static void set_pos(int32_t *p, int32_t v)
+{
+    p[0] = p[1] = p[2] = v;
+}
+
+int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct lm_label *labels,
+           uint32_t nl, int prefill, float *logits, double *logprob, struct folio_err *err)
+{
+    int rc = check_input(lm, seqs, nseq, labels, nl, prefill, logits, err);
+    if (rc)
+        return rc;
+    if (!prefill)
+        nseq = lm->nseq;
+    const uint32_t E = lm->E, V = lm->V, KW = lm->KW, QW = lm->QW;
+
+    /* ---- layout ---- */
+    uint32_t np = 0, slot0 = 0;
+    if (prefill) {
+        for (uint32_t b = 0; b < nseq; b++) {
+            lm->seq_start[b] = np;
+            lm->seq_n[b] = seqs[b].n;
+            lm->next_pos[b] = seqs[b].pos ? seqs[b].next_pos : (int32_t)seqs[b].n;
+            np += seqs[b].n;
+        }
+        lm->nseq = nseq;
+        lm->kv_used = np;
+    } else {
+        slot0 = up_to(lm->kv_used, lm->ra);
+    }
+    struct group *gr = NULL;
+    uint32_t *lgi = NULL; /* group of each (sequence, label) */
+    uint32_t ngr = 0, nrows = np, nlab_rows = 0;
+    if (nl) {
+        gr = calloc((size_t)nseq * nl, sizeof *gr);
+        lgi = calloc((size_t)nseq * nl, sizeof *lgi);
+        if (!gr || !lgi) {
+            free(gr);
+            free(lgi);
+            return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+        }
+    }
+    /* Labels go in pairs (A, B) around one copy of the prompt's K/V:
+     * scratch [A's rows reversed | prompt | B's rows]. A's token j then
+     * sees [A_j .. A_0, prompt] and B's token j [prompt, B_0 .. B_j]: one
+     * contiguous range each, and both share a query block, so a workgroup
+     * reads about one prompt for two labels. An odd label is a B alone. */
+    for (uint32_t b = 0; b < nseq && nl; b++) {
+        struct group *g = NULL;
+        uint32_t l = 0;
+        for (;;) {
+            while (l < nl && labels[l].n == 1)
+                lm->lab_row[b * nl + l++] = UINT32_MAX;
+            if (l >= nl)
+                break;
+            uint32_t la = l++, lb = UINT32_MAX;
+            while (l < nl && labels[l].n == 1)
+                lm->lab_row[b * nl + l++] = UINT32_MAX;
+            if (l < nl)
+                lb = l++;
+            if (lb == UINT32_MAX) { /* alone: the B of an empty pair */
+                lb = la;
+                la = UINT32_MAX;
+            }
+            uint32_t ka = la == UINT32_MAX ? 0 : labels[la].n - 1, kb = labels[lb].n - 1;
+            uint32_t need = ka + lm->seq_n[b] + kb, qrows = up_to(ka + kb, QB);
+            if (!g || g->nids + need > lm->scratch_cap || g->nqp + qrows + 1 > lm->qp_cap) {
+                if (g)
+                    g->nqp++; /* closing: its zero row */
+                g = &gr[ngr++];
+                g->b = b;
+                g->span0 = up_to(nrows, lm->ra);
+            }
+            for (int side = 0; side < 2; side++) {
+                uint32_t ll = side ? lb : la, k = side ? kb : ka;
+                if (ll == UINT32_MAX)
+                    continue;
+                nrows = up_to(nrows, lm->ra);
+                lgi[b * nl + ll] = (uint32_t)(g - gr);
+                lm->lab_row[b * nl + ll] = nrows;
+                lm->lab_qp[b * nl + ll] = g->nqp + (side ? ka : 0);
+                lm->lab_base[b * nl + ll] = g->nids;
+                lm->lab_ka[b * nl + ll] = side ? ka : UINT32_MAX; /* UINT32_MAX: is A */
+                nrows += k;
+                nlab_rows += k;
+            }
+            g->nqp += qrows;
+            g->nids += need;
+            g->nspan = nrows - g->span0;
+        }
+        if (g)
+            g->nqp++;
+    }
+    if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap) {
+        free(gr);
+        free(lgi);
+        return folio_err_set(err, FOLIO_ELIMIT, "text model: pass of %u rows exceeds the planned "
+                             "%u rows", nrows, lm->rows_cap);
+    }
+    /* logits rows: last prompt rows, [all prompt rows], label rows */
+    uint32_t nlast = prefill ? nseq : 0;
+    uint32_t nall = logits ? np : 0;
+    uint32_t nlg = nlast + nall + nlab_rows;
+    uint32_t npg = 0;
+    for (uint32_t l = 0; l < nl; l++)
+        npg += prefill ? labels[l].n : labels[l].n - 1;
+    npg *= nseq;
+    if (nlg > lm->lg_cap) {
+        free(gr);
+        free(lgi);
+        return folio_err_set(err, FOLIO_ELIMIT, "text model: %u logits rows exceed the planned %u",
+                             nlg, lm->lg_cap);
+    }
+
+    /* ---- host inputs ---- */
+    memset(lm->emb, 0, (size_t)nrows * E * sizeof *lm->emb);
+    struct isec is = {.lm = lm};
+    uint32_t o_pos = isec_take(&is, nrows * 3);
+    uint32_t o_rngp = isec_take(&is, np * 2);
+    uint32_t o_lg = isec_take(&is, nlg);
+    uint32_t o_pg = isec_take(&is, npg);
+    for (uint32_t i = 0; i < ngr; i++) {
+        gr[i].ids_off = isec_take(&is, gr[i].nids);
+        gr[i].qp_off = isec_take(&is, gr[i].nqp);
+        gr[i].rng_off = isec_take(&is, gr[i].nqp * 2);
+        gr[i].back_off = isec_take(&is, gr[i].nspan);
+    }
+    if (is.over) {
+        free(gr);
+        free(lgi);
+        return folio_err_set(err, FOLIO_ELIMIT, "text model: pass indices exceed the plan");
+    }
+    int32_t *iv = lm->iv;
+    memset(iv + o_pos, 0, (size_t)nrows * 3 * sizeof *iv);
+    for (uint32_t b = 0; b < nseq && prefill; b++) {
+        const struct lm_seq *s = &seqs[b];
+        uint32_t r0 = lm->seq_start[b];
+        for (uint32_t i = 0; i < s->n && !rc; i++) {
+            float *dst = lm->emb + (size_t)(r0 + i) * E;
+            if (s->tokens[i] >= 0)
+                rc = embed_row(lm, s->tokens[i], dst, err);
+            else
+                memcpy(dst, s->embd + (size_t)i * E, (size_t)E * sizeof *dst);
+            if (s->pos)
+                memcpy(iv + o_pos + (r0 + i) * 3, s->pos + (size_t)i * 3, 3 * sizeof *iv);
+            else
+                set_pos(iv + o_pos + (r0 + i) * 3, (int32_t)i);
+            iv[o_rngp + 2 * (r0 + i)] = (int32_t)r0;
+            iv[o_rngp + 2 * (r0 + i) + 1] = (int32_t)(r0 + i + 1);
+        }
+        iv[o_lg + b] = (int32_t)(r0 + s->n - 1);
+    }
+    for (uint32_t i = 0; i < nall; i++)
+        iv[o_lg + nlast + i] = (int32_t)i;
+    /* label rows, their scratch gathers and ranges, their logits rows;
+     * per group, ids and queries fill in label order */
+    uint32_t lgc = nlast + nall;
+    for (uint32_t gi = 0; gi < ngr; gi++) {
+        struct group *g = &gr[gi];
+        /* pad queries read any row and see no key (zeros); span rows that
+         * are alignment padding take the group's zero row */
+        for (uint32_t i = 0; i < g->nqp; i++) {
+            iv[g->qp_off + i] = (int32_t)g->span0;
+            iv[g->rng_off + 2 * i] = iv[g->rng_off + 2 * i + 1] = 0;
+        }
+        for (uint32_t i = 0; i < g->nspan; i++)
+            iv[g->back_off + i] = (int32_t)(g->nqp - 1);
+    }
+    for (uint32_t b = 0; b < nseq && !rc; b++)
+        for (uint32_t l = 0; l < nl && !rc; l++) {
+            uint32_t bl = b * nl + l, r = lm->lab_row[bl], k = labels[l].n - 1;
+            if (r == UINT32_MAX)
+                continue;
+            struct group *g = &gr[lgi[bl]];
+            uint32_t n = lm->seq_n[b], base = lm->lab_base[bl];
+            int is_a = lm->lab_ka[bl] == UINT32_MAX;
+            uint32_t ka = is_a ? k : lm->lab_ka[bl];
+            lm->lg_row[bl] = lgc;
+            if (!is_a) /* B writes the shared prompt copy */
+                for (uint32_t i = 0; i < n; i++)
+                    iv[g->ids_off + base + ka + i] = (int32_t)(lm->seq_start[b] + i);
+            for (uint32_t j = 0; j < k && !rc; j++) {
+                rc = embed_row(lm, labels[l].tokens[j], lm->emb + (size_t)(r + j) * E, err);
+                set_pos(iv + o_pos + (r + j) * 3, lm->next_pos[b] + (int32_t)j);
+                uint32_t qp = lm->lab_qp[bl] + j, at, lo, hi;
+                if (is_a) {
+                    at = base + (k - 1 - j);
+                    lo = at;
+                    hi = base + k + n;
+                } else {
+                    at = base + ka + n + j;
+                    lo = base + ka;
+                    hi = at + 1;
+                }
+                iv[g->ids_off + at] = (int32_t)(slot0 + r + j);
+                iv[g->qp_off + qp] = (int32_t)(r + j);
+                iv[g->rng_off + 2 * qp] = (int32_t)lo;
+                iv[g->rng_off + 2 * qp + 1] = (int32_t)hi;
+                iv[g->back_off + (r + j - g->span0)] = (int32_t)qp;
+                iv[o_lg + lgc++] = (int32_t)(r + j);
+            }
+        }
+    /* which probability each label token reads */
+    uint32_t pgc = 0;
+    for (uint32_t b = 0; b < nseq; b++)
+        for (uint32_t l = 0; l < nl; l++)
+            for (uint32_t j = prefill ? 0 : 1; j < labels[l].n; j++) {
+                uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
+                uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
+                iv[o_pg + pgc++] = (int32_t)(idx / 4);
+            }
+    if (rc) {
+        free(gr);
+        free(lgi);
+        return rc;
+    }
+    rc = vkr_upload(lm->vk, lm->x, 0, lm->emb, (uint64_t)nrows * E * 4, err);
+    if (!rc)
+        rc = vkr_upload(lm->vk, lm->ints, 0, iv, (uint64_t)is.used * 4, err);
+    if (rc) {
+        free(gr);
+        free(lgi);
+        return rc;
+    }
+
+    /* ---- record ---- */
+    struct vkr_cmd *c;
+    rc = vkr_cmd_begin(lm->vk, &c, err);
+    if (rc) {
+        free(gr);
+        free(lgi);
+        return rc;
+    }
+    const struct gguf_text_hparams *hp = &lm->hp;
+    float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)lm->D);
+    struct vkr_tensor pos = iview(lm, o_pos, nrows * 3);
+    for (uint32_t li = 0; li < hp->n_layer && !rc; li++) {
+        struct lm_layer *L = &lm->L[li];
+        struct vkr_tensor kv_k = view(L->kc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
+        struct vkr_tensor kv_v = view(L->vc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
+        rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+        struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
+                             .d = lm->D, .mode = OP_ROPE_MROPE, .base = hp->rope_theta,
+                             .sections = {(uint32_t)hp->mrope_sections[0],
+                                          (uint32_t)hp->mrope_sections[1],
+                                          (uint32_t)hp->mrope_sections[2]}};
+        if (!rc)
+            rc = op_rope(c, &rq, err);
+        struct op_rope rk = rq;
+        rk.x = rk.y = kv_k;
+        rk.h = hp->n_head_kv;
+        if (!rc)
+            rc = op_rope(c, &rk, err);
+        if (!rc && np) {
+            struct vkr_tensor rg = iview(lm, o_rngp, np * 2);
+            struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
+                                      .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
+                                      .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
+            rc = op_attention(c, &at, err);
+        }
+        for (uint32_t gi = 0; gi < ngr && !rc; gi++) {
+            const struct group *g = &gr[gi];
+            struct vkr_tensor ids = iview(lm, g->ids_off, g->nids);
+            rc = op_gather(c, L->kc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->ks, err);
+            if (!rc)
+                rc = op_gather(c, L->vc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->vs, err);
+            if (!rc)
+                rc = op_gather(c, lm->q, QUANT_F32, nrows, QW, iview(lm, g->qp_off, g->nqp),
+                               g->nqp, lm->qp, err);
+            struct vkr_tensor rg = iview(lm, g->rng_off, g->nqp * 2);
+            struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
+                                      .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
+                                      .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
+                                      .causal = 0, .ranges = &rg};
+            if (!rc)
+                rc = op_attention(c, &at, err);
+            if (!rc)
+                rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
+                               iview(lm, g->back_off, g->nspan), g->nspan,
+                               view(lm->o, (uint64_t)g->span0 * QW * 4,
+                                    (uint64_t)g->nspan * QW * 4), err);
+        }
+        if (!rc)
+            rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
+        if (!rc)
+            rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
+                         (uint64_t)nrows * E, 1.0f, 0.0f, err);
+        if (!rc)
+            rc = op_norm(c, 0, lm->x, lm->h, &L->ffn_norm.t, NULL, nrows, E, eps, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wg, NULL, lm->h, lm->gate, nrows, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wu, NULL, lm->h, lm->up, nrows, err);
+        if (!rc)
+            rc = op_elem(c, OP_SWIGLU, lm->gate, &lm->up, lm->gate, (uint64_t)nrows * lm->F,
+                         (uint64_t)nrows * lm->F, 1.0f, 0.0f, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wd, NULL, lm->gate, lm->t2, nrows, err);
+        if (!rc)
+            rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
+                         (uint64_t)nrows * E, 1.0f, 0.0f, err);
+    }
+    if (!rc && nlg) {
+        rc = op_gather(c, lm->x, QUANT_F32, nrows, E, iview(lm, o_lg, nlg), nlg, lm->lg_h, err);
+        if (!rc)
+            rc = op_norm(c, 0, lm->lg_h, lm->lg_hn, &lm->out_norm.t, NULL, nlg, E, eps, err);
+        if (!rc)
+            rc = mm(lm, c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
+        uint32_t nsm = nl ? nlg : nlast;
+        if (!rc && nsm)
+            rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);
+        if (!rc && npg)
+            rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V / 4), 4,
+                           iview(lm, o_pg, npg), npg, lm->pg, err);
+    }
+    free(gr);
+    free(lgi);
+    if (rc) {
+        vkr_cmd_abort(c);
+        return rc;
+    }
+    double t0 = folio_mono_ms();
+    rc = vkr_cmd_submit(c, err);
+    lm->last_ms = folio_mono_ms() - t0;
+    if (rc)
+        return rc;
+
+    /* ---- results ---- */
+    if (prefill)
+        rc = vkr_download(lm->vk, lm->probs, 0, lm->lastp, (uint64_t)nseq * V * 4, err);
+    if (!rc && nall)
+        rc = vkr_download(lm->vk, lm->logits, (uint64_t)nlast * V * 4, logits,
+                          (uint64_t)nall * V * 4, err);
+    if (!rc && npg)
+        rc = vkr_download(lm->vk, lm->pg, 0, lm->pgh, (uint64_t)npg * 16, err);
+    if (rc)
+        return rc;
+    pgc = 0;
+    for (uint32_t b = 0; b < nseq && logprob; b++)
+        for (uint32_t l = 0; l < nl; l++) {
+            double s = 0.0;
+            for (uint32_t j = 0; j < labels[l].n; j++) {
+                float p;
+                if (j == 0 && !prefill) {
+                    p = lm->lastp[(size_t)b * V + (uint32_t)labels[l].tokens[0]];
+                } else {
+                    uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
+                    uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
+                    p = lm->pgh[(size_t)pgc++ * 4 + idx % 4];
+                }
+                /* A probability that underflowed f32 still ranks last. */
+                s += log(p > FLT_TRUE_MIN ? (double)p : (double)FLT_TRUE_MIN);
+            }
+            logprob[(size_t)b * nl + l] = s;
+        }
+    return 0;
+}
+
+int lm_prefill(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, float *logits,
+               struct folio_err *err)
+{
+    return lm_run(lm, seqs, nseq, NULL, 0, 1, logits, NULL, err);
+}
+
+int lm_score(struct lm *lm, const struct lm_label *labels, uint32_t nl, double *logprob,
+             struct folio_err *err)
+{
+    return lm_run(lm, NULL, 0, labels, nl, 0, NULL, logprob, err);
+}
+
+int lm_classify(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq,
+                const struct lm_label *labels, uint32_t nl, double *logprob, double *prob,
+                int *best, struct folio_err *err)
+{
+    if (nl == 0)
+        return folio_err_set(err, FOLIO_EINVAL, "text model: classify needs at least one label");
+    int rc = lm_run(lm, seqs, nseq, labels, nl, 1, NULL, logprob, err);
+    if (rc)
+        return rc;
+    for (uint32_t b = 0; b < nseq; b++)
+        lm_label_softmax(logprob + (size_t)b * nl, nl, prob ? prob + (size_t)b * nl : NULL,
+                         best ? &best[b] : NULL);
+    return 0;
+}

@@ -1,0 +1,62 @@
+/* Internals shared by the lm_*.c files; not part of the lm API. */
+#ifndef FOLIO_LM_INTERNAL_H
+#define FOLIO_LM_INTERNAL_H
+
+#include "engine/model/lm.h"
+#include "engine/ops/ops.h"
+
+struct lm_w {
+    struct vkr_tensor t;
+    int type;
+    uint32_t n, k; /* rows, row length */
+};
+
+struct lm_layer {
+    struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
+    struct vkr_tensor kc, vc; /* KV cache: kv_cap slots x KW f32 each */
+};
+
+struct lm {
+    struct vkr *vk;
+    const struct gguf_model *m;
+    struct gguf_model *owned;
+    struct gguf_text_hparams hp;
+    struct lm_config cfg;
+    uint32_t E, QW, KW, F, V, D;
+    const struct gguf_tensor_info *embd; /* host rows */
+    struct vkr_arena *wa, *aa;
+    struct lm_layer *L;
+    struct lm_w out_norm, out_w;
+
+    /* capacities, fixed at open */
+    uint32_t ra;          /* row granularity keeping every row view aligned */
+    uint32_t rows_cap;    /* rows of one pass */
+    uint32_t kv_cap;      /* cache slots */
+    uint32_t scratch_cap; /* rows of the per-label K/V scratch */
+    uint32_t qp_cap;      /* rows of the padded label queries */
+    uint32_t lg_cap;      /* logits rows */
+    uint32_t ints_cap;    /* int32 words of per-pass indices */
+    uint32_t ialign;      /* ints per binding alignment */
+
+    /* activations */
+    struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
+
+    /* host staging for one pass */
+    float *emb;
+    int32_t *iv;
+    float *pgh;
+
+    /* state left by the last prefill, for lm_score */
+    uint32_t nseq, kv_used;
+    uint32_t *seq_start, *seq_n;
+    int32_t *next_pos;
+    uint32_t *lab_row, *lg_row, *lab_qp, *lab_base, *lab_ka; /* per (sequence, label): first label row, first logits row */
+    float *lastp;         /* nseq x V: softmax of each prompt's last row */
+    double last_ms;
+};
+
+/* lm_forward.c */
+int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct lm_label *labels,
+           uint32_t nl, int prefill, float *logits, double *logprob, struct folio_err *err);
+
+#endif

@@ -1,0 +1,406 @@
+/*
+ * The public decode API: ingest_probe (is this file acceptable, and what is
+ * it?) and ingest_decode_page (give me page N as pixels).
+ *
+ * ingest_probe runs in a fixed order so that a hostile file costs almost
+ * nothing: byte limit, content sniff, header-only page sizes checked
+ * against the pixel and page limits, and only then a decoder that touches
+ * the whole stream. Each failure is reported twice: as a folio_err for
+ * people and as a stable reason code (plus the limit and the actual value)
+ * in ingest_info for the rejection record.
+ *
+ * ingest_decode_page shares the same sniffing; it has no caller limits
+ * (the blob was probed when it came in) but still refuses pages beyond
+ * INGEST_HARD_MAX_PIXELS, so a blob from elsewhere cannot overflow a size.
+ * Downscaling is DCT scaling for JPEG followed by an area average; EXIF
+ * orientation is applied last because fitting a longest side does not
+ * depend on it.
+ */
+#include "ingest/ingest_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ingest_limits_default(struct ingest_limits *l)
+{
+    l->max_bytes = UINT64_C(512) << 20;
+    l->max_pixels = UINT64_C(300000000);
+    l->max_pages = 2000;
+}
+
+void ingest_page_free(struct ingest_page *p)
+{
+    if (!p)
+        return;
+    free(p->pixels);
+    memset(p, 0, sizeof *p);
+}
+
+int ingest_page_alloc(struct ingest_page *p, int w, int h, int channels, struct folio_err *err)
+{
+    memset(p, 0, sizeof *p);
+    if (w <= 0 || h <= 0 || (uint64_t)w * (uint64_t)h > INGEST_HARD_MAX_PIXELS)
+        return folio_err_set(err, FOLIO_ELIMIT, "page size %dx%d is outside what folio decodes", w, h);
+    p->width = w;
+    p->height = h;
+    p->channels = channels;
+    p->stride = (size_t)w * (size_t)channels;
+    p->pixels = malloc(p->stride * (size_t)h);
+    if (!p->pixels)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of memory for a %dx%dx%d page (%zu bytes)", w, h,
+                             channels, p->stride * (size_t)h);
+    return 0;
+}
+
+/* Per output coordinate: first source index, count and normalised weights
+ * of the source cells its area covers. */
+struct area_axis {
+    int *start, *count;
+    float *w;
+    int maxc;
+};
+
+static void axis_free(struct area_axis *a)
+{
+    free(a->start);
+    free(a->count);
+    free(a->w);
+}
+
+static int axis_plan(struct area_axis *a, int src, int dst)
+{
+    double f = (double)src / dst;
+    a->maxc = (int)ceil(f) + 1;
+    a->start = malloc((size_t)dst * sizeof(int));
+    a->count = malloc((size_t)dst * sizeof(int));
+    a->w = malloc((size_t)dst * (size_t)a->maxc * sizeof(float));
+    if (!a->start || !a->count || !a->w)
+        return -1;
+    for (int o = 0; o < dst; o++) {
+        double lo = o * f, hi = (o + 1) * f;
+        int i0 = (int)floor(lo), i1 = (int)ceil(hi);
+        if (i1 > src)
+            i1 = src;
+        int c = 0;
+        for (int i = i0; i < i1 && c < a->maxc; i++) {
+            double l = i > lo ? i : lo, h = i + 1 < hi ? i + 1 : hi;
+            a->w[(size_t)o * (size_t)a->maxc + (size_t)c++] = (float)((h - l) / f);
+        }
+        a->start[o] = i0;
+        a->count[o] = c;
+    }
+    return 0;
+}
+
+int ingest_page_fit(struct ingest_page *p, int max_side, struct folio_err *err)
+{
+    int side = p->width > p->height ? p->width : p->height;
+    if (max_side <= 0 || side <= max_side)
+        return 0;
+    double s = (double)max_side / side;
+    int dw = (int)lround(p->width * s), dh = (int)lround(p->height * s);
+    if (dw < 1)
+        dw = 1;
+    if (dh < 1)
+        dh = 1;
+    if (dw > max_side)
+        dw = max_side;
+    if (dh > max_side)
+        dh = max_side;
+    const int c = p->channels;
+    struct area_axis ax = {0}, ay = {0};
+    struct ingest_page o;
+    float *acc = NULL, *row = NULL;
+    int rc = ingest_page_alloc(&o, dw, dh, c, err);
+    if (rc)
+        return rc;
+    acc = malloc((size_t)dw * (size_t)c * sizeof(float));
+    row = malloc((size_t)dw * (size_t)c * sizeof(float));
+    if (!acc || !row || axis_plan(&ax, p->width, dw) || axis_plan(&ay, p->height, dh)) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory scaling a page to %dx%d", dw, dh);
+        ingest_page_free(&o);
+        goto out;
+    }
+    for (int y = 0; y < dh; y++) {
+        memset(acc, 0, (size_t)dw * (size_t)c * sizeof(float));
+        for (int k = 0; k < ay.count[y]; k++) {
+            float wy = ay.w[(size_t)y * (size_t)ay.maxc + (size_t)k];
+            const uint8_t *src = p->pixels + (size_t)(ay.start[y] + k) * p->stride;
+            for (int x = 0; x < dw; x++) {
+                const float *wx = ax.w + (size_t)x * (size_t)ax.maxc;
+                const uint8_t *s0 = src + (size_t)ax.start[x] * (size_t)c;
+                for (int ch = 0; ch < c; ch++) {
+                    float v = 0;
+                    for (int j = 0; j < ax.count[x]; j++)
+                        v += wx[j] * s0[(size_t)j * (size_t)c + (size_t)ch];
+                    row[x * c + ch] = v;
+                }
+            }
+            for (int i = 0; i < dw * c; i++)
+                acc[i] += wy * row[i];
+        }
+        uint8_t *dst = o.pixels + (size_t)y * o.stride;
+        for (int i = 0; i < dw * c; i++) {
+            float v = acc[i] + 0.5f;
+            dst[i] = (uint8_t)(v >= 255.f ? 255 : v <= 0.f ? 0 : (int)v);
+        }
+    }
+    ingest_page_free(p);
+    *p = o;
+out:
+    free(acc);
+    free(row);
+    axis_free(&ax);
+    axis_free(&ay);
+    return rc;
+}
+
+int ingest_page_orient(struct ingest_page *p, int orientation, struct folio_err *err)
+{
+    if (orientation < 2 || orientation > 8)
+        return 0;
+    const int W = p->width, H = p->height, c = p->channels;
+    const bool swap = orientation >= 5;
+    struct ingest_page o;
+    int rc = ingest_page_alloc(&o, swap ? H : W, swap ? W : H, c, err);
+    if (rc)
+        return rc;
+    /* For each displayed pixel (x, y), the stored pixel it shows (EXIF
+     * 2.32 §4.6.4 orientation values). */
+    for (int y = 0; y < o.height; y++) {
+        uint8_t *dst = o.pixels + (size_t)y * o.stride;
+        for (int x = 0; x < o.width; x++) {
+            int sx, sy;
+            switch (orientation) {
+            case 2: sx = W - 1 - x; sy = y; break;
+            case 3: sx = W - 1 - x; sy = H - 1 - y; break;
+            case 4: sx = x; sy = H - 1 - y; break;
+            case 5: sx = y; sy = x; break;
+            case 6: sx = y; sy = H - 1 - x; break;
+            case 7: sx = W - 1 - y; sy = H - 1 - x; break;
+            default: sx = W - 1 - y; sy = x; break; /* 8 */
+            }
+            memcpy(dst + (size_t)x * (size_t)c, p->pixels + (size_t)sy * p->stride + (size_t)sx * (size_t)c,
+                   (size_t)c);
+        }
+    }
+    ingest_page_free(p);
+    *p = o;
+    return 0;
+}
+
+/* ---- probe ---- */
+
+static int reject(struct ingest_info *info, const char *reason, int code)
+{
+    snprintf(info->reason, sizeof info->reason, "%s", reason);
+    return code;
+}
+
+static int over_limit(struct ingest_info *info, struct folio_err *err, const char *reason,
+                      const char *limit_name, uint64_t limit, uint64_t actual)
+{
+    snprintf(info->limit_name, sizeof info->limit_name, "%s", limit_name);
+    info->limit_value = limit;
+    info->actual_value = actual;
+    return reject(info, reason, err ? err->code : FOLIO_ELIMIT);
+}
+
+/* Checks one page's claimed size against the caller's and the hard limit. */
+static int check_page(struct ingest_info *info, const struct ingest_limits *lim, int page, int pages,
+                      struct ingest_dims dm, uint64_t cost_px, struct folio_err *err)
+{
+    if (dm.w == 0 || dm.h == 0) {
+        info->failed_page = page;
+        folio_err_set(err, FOLIO_EFORMAT, "%s page %d of %d has no size (width %u, height %u)",
+                      info->media_type, page + 1, pages, dm.w, dm.h);
+        return reject(info, "corrupt", FOLIO_EFORMAT);
+    }
+    uint64_t px = (uint64_t)dm.w * dm.h;
+    if (cost_px < px)
+        cost_px = px;
+    uint64_t limit = lim->max_pixels < INGEST_HARD_MAX_PIXELS ? lim->max_pixels : INGEST_HARD_MAX_PIXELS;
+    if (cost_px > limit) {
+        info->failed_page = page;
+        folio_err_set(err, FOLIO_ELIMIT, "page %d is %ux%u = %.1f megapixels, over the limit of %.1f megapixels",
+                      page + 1, dm.w, dm.h, (double)px / 1e6, (double)limit / 1e6);
+        if (cost_px != px)
+            folio_err_detail(err, "decoding it would allocate %llu pixels (all frames together)",
+                             (unsigned long long)cost_px);
+        folio_err_hint(err, limit == lim->max_pixels
+                                ? "raise --max-pixels if such pages are expected"
+                                : "folio never decodes pages this large");
+        return over_limit(info, err, "too_many_pixels", "max_pixels", limit, cost_px);
+    }
+    return 0;
+}
+
+int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *lim,
+                 struct ingest_info *out, struct folio_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->failed_page = -1;
+    struct ingest_limits defl;
+    if (!lim) {
+        ingest_limits_default(&defl);
+        lim = &defl;
+    }
+    if (len == 0) {
+        folio_err_set(err, FOLIO_EFORMAT, "file is empty (0 bytes)");
+        folio_err_hint(err, "a scanner or copy that has not finished writes files like this; "
+                            "folio only takes files that have stopped changing");
+        return reject(out, "empty", FOLIO_EFORMAT);
+    }
+    if (len > lim->max_bytes) {
+        folio_err_set(err, FOLIO_ELIMIT, "file is %zu bytes, over the limit of %llu bytes", len,
+                      (unsigned long long)lim->max_bytes);
+        folio_err_hint(err, "raise --max-bytes if files this large are expected");
+        return over_limit(out, err, "too_large", "max_bytes", lim->max_bytes, len);
+    }
+    enum ingest_format f = ingest_sniff(data, len);
+    out->format = f;
+    snprintf(out->media_type, sizeof out->media_type, "%s", ingest_format_media_type(f));
+    if (f == INGEST_FMT_UNKNOWN || f == INGEST_FMT_PDF) {
+        char head[40];
+        folio_lq_bytes(head, sizeof head, data, len < 8 ? len : 8);
+        if (f == INGEST_FMT_PDF)
+            folio_err_set(err, FOLIO_EUNSUPPORTED, "PDF files are not supported yet");
+        else
+            folio_err_set(err, FOLIO_EUNSUPPORTED, "file is not an image folio reads (first bytes %s)", head);
+        folio_err_hint(err, "folio reads JPEG, PNG, TIFF, PNM, WebP, GIF and BMP, recognised by content");
+        return reject(out, "unsupported_format", FOLIO_EUNSUPPORTED);
+    }
+
+    int rc = 0;
+    struct jpeg_header jh;
+    struct ingest_dims dm = {0, 0};
+    uint64_t cost = 0;
+    struct ingest_dims *tiff_dims = NULL;
+    int pages = 1;
+    switch (f) {
+    case INGEST_FMT_JPEG:
+        rc = ingest_jpeg_read_header(data, len, &jh, err);
+        if (rc == 0) {
+            dm.w = (uint32_t)jh.width;
+            dm.h = (uint32_t)jh.height;
+            out->exif_orientation = jh.exif_orientation;
+        }
+        break;
+    case INGEST_FMT_PNG: rc = ingest_sniff_png_dims(data, len, &dm, err); break;
+    case INGEST_FMT_GIF: rc = ingest_sniff_gif_dims(data, len, &dm, &cost, err); break;
+    case INGEST_FMT_BMP: rc = ingest_sniff_bmp_dims(data, len, &dm, err); break;
+    case INGEST_FMT_PNM: rc = ingest_sniff_pnm_dims(data, len, &dm, err); break;
+    case INGEST_FMT_WEBP: rc = ingest_sniff_webp_dims(data, len, &dm, err); break;
+    case INGEST_FMT_TIFF: {
+        int cap = lim->max_pages < 1 ? 1 : lim->max_pages + 1;
+        tiff_dims = calloc((size_t)cap, sizeof *tiff_dims);
+        if (!tiff_dims) {
+            folio_err_set(err, FOLIO_ENOMEM, "out of memory for %d TIFF page headers", cap);
+            return reject(out, "internal", FOLIO_ENOMEM);
+        }
+        rc = ingest_sniff_tiff_pages(data, len, lim->max_pages, tiff_dims, cap, &pages, err);
+        if (rc == 0 && pages > lim->max_pages) {
+            folio_err_set(err, FOLIO_ELIMIT, "TIFF has more than %d pages, over the limit of %d pages",
+                          lim->max_pages, lim->max_pages);
+            folio_err_hint(err, "raise --max-pages if documents this long are expected");
+            free(tiff_dims);
+            out->pages = pages;
+            return over_limit(out, err, "too_many_pages", "max_pages", (uint64_t)lim->max_pages,
+                              (uint64_t)pages);
+        }
+        if (rc == 0)
+            dm = tiff_dims[0];
+        break;
+    }
+    default: break;
+    }
+    if (rc) {
+        free(tiff_dims);
+        return reject(out, rc == FOLIO_ENOMEM ? "internal" : "corrupt", rc);
+    }
+    out->pages = pages;
+    out->width = (int)dm.w;
+    out->height = (int)dm.h;
+    for (int p = 0; p < pages; p++) {
+        rc = check_page(out, lim, p, pages, tiff_dims ? tiff_dims[p] : dm, cost, err);
+        if (rc) {
+            free(tiff_dims);
+            return rc;
+        }
+    }
+    free(tiff_dims);
+
+    if (f == INGEST_FMT_JPEG)
+        rc = ingest_jpeg_validate(data, len, &jh, out->warning, sizeof out->warning, err);
+    else
+        rc = ingest_lept_validate(data, len, f, pages, err);
+    if (rc)
+        return reject(out, rc == FOLIO_ENOMEM ? "internal" : "corrupt", rc);
+    return 0;
+}
+
+/* ---- decode ---- */
+
+int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
+                       int want_channels, struct ingest_page *out, struct folio_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!data || (want_channels != 1 && want_channels != 3) || page < 0 || max_side < 0)
+        return folio_err_set(err, FOLIO_EINVAL,
+                             "ingest_decode_page: bad arguments (page %d, max_side %d, channels %d)",
+                             page, max_side, want_channels);
+    enum ingest_format f = ingest_sniff(data, len);
+    struct ingest_dims dm = {0, 0};
+    uint64_t cost = 0;
+    int rc = 0, pages = 1, orientation = 0;
+    struct jpeg_header jh;
+    switch (f) {
+    case INGEST_FMT_JPEG:
+        rc = ingest_jpeg_read_header(data, len, &jh, err);
+        dm.w = (uint32_t)jh.width;
+        dm.h = (uint32_t)jh.height;
+        orientation = jh.exif_orientation;
+        break;
+    case INGEST_FMT_PNG: rc = ingest_sniff_png_dims(data, len, &dm, err); break;
+    case INGEST_FMT_GIF: rc = ingest_sniff_gif_dims(data, len, &dm, &cost, err); break;
+    case INGEST_FMT_BMP: rc = ingest_sniff_bmp_dims(data, len, &dm, err); break;
+    case INGEST_FMT_PNM: rc = ingest_sniff_pnm_dims(data, len, &dm, err); break;
+    case INGEST_FMT_WEBP: rc = ingest_sniff_webp_dims(data, len, &dm, err); break;
+    case INGEST_FMT_TIFF: {
+        /* Walk just far enough to reach the requested page. */
+        struct ingest_dims *dims = calloc((size_t)page + 1, sizeof *dims);
+        if (!dims)
+            return folio_err_set(err, FOLIO_ENOMEM, "out of memory reading TIFF headers");
+        rc = ingest_sniff_tiff_pages(data, len, page, dims, page + 1, &pages, err);
+        if (rc == 0 && pages > page)
+            dm = dims[page];
+        free(dims);
+        break;
+    }
+    default:
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "blob is not an image folio decodes (%s)",
+                             ingest_format_media_type(f));
+    }
+    if (rc)
+        return rc;
+    if (page >= pages)
+        return folio_err_set(err, FOLIO_EINVAL, "page %d requested, the %s has %d page%s", page + 1,
+                             ingest_format_media_type(f), pages, pages == 1 ? "" : "s");
+    uint64_t px = (uint64_t)dm.w * dm.h;
+    if (dm.w == 0 || dm.h == 0 || px > INGEST_HARD_MAX_PIXELS || cost > INGEST_HARD_MAX_PIXELS)
+        return folio_err_set(err, FOLIO_ELIMIT, "page %d is %ux%u, outside what folio decodes", page + 1,
+                             dm.w, dm.h);
+
+    if (f == INGEST_FMT_JPEG)
+        rc = ingest_jpeg_decode(data, len, &jh, max_side, want_channels, out, err);
+    else
+        rc = ingest_lept_decode(data, len, f, page, want_channels, out, err);
+    if (rc == 0)
+        rc = ingest_page_fit(out, max_side, err);
+    if (rc == 0)
+        rc = ingest_page_orient(out, orientation, err);
+    if (rc)
+        ingest_page_free(out);
+    return rc;
+}

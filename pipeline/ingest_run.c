@@ -1,0 +1,931 @@
+/*
+ * The ingest stage's run loop: discovery -> validation -> one transaction
+ * per batch -> disposition.
+ *
+ *   main thread      owns the tracker (scans, inotify, stability), hands
+ *                    stable files to the work queue, applies outcomes,
+ *                    handles signals (signalfd) and the progress line
+ *   validators (N)   read a file, check it is still the file that was
+ *                    judged stable, probe it (limits, format, whole-data
+ *                    validation), sha256 it
+ *   writer (1)       gathers results into batches (64 files or 100 ms),
+ *                    commits each with one NOTIFY, then moves, deletes or
+ *                    keeps the files, rejected ones with a reason file
+ *
+ * While the writer commits batch k the validators already work on batch
+ * k+1, so decoding and the database overlap. Queues are bounded (work by
+ * count, results by bytes) so memory stays flat whatever the folder holds.
+ *
+ * Nothing happens to a file before its batch is committed. If the database
+ * is down the writer keeps its batch and retries with backoff (the
+ * validators stop when the result queue is full); files stay where they
+ * are. A batch that fails because of one file is retried file by file, and
+ * the file that still fails alone is rejected as enqueue_failed.
+ *
+ * Threads share one mutex; at a few hundred files a second it is never
+ * contended long enough to matter next to a JPEG decode.
+ */
+#include "pipeline/ingest_run.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RESULT_BYTES_CAP (256u << 20) /* bytes of validated files waiting for the writer */
+#define BATCH_BYTES_CAP (64u << 20)   /* a batch is flushed early past this many bytes */
+#define RETRY_MS 10000                /* a file that could not be read is tried again after */
+
+void ingest_run_opts_default(struct ingest_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model_key = "default";
+    o->use_inotify = 1;
+    o->rescan_s = 60;
+    o->stable_ms = 2000;
+    ingest_limits_default(&o->limits);
+    o->after = INGEST_AFTER_MOVE;
+    o->db_wait_s = 60;
+    o->progress = -1;
+    o->batch_max = 64;
+    o->batch_ms = 100;
+}
+
+struct completion {
+    struct completion *next;
+    char *path;
+    int outcome;
+    struct ingest_sig sig;
+    int64_t retry_ms;
+};
+
+struct run {
+    const struct ingest_run_opts *o;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, res_cv, res_space_cv;
+    struct ingest_candidate *work;
+    size_t work_cap, work_head, work_len;
+    int busy;
+    int stop_validators, validators_done, nthreads;
+    struct ingest_item *res_head, *res_tail;
+    size_t res_bytes;
+    struct completion *done_head, *done_tail;
+    int evfd;
+    int abort;       /* shutdown: the writer gives up a batch it cannot commit */
+    int fatal;       /* the writer gave up: the run fails */
+    struct folio_err fatal_err;
+    struct ingest_run_stats st;
+};
+
+static int64_t now_ms(void) { return folio_mono_ns() / 1000000; }
+static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms);
+
+/* ---- validators ---- */
+
+static void set_reject(struct ingest_item *it, const char *reason)
+{
+    it->status = ITEM_REJECT;
+    snprintf(it->reason, sizeof it->reason, "%s", reason);
+}
+
+/* Reads and judges one stable file. Never touches the file system
+ * otherwise: dispositions wait for the commit. */
+static struct ingest_item *validate(const struct run *R, struct ingest_candidate c)
+{
+    struct ingest_item *it = calloc(1, sizeof *it);
+    if (!it)
+        return NULL; /* the caller still owns c */
+    it->cand = c;
+    it->info.failed_page = -1;
+    ingest_display(it->path_display, sizeof it->path_display, c.path);
+    ingest_display(it->name_display, sizeof it->name_display, c.path + c.name_off);
+    const struct ingest_run_opts *o = R->o;
+    if (c.sig.kind == INGEST_CAND_SYMLINK) {
+        folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic links are refused");
+        folio_err_hint(&it->err, "pass --follow-symlinks to ingest the files links point to");
+        set_reject(it, "symlink");
+        return it;
+    }
+    if (c.sig.kind == INGEST_CAND_SPECIAL) {
+        folio_err_set(&it->err, FOLIO_EUNSUPPORTED,
+                      "not a regular file (a fifo, socket, device or a link to nothing)");
+        set_reject(it, "not_regular_file");
+        return it;
+    }
+    int fd = open(c.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (o->follow_symlinks ? 0 : O_NOFOLLOW));
+    if (fd < 0) {
+        if (errno == EACCES) {
+            folio_err_set(&it->err, FOLIO_EIO, "file cannot be read: %s", strerror(errno));
+            folio_err_hint(&it->err, "give the folio user read permission, then drop the file again");
+            set_reject(it, "unreadable");
+        } else {
+            it->status = (errno == ENOENT || errno == ELOOP) ? ITEM_REOBSERVE : ITEM_RETRY;
+            folio_err_set(&it->err, FOLIO_EIO, "cannot open: %s", strerror(errno));
+        }
+        return it;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_ino != c.sig.ino ||
+        (uint64_t)st.st_size != c.sig.size ||
+        (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != c.sig.mtime_ns) {
+        close(fd);
+        it->status = ITEM_REOBSERVE; /* replaced or written since it was judged stable */
+        return it;
+    }
+    if ((uint64_t)st.st_size > o->limits.max_bytes) {
+        /* Refused on its size alone: never read, never allocated. */
+        close(fd);
+        folio_err_set(&it->err, FOLIO_ELIMIT, "file is %llu bytes, over the limit of %llu bytes",
+                      (unsigned long long)st.st_size, (unsigned long long)o->limits.max_bytes);
+        folio_err_hint(&it->err, "raise --max-bytes if files this large are expected");
+        snprintf(it->info.limit_name, sizeof it->info.limit_name, "max_bytes");
+        it->info.limit_value = o->limits.max_bytes;
+        it->info.actual_value = (uint64_t)st.st_size;
+        set_reject(it, "too_large");
+        return it;
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    it->data = malloc(size ? size : 1);
+    if (!it->data) {
+        close(fd);
+        it->status = ITEM_RETRY;
+        folio_err_set(&it->err, FOLIO_ENOMEM, "out of memory reading %zu bytes", size);
+        return it;
+    }
+    while (got < size) {
+        ssize_t r = read(fd, it->data + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    struct stat st2;
+    bool same = fstat(fd, &st2) == 0 && st2.st_size == st.st_size &&
+                st2.st_mtim.tv_sec == st.st_mtim.tv_sec && st2.st_mtim.tv_nsec == st.st_mtim.tv_nsec;
+    close(fd);
+    if (got != size || !same) {
+        free(it->data);
+        it->data = NULL;
+        it->status = ITEM_REOBSERVE; /* written to while being read */
+        return it;
+    }
+    it->len = size;
+    if (folio_sha256(it->data, size, it->sha) == 0)
+        it->have_sha = 1;
+    int rc = ingest_probe(it->data, size, &o->limits, &it->info, &it->err);
+    if (rc == 0 && it->have_sha) {
+        it->status = ITEM_ACCEPT;
+        return it;
+    }
+    free(it->data);
+    it->data = NULL;
+    it->len = 0;
+    if (rc == 0 || rc == FOLIO_ENOMEM || strcmp(it->info.reason, "internal") == 0) {
+        it->status = ITEM_RETRY; /* our problem, not the file's */
+        return it;
+    }
+    set_reject(it, it->info.reason[0] ? it->info.reason : "corrupt");
+    return it;
+}
+
+static void *validator_main(void *arg)
+{
+    struct run *R = arg;
+    pthread_mutex_lock(&R->mu);
+    for (;;) {
+        while (R->work_len == 0 && !R->stop_validators)
+            pthread_cond_wait(&R->work_cv, &R->mu);
+        if (R->work_len == 0)
+            break;
+        struct ingest_candidate c = R->work[R->work_head];
+        R->work_head = (R->work_head + 1) % R->work_cap;
+        bool was_full = R->work_len == R->work_cap;
+        R->work_len--;
+        R->busy++;
+        pthread_mutex_unlock(&R->mu);
+        if (was_full) {
+            uint64_t one = 1;
+            if (write(R->evfd, &one, sizeof one) < 0) {
+                /* cannot fail short of EBADF; the main loop has a timeout */
+            }
+        }
+        struct ingest_item *it = validate(R, c);
+        if (!it) {
+            /* Out of memory for the item itself: hand the path straight
+             * back for a retry so the run never waits on it forever. */
+            complete_path(R, c.path, INGEST_OUT_RETRY, &c.sig, RETRY_MS);
+            c.path = NULL;
+        }
+        pthread_mutex_lock(&R->mu);
+        while (it && R->res_head && R->res_bytes + it->len > RESULT_BYTES_CAP && !R->abort)
+            pthread_cond_wait(&R->res_space_cv, &R->mu);
+        R->busy--;
+        if (it) {
+            if (R->res_tail)
+                R->res_tail->next = it;
+            else
+                R->res_head = it;
+            R->res_tail = it;
+            R->res_bytes += it->len;
+        }
+        pthread_cond_signal(&R->res_cv);
+    }
+    R->validators_done++;
+    pthread_cond_broadcast(&R->res_cv);
+    pthread_mutex_unlock(&R->mu);
+    return NULL;
+}
+
+/* ---- writer ---- */
+
+/* Queues an outcome for the main thread; takes ownership of path. */
+static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms)
+{
+    struct completion *c = calloc(1, sizeof *c);
+    if (c) {
+        c->path = path;
+        c->outcome = outcome;
+        c->sig = *sig;
+        c->retry_ms = retry_ms;
+    } else {
+        free(path);
+    }
+    pthread_mutex_lock(&R->mu);
+    if (c) {
+        if (R->done_tail)
+            R->done_tail->next = c;
+        else
+            R->done_head = c;
+        R->done_tail = c;
+    }
+    pthread_mutex_unlock(&R->mu);
+    uint64_t one = 1;
+    if (write(R->evfd, &one, sizeof one) < 0) {
+        /* The counter cannot overflow at our rates; the main loop also
+         * wakes on its own timeout. */
+    }
+}
+
+static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t retry_ms)
+{
+    complete_path(R, it->cand.path, outcome, &it->cand.sig, retry_ms);
+    it->cand.path = NULL; /* ownership moved to the completion */
+}
+
+static void today(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%d", &tm);
+}
+
+/* The commit is done: move, delete or keep each file; record outcomes. */
+static void dispose(struct run *R, struct ingest_item *it, const char *host)
+{
+    const struct ingest_run_opts *o = R->o;
+    const char *rel = it->cand.path + it->cand.rel_off;
+    char lq[1100], lq2[700];
+    struct folio_err err = {0};
+    char *moved = NULL;
+    int outcome = INGEST_OUT_GONE;
+    /* Rewritten since it was read? Then what was recorded is an earlier
+     * version: leave the file for the tracker to take again. */
+    struct stat st;
+    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !o->follow_symlinks &&
+        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
+         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
+        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
+                  folio_lq(lq, sizeof lq, it->path_display));
+        complete(R, it, INGEST_OUT_REOBSERVE, 0);
+        return;
+    }
+    if (it->status == ITEM_ACCEPT) {
+        if (o->after == INGEST_AFTER_MOVE) {
+            char sub[32];
+            today(sub + 5, sizeof sub - 5);
+            memcpy(sub, "done/", 5);
+            if (ingest_move_into(o->dir, sub, it->cand.path, rel, &moved, &err) != 0)
+                outcome = INGEST_OUT_KEEP;
+        } else if (o->after == INGEST_AFTER_DELETE) {
+            if (unlink(it->cand.path) != 0) {
+                folio_err_set(&err, FOLIO_EIO, "cannot delete: %s", strerror(errno));
+                outcome = INGEST_OUT_KEEP;
+            }
+        } else {
+            outcome = INGEST_OUT_KEEP;
+        }
+        if (err.code)
+            folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
+                      folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+        else
+            folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
+                      folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
+    } else {
+        folio_log(FOLIO_LOG_WARN, "file_rejected", "path=%s reason=%s message=%s",
+                  folio_lq(lq, sizeof lq, it->path_display), it->reason,
+                  folio_lq(lq2, sizeof lq2, it->err.msg));
+        if (ingest_move_into(o->dir, "rejected", it->cand.path, rel, &moved, &err) == 0) {
+            char *json = malloc(4096);
+            if (json) {
+                ingest_reject_json(it, host, json, 4096);
+                if (ingest_write_reason(moved, json, &err) != 0)
+                    folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
+                              folio_lq(lq, sizeof lq, it->path_display),
+                              folio_lq(lq2, sizeof lq2, err.msg));
+                free(json);
+            }
+        } else {
+            outcome = INGEST_OUT_KEEP;
+            folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
+                      folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+        }
+    }
+    free(moved);
+    pthread_mutex_lock(&R->mu);
+    R->st.files++;
+    if (it->status == ITEM_ACCEPT) {
+        R->st.accepted++;
+        R->st.bytes += it->len;
+        if (it->new_document)
+            R->st.new_documents++;
+        else
+            R->st.duplicates++;
+    } else {
+        R->st.rejected++;
+    }
+    pthread_mutex_unlock(&R->mu);
+    complete(R, it, outcome, 0);
+}
+
+/* Sleeps up to ms, waking early when the run is being aborted. */
+static bool nap(struct run *R, int64_t ms)
+{
+    int64_t end = now_ms() + ms;
+    for (;;) {
+        pthread_mutex_lock(&R->mu);
+        int ab = R->abort;
+        pthread_mutex_unlock(&R->mu);
+        if (ab)
+            return false;
+        int64_t left = end - now_ms();
+        if (left <= 0)
+            return true;
+        folio_sleep_ms(left < 100 ? left : 100);
+    }
+}
+
+/* Commits items[0..n): 0 when committed, -1 when given up (abort or the
+ * one-shot database wait ran out; the items are then left untouched). */
+static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
+                        int64_t *outage_since)
+{
+    const struct ingest_run_opts *o = R->o;
+    int64_t backoff = 500;
+    char lq[600], lq2[800];
+    for (;;) {
+        struct folio_err err = {0};
+        int kind = INGEST_DB_TRANSIENT;
+        if (!db->c) {
+            if (ingest_db_open(db, o->conninfo, &err) == 0) {
+                if (*outage_since) {
+                    folio_log(FOLIO_LOG_INFO, "database_available", "after_s=%.1f",
+                              (double)(now_ms() - *outage_since) / 1000.0);
+                    *outage_since = 0;
+                }
+                continue;
+            }
+        } else {
+            int64_t t0 = now_ms();
+            kind = ingest_db_commit(db, items, n, &err);
+            if (kind == INGEST_DB_OK) {
+                pthread_mutex_lock(&R->mu);
+                R->st.batches++;
+                pthread_mutex_unlock(&R->mu);
+                folio_log(FOLIO_LOG_DEBUG, "ingest_batch", "files=%zu ms=%lld", n,
+                          (long long)(now_ms() - t0));
+                return 0;
+            }
+        }
+        if (kind == INGEST_DB_ITEM) {
+            if (n > 1) {
+                /* Find the file that fails: each on its own. */
+                folio_log(FOLIO_LOG_WARN, "ingest_batch_split", "files=%zu error=%s", n,
+                          folio_lq(lq2, sizeof lq2, err.msg));
+                for (size_t i = 0; i < n; i++)
+                    if (commit_batch(R, db, &items[i], 1, outage_since) != 0)
+                        return -1;
+                return 0;
+            }
+            if (items[0]->status == ITEM_ACCEPT) {
+                char msg[sizeof err.msg];
+                snprintf(msg, sizeof msg, "%s", err.msg);
+                free(items[0]->data);
+                items[0]->data = NULL;
+                items[0]->len = 0;
+                folio_err_set(&items[0]->err, FOLIO_EDB, "the database refused this file");
+                folio_err_detail(&items[0]->err, "%s", msg);
+                set_reject(items[0], "enqueue_failed");
+                continue;
+            }
+            /* Even its rejection cannot be recorded: leave it for later. */
+            items[0]->status = ITEM_RETRY;
+            folio_log(FOLIO_LOG_ERROR, "ingest_record_failed", "path=%s error=%s",
+                      folio_lq(lq, sizeof lq, items[0]->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+            return 0;
+        }
+        /* Transient: drop the connection, wait, try the same batch again. */
+        ingest_db_close(db);
+        pthread_mutex_lock(&R->mu);
+        R->st.db_retries++;
+        pthread_mutex_unlock(&R->mu);
+        if (!*outage_since)
+            *outage_since = now_ms();
+        double down_s = (double)(now_ms() - *outage_since) / 1000.0;
+        char lq3[800];
+        folio_log(FOLIO_LOG_WARN, "database_unavailable",
+                  "error=%s detail=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f",
+                  folio_lq(lq2, sizeof lq2, err.msg), folio_lq(lq3, sizeof lq3, err.detail),
+                  folio_lq(lq, sizeof lq, err.hint[0] ? err.hint : "files stay where they are until it is back"),
+                  n, (long long)backoff, down_s);
+        if (!o->watch && down_s >= o->db_wait_s) {
+            pthread_mutex_lock(&R->mu);
+            R->fatal = 1;
+            R->fatal_err = err;
+            folio_err_prefix(&R->fatal_err, "database unavailable for %.0f s: ", down_s);
+            folio_err_hint(&R->fatal_err, "files were left where they are; run again once the database is reachable");
+            pthread_mutex_unlock(&R->mu);
+            return -1;
+        }
+        if (!nap(R, backoff))
+            return -1;
+        backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
+    }
+}
+
+#ifdef FOLIO_FAULT_INJECTION
+/* FOLIO_FAULT=ingest_crash_after_commit:N kills the process right after its
+ * N-th committed batch, before any of that batch's files is moved: the
+ * crash window that the sighting dedupe in ingest_db.c exists for. */
+static long fault_crash_batch(void)
+{
+    const char *f = getenv("FOLIO_FAULT");
+    const char *key = "ingest_crash_after_commit:";
+    if (!f || strncmp(f, key, strlen(key)) != 0)
+        return 0;
+    return strtol(f + strlen(key), NULL, 10);
+}
+#endif
+
+static void *writer_main(void *arg)
+{
+    struct run *R = arg;
+    const struct ingest_run_opts *o = R->o;
+    struct ingest_db db = {.c = NULL, .model_key = o->model_key, .after = (int)o->after};
+    size_t cap = (size_t)(o->batch_max > 0 ? o->batch_max : 64);
+    struct ingest_item **batch = calloc(cap, sizeof *batch);
+    int64_t outage_since = 0;
+    bool give_up = false;
+#ifdef FOLIO_FAULT_INJECTION
+    long crash_at = fault_crash_batch();
+    uint64_t committed = 0;
+#endif
+    if (!batch) {
+        pthread_mutex_lock(&R->mu);
+        R->fatal = 1;
+        folio_err_set(&R->fatal_err, FOLIO_ENOMEM, "out of memory");
+        pthread_mutex_unlock(&R->mu);
+        give_up = true;
+    }
+    /* Connect up front so that "database down" shows at start, not at the
+     * first file; failure here is fine, the first batch retries. */
+    if (batch) {
+        struct folio_err err = {0};
+        if (ingest_db_open(&db, o->conninfo, &err) != 0) {
+            char lq[800];
+            char lq2[800];
+            folio_log(FOLIO_LOG_WARN, "database_unavailable", "error=%s detail=%s note=%s",
+                      folio_lq(lq, sizeof lq, err.msg), folio_lq(lq2, sizeof lq2, err.detail),
+                      "\"files stay where they are; retrying with backoff\"");
+        }
+    }
+    pthread_mutex_lock(&R->mu);
+    for (;;) {
+        size_t nb = 0, bytes = 0;
+        int64_t first = 0;
+        bool exit_now = false;
+        for (;;) {
+            while (R->res_head && nb < cap && bytes < BATCH_BYTES_CAP) {
+                struct ingest_item *it = R->res_head;
+                R->res_head = it->next;
+                if (!R->res_head)
+                    R->res_tail = NULL;
+                it->next = NULL;
+                R->res_bytes -= it->len;
+                if (it->status == ITEM_REOBSERVE || it->status == ITEM_RETRY || give_up) {
+                    /* Nothing to record: straight back to the tracker. */
+                    pthread_mutex_unlock(&R->mu);
+                    complete(R, it, it->status == ITEM_REOBSERVE ? INGEST_OUT_REOBSERVE : INGEST_OUT_RETRY,
+                             RETRY_MS);
+                    ingest_item_free(it);
+                    pthread_mutex_lock(&R->mu);
+                    continue;
+                }
+                batch[nb++] = it;
+                bytes += it->len;
+                if (nb == 1)
+                    first = now_ms();
+            }
+            pthread_cond_broadcast(&R->res_space_cv);
+            bool all_done = R->validators_done == R->nthreads && !R->res_head;
+            bool idle = R->work_len == 0 && R->busy == 0 && !R->res_head;
+            if (nb == cap || bytes >= BATCH_BYTES_CAP)
+                break;
+            if (nb > 0 && (idle || now_ms() - first >= o->batch_ms))
+                break;
+            if (nb == 0 && all_done) {
+                exit_now = true;
+                break;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t wait = nb > 0 ? first + o->batch_ms - now_ms() : 200;
+            if (wait < 1)
+                wait = 1;
+            ts.tv_sec += wait / 1000;
+            ts.tv_nsec += (wait % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&R->res_cv, &R->mu, &ts);
+        }
+        if (exit_now)
+            break;
+        pthread_mutex_unlock(&R->mu);
+        int rc = give_up ? -1 : commit_batch(R, &db, batch, nb, &outage_since);
+#ifdef FOLIO_FAULT_INJECTION
+        if (rc == 0 && crash_at > 0 && ++committed == (uint64_t)crash_at)
+            raise(SIGKILL);
+#endif
+        for (size_t i = 0; i < nb; i++) {
+            if (rc != 0 || batch[i]->status == ITEM_RETRY)
+                complete(R, batch[i], INGEST_OUT_RETRY, RETRY_MS);
+            else
+                dispose(R, batch[i], db.host);
+            ingest_item_free(batch[i]);
+        }
+        if (rc != 0)
+            give_up = true; /* drain the rest without touching anything */
+        pthread_mutex_lock(&R->mu);
+    }
+    pthread_mutex_unlock(&R->mu);
+    ingest_db_close(&db);
+    free(batch);
+    return NULL;
+}
+
+/* ---- main thread ---- */
+
+static bool is_network_fs(const char *dir)
+{
+    struct statfs sf;
+    if (statfs(dir, &sf) != 0)
+        return false;
+    switch ((unsigned long)sf.f_type) {
+    case 0x6969UL:     /* NFS */
+    case 0xFF534D42UL: /* CIFS */
+    case 0xFE534D42UL: /* SMB2 */
+    case 0x517BUL:     /* SMB */
+    case 0x65735546UL: /* FUSE */
+    case 0x01021997UL: /* 9P */
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void progress_line(const struct run *R, int64_t t0, bool final)
+{
+    double s = (double)(now_ms() - t0) / 1000.0;
+    fprintf(stderr, "\r\033[Kfolio ingest: %llu files, %llu new, %llu duplicate, %llu rejected, %.1f files/s%s",
+            (unsigned long long)R->st.files, (unsigned long long)R->st.new_documents,
+            (unsigned long long)R->st.duplicates, (unsigned long long)R->st.rejected,
+            s > 0 ? (double)R->st.files / s : 0.0, final ? "\n" : "");
+    fflush(stderr);
+}
+
+static void drain_completions(struct run *R, struct ingest_tracker *t)
+{
+    uint64_t v;
+    if (read(R->evfd, &v, sizeof v) < 0) {
+        /* EAGAIN: nothing signalled; the list is checked anyway. */
+    }
+    pthread_mutex_lock(&R->mu);
+    struct completion *c = R->done_head;
+    R->done_head = R->done_tail = NULL;
+    pthread_mutex_unlock(&R->mu);
+    while (c) {
+        struct completion *nx = c->next;
+        if (c->path)
+            ingest_tracker_done(t, c->path, (enum ingest_outcome)c->outcome, &c->sig, c->retry_ms);
+        free(c->path);
+        free(c);
+        c = nx;
+    }
+}
+
+int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats, struct folio_err *err)
+{
+    memset(stats, 0, sizeof *stats);
+    /* Sources record absolute paths: the same name in two folders, or a
+     * run from another working directory, must not look alike. */
+    char *absdir = realpath(oin->dir, NULL);
+    if (!absdir) {
+        char d[300];
+        ingest_display(d, sizeof d, oin->dir);
+        folio_err_set(err, FOLIO_EINVAL, "ingest folder %s: %s", d, strerror(errno));
+        return FOLIO_EINVAL;
+    }
+    struct ingest_run_opts oo = *oin;
+    oo.dir = absdir;
+    const struct ingest_run_opts *o = &oo;
+    /* One ingester per folder: two would race for the same files. The
+     * lock is on the folder itself, so nothing is created in it. */
+    int lockfd = open(absdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char d[300];
+        ingest_display(d, sizeof d, absdir);
+        if (lockfd >= 0)
+            close(lockfd);
+        free(absdir);
+        if (e == EWOULDBLOCK) {
+            folio_err_set(err, FOLIO_ESTATE, "another folio ingest is already taking files from %s", d);
+            folio_err_hint(err, "run one folio ingest per folder; stop the other one first");
+            return FOLIO_ESTATE;
+        }
+        return folio_err_set(err, FOLIO_EIO, "cannot open the ingest folder %s: %s", d, strerror(e));
+    }
+    struct run R;
+    memset(&R, 0, sizeof R);
+    R.o = o;
+    R.evfd = -1;
+    int sfd = -1, rc = 0;
+    struct ingest_tracker *t = NULL;
+    pthread_t *threads = NULL, writer;
+    bool writer_started = false;
+    int started = 0;
+    int64_t t0 = now_ms();
+
+    /* Signals arrive through a signalfd, so no handler and no global flag:
+     * block them here, before any thread exists, so every thread inherits
+     * the mask. */
+    sigset_t mask, oldmask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &mask, &oldmask);
+    sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    R.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sfd < 0 || R.evfd < 0) {
+        rc = folio_err_set(err, FOLIO_EIO, "cannot create signal/event descriptors: %s", strerror(errno));
+        goto out;
+    }
+
+    struct ingest_scan_opts so = {.dir = o->dir,
+                                  .recursive = o->recursive,
+                                  .follow_symlinks = o->follow_symlinks,
+                                  .use_inotify = o->watch && o->use_inotify,
+                                  .stable_ms = o->stable_ms};
+    rc = ingest_tracker_open(&so, &t, err);
+    if (rc)
+        goto out;
+    char lq[600];
+    if (o->watch && so.use_inotify && is_network_fs(o->dir))
+        folio_log(FOLIO_LOG_WARN, "ingest_network_fs",
+                  "dir=%s note=%s rescan_s=%d", folio_lq(lq, sizeof lq, o->dir),
+                  folio_lq(lq + 300, 300, "network file system: inotify misses other machines' writes; "
+                                          "relying on rescans"),
+                  o->rescan_s);
+    rc = ingest_tracker_rescan(t, err);
+    if (rc)
+        goto out;
+
+    R.nthreads = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (R.nthreads < 1)
+        R.nthreads = 1;
+    R.work_cap = (size_t)R.nthreads * 4 + 8;
+    R.work = calloc(R.work_cap, sizeof *R.work);
+    threads = calloc((size_t)R.nthreads, sizeof *threads);
+    if (!R.work || !threads) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+        goto out;
+    }
+    pthread_mutex_init(&R.mu, NULL);
+    pthread_cond_init(&R.work_cv, NULL);
+    pthread_cond_init(&R.res_cv, NULL);
+    pthread_cond_init(&R.res_space_cv, NULL);
+    for (; started < R.nthreads; started++)
+        if (pthread_create(&threads[started], NULL, validator_main, &R) != 0)
+            break;
+    if (started == 0 || pthread_create(&writer, NULL, writer_main, &R) != 0) {
+        rc = folio_err_set(err, FOLIO_EIO, "cannot start threads: %s", strerror(errno));
+        pthread_mutex_lock(&R.mu);
+        R.stop_validators = 1;
+        pthread_cond_broadcast(&R.work_cv);
+        pthread_mutex_unlock(&R.mu);
+        for (int i = 0; i < started; i++)
+            pthread_join(threads[i], NULL);
+        started = 0;
+        goto out;
+    }
+    writer_started = true;
+    folio_log(FOLIO_LOG_INFO, "ingest_started", "dir=%s mode=%s threads=%d stable_ms=%d after=%s model_key=%s",
+              folio_lq(lq, sizeof lq, o->dir), o->watch ? (so.use_inotify ? "watch" : "watch-rescan-only") : "one-shot",
+              R.nthreads, o->stable_ms,
+              o->after == INGEST_AFTER_MOVE ? "move" : o->after == INGEST_AFTER_DELETE ? "delete" : "keep",
+              folio_lq(lq + 400, 200, o->model_key));
+
+    bool show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
+    bool stopping = false;
+    int64_t next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
+    int64_t last_progress = 0;
+    struct ingest_candidate *ready = calloc(R.work_cap, sizeof *ready);
+    if (!ready) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+        stopping = true;
+    }
+    for (;;) {
+        size_t n = 0;
+        drain_completions(&R, t);
+        pthread_mutex_lock(&R.mu);
+        int fatal = R.fatal;
+        size_t space = R.work_cap - R.work_len;
+        pthread_mutex_unlock(&R.mu);
+        if (fatal && !stopping) {
+            stopping = true;
+            rc = R.fatal_err.code ? R.fatal_err.code : FOLIO_EDB;
+            if (err)
+                *err = R.fatal_err;
+        }
+        if (stopping) {
+            if (ingest_tracker_in_flight(t) == 0)
+                break;
+        } else {
+            if (o->watch && now_ms() >= next_rescan) {
+                struct folio_err serr = {0};
+                if (ingest_tracker_rescan(t, &serr) != 0)
+                    folio_log(FOLIO_LOG_ERROR, "ingest_rescan_failed", "error=%s",
+                              folio_lq(lq, sizeof lq, serr.msg));
+                next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
+            }
+            n = space ? ingest_tracker_take_ready(t, ready, space) : 0;
+            if (n) {
+                pthread_mutex_lock(&R.mu);
+                for (size_t i = 0; i < n; i++) {
+                    R.work[(R.work_head + R.work_len) % R.work_cap] = ready[i];
+                    R.work_len++;
+                }
+                pthread_cond_broadcast(&R.work_cv);
+                pthread_mutex_unlock(&R.mu);
+            }
+            if (!o->watch && ingest_tracker_waiting(t) == 0 && ingest_tracker_in_flight(t) == 0)
+                break;
+        }
+        /* With the work queue full, ripe files must wait for a validator;
+         * the validator that frees a slot wakes us through the eventfd. */
+        bool queue_full = space == n;
+        int64_t timeout = stopping ? 100 : queue_full ? -1 : ingest_tracker_next_ms(t);
+        if (o->watch) {
+            int64_t to_rescan = next_rescan - now_ms();
+            if (to_rescan < 0)
+                to_rescan = 0;
+            if (timeout < 0 || to_rescan < timeout)
+                timeout = to_rescan;
+        }
+        if (timeout < 0 || timeout > 1000)
+            timeout = 1000;
+        if (show && timeout > 250)
+            timeout = 250;
+        struct pollfd pf[3] = {{.fd = sfd, .events = POLLIN},
+                               {.fd = R.evfd, .events = POLLIN},
+                               {.fd = ingest_tracker_fd(t), .events = POLLIN}};
+        int np = poll(pf, ingest_tracker_fd(t) >= 0 ? 3 : 2, (int)timeout);
+        if (np > 0 && (pf[0].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (!stopping)
+                    folio_log(FOLIO_LOG_INFO, "ingest_stopping", "signal=%u in_flight=%zu", si.ssi_signo,
+                              ingest_tracker_in_flight(t));
+                stopping = true;
+            }
+            if (stopping) {
+                /* Files not yet picked up stay where they are. */
+                pthread_mutex_lock(&R.mu);
+                while (R.work_len) {
+                    struct ingest_candidate *c = &R.work[R.work_head];
+                    ingest_tracker_done(t, c->path, INGEST_OUT_RETRY, NULL, RETRY_MS);
+                    ingest_candidate_free(c);
+                    R.work_head = (R.work_head + 1) % R.work_cap;
+                    R.work_len--;
+                }
+                R.abort = 1; /* do not wait out a database outage: files stay put */
+                pthread_cond_broadcast(&R.res_space_cv);
+                pthread_mutex_unlock(&R.mu);
+            }
+        }
+        if (np > 0 && ingest_tracker_fd(t) >= 0 && (pf[2].revents & POLLIN)) {
+            int need = 0;
+            struct folio_err ierr = {0};
+            if (ingest_tracker_handle_events(t, &need, &ierr) != 0)
+                folio_log(FOLIO_LOG_ERROR, "ingest_events_failed", "error=%s", folio_lq(lq, sizeof lq, ierr.msg));
+            if (need) {
+                folio_log(FOLIO_LOG_WARN, "ingest_events_overflow", "action=rescan");
+                if (ingest_tracker_rescan(t, &ierr) != 0)
+                    folio_log(FOLIO_LOG_ERROR, "ingest_rescan_failed", "error=%s", folio_lq(lq, sizeof lq, ierr.msg));
+            }
+        }
+        if (show && now_ms() - last_progress >= 250) {
+            pthread_mutex_lock(&R.mu);
+            progress_line(&R, t0, false);
+            pthread_mutex_unlock(&R.mu);
+            last_progress = now_ms();
+        }
+    }
+    free(ready);
+
+    pthread_mutex_lock(&R.mu);
+    R.stop_validators = 1;
+    pthread_cond_broadcast(&R.work_cv);
+    pthread_mutex_unlock(&R.mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    started = 0;
+    if (writer_started)
+        pthread_join(writer, NULL);
+    writer_started = false;
+    drain_completions(&R, t);
+    if (show)
+        progress_line(&R, t0, true);
+
+out:
+    if (writer_started || started) {
+        pthread_mutex_lock(&R.mu);
+        R.stop_validators = 1;
+        R.abort = 1;
+        pthread_cond_broadcast(&R.work_cv);
+        pthread_mutex_unlock(&R.mu);
+        for (int i = 0; i < started; i++)
+            pthread_join(threads[i], NULL);
+        if (writer_started)
+            pthread_join(writer, NULL);
+    }
+    if (threads) {
+        pthread_mutex_destroy(&R.mu);
+        pthread_cond_destroy(&R.work_cv);
+        pthread_cond_destroy(&R.res_cv);
+        pthread_cond_destroy(&R.res_space_cv);
+    }
+    R.st.seconds = (double)(now_ms() - t0) / 1000.0;
+    *stats = R.st;
+    if (R.work) {
+        while (R.work_len) {
+            ingest_candidate_free(&R.work[R.work_head]);
+            R.work_head = (R.work_head + 1) % R.work_cap;
+            R.work_len--;
+        }
+    }
+    while (R.done_head) {
+        struct completion *c = R.done_head;
+        R.done_head = c->next;
+        free(c->path);
+        free(c);
+    }
+    free(R.work);
+    free(threads);
+    ingest_tracker_close(t);
+    if (R.evfd >= 0)
+        close(R.evfd);
+    if (sfd >= 0)
+        close(sfd);
+    /* Signals that arrived while blocked are discarded with the signalfd
+     * read above; restore the caller's mask. */
+    pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+    close(lockfd); /* releases the folder lock */
+    free(absdir);
+    return rc;
+}

@@ -1,0 +1,116 @@
+/*
+ * A growable buffer for writing JSON (results' scores and timings, the
+ * `folio classify` output, bench lines). Writing only: folio never parses
+ * JSON. OCR text can hold any bytes Tesseract produced, so strings are
+ * checked as UTF-8 and bad sequences become U+FFFD rather than invalid JSON
+ * that PostgreSQL would refuse. An allocation failure is sticky (oom) and
+ * checked once by the caller at the end.
+ */
+#include "pipeline/pipeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void json_init(struct json_buf *b) { memset(b, 0, sizeof *b); }
+
+void json_free(struct json_buf *b)
+{
+    free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+static void put(struct json_buf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+void json_raw(struct json_buf *b, const char *s) { put(b, s, strlen(s)); }
+
+/* Length of a valid UTF-8 sequence at p (1..4), or 0. */
+static int utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return 1;
+    int n = (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n || (n == 2 && p[0] < 0xC2) || (n == 4 && p[0] > 0xF4))
+        return 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
+        return 0;
+    if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
+        return 0;
+    return n;
+}
+
+void json_str(struct json_buf *b, const char *s)
+{
+    put(b, "\"", 1);
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put(b, e, 2);
+            p++;
+        } else if (c < 0x20) {
+            char e[8];
+            if (c == '\n')
+                put(b, "\\n", 2);
+            else if (c == '\t')
+                put(b, "\\t", 2);
+            else if (c == '\r')
+                put(b, "\\r", 2);
+            else {
+                snprintf(e, sizeof e, "\\u%04x", c);
+                put(b, e, 6);
+            }
+            p++;
+        } else {
+            int n = utf8_len(p);
+            if (n) {
+                put(b, (const char *)p, (size_t)n);
+                p += n;
+            } else {
+                put(b, "\\ufffd", 6);
+                p++;
+            }
+        }
+    }
+    put(b, "\"", 1);
+}
+
+void json_num(struct json_buf *b, double v)
+{
+    if (!isfinite(v)) {
+        put(b, "null", 4);
+        return;
+    }
+    char t[40];
+    int n = snprintf(t, sizeof t, "%.6g", v);
+    put(b, t, (size_t)n);
+}
+
+void json_key(struct json_buf *b, const char *k)
+{
+    json_str(b, k);
+    put(b, ":", 1);
+}

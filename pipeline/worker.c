@@ -1,0 +1,885 @@
+/*
+ * The worker process: claims jobs, classifies documents, writes results
+ * (DESIGN.md §4, §6.4). Threads and what each owns:
+ *
+ *   dispatcher (the calling thread)  one PGconn: LISTEN, claim, reaper,
+ *       retention cleanup, the workers row; a signalfd for SIGTERM/SIGINT
+ *       (signals are blocked in every thread, so there is no handler and no
+ *       global flag); an eventfd that OCR threads poke when a slot frees.
+ *   N OCR threads (--ocr-threads)  one TessBaseAPI each, initialised once
+ *       before the first claim, and one PGconn each (blob fetch, labels,
+ *       completion), so completions never queue behind a shared connection.
+ *   heartbeat thread  its own PGconn, so a slow claim or a long completion
+ *       can never starve the lease renewals. Every lease/3 it renews all
+ *       in-flight jobs in one statement and refreshes the workers row.
+ *
+ * One slot per OCR thread. The dispatcher claims at most as many jobs as
+ * there are free slots (capped by --batch): a claimed job never waits in a
+ * local queue where a crash would strand it until its lease expires.
+ *
+ * Lease safety: each slot carries the monotonic time until which its lease
+ * is known to hold (claim or last renewal + lease). When a renewal reports
+ * the job lost, or that time passes without a renewal (database down,
+ * network split), the slot's cancel flag stops Tesseract within a word or
+ * two and the output is dropped: a worker never writes on a lease it may
+ * have lost (and the token check would refuse it anyway).
+ *
+ * Database outages: any thread whose connection breaks reconnects with
+ * jittered exponential backoff. The dispatcher stops claiming meanwhile;
+ * OCR threads keep their in-flight work and retry the completion until the
+ * lease would have expired. Nothing here exits on a database error.
+ *
+ * Shutdown: the first signal stops claiming and gives in-flight jobs
+ * --grace seconds; then their OCR is cancelled and they are released
+ * (token-checked, attempt not counted). The workers row is marked stopped
+ * and worker_run returns 0. A second signal exits at once: leases cover it.
+ */
+#include "engine/engine.h"
+#include "engine/ocr.h"
+#include "pipeline/doctext.h"
+#include "pipeline/pipeline.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { SLOT_FREE, SLOT_ASSIGNED, SLOT_BUSY };
+enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2 };
+
+#define LABELS_REFRESH_MS 10000.0
+#define CLEANUP_BATCH 500
+
+struct slot {
+    int state;               /* guarded by worker.mu */
+    struct queue_job job;    /* valid while not FREE */
+    double lease_until_ms;   /* monotonic; guarded by worker.mu */
+    _Atomic int cancel;      /* CANCEL_*: read by Tesseract's cancel callback */
+};
+
+struct fault {
+    char crash_prefix[65];   /* crash_on_document:<sha256 prefix> */
+    int sleep_ms;            /* sleep_ms:<n> before OCR, cancellable */
+};
+
+struct worker {
+    const struct worker_opts *o;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* slot assigned, start-up progress, quit */
+    pthread_cond_t hb_cv;    /* quit, for the heartbeat thread only: a broadcast
+                              * on cv must not trigger an early renewal */
+    struct slot *slots;
+    int nslots;
+    int quit;                /* threads exit (guarded by mu) */
+    int ready, init_failed;  /* OCR threads' start-up (guarded by mu) */
+    struct folio_err init_err;
+    int64_t worker_id;
+    _Atomic long long done, failed, lost;
+    int wake_fd;
+    struct fault fault;
+    char host[256];
+};
+
+struct ocr_thread {
+    struct worker *w;
+    int idx;
+    pthread_t tid;
+    struct ocr_engine *ocr;
+    PGconn *conn;
+    struct engine_labels *labels;
+    struct engine *engine;
+    double labels_at_ms;
+    unsigned int seed;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static double jitter(unsigned int *seed, double v)
+{
+    /* ±50 %: spreads a fleet's retries and polls so they do not march in step. */
+    return v * (0.5 + (double)rand_r(seed) / ((double)RAND_MAX + 1.0));
+}
+
+static void wake_dispatcher(struct worker *w)
+{
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof one);
+    (void)r; /* a full counter already means "wake up" */
+}
+
+static void parse_faults(struct fault *f)
+{
+    memset(f, 0, sizeof *f);
+#ifdef FOLIO_FAULT_INJECTION
+    const char *s = getenv("FOLIO_FAULT");
+    if (!s)
+        return;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (strncmp(t, "crash_on_document:", 18) == 0)
+            snprintf(f->crash_prefix, sizeof f->crash_prefix, "%s", t + 18);
+        else if (strncmp(t, "sleep_ms:", 9) == 0)
+            f->sleep_ms = atoi(t + 9);
+    }
+    if (f->crash_prefix[0] || f->sleep_ms)
+        folio_log(FOLIO_LOG_WARN, "fault_injection", "crash_on_document=%s sleep_ms=%d",
+                  f->crash_prefix[0] ? f->crash_prefix : "-", f->sleep_ms);
+#endif
+}
+
+static int job_cancelled(struct slot *s) { return atomic_load(&s->cancel) != CANCEL_NONE; }
+
+static double slot_lease_until(struct worker *w, struct slot *s)
+{
+    pthread_mutex_lock(&w->mu);
+    double t = s->lease_until_ms;
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
+
+/* Connects (or re-connects) with jittered backoff until connected, the
+ * lease of the slot's job runs out, or the job is cancelled. */
+static int ensure_conn(struct ocr_thread *t, struct slot *s)
+{
+    if (t->conn && PQstatus(t->conn) == CONNECTION_OK)
+        return 0;
+    double backoff = 200;
+    for (;;) {
+        if (t->conn) {
+            PQfinish(t->conn);
+            t->conn = NULL;
+        }
+        struct folio_err err = {0};
+        char app[64];
+        snprintf(app, sizeof app, "folio-worker-ocr%d", t->idx);
+        if (db_connect(t->w->o->conninfo, app, &t->conn, &err) == 0)
+            return 0;
+        double left = slot_lease_until(t->w, s) - folio_mono_ms();
+        char q[600];
+        folio_log(FOLIO_LOG_WARN, "db_reconnect", "thread=ocr%d job=%lld retry_ms=%.0f lease_left_ms=%.0f error=%s",
+                  t->idx, (long long)s->job.id, backoff, left, folio_lq(q, sizeof q, err.msg));
+        if (left <= backoff || job_cancelled(s))
+            return FOLIO_EDB;
+        folio_sleep_ms((int64_t)jitter(&t->seed, backoff));
+        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+    }
+}
+
+/* (Re)loads the active labels at most every LABELS_REFRESH_MS, so edits to
+ * folio.labels reach running workers without a restart. */
+static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
+{
+    if (t->engine && folio_mono_ms() - t->labels_at_ms < LABELS_REFRESH_MS)
+        return 0;
+    PGresult *r = PQexec(t->conn,
+                         "SELECT l.name, k.kw FROM folio.labels l"
+                         " LEFT JOIN LATERAL unnest(l.keywords) WITH ORDINALITY AS k(kw, i) ON true"
+                         " WHERE l.active ORDER BY l.id, k.i");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return db_err_from_result(r, t->conn, "reading folio.labels", err);
+    struct engine_labels *nl = engine_labels_new();
+    int rc = nl ? 0 : folio_err_set(err, FOLIO_ENOMEM, "cannot allocate the label set");
+    int rows = PQntuples(r);
+    const char **kw = calloc((size_t)(rows ? rows : 1), sizeof *kw);
+    if (!kw && !rc)
+        rc = folio_err_set(err, FOLIO_ENOMEM, "cannot allocate %d keywords", rows);
+    for (int i = 0; i < rows && !rc;) {
+        const char *name = PQgetvalue(r, i, 0);
+        int nk = 0, j = i;
+        for (; j < rows && strcmp(PQgetvalue(r, j, 0), name) == 0; j++)
+            if (!PQgetisnull(r, j, 1))
+                kw[nk++] = PQgetvalue(r, j, 1);
+        rc = engine_labels_add(nl, name, kw, nk, err);
+        i = j;
+    }
+    free(kw);
+    PQclear(r);
+    struct engine *ne = NULL;
+    if (!rc) {
+        struct engine_config cfg = {.model_path = t->w->o->model_path, .mmproj_path = t->w->o->mmproj_path};
+        rc = engine_open(&cfg, nl, &ne, err);
+    }
+    if (rc) {
+        engine_labels_free(nl);
+        return rc;
+    }
+    engine_close(t->engine);
+    engine_labels_free(t->labels);
+    t->engine = ne;
+    t->labels = nl;
+    t->labels_at_ms = folio_mono_ms();
+    return 0;
+}
+
+/* ------------------------------------------------------------ one job */
+
+static void build_result_json(const struct engine_result *er, double fetch_ms, double total_ms,
+                              struct json_buf *scores, struct json_buf *timings, struct json_buf *pages,
+                              int pages_total)
+{
+    worker_scores_json(er, scores);
+    json_raw(timings, "{\"fetch_ms\":");
+    json_num(timings, fetch_ms);
+    json_raw(timings, ",\"decode_ms\":");
+    json_num(timings, er->text.decode_ms);
+    json_raw(timings, ",\"ocr_ms\":");
+    json_num(timings, er->text.ocr_ms);
+    json_raw(timings, ",\"rules_ms\":");
+    json_num(timings, er->rules_ms);
+    json_raw(timings, ",\"total_ms\":");
+    json_num(timings, total_ms);
+    json_raw(timings, "}");
+    char b[160];
+    snprintf(b, sizeof b, "{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d}", pages_total,
+             er->text.pages_read, er->text.pages_skipped, er->text.pages_timed_out);
+    json_raw(pages, b);
+}
+
+/* Retries a database step across reconnects until the lease runs out.
+ * Leaves rcvar 0, the step's own (non-transient) error, or FOLIO_EDB when
+ * the lease ran out first. A retried completion is safe: queue_complete
+ * recognises a result its lost COMMIT acknowledgement already landed. */
+#define WITH_DB_RETRY(t, s, rcvar, errp, call)                                              \
+    do {                                                                                    \
+        for (;;) {                                                                          \
+            if (((rcvar) = ensure_conn((t), (s))) != 0)                                     \
+                break;                                                                      \
+            (rcvar) = (call);                                                               \
+            if ((rcvar) == 0 || !queue_err_transient((t)->conn, (errp)))                    \
+                break;                                                                      \
+            PQfinish((t)->conn);                                                            \
+            (t)->conn = NULL;                                                               \
+        }                                                                                   \
+    } while (0)
+
+static void run_job(struct ocr_thread *t, struct slot *s)
+{
+    struct worker *w = t->w;
+    const struct queue_job *j = &s->job;
+    double t0 = folio_mono_ms();
+    struct folio_err err = {0};
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc;
+    char q[900];
+
+    WITH_DB_RETRY(t, s, rc, &err, queue_fetch_blob(t->conn, j->document_id, &data, &len, &err));
+    double fetch_ms = folio_mono_ms() - t0;
+    if (rc == 0)
+        WITH_DB_RETRY(t, s, rc, &err, refresh_labels(t, &err));
+
+#ifdef FOLIO_FAULT_INJECTION
+    if (w->fault.crash_prefix[0] &&
+        strncmp(j->sha256, w->fault.crash_prefix, strlen(w->fault.crash_prefix)) == 0) {
+        folio_log(FOLIO_LOG_WARN, "fault_crash", "job=%lld sha256=%s attempt=%d", (long long)j->id,
+                  j->sha256, j->attempt);
+        raise(SIGKILL);
+    }
+    for (int slept = 0; rc == 0 && slept < w->fault.sleep_ms && !job_cancelled(s); slept += 20)
+        folio_sleep_ms(20);
+#endif
+
+    struct engine_result er;
+    memset(&er, 0, sizeof er);
+    if (rc == 0) {
+        struct doc_text_ctx tc = {.ocr = t->ocr, .cancel = &s->cancel, .data = data, .len = len,
+                                  .pages = j->pages, .max_pages = w->o->ocr_max_pages, .job_id = j->id,
+                                  .page_deadline_ms = w->o->page_deadline_ms};
+        struct engine_doc doc = {worker_doc_text, &tc};
+        rc = engine_classify(t->engine, &doc, &er, &err);
+    }
+    free(data);
+
+    int cancel = atomic_load(&s->cancel);
+    /* FOLIO_EDB with no usable connection means the retries ran out with
+     * the lease; with a working connection it is a statement the server
+     * refused, which fails the job like any other error. */
+    int unreachable = rc == FOLIO_EDB && (!t->conn || db_conn_broken(t->conn));
+    if (cancel == CANCEL_LOST || (unreachable && cancel != CANCEL_SHUTDOWN)) {
+        /* Lease lost or the database was unreachable for a whole lease:
+         * someone else may own the job now. Drop everything. */
+        atomic_fetch_add(&w->lost, 1);
+        folio_log(FOLIO_LOG_WARN, "job_dropped", "job=%lld attempt=%d reason=%s", (long long)j->id, j->attempt,
+                  cancel == CANCEL_LOST ? "lease_lost" : "database_unreachable");
+    } else if (cancel == CANCEL_SHUTDOWN) {
+        int released = 0;
+        WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
+        folio_log(FOLIO_LOG_INFO, "job_released", "job=%lld attempt=%d released=%d", (long long)j->id,
+                  j->attempt, released);
+    } else if (rc) {
+        char state[8] = "";
+        char msg[1400];
+        snprintf(msg, sizeof msg, "%s%s%s", err.msg, err.detail[0] ? ": " : "", err.detail);
+        struct folio_err ferr = {0};
+        int frc;
+        WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
+        atomic_fetch_add(&w->failed, 1);
+        folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d max_attempts=%d state=%s error=%s",
+                  (long long)j->id, j->attempt, j->max_attempts, frc ? "unknown" : state,
+                  folio_lq(q, sizeof q, msg));
+    } else {
+        double total_ms = folio_mono_ms() - t0;
+        struct json_buf scores, timings, pages;
+        json_init(&scores);
+        json_init(&timings);
+        json_init(&pages);
+        build_result_json(&er, fetch_ms, total_ms, &scores, &timings, &pages, j->pages);
+        struct queue_result res = {.label = er.label,
+                                   .confidence = er.confidence,
+                                   .needs_review = er.needs_review,
+                                   .scores_json = scores.s,
+                                   .engine_path = er.engine_path,
+                                   .fallback_reason = er.fallback_reason,
+                                   .ocr_text = er.text.text,
+                                   .ocr_confidence = er.text.confidence,
+                                   .ocr_orientation = er.text.orientation,
+                                   .ocr_pages_json = pages.s,
+                                   .timings_json = timings.s};
+        int accepted = 0;
+        if (scores.oom || timings.oom || pages.oom)
+            rc = folio_err_set(&err, FOLIO_ENOMEM, "cannot build the result JSON");
+        else
+            WITH_DB_RETRY(t, s, rc, &err, queue_complete(t->conn, j, w->worker_id, &res, &accepted, &err));
+        if (rc == 0 && accepted) {
+            atomic_fetch_add(&w->done, 1);
+            folio_log(FOLIO_LOG_INFO, "job_done", "job=%lld document=%lld attempt=%d label=%s confidence=%.3f ms=%.0f",
+                      (long long)j->id, (long long)j->document_id, j->attempt, folio_lq(q, sizeof q, er.label),
+                      er.confidence, total_ms);
+        } else if (rc && t->conn && !db_conn_broken(t->conn)) {
+            /* The server refused the result itself (not the lease): record
+             * why, rather than leaving the job to expire with no reason. */
+            char state[8] = "";
+            char msg[1400];
+            snprintf(msg, sizeof msg, "%s%s%s", err.msg, err.detail[0] ? ": " : "", err.detail);
+            struct folio_err ferr = {0};
+            int frc;
+            WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
+            atomic_fetch_add(&w->failed, 1);
+            folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d state=%s error=%s", (long long)j->id,
+                      j->attempt, frc ? "unknown" : state, folio_lq(q, sizeof q, msg));
+        } else {
+            atomic_fetch_add(&w->lost, 1);
+            folio_log(FOLIO_LOG_WARN, "job_lost", "job=%lld attempt=%d msg=%s", (long long)j->id, j->attempt,
+                      rc ? folio_lq(q, sizeof q, err.msg) : "\"lease no longer ours; result discarded\"");
+        }
+        json_free(&scores);
+        json_free(&timings);
+        json_free(&pages);
+    }
+    engine_result_free(&er);
+}
+
+static void *ocr_thread_main(void *arg)
+{
+    struct ocr_thread *t = arg;
+    struct worker *w = t->w;
+    struct ocr_opts oo;
+    ocr_opts_default(&oo);
+    oo.lang = w->o->ocr_lang;
+    oo.page_deadline_ms = w->o->page_deadline_ms;
+    struct folio_err err = {0};
+    int rc = ocr_open(&oo, &t->ocr, &err);
+    pthread_mutex_lock(&w->mu);
+    if (rc) {
+        if (!w->init_failed)
+            w->init_err = err;
+        w->init_failed = 1;
+    } else {
+        w->ready++;
+    }
+    pthread_cond_broadcast(&w->cv);
+    struct slot *s = &w->slots[t->idx];
+    while (!rc) {
+        while (!w->quit && s->state != SLOT_ASSIGNED)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->quit)
+            break;
+        s->state = SLOT_BUSY;
+        pthread_mutex_unlock(&w->mu);
+
+        run_job(t, s);
+
+        pthread_mutex_lock(&w->mu);
+        s->state = SLOT_FREE;
+        atomic_store(&s->cancel, CANCEL_NONE);
+        pthread_mutex_unlock(&w->mu);
+        wake_dispatcher(w);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    ocr_close(t->ocr);
+    engine_close(t->engine);
+    engine_labels_free(t->labels);
+    if (t->conn)
+        PQfinish(t->conn);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ heartbeat */
+
+static void stats_now(struct worker *w, struct queue_worker_stats *st, const char *state)
+{
+    st->done = atomic_load(&w->done);
+    st->failed = atomic_load(&w->failed);
+    st->lost = atomic_load(&w->lost);
+    st->state = state;
+}
+
+static void *heartbeat_main(void *arg)
+{
+    struct worker *w = arg;
+    const struct worker_opts *o = w->o;
+    PGconn *c = NULL;
+    double period_ms = o->queue.lease_s * 1000.0 / 3.0;
+    int64_t *ids = calloc((size_t)w->nslots, sizeof *ids);
+    char(*toks)[37] = calloc((size_t)w->nslots, sizeof *toks);
+    int *slot_of = calloc((size_t)w->nslots, sizeof *slot_of);
+    unsigned char *alive = calloc((size_t)w->nslots, 1);
+    if (!ids || !toks || !slot_of || !alive) {
+        folio_log(FOLIO_LOG_ERROR, "heartbeat_oom", "slots=%d", w->nslots);
+        /* Without renewals every lease lapses: fence all jobs. */
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->quit) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long ns = ts.tv_nsec + (long long)(period_ms * 1e6);
+        ts.tv_sec += (time_t)(ns / 1000000000LL);
+        ts.tv_nsec = (long)(ns % 1000000000LL);
+        pthread_cond_timedwait(&w->hb_cv, &w->mu, &ts);
+        if (w->quit)
+            break;
+        int64_t worker_id = w->worker_id;
+        int n = 0;
+        for (int i = 0; ids && toks && slot_of && alive && i < w->nslots; i++)
+            if (w->slots[i].state != SLOT_FREE) {
+                ids[n] = w->slots[i].job.id;
+                memcpy(toks[n], w->slots[i].job.token, 37);
+                slot_of[n++] = i;
+            }
+        pthread_mutex_unlock(&w->mu);
+
+        double start = folio_mono_ms();
+        struct folio_err err = {0};
+        int rc = FOLIO_EDB;
+        if (!c || PQstatus(c) != CONNECTION_OK) {
+            if (c)
+                PQfinish(c);
+            c = NULL;
+            db_connect(o->conninfo, "folio-worker-heartbeat", &c, &err);
+        }
+        struct queue_worker_stats st;
+        stats_now(w, &st, NULL);
+        if (c && ids)
+            rc = queue_heartbeat(c, &o->queue, worker_id, &st, ids, (const char(*)[37])toks, n, alive, &err);
+        if (rc) {
+            char q[600];
+            folio_log(FOLIO_LOG_WARN, "heartbeat_failed", "jobs=%d error=%s", n, folio_lq(q, sizeof q, err.msg));
+            if (c && queue_err_transient(c, &err)) {
+                PQfinish(c);
+                c = NULL;
+            }
+        }
+
+        pthread_mutex_lock(&w->mu);
+        double now = folio_mono_ms();
+        for (int k = 0; rc == 0 && k < n; k++) {
+            struct slot *s = &w->slots[slot_of[k]];
+            if (s->state == SLOT_FREE || s->job.id != ids[k])
+                continue; /* finished meanwhile */
+            if (alive[k]) {
+                s->lease_until_ms = start + o->queue.lease_s * 1000.0;
+            } else if (atomic_load(&s->cancel) != CANCEL_LOST) {
+                atomic_store(&s->cancel, CANCEL_LOST);
+                folio_log(FOLIO_LOG_WARN, "lease_lost", "job=%lld attempt=%d", (long long)s->job.id, s->job.attempt);
+            }
+        }
+        /* Self-fencing: a job whose lease may have lapsed (no renewal for a
+         * whole lease) is stopped even if the database never said so. */
+        for (int i = 0; i < w->nslots; i++) {
+            struct slot *s = &w->slots[i];
+            if (s->state != SLOT_FREE && now > s->lease_until_ms && atomic_load(&s->cancel) == CANCEL_NONE) {
+                atomic_store(&s->cancel, CANCEL_LOST);
+                folio_log(FOLIO_LOG_WARN, "lease_lapsed", "job=%lld attempt=%d msg=\"no renewal for a whole lease\"",
+                          (long long)s->job.id, s->job.attempt);
+            }
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (c)
+        PQfinish(c);
+    free(ids);
+    free(toks);
+    free(slot_of);
+    free(alive);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ dispatcher */
+
+void worker_ensure_omp_limit(char **argv)
+{
+    if (getenv("OMP_THREAD_LIMIT"))
+        return;
+    if (setenv("OMP_THREAD_LIMIT", "1", 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    char q[300];
+    folio_log(FOLIO_LOG_WARN, "omp_reexec_failed", "error=%s hint=\"export OMP_THREAD_LIMIT=1 before starting folio\"",
+              folio_lq(q, sizeof q, strerror(errno)));
+}
+
+void worker_opts_default(struct worker_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    queue_cfg_default(&o->queue);
+    o->batch = 1;
+    o->grace_s = 30;
+    o->retain_s = 7 * 86400;
+    o->poll_s = 2;
+    o->reap_s = 10;
+    o->ocr_lang = "eng";
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o->ocr_threads = n > 0 ? (int)n : 1;
+    o->ocr_max_pages = 10;
+    o->page_deadline_ms = 60000;
+}
+
+struct dispatcher {
+    struct worker *w;
+    PGconn *c;
+    double next_connect_ms, connect_backoff_ms;
+    unsigned int seed;
+};
+
+static void disp_drop_conn(struct dispatcher *d, const struct folio_err *err)
+{
+    char q[600];
+    if (d->c)
+        PQfinish(d->c);
+    d->c = NULL;
+    d->next_connect_ms = folio_mono_ms() + jitter(&d->seed, d->connect_backoff_ms);
+    folio_log(FOLIO_LOG_WARN, "db_unavailable", "thread=dispatcher retry_ms=%.0f error=%s", d->connect_backoff_ms,
+              folio_lq(q, sizeof q, err ? err->msg : "connection lost"));
+    d->connect_backoff_ms = d->connect_backoff_ms * 2 > 5000 ? 5000 : d->connect_backoff_ms * 2;
+}
+
+/* Connects, LISTENs and (first time) registers the worker row. */
+static int disp_connect(struct dispatcher *d)
+{
+    struct worker *w = d->w;
+    struct folio_err err = {0};
+    if (folio_mono_ms() < d->next_connect_ms)
+        return FOLIO_EDB;
+    if (db_connect(w->o->conninfo, "folio-worker", &d->c, &err) || queue_listen(d->c, &err)) {
+        disp_drop_conn(d, &err);
+        return FOLIO_EDB;
+    }
+    if (w->worker_id == 0) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "{\"tesseract\":\"%s\",\"ocr_threads\":%d,\"ocr_lang\":\"%s\"}",
+                 ocr_tesseract_version(), w->nslots, w->o->ocr_lang);
+        const char *reason = w->o->model_path || w->o->mmproj_path ? "model tiers not built yet" : "no model configured";
+        char disabled[200];
+        snprintf(disabled, sizeof disabled, "{\"vision\":\"%s\",\"ocr+lm\":\"%s\"}", reason, reason);
+        struct queue_worker_info wi = {.host = w->host, .pid = (int)getpid(), .model_key = w->o->queue.model_key,
+                                       .state = "ocr-only", .paths_array = "{ocr+rules}",
+                                       .paths_disabled_json = disabled, .detail_json = detail};
+        int64_t id = 0;
+        if (queue_worker_register(d->c, &wi, &id, &err)) {
+            disp_drop_conn(d, &err);
+            return FOLIO_EDB;
+        }
+        pthread_mutex_lock(&w->mu);
+        w->worker_id = id;
+        pthread_mutex_unlock(&w->mu);
+        folio_log(FOLIO_LOG_INFO, "worker_registered", "worker=%lld host=%s pid=%d ocr_threads=%d lease_s=%.1f",
+                  (long long)id, w->host, (int)getpid(), w->nslots, w->o->queue.lease_s);
+    } else {
+        folio_log(FOLIO_LOG_INFO, "db_reconnected", "thread=dispatcher worker=%lld", (long long)w->worker_id);
+    }
+    d->connect_backoff_ms = 200;
+    return 0;
+}
+
+/* Claims up to min(batch, free slots) jobs and hands them to idle OCR
+ * threads. Returns the number claimed, or FOLIO_EDB. */
+static int disp_claim(struct dispatcher *d, int *free_after)
+{
+    struct worker *w = d->w;
+    pthread_mutex_lock(&w->mu);
+    int nfree = 0;
+    for (int i = 0; i < w->nslots; i++)
+        nfree += w->slots[i].state == SLOT_FREE;
+    pthread_mutex_unlock(&w->mu);
+    *free_after = nfree;
+    if (nfree == 0)
+        return 0;
+    int k = nfree < w->o->batch ? nfree : w->o->batch;
+    struct queue_job jobs[64];
+    if (k > 64)
+        k = 64;
+    int n = 0;
+    struct folio_err err = {0};
+    double start = folio_mono_ms();
+    if (queue_claim(d->c, &w->o->queue, w->worker_id, k, jobs, &n, &err)) {
+        char q[600];
+        folio_log(FOLIO_LOG_WARN, "claim_failed", "error=%s", folio_lq(q, sizeof q, err.msg));
+        if (queue_err_transient(d->c, &err))
+            disp_drop_conn(d, &err);
+        return FOLIO_EDB;
+    }
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0, s = 0; i < n; i++) {
+        while (w->slots[s].state != SLOT_FREE)
+            s++;
+        w->slots[s].job = jobs[i];
+        w->slots[s].lease_until_ms = start + w->o->queue.lease_s * 1000.0;
+        atomic_store(&w->slots[s].cancel, CANCEL_NONE);
+        w->slots[s].state = SLOT_ASSIGNED;
+        folio_log(FOLIO_LOG_DEBUG, "job_claimed", "job=%lld document=%lld attempt=%d", (long long)jobs[i].id,
+                  (long long)jobs[i].document_id, jobs[i].attempt);
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    *free_after = nfree - n;
+    return n;
+}
+
+static void disp_maintenance(struct dispatcher *d)
+{
+    struct worker *w = d->w;
+    struct folio_err err = {0};
+    int ran = 0, requeued = 0, dead = 0, deleted = 0;
+    if (queue_reap(d->c, &w->o->queue, &ran, &requeued, &dead, &err) == 0) {
+        if (requeued || dead)
+            folio_log(FOLIO_LOG_INFO, "reaper", "requeued=%d dead=%d", requeued, dead);
+        if (ran && queue_cleanup(d->c, w->o->retain_s, CLEANUP_BATCH, &deleted, &err) == 0 && deleted)
+            folio_log(FOLIO_LOG_INFO, "cleanup", "deleted=%d retain_s=%.0f", deleted, w->o->retain_s);
+    }
+    if (err.code) {
+        char q[600];
+        folio_log(FOLIO_LOG_WARN, "maintenance_failed", "error=%s", folio_lq(q, sizeof q, err.msg));
+        if (queue_err_transient(d->c, &err))
+            disp_drop_conn(d, &err);
+    }
+}
+
+static int busy_slots(struct worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int n = 0;
+    for (int i = 0; i < w->nslots; i++)
+        n += w->slots[i].state != SLOT_FREE;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+int worker_run(const struct worker_opts *o, struct folio_err *err)
+{
+    if (o->ocr_threads < 1 || o->ocr_threads > 256 || o->batch < 1 || o->queue.lease_s < 0.5)
+        return folio_err_set(err, FOLIO_EINVAL,
+                             "bad worker options: ocr-threads %d (1..256), batch %d (>= 1), lease %.1f s (>= 0.5)",
+                             o->ocr_threads, o->batch, o->queue.lease_s);
+    ocr_process_init();
+
+    /* Signals go to the signalfd only: block them before any thread starts
+     * so every thread inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0)
+        return folio_err_set(err, FOLIO_EIO, "cannot block SIGTERM/SIGINT");
+    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0)
+        return folio_err_set(err, FOLIO_EIO, "signalfd: %s", strerror(errno));
+
+    struct worker w;
+    memset(&w, 0, sizeof w);
+    w.o = o;
+    w.nslots = o->ocr_threads;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    pthread_cond_init(&w.hb_cv, NULL);
+    parse_faults(&w.fault);
+    if (gethostname(w.host, sizeof w.host - 1) != 0)
+        snprintf(w.host, sizeof w.host, "unknown");
+    w.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    w.slots = calloc((size_t)w.nslots, sizeof *w.slots);
+    struct ocr_thread *threads = calloc((size_t)w.nslots, sizeof *threads);
+    if (w.wake_fd < 0 || !w.slots || !threads) {
+        close(sfd);
+        if (w.wake_fd >= 0)
+            close(w.wake_fd);
+        free(w.slots);
+        free(threads);
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot set up %d OCR slots", w.nslots);
+    }
+
+    /* OCR engines first: a missing language is a start-up error, reported
+     * before the worker takes any job. */
+    int started = 0, rc = 0;
+    for (int i = 0; i < w.nslots; i++) {
+        threads[i].w = &w;
+        threads[i].idx = i;
+        threads[i].seed = (unsigned int)(getpid() * 7919 + i);
+        if (pthread_create(&threads[i].tid, NULL, ocr_thread_main, &threads[i]) != 0) {
+            rc = folio_err_set(err, FOLIO_EIO, "cannot start OCR thread %d of %d", i + 1, w.nslots);
+            break;
+        }
+        started++;
+    }
+    pthread_mutex_lock(&w.mu);
+    while (!rc && !w.init_failed && w.ready < started)
+        pthread_cond_wait(&w.cv, &w.mu);
+    if (!rc && w.init_failed) {
+        *err = w.init_err;
+        rc = err->code ? err->code : FOLIO_EINVAL;
+    }
+    pthread_mutex_unlock(&w.mu);
+
+    pthread_t hb;
+    int hb_started = 0;
+    if (!rc) {
+        if (pthread_create(&hb, NULL, heartbeat_main, &w) != 0)
+            rc = folio_err_set(err, FOLIO_EIO, "cannot start the heartbeat thread");
+        else
+            hb_started = 1;
+    }
+
+    struct dispatcher d = {.w = &w, .connect_backoff_ms = 200, .seed = (unsigned int)getpid() * 2654435761u};
+    int stopping = 0;
+    double grace_end = 0, next_maint = 0, next_poll = 0;
+    int claim_now = 1;
+    if (!rc)
+        folio_log(FOLIO_LOG_INFO, "worker_started", "ocr_threads=%d batch=%d lease_s=%.1f grace_s=%.1f model_key=%s",
+                  w.nslots, o->batch, o->queue.lease_s, o->grace_s, o->queue.model_key);
+    while (!rc) {
+        double now = folio_mono_ms();
+        if (!d.c)
+            disp_connect(&d);
+        if (stopping) {
+            if (busy_slots(&w) == 0)
+                break;
+            if (now >= grace_end) {
+                pthread_mutex_lock(&w.mu);
+                for (int i = 0; i < w.nslots; i++)
+                    if (w.slots[i].state != SLOT_FREE && atomic_load(&w.slots[i].cancel) == CANCEL_NONE)
+                        atomic_store(&w.slots[i].cancel, CANCEL_SHUTDOWN);
+                pthread_mutex_unlock(&w.mu);
+            }
+        }
+        if (d.c && w.worker_id && now >= next_maint) {
+            disp_maintenance(&d);
+            next_maint = now + jitter(&d.seed, o->reap_s * 1000.0);
+        }
+        if (d.c && w.worker_id && !stopping && (claim_now || now >= next_poll)) {
+            int free_after = 0;
+            int n = disp_claim(&d, &free_after);
+            /* A full batch means more may be waiting: go again at once. */
+            claim_now = n > 0 && free_after > 0;
+            if (!claim_now)
+                next_poll = now + jitter(&d.seed, o->poll_s * 1000.0);
+        }
+
+        double wait = claim_now ? 0 : next_poll - folio_mono_ms();
+        if (!d.c)
+            wait = d.next_connect_ms - folio_mono_ms();
+        if (next_maint - folio_mono_ms() < wait)
+            wait = next_maint - folio_mono_ms();
+        if (stopping)
+            wait = wait > 50 ? 50 : wait;
+        if (wait < 0)
+            wait = 0;
+        struct pollfd pf[3] = {{sfd, POLLIN, 0}, {w.wake_fd, POLLIN, 0}, {d.c ? PQsocket(d.c) : -1, POLLIN, 0}};
+        int pr = poll(pf, 3, (int)wait);
+        if (pr < 0 && errno != EINTR) {
+            rc = folio_err_set(err, FOLIO_EIO, "poll: %s", strerror(errno));
+            break;
+        }
+        if (pr > 0 && (pf[0].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (stopping) {
+                    folio_log(FOLIO_LOG_WARN, "worker_exit_now", "signal=%u msg=\"second signal; leases cover in-flight jobs\"",
+                              si.ssi_signo);
+                    _exit(FOLIO_EXIT_FAIL);
+                }
+                stopping = 1;
+                grace_end = folio_mono_ms() + o->grace_s * 1000.0;
+                folio_log(FOLIO_LOG_INFO, "worker_draining", "signal=%u in_flight=%d grace_s=%.1f", si.ssi_signo,
+                          busy_slots(&w), o->grace_s);
+                if (d.c && w.worker_id) {
+                    struct queue_worker_stats st;
+                    stats_now(&w, &st, "draining");
+                    unsigned char dummy;
+                    struct folio_err e2 = {0};
+                    queue_heartbeat(d.c, &o->queue, w.worker_id, &st, NULL, NULL, 0, &dummy, &e2);
+                }
+            }
+        }
+        if (pr > 0 && (pf[1].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t rr = read(w.wake_fd, &v, sizeof v);
+            (void)rr;
+            claim_now = 1; /* a slot freed up */
+        }
+        if (d.c && pr > 0 && (pf[2].revents & (POLLIN | POLLERR | POLLHUP))) {
+            int nn = queue_drain_notifies(d.c);
+            if (nn < 0 || db_conn_broken(d.c))
+                disp_drop_conn(&d, NULL);
+            else if (nn > 0)
+                claim_now = 1;
+        }
+    }
+
+    /* Stop threads (all slots are free, or start-up failed). */
+    pthread_mutex_lock(&w.mu);
+    w.quit = 1;
+    pthread_cond_broadcast(&w.cv);
+    pthread_cond_broadcast(&w.hb_cv);
+    pthread_mutex_unlock(&w.mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i].tid, NULL);
+    if (hb_started)
+        pthread_join(hb, NULL);
+
+    if (!rc && w.worker_id) {
+        struct queue_worker_stats st;
+        stats_now(&w, &st, "stopped");
+        struct folio_err e2 = {0};
+        for (int tries = 0; tries < 5; tries++) {
+            if (!d.c) {
+                d.next_connect_ms = 0;
+                disp_connect(&d);
+            }
+            if (d.c && queue_worker_stopped(d.c, w.worker_id, &st, &e2) == 0)
+                break;
+            if (d.c && queue_err_transient(d.c, &e2))
+                disp_drop_conn(&d, &e2);
+            folio_sleep_ms(200);
+        }
+        folio_log(FOLIO_LOG_INFO, "worker_stopped", "worker=%lld done=%lld failed=%lld lost=%lld", (long long)w.worker_id,
+                  (long long)st.done, (long long)st.failed, (long long)st.lost);
+    }
+    if (d.c)
+        PQfinish(d.c);
+    close(sfd);
+    close(w.wake_fd);
+    free(w.slots);
+    free(threads);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    pthread_cond_destroy(&w.hb_cv);
+    return rc;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# folio classify: no database, one JSON object per file; the known words
+# decide the label; a bad file gets an error object and exit 1 while the
+# other files are still classified; --labels replaces the label set; the
+# built-in default labels are exactly the ones schema 001 seeds.
+set -u
+F=${FOLIO_BIN:?run through ctest}
+SRC=${FOLIO_SOURCE_DIR:?}
+D=${FOLIO_TEST_SCRATCH:?}/classify_cli
+rm -rf "$D"; mkdir -p "$D"
+fail=0; checks=0
+ok() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+
+printf 'MEMORANDUM\nTo: all staff\nFrom: facilities\nSubject: heating schedule\n' >"$D/memo.txt"
+printf 'Quarterly budget\nTotal costs and expenses against the forecast\nRevenue allocation\n' >"$D/budget.txt"
+bash "$SRC/tests/support/render_page.sh" "$D/memo.txt" "$D/memo.tif" 14 1200 700
+bash "$SRC/tests/support/render_page.sh" "$D/budget.txt" "$D/budget.tif" 14 1400 700
+printf 'not an image' >"$D/bad.png"
+
+out=$("$F" classify "$D/memo.tif" "$D/bad.png" "$D/budget.tif" 2>"$D/err"); rc=$?
+ok '[ "$rc" = 1 ]' "exit status $rc with one bad file (want 1)"
+ok '[ "$(printf "%s\n" "$out" | wc -l)" = 3 ]' "one line per file: $out"
+l1=$(printf '%s\n' "$out" | sed -n 1p); l2=$(printf '%s\n' "$out" | sed -n 2p); l3=$(printf '%s\n' "$out" | sed -n 3p)
+ok 'case "$l1" in *"\"label\":\"memo\""*"\"engine_path\":\"ocr+rules\""*"\"fallback_reason\":\"no model configured\""*) true;; *) false;; esac' "memo line: $l1"
+ok 'case "$l2" in *"bad.png"*"\"error\":"*) true;; *) false;; esac' "bad file line: $l2"
+ok 'case "$l3" in *"\"label\":\"budget\""*) true;; *) false;; esac' "budget line: $l3"
+python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]' <<<"$out" || { echo "FAIL: output is not JSON lines"; fail=$((fail+1)); }
+
+full=$("$F" classify --json "$D/memo.tif" 2>/dev/null)
+ok 'case "$full" in *"\"scores\":{"*"\"ocr_text\":\"MEMORANDUM"*"\"timings\":{"*) true;; *) false;; esac' "--json: $full"
+python3 - "$full" <<'PY' || { echo "FAIL: --json scores do not sum to 1"; fail=$((fail+1)); }
+import json, sys
+o = json.loads(sys.argv[1])
+s = sum(o["scores"].values())
+assert abs(s - 1) < 1e-3, s
+assert len(o["scores"]) == 16
+PY
+
+printf '# custom set\nfacilities: heating, staff\nother: zebra\n' >"$D/labels.txt"
+out=$("$F" classify --labels "$D/labels.txt" "$D/memo.tif" 2>/dev/null)
+ok 'case "$out" in *"\"label\":\"facilities\""*) true;; *) false;; esac' "--labels: $out"
+printf 'unknown: x\n' >"$D/badlabels.txt"
+"$F" classify --labels "$D/badlabels.txt" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q reserved "$D/err"' "reserved label name accepted (rc $rc)"
+"$F" classify >/dev/null 2>&1; rc=$?
+ok '[ "$rc" = 2 ]' "no file: rc $rc"
+
+# The built-in labels mirror schema 001's seed, name by name.
+seeded=$(grep -oE "^ \('[a-z ]+'," "$SRC/schema/001_init.sql" | sed -E "s/^ \('([a-z ]+)',/\1/" | sort)
+builtin=$("$F" classify --json "$D/memo.tif" 2>/dev/null | python3 -c 'import json,sys; print("\n".join(sorted(json.load(sys.stdin)["scores"])))')
+ok '[ "$seeded" = "$builtin" ]' "built-in labels differ from schema 001: [$builtin] vs [$seeded]"
+
+echo "$checks checks, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,154 @@
+/* Helpers shared by the worker process tests (test_worker.c, test_chaos.c):
+ * rendering a page, planting documents with their bytes, starting and
+ * stopping real `folio worker` processes. Header-only (static functions)
+ * because the test CMake links one source per test. */
+#ifndef FOLIO_WORKER_TESTLIB_H
+#define FOLIO_WORKER_TESTLIB_H
+
+#include "common/common.h"
+#include "tests/support/testutil.h"
+
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* REQUIRE evaluates its condition twice; calls with side effects go
+ * through this, which evaluates once. */
+#define REQUIRE_OK(cond, ...)                                                                \
+    do {                                                                                     \
+        int rq_ = (cond);                                                                    \
+        REQUIRE(rq_, __VA_ARGS__);                                                           \
+    } while (0)
+
+/* Renders text to a TIFF page and reads it back into memory. */
+static inline int wt_render(const char *dir, const char *name, const char *text, int w, int h, uint8_t **data,
+                     size_t *len)
+{
+    char txt[1100], out[1100];
+    snprintf(txt, sizeof txt, "%s/%s.txt", dir, name);
+    snprintf(out, sizeof out, "%s/%s.tif", dir, name);
+    FILE *f = fopen(txt, "w");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    fclose(f);
+    if (tu_sh("bash %s/tests/support/render_page.sh %s %s 14 %d %d", getenv("FOLIO_SOURCE_DIR"), txt, out, w, h))
+        return -1;
+    struct folio_err err = {0};
+    return folio_read_file(out, 64u << 20, data, len, &err);
+}
+
+/* Adds a document whose sha256 is sha_hex (64 hex digits; need not be the
+ * hash of the bytes: tests plant many documents with the same page) with
+ * its bytes and one queued job. Returns the job id or -1. */
+static inline long long wt_add_doc(PGconn *c, const char *sha_hex, const uint8_t *data, size_t len, int max_attempts)
+{
+    char ma[16];
+    snprintf(ma, sizeof ma, "%d", max_attempts);
+    const char *vals[] = {sha_hex, (const char *)data, ma};
+    int lens[] = {0, (int)len, 0};
+    int fmts[] = {0, 1, 0};
+    PGresult *r = PQexecParams(c,
+                               "WITH d AS (INSERT INTO folio.documents (sha256, media_type, bytes, pages)"
+                               "  VALUES (decode($1, 'hex'), 'image/tiff', length($2::bytea), 1) RETURNING id, sha256),"
+                               " b AS (INSERT INTO folio.blobs (sha256, data) SELECT sha256, $2::bytea FROM d)"
+                               " INSERT INTO folio.jobs (document_id, max_attempts) SELECT id, $3::int FROM d RETURNING id",
+                               3, NULL, vals, lens, fmts, 0);
+    long long id = -1;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+        id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    else
+        fprintf(stderr, "add doc: %s", PQerrorMessage(c));
+    PQclear(r);
+    return id;
+}
+
+/* sha256 hex of a tag, optionally with its first hex digits replaced. */
+static inline void wt_sha(const char *tag, const char *prefix, char out[65])
+{
+    uint8_t h[32];
+    folio_sha256(tag, strlen(tag), h);
+    folio_hex(h, 32, out);
+    if (prefix)
+        memcpy(out, prefix, strlen(prefix));
+}
+
+static inline long long wt_q1(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    long long v = -1;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+        v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    else if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    return v;
+}
+
+/* Waits until `sql` returns `want` (polling), up to timeout_ms. */
+static inline int wt_wait_for(PGconn *c, const char *sql, long long want, int timeout_ms)
+{
+    for (int t = 0; t < timeout_ms; t += 100) {
+        if (wt_q1(c, sql) == want)
+            return 0;
+        folio_sleep_ms(100);
+    }
+    return -1;
+}
+
+/* Starts `folio SUBCMD --db conninfo ARGS...` with FOLIO_FAULT=fault (NULL:
+ * unset), output appended to logpath. Returns the pid. */
+static inline pid_t wt_spawn(const char *subcmd, const char *conninfo, const char *fault, const char *logpath,
+                             const char *const *args)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    if (fault)
+        setenv("FOLIO_FAULT", fault, 1);
+    else
+        unsetenv("FOLIO_FAULT");
+    const char *argv[40];
+    int n = 0;
+    argv[n++] = "folio";
+    argv[n++] = subcmd;
+    argv[n++] = "--db";
+    argv[n++] = conninfo;
+    for (int i = 0; args && args[i] && n < 38; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(tu_folio_bin(), (char *const *)argv);
+    _exit(127);
+}
+
+static inline pid_t wt_spawn_worker(const char *conninfo, const char *fault, const char *logpath,
+                                    const char *const *args)
+{
+    return wt_spawn("worker", conninfo, fault, logpath, args);
+}
+
+/* Waits for pid up to timeout_ms; returns its exit status, 128+signal, or
+ * -1 on timeout. */
+static inline int wt_wait_exit(pid_t pid, int timeout_ms)
+{
+    for (int t = 0; t <= timeout_ms; t += 20) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        folio_sleep_ms(20);
+    }
+    return -1;
+}
+
+#endif

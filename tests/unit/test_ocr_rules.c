@@ -1,0 +1,211 @@
+/* OCR and keyword rules on real Tesseract: pages rendered from known text
+ * (tests/support/render_page.sh) come back with their words, a page turned
+ * 90° is detected and read upright, and the label whose keywords appear
+ * wins; no keyword at all gives `unknown`. */
+#include "engine/engine.h"
+#include "engine/ocr.h"
+#include "tests/support/testutil.h"
+
+#include <leptonica/allheaders.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* REQUIRE evaluates its condition twice; calls with side effects go
+ * through this, which evaluates once. */
+#define REQUIRE_OK(cond, ...)                                                                \
+    do {                                                                                     \
+        int rq_ = (cond);                                                                    \
+        REQUIRE(rq_, __VA_ARGS__);                                                           \
+    } while (0)
+
+static const char INVOICE_TEXT[] =
+    "INVOICE\n"
+    "Invoice number 4711\n"
+    "Bill to: Harbour Supplies Ltd\n"
+    "Amount due: 120.00 EUR including tax\n"
+    "Please remit payment within thirty days.\n";
+
+static const char LETTER_TEXT[] =
+    "Dear Professor Adams,\n"
+    "thank you for the kind reception at the conference.\n"
+    "The enclosure contains the manuscript we discussed.\n"
+    "Sincerely, Maria Lindqvist\n";
+
+/* Gray 8-bit copy of a Leptonica image. */
+static uint8_t *to_gray(PIX *pix, int *w, int *h)
+{
+    PIX *g = pixConvertTo8(pix, 0);
+    if (!g)
+        return NULL;
+    *w = pixGetWidth(g);
+    *h = pixGetHeight(g);
+    uint8_t *buf = malloc((size_t)*w * (size_t)*h);
+    l_uint32 *data = pixGetData(g);
+    int wpl = pixGetWpl(g);
+    for (int y = 0; buf && y < *h; y++)
+        for (int x = 0; x < *w; x++)
+            buf[(size_t)y * (size_t)*w + (size_t)x] = (uint8_t)GET_DATA_BYTE(data + y * wpl, x);
+    pixDestroy(&g);
+    return buf;
+}
+
+static int render(const char *dir, const char *name, const char *text, char *out, size_t n)
+{
+    char txt[1200];
+    snprintf(txt, sizeof txt, "%s/%s.txt", dir, name);
+    FILE *f = fopen(txt, "w");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    fclose(f);
+    snprintf(out, n, "%s/%s.tif", dir, name);
+    return tu_sh("bash %s/tests/support/render_page.sh %s %s 14 1700 1100", getenv("FOLIO_SOURCE_DIR"),
+                 txt, out);
+}
+
+static int ocr_file(struct ocr_engine *e, const char *path, int quads, struct ocr_page_result *r)
+{
+    PIX *p = pixRead(path);
+    if (!p)
+        return -1;
+    if (quads) {
+        PIX *q = pixRotateOrth(p, quads);
+        pixDestroy(&p);
+        p = q;
+    }
+    int w, h;
+    uint8_t *g = to_gray(p, &w, &h);
+    pixDestroy(&p);
+    if (!g)
+        return -1;
+    struct ocr_image img = {.width = w, .height = h, .channels = 1, .stride = (size_t)w, .pixels = g, .ppi = 300};
+    struct folio_err err = {0};
+    int rc = ocr_page(e, &img, NULL, r, &err);
+    if (rc)
+        folio_err_print(stderr, &err);
+    free(g);
+    return rc;
+}
+
+static int text_from_string(void *ctx, struct engine_text *out, struct folio_err *err)
+{
+    (void)err;
+    out->text = strdup(ctx);
+    out->confidence = 90;
+    return out->text ? 0 : FOLIO_ENOMEM;
+}
+
+int main(void)
+{
+    ocr_process_init();
+    const char *dir = tu_scratch("ocr_rules");
+    char inv[1100], let[1100];
+    REQUIRE_OK(render(dir, "invoice", INVOICE_TEXT, inv, sizeof inv) == 0, "render invoice page");
+    REQUIRE_OK(render(dir, "letter", LETTER_TEXT, let, sizeof let) == 0, "render letter page");
+
+    struct ocr_opts oo;
+    ocr_opts_default(&oo);
+    struct ocr_engine *e = NULL;
+    struct folio_err err = {0};
+    REQUIRE_OK(ocr_open(&oo, &e, &err) == 0, "ocr_open: %s", err.msg);
+
+    /* Upright page: the known words come back. */
+    struct ocr_page_result r;
+    REQUIRE_OK(ocr_file(e, inv, 0, &r) == 0, "OCR upright invoice");
+    CHECK(strstr(r.text, "Invoice number 4711") != NULL, "text: %s", r.text);
+    CHECK(strstr(r.text, "Harbour Supplies") != NULL, "text: %s", r.text);
+    CHECK(r.confidence > 70, "confidence %.1f", r.confidence);
+    CHECK(r.orientation == 0, "upright page reported turned by %d", r.orientation);
+    ocr_page_result_free(&r);
+
+    /* The same engine is reused for the next page (initialised once). */
+    for (int quads = 1; quads <= 3; quads++) {
+        REQUIRE_OK(ocr_file(e, let, quads, &r) == 0, "OCR letter turned %d quads", quads);
+        CHECK(r.orientation == quads * 90,
+              "page turned %d° cw detected as %d (conf %.2f)", quads * 90, r.orientation,
+              r.orientation_conf);
+        CHECK(r.orientation != 0, "turned page not corrected (conf %.2f)", r.orientation_conf);
+        CHECK(strstr(r.text, "manuscript") != NULL && strstr(r.text, "Sincerely") != NULL,
+              "turned %d: text not read upright: %s", quads * 90, r.text);
+        ocr_page_result_free(&r);
+    }
+
+    /* Per-page deadline: a 1 ms budget stops recognition early and says so;
+     * a raised cancel flag (lost lease) stops it with FOLIO_ETIMEOUT. */
+    struct ocr_opts quick = oo;
+    quick.page_deadline_ms = 1;
+    quick.detect_orientation = 0;
+    struct ocr_engine *qe = NULL;
+    REQUIRE_OK(ocr_open(&quick, &qe, &err) == 0, "ocr_open: %s", err.msg);
+    REQUIRE_OK(ocr_file(qe, inv, 0, &r) == 0, "OCR with a 1 ms deadline");
+    CHECK(r.timed_out == 1, "deadline not reported (recognize %.0f ms)", r.recognize_ms);
+    CHECK(r.recognize_ms < 500, "deadline did not stop recognition: %.0f ms", r.recognize_ms);
+    ocr_page_result_free(&r);
+    ocr_close(qe);
+    {
+        PIX *p = pixRead(inv);
+        int w, h;
+        uint8_t *g = p ? to_gray(p, &w, &h) : NULL;
+        pixDestroy(&p);
+        REQUIRE(g, "read page");
+        struct ocr_image img = {.width = w, .height = h, .channels = 1, .stride = (size_t)w, .pixels = g};
+        _Atomic int cancel = 1;
+        int crc = ocr_page(e, &img, &cancel, &r, &err);
+        CHECK(crc == FOLIO_ETIMEOUT, "cancelled OCR returned %d", crc);
+        ocr_page_result_free(&r);
+        free(g);
+    }
+
+    /* Bad input is an error, not a crash. */
+    struct ocr_image bad = {.width = 10, .height = 10, .channels = 2, .stride = 20, .pixels = (const uint8_t *)"x"};
+    CHECK(ocr_page(e, &bad, NULL, &r, &err) == FOLIO_EINVAL, "2-channel image accepted");
+
+    /* Keyword rules on real OCR output. */
+    struct engine_labels *labels = engine_labels_new();
+    const char *inv_kw[] = {"invoice number", "amount due", "bill to", "remit", "tax"};
+    const char *let_kw[] = {"dear", "sincerely", "enclosure"};
+    const char *memo_kw[] = {"memorandum", "to", "from"};
+    REQUIRE_OK(engine_labels_add(labels, "invoice", inv_kw, 5, &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_labels_add(labels, "letter", let_kw, 3, &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_labels_add(labels, "memo", memo_kw, 3, &err) == 0, "%s", err.msg);
+    CHECK(engine_labels_add(labels, "unknown", NULL, 0, &err) == FOLIO_EINVAL, "reserved name accepted");
+
+    struct engine *eng = NULL;
+    REQUIRE_OK(engine_open(&(struct engine_config){0}, labels, &eng, &err) == 0, "%s", err.msg);
+    struct engine_result res;
+    REQUIRE_OK(ocr_file(e, inv, 0, &r) == 0, "OCR invoice");
+    REQUIRE_OK(engine_rules_score(labels, r.text, (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
+    CHECK(strcmp(res.label, "invoice") == 0, "invoice page classified as %s", res.label);
+    double sum = 0;
+    for (int i = 0; i < res.n_labels; i++)
+        sum += res.scores[i];
+    CHECK(sum > 0.999 && sum < 1.001, "distribution sums to %f", sum);
+    CHECK(res.confidence > 0.4 && res.confidence <= 1.0 && res.confidence == res.scores[0], "confidence %f", res.confidence);
+    CHECK(strcmp(res.engine_path, "ocr+rules") == 0, "path %s", res.engine_path);
+    engine_result_free(&res);
+    ocr_page_result_free(&r);
+
+    REQUIRE_OK(ocr_file(e, let, 1, &r) == 0, "OCR turned letter");
+    struct engine_doc doc = {text_from_string, r.text};
+    REQUIRE_OK(engine_classify(eng, &doc, &res, &err) == 0, "%s", err.msg);
+    CHECK(strcmp(res.label, "letter") == 0, "turned letter classified as %s", res.label);
+    CHECK(strcmp(res.fallback_reason, "no model configured") == 0, "reason %s", res.fallback_reason);
+    CHECK(res.text.text && strstr(res.text.text, "Sincerely"), "OCR text kept in the result");
+    engine_result_free(&res);
+    ocr_page_result_free(&r);
+
+    /* Word boundaries and case: "TAX" counts, "syntax"/"taxi" do not;
+     * nothing matched → unknown with an all-zero distribution. */
+    REQUIRE_OK(engine_rules_score(labels, "syntax taxi fromage", (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
+    CHECK(strcmp(res.label, "unknown") == 0 && res.confidence == 0, "no-match gives %s %f", res.label, res.confidence);
+    engine_result_free(&res);
+    REQUIRE_OK(engine_rules_score(labels, "TOTAL TAX\n\nAMOUNT\n  DUE", (memset(&res, 0, sizeof res), &res), &err) == 0, "%s", err.msg);
+    CHECK(strcmp(res.label, "invoice") == 0 && res.raw[0] == 2, "case/whitespace: %s raw %f", res.label, res.raw[0]);
+    engine_result_free(&res);
+
+    engine_close(eng);
+    engine_labels_free(labels);
+    ocr_close(e);
+    return tu_finish();
+}
