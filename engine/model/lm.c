@@ -155,8 +155,10 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     uint64_t label_rows = B * NL * (LT - 1) + groups * lm->ra;
     uint64_t rows = B * T + lm->ra + label_rows;
     uint64_t kv = rows + lm->ra;
-    uint64_t one = T + LT - 1;
+    uint64_t one = T + 2 * (LT - 1); /* a pair of labels around one prompt */
     uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 4);
+    if (budget > lim->max_range / ((uint64_t)lm->KW * 4))
+        budget = lim->max_range / ((uint64_t)lm->KW * 4);
     uint64_t sc = NL * one < budget ? NL * one : budget;
     if (c->scratch_rows)
         sc = c->scratch_rows;
@@ -166,7 +168,15 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
                            ? B * NL * (LT - 1)
                            : (c->all_logits ? B * T : 0));
     uint64_t pg = B * NL * LT;
-    uint64_t ints = rows * 5 + B * NL * (T + LT) + lg + pg + (6 + 2 * groups) * lm->ialign;
+    /* padded label queries (lm_forward.c): whole blocks of 16 per label */
+    uint64_t one_qp = (2 * (LT - 1) + 15) / 16 * 16 + 1;
+    uint64_t qp = NL * (one_qp - 1) + 1;
+    if (qp > lim->max_range / ((uint64_t)lm->QW * 4))
+        qp = lim->max_range / ((uint64_t)lm->QW * 4);
+    if (qp < one_qp)
+        return too_big(lm, "one label's padded queries", one_qp * lm->QW * 4, err);
+    uint64_t ints = rows * 6 + B * NL * (T + LT) + lg + pg + 3 * (B * NL * one_qp + groups) +
+                    (6 + 5 * groups) * lm->ialign;
     if (rows > UINT32_MAX / 8 || ints > UINT32_MAX / 8 || lg * lm->V > UINT32_MAX)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " rows per pass is too many",
                              rows);
@@ -183,11 +193,12 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->rows_cap = (uint32_t)rows;
     lm->kv_cap = (uint32_t)kv;
     lm->scratch_cap = (uint32_t)sc;
+    lm->qp_cap = (uint32_t)qp;
     lm->lg_cap = (uint32_t)lg;
     lm->ints_cap = (uint32_t)ints;
 
     uint64_t E = lm->E, QW = lm->QW, KW = lm->KW, F = lm->F, V = lm->V;
-    uint32_t nsz = 15 + 2 * lm->hp.n_layer;
+    uint32_t nsz = 17 + 2 * lm->hp.n_layer;
     uint64_t *sizes = malloc(nsz * sizeof *sizes);
     if (!sizes)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
@@ -201,6 +212,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     sizes[n++] = rows * F * 4;  /* up */
     sizes[n++] = sc * KW * 4;   /* ks */
     sizes[n++] = sc * KW * 4;   /* vs */
+    sizes[n++] = qp * QW * 4;   /* qp */
+    sizes[n++] = qp * QW * 4;   /* op */
     sizes[n++] = lg * E * 4;    /* lg_h */
     sizes[n++] = lg * E * 4;    /* lg_hn */
     sizes[n++] = lg * V * 4;    /* logits */
@@ -219,7 +232,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     }
     vkr_arena_reset(lm->aa);
     struct vkr_tensor *dst[] = {&lm->x, &lm->h, &lm->q, &lm->o, &lm->t2, &lm->gate, &lm->up,
-                                &lm->ks, &lm->vs, &lm->lg_h, &lm->lg_hn, &lm->logits,
+                                &lm->ks, &lm->vs, &lm->qp, &lm->op, &lm->lg_h, &lm->lg_hn, &lm->logits,
                                 &lm->probs, &lm->pg, &lm->ints};
     for (int i = 0; i < fixed && !rc; i++)
         rc = vkr_arena_alloc(lm->aa, sizes[i], dst[i], err);
@@ -233,6 +246,9 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
         return rc;
     lm->lab_row = malloc((size_t)B * NL * sizeof *lm->lab_row);
     lm->lg_row = malloc((size_t)B * NL * sizeof *lm->lg_row);
+    lm->lab_qp = malloc((size_t)B * NL * sizeof *lm->lab_qp);
+    lm->lab_base = malloc((size_t)B * NL * sizeof *lm->lab_base);
+    lm->lab_ka = malloc((size_t)B * NL * sizeof *lm->lab_ka);
     lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
     lm->iv = malloc((size_t)ints * sizeof *lm->iv);
     lm->pgh = malloc((size_t)pg * 4 * sizeof *lm->pgh);
@@ -241,7 +257,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->next_pos = calloc(B, sizeof *lm->next_pos);
     lm->lastp = malloc((size_t)B * V * sizeof *lm->lastp);
     if (!lm->emb || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n || !lm->next_pos ||
-        !lm->lastp || !lm->lab_row || !lm->lg_row)
+        !lm->lastp || !lm->lab_row || !lm->lg_row || !lm->lab_qp ||
+        !lm->lab_base || !lm->lab_ka)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
                              " staging rows", rows);
     return 0;
@@ -365,6 +382,9 @@ void lm_close(struct lm *lm)
     free(lm->lastp);
     free(lm->lab_row);
     free(lm->lg_row);
+    free(lm->lab_qp);
+    free(lm->lab_base);
+    free(lm->lab_ka);
     if (lm->owned)
         gguf_model_close(lm->owned);
     free(lm);

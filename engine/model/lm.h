@@ -45,6 +45,9 @@ struct lm_config {
     /* Rows of the per-label K/V scratch; 0 = as many labels as fit 64 MiB.
      * Tests set it low to force one gather+attention group per label. */
     uint32_t scratch_rows;
+    /* Use the op library's own kernel pick for every matmul instead of
+     * the tensor-core kernel from 9 rows up (benchmarks compare both). */
+    int op_auto_kernels;
 };
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels
@@ -108,6 +111,27 @@ void lm_label_softmax(const double *logprob, uint32_t n, double *prob, int *best
 /* GPU milliseconds of the last pass's dispatches by label (timestamps on),
  * wall milliseconds of the last submit. */
 double lm_last_submit_ms(const struct lm *lm);
+
+/* ---- the OCR-text tier ---- */
+struct tok;
+struct lm_text_result {
+    int best;                  /* index into the labels */
+    double confidence;         /* probability of best */
+    double *prob;              /* caller's array of nl, or NULL: the distribution */
+    double *logprob;           /* caller's array of nl, or NULL: summed token log-probs */
+    uint32_t prompt_tokens;
+    int truncated;             /* the OCR text was cut to fit the budget */
+};
+/* Classifies ndoc OCR texts (lens NULL: NUL-terminated) among nl label
+ * names with the text-only chat prompt ("Classify this document. Answer
+ * with one label: a, b, c." + the text cut to token_budget tokens, 0 = as
+ * many as --max-tokens allows); each label is scored as the answer
+ * followed by <|im_end|>. Batches of cfg.batch documents share one
+ * forward. out: ndoc results (set prob/logprob pointers first or NULL).
+ * tok: the tokenizer of the same GGUF (tok_load). */
+int lm_text_classify(struct lm *lm, const struct tok *tok, const char *const *texts,
+                     const size_t *lens, uint32_t ndoc, const char *const *labels, uint32_t nl,
+                     uint32_t token_budget, struct lm_text_result *out, struct folio_err *err);
 
 /* ---- synthetic models (tests and benches; no downloads) ---- */
 struct lm_synth {

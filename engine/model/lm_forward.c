@@ -39,8 +39,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The attention kernel's query block (shaders/attention.comp BR): a
+ * workgroup visits the union of its 16 queries' key ranges. */
+#define QB 16u
+
+/* Labels of one sequence whose K/V fit the scratch together. Their
+ * queries are gathered into a padded block layout (each label starts a
+ * fresh QB-row block, so a workgroup reads one label's keys only), run in
+ * one attention dispatch, and gathered back into the pass's rows. */
 struct group {
-    uint32_t b, qrow, nq, ids_off, nids, rng_off;
+    uint32_t b;
+    uint32_t ids_off, nids;   /* scratch: K/V slot of each scratch row */
+    uint32_t qp_off, nqp;     /* padded queries: pass row of each (last one: zero row) */
+    uint32_t rng_off;         /* nqp key ranges into the scratch */
+    uint32_t span0, nspan;    /* the group's label rows in the pass */
+    uint32_t back_off;        /* padded row of each span row */
 };
 
 static struct vkr_tensor view(struct vkr_tensor t, uint64_t off, uint64_t size)
@@ -78,11 +91,20 @@ static struct vkr_tensor iview(struct lm *lm, uint32_t off, uint32_t n)
     return view(lm->ints, (uint64_t)off * 4, (uint64_t)(n ? n : 1) * 4);
 }
 
-static int mm(struct vkr_cmd *c, const struct lm_w *w, const struct lm_w *bias,
+/* Kernel choice: a label pass has a few dozen rows. On the H200 a
+ * 16-label pass (32 rows) spent 98 ms in the tiled kernel and 104 ms in
+ * the cooperative-matrix one (few, long workgroups: ~42 GB/s of weights),
+ * while the matvec kernel streams the LM head at ~390 GB/s; so up to 32
+ * rows, reading the weights once per 8 rows with matvec is the faster
+ * choice. Larger passes keep the op library's pick. */
+static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const struct lm_w *bias,
               struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
 {
+    enum op_mm_kernel k = OP_MM_AUTO;
+    if (!lm->cfg.op_auto_kernels && m > 8 && m <= 32)
+        k = OP_MM_MATVEC;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
-                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = OP_MM_AUTO};
+                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = k};
     return op_matmul(c, &a, err);
 }
 
@@ -181,28 +203,56 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
         }
     }
+    /* Labels go in pairs (A, B) around one copy of the prompt's K/V:
+     * scratch [A's rows reversed | prompt | B's rows]. A's token j then
+     * sees [A_j .. A_0, prompt] and B's token j [prompt, B_0 .. B_j]: one
+     * contiguous range each, and both share a query block, so a workgroup
+     * reads about one prompt for two labels. An odd label is a B alone. */
     for (uint32_t b = 0; b < nseq && nl; b++) {
         struct group *g = NULL;
-        for (uint32_t l = 0; l < nl; l++) {
-            uint32_t k = labels[l].n - 1;
-            uint32_t need = lm->seq_n[b] + k;
-            if (k == 0) {
-                lm->lab_row[b * nl + l] = UINT32_MAX;
-                continue;
+        uint32_t l = 0;
+        for (;;) {
+            while (l < nl && labels[l].n == 1)
+                lm->lab_row[b * nl + l++] = UINT32_MAX;
+            if (l >= nl)
+                break;
+            uint32_t la = l++, lb = UINT32_MAX;
+            while (l < nl && labels[l].n == 1)
+                lm->lab_row[b * nl + l++] = UINT32_MAX;
+            if (l < nl)
+                lb = l++;
+            if (lb == UINT32_MAX) { /* alone: the B of an empty pair */
+                lb = la;
+                la = UINT32_MAX;
             }
-            if (!g || g->nids + need > lm->scratch_cap) {
+            uint32_t ka = la == UINT32_MAX ? 0 : labels[la].n - 1, kb = labels[lb].n - 1;
+            uint32_t need = ka + lm->seq_n[b] + kb, qrows = up_to(ka + kb, QB);
+            if (!g || g->nids + need > lm->scratch_cap || g->nqp + qrows + 1 > lm->qp_cap) {
+                if (g)
+                    g->nqp++; /* closing: its zero row */
                 g = &gr[ngr++];
                 g->b = b;
-                g->qrow = up_to(nrows, lm->ra);
-                nrows = g->qrow;
+                g->span0 = up_to(nrows, lm->ra);
             }
-            lgi[b * nl + l] = (uint32_t)(g - gr);
-            lm->lab_row[b * nl + l] = nrows;
-            g->nq += k;
+            for (int side = 0; side < 2; side++) {
+                uint32_t ll = side ? lb : la, k = side ? kb : ka;
+                if (ll == UINT32_MAX)
+                    continue;
+                nrows = up_to(nrows, lm->ra);
+                lgi[b * nl + ll] = (uint32_t)(g - gr);
+                lm->lab_row[b * nl + ll] = nrows;
+                lm->lab_qp[b * nl + ll] = g->nqp + (side ? ka : 0);
+                lm->lab_base[b * nl + ll] = g->nids;
+                lm->lab_ka[b * nl + ll] = side ? ka : UINT32_MAX; /* UINT32_MAX: is A */
+                nrows += k;
+                nlab_rows += k;
+            }
+            g->nqp += qrows;
             g->nids += need;
-            nrows += k;
-            nlab_rows += k;
+            g->nspan = nrows - g->span0;
         }
+        if (g)
+            g->nqp++;
     }
     if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap) {
         free(gr);
@@ -234,7 +284,9 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     uint32_t o_pg = isec_take(&is, npg);
     for (uint32_t i = 0; i < ngr; i++) {
         gr[i].ids_off = isec_take(&is, gr[i].nids);
-        gr[i].rng_off = isec_take(&is, gr[i].nq * 2);
+        gr[i].qp_off = isec_take(&is, gr[i].nqp);
+        gr[i].rng_off = isec_take(&is, gr[i].nqp * 2);
+        gr[i].back_off = isec_take(&is, gr[i].nspan);
     }
     if (is.over) {
         free(gr);
@@ -266,30 +318,51 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     /* label rows, their scratch gathers and ranges, their logits rows;
      * per group, ids and queries fill in label order */
     uint32_t lgc = nlast + nall;
-    for (uint32_t gi = 0; gi < ngr; gi++)
-        gr[gi].nids = gr[gi].nq = 0;
+    for (uint32_t gi = 0; gi < ngr; gi++) {
+        struct group *g = &gr[gi];
+        /* pad queries read any row and see no key (zeros); span rows that
+         * are alignment padding take the group's zero row */
+        for (uint32_t i = 0; i < g->nqp; i++) {
+            iv[g->qp_off + i] = (int32_t)g->span0;
+            iv[g->rng_off + 2 * i] = iv[g->rng_off + 2 * i + 1] = 0;
+        }
+        for (uint32_t i = 0; i < g->nspan; i++)
+            iv[g->back_off + i] = (int32_t)(g->nqp - 1);
+    }
     for (uint32_t b = 0; b < nseq && !rc; b++)
         for (uint32_t l = 0; l < nl && !rc; l++) {
-            uint32_t r = lm->lab_row[b * nl + l], k = labels[l].n - 1;
+            uint32_t bl = b * nl + l, r = lm->lab_row[bl], k = labels[l].n - 1;
             if (r == UINT32_MAX)
                 continue;
-            struct group *g = &gr[lgi[b * nl + l]];
-            lm->lg_row[b * nl + l] = lgc;
-            uint32_t base = g->nids;
-            for (uint32_t i = 0; i < lm->seq_n[b]; i++)
-                iv[g->ids_off + g->nids++] = (int32_t)(lm->seq_start[b] + i);
+            struct group *g = &gr[lgi[bl]];
+            uint32_t n = lm->seq_n[b], base = lm->lab_base[bl];
+            int is_a = lm->lab_ka[bl] == UINT32_MAX;
+            uint32_t ka = is_a ? k : lm->lab_ka[bl];
+            lm->lg_row[bl] = lgc;
+            if (!is_a) /* B writes the shared prompt copy */
+                for (uint32_t i = 0; i < n; i++)
+                    iv[g->ids_off + base + ka + i] = (int32_t)(lm->seq_start[b] + i);
             for (uint32_t j = 0; j < k && !rc; j++) {
                 rc = embed_row(lm, labels[l].tokens[j], lm->emb + (size_t)(r + j) * E, err);
                 set_pos(iv + o_pos + (r + j) * 3, lm->next_pos[b] + (int32_t)j);
-                iv[g->ids_off + g->nids++] = (int32_t)(slot0 + r + j);
-                iv[g->rng_off + 2 * g->nq] = (int32_t)base;
-                iv[g->rng_off + 2 * g->nq + 1] = (int32_t)(base + lm->seq_n[b] + j + 1);
-                g->nq++;
+                uint32_t qp = lm->lab_qp[bl] + j, at, lo, hi;
+                if (is_a) {
+                    at = base + (k - 1 - j);
+                    lo = at;
+                    hi = base + k + n;
+                } else {
+                    at = base + ka + n + j;
+                    lo = base + ka;
+                    hi = at + 1;
+                }
+                iv[g->ids_off + at] = (int32_t)(slot0 + r + j);
+                iv[g->qp_off + qp] = (int32_t)(r + j);
+                iv[g->rng_off + 2 * qp] = (int32_t)lo;
+                iv[g->rng_off + 2 * qp + 1] = (int32_t)hi;
+                iv[g->back_off + (r + j - g->span0)] = (int32_t)qp;
                 iv[o_lg + lgc++] = (int32_t)(r + j);
             }
         }
-    free(lgi);
-    lgi = NULL;
     /* which probability each label token reads */
     uint32_t pgc = 0;
     for (uint32_t b = 0; b < nseq; b++)
@@ -330,11 +403,11 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         struct vkr_tensor kv_v = view(L->vc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
         rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
         if (!rc)
-            rc = mm(c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
+            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
         if (!rc)
-            rc = mm(c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
+            rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
         if (!rc)
-            rc = mm(c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+            rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
         struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
                              .d = lm->D, .mode = OP_ROPE_MROPE, .base = hp->rope_theta,
                              .sections = {(uint32_t)hp->mrope_sections[0],
@@ -360,32 +433,38 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             rc = op_gather(c, L->kc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->ks, err);
             if (!rc)
                 rc = op_gather(c, L->vc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->vs, err);
-            struct vkr_tensor rg = iview(lm, g->rng_off, g->nq * 2);
-            struct op_attention at = {
-                .q = view(lm->q, (uint64_t)g->qrow * QW * 4, (uint64_t)g->nq * QW * 4),
-                .k = lm->ks, .v = lm->vs,
-                .o = view(lm->o, (uint64_t)g->qrow * QW * 4, (uint64_t)g->nq * QW * 4),
-                .tq = g->nq, .tk = g->nids, .hq = hp->n_head, .hkv = hp->n_head_kv, .d = lm->D,
-                .scale = scale, .causal = 0, .ranges = &rg};
+            if (!rc)
+                rc = op_gather(c, lm->q, QUANT_F32, nrows, QW, iview(lm, g->qp_off, g->nqp),
+                               g->nqp, lm->qp, err);
+            struct vkr_tensor rg = iview(lm, g->rng_off, g->nqp * 2);
+            struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
+                                      .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
+                                      .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
+                                      .causal = 0, .ranges = &rg};
             if (!rc)
                 rc = op_attention(c, &at, err);
+            if (!rc)
+                rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
+                               iview(lm, g->back_off, g->nspan), g->nspan,
+                               view(lm->o, (uint64_t)g->span0 * QW * 4,
+                                    (uint64_t)g->nspan * QW * 4), err);
         }
         if (!rc)
-            rc = mm(c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
+            rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
         if (!rc)
             rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
                          (uint64_t)nrows * E, 1.0f, 0.0f, err);
         if (!rc)
             rc = op_norm(c, 0, lm->x, lm->h, &L->ffn_norm.t, NULL, nrows, E, eps, err);
         if (!rc)
-            rc = mm(c, &L->wg, NULL, lm->h, lm->gate, nrows, err);
+            rc = mm(lm, c, &L->wg, NULL, lm->h, lm->gate, nrows, err);
         if (!rc)
-            rc = mm(c, &L->wu, NULL, lm->h, lm->up, nrows, err);
+            rc = mm(lm, c, &L->wu, NULL, lm->h, lm->up, nrows, err);
         if (!rc)
             rc = op_elem(c, OP_SWIGLU, lm->gate, &lm->up, lm->gate, (uint64_t)nrows * lm->F,
                          (uint64_t)nrows * lm->F, 1.0f, 0.0f, err);
         if (!rc)
-            rc = mm(c, &L->wd, NULL, lm->gate, lm->t2, nrows, err);
+            rc = mm(lm, c, &L->wd, NULL, lm->gate, lm->t2, nrows, err);
         if (!rc)
             rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
                          (uint64_t)nrows * E, 1.0f, 0.0f, err);
@@ -395,7 +474,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         if (!rc)
             rc = op_norm(c, 0, lm->lg_h, lm->lg_hn, &lm->out_norm.t, NULL, nlg, E, eps, err);
         if (!rc)
-            rc = mm(c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
+            rc = mm(lm, c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
         uint32_t nsm = nl ? nlg : nlast;
         if (!rc && nsm)
             rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);

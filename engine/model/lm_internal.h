@@ -33,12 +33,13 @@ struct lm {
     uint32_t rows_cap;    /* rows of one pass */
     uint32_t kv_cap;      /* cache slots */
     uint32_t scratch_cap; /* rows of the per-label K/V scratch */
+    uint32_t qp_cap;      /* rows of the padded label queries */
     uint32_t lg_cap;      /* logits rows */
     uint32_t ints_cap;    /* int32 words of per-pass indices */
     uint32_t ialign;      /* ints per binding alignment */
 
     /* activations */
-    struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, lg_h, lg_hn, logits, probs, pg, ints;
+    struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
 
     /* host staging for one pass */
     float *emb;
@@ -49,7 +50,7 @@ struct lm {
     uint32_t nseq, kv_used;
     uint32_t *seq_start, *seq_n;
     int32_t *next_pos;
-    uint32_t *lab_row, *lg_row; /* per (sequence, label): first label row, first logits row */
+    uint32_t *lab_row, *lg_row, *lab_qp, *lab_base, *lab_ka; /* per (sequence, label): first label row, first logits row */
     float *lastp;         /* nseq x V: softmax of each prompt's last row */
     double last_ms;
 };

@@ -10,9 +10,10 @@
  * ragged sequences and gathers label K/V; none of that exists in the
  * reference, so agreement tests those mechanisms, not just the ops.
  *
- * Bounds: logits max|Δ| <= 1e-3 · max|logit| over every position; label
+ * Bounds: logits max|Δ| <= 1e-3 · max|logit| over every position (3e-3
+ * where the f16 cooperative-matrix matmul runs); label
  * log-probabilities |Δ| <= 2e-3 · max(1, |ref|); same top label; the fused
- * classify pass equals prefill + score to 1e-4. Zero pipeline creations
+ * classify pass equals prefill + score to 1e-4 (1e-3 with f16 matmuls). Zero pipeline creations
  * after seal and zero validation messages.
  */
 #include "tests/support/testutil.h"
@@ -179,6 +180,7 @@ static double ref_label(const struct refm *R, const int32_t *tok, uint32_t n, co
 
 struct LT {
     struct vkr *vk;
+    double tol; /* logits bound relative to max|logit| */
     int ranged;
 };
 
@@ -261,7 +263,8 @@ static void run_model(struct LT *t, const char *what, const struct lm_synth *sy)
     ref_forward(&R, SEQ_A, NA, NULL, NULL, ref);
     ref_forward(&R, SEQ_B, NB, NULL, NULL, ref + (size_t)NA * V);
     double mx = max_abs(ref, (size_t)(NA + NB) * V), d = max_diff(lg, ref, (size_t)(NA + NB) * V);
-    CHECK(rc == 0 && d <= 1e-3 * mx, "%s: batch logits max|d| %.3g > 1e-3 * %.3g", what, d, mx);
+    CHECK(rc == 0 && d <= t->tol * mx, "%s: batch logits max|d| %.3g > %.0e * %.3g", what, d,
+          t->tol, mx);
 
     /* 2. labels against the cached prompts */
     double lp[2 * NLAB], lpf[2 * NLAB], pr[2 * NLAB], rl[2 * NLAB];
@@ -292,7 +295,8 @@ static void run_model(struct LT *t, const char *what, const struct lm_synth *sy)
         double s = 0;
         int gb = 0;
         for (int l = 0; l < NLAB; l++) {
-            CHECK(fabs(lpf[b * NLAB + l] - lp[b * NLAB + l]) <= 1e-4 * fmax(1.0, fabs(lp[b * NLAB + l])),
+            CHECK(fabs(lpf[b * NLAB + l] - lp[b * NLAB + l]) <=
+                      t->tol / 10 * fmax(1.0, fabs(lp[b * NLAB + l])),
                   "%s: fused %.6f vs two-pass %.6f", what, lpf[b * NLAB + l], lp[b * NLAB + l]);
             s += pr[b * NLAB + l];
             if (lpf[b * NLAB + l] > lpf[b * NLAB + gb])
@@ -309,7 +313,8 @@ static void run_model(struct LT *t, const char *what, const struct lm_synth *sy)
     ref_forward(&R, SEQ_C, NC, embc, POS_C, ref);
     mx = max_abs(ref, (size_t)NC * V);
     d = max_diff(lg, ref, (size_t)NC * V);
-    CHECK(rc == 0 && d <= 1e-3 * mx, "%s: M-RoPE logits max|d| %.3g > 1e-3 * %.3g", what, d, mx);
+    CHECK(rc == 0 && d <= t->tol * mx, "%s: M-RoPE logits max|d| %.3g > %.0e * %.3g", what, d,
+          t->tol, mx);
     rc = lm_score(lm, LABELS, NLAB, lp, &e);
     CHECK(rc == 0, "%s: score C: %s", what, e.msg);
     for (int l = 0; l < NLAB && rc == 0; l++) {
@@ -396,6 +401,9 @@ static int run_lm(int ranged)
     struct folio_err e = {0};
     int rc = vkr_open(&cfg, &t.vk, &e);
     REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
+    /* f16 cooperative-matrix matmuls (>= 64 rows, tensor-core devices)
+     * round activations to f16: looser bound there (lm_parity_cases.h). */
+    t.tol = ops_coopmat_available(t.vk) ? 3e-3 : 1e-3;
 
     /* E = 256 so every K-quant applies; head 64, GQA 4:2. */
     struct lm_synth base = {.n_embd = 256, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
