@@ -5,9 +5,11 @@
  * One struct ocr_engine per thread: Tesseract instances are safe in parallel
  * only when each thread has its own, and Init costs 0.2–0.35 s, so a thread
  * initialises one at start and reuses it for every page. Debian's libtesseract
- * is built with OpenMP, which makes parallel pages 3× slower unless
- * OMP_THREAD_LIMIT=1 is in the environment before the first Init: call
- * ocr_process_init() once from main, before any thread starts.
+ * is built with OpenMP, which makes parallel pages ~3x more expensive
+ * unless OMP_THREAD_LIMIT=1 is in the environment when the OpenMP runtime
+ * loads, i.e. before main: `folio` re-executes itself with it set
+ * (worker_ensure_omp_limit in pipeline/). ocr_process_init() covers the
+ * remaining case of a program that loads Tesseract later.
  */
 #ifndef FOLIO_OCR_H
 #define FOLIO_OCR_H
@@ -19,8 +21,9 @@
 /* Version of the Tesseract library loaded at run time, e.g. "5.3.0". */
 const char *ocr_tesseract_version(void);
 
-/* Sets OMP_THREAD_LIMIT=1 unless the user set it. Not thread-safe (setenv):
- * call from main before starting threads. */
+/* Sets OMP_THREAD_LIMIT=1 unless the user set it; effective only before
+ * the OpenMP runtime initialises. Not thread-safe (setenv): call before
+ * starting threads. */
 void ocr_process_init(void);
 
 struct ocr_opts {

@@ -3,16 +3,16 @@
 # its seed corpus. New corpus entries go to a scratch folder (the committed
 # seeds stay as they are); a crash leaves its input in tests/fuzz/crashes/<target>/
 # — commit it there and the unit tests replay it forever after.
-#   ops/fuzz.sh [SECONDS]   (default 60 per target)
+#   ops/fuzz.sh [SECONDS]   (default 60 per target; three targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 build=${FOLIO_FUZZ_BUILD:-build-fuzz}
 jobs=${FOLIO_FUZZ_JOBS:-2}
 
-CC=clang cmake -S . -B "$build" -G Ninja -DFOLIO_FUZZ=ON -DFOLIO_ENGINE_ONLY=ON \
+CC=clang cmake -S . -B "$build" -G Ninja -DFOLIO_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C "$build" -j"$jobs" fuzz_gguf
+ninja -C "$build" -j"$jobs" fuzz_gguf fuzz_tokenize fuzz_ingest_probe
 
 run() { # target corpus-name
   local target=$1 name=$2
@@ -25,3 +25,5 @@ run() { # target corpus-name
 }
 
 run fuzz_gguf gguf
+run fuzz_tokenize tokenize
+run fuzz_ingest_probe ingest

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # folio on an embedded default, in one command: installs dependencies,
 # builds, starts a local PostgreSQL cluster under ./var/pg, applies the
-# schema, then runs the stages that exist (see README.md) until Ctrl-C.
+# schema, then runs ingest (watching ./var/inbox) and a worker until Ctrl-C.
 #   ops/run-local.sh            build + run
 #   ops/run-local.sh stop       stop the local cluster
 set -euo pipefail
@@ -33,5 +33,15 @@ folio is running on a local cluster.
   database:  psql "$FOLIO_DB"
   status:    FOLIO_DB="$FOLIO_DB" build/folio status
   stop:      ops/run-local.sh stop
+  inbox:     $VAR/inbox   (drop scans here; Ctrl-C stops ingest and the worker)
+  results:   psql "$FOLIO_DB" -c 'SELECT name, state, label, confidence FROM folio.document_status'
 MSG
 "$F" status
+# Ingest watches the inbox and a worker classifies what it queues (woken by
+# ingest's NOTIFY), until Ctrl-C; both drain and exit cleanly on SIGTERM.
+"$F" ingest --watch "$VAR/inbox" &
+ING=$!
+"$F" worker &
+WRK=$!
+trap 'kill -TERM $ING $WRK 2>/dev/null || true; wait $ING $WRK 2>/dev/null || true; exit 0' INT TERM
+wait

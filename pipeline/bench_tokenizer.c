@@ -28,6 +28,7 @@
 
 static const char USAGE[] =
     "usage: folio bench tokenizer [--model FILE.gguf] [--bytes N] [--seconds S] [--merges N]\n"
+    "                             [--pad-vocab N]\n"
     "\n"
     "Tokenises generated OCR-like UTF-8 text page by page on one core and prints\n"
     "two JSON lines (without and with the per-thread piece cache): MB/s of input\n"
@@ -36,7 +37,9 @@ static const char USAGE[] =
     "                 byte-level BPE on the text)\n"
     "  --bytes N      text size (default 1MiB)\n"
     "  --seconds S    minimum measuring time (default 2)\n"
-    "  --merges N     merges for the synthetic vocabulary (default 4000)\n";
+    "  --merges N     merges for the synthetic vocabulary (default 4000)\n"
+    "  --pad-vocab N  add N tokens + merges that never fire, to reach a real\n"
+    "                 vocabulary's table sizes (Qwen2: --pad-vocab 147000)\n";
 
 /* ------------------------------------------------------------ the text */
 
@@ -379,12 +382,69 @@ static void trainer_free(struct trainer *t)
     free(t->merges);
 }
 
+/* Appends n tokens and merges that never fire on the text (strings of
+ * control bytes the text lacks), lowest priority, so the vocabulary and
+ * merge tables reach a real model's size (Qwen2: ~151k of each) and the
+ * bench pays its cache misses. */
+static int pad_vocab(struct trainer *t, int n)
+{
+    static const unsigned char B[] = {1,  2,  3,  4,  5,  6,  7,  8,  14, 15, 16, 17, 18,
+                                      19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+    enum { NB = sizeof B };
+    if (n <= 0)
+        return 0;
+    char **nm = realloc(t->merges, (t->nmerges + (size_t)n) * sizeof *nm);
+    int32_t *queue = malloc(((size_t)n + NB) * sizeof *queue);
+    if (!nm || !queue) {
+        if (nm)
+            t->merges = nm;
+        free(queue);
+        return -1;
+    }
+    t->merges = nm;
+    size_t qn = 0, qi = 0;
+    for (int k = 0; k < NB; k++)
+        queue[qn++] = B[k];
+    int made = 0;
+    while (made < n && qi < qn) {
+        int32_t p = queue[qi++];
+        for (int k = 0; k < NB && made < n; k++) {
+            size_t pl = strlen(t->tok[p]);
+            char raw[64];
+            if (pl + 2 > sizeof raw)
+                break;
+            memcpy(raw, t->tok[p], pl);
+            raw[pl] = (char)B[k];
+            raw[pl + 1] = 0;
+            char bs[2] = {(char)B[k], 0};
+            char *la = bytelevel(t->tok[p]), *lb = bytelevel(bs);
+            char *ms = la && lb ? malloc(strlen(la) + strlen(lb) + 2) : NULL;
+            int32_t id = (int32_t)t->ntok;
+            if (!ms || add_token(t, raw, pl + 1)) {
+                free(la);
+                free(lb);
+                free(ms);
+                free(queue);
+                return -1;
+            }
+            sprintf(ms, "%s %s", la, lb);
+            free(la);
+            free(lb);
+            t->merges[t->nmerges++] = ms;
+            queue[qn++] = id;
+            made++;
+        }
+    }
+    free(queue);
+    return 0;
+}
+
 /* Trains, writes a GGUF in memory and loads it through tok_load. */
-static int synthetic_tokenizer(const char *text, size_t len, int n_merges, struct tok **out,
-                               struct folio_err *err)
+static int synthetic_tokenizer(const char *text, size_t len, int n_merges, int n_pad,
+                               struct tok **out, struct folio_err *err)
 {
     struct trainer tr = {0};
-    if (train(&tr, text, len, n_merges)) {
+    if (train(&tr, text, len, n_merges) || pad_vocab(&tr, n_pad)) {
         trainer_free(&tr);
         return folio_err_set(err, FOLIO_ENOMEM, "out of memory training the synthetic BPE");
     }
@@ -528,12 +588,13 @@ int bench_tokenizer(int argc, char **argv)
                                          {"bytes", required_argument, 0, 'b'},
                                          {"seconds", required_argument, 0, 's'},
                                          {"merges", required_argument, 0, 'n'},
+                                         {"pad-vocab", required_argument, 0, 'p'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL;
     uint64_t bytes = 1 << 20;
     double seconds = 2.0;
-    long long merges = 4000;
+    long long merges = 4000, pad = 0;
     optind = 1;
     opterr = 0;
     int ch;
@@ -561,6 +622,11 @@ int bench_tokenizer(int argc, char **argv)
         case 'n':
             if (folio_parse_int(optarg, 0, 100000, &merges) != 0)
                 return cli_usage_error("bench tokenizer", "--merges wants 0..100000, got '%s'",
+                                       optarg);
+            break;
+        case 'p':
+            if (folio_parse_int(optarg, 0, 1000000, &pad) != 0)
+                return cli_usage_error("bench tokenizer", "--pad-vocab wants 0..1000000, got '%s'",
                                        optarg);
             break;
         default:
@@ -592,8 +658,8 @@ int bench_tokenizer(int argc, char **argv)
         }
     } else {
         /* trained on the first 256 KiB: enough for the vocabulary, quick */
-        rc = synthetic_tokenizer(text, len < (256u << 10) ? len : (256u << 10), (int)merges, &t,
-                                 &err);
+        rc = synthetic_tokenizer(text, len < (256u << 10) ? len : (256u << 10), (int)merges,
+                                 (int)pad, &t, &err);
     }
     double load_ms = folio_mono_ms() - t0;
     if (rc) {

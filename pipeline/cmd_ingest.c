@@ -2,6 +2,7 @@
 #include "pipeline/ingest_run.h"
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,8 +84,10 @@ int cmd_ingest(int argc, char **argv)
             break;
         case 1005: o.follow_symlinks = 1; break;
         case 1006:
-            if (folio_parse_size(optarg, &o.limits.max_bytes) != 0 || o.limits.max_bytes == 0)
-                return cli_usage_error("ingest", "--max-bytes wants a size like 512MiB, got '%s'", optarg);
+            /* A blob is one bytea value, which PostgreSQL caps at 1 GiB. */
+            if (folio_parse_size(optarg, &o.limits.max_bytes) != 0 || o.limits.max_bytes == 0 ||
+                o.limits.max_bytes > (UINT64_C(1) << 30) - (UINT64_C(1) << 20))
+                return cli_usage_error("ingest", "--max-bytes wants a size from 1 byte to 1023MiB, got '%s'", optarg);
             break;
         case 1007:
             if (folio_parse_int(optarg, 1, (long long)1 << 40, &v) != 0)
@@ -106,11 +109,18 @@ int cmd_ingest(int argc, char **argv)
             else
                 return cli_usage_error("ingest", "--after wants move, delete or keep, got '%s'", optarg);
             break;
-        case 1010:
-            if (!optarg[0] || strlen(optarg) > 200)
-                return cli_usage_error("ingest", "--model-key wants 1 to 200 characters");
+        case 1010: {
+            /* Printable ASCII only: the key is compared byte for byte by
+             * workers and must never make an INSERT fail. */
+            size_t kl = strlen(optarg);
+            bool ok = kl > 0 && kl <= 200;
+            for (size_t i = 0; ok && i < kl; i++)
+                ok = optarg[i] > 0x20 && optarg[i] < 0x7f;
+            if (!ok)
+                return cli_usage_error("ingest", "--model-key wants 1 to 200 printable ASCII characters, no spaces");
             o.model_key = optarg;
             break;
+        }
         case 1011: o.use_inotify = 0; break;
         case 1012:
             if (folio_parse_int(optarg, 1, 256, &v) != 0)

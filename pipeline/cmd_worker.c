@@ -19,7 +19,7 @@ static const char USAGE[] =
     "  --grace SECONDS      time to finish in-flight jobs on SIGTERM (default 30)\n"
     "  --retain DURATION    delete done jobs older than this: 90s, 30m, 12h, 7d (default 7d)\n"
     "  --max-attempts N     attempts before a job is dead (default: the job's own)\n"
-    "  --retry-base SECONDS backoff after a failed attempt n: base*2^(n-1) +-50%% (default 10)\n"
+    "  --retry-base SECONDS backoff after a failed attempt n: base*2^(n-1) +-50% (default 10)\n"
     "  --retry-max SECONDS  backoff cap (default 600)\n"
     "  --poll SECONDS       idle polling interval next to LISTEN, jittered (default 2)\n"
     "  --model-key KEY      model configuration served (default \"default\")\n"

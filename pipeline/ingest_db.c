@@ -389,7 +389,7 @@ int ingest_db_commit(struct ingest_db *d, struct ingest_item **items, size_t n, 
     }
     if (any_accept) {
         const char *v[1] = {d->model_key};
-        r = PQexecParams(c, "SELECT pg_notify('folio_jobs', $1)", 1, NULL, v, NULL, NULL, 0);
+        r = PQexecParams(c, "SELECT pg_notify('" QUEUE_NOTIFY_CHANNEL "', $1)", 1, NULL, v, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
             kind = classify(r, c);
             db_err_from_result(r, c, "notifying workers", err);

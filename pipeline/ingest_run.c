@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -89,6 +90,7 @@ struct run {
 };
 
 static int64_t now_ms(void) { return folio_mono_ns() / 1000000; }
+static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms);
 
 /* ---- validators ---- */
 
@@ -103,10 +105,8 @@ static void set_reject(struct ingest_item *it, const char *reason)
 static struct ingest_item *validate(const struct run *R, struct ingest_candidate c)
 {
     struct ingest_item *it = calloc(1, sizeof *it);
-    if (!it) {
-        ingest_candidate_free(&c);
-        return NULL;
-    }
+    if (!it)
+        return NULL; /* the caller still owns c */
     it->cand = c;
     it->info.failed_page = -1;
     ingest_display(it->path_display, sizeof it->path_display, c.path);
@@ -223,6 +223,12 @@ static void *validator_main(void *arg)
             }
         }
         struct ingest_item *it = validate(R, c);
+        if (!it) {
+            /* Out of memory for the item itself: hand the path straight
+             * back for a retry so the run never waits on it forever. */
+            complete_path(R, c.path, INGEST_OUT_RETRY, &c.sig, RETRY_MS);
+            c.path = NULL;
+        }
         pthread_mutex_lock(&R->mu);
         while (it && R->res_head && R->res_bytes + it->len > RESULT_BYTES_CAP && !R->abort)
             pthread_cond_wait(&R->res_space_cv, &R->mu);
@@ -245,15 +251,17 @@ static void *validator_main(void *arg)
 
 /* ---- writer ---- */
 
-static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t retry_ms)
+/* Queues an outcome for the main thread; takes ownership of path. */
+static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms)
 {
     struct completion *c = calloc(1, sizeof *c);
     if (c) {
-        c->path = it->cand.path; /* ownership moves to the completion */
-        it->cand.path = NULL;
+        c->path = path;
         c->outcome = outcome;
-        c->sig = it->cand.sig;
+        c->sig = *sig;
         c->retry_ms = retry_ms;
+    } else {
+        free(path);
     }
     pthread_mutex_lock(&R->mu);
     if (c) {
@@ -269,6 +277,12 @@ static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t
         /* The counter cannot overflow at our rates; the main loop also
          * wakes on its own timeout. */
     }
+}
+
+static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t retry_ms)
+{
+    complete_path(R, it->cand.path, outcome, &it->cand.sig, retry_ms);
+    it->cand.path = NULL; /* ownership moved to the completion */
 }
 
 static void today(char *buf, size_t n)
@@ -288,6 +302,17 @@ static void dispose(struct run *R, struct ingest_item *it, const char *host)
     struct folio_err err = {0};
     char *moved = NULL;
     int outcome = INGEST_OUT_GONE;
+    /* Rewritten since it was read? Then what was recorded is an earlier
+     * version: leave the file for the tracker to take again. */
+    struct stat st;
+    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !o->follow_symlinks &&
+        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
+         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
+        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
+                  folio_lq(lq, sizeof lq, it->path_display));
+        complete(R, it, INGEST_OUT_REOBSERVE, 0);
+        return;
+    }
     if (it->status == ITEM_ACCEPT) {
         if (o->after == INGEST_AFTER_MOVE) {
             char sub[32];
@@ -638,6 +663,23 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
     struct ingest_run_opts oo = *oin;
     oo.dir = absdir;
     const struct ingest_run_opts *o = &oo;
+    /* One ingester per folder: two would race for the same files. The
+     * lock is on the folder itself, so nothing is created in it. */
+    int lockfd = open(absdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char d[300];
+        ingest_display(d, sizeof d, absdir);
+        if (lockfd >= 0)
+            close(lockfd);
+        free(absdir);
+        if (e == EWOULDBLOCK) {
+            folio_err_set(err, FOLIO_ESTATE, "another folio ingest is already taking files from %s", d);
+            folio_err_hint(err, "run one folio ingest per folder; stop the other one first");
+            return FOLIO_ESTATE;
+        }
+        return folio_err_set(err, FOLIO_EIO, "cannot open the ingest folder %s: %s", d, strerror(e));
+    }
     struct run R;
     memset(&R, 0, sizeof R);
     R.o = o;
@@ -801,8 +843,7 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
                     R.work_head = (R.work_head + 1) % R.work_cap;
                     R.work_len--;
                 }
-                if (o->watch)
-                    R.abort = 1; /* do not wait out a database outage */
+                R.abort = 1; /* do not wait out a database outage: files stay put */
                 pthread_cond_broadcast(&R.res_space_cv);
                 pthread_mutex_unlock(&R.mu);
             }
@@ -884,6 +925,7 @@ out:
     /* Signals that arrived while blocked are discarded with the signalfd
      * read above; restore the caller's mask. */
     pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+    close(lockfd); /* releases the folder lock */
     free(absdir);
     return rc;
 }

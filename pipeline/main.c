@@ -44,6 +44,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--version") == 0)
         return cmd_version(1, argv + 1);
+    /* Subcommands that run Tesseract need OMP_THREAD_LIMIT set before the
+     * OpenMP runtime loads (see worker_ensure_omp_limit). */
+    if (strcmp(argv[1], "worker") == 0 || strcmp(argv[1], "classify") == 0 || strcmp(argv[1], "bench") == 0)
+        worker_ensure_omp_limit(argv);
     for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
         if (strcmp(argv[1], CMDS[i].name) == 0)
             return CMDS[i].fn(argc - 1, argv + 1);

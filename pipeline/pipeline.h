@@ -199,6 +199,15 @@ void worker_opts_default(struct worker_opts *o);
  * end it; only start-up errors (bad options, no OCR data) do. */
 int worker_run(const struct worker_opts *o, struct folio_err *err);
 
+/* Debian's libtesseract uses OpenMP, whose runtime reads OMP_THREAD_LIMIT
+ * once, when the library is loaded: before main. Setting it later has no
+ * effect, and OCR then costs ~3x the CPU per page (measured with `folio
+ * bench ocr`). When it is unset, this sets it to 1 and re-executes the
+ * program with the same arguments; it returns only when no re-exec was
+ * needed (or exec failed, which is logged). Call first thing in main for
+ * subcommands that OCR. */
+void worker_ensure_omp_limit(char **argv);
+
 /* ---- JSON output helpers (pipeline/json.c) ---- */
 struct json_buf {
     char *s;

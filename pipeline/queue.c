@@ -87,29 +87,35 @@ int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
     if (k <= 0)
         return 0;
     /* The token is drawn once per row in the locking subquery so that
-     * lease_token and claim_token carry the same value. */
-    static const char SQL[] =
+     * lease_token and claim_token carry the same value. The batch size is
+     * a literal, one prepared statement per size: a generic plan for
+     * "LIMIT $n" assumes 10 % of the table and picks a sort of every
+     * queued row over the claim index (measured 36 ms per claim on 27,000
+     * queued jobs instead of 0.3 ms). */
+    char SQL[1400];
+    snprintf(SQL, sizeof SQL,
         "WITH c AS ("
         "  SELECT id, gen_random_uuid() AS tok FROM folio.jobs"
         "   WHERE state = 'queued' AND model_key = $1 AND run_after <= now()"
         "   ORDER BY priority DESC, run_after, id"
-        "   LIMIT $2 FOR UPDATE SKIP LOCKED)"
+        "   LIMIT %d FOR UPDATE SKIP LOCKED)"
         " UPDATE folio.jobs j SET state = 'running', attempts = j.attempts + 1,"
         "   lease_token = c.tok, claim_token = c.tok,"
-        "   lease_expires_at = now() + make_interval(secs => $3::float8),"
-        "   worker_id = $4, started_at = now(), finished_at = NULL"
+        "   lease_expires_at = now() + make_interval(secs => $2::float8),"
+        "   worker_id = $3, started_at = now(), finished_at = NULL"
         "  FROM c, folio.documents d"
         " WHERE j.id = c.id AND d.id = j.document_id"
         " RETURNING j.id, j.document_id, j.lease_token, j.attempts,"
-        "   CASE WHEN $5::int > 0 THEN $5::int ELSE j.max_attempts END,"
-        "   d.pages, encode(d.sha256, 'hex'), d.media_type";
-    char kb[16], lb[32], wb[24], mb[16];
-    snprintf(kb, sizeof kb, "%d", k);
+        "   CASE WHEN $4::int > 0 THEN $4::int ELSE j.max_attempts END,"
+        "   d.pages, encode(d.sha256, 'hex'), d.media_type", k);
+    char name[40];
+    snprintf(name, sizeof name, "folio_claim_v2_k%d", k);
+    char lb[32], wb[24], mb[16];
     snprintf(lb, sizeof lb, "%.3f", q->lease_s);
     snprintf(wb, sizeof wb, "%lld", (long long)worker_id);
     snprintf(mb, sizeof mb, "%d", q->max_attempts);
-    const char *v[] = {mk(q), kb, lb, worker_id > 0 ? wb : NULL, mb};
-    PGresult *r = exec_hot(c, "folio_claim_v1", SQL, 5, v);
+    const char *v[] = {mk(q), lb, worker_id > 0 ? wb : NULL, mb};
+    PGresult *r = exec_hot(c, name, SQL, 4, v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "claiming jobs", err);
     int rows = PQntuples(r);

@@ -300,7 +300,11 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     free(data);
 
     int cancel = atomic_load(&s->cancel);
-    if (cancel == CANCEL_LOST || (rc == FOLIO_EDB && cancel != CANCEL_SHUTDOWN)) {
+    /* FOLIO_EDB with no usable connection means the retries ran out with
+     * the lease; with a working connection it is a statement the server
+     * refused, which fails the job like any other error. */
+    int unreachable = rc == FOLIO_EDB && (!t->conn || db_conn_broken(t->conn));
+    if (cancel == CANCEL_LOST || (unreachable && cancel != CANCEL_SHUTDOWN)) {
         /* Lease lost or the database was unreachable for a whole lease:
          * someone else may own the job now. Drop everything. */
         atomic_fetch_add(&w->lost, 1);
@@ -350,6 +354,18 @@ static void run_job(struct ocr_thread *t, struct slot *s)
             folio_log(FOLIO_LOG_INFO, "job_done", "job=%lld document=%lld attempt=%d label=%s confidence=%.3f ms=%.0f",
                       (long long)j->id, (long long)j->document_id, j->attempt, folio_lq(q, sizeof q, er.label),
                       er.confidence, total_ms);
+        } else if (rc && t->conn && !db_conn_broken(t->conn)) {
+            /* The server refused the result itself (not the lease): record
+             * why, rather than leaving the job to expire with no reason. */
+            char state[8] = "";
+            char msg[1400];
+            snprintf(msg, sizeof msg, "%s%s%s", err.msg, err.detail[0] ? ": " : "", err.detail);
+            struct folio_err ferr = {0};
+            int frc;
+            WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
+            atomic_fetch_add(&w->failed, 1);
+            folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d state=%s error=%s", (long long)j->id,
+                      j->attempt, frc ? "unknown" : state, folio_lq(q, sizeof q, msg));
         } else {
             atomic_fetch_add(&w->lost, 1);
             folio_log(FOLIO_LOG_WARN, "job_lost", "job=%lld attempt=%d msg=%s", (long long)j->id, j->attempt,
@@ -509,6 +525,18 @@ static void *heartbeat_main(void *arg)
 }
 
 /* ------------------------------------------------------------ dispatcher */
+
+void worker_ensure_omp_limit(char **argv)
+{
+    if (getenv("OMP_THREAD_LIMIT"))
+        return;
+    if (setenv("OMP_THREAD_LIMIT", "1", 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    char q[300];
+    folio_log(FOLIO_LOG_WARN, "omp_reexec_failed", "error=%s hint=\"export OMP_THREAD_LIMIT=1 before starting folio\"",
+              folio_lq(q, sizeof q, strerror(errno)));
+}
 
 void worker_opts_default(struct worker_opts *o)
 {

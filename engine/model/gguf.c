@@ -591,10 +591,11 @@ static int parse(struct gguf_file *f, struct folio_err *err)
         return rc;
     /* Minimum encoded sizes: a tensor info is >= 8+1 name + 4 + 8 + 4 + 8
      * bytes, a key/value >= 8+1 key + 4 type + 1 value. */
-    if (f->n_tensors > remaining(&c) / 33 || f->n_tensors > UINT32_MAX - 1)
-        return malformed(&c, at, "header claims %llu tensors, more than the file can hold",
-                         (unsigned long long)f->n_tensors);
-    if (f->n_kv > remaining(&c) / 14 || f->n_kv > UINT32_MAX - 1)
+    if (f->n_tensors > remaining(&c) / 33 || f->n_tensors > GGUF_MAX_TENSORS)
+        return malformed(&c, at, "header claims %llu tensors, more than the file can hold "
+                         "(or than the reader's limit of %u)", (unsigned long long)f->n_tensors,
+                         GGUF_MAX_TENSORS);
+    if (f->n_kv > remaining(&c) / 14 || f->n_kv > GGUF_MAX_KV)
         return malformed(&c, at + 8, "header claims %llu metadata keys, more than the file can "
                          "hold", (unsigned long long)f->n_kv);
     f->kvs = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kvs);

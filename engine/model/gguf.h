@@ -47,6 +47,8 @@ enum gguf_vtype {
 #define GGUF_MAX_NAME 63          /* tensor-name bytes, as ggml (GGML_MAX_NAME - 1) */
 #define GGUF_MAX_KEY 65535        /* metadata-key bytes */
 #define GGUF_MAX_ARRAY_DEPTH 4    /* arrays of arrays of ... */
+#define GGUF_MAX_TENSORS (1u << 20) /* real models: a few thousand */
+#define GGUF_MAX_KV (1u << 20)
 #define GGUF_DEFAULT_ALIGNMENT 32
 
 struct gguf_str {

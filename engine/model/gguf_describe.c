@@ -11,6 +11,7 @@
  */
 #include "engine/model/gguf.h"
 #include "engine/model/quant.h"
+#include "engine/model/tokenizer.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -32,12 +33,14 @@ struct groups {
     size_t n, cap;
 };
 
-/* "blk.12.attn_q.weight" → "blk.*.attn_q.weight" (also "v.blk.N."). */
+/* "blk.12.attn_q.weight" → "blk.*.attn_q.weight" (also "v.blk.N."); other
+ * numbers (mm.0, weight.1) stay, they name different tensors. */
 static void group_key(const char *name, char *out, size_t n)
 {
     size_t k = 0;
     for (const char *p = name; *p && k + 2 < n;) {
-        int at_seg = p == name || p[-1] == '.';
+        /* a layer number: a numeric segment right after "blk." */
+        int at_seg = p - name >= 4 && strncmp(p - 4, "blk.", 4) == 0;
         if (at_seg && isdigit((unsigned char)*p)) {
             const char *q = p;
             while (isdigit((unsigned char)*q))
@@ -241,8 +244,20 @@ int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
         if (rc == 0)
             rc = gguf_model_check(f2, strcmp(kind, "mmproj") == 0, &m, &cerr);
     }
+    /* the text model's tokenizer must load too; say what it holds */
+    struct tok *tk = NULL;
+    struct folio_err terr = {0};
+    int tok_rc = 1; /* 1 = not applicable */
+    if (m && !m->is_vision) {
+        tok_rc = tok_load(f, &tk, &terr);
+        if (tok_rc && rc == 0) {
+            rc = tok_rc;
+            cerr = terr;
+        }
+    }
     struct groups gs = {0};
     if (collect(f, &gs) != 0) {
+        tok_free(tk);
         free(gs.g);
         gguf_model_close(m);
         gguf_close(f);
@@ -263,6 +278,11 @@ int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
             json_cstr(out, cerr.msg);
         } else {
             print_hparams_json(out, m);
+            if (tk)
+                fprintf(out, ",\"tokenizer\":{\"tokens\":%u,\"specials\":%u,\"merges\":%u,"
+                             "\"merges_skipped\":%u}",
+                        tok_n_vocab(tk), tok_n_specials(tk), tok_n_merges(tk),
+                        tok_n_skipped_merges(tk));
             fprintf(out, ",\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64,
                     m->device_bytes, m->host_bytes);
         }
@@ -298,6 +318,9 @@ int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
         } else {
             fprintf(out, "check         ok\n");
             print_hparams_text(out, m);
+            if (tk)
+                fprintf(out, "              %u specials, %u merges (%u skipped: not tokens)\n",
+                        tok_n_specials(tk), tok_n_merges(tk), tok_n_skipped_merges(tk));
         }
         fprintf(out, "tensors       group                          count  dtypes\n");
         for (size_t i = 0; i < gs.n; i++) {
@@ -325,6 +348,7 @@ int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
     }
     if (rc && err)
         *err = cerr;
+    tok_free(tk);
     free(gs.g);
     gguf_model_close(m);
     gguf_close(f);

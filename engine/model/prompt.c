@@ -173,16 +173,31 @@ int prompt_chat(const struct tok *t, const char *system, const struct prompt_ite
                 size_t n_user, uint32_t merge, int generation_prompt, struct prompt *out,
                 struct folio_err *err)
 {
+    struct prompt_opts o = {.system = system, .merge = merge,
+                            .generation_prompt = generation_prompt};
+    return prompt_chat_ex(t, &o, user, n_user, out, err);
+}
+
+int prompt_chat_ex(const struct tok *t, const struct prompt_opts *o,
+                   const struct prompt_item *user, size_t n_user, struct prompt *out,
+                   struct folio_err *err)
+{
     prompt_free(out);
     struct span s = {0};
-    const char *sys = system ? system : PROMPT_DEFAULT_SYSTEM;
-    int rc = add_special(t, out, &s, "<|im_start|>", err);
-    if (rc == 0 && ((rc = span_add(&s, "system\n", 7)) || (rc = span_add(&s, sys, strlen(sys)))))
-        rc = oom(err);
-    if (rc == 0)
-        rc = add_special(t, out, &s, "<|im_end|>", err);
-    if (rc == 0 && span_add(&s, "\n", 1))
-        rc = oom(err);
+    const char *sys = o->system ? o->system : PROMPT_DEFAULT_SYSTEM;
+    uint32_t merge = o->merge ? o->merge : 2;
+    int generation_prompt = o->generation_prompt;
+    int rc = 0;
+    if (!o->no_system) {
+        rc = add_special(t, out, &s, "<|im_start|>", err);
+        if (rc == 0 &&
+            ((rc = span_add(&s, "system\n", 7)) || (rc = span_add(&s, sys, strlen(sys)))))
+            rc = oom(err);
+        if (rc == 0)
+            rc = add_special(t, out, &s, "<|im_end|>", err);
+        if (rc == 0 && span_add(&s, "\n", 1))
+            rc = oom(err);
+    }
     if (rc == 0)
         rc = add_special(t, out, &s, "<|im_start|>", err);
     if (rc == 0 && span_add(&s, "user\n", 5))

@@ -57,11 +57,23 @@ struct prompt {
 
 /* Builds a full chat prompt. system NULL = the default system turn ("You
  * are a helpful assistant.", as the reference template inserts it).
- * merge: the vision spatial merge size (2). generation_prompt: append
+ * merge: the vision spatial merge size (2; 0 means 2). generation_prompt: append
  * "<|im_start|>assistant\n". out must be zero-initialised or freed. */
 int prompt_chat(const struct tok *t, const char *system, const struct prompt_item *user,
                 size_t n_user, uint32_t merge, int generation_prompt, struct prompt *out,
                 struct folio_err *err);
+
+/* The same with every option spelled out; no_system drops the system turn
+ * entirely (the prompt then starts at <|im_start|>user). */
+struct prompt_opts {
+    const char *system;    /* NULL: PROMPT_DEFAULT_SYSTEM */
+    int no_system;
+    uint32_t merge;        /* 0: 2 */
+    int generation_prompt;
+};
+int prompt_chat_ex(const struct tok *t, const struct prompt_opts *o,
+                   const struct prompt_item *user, size_t n_user, struct prompt *out,
+                   struct folio_err *err);
 
 /* Appends text (no special-token parsing) with positions continuing from
  * p->next_pos. */

@@ -66,7 +66,8 @@ struct tok {
     struct merge_slot *mtab;
     uint64_t mtab_mask;
     uint32_t n_merges, n_bad_merges;
-    uint64_t fingerprint; /* of tokens and merges: equal means same encodings */
+    uint64_t fingerprint; /* of tokens, merges and flags: equal means same encodings */
+    int nfc;
     int32_t byte_id[256];
     int32_t *specials; /* sorted by length, longest first */
     uint32_t n_specials;
@@ -576,6 +577,21 @@ static int encode_plain(const struct tok *t, struct tok_cache *c, struct bpe_ws 
     return 0;
 }
 
+/* One span between special tokens: NFC first when it may need it. */
+static int encode_span(const struct tok *t, struct tok_cache *c, struct bpe_ws *w,
+                       const uint8_t *s, size_t n, struct tok_ids *out)
+{
+    if (!t->nfc || tok_nfc_quick((const char *)s, n))
+        return encode_plain(t, c, w, s, n, out);
+    char *norm;
+    size_t nn;
+    if (tok_nfc((const char *)s, n, &norm, &nn))
+        return FOLIO_ENOMEM;
+    int rc = encode_plain(t, c, w, (const uint8_t *)norm, nn, out);
+    free(norm);
+    return rc;
+}
+
 int tok_encode(const struct tok *t, const char *text, size_t len, int parse_special,
                struct tok_ids *out, struct folio_err *err)
 {
@@ -611,7 +627,7 @@ int tok_encode_cached(const struct tok *t, struct tok_cache *c, const char *text
                 i++;
                 continue;
             }
-            rc = encode_plain(t, c, &w, s + seg, i - seg, out);
+            rc = encode_span(t, c, &w, s + seg, i - seg, out);
             if (rc == 0)
                 rc = tok_ids_push(out, hit);
             i += t->len[hit];
@@ -619,7 +635,7 @@ int tok_encode_cached(const struct tok *t, struct tok_cache *c, const char *text
         }
     }
     if (rc == 0)
-        rc = encode_plain(t, c, &w, s + seg, len - seg, out);
+        rc = encode_span(t, c, &w, s + seg, len - seg, out);
     ws_free(&w);
     if (rc)
         return folio_err_set(err, rc, "out of memory tokenising %zu bytes", len);
@@ -874,6 +890,12 @@ static int load_merges(struct tok *t, const struct gguf_file *f, struct folio_er
 
 int tok_load(const struct gguf_file *f, struct tok **out, struct folio_err *err)
 {
+    return tok_load_ex(f, 0, out, err);
+}
+
+int tok_load_ex(const struct gguf_file *f, unsigned flags, struct tok **out,
+                struct folio_err *err)
+{
     *out = NULL;
     struct gguf_str s;
     int rc = gguf_get_str(f, "tokenizer.ggml.model", &s, err);
@@ -893,9 +915,11 @@ int tok_load(const struct gguf_file *f, struct tok **out, struct folio_err *err)
     struct tok *t = calloc(1, sizeof *t);
     if (!t)
         return folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+    t->nfc = !(flags & TOK_LOAD_NO_NFC);
     rc = load_vocab(t, f, err);
     if (rc == 0)
         rc = load_merges(t, f, err);
+    t->fingerprint ^= (uint64_t)t->nfc * 0x9e3779b97f4a7c15ull;
     if (rc) {
         tok_free(t);
         return rc;
@@ -909,6 +933,8 @@ int tok_load(const struct gguf_file *f, struct tok **out, struct folio_err *err)
 
 uint32_t tok_n_vocab(const struct tok *t) { return t->n_vocab; }
 uint32_t tok_n_merges(const struct tok *t) { return t->n_merges; }
+uint32_t tok_n_skipped_merges(const struct tok *t) { return t->n_bad_merges; }
+uint32_t tok_n_specials(const struct tok *t) { return t->n_specials; }
 
 int tok_type(const struct tok *t, int32_t id)
 {

@@ -9,7 +9,8 @@
  * by the qwen2 pre-tokenizer pattern
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}
  *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- * (3) each piece's bytes are merged by BPE, lowest merge rank first (ties:
+ * (each span between specials is NFC-normalised first, as Qwen2's
+ * tokenizer.json declares); (3) each piece's bytes are merged by BPE, lowest merge rank first (ties:
  * leftmost), and the resulting symbols are the ids.
  *
  * A loaded tokenizer is immutable: one may be shared by threads, each with
@@ -47,10 +48,18 @@ struct tok_ids {
  * ("gpt2") with the "qwen2" pre-tokenizer, and vocabularies that lack a
  * token for one of the 256 bytes. */
 int tok_load(const struct gguf_file *f, struct tok **out, struct folio_err *err);
+/* tok_load with options. Qwen2's reference tokenizer NFC-normalises each
+ * span between special tokens before pre-tokenising, and so does folio by
+ * default; TOK_LOAD_NO_NFC turns that off (llama.cpp's behaviour). */
+enum { TOK_LOAD_NO_NFC = 1 };
+int tok_load_ex(const struct gguf_file *f, unsigned flags, struct tok **out,
+                struct folio_err *err);
 void tok_free(struct tok *t);
 
 uint32_t tok_n_vocab(const struct tok *t);
 uint32_t tok_n_merges(const struct tok *t); /* usable merges (bad ones are skipped) */
+uint32_t tok_n_skipped_merges(const struct tok *t); /* merges naming non-tokens */
+uint32_t tok_n_specials(const struct tok *t); /* control + user-defined tokens */
 int tok_type(const struct tok *t, int32_t id); /* enum tok_type, 0 for bad ids */
 /* The bytes a token stands for (byte-level decoded; specials as written).
  * NULL for an id out of range. */
@@ -59,7 +68,9 @@ const char *tok_piece(const struct tok *t, int32_t id, size_t *len);
 int32_t tok_special_id(const struct tok *t, const char *text);
 
 /* Appends the ids of text[0..len) to out. Invalid UTF-8 is tokenised byte
- * by byte (each stray byte is its own character), never refused. */
+ * by byte (each stray byte is its own character), never refused. Text is
+ * NFC-normalised unless loaded with TOK_LOAD_NO_NFC, so decoding gives back
+ * the NFC form of the input (the input itself when it was NFC). */
 int tok_encode(const struct tok *t, const char *text, size_t len, int parse_special,
                struct tok_ids *out, struct folio_err *err);
 /* A per-thread memo of recent pieces → ids (direct-mapped, 256 KiB). OCR
@@ -77,6 +88,12 @@ int tok_encode_cached(const struct tok *t, struct tok_cache *c, const char *text
  * updated). skip_special drops control tokens. Bad ids are an error. */
 int tok_decode(const struct tok *t, const int32_t *ids, size_t n, int skip_special, char **buf,
                size_t *len, size_t *cap, struct folio_err *err);
+
+/* NFC. tok_nfc_quick: 1 when text is certainly NFC already (no code point
+ * that could change under NFC). tok_nfc: the NFC form, malloc'd and
+ * NUL-terminated; invalid UTF-8 bytes pass through. */
+int tok_nfc_quick(const char *text, size_t len);
+int tok_nfc(const char *text, size_t len, char **out, size_t *out_len);
 
 /* The qwen2 pre-tokenizer alone: the end offset of the pre-token that
  * starts at byte i of text[0..len) (i < len). Exposed for tests and

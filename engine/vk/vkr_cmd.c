@@ -105,12 +105,31 @@ static int submit_wait(struct vkr *vk, VkCommandBuffer cb, struct folio_err *err
             rc = vkr_check(vk, r, "vkQueueSubmit", err);
         } else {
             vk->submits++;
-            /* A minute is far beyond any pass folio records; a hang is
-             * treated like a lost device. */
-            r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, 60ull * 1000000000ull);
+            /* A minute (five on CPU devices, which share cores with
+             * everything else) is far beyond any pass folio records; a
+             * hang is treated like a lost device. The wait is sliced and
+             * the fence polled between slices, which also survives a
+             * driver that misses a wake-up. */
+            int64_t limit_s = strcmp(vk->info.type, "cpu") == 0 ? 300 : 60;
+            int64_t deadline = folio_mono_ns() + limit_s * 1000000000ll;
+            for (;;) {
+                r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, 100000000ull);
+                if (r != VK_TIMEOUT)
+                    break;
+                r = vkGetFenceStatus(vk->dev, vk->fence);
+                if (r != VK_NOT_READY)
+                    break;
+                if (folio_mono_ns() > deadline) {
+                    r = VK_TIMEOUT;
+                    break;
+                }
+            }
             if (r == VK_TIMEOUT) {
                 vk->dead = 1;
-                folio_err_set(err, FOLIO_EDEVICELOST, "GPU pass did not finish within 60 s");
+                folio_log(FOLIO_LOG_ERROR, "vk_device_dead", "call=vkWaitForFences result=timeout "
+                          "seconds=%lld device=%d", (long long)limit_s, vk->info.index);
+                folio_err_set(err, FOLIO_EDEVICELOST, "GPU pass did not finish within %lld s",
+                              (long long)limit_s);
                 folio_err_hint(err, "the device is hung; the engine must be re-opened");
                 rc = FOLIO_EDEVICELOST;
             } else if (r != VK_SUCCESS) {

@@ -192,6 +192,10 @@ int vkr_block_add(struct vkr *vk, uint64_t size, uint32_t *index, struct folio_e
 
 void vkr_block_release(struct vkr *vk, uint32_t index)
 {
+    /* After a hang or loss, work may still reference the block: wait for
+     * the device (a lost one returns at once) before freeing memory. */
+    if (vk->dead)
+        vkDeviceWaitIdle(vk->dev);
     if (index < vk->nblocks && vk->blocks[index].in_use)
         vkr_block_destroy(vk, &vk->blocks[index]);
 }

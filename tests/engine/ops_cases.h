@@ -148,7 +148,8 @@ static void test_matmul(struct T *t)
                  * accumulation over k <= 768; f16 operands for the coopmat kernel
                  * round x to 11 bits: 2e-3 there). */
                 size_t at = 0;
-                double tol = kk == OP_MM_COOPMAT ? 2e-3 : 5e-5;
+                enum op_mm_kernel eff = kk == OP_MM_AUTO ? op_matmul_pick(t->vk, ty, m) : kk;
+                double tol = eff == OP_MM_COOPMAT ? 2e-3 : 5e-5;
                 double wv = worst(yg, yr, sc, (size_t)m * n, 1e-6, tol, &at);
                 CHECK(wv <= 1.0, "matmul %s m=%u n=%u k=%u kernel=%d: worst %.3g at %zu (gpu %g ref %g)",
                       quant_type_name(ty), m, n, k, (int)kk, wv, at, (double)yg[at], (double)yr[at]);
@@ -414,6 +415,71 @@ static void test_rows(struct T *t)
     CHECK(memcmp(cy, cr, sizeof cy) == 0, "concat2x2 differs from the reference");
 }
 
+/* Ranged mode only: the same matmuls and gather on a second runtime with
+ * the device's own limits must give bit-identical results (ranges change
+ * which dispatch computes a row, never how). */
+static void test_identical(struct T *t)
+{
+    const char *ma = getenv("FOLIO_VK_MAX_ALLOC"), *mr = getenv("FOLIO_VK_MAX_RANGE");
+    char sa[32], sr[32];
+    snprintf(sa, sizeof sa, "%s", ma ? ma : "");
+    snprintf(sr, sizeof sr, "%s", mr ? mr : "");
+    unsetenv("FOLIO_VK_MAX_ALLOC");
+    unsetenv("FOLIO_VK_MAX_RANGE");
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    struct vkr_config cfg = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                             .validate = -1, .cache_dir = ""};
+    struct folio_err oe = {0};
+    struct T u = {.rng = 1, .ranged = 0};
+    int rc = vkr_open(&cfg, &u.vk, &oe);
+    setenv("FOLIO_VK_MAX_ALLOC", sa, 1);
+    setenv("FOLIO_VK_MAX_RANGE", sr, 1);
+    CHECK(rc == 0, "second runtime: %s", oe.msg);
+    if (rc)
+        return;
+    if (vkr_arena_create(u.vk, "w", VKR_ARENA_WEIGHTS, &u.w, &oe) != 0 ||
+        vkr_arena_create(u.vk, "a", VKR_ARENA_WEIGHTS, &u.act, &oe) != 0) {
+        CHECK(0, "arenas: %s", oe.msg);
+        vkr_close(u.vk);
+        return;
+    }
+    const uint32_t m = 40, n = 150, k = 512; /* q6_K rows of 420 bytes: unaligned starts */
+    int ty = QUANT_Q6_K;
+    uint64_t rb = quant_row_bytes(ty, k);
+    float *wf = malloc(sizeof(float) * n * k), *x = malloc(sizeof(float) * m * k);
+    uint8_t *wq = malloc(rb * n);
+    float *y1 = malloc(sizeof(float) * m * n), *y2 = malloc(sizeof(float) * m * n);
+    fill(t, wf, (size_t)n * k, 1.0f);
+    fill(t, x, (size_t)m * k, 1.0f);
+    for (uint32_t r = 0; r < n; r++)
+        quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
+    for (int kern = 0; kern < 2; kern++) {
+        struct T *both[2] = {t, &u};
+        float *outs[2] = {y1, y2};
+        for (int i = 0; i < 2; i++) {
+            struct T *tt = both[i];
+            vkr_arena_reset(tt->act);
+            struct op_matmul a = {.w = put(tt, tt->w, wq, rb * n), .wtype = ty, .n = n, .k = k,
+                                  .x = put(tt, tt->act, x, sizeof(float) * m * k),
+                                  .m = kern == 0 ? 8 : m,
+                                  .kernel = kern == 0 ? OP_MM_MATVEC : OP_MM_TILED};
+            a.y = put(tt, tt->act, NULL, sizeof(float) * m * n);
+            RUN(tt, op_matmul(c, &a, e));
+            get(tt, a.y, outs[i], sizeof(float) * a.m * n);
+        }
+        uint32_t rows = kern == 0 ? 8 : m;
+        CHECK(memcmp(y1, y2, sizeof(float) * rows * n) == 0,
+              "kernel %d: ranged and unranged results differ", kern);
+    }
+    struct vkr_stats s;
+    vkr_get_stats(u.vk, &s);
+    CHECK(s.validation_messages == 0, "validation messages on the second runtime");
+    free(wf), free(x), free(wq), free(y1), free(y2);
+    vkr_arena_destroy(u.act);
+    vkr_arena_destroy(u.w);
+    vkr_close(u.vk);
+}
+
 /* Opens the test device, pre-warms everything, seals, runs all ops. */
 static int run_all(int ranged)
 {
@@ -447,6 +513,8 @@ static int run_all(int ranged)
         fprintf(stderr, "ops: case group %zu took %.0f ms\n", i, folio_mono_ms() - t0);
     }
 
+    if (ranged)
+        test_identical(&t);
     struct vkr_stats s;
     vkr_get_stats(t.vk, &s);
     CHECK(s.pipeline_requests_after_seal == 0, "%llu pipeline requests after seal",

@@ -3,8 +3,10 @@
  * accessor stays inside the buffer. After a successful parse the harness
  * walks all metadata (nested arrays included) and every tensor byte, so a
  * bounds bug in the validation shows up as an ASan report here rather than
- * as a read past the mapping in production. */
+ * as a read past the mapping in production. Files with tokenizer keys also
+ * go through tok_load, and a loaded tokenizer must round-trip a sample. */
 #include "engine/model/gguf.h"
+#include "engine/model/tokenizer.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    folio_log_set_level(FOLIO_LOG_ERROR); /* warnings about odd files are expected here */
     /* A private copy so ASan knows the exact end of the buffer. */
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf)
@@ -68,6 +71,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sink += p[0] + p[t->n_bytes - 1];
         if (gguf_find_tensor(f, t->name) != t)
             abort();
+    }
+    /* the tokenizer reads hostile strings too */
+    if (gguf_find(f, "tokenizer.ggml.tokens")) {
+        struct tok *t;
+        struct folio_err terr = {0};
+        if (tok_load(f, &t, &terr) == 0) {
+            static const char sample[] = "Invoice <|im_start|> 12,50 \xe2\x82\xac\n\n  don't";
+            struct tok_ids ids = {0};
+            char *back = NULL;
+            size_t blen = 0, bcap = 0;
+            if (tok_encode(t, sample, sizeof sample - 1, 0, &ids, &terr) != 0 ||
+                tok_decode(t, ids.v, ids.n, 0, &back, &blen, &bcap, &terr) != 0 ||
+                blen != sizeof sample - 1 || memcmp(back, sample, blen) != 0)
+                abort(); /* any loadable vocabulary must round-trip text */
+            free(back);
+            tok_ids_free(&ids);
+            tok_free(t);
+        } else if (terr.msg[0] == 0) {
+            abort();
+        }
     }
     struct gguf_model *m;
     int vision = gguf_find(f, "clip.projector_type") != NULL;

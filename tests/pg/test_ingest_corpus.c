@@ -233,10 +233,14 @@ static size_t build_corpus(struct input *in)
     add_done(in, &n, "dupB.jpg", cg_dup(d, len), len, "image/jpeg", 1, NULL);
     /* Left alone. */
     add_other(in, &n, "x.jpg", NULL, 0, EXP_LEFT, NULL, 0, 1);
-    add_other(in, &n, ".hidden.jpg", jpeg_seed(300, &len), len, EXP_LEFT, NULL, 0, 0);
-    add_other(in, &n, "upload.jpg.part", jpeg_seed(301, &len), len, EXP_LEFT, NULL, 0, 0);
-    add_other(in, &n, "scan.TMP", jpeg_seed(302, &len), len, EXP_LEFT, NULL, 0, 0);
-    add_other(in, &n, "~$lock.jpg", jpeg_seed(303, &len), len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(300, &len);
+    add_other(in, &n, ".hidden.jpg", d, len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(301, &len);
+    add_other(in, &n, "upload.jpg.part", d, len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(302, &len);
+    add_other(in, &n, "scan.TMP", d, len, EXP_LEFT, NULL, 0, 0);
+    d = jpeg_seed(303, &len);
+    add_other(in, &n, "~$lock.jpg", d, len, EXP_LEFT, NULL, 0, 0);
     return n;
 }
 
@@ -391,6 +395,56 @@ static void test_after_modes(void)
     free(b);
 }
 
+/* One file the database refuses (a constraint added for the test) must
+ * not fail its batch: the others are committed, it is rejected. */
+static void test_bad_file_in_batch(void)
+{
+    char dir[PATH_MAX], log[PATH_MAX + 8], p[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", tu_scratch("ingest_badbatch"));
+    snprintf(log, sizeof log, "%s.log", dir);
+    static const char *names[] = {"a.jpg", "b.jpg", "evil.jpg", "d.jpg", "e.jpg"};
+    for (int i = 0; i < 5; i++) {
+        size_t len;
+        uint8_t *d = jpeg_seed((uint32_t)(700 + i), &len);
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        write_bytes(p, d, len);
+        free(d);
+    }
+    PGconn *c = db();
+    if (!c)
+        return;
+    PGresult *r = PQexec(c, "ALTER TABLE folio.document_sources ADD CONSTRAINT test_no_evil"
+                            " CHECK (name_display <> 'evil.jpg')");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK, "add constraint: %s", PQerrorMessage(c));
+    PQclear(r);
+    long long batches_before = q_count(c, "SELECT count(*) FROM folio.document_sources");
+    int rc = run_ingest("", dir, log);
+    CHECK(rc == 0, "run with a refused file exits 0");
+    for (int i = 0; i < 5; i++) {
+        char where[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        CHECK(!exists(p), "%s left the folder", names[i]);
+        if (i == 2) {
+            snprintf(where, sizeof where, "%s/.folio/rejected/evil.jpg", dir);
+            CHECK(exists(where), "evil.jpg rejected");
+            PGresult *q = q_path(c, "SELECT reason, detail->>'detail' FROM folio.rejections WHERE path = $1", p);
+            CHECK(PQntuples(q) == 1 && strcmp(PQgetvalue(q, 0, 0), "enqueue_failed") == 0 &&
+                      strstr(PQgetvalue(q, 0, 1), "test_no_evil") != NULL,
+                  "evil.jpg: enqueue_failed naming the constraint");
+            PQclear(q);
+        } else {
+            CHECK(find_done(dir, names[i], where, sizeof where), "%s committed despite its batch mate", names[i]);
+        }
+    }
+    CHECK(q_count(c, "SELECT count(*) FROM folio.document_sources") == batches_before + 4, "four new sources");
+    /* The refused file's document must not linger without a source. */
+    CHECK(q_count(c, "SELECT count(*) FROM folio.documents d WHERE NOT EXISTS"
+                     " (SELECT 1 FROM folio.document_sources s WHERE s.document_id = d.id)") == 0,
+          "no document without a source");
+    PQclear(PQexec(c, "ALTER TABLE folio.document_sources DROP CONSTRAINT test_no_evil"));
+    PQfinish(c);
+}
+
 int main(void)
 {
     if (tu_pg_fresh_db("folio_t_ingest_corpus", g_db, sizeof g_db) != 0)
@@ -483,8 +537,17 @@ int main(void)
     char copy[PATH_MAX];
     snprintf(copy, sizeof copy, "%s/baseline-copy.jpg", g_dir);
     write_bytes(copy, in[0].data, in[0].len);
+    /* ... and a second empty.jpg: rejected again, beside the first. */
+    char empty2[PATH_MAX];
+    snprintf(empty2, sizeof empty2, "%s/empty.jpg", g_dir);
+    write_bytes(empty2, (const uint8_t *)"", 0);
     rc = run_ingest("", g_dir, log);
     struct totals t3 = totals(c);
+    snprintf(empty2, sizeof empty2, "%s/.folio/rejected/empty.1.jpg.reason.json", g_dir);
+    CHECK(exists(empty2), "second empty.jpg rejected as empty.1.jpg with its reason file");
+    snprintf(empty2, sizeof empty2, "%s/.folio/rejected/empty.jpg.reason.json", g_dir);
+    CHECK(exists(empty2), "first reason file kept");
+    CHECK(t3.rejections == t.rejections + 1, "one new rejection row (%lld -> %lld)", t.rejections, t3.rejections);
     CHECK(rc == 0 && !exists(orig) && !exists(copy), "put-back and copy were taken");
     CHECK(find_done(g_dir, "baseline.1.jpg", moved, sizeof moved), "name collision got a new name");
     CHECK(find_done(g_dir, "baseline.jpg", moved, sizeof moved), "the first baseline.jpg is still there");
@@ -503,6 +566,7 @@ int main(void)
     PQfinish(c);
 
     test_after_modes();
+    test_bad_file_in_batch();
     for (size_t i = 0; i < n; i++)
         free(in[i].data);
     free(target);

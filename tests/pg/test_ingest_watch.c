@@ -202,6 +202,11 @@ static void test_watch(void)
     CHECK(tu_sh("test -f \"$(ls -d '%s'/*/ | head -1)newdir/inner.jpg\"", path) == 0,
           "kept its subdirectory under done/DATE/");
 
+    /* A second ingester on the same folder is refused. */
+    char out[8192];
+    int rc2 = tu_sh_out(out, sizeof out, "%s ingest --db '%s' '%s' 2>&1", tu_folio_bin(), g_db, dir);
+    CHECK(rc2 == 1 && strstr(out, "another folio ingest") != NULL, "second ingester refused (%d): %s", rc2, out);
+
     int rc = stop(pid);
     CHECK(rc == 0, "SIGTERM: exit %d", rc);
     CHECK(log_has(log, "event=ingest_summary files=3"), "summary names 3 files");

@@ -43,18 +43,26 @@ int main(void)
     REQUIRE_OK(wt_render(dir, "blank", "zebra quokka\n", 900, 300, &blank, &blank_len) == 0, "render blank");
 
     /* 1. Three documents → three results with provenance. */
-    char sha[65];
+    char sha[65], sql[512];
     wt_sha("inv", NULL, sha);
     long long j_inv = wt_add_doc(c, sha, inv, inv_len, 3);
     wt_sha("let", NULL, sha);
     long long j_let = wt_add_doc(c, sha, let, let_len, 3);
     wt_sha("blank", NULL, sha);
     long long j_blank = wt_add_doc(c, sha, blank, blank_len, 3);
-    REQUIRE(j_inv > 0 && j_let > 0 && j_blank > 0, "planted jobs");
+    wt_sha("corrupt", NULL, sha);
+    static const uint8_t junk[] = "II*\0 this is not really a TIFF file, just its magic";
+    long long j_bad = wt_add_doc(c, sha, junk, sizeof junk, 2);
+    REQUIRE(j_inv > 0 && j_let > 0 && j_blank > 0 && j_bad > 0, "planted jobs");
     pid_t w = wt_spawn_worker(g_db, NULL, log, FAST_ARGS);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 3, 60000) == 0,
           "3 jobs not done within 60 s; see %s", log);
-    char sql[512];
+    /* A file that cannot be decoded fails with the decoder's reason, is
+     * retried after a backoff, ends dead, and the worker lives on. */
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM folio.jobs WHERE id = %lld AND state = 'dead' AND attempts = 2"
+                              " AND last_error LIKE 'page 1 of 1: %%'", j_bad);
+    CHECK(wt_wait_for(c, sql, 1, 20000) == 0, "corrupt document not dead with its error; see %s", log);
+    CHECK(waitpid(w, NULL, WNOHANG) == 0, "worker died on a corrupt document");
     snprintf(sql, sizeof sql, "SELECT count(*) FROM folio.results r JOIN folio.jobs j ON j.id = r.job_id"
                               " WHERE j.id = %lld AND r.label = 'invoice' AND r.ocr_text LIKE '%%Northwind%%'", j_inv);
     CHECK(wt_q1(c, sql) == 1, "invoice result");
@@ -72,8 +80,8 @@ int main(void)
           "provenance columns");
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE ocr_tsv @@ to_tsquery('english', 'northwind')") == 1,
           "full-text search finds OCR words");
-    CHECK(wt_wait_for(c, "SELECT jobs_done FROM folio.workers WHERE state = 'ocr-only'", 3, 5000) == 0,
-          "worker row counts 3 done");
+    CHECK(wt_wait_for(c, "SELECT jobs_done * 10 + jobs_failed FROM folio.workers WHERE state = 'ocr-only'", 32, 5000) == 0,
+          "worker row counts 3 done, 2 failed");
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.workers WHERE paths = '{ocr+rules}' AND pid > 0"
                    " AND paths_disabled ? 'vision'") == 1, "worker registry row");
     /* Wake-up by NOTIFY: with a 30 s poll, a NOTIFY must bring the worker. */

@@ -100,9 +100,10 @@ static inline int wt_wait_for(PGconn *c, const char *sql, long long want, int ti
     return -1;
 }
 
-/* Starts `folio worker --db conninfo ARGS...` with FOLIO_FAULT=fault (NULL:
+/* Starts `folio SUBCMD --db conninfo ARGS...` with FOLIO_FAULT=fault (NULL:
  * unset), output appended to logpath. Returns the pid. */
-static inline pid_t wt_spawn_worker(const char *conninfo, const char *fault, const char *logpath, const char *const *args)
+static inline pid_t wt_spawn(const char *subcmd, const char *conninfo, const char *fault, const char *logpath,
+                             const char *const *args)
 {
     pid_t pid = fork();
     if (pid != 0)
@@ -120,7 +121,7 @@ static inline pid_t wt_spawn_worker(const char *conninfo, const char *fault, con
     const char *argv[40];
     int n = 0;
     argv[n++] = "folio";
-    argv[n++] = "worker";
+    argv[n++] = subcmd;
     argv[n++] = "--db";
     argv[n++] = conninfo;
     for (int i = 0; args && args[i] && n < 38; i++)
@@ -128,6 +129,12 @@ static inline pid_t wt_spawn_worker(const char *conninfo, const char *fault, con
     argv[n] = NULL;
     execv(tu_folio_bin(), (char *const *)argv);
     _exit(127);
+}
+
+static inline pid_t wt_spawn_worker(const char *conninfo, const char *fault, const char *logpath,
+                                    const char *const *args)
+{
+    return wt_spawn("worker", conninfo, fault, logpath, args);
 }
 
 /* Waits for pid up to timeout_ms; returns its exit status, 128+signal, or

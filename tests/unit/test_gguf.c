@@ -15,6 +15,7 @@
  * (that is how tests/fuzz/corpus/gguf/ was made). */
 #include "engine/model/gguf.h"
 #include "engine/model/quant.h"
+#include "engine/model/tokenizer.h"
 #include "tests/support/testutil.h"
 #include "tests/unit/tinymodel.h"
 
@@ -536,12 +537,12 @@ static void test_text_model(void)
     CHECK(h->n_embd == TINY_E && h->n_layer == TINY_LAYERS && h->n_ff == TINY_FF &&
               h->n_head == TINY_HEADS && h->n_head_kv == TINY_KV && h->head_dim == 16,
           "hparams");
-    CHECK(h->n_vocab == TINY_VOCAB && h->n_tokens == TINY_VOCAB - 2, "vocab %u tokens %u",
+    CHECK(h->n_vocab == TINY_VOCAB && h->n_tokens == TINY_TOKENS, "vocab %u tokens %u",
           h->n_vocab, h->n_tokens);
     CHECK(h->mrope_sections[0] == 2 && h->mrope_sections[1] == 3 && h->mrope_sections[3] == 0,
           "sections");
     CHECK(h->rope_theta == 1000000.0f && h->rms_eps == 1e-6f, "rope/eps");
-    CHECK(h->eos_id == 5 && h->bos_id == -1, "special ids");
+    CHECK(h->eos_id == TINY_IM_END && h->bos_id == -1, "special ids");
     CHECK(!h->tied_output, "untied");
     CHECK(m->n_items == 1 + 12 * TINY_LAYERS + 2, "load list has %llu items",
           (unsigned long long)m->n_items);
@@ -560,6 +561,17 @@ static void test_text_model(void)
     CHECK(dev == m->device_bytes && host == m->host_bytes && host == TINY_VOCAB * 34,
           "memory: device %llu host %llu", (unsigned long long)m->device_bytes,
           (unsigned long long)m->host_bytes);
+    /* the model file's own tokenizer loads and encodes */
+    struct tok *tk = NULL;
+    CHECK(tok_load(m->file, &tk, &e) == 0, "tokenizer of the tiny model: %s", e.msg);
+    if (tk) {
+        struct tok_ids ids = {0};
+        CHECK(tok_encode(tk, "invoice<|im_end|>", 17, 1, &ids, &e) == 0 && ids.n == 5 &&
+                  ids.v[0] == TINY_INVO && ids.v[1] == 'i' && ids.v[4] == TINY_IM_END,
+              "tiny model encodes 'invoice<|im_end|>' (%zu ids)", ids.n);
+        tok_ids_free(&ids);
+        tok_free(tk);
+    }
     gguf_model_close(m);
     free(buf);
 
@@ -750,6 +762,14 @@ static int corpus_dir(const char *dir)
             continue;
         struct gguf_file *f;
         int rc = gguf_open_memory(buf, len, &f, &e);
+        if (rc == 0 && gguf_find(f, "tokenizer.ggml.tokens")) {
+            struct tok *t;
+            struct folio_err te = {0};
+            if (tok_load(f, &t, &te) == 0)
+                tok_free(t);
+            else
+                CHECK(te.msg[0], "%s: tokenizer refused without a message", path);
+        }
         if (rc == 0) {
             struct gguf_model *m;
             int vision = gguf_find(f, "clip.projector_type") != NULL;

@@ -9,6 +9,7 @@
 #include "tests/support/corpus_gen.h"
 #include "tests/support/testutil.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -452,6 +453,51 @@ static void test_sniff_ignores_names(void)
     free(p);
 }
 
+/* Every fuzz seed and every input that once crashed goes through probe
+ * and decode again: they must come back with an answer, never a crash. */
+static void test_replay_fuzz_inputs(void)
+{
+    static const char *const dirs[] = {"tests/fuzz/corpus/ingest", "tests/fuzz/crashes/ingest"};
+    const char *src = getenv("FOLIO_SOURCE_DIR");
+    NEED(src != NULL, "FOLIO_SOURCE_DIR is set by ctest");
+    int seen = 0;
+    for (size_t k = 0; k < 2; k++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", src, dirs[k]);
+        DIR *d = opendir(dir);
+        if (!d)
+            continue;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.')
+                continue;
+            char p[4352];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            uint8_t *data = NULL;
+            size_t n = 0;
+            struct folio_err err = {0};
+            if (folio_read_file(p, 1 << 24, &data, &n, &err) != 0)
+                continue;
+            struct ingest_info info;
+            struct ingest_limits lim = {.max_bytes = 1 << 20, .max_pixels = 4 << 20, .max_pages = 16};
+            int rc = ingest_probe(data, n, &lim, &info, &err);
+            if (k == 0)
+                CHECK(rc == 0, "seed %s is a valid image: %s", de->d_name, err.msg);
+            for (int pg = 0; rc == 0 && pg < info.pages; pg++) {
+                struct ingest_page page;
+                int drc = ingest_decode_page(data, n, pg, 64, 3, &page, &err);
+                CHECK(drc == 0, "%s page %d decodes: %s", de->d_name, pg, err.msg);
+                if (drc == 0)
+                    ingest_page_free(&page);
+            }
+            free(data);
+            seen++;
+        }
+        closedir(d);
+    }
+    CHECK(seen >= 10, "replayed %d fuzz inputs", seen);
+}
+
 int main(void)
 {
     test_sniff_ignores_names();
@@ -463,5 +509,6 @@ int main(void)
     test_multipage_tiff();
     test_bombs();
     test_bad_inputs();
+    test_replay_fuzz_inputs();
     return tu_finish();
 }

@@ -131,6 +131,32 @@ int main(void)
         ocr_page_result_free(&r);
     }
 
+    /* Per-page deadline: a 1 ms budget stops recognition early and says so;
+     * a raised cancel flag (lost lease) stops it with FOLIO_ETIMEOUT. */
+    struct ocr_opts quick = oo;
+    quick.page_deadline_ms = 1;
+    quick.detect_orientation = 0;
+    struct ocr_engine *qe = NULL;
+    REQUIRE_OK(ocr_open(&quick, &qe, &err) == 0, "ocr_open: %s", err.msg);
+    REQUIRE_OK(ocr_file(qe, inv, 0, &r) == 0, "OCR with a 1 ms deadline");
+    CHECK(r.timed_out == 1, "deadline not reported (recognize %.0f ms)", r.recognize_ms);
+    CHECK(r.recognize_ms < 500, "deadline did not stop recognition: %.0f ms", r.recognize_ms);
+    ocr_page_result_free(&r);
+    ocr_close(qe);
+    {
+        PIX *p = pixRead(inv);
+        int w, h;
+        uint8_t *g = p ? to_gray(p, &w, &h) : NULL;
+        pixDestroy(&p);
+        REQUIRE(g, "read page");
+        struct ocr_image img = {.width = w, .height = h, .channels = 1, .stride = (size_t)w, .pixels = g};
+        _Atomic int cancel = 1;
+        int crc = ocr_page(e, &img, &cancel, &r, &err);
+        CHECK(crc == FOLIO_ETIMEOUT, "cancelled OCR returned %d", crc);
+        ocr_page_result_free(&r);
+        free(g);
+    }
+
     /* Bad input is an error, not a crash. */
     struct ocr_image bad = {.width = 10, .height = 10, .channels = 2, .stride = 20, .pixels = (const uint8_t *)"x"};
     CHECK(ocr_page(e, &bad, NULL, &r, &err) == FOLIO_EINVAL, "2-channel image accepted");

@@ -223,6 +223,13 @@ static void test_chat(void)
           "text-only prompt");
     CHECK(p.n_images == 0 && p.next_pos == (int32_t)p.ids.n, "text-only positions");
 
+    /* no system turn at all */
+    struct prompt_opts po = {.no_system = 1};
+    NEED(prompt_chat_ex(t, &po, &only, 1, &p, &e) == 0, "no system: %s", e.msg);
+    static const int32_t w3[] = {IMS, 'u', 's', 'e', 'r', '\n', 'h', 'i', IME, '\n'};
+    CHECK(p.ids.n == sizeof w3 / sizeof w3[0] && memcmp(p.ids.v, w3, sizeof w3) == 0,
+          "prompt without a system turn");
+
     /* errors */
     struct prompt_item odd = {.kind = PROMPT_IMAGE, .grid_h = 3, .grid_w = 4};
     CHECK(prompt_chat(t, NULL, &odd, 1, 2, 1, &p, &e) == FOLIO_EINVAL && strstr(e.msg, "3x4"),

@@ -9,6 +9,7 @@
 #include "engine/model/tokenizer.h"
 #include "tests/support/testutil.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +136,7 @@ struct vocab_opts {
     const char *pre;
     int short_types;
     int no_merges;
+    int no_nfc; /* exact byte round trips need NFC off */
 };
 
 static int build_vocab(const struct vocab_opts *o, uint8_t **buf, size_t *len)
@@ -202,7 +204,7 @@ static struct tok *load(const struct vocab_opts *o, struct folio_err *e)
     struct gguf_file *f;
     struct tok *t = NULL;
     if (gguf_open_memory(buf, len, &f, e) == 0) {
-        tok_load(f, &t, e);
+        tok_load_ex(f, o->no_nfc ? TOK_LOAD_NO_NFC : 0, &t, e);
         gguf_close(f);
     }
     free(buf); /* the tokenizer copied what it needs */
@@ -215,7 +217,7 @@ static int encode_eq(const struct tok *t, const char *s, int special, const int3
     struct tok_ids ids = {0};
     struct folio_err e = {0};
     int ok = tok_encode(t, s, strlen(s), special, &ids, &e) == 0 && ids.n == nwant &&
-             memcmp(ids.v, want, nwant * sizeof *want) == 0;
+             (nwant == 0 || memcmp(ids.v, want, nwant * sizeof *want) == 0);
     if (!ok) {
         fprintf(stderr, "encode(%s) =", s);
         for (size_t i = 0; i < ids.n; i++)
@@ -367,7 +369,7 @@ static void test_bpe_random(void)
         size_t nw = ref_bpe(s, n, want);
         struct tok_ids ids = {0};
         if (tok_encode(t, s, n, 0, &ids, &e) != 0 || ids.n != nw ||
-            memcmp(ids.v, want, nw * sizeof *want) != 0)
+            memcmp(ids.v, want, nw * sizeof *want) != 0) /* n >= 1: ids.v is set */
             bad++;
         /* twice through a cache (miss, then hit): same ids */
         for (int k = 0; k < 2; k++) {
@@ -380,7 +382,11 @@ static void test_bpe_random(void)
     }
     CHECK(bad == 0, "%d of 400 random words differ from the reference BPE", bad);
 
-    /* any bytes at all (invalid UTF-8, NUL, controls) round-trip */
+    /* any bytes at all (invalid UTF-8, NUL, controls) round-trip exactly
+     * with NFC off, and to their NFC form with it on */
+    struct vocab_opts raw_o = {.drop_byte = -1, .no_nfc = 1};
+    struct tok *raw = load(&raw_o, &e);
+    NEED(raw != NULL, "load no-nfc: %s", e.msg);
     bad = 0;
     for (int it = 0; it < 300; it++) {
         char s[300];
@@ -391,16 +397,23 @@ static void test_bpe_random(void)
             s[i] = (char)(seed >> 16);
         }
         struct tok_ids ids = {0};
-        char *out = NULL;
-        size_t len = 0, cap = 0;
-        if (tok_encode(t, s, n, it & 1, &ids, &e) != 0 ||
-            tok_decode(t, ids.v, ids.n, 0, &out, &len, &cap, &e) != 0 || len != n ||
+        char *out = NULL, *nfc = NULL;
+        size_t len = 0, cap = 0, nlen = 0;
+        if (tok_encode(raw, s, n, it & 1, &ids, &e) != 0 ||
+            tok_decode(raw, ids.v, ids.n, 0, &out, &len, &cap, &e) != 0 || len != n ||
             (n && memcmp(out, s, n) != 0))
             bad++;
+        ids.n = len = 0;
+        if (tok_nfc(s, n, &nfc, &nlen) != 0 || tok_encode(t, s, n, 0, &ids, &e) != 0 ||
+            tok_decode(t, ids.v, ids.n, 0, &out, &len, &cap, &e) != 0 || len != nlen ||
+            (nlen && memcmp(out, nfc, nlen) != 0))
+            bad++;
+        free(nfc);
         free(out);
         tok_ids_free(&ids);
     }
     CHECK(bad == 0, "%d of 300 random byte strings do not round-trip", bad);
+    tok_free(raw);
 
     /* a cache filled by one tokenizer is not trusted by another */
     struct tok_ids a = {0}, b = {0};
@@ -436,11 +449,104 @@ static void test_load_errors(void)
     tok_free(t);
 }
 
+/* NFC against known compositions (the implementation was also checked
+ * against Python's unicodedata on 40k random strings while written). */
+static void test_nfc(void)
+{
+    static const struct {
+        const char *in, *want;
+        int quick; /* tok_nfc_quick's answer */
+    } C[] = {
+        {"plain ASCII, Latin-1: \xc3\xa9\xc3\xbc\xc3\x9f", "plain ASCII, Latin-1: \xc3\xa9\xc3\xbc\xc3\x9f", 1},
+        {"cafe\xcc\x81", "caf\xc3\xa9", 0},                        /* e + acute */
+        {"\xe2\x84\xa6", "\xce\xa9", 0},                           /* OHM SIGN -> OMEGA */
+        {"A\xcc\x8a", "\xc3\x85", 0},                               /* A + ring */
+        {"\xe2\x84\xab", "\xc3\x85", 0},                           /* ANGSTROM SIGN */
+        {"a\xcc\x82\xcc\xa3", "\xe1\xba\xad", 0},                /* reorder, then compose twice */
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81", 0}, /* Hangul L V T */
+        {"\xea\xb0\x80\xe1\x86\xa8", "\xea\xb0\x81", 0},       /* LV + T */
+        {"\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc", 0},       /* excluded composite stays decomposed */
+        {"x\xcc\x81", "x\xcc\x81", 0},                              /* nothing to compose with */
+        {"\xff\xcc\x81", "\xff\xcc\x81", 0},                      /* invalid byte blocks nothing, stays */
+        {"\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80", "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80", 1},
+        {"", "", 1},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char *o = NULL;
+        size_t n = 0;
+        CHECK(tok_nfc(C[i].in, strlen(C[i].in), &o, &n) == 0 && n == strlen(C[i].want) &&
+                  memcmp(o, C[i].want, n) == 0, "nfc case %zu", i);
+        CHECK(tok_nfc_quick(C[i].in, strlen(C[i].in)) == C[i].quick, "quick case %zu", i);
+        free(o);
+    }
+    /* encode applies it: decomposed and precomposed spell the same ids */
+    struct folio_err e = {0};
+    struct vocab_opts o = {.drop_byte = -1};
+    struct tok *t = load(&o, &e);
+    NEED(t != NULL, "load: %s", e.msg);
+    ENC(t, "\xce\xa9", 0, ID_OMEGA);
+    ENC(t, "\xe2\x84\xa6", 0, ID_OMEGA);
+    tok_free(t);
+    o.no_nfc = 1;
+    t = load(&o, &e);
+    NEED(t != NULL, "load: %s", e.msg);
+    ENC(t, "\xe2\x84\xa6", 0, 0xe2, 0x84, 0xa6);
+    tok_free(t);
+}
+
+/* Every fuzz seed and saved crash input round-trips through encode/decode. */
+static void test_fuzz_inputs(void)
+{
+    const char *src = getenv("FOLIO_SOURCE_DIR");
+    NEED(src != NULL, "FOLIO_SOURCE_DIR unset");
+    struct folio_err e = {0};
+    struct vocab_opts o = {.drop_byte = -1, .no_nfc = 1};
+    struct tok *t = load(&o, &e);
+    NEED(t != NULL, "load: %s", e.msg);
+    int files = 0;
+    for (int k = 0; k < 2; k++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/tests/fuzz/%s/tokenize", src, k ? "crashes" : "corpus");
+        DIR *d = opendir(dir);
+        if (!d)
+            continue;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.')
+                continue;
+            char path[1300];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            uint8_t *buf;
+            size_t len;
+            if (folio_read_file(path, 1u << 20, &buf, &len, &e) != 0)
+                continue;
+            for (int special = 0; special < 2; special++) {
+                struct tok_ids ids = {0};
+                char *out = NULL;
+                size_t olen = 0, cap = 0;
+                int ok = tok_encode(t, (const char *)buf, len, special, &ids, &e) == 0 &&
+                         tok_decode(t, ids.v, ids.n, 0, &out, &olen, &cap, &e) == 0 &&
+                         olen == len && (len == 0 || memcmp(out, buf, len) == 0);
+                CHECK(ok, "%s does not round-trip (special=%d)", path, special);
+                free(out);
+                tok_ids_free(&ids);
+            }
+            free(buf);
+            files++;
+        }
+        closedir(d);
+    }
+    CHECK(files >= 4, "only %d tokenize fuzz inputs found", files);
+    tok_free(t);
+}
+
 int main(void)
 {
     test_pretokenizer();
     test_bpe();
     test_bpe_random();
     test_load_errors();
+    test_nfc();
+    test_fuzz_inputs();
     return tu_finish();
 }

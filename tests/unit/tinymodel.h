@@ -25,7 +25,11 @@ struct tiny_opts {
     int swap_ffn;       /* mmproj (Qwen2-VL): legacy swapped ffn names */
 };
 
-enum { TINY_E = 32, TINY_HEADS = 2, TINY_KV = 1, TINY_FF = 64, TINY_LAYERS = 2, TINY_VOCAB = 40 };
+enum { TINY_E = 32, TINY_HEADS = 2, TINY_KV = 1, TINY_FF = 64, TINY_LAYERS = 2, TINY_VOCAB = 272 };
+/* tokenizer: 256 byte tokens, the merged tokens, Qwen's specials; the
+ * embedding has TINY_VOCAB rows (padded past the tokens, as Qwen's is) */
+enum { TINY_MERGES = 4, TINY_SPECIALS = 6, TINY_TOKENS = 256 + TINY_MERGES + TINY_SPECIALS,
+       TINY_INVO = 258, TINY_IM_END = 256 + TINY_MERGES + 2 };
 enum { TINY_VE = 32, TINY_VHEADS = 2, TINY_VFF = 64, TINY_VLAYERS = 2, TINY_PATCH = 4,
        TINY_PROJ = 32 };
 
@@ -94,16 +98,46 @@ static int tiny_text(const struct tiny_opts *o, uint8_t **out, size_t *len)
     gguf_w_array(w, "qwen2vl.rope.dimension_sections", GGUF_I32, sec, 4);
     gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", "qwen2");
-    const char *toks[TINY_VOCAB - 2];
-    char tb[TINY_VOCAB][8];
-    for (int i = 0; i < TINY_VOCAB - 2; i++) {
-        snprintf(tb[i], sizeof tb[i], "%c", 'A' + i);
-        toks[i] = tb[i];
+    /* GPT-2 byte-level spellings of the 256 bytes, then merges and specials */
+    static char bytes[256][3];
+    const char *toks[TINY_TOKENS];
+    int32_t types[TINY_TOKENS];
+    for (int b = 0; b < 256; b++) {
+        int pr = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+        unsigned cp = (unsigned)b, k = 0;
+        if (!pr) {
+            for (int x = 0; x < b; x++)
+                k += !((x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || x >= 0xae);
+            cp = 256 + k;
+        }
+        if (cp < 0x80) {
+            bytes[b][0] = (char)cp;
+            bytes[b][1] = 0;
+        } else {
+            bytes[b][0] = (char)(0xc0 | (cp >> 6));
+            bytes[b][1] = (char)(0x80 | (cp & 0x3f));
+            bytes[b][2] = 0;
+        }
+        toks[b] = bytes[b];
+        types[b] = 1;
     }
-    gguf_w_array_str(w, "tokenizer.ggml.tokens", toks, TINY_VOCAB - 2);
-    const char *merges[2] = {"A B", "C D"};
-    gguf_w_array_str(w, "tokenizer.ggml.merges", merges, 2);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 5);
+    static const char *const merged[TINY_MERGES] = {"in", "vo", "invo", "\xc4\xa0in"};
+    static const char *const merges[TINY_MERGES] = {"i n", "v o", "in vo", "\xc4\xa0 in"};
+    static const char *const specials[TINY_SPECIALS] = {
+        "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+        "<|image_pad|>"};
+    for (int i = 0; i < TINY_MERGES; i++) {
+        toks[256 + i] = merged[i];
+        types[256 + i] = 1;
+    }
+    for (int i = 0; i < TINY_SPECIALS; i++) {
+        toks[256 + TINY_MERGES + i] = specials[i];
+        types[256 + TINY_MERGES + i] = 3;
+    }
+    gguf_w_array_str(w, "tokenizer.ggml.tokens", toks, TINY_TOKENS);
+    gguf_w_array(w, "tokenizer.ggml.token_type", GGUF_I32, types, TINY_TOKENS);
+    gguf_w_array_str(w, "tokenizer.ggml.merges", merges, TINY_MERGES);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", TINY_IM_END);
 
     tiny_tensor(w, o, mt, 2, TINY_E, TINY_VOCAB, 1, 1, "token_embd.weight");
     uint64_t E = TINY_E, Q = TINY_E, KV = TINY_E / TINY_HEADS * TINY_KV, F = TINY_FF;
