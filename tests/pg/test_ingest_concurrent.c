@@ -43,7 +43,7 @@ int main(void)
     snprintf(a, sizeof a, "%s", tu_scratch("ingest_conc_a"));
     snprintf(b, sizeof b, "%s", tu_scratch("ingest_conc_b"));
     for (int i = 0; i < N_FILES; i++) {
-        size_t len;
+        size_t len = 0;
         uint8_t *j = cg_scan_jpeg(64, 48, (uint32_t)(5000 + i), 1, 0, &len);
         REQUIRE(j, "jpeg");
         for (int k = 0; k < 2; k++) {
