@@ -5,6 +5,8 @@
  * `folio-engine doctor` runs on GPU machines; --db adds a connection check.
  */
 #include "pipeline/pipeline.h"
+
+#include "engine/model/gguf.h"
 #include "engine/ops/ops.h"
 
 #include <getopt.h>
@@ -76,7 +78,17 @@ int cmd_doctor(int argc, char **argv)
             PQfinish(c);
         }
     }
-    if (model || mmproj)
-        fprintf(stderr, "folio doctor: --model/--mmproj inspection arrives with the model loader\n");
+    /* Model files: what they hold and what they need, or the first thing
+     * wrong with them; a bad file fails the doctor but not the other checks. */
+    const char *files[2] = {model, mmproj};
+    for (int i = 0; i < 2; i++) {
+        if (!files[i])
+            continue;
+        folio_err_clear(&err);
+        if (gguf_describe(files[i], o.json, stdout, &err) != 0) {
+            folio_err_print(stderr, &err);
+            failed = 1;
+        }
+    }
     return failed ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
 }
