@@ -564,6 +564,14 @@ void vlm_close(struct vlm *v)
 {
     if (!v)
         return;
+    if (v->vk) {
+        /* the promise of the design: nothing built on the request path */
+        struct vkr_stats st;
+        vkr_get_stats(v->vk, &st);
+        folio_log(st.pipeline_requests_after_seal ? FOLIO_LOG_ERROR : FOLIO_LOG_INFO, "vlm_closed",
+                  "pipelines=%u pipeline_requests_after_seal=%llu dead=%d", st.pipelines_built,
+                  (unsigned long long)st.pipeline_requests_after_seal, vlm_dead(v));
+    }
     vis_close(v->vis);
     lm_close(v->lm);
     tok_free(v->tok);
