@@ -9,13 +9,11 @@
  * source rows the vertical pass will read. Matching that arithmetic step by
  * step is what makes the resized bytes identical, not merely close.
  *
- * Rounding in smart resize follows Python: round() is half-to-even, which
- * nearbyint() gives in the default rounding mode (a 70-pixel side becomes
- * 56, not 84).
+ * Rounding in smart resize follows Python: round() is half-to-even (a
+ * 70-pixel side becomes 56, not 84).
  */
 #include "engine/model/preprocess.h"
 
-#include <fenv.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +39,15 @@ void prep_config_defaults(struct prep_config *c)
     }
 }
 
+/* Python's round(): halves go to the even neighbour. */
+static double round_half_even(double x)
+{
+    double r = floor(x), d = x - r;
+    if (d > 0.5 || (d == 0.5 && fmod(r, 2.0) != 0.0))
+        r += 1.0;
+    return r;
+}
+
 int prep_smart_resize(uint32_t h, uint32_t w, const struct prep_config *cin, uint32_t *oh,
                       uint32_t *ow, struct folio_err *err)
 {
@@ -53,9 +60,7 @@ int prep_smart_resize(uint32_t h, uint32_t w, const struct prep_config *cin, uin
         return folio_err_set(err, FOLIO_EINVAL, "image %ux%u has an aspect ratio of %.0f; the "
                              "vision model takes at most %.0f", w, h, mx / mn, PREP_MAX_RATIO);
     double f = (double)c.patch * c.merge;
-    if (fegetround() != FE_TONEAREST)
-        fesetround(FE_TONEAREST);
-    double hb = nearbyint(h / f) * f, wb = nearbyint(w / f) * f;
+    double hb = round_half_even(h / f) * f, wb = round_half_even(w / f) * f;
     if (hb * wb > c.max_pixels) {
         double beta = sqrt((double)h * w / c.max_pixels);
         hb = floor(h / beta / f) * f;

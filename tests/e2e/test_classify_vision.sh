@@ -5,7 +5,8 @@
 # equals the reference's sum_with_end within 1e-3 * max(1, |ref|), the top
 # label agrees, the path is "vision". A driver-gate file matching lavapipe
 # moves the same page to "ocr+lm" with the rule's reason; no model keeps
-# "ocr+rules".
+# "ocr+rules"; `folio doctor --model --mmproj` reports the same paths and
+# reasons.
 set -u
 F=${FOLIO_BIN:?run through ctest}
 SRC=${FOLIO_SOURCE_DIR:?}
@@ -41,6 +42,15 @@ out=$("$F" classify "${common[@]}" --gate-file "$D/gate.conf" --model "$P/qwen25
 ok 'case "$out" in *"\"engine_path\":\"ocr+lm\""*"cli gate test"*) true;; *) false;; esac' "gated: $out"
 out=$("$F" classify "${common[@]}" "$P/images/img0.png" 2>/dev/null)
 ok 'case "$out" in *"\"engine_path\":\"ocr+rules\""*) true;; *) false;; esac' "no model: $out"
+
+# folio doctor shows the paths a worker would enable here, and why not
+out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
+    --device llvmpipe --allow-cpu 2>/dev/null)
+ok 'printf "%s\n" "$out" | grep -q "^paths: vision,ocr+lm,ocr+rules"' "doctor paths: $(printf "%s\n" "$out" | tail -3)"
+out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
+    --device llvmpipe --allow-cpu --gate-file "$D/gate.conf" 2>/dev/null)
+ok 'printf "%s\n" "$out" | grep -q "^paths: ocr+lm,ocr+rules" && printf "%s\n" "$out" | grep -q "^disabled: .*cli gate test"' \
+    "doctor gated: $(printf "%s\n" "$out" | tail -3)"
 
 echo "$checks checks, $fail failed"
 [ "$fail" -eq 0 ]
