@@ -125,7 +125,8 @@ int main(void)
     uint8_t *mb = NULL;
     size_t mn = 0;
     struct folio_err e = {0};
-    REQUIRE(folio_read_file(mpath, 64u << 20, &mb, &mn, &e) == 0, "manifest: %s", e.msg);
+    int mrc = folio_read_file(mpath, 64u << 20, &mb, &mn, &e);
+    REQUIRE(mrc == 0, "manifest: %s", e.msg);
     struct jv *m = jparse((const char *)mb, mn);
     free(mb);
     REQUIRE(m && jget(m, "configs"), "manifest does not parse");
