@@ -43,8 +43,9 @@ struct ingest_info {
     char warning[256];     /* decoder warning on an accepted file, "" if none */
     /* Filled when ingest_probe fails, for the rejection record: a stable
      * code (empty, unsupported_format, too_large, too_many_pixels,
-     * too_many_pages, corrupt) and, for limits, which limit, its value and
-     * the file's actual value. */
+     * too_many_pages, corrupt; "internal" when out of memory, which is not
+     * the file's fault) and, for limits, which limit, its value and the
+     * file's actual value. */
     enum ingest_format format;
     char reason[32];
     char limit_name[24];   /* "max_bytes", "max_pixels", "max_pages" or "" */
@@ -54,7 +55,8 @@ struct ingest_info {
 
 /* Sniffs, reads headers, checks limits and validates the whole image data
  * (JPEG: a 1/8-scale decode). Never allocates in proportion to the claimed
- * image size before the limits pass. Errors: FOLIO_EUNSUPPORTED (format),
+ * image size before the limits pass. lim NULL = ingest_limits_default.
+ * Thread-safe, like ingest_decode_page: each call owns its decoder state. Errors: FOLIO_EUNSUPPORTED (format),
  * FOLIO_ELIMIT (with limit and actual value in the message), FOLIO_EFORMAT
  * (corrupt or truncated, with the decoder's message). */
 int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *lim,

@@ -85,6 +85,8 @@ int cmd_doctor(int argc, char **argv)
             PQfinish(c);
         }
     }
+    /* Model files: what they hold and what they need, or the first thing
+     * wrong with them; a bad file fails the doctor but not the other checks. */
     const char *files[2] = {model, mmproj};
     for (int i = 0; i < 2; i++) {
         if (!files[i])

@@ -100,9 +100,9 @@ int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *
     PQclear(r);
     if (!ok) {
         PQfinish(c);
-        folio_err_set(err, FOLIO_EDB, "the database has no (or an old) folio schema");
+        folio_err_set(err, FOLIO_ESTATE, "the database has no (or an old) folio schema");
         folio_err_hint(err, "run: folio migrate --db '<same conninfo>'");
-        return FOLIO_EDB;
+        return FOLIO_ESTATE;
     }
     r = PQprepare(c, "folio_ingest_enq", SQL_ENQ, 17, ENQ_TYPES);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -375,6 +375,7 @@ int ingest_db_commit(struct ingest_db *d, struct ingest_item **items, size_t n, 
             continue;
         any_accept = true;
         for (int tries = 0; items[i]->document_id == 0 && tries < 5; tries++) {
+            folio_log(FOLIO_LOG_DEBUG, "ingest_sha256_race", "file=%zu try=%d", i, tries + 1);
             kind = run_sync(d, items[i], after, err);
             if (kind != INGEST_DB_OK) {
                 PQclear(PQexec(c, "ROLLBACK"));

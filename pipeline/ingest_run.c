@@ -400,13 +400,22 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
         struct folio_err err = {0};
         int kind = INGEST_DB_TRANSIENT;
         if (!db->c) {
-            if (ingest_db_open(db, o->conninfo, &err) == 0) {
+            int orc = ingest_db_open(db, o->conninfo, &err);
+            if (orc == 0) {
                 if (*outage_since) {
                     folio_log(FOLIO_LOG_INFO, "database_available", "after_s=%.1f",
                               (double)(now_ms() - *outage_since) / 1000.0);
                     *outage_since = 0;
                 }
                 continue;
+            }
+            if (orc == FOLIO_ESTATE && !o->watch) {
+                /* Reachable but not migrated: waiting will not fix that. */
+                pthread_mutex_lock(&R->mu);
+                R->fatal = 1;
+                R->fatal_err = err;
+                pthread_mutex_unlock(&R->mu);
+                return -1;
             }
         } else {
             int64_t t0 = now_ms();
@@ -763,7 +772,8 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
     bool show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
     bool stopping = false;
     int64_t next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
-    int64_t last_progress = 0;
+    int64_t last_progress = 0, last_report = now_ms();
+    struct ingest_run_stats reported = {0};
     struct ingest_candidate *ready = calloc(R.work_cap, sizeof *ready);
     if (!ready) {
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
@@ -864,6 +874,23 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
             progress_line(&R, t0, false);
             pthread_mutex_unlock(&R.mu);
             last_progress = now_ms();
+        }
+        /* A long-running watch says what it did once a minute, when it did
+         * anything, so a log reader sees it working without per-file lines. */
+        if (o->watch && now_ms() - last_report >= 60000) {
+            pthread_mutex_lock(&R.mu);
+            struct ingest_run_stats cur = R.st;
+            pthread_mutex_unlock(&R.mu);
+            if (cur.files != reported.files)
+                folio_log(FOLIO_LOG_INFO, "ingest_progress",
+                          "files=%llu new_documents=%llu duplicates=%llu rejected=%llu waiting=%zu in_flight=%zu",
+                          (unsigned long long)(cur.files - reported.files),
+                          (unsigned long long)(cur.new_documents - reported.new_documents),
+                          (unsigned long long)(cur.duplicates - reported.duplicates),
+                          (unsigned long long)(cur.rejected - reported.rejected), ingest_tracker_waiting(t),
+                          ingest_tracker_in_flight(t));
+            reported = cur;
+            last_report = now_ms();
         }
     }
     free(ready);

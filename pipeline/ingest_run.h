@@ -82,7 +82,8 @@ struct ingest_db {
     const char *model_key;
     int after; /* enum ingest_after: recorded as the source's disposition */
 };
-/* Connects, checks the schema is migrated far enough, prepares statements. */
+/* Connects, checks the schema is migrated far enough (FOLIO_ESTATE when
+ * not), prepares statements. */
 int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *err);
 void ingest_db_close(struct ingest_db *d);
 

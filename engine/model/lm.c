@@ -255,9 +255,11 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->seq_start = calloc(B, sizeof *lm->seq_start);
     lm->seq_n = calloc(B, sizeof *lm->seq_n);
     lm->next_pos = calloc(B, sizeof *lm->next_pos);
-    lm->lastp = malloc((size_t)B * V * sizeof *lm->lastp);
+    lm->lastlg = malloc((size_t)B * V * sizeof *lm->lastlg);
+    lm->lastlse = malloc((size_t)B * sizeof *lm->lastlse);
+    lm->rowbuf = malloc((size_t)V * sizeof *lm->rowbuf);
     if (!lm->emb || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n || !lm->next_pos ||
-        !lm->lastp || !lm->lab_row || !lm->lg_row || !lm->lab_qp ||
+        !lm->lastlg || !lm->lastlse || !lm->rowbuf || !lm->lab_row || !lm->lg_row || !lm->lab_qp ||
         !lm->lab_base || !lm->lab_ka)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
                              " staging rows", rows);
@@ -379,7 +381,9 @@ void lm_close(struct lm *lm)
     free(lm->seq_start);
     free(lm->seq_n);
     free(lm->next_pos);
-    free(lm->lastp);
+    free(lm->lastlg);
+    free(lm->lastlse);
+    free(lm->rowbuf);
     free(lm->lab_row);
     free(lm->lg_row);
     free(lm->lab_qp);

@@ -226,8 +226,8 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
         rc = vkr_arena_create(vk, "bench-act", VKR_ARENA_ACTIVATIONS, &ba, err);
     if (rc)
         goto out;
-    uint32_t G = o->small ? 256 : 4096;
-    uint64_t BWN = o->small ? (4u << 20) : (192ull << 20);
+    uint32_t G = o->small ? 128 : 4096;
+    uint64_t BWN = o->small ? (1u << 20) : (192ull << 20);
     uint64_t plan[6] = {(uint64_t)G * G * 4, (uint64_t)G * G * 4,
                         (uint64_t)T * sy.n_embd * 4, (uint64_t)T * sy.n_ff * 4, BWN * 4, BWN * 4};
     rc = vkr_arena_plan(ba, plan, 6, err);

@@ -29,11 +29,14 @@
  *
  * Scores: softmax of the needed logits rows on the GPU, then one gather
  * picks p(token) for every label token, so only a few floats come back.
+ * A probability under 1e-30 has lost its precision in f32 (and underflows
+ * at e^-103): that token's logits row is fetched and its log-probability
+ * computed exactly on the host. The prompts' last logits rows are kept on
+ * the host after every prefill, so lm_score's first tokens are exact too.
  */
 #include "engine/model/lm_internal.h"
 #include "engine/model/quant.h"
 
-#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -160,6 +163,17 @@ static int embed_row(struct lm *lm, int32_t tok, float *dst, struct folio_err *e
         return folio_err_set(err, FOLIO_EMODEL, "text model: cannot dequantize token_embd row %d",
                              tok);
     return 0;
+}
+
+/* log sum exp of a logits row, in double */
+static double row_lse(const float *x, uint32_t n)
+{
+    double mx = -INFINITY, z = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    for (uint32_t i = 0; i < n; i++)
+        z += exp((double)x[i] - mx);
+    return mx + log(z);
 }
 
 static void set_pos(int32_t *p, int32_t v)
@@ -495,8 +509,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         return rc;
 
     /* ---- results ---- */
-    if (prefill)
-        rc = vkr_download(lm->vk, lm->probs, 0, lm->lastp, (uint64_t)nseq * V * 4, err);
+    if (prefill) {
+        /* the prompts' last logits rows stay on the host for lm_score */
+        rc = vkr_download(lm->vk, lm->logits, 0, lm->lastlg, (uint64_t)nseq * V * 4, err);
+        for (uint32_t b = 0; !rc && b < nseq; b++)
+            lm->lastlse[b] = row_lse(lm->lastlg + (size_t)b * V, V);
+    }
     if (!rc && nall)
         rc = vkr_download(lm->vk, lm->logits, (uint64_t)nlast * V * 4, logits,
                           (uint64_t)nall * V * 4, err);
@@ -505,24 +523,33 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     if (rc)
         return rc;
     pgc = 0;
-    for (uint32_t b = 0; b < nseq && logprob; b++)
-        for (uint32_t l = 0; l < nl; l++) {
+    for (uint32_t b = 0; b < nseq && logprob && !rc; b++)
+        for (uint32_t l = 0; l < nl && !rc; l++) {
             double s = 0.0;
-            for (uint32_t j = 0; j < labels[l].n; j++) {
-                float p;
+            for (uint32_t j = 0; j < labels[l].n && !rc; j++) {
+                uint32_t tok = (uint32_t)labels[l].tokens[j];
                 if (j == 0 && !prefill) {
-                    p = lm->lastp[(size_t)b * V + (uint32_t)labels[l].tokens[0]];
-                } else {
-                    uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
-                    uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
-                    p = lm->pgh[(size_t)pgc++ * 4 + idx % 4];
+                    s += lm->lastlg[(size_t)b * V + tok] - lm->lastlse[b];
+                    continue;
                 }
-                /* A probability that underflowed f32 still ranks last. */
-                s += log(p > FLT_TRUE_MIN ? (double)p : (double)FLT_TRUE_MIN);
+                uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
+                uint64_t idx = prow * V + tok;
+                float p = lm->pgh[(size_t)pgc++ * 4 + idx % 4];
+                if (p > 1e-30f) {
+                    s += log((double)p);
+                    continue;
+                }
+                /* Too improbable for an f32 probability (log p < -69):
+                 * take this row's logits and do it exactly. Rare, so one
+                 * row at a time. */
+                rc = vkr_download(lm->vk, lm->logits, prow * V * 4, lm->rowbuf, (uint64_t)V * 4,
+                                  err);
+                if (!rc)
+                    s += lm->rowbuf[tok] - row_lse(lm->rowbuf, V);
             }
             logprob[(size_t)b * nl + l] = s;
         }
-    return 0;
+    return rc;
 }
 
 int lm_prefill(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, float *logits,

@@ -51,7 +51,9 @@ struct lm {
     uint32_t *seq_start, *seq_n;
     int32_t *next_pos;
     uint32_t *lab_row, *lg_row, *lab_qp, *lab_base, *lab_ka; /* per (sequence, label): first label row, first logits row */
-    float *lastp;         /* nseq x V: softmax of each prompt's last row */
+    float *lastlg;        /* nseq x V: logits of each prompt's last row */
+    double *lastlse;      /* their log-sum-exp */
+    float *rowbuf;        /* V: one logits row (exact log-probs of tiny p) */
     double last_ms;
 };
 

@@ -80,6 +80,10 @@ struct op_attention {
     float scale;                   /* usually 1/sqrt(d) */
     int causal;                    /* key j visible to query i when j <= i + (tk - tq) */
     const struct vkr_tensor *ranges; /* NULL or tq pairs of uint32 [lo, hi): visible keys */
+    /* Floats from one token's row to the next; 0 = packed (h x d). Lets q,
+     * k and v be slices of one fused QKV output (a tensor whose offset is
+     * moved to the slice, 16-byte aligned). */
+    uint32_t q_stride, k_stride, v_stride, o_stride;
 };
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err);
 

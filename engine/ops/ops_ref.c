@@ -98,9 +98,12 @@ void ops_ref_attention(const struct op_attention *a, const float *q, const float
                        const float *v, const uint32_t *ranges, float *o)
 {
     uint32_t group = a->hq / a->hkv, d = a->d;
+    uint32_t qs = a->q_stride ? a->q_stride : a->hq * d, ks = a->k_stride ? a->k_stride : a->hkv * d;
+    uint32_t vs = a->v_stride ? a->v_stride : a->hkv * d, os = a->o_stride ? a->o_stride : a->hq * d;
     double *sc = malloc(((size_t)a->tk + 1) * sizeof *sc);
     if (!sc) {
-        memset(o, 0, (size_t)a->tq * a->hq * d * sizeof *o); /* test-only path */
+        for (uint32_t i = 0; i < a->tq; i++) /* test-only path */
+            memset(o + (size_t)i * os, 0, (size_t)a->hq * d * sizeof *o);
         return;
     }
     for (uint32_t i = 0; i < a->tq; i++)
@@ -117,14 +120,14 @@ void ops_ref_attention(const struct op_attention *a, const float *q, const float
                 if ((long)hi > lim)
                     hi = (uint32_t)lim;
             }
-            float *orow = o + ((size_t)i * a->hq + h) * d;
+            float *orow = o + (size_t)i * os + (size_t)h * d;
             memset(orow, 0, d * sizeof *orow);
             if (hi <= lo)
                 continue;
-            const float *qr = q + ((size_t)i * a->hq + h) * d;
+            const float *qr = q + (size_t)i * qs + (size_t)h * d;
             double m = -INFINITY, s = 0.0;
             for (uint32_t j = lo; j < hi; j++) {
-                const float *kr = k + ((size_t)j * a->hkv + kh) * d;
+                const float *kr = k + (size_t)j * ks + (size_t)kh * d;
                 double dot = 0.0;
                 for (uint32_t e = 0; e < d; e++)
                     dot += (double)qr[e] * kr[e];
@@ -139,7 +142,7 @@ void ops_ref_attention(const struct op_attention *a, const float *q, const float
             for (uint32_t e = 0; e < d; e++) {
                 double acc = 0.0;
                 for (uint32_t j = lo; j < hi; j++)
-                    acc += sc[j - lo] * v[((size_t)j * a->hkv + kh) * d + e];
+                    acc += sc[j - lo] * v[(size_t)j * vs + (size_t)kh * d + e];
                 orow[e] = (float)(acc / s);
             }
         }

@@ -40,5 +40,16 @@ for lib in folio vulkan-headers libpq libjpeg-turbo tesseract leptonica; do expe
 check "status unreachable db" 1 "$F" status --db "host=/nonexistent port=1 dbname=x connect_timeout=2"
 expect_in "cannot connect to PostgreSQL"
 
+# doctor describes model files, and names what is wrong with a bad one
+FIX=${FOLIO_SOURCE_DIR:?}/tests/fixtures/parity/qwen25vl
+check "doctor --model" 0 "$F" doctor --allow-cpu --model "$FIX/text-Q4_K.gguf" --mmproj "$FIX/mmproj-BF16.gguf"
+expect_in "architecture  qwen2vl"
+expect_in "q4_K"
+expect_in "Qwen2.5-VL"
+BAD=$(mktemp); head -c 100 "$FIX/text-F32.gguf" > "$BAD"
+check "doctor --model truncated" 1 "$F" doctor --allow-cpu --model "$BAD"
+expect_in "folio: error:"
+rm -f "$BAD"
+
 echo "$checks checks, $fail failed"
 [ "$fail" -eq 0 ]

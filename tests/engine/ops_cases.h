@@ -102,11 +102,16 @@ static void test_matmul(struct T *t)
                                 QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     /* (m, n, k): tiny, odd, non-multiple-of-tile, and decode shapes */
     static const uint32_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 70, 256}, {8, 33, 768},
-                                         {9, 65, 256}, {70, 130, 512}, {64, 64, 256}};
+                                         {9, 65, 256}, {70, 130, 512}, {64, 64, 256},
+                                         {130, 300, 1536}}; /* last: "large", q4_K/q6_K/f16 only */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         int ty = types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+            /* The large shape would be thousands of 16 KiB-range dispatches
+             * in ranged mode; the other shapes already span many ranges. */
+            if (si == 7 && (t->ranged || (ty != QUANT_Q4_K && ty != QUANT_Q6_K && ty != QUANT_F16)))
+                continue;
             for (int kern = 0; kern < 3; kern++) {
                 enum op_mm_kernel kk = kern == 0 ? OP_MM_AUTO : kern == 1 ? OP_MM_TILED : OP_MM_COOPMAT;
                 if (kk == OP_MM_COOPMAT && !ops_coopmat_available(t->vk))
@@ -255,6 +260,7 @@ static void test_attention(struct T *t)
         {3, 40, 4, 1, 128, 1, 0},   /* decode against a KV cache */
         {50, 50, 2, 2, 80, 0, 1},   /* block-diagonal windows, vision head */
         {20, 20, 1, 1, 32, 1, 1},   /* causal within windows, an empty row */
+        {200, 200, 2, 1, 128, 1, 0}, /* large-ish: many key tiles, GQA 2:1 */
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
@@ -295,6 +301,34 @@ static void test_attention(struct T *t)
               (double)g[at], (double)r[at]);
         free(q), free(k), free(v), free(g), free(r), free(rg);
     }
+}
+
+/* q, k and v as slices of one fused QKV output (row strides). */
+static void test_attention_fused(struct T *t)
+{
+    struct op_attention a = {.tq = 30, .tk = 30, .hq = 4, .hkv = 2, .d = 64, .causal = 1};
+    a.scale = 0.125f;
+    uint32_t w = (a.hq + 2 * a.hkv) * a.d;
+    size_t nf = (size_t)a.tq * w, no = (size_t)a.tq * a.hq * a.d;
+    if (t->ranged && nf * 4 > vkr_limits(t->vk)->max_range)
+        return; /* attention binds q/k/v whole by design */
+    float *f = malloc(sizeof(float) * nf), *g = malloc(sizeof(float) * no), *r = malloc(sizeof(float) * no);
+    fill(t, f, nf, 2.0f);
+    vkr_arena_reset(t->act);
+    struct vkr_tensor ft = put(t, t->act, f, sizeof(float) * nf);
+    uint64_t ko = (uint64_t)a.hq * a.d * 4, vo = ko + (uint64_t)a.hkv * a.d * 4;
+    a.q = ft;
+    a.k = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + ko, .size = ft.size - ko};
+    a.v = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + vo, .size = ft.size - vo};
+    a.o = put(t, t->act, NULL, sizeof(float) * no);
+    a.q_stride = a.k_stride = a.v_stride = w;
+    RUN(t, op_attention(c, &a, e));
+    get(t, a.o, g, sizeof(float) * no);
+    ops_ref_attention(&a, f, f + ko / 4, f + vo / 4, NULL, r);
+    size_t at = 0;
+    double wv = worst(g, r, NULL, no, 2e-5, 1e-4, &at); /* same bound as above */
+    CHECK(wv <= 1.0, "fused-QKV attention: worst %.3g at %zu", wv, at);
+    free(f), free(g), free(r);
 }
 
 static void test_elem(struct T *t)
@@ -506,7 +540,8 @@ static int run_all(int ranged)
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
     static void (*const tests[])(struct T *) = {test_matmul, test_norm_softmax, test_rope,
-                                                 test_attention, test_elem, test_rows};
+                                                 test_attention, test_attention_fused, test_elem,
+                                                 test_rows};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         double t0 = folio_mono_ms();
         tests[i](&t);

@@ -22,8 +22,8 @@ int main(void)
     const char *full = getenv("FOLIO_LM_BENCH_FULL");
     int big = full && *full == '1';
     struct lm_bench_opts o = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
-                              .small = !big, .prompt_tokens = big ? 0 : 24,
-                              .labels = big ? 0 : 4, .iters = big ? 0 : 1};
+                              .small = !big, .prompt_tokens = big ? 0 : 16,
+                              .labels = big ? 0 : 3, .iters = big ? 0 : 1};
     FILE *f = tmpfile();
     REQUIRE(f != NULL, "tmpfile");
     struct folio_err e = {0};

@@ -404,7 +404,7 @@ static void test_bad_file_in_batch(void)
     snprintf(log, sizeof log, "%s.log", dir);
     static const char *names[] = {"a.jpg", "b.jpg", "evil.jpg", "d.jpg", "e.jpg"};
     for (int i = 0; i < 5; i++) {
-        size_t len;
+        size_t len = 0;
         uint8_t *d = jpeg_seed((uint32_t)(700 + i), &len);
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         write_bytes(p, d, len);

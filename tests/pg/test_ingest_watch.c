@@ -300,6 +300,25 @@ static void test_oneshot_gives_up(void)
     free(j);
 }
 
+static void test_oneshot_unmigrated(void)
+{
+    /* Reachable but never migrated: a one-shot says so at once, exit 1. */
+    char ci[512], dir[PATH_MAX], path[PATH_MAX + 64], out[16384];
+    if (tu_pg_fresh_db("folio_t_ingest_nomig", ci, sizeof ci) != 0)
+        return;
+    snprintf(dir, sizeof dir, "%s", tu_scratch("ingest_nomig"));
+    size_t len;
+    uint8_t *j = cg_scan_jpeg(160, 120, 42, 1, 0, &len);
+    snprintf(path, sizeof path, "%s/a.jpg", dir);
+    write_all(path, j, len);
+    double t0 = folio_mono_ms();
+    int rc = tu_sh_out(out, sizeof out, "%s ingest --stable-ms 0 --db '%s' '%s' 2>&1", tu_folio_bin(), ci, dir);
+    CHECK(rc == 1 && strstr(out, "folio migrate") != NULL, "unmigrated database: exit %d: %s", rc, out);
+    CHECK(folio_mono_ms() - t0 < 20000, "without waiting out --db-wait");
+    CHECK(exists(path), "file left in place");
+    free(j);
+}
+
 int main(void)
 {
     if (tu_pg_fresh_db("folio_t_ingest_watch", g_db, sizeof g_db) != 0)
@@ -310,5 +329,6 @@ int main(void)
     test_rescan_only();
     test_database_late();
     test_oneshot_gives_up();
+    test_oneshot_unmigrated();
     return tu_finish();
 }

@@ -8,6 +8,21 @@
 int tu_failures = 0;
 int tu_checks = 0;
 
+int tu_check(int ok, const char *file, int line, const char *expr, const char *fmt, ...)
+{
+    tu_checks++;
+    if (ok)
+        return 1;
+    tu_failures++;
+    fprintf(stderr, "FAIL %s:%d: %s: ", file, line, expr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 0;
+}
+
 int tu_finish(void)
 {
     printf("%d checks, %d failed\n", tu_checks, tu_failures);

@@ -9,24 +9,22 @@
 extern int tu_failures;
 extern int tu_checks;
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        tu_checks++;                                                                         \
-        if (!(cond)) {                                                                       \
-            tu_failures++;                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                  \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-        }                                                                                    \
-    } while (0)
+/* Each macro evaluates cond exactly once. */
+#define CHECK(cond, ...) ((void)tu_check(!!(cond), __FILE__, __LINE__, #cond, __VA_ARGS__))
 
 /* Like CHECK but stops the test: for preconditions later checks rely on. */
 #define REQUIRE(cond, ...)                                                                   \
     do {                                                                                     \
-        CHECK(cond, __VA_ARGS__);                                                            \
-        if (!(cond))                                                                         \
+        int tu_ok_ = !!(cond);                                                               \
+        tu_check(tu_ok_, __FILE__, __LINE__, #cond, __VA_ARGS__);                            \
+        if (!tu_ok_)                                                                         \
             return tu_finish();                                                              \
     } while (0)
+
+/* Counts a check; on failure prints file:line, the condition and the message.
+ * Returns ok. */
+int tu_check(int ok, const char *file, int line, const char *expr, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* Prints "N checks, N failed" and returns the process exit code. */
 int tu_finish(void);

@@ -117,6 +117,8 @@ int main(void)
     CHECK(strstr(r.text, "Harbour Supplies") != NULL, "text: %s", r.text);
     CHECK(r.confidence > 70, "confidence %.1f", r.confidence);
     CHECK(r.orientation == 0, "upright page reported turned by %d", r.orientation);
+    size_t full_len = r.text ? strlen(r.text) : 0;
+    double full_ms = r.recognize_ms;
     ocr_page_result_free(&r);
 
     /* The same engine is reused for the next page (initialised once). */
@@ -140,7 +142,14 @@ int main(void)
     REQUIRE_OK(ocr_open(&quick, &qe, &err) == 0, "ocr_open: %s", err.msg);
     REQUIRE_OK(ocr_file(qe, inv, 0, &r) == 0, "OCR with a 1 ms deadline");
     CHECK(r.timed_out == 1, "deadline not reported (recognize %.0f ms)", r.recognize_ms);
-    CHECK(r.recognize_ms < 500, "deadline did not stop recognition: %.0f ms", r.recognize_ms);
+    /* Behaviour, not wall time (shared machines are noisy): the deadline
+     * cut recognition short, so less of the page came back, and it took
+     * less time than the full page did in this same run. */
+    CHECK((r.text ? strlen(r.text) : 0) < full_len,
+          "deadline run returned the whole page (%zu of %zu bytes)", r.text ? strlen(r.text) : 0,
+          full_len);
+    CHECK(r.recognize_ms < full_ms, "deadline run (%.0f ms) not shorter than the full page (%.0f ms)",
+          r.recognize_ms, full_ms);
     ocr_page_result_free(&r);
     ocr_close(qe);
     {
