@@ -20,6 +20,7 @@
  * all means `unknown`, never a guess.
  */
 #include "engine/engine.h"
+#include "engine/tiers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -186,8 +187,10 @@ void engine_result_free(struct engine_result *r)
     free(r->scores);
     free(r->raw);
     free(r->text.text);
+    free(r->prompt_ids);
     r->scores = r->raw = NULL;
     r->text.text = NULL;
+    r->prompt_ids = NULL;
 }
 
 int engine_rules_score(const struct engine_labels *l, const char *text, struct engine_result *out,
@@ -253,7 +256,10 @@ int engine_open(const struct engine_config *cfg, const struct engine_labels *lab
     if (cfg)
         e->cfg = *cfg;
     e->labels = labels;
-    if (e->cfg.model_path || e->cfg.mmproj_path)
+    if (e->cfg.models)
+        snprintf(e->disabled_reason, sizeof e->disabled_reason, "%s",
+                 engine_models_reason(e->cfg.models));
+    else if (e->cfg.model_path || e->cfg.mmproj_path)
         /* The model tiers are later issues; a configured model that cannot
          * run yet must not silently look like "no model". */
         snprintf(e->disabled_reason, sizeof e->disabled_reason,
@@ -266,7 +272,10 @@ int engine_open(const struct engine_config *cfg, const struct engine_labels *lab
 
 void engine_close(struct engine *e) { free(e); }
 
-const char *engine_disabled_reason(const struct engine *e) { return e->disabled_reason; }
+const char *engine_disabled_reason(const struct engine *e)
+{
+    return e->cfg.models ? engine_models_reason(e->cfg.models) : e->disabled_reason;
+}
 
 int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
                     struct folio_err *err)
@@ -276,15 +285,34 @@ int engine_classify(struct engine *e, const struct engine_doc *doc, struct engin
     out->text.confidence = -1;
     if (!doc->text)
         return folio_err_set(err, FOLIO_EINVAL, "no text source for the text tiers");
-    int rc = doc->text(doc->text_ctx, &out->text, err);
-    if (rc)
-        return rc;
+    int rc;
+    if (e->cfg.models && e->labels && e->labels->n > 0) {
+        /* vision, then OCR text + LM (tiers.c); the reasons they were
+         * skipped accumulate in fallback_reason */
+        int done = 0;
+        rc = engine_models_classify(e->cfg.models, (const char *const *)e->labels->names,
+                                    e->labels->n, doc, out, &done, err);
+        if (rc)
+            return rc;
+        if (done) {
+            if (e->cfg.review_below > 0 && out->confidence < e->cfg.review_below)
+                out->needs_review = 1;
+            out->total_ms = folio_mono_ms() - t0;
+            return 0;
+        }
+    } else {
+        snprintf(out->fallback_reason, sizeof out->fallback_reason, "%s", e->disabled_reason);
+    }
+    if (!out->text.text) {
+        rc = doc->text(doc->text_ctx, &out->text, err);
+        if (rc)
+            return rc;
+    }
     rc = engine_rules_score(e->labels, out->text.text, out, err);
     if (rc)
         return rc;
     if (e->cfg.review_below > 0 && out->confidence < e->cfg.review_below)
         out->needs_review = 1;
-    snprintf(out->fallback_reason, sizeof out->fallback_reason, "%s", e->disabled_reason);
     out->total_ms = folio_mono_ms() - t0;
     return 0;
 }

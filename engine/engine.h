@@ -9,6 +9,9 @@
 
 #include "common/common.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* Vulkan header version the engine was compiled against, "1.3.239". */
 const char *engine_vulkan_header_version(void);
 
@@ -50,15 +53,52 @@ struct engine_text {
 };
 typedef int (*engine_text_fn)(void *ctx, struct engine_text *out, struct folio_err *err);
 
+/* The page the vision tier looks at (the document's first page), made on
+ * demand like the text: 8-bit gray or RGB. */
+struct engine_page {
+    uint8_t *pixels;        /* malloc'd by the provider; the engine frees it */
+    int width, height, channels;
+    size_t stride;
+    double ms;              /* time spent producing it */
+};
+typedef int (*engine_page_fn)(void *ctx, struct engine_page *out, struct folio_err *err);
+
 struct engine_doc {
     engine_text_fn text;    /* required for the text tiers */
     void *text_ctx;
+    engine_page_fn page;    /* NULL: the vision tier is skipped for this document */
+    void *page_ctx;
 };
+
+/* The model tiers (vision, OCR text + LM): one set per process, opened once
+ * and shared by the engines of every thread (GPU passes take turns). Open
+ * never fails for a GPU or model problem: the tiers are then off with the
+ * reason, and a lost device is re-opened with backoff (tiers.c). */
+struct engine_models;
+struct engine_models_config {
+    const char *model_path;  /* text GGUF; NULL = no model tiers */
+    const char *mmproj_path; /* vision projector; NULL = no vision tier */
+    const char *device;      /* Vulkan device selector; NULL = first GPU */
+    int allow_cpu;           /* allow lavapipe (tests) */
+    uint32_t max_image_tokens; /* plan for pages of this many image tokens; 0 = 1600 */
+    const char *gate_file;   /* extra driver-gate rules */
+    const char *cache_dir;   /* pipeline cache; NULL = default */
+};
+int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,
+                       struct folio_err *err);
+void engine_models_close(struct engine_models *m);
+/* Tiers enabled now, "vision,ocr+lm,ocr+rules" .. "ocr+rules", and why
+ * any is off ("" when none is). */
+const char *engine_models_paths(const struct engine_models *m);
+const char *engine_models_reason(const struct engine_models *m);
+/* Device, driver, paths, the open report (ready time per step). */
+int engine_models_report_json(struct engine_models *m, char *buf, size_t n);
 
 struct engine_config {
     const char *model_path;  /* text GGUF; NULL = no LM tiers */
     const char *mmproj_path; /* vision projector; NULL = no vision tier */
     double review_below;     /* confidence under which needs_review is set (rules: 0) */
+    struct engine_models *models; /* shared model tiers (engine_models_open), or NULL */
 };
 
 struct engine_result {
@@ -73,6 +113,9 @@ struct engine_result {
     char fallback_reason[160];
     struct engine_text text; /* OCR output the text tiers used */
     double rules_ms, total_ms;
+    int32_t *prompt_ids;     /* vision tier: the prompt with image tokens expanded (malloc'd) */
+    uint32_t n_prompt_ids;
+    double vision_ms, lm_ms; /* vision: preprocess + tower; LM pass (either model tier) */
 };
 void engine_result_free(struct engine_result *r);
 

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/docpage.h"
 #include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
@@ -32,7 +33,12 @@ static const char USAGE[] =
     "                       16 labels `folio migrate` seeds into folio.labels)\n"
     "  --model FILE         text model GGUF\n"
     "  --mmproj FILE        vision projector GGUF\n"
-    "  --device SPEC        Vulkan device: index, UUID or name substring\n"
+    "  --device SPEC        Vulkan device: index, UUID or name substring (naming a CPU\n"
+    "                       device such as llvmpipe allows it)\n"
+    "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600);\n"
+    "                       larger pages are downscaled\n"
+    "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
+    "                       path=vision|gpu, reason=)\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-max-pages N    pages OCR'd per file (default 10)\n";
 
@@ -167,7 +173,8 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         return rc;
     }
     struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages};
-    struct engine_doc doc = {worker_doc_text, &tc};
+    struct doc_page_ctx pc = {.data = data, .len = len};
+    struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
     struct engine_result er;
     rc = engine_classify(eng, &doc, &er, err);
     free(data);
@@ -207,7 +214,8 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         json_raw(&b, ",");
         json_key(&b, "scores");
         worker_scores_json(&er, &b);
-        json_raw(&b, ",\"keyword_hits\":{");
+        int model_tier = strcmp(er.engine_path, "ocr+rules") != 0;
+        json_raw(&b, model_tier ? ",\"logprobs\":{" : ",\"keyword_hits\":{");
         for (int i = 0; i < er.n_labels; i++) {
             if (i)
                 json_raw(&b, ",");
@@ -215,6 +223,15 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
             json_num(&b, er.raw[i]);
         }
         json_raw(&b, "},");
+        if (er.n_prompt_ids) {
+            json_raw(&b, "\"prompt_ids\":[");
+            for (uint32_t i = 0; i < er.n_prompt_ids; i++) {
+                char nb[16];
+                snprintf(nb, sizeof nb, "%s%d", i ? "," : "", (int)er.prompt_ids[i]);
+                json_raw(&b, nb);
+            }
+            json_raw(&b, "],");
+        }
         json_key(&b, "ocr_text");
         json_str(&b, er.text.text);
         json_raw(&b, ",\"timings\":{\"decode_ms\":");
@@ -223,6 +240,10 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         json_num(&b, er.text.ocr_ms);
         json_raw(&b, ",\"rules_ms\":");
         json_num(&b, er.rules_ms);
+        json_raw(&b, ",\"vision_ms\":");
+        json_num(&b, er.vision_ms);
+        json_raw(&b, ",\"lm_ms\":");
+        json_num(&b, er.lm_ms);
         json_raw(&b, ",\"total_ms\":");
         json_num(&b, total);
         json_raw(&b, "}");
@@ -249,12 +270,16 @@ int cmd_classify(int argc, char **argv)
         {"ocr-lang", required_argument, 0, 1004},
         {"labels", required_argument, 0, 1005},
         {"ocr-max-pages", required_argument, 0, 1006},
+        {"max-image-tokens", required_argument, 0, 1007},
+        {"gate-file", required_argument, 0, 1008},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int ch, full = 0, max_pages = 10;
     const char *labels_path = NULL, *lang = "eng", *model = NULL, *mmproj = NULL;
+    const char *device = NULL, *gate_file = NULL;
+    uint32_t max_image_tokens = 0;
     long long v;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
@@ -264,7 +289,13 @@ int cmd_classify(int argc, char **argv)
         case 1000: full = 1; break;
         case 1001: model = optarg; break;
         case 1002: mmproj = optarg; break;
-        case 1003: break;
+        case 1003: device = optarg; break;
+        case 1007:
+            if (folio_parse_int(optarg, 4, 65536, &v))
+                return cli_usage_error("classify", "--max-image-tokens wants 4..65536, got '%s'", optarg);
+            max_image_tokens = (uint32_t)v;
+            break;
+        case 1008: gate_file = optarg; break;
         case 1004: lang = optarg; break;
         case 1005: labels_path = optarg; break;
         case 1006:
@@ -294,9 +325,22 @@ int cmd_classify(int argc, char **argv)
     oo.lang = lang;
     struct ocr_engine *ocr = NULL;
     struct engine *eng = NULL;
+    struct engine_models *models = NULL;
+    struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = device,
+                                      .allow_cpu = device != NULL, .max_image_tokens = max_image_tokens,
+                                      .gate_file = gate_file};
     struct engine_config cfg = {.model_path = model, .mmproj_path = mmproj};
+    if (model || mmproj) {
+        if (engine_models_open(&mc, &models, &err)) {
+            folio_err_print(stderr, &err);
+            engine_labels_free(labels);
+            return FOLIO_EXIT_FAIL;
+        }
+        cfg.models = models;
+    }
     if (ocr_open(&oo, &ocr, &err) || engine_open(&cfg, labels, &eng, &err)) {
         folio_err_print(stderr, &err);
+        engine_models_close(models);
         ocr_close(ocr);
         engine_labels_free(labels);
         return FOLIO_EXIT_FAIL;
@@ -310,6 +354,7 @@ int cmd_classify(int argc, char **argv)
         }
     }
     engine_close(eng);
+    engine_models_close(models);
     ocr_close(ocr);
     engine_labels_free(labels);
     return failed ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;

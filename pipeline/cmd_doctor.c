@@ -5,7 +5,7 @@
  * `folio-engine doctor` runs on GPU machines; --db adds a connection check.
  */
 #include "pipeline/pipeline.h"
-
+#include "engine/engine.h"
 #include "engine/model/gguf.h"
 #include "engine/ops/ops.h"
 
@@ -23,7 +23,12 @@ static const char USAGE[] =
     "  --mmproj FILE        inspect a vision projector GGUF\n"
     "  --device SPEC        Vulkan device: index, UUID or name substring\n"
     "  --allow-cpu          consider CPU Vulkan devices (lavapipe)\n"
-    "  --serial-pipelines   create pipelines on one thread\n";
+    "  --serial-pipelines   create pipelines on one thread\n"
+    "  --gate-file FILE     extra driver-gate rules, as the worker takes them\n"
+    "\n"
+    "With --model, the model tiers are opened as a worker opens them (gate, load,\n"
+    "pre-warm, warm-up, self-test) and the enabled paths are shown with the reason\n"
+    "for any that is off.\n";
 
 int cmd_doctor(int argc, char **argv)
 {
@@ -35,10 +40,11 @@ int cmd_doctor(int argc, char **argv)
         {"device", required_argument, 0, 1004},
         {"allow-cpu", no_argument, 0, 1005},
         {"serial-pipelines", no_argument, 0, 1006},
+        {"gate-file", required_argument, 0, 1007},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct ops_tool_opts o = {0};
-    const char *db = NULL, *model = NULL, *mmproj = NULL;
+    const char *db = NULL, *model = NULL, *mmproj = NULL, *gate_file = NULL;
     optind = 1;
     opterr = 0;
     int ch;
@@ -52,6 +58,7 @@ int cmd_doctor(int argc, char **argv)
         case 1004: o.device = optarg; break;
         case 1005: o.allow_cpu = 1; break;
         case 1006: o.serial = 1; break;
+        case 1007: gate_file = optarg; break;
         default:
             return cli_usage_error("doctor", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -88,6 +95,28 @@ int cmd_doctor(int argc, char **argv)
         if (gguf_describe(files[i], o.json, stdout, &err) != 0) {
             folio_err_print(stderr, &err);
             failed = 1;
+        }
+    }
+    if (model) {
+        /* the paths a worker with these files would enable here, and why not */
+        struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = o.device,
+                                          .allow_cpu = o.allow_cpu, .gate_file = gate_file};
+        struct engine_models *m = NULL;
+        char rep[2048];
+        folio_err_clear(&err);
+        if (engine_models_open(&mc, &m, &err) != 0) {
+            folio_err_print(stderr, &err);
+            failed = 1;
+        } else {
+            if (engine_models_report_json(m, rep, sizeof rep) != 0)
+                snprintf(rep, sizeof rep, "null");
+            if (o.json)
+                printf("{\"paths\":\"%s\",\"engine\":%s}\n", engine_models_paths(m), rep);
+            else
+                printf("paths: %s\n%s%s%sengine: %s\n", engine_models_paths(m),
+                       engine_models_reason(m)[0] ? "disabled: " : "", engine_models_reason(m),
+                       engine_models_reason(m)[0] ? "\n" : "", rep);
+            engine_models_close(m);
         }
     }
     return failed ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;

@@ -25,7 +25,10 @@ static const char USAGE[] =
     "  --model-key KEY      model configuration served (default \"default\")\n"
     "  --model FILE         text model GGUF (enables the ocr+lm path)\n"
     "  --mmproj FILE        vision projector GGUF (enables the vision path)\n"
-    "  --device SPEC        Vulkan device: index, UUID or name substring\n"
+    "  --device SPEC        Vulkan device: index, UUID or name substring (naming a CPU\n"
+    "                       device such as llvmpipe allows it)\n"
+    "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600)\n"
+    "  --gate-file FILE     extra driver-gate rules\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
@@ -83,6 +86,8 @@ int cmd_worker(int argc, char **argv)
         {"retry-max", required_argument, 0, 1014},
         {"poll", required_argument, 0, 1015},
         {"page-deadline", required_argument, 0, 1016},
+        {"max-image-tokens", required_argument, 0, 1017},
+        {"gate-file", required_argument, 0, 1018},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -123,7 +128,13 @@ int cmd_worker(int argc, char **argv)
         case 1006: o.queue.model_key = optarg; break;
         case 1007: o.model_path = optarg; break;
         case 1008: o.mmproj_path = optarg; break;
-        case 1009: break; /* the device matters once the vision tier exists */
+        case 1009: o.device = optarg; break;
+        case 1017:
+            if (folio_parse_int(optarg, 4, 65536, &v))
+                return cli_usage_error("worker", "--max-image-tokens wants 4..65536, got '%s'", optarg);
+            o.max_image_tokens = (uint32_t)v;
+            break;
+        case 1018: o.gate_file = optarg; break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:
             if (folio_parse_int(optarg, 1, 256, &v))

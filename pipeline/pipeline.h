@@ -192,6 +192,9 @@ struct worker_opts {
     int ocr_max_pages;
     int page_deadline_ms;
     const char *model_path, *mmproj_path;
+    const char *device;        /* Vulkan device selector; naming one allows CPU devices */
+    const char *gate_file;     /* extra driver-gate rules */
+    uint32_t max_image_tokens; /* vision plan, 0 = 1600 */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A

@@ -36,6 +36,7 @@
  */
 #include "engine/engine.h"
 #include "engine/ocr.h"
+#include "pipeline/docpage.h"
 #include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
@@ -81,6 +82,7 @@ struct worker {
     int ready, init_failed;  /* OCR threads' start-up (guarded by mu) */
     struct folio_err init_err;
     int64_t worker_id;
+    struct engine_models *models; /* vision + ocr+lm tiers, shared by the threads (or NULL) */
     _Atomic long long done, failed, lost;
     int wake_fd;
     struct fault fault;
@@ -205,7 +207,8 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
     PQclear(r);
     struct engine *ne = NULL;
     if (!rc) {
-        struct engine_config cfg = {.model_path = t->w->o->model_path, .mmproj_path = t->w->o->mmproj_path};
+        struct engine_config cfg = {.model_path = t->w->o->model_path, .mmproj_path = t->w->o->mmproj_path,
+                                    .models = t->w->models};
         rc = engine_open(&cfg, nl, &ne, err);
     }
     if (rc) {
@@ -294,7 +297,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         struct doc_text_ctx tc = {.ocr = t->ocr, .cancel = &s->cancel, .data = data, .len = len,
                                   .pages = j->pages, .max_pages = w->o->ocr_max_pages, .job_id = j->id,
                                   .page_deadline_ms = w->o->page_deadline_ms};
-        struct engine_doc doc = {worker_doc_text, &tc};
+        struct doc_page_ctx pc = {.data = data, .len = len};
+        struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
         rc = engine_classify(t->engine, &doc, &er, &err);
     }
     free(data);
@@ -478,7 +482,9 @@ static void *heartbeat_main(void *arg)
             db_connect(o->conninfo, "folio-worker-heartbeat", &c, &err);
         }
         struct queue_worker_stats st;
-        stats_now(w, &st, NULL);
+        /* the model tiers gave up after repeated GPU losses: say so */
+        stats_now(w, &st, w->models && !strcmp(engine_models_paths(w->models), "ocr+rules") &&
+                              w->o->model_path ? "ocr-only" : NULL);
         if (c && ids)
             rc = queue_heartbeat(c, &o->queue, worker_id, &st, ids, (const char(*)[37])toks, n, alive, &err);
         if (rc) {
@@ -585,14 +591,32 @@ static int disp_connect(struct dispatcher *d)
         return FOLIO_EDB;
     }
     if (w->worker_id == 0) {
-        char detail[256];
-        snprintf(detail, sizeof detail, "{\"tesseract\":\"%s\",\"ocr_threads\":%d,\"ocr_lang\":\"%s\"}",
-                 ocr_tesseract_version(), w->nslots, w->o->ocr_lang);
-        const char *reason = w->o->model_path || w->o->mmproj_path ? "model tiers not built yet" : "no model configured";
-        char disabled[200];
-        snprintf(disabled, sizeof disabled, "{\"vision\":\"%s\",\"ocr+lm\":\"%s\"}", reason, reason);
+        /* the model tiers' open report (device, driver, ready time per step) */
+        char detail[2560], eng[2048] = "null";
+        if (w->models && engine_models_report_json(w->models, eng, sizeof eng) != 0)
+            snprintf(eng, sizeof eng, "null");
+        snprintf(detail, sizeof detail,
+                 "{\"tesseract\":\"%s\",\"ocr_threads\":%d,\"ocr_lang\":\"%s\",\"engine\":%s}",
+                 ocr_tesseract_version(), w->nslots, w->o->ocr_lang, eng);
+        /* paths as the model tiers opened (engine_models_paths) */
+        const char *paths = w->models ? engine_models_paths(w->models) : "ocr+rules";
+        const char *reason = w->models ? engine_models_reason(w->models) : "no model configured";
+        char esc[400], disabled[1000], parr[64];
+        size_t k = 0;
+        for (const char *p = reason; *p && k + 2 < sizeof esc; p++) {
+            if (*p == '"' || *p == '\\')
+                esc[k++] = '\\';
+            esc[k++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+        }
+        esc[k] = 0;
+        int has_vision = strstr(paths, "vision") != NULL, has_lm = strstr(paths, "ocr+lm") != NULL;
+        snprintf(disabled, sizeof disabled, "{%s%s%s%s%s%s%s}", has_vision ? "" : "\"vision\":\"",
+                 has_vision ? "" : esc, has_vision ? "" : "\"", !has_vision && !has_lm ? "," : "",
+                 has_lm ? "" : "\"ocr+lm\":\"", has_lm ? "" : esc, has_lm ? "" : "\"");
+        snprintf(parr, sizeof parr, "{%s}", paths);
+        const char *state = has_vision || has_lm ? "ready" : "ocr-only";
         struct queue_worker_info wi = {.host = w->host, .pid = (int)getpid(), .model_key = w->o->queue.model_key,
-                                       .state = "ocr-only", .paths_array = "{ocr+rules}",
+                                       .state = state, .device = w->o->device, .paths_array = parr,
                                        .paths_disabled_json = disabled, .detail_json = detail};
         int64_t id = 0;
         if (queue_worker_register(d->c, &wi, &id, &err)) {
@@ -724,6 +748,25 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         free(w.slots);
         free(threads);
         return folio_err_set(err, FOLIO_ENOMEM, "cannot set up %d OCR slots", w.nslots);
+    }
+
+    /* The model tiers once per process (loaded, planned, pre-warmed,
+     * warmed up and self-tested before any job is claimed); a GPU or
+     * model problem leaves them off with the reason, never the worker. */
+    if (o->model_path || o->mmproj_path) {
+        struct engine_models_config mc = {.model_path = o->model_path, .mmproj_path = o->mmproj_path,
+                                          .device = o->device, .allow_cpu = o->device != NULL,
+                                          .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file};
+        if (engine_models_open(&mc, &w.models, err)) {
+            close(sfd);
+            close(w.wake_fd);
+            free(w.slots);
+            free(threads);
+            return err->code ? err->code : FOLIO_ENOMEM;
+        }
+        char q[400];
+        folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w.models),
+                  folio_lq(q, sizeof q, engine_models_reason(w.models)));
     }
 
     /* OCR engines first: a missing language is a start-up error, reported
@@ -874,6 +917,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     }
     if (d.c)
         PQfinish(d.c);
+    engine_models_close(w.models);
     close(sfd);
     close(w.wake_fd);
     free(w.slots);

@@ -1,0 +1,586 @@
+/*
+ * The vision tower: open (weights, activation plan) and the forward pass.
+ * See vision.h for the data flow; synthetic towers and the benchmark are
+ * vision_synth.c.
+ *
+ * Memory is decided at open for cfg.max_patches: every activation is its
+ * own tensor in one planned arena, so no view needs an offset alignment
+ * and a page never allocates. The attention kernel binds Q, K and V whole,
+ * so open refuses a plan whose N x n_embd floats exceed the device's
+ * storage-buffer range and says how many patches would fit.
+ *
+ * Host work per image is small and done before recording: the patch rows
+ * are copied in window order, and the per-row (row, col) positions, key
+ * ranges and the merged rows' raster index are computed — O(N) integers.
+ */
+#include "engine/model/vision.h"
+#include "engine/model/quant.h"
+#include "engine/ops/ops.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATCH_COLS 588u /* 3 x 14 x 14, one temporal frame */
+#define DEFAULT_MAX_PATCHES 6400u
+
+struct vis_w {
+    struct vkr_tensor t;
+    int type;
+    uint32_t n, k;
+    int set;
+};
+
+struct vis_layer {
+    struct vis_w ln1, ln1b, wq, bq, wk, bk, wv, bv, wo, bo, ln2, ln2b, wg, bg, wu, bu, wd, bd;
+};
+
+struct vis {
+    struct vkr *vk;
+    const struct gguf_model *m;
+    struct gguf_model *owned;
+    struct gguf_vision_hparams hp;
+    struct vis_config cfg;
+    uint32_t D, H, Dh, F, MD, O, win;
+    int v25;
+    struct vkr_arena *wa, *aa;
+    struct vis_layer *L;
+    struct vis_w patch, post, postb, mm0, mm0b, mm2, mm2b;
+    uint32_t nmax, mmax;
+    struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx;
+    float *inbuf;
+    int32_t *ibuf;
+    int32_t *widx;
+    uint32_t *wseg;
+    double last_ms;
+};
+
+static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
+                uint32_t s1)
+{
+    memset(k, 0, sizeof *k);
+    k->shader = shader;
+    k->nspec = nspec;
+    k->spec[0] = s0;
+    k->spec[1] = s1;
+}
+
+int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
+                      struct vkr_pipeline_key *out, int max)
+{
+    struct vkr_pipeline_key all[64];
+    int n = 0;
+    int types[8] = {QUANT_F32}, nt = 1; /* the folded patch kernel is F32 */
+    for (uint64_t i = 0; i < m->n_items; i++) {
+        const struct gguf_tensor_info *t = m->items[i].t;
+        if (t->n_dims != 2)
+            continue;
+        int seen = 0;
+        for (int j = 0; j < nt; j++)
+            seen |= types[j] == t->type;
+        if (!seen && nt < 8)
+            types[nt++] = t->type;
+    }
+    for (int j = 0; j < nt; j++) {
+        key(&all[n++], "matvec", 2, (uint32_t)types[j], 128);
+        key(&all[n++], "matmul", 1, (uint32_t)types[j], 0);
+        if (ops_coopmat_available(vk))
+            key(&all[n++], "matmul_cm", 1, (uint32_t)types[j], 0);
+    }
+    key(&all[n++], "norm", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? 0 : 1, 0);
+    key(&all[n++], "rope", 1, OP_ROPE_VISION, 0);
+    key(&all[n++], "attention", 1, m->vision.head_dim, 0);
+    key(&all[n++], "elem", 1, OP_ADD, 0);
+    key(&all[n++], "elem", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? OP_SWIGLU : OP_QUICK_GELU,
+        0);
+    key(&all[n++], "elem", 1, OP_GELU_ERF, 0);
+    key(&all[n++], "scatter", 0, 0, 0);
+    int k = n < max ? n : max;
+    if (out)
+        memcpy(out, all, (size_t)k * sizeof *out);
+    return k;
+}
+
+const struct gguf_vision_hparams *vis_hparams(const struct vis *v) { return &v->hp; }
+uint32_t vis_max_patches(const struct vis *v) { return v->nmax; }
+uint32_t vis_out_dim(const struct vis *v) { return v->O; }
+double vis_last_submit_ms(const struct vis *v) { return v->last_ms; }
+
+void vis_memory(const struct vis *v, uint64_t *weights, uint64_t *activations)
+{
+    if (weights)
+        *weights = v->wa ? vkr_arena_used(v->wa) : 0;
+    if (activations)
+        *activations = v->aa ? vkr_arena_capacity(v->aa) : 0;
+}
+
+void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, uint32_t *seg,
+                      uint32_t *nseg)
+{
+    if (win == 0) {
+        for (uint32_t i = 0; i < rows * cols; i++)
+            idx[i] = (int32_t)i;
+        if (seg)
+            seg[0] = rows * cols;
+        if (nseg)
+            *nseg = 1;
+        return;
+    }
+    uint32_t n = 0, ns = 0;
+    for (uint32_t wr = 0; wr < rows; wr += win)
+        for (uint32_t wc = 0; wc < cols; wc += win) {
+            uint32_t c0 = n;
+            for (uint32_t r = wr; r < wr + win && r < rows; r++)
+                for (uint32_t c = wc; c < wc + win && c < cols; c++)
+                    idx[n++] = (int32_t)(r * cols + c);
+            if (seg)
+                seg[ns] = n - c0;
+            ns++;
+        }
+    if (nseg)
+        *nseg = ns;
+}
+
+/* ------------------------------------------------------------------ open */
+
+static int upload(struct vis *v, const struct gguf_tensor_info *t, struct vis_w *w,
+                  struct folio_err *err)
+{
+    int rc = vkr_arena_alloc(v->wa, t->n_bytes, &w->t, err);
+    if (!rc)
+        rc = vkr_upload(v->vk, w->t, 0, t->data, t->n_bytes, err);
+    if (rc) {
+        folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
+        return rc;
+    }
+    w->type = t->type;
+    w->k = (uint32_t)t->ne[0];
+    w->n = (uint32_t)(t->n_elems / t->ne[0]);
+    w->set = 1;
+    return 0;
+}
+
+/* K0 + K1 as one F32 [n_embd x 588] matrix (rows (c, ky, kx), as the GGUF
+ * kernel's element order). */
+static int upload_patch(struct vis *v, const struct gguf_tensor_info *k0,
+                        const struct gguf_tensor_info *k1, struct folio_err *err)
+{
+    uint64_t rowb = quant_row_bytes(k0->type, PATCH_COLS);
+    if (!rowb || k0->n_elems != (uint64_t)v->D * PATCH_COLS || k1->type != k0->type ||
+        k1->n_elems != k0->n_elems)
+        return folio_err_set(err, FOLIO_EMODEL, "vision: patch kernels %s/%s are not two "
+                             "[14,14,3,%u] tensors of one type", k0->name, k1->name, v->D);
+    float *w = malloc((size_t)v->D * PATCH_COLS * sizeof *w);
+    float *r = malloc(PATCH_COLS * sizeof *r);
+    int rc = w && r ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    for (uint32_t o = 0; !rc && o < v->D; o++) {
+        float *dst = w + (size_t)o * PATCH_COLS;
+        rc = quant_dequantize_row(k0->type, (const uint8_t *)k0->data + o * rowb, dst, PATCH_COLS);
+        if (!rc)
+            rc = quant_dequantize_row(k1->type, (const uint8_t *)k1->data + o * rowb, r,
+                                      PATCH_COLS);
+        for (uint32_t j = 0; !rc && j < PATCH_COLS; j++)
+            dst[j] += r[j];
+        if (rc)
+            folio_err_set(err, FOLIO_EMODEL, "vision: patch kernel type %d", k0->type);
+    }
+    uint64_t bytes = (uint64_t)v->D * PATCH_COLS * 4;
+    if (!rc)
+        rc = vkr_arena_alloc(v->wa, bytes, &v->patch.t, err);
+    if (!rc)
+        rc = vkr_upload(v->vk, v->patch.t, 0, w, bytes, err);
+    v->patch.type = QUANT_F32;
+    v->patch.n = v->D;
+    v->patch.k = PATCH_COLS;
+    v->patch.set = !rc;
+    free(w);
+    free(r);
+    return rc;
+}
+
+static struct vis_w *slot_for(struct vis *v, const struct gguf_tensor_info *t)
+{
+    const char *name = t->name;
+    unsigned li;
+    char rest[64];
+    if (!strcmp(name, "v.post_ln.weight"))
+        return &v->post;
+    if (!strcmp(name, "v.post_ln.bias"))
+        return &v->postb;
+    if (!strcmp(name, "mm.0.weight"))
+        return &v->mm0;
+    if (!strcmp(name, "mm.0.bias"))
+        return &v->mm0b;
+    if (!strcmp(name, "mm.2.weight"))
+        return &v->mm2;
+    if (!strcmp(name, "mm.2.bias"))
+        return &v->mm2b;
+    if (sscanf(name, "v.blk.%u.%63s", &li, rest) != 2 || li >= v->hp.n_layer)
+        return NULL;
+    struct vis_layer *L = &v->L[li];
+    /* up/down by shape: legacy Qwen2-VL files swap their names */
+    if (!strncmp(rest, "ffn_up.", 7) || !strncmp(rest, "ffn_down.", 9)) {
+        int is_w = strstr(rest, ".weight") != NULL;
+        int is_up = is_w ? t->ne[0] == v->D : t->ne[0] == v->F;
+        if (is_w)
+            return is_up ? &L->wu : &L->wd;
+        return is_up ? &L->bu : &L->bd;
+    }
+    static const char *const names[] = {
+        "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias", "attn_k.weight",
+        "attn_k.bias", "attn_v.weight", "attn_v.bias", "attn_out.weight", "attn_out.bias",
+        "ln2.weight", "ln2.bias", "ffn_gate.weight", "ffn_gate.bias"};
+    struct vis_w *slots[] = {&L->ln1, &L->ln1b, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
+                             &L->bv, &L->wo, &L->bo, &L->ln2, &L->ln2b, &L->wg, &L->bg};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(rest, names[i]))
+            return slots[i];
+    return NULL;
+}
+
+static int plan(struct vis *v, struct folio_err *err)
+{
+    const struct vkr_limits *lim = vkr_limits(v->vk);
+    uint64_t N = v->nmax, M = v->mmax, D = v->D, F = v->F, O = v->O, MD = v->MD;
+    if (N * D * 4 > lim->max_range) {
+        folio_err_set(err, FOLIO_ELIMIT, "vision: %" PRIu64 " patches x %u floats (%" PRIu64
+                      " bytes) exceed this device's binding range of %" PRIu64 " bytes",
+                      N, v->D, N * D * 4, lim->max_range);
+        folio_err_hint(err, "lower the largest image (at most %" PRIu64 " patches fit)",
+                       lim->max_range / (D * 4));
+        return FOLIO_ELIMIT;
+    }
+    uint64_t sizes[16];
+    int n = 0;
+    sizes[n++] = N * PATCH_COLS * 4; /* in */
+    for (int i = 0; i < 7; i++)
+        sizes[n++] = N * D * 4;      /* x h q k v o t */
+    sizes[n++] = v->v25 ? N * F * 4 : 4; /* gate */
+    sizes[n++] = N * F * 4;          /* up */
+    sizes[n++] = M * MD * 4;         /* z */
+    sizes[n++] = M * O * 4;          /* e */
+    sizes[n++] = M * O * 4;          /* out */
+    sizes[n++] = N * 8;              /* pos */
+    sizes[n++] = N * 8;              /* rng */
+    sizes[n++] = M * 4;              /* sidx */
+    int rc = vkr_arena_plan(v->aa, sizes, n, err);
+    if (rc)
+        return rc;
+    vkr_arena_reset(v->aa);
+    struct vkr_tensor *dst[] = {&v->in, &v->x, &v->h, &v->q, &v->k, &v->v, &v->o, &v->t,
+                                &v->gate, &v->up, &v->z, &v->e, &v->out, &v->pos, &v->rng,
+                                &v->sidx};
+    for (int i = 0; i < n && !rc; i++)
+        rc = vkr_arena_alloc(v->aa, sizes[i], dst[i], err);
+    if (rc)
+        return rc;
+    v->inbuf = malloc((size_t)N * PATCH_COLS * sizeof *v->inbuf);
+    v->ibuf = malloc((size_t)N * 2 * sizeof *v->ibuf);
+    v->widx = malloc((size_t)M * sizeof *v->widx);
+    v->wseg = malloc((size_t)M * sizeof *v->wseg);
+    if (!v->inbuf || !v->ibuf || !v->widx || !v->wseg)
+        return folio_err_set(err, FOLIO_ENOMEM, "vision: out of host memory for %" PRIu64
+                             " patches", N);
+    return 0;
+}
+
+int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config *cfg,
+             struct vis **out, struct folio_err *err)
+{
+    *out = NULL;
+    if (!m || !m->is_vision)
+        return folio_err_set(err, FOLIO_EINVAL, "vis_open needs a vision projector (mmproj)");
+    struct vis *v = calloc(1, sizeof *v);
+    if (!v)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    v->vk = vk;
+    v->m = m;
+    v->hp = m->vision;
+    if (cfg)
+        v->cfg = *cfg;
+    const struct gguf_vision_hparams *h = &v->hp;
+    uint32_t S = h->spatial_merge;
+    v->nmax = v->cfg.max_patches ? v->cfg.max_patches : DEFAULT_MAX_PATCHES;
+    v->nmax = v->nmax / (S * S) * (S * S);
+    v->mmax = v->nmax / (S * S);
+    v->D = h->n_embd;
+    v->H = h->n_head;
+    v->Dh = h->head_dim;
+    v->F = h->n_ff;
+    v->MD = h->merger_dim;
+    v->O = h->proj_dim;
+    v->v25 = h->kind == GGUF_VISION_QWEN25VL;
+    v->win = v->v25 ? h->window_size / (h->patch_size * S) : 0;
+    int rc = 0;
+    if (h->patch_size != 14 || S != 2)
+        rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: patch %u / merge %u (folio runs "
+                           "14 / 2)", h->patch_size, S);
+    else if (!ops_attention_head_supported(v->Dh))
+        rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: head size %u has no attention "
+                           "kernel (32, 64, 72, 80, 96, 128 are built)", v->Dh);
+    else if (v->mmax == 0)
+        rc = folio_err_set(err, FOLIO_EINVAL, "vision: max_patches %u is below one merged "
+                           "token", v->cfg.max_patches);
+    v->L = calloc(h->n_layer, sizeof *v->L);
+    if (!rc && !v->L)
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    if (!rc)
+        rc = vkr_arena_create(vk, "vision-weights", VKR_ARENA_WEIGHTS, &v->wa, err);
+    if (!rc)
+        rc = vkr_arena_create(vk, "vision-activations", VKR_ARENA_ACTIVATIONS, &v->aa, err);
+    const struct gguf_tensor_info *k0 = NULL, *k1 = NULL;
+    for (uint64_t i = 0; !rc && i < m->n_items; i++) {
+        const struct gguf_tensor_info *t = m->items[i].t;
+        if (!strcmp(t->name, "v.patch_embd.weight")) {
+            k0 = t;
+            continue;
+        }
+        if (!strcmp(t->name, "v.patch_embd.weight.1")) {
+            k1 = t;
+            continue;
+        }
+        struct vis_w *w = slot_for(v, t);
+        if (!w)
+            rc = folio_err_set(err, FOLIO_EMODEL, "vision: unexpected tensor %s", t->name);
+        else
+            rc = upload(v, t, w, err);
+    }
+    if (!rc && (!k0 || !k1))
+        rc = folio_err_set(err, FOLIO_EMODEL, "vision: no patch embedding (v.patch_embd.weight "
+                           "and .weight.1)");
+    if (!rc)
+        rc = upload_patch(v, k0, k1, err);
+    for (uint32_t i = 0; !rc && i < h->n_layer; i++) {
+        struct vis_layer *L = &v->L[i];
+        if (!L->ln1.set || !L->wq.set || !L->wk.set || !L->wv.set || !L->wo.set || !L->ln2.set ||
+            !L->wu.set || !L->wd.set || (v->v25 && !L->wg.set) || (!v->v25 && !L->ln1b.set))
+            rc = folio_err_set(err, FOLIO_EMODEL, "vision: block %u is incomplete", i);
+    }
+    if (!rc && (!v->post.set || !v->mm0.set || !v->mm2.set || !v->mm0b.set || !v->mm2b.set))
+        rc = folio_err_set(err, FOLIO_EMODEL, "vision: merger tensors missing");
+    if (!rc)
+        rc = plan(v, err);
+    if (rc) {
+        vis_close(v);
+        return rc;
+    }
+    folio_log(FOLIO_LOG_INFO, "vis_open",
+              "family=%s blocks=%u embd=%u heads=%u ff=%u out=%u window=%u max_patches=%u "
+              "weights_bytes=%" PRIu64 " act_bytes=%" PRIu64,
+              v->v25 ? "qwen2.5vl" : "qwen2vl", h->n_layer, v->D, v->H, v->F, v->O, v->win,
+              v->nmax, vkr_arena_used(v->wa), vkr_arena_capacity(v->aa));
+    *out = v;
+    return 0;
+}
+
+int vis_open_file(struct vkr *vk, const char *path, const struct vis_config *cfg,
+                  struct vis **out, struct folio_err *err)
+{
+    struct gguf_model *m;
+    int rc = gguf_model_open_vision(path, &m, err);
+    if (rc)
+        return rc;
+    rc = vis_open(vk, m, cfg, out, err);
+    if (rc) {
+        gguf_model_close(m);
+        return rc;
+    }
+    (*out)->owned = m;
+    return 0;
+}
+
+void vis_close(struct vis *v)
+{
+    if (!v)
+        return;
+    vkr_arena_destroy(v->aa);
+    vkr_arena_destroy(v->wa);
+    free(v->L);
+    free(v->inbuf);
+    free(v->ibuf);
+    free(v->widx);
+    free(v->wseg);
+    gguf_model_close(v->owned);
+    free(v);
+}
+
+/* --------------------------------------------------------------- forward */
+
+static int mm(struct vis *v, struct vkr_cmd *c, const struct vis_w *w, const struct vis_w *b,
+              struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
+{
+    enum op_mm_kernel k = OP_MM_AUTO;
+    if (v->cfg.f32_matmul && m > 8)
+        k = OP_MM_TILED;
+    struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
+                          .y = y, .bias = b && b->set ? &b->t : NULL, .kernel = k};
+    return op_matmul(c, &a, err);
+}
+
+static int norm(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y,
+                const struct vis_w *w, const struct vis_w *b, uint32_t rows,
+                struct folio_err *err)
+{
+    return op_norm(c, v->v25 ? 0 : 1, x, y, &w->t, !v->v25 && b->set ? &b->t : NULL, rows, v->D,
+                   v->hp.eps, err);
+}
+
+/* Host side of one image: patch rows and integers in window order. */
+static int stage(struct vis *v, const float *patches, uint32_t gh, uint32_t gw,
+                 struct folio_err *err)
+{
+    uint32_t S = v->hp.spatial_merge;
+    if (!gh || !gw || gh % S || gw % S)
+        return folio_err_set(err, FOLIO_EINVAL, "vision: patch grid %ux%u is not a multiple of "
+                             "the merge size %u", gh, gw, S);
+    uint64_t N = (uint64_t)gh * gw;
+    if (N > v->nmax)
+        return folio_err_set(err, FOLIO_ELIMIT, "vision: image of %" PRIu64 " patches; the "
+                             "engine was planned for at most %u", N, v->nmax);
+    uint32_t rows = gh / S, cols = gw / S, M = rows * cols, nseg = 0, G = S * S;
+    vis_window_index(rows, cols, v->win, v->widx, v->wseg, &nseg);
+    int32_t *pos = v->ibuf;
+    for (uint32_t i = 0; i < M; i++) {
+        uint32_t g = (uint32_t)v->widx[i], R = g / cols, C = g % cols;
+        memcpy(v->inbuf + (size_t)i * G * PATCH_COLS, patches + (size_t)g * G * PATCH_COLS,
+               (size_t)G * PATCH_COLS * sizeof(float));
+        for (uint32_t s = 0; s < G; s++) {
+            pos[(i * G + s) * 2] = (int32_t)(R * S + s / S);
+            pos[(i * G + s) * 2 + 1] = (int32_t)(C * S + s % S);
+        }
+    }
+    int rc = vkr_upload(v->vk, v->in, 0, v->inbuf, N * PATCH_COLS * 4, err);
+    if (!rc)
+        rc = vkr_upload(v->vk, v->pos, 0, pos, N * 8, err);
+    if (!rc && v->win) {
+        uint32_t *rg = (uint32_t *)v->ibuf, p = 0;
+        for (uint32_t w = 0; w < nseg; w++) {
+            uint32_t lo = p, hi = p + v->wseg[w] * G;
+            for (; p < hi; p++) {
+                rg[p * 2] = lo;
+                rg[p * 2 + 1] = hi;
+            }
+        }
+        rc = vkr_upload(v->vk, v->rng, 0, rg, N * 8, err);
+    }
+    if (!rc)
+        rc = vkr_upload(v->vk, v->sidx, 0, v->widx, (uint64_t)M * 4, err);
+    return rc;
+}
+
+static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
+                  struct folio_err *err)
+{
+    const struct gguf_vision_hparams *h = &v->hp;
+    uint32_t M = N / (h->spatial_merge * h->spatial_merge);
+    float scale = 1.0f / sqrtf((float)v->Dh);
+    uint64_t ND = (uint64_t)N * v->D, NF = (uint64_t)N * v->F;
+    int rc = mm(v, c, &v->patch, NULL, v->in, v->x, N, err);
+    for (uint32_t i = 0; i < blocks && !rc; i++) {
+        const struct vis_layer *L = &v->L[i];
+        int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
+        rc = norm(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
+        if (!rc)
+            rc = mm(v, c, &L->wq, &L->bq, v->h, v->q, N, err);
+        if (!rc)
+            rc = mm(v, c, &L->wk, &L->bk, v->h, v->k, N, err);
+        if (!rc)
+            rc = mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
+        struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
+                             .mode = OP_ROPE_VISION, .base = 10000.0f};
+        if (!rc)
+            rc = op_rope(c, &rq, err);
+        struct op_rope rk = rq;
+        rk.x = rk.y = v->k;
+        if (!rc)
+            rc = op_rope(c, &rk, err);
+        struct op_attention at = {.q = v->q, .k = v->k, .v = v->v, .o = v->o, .tq = N, .tk = N,
+                                  .hq = v->H, .hkv = v->H, .d = v->Dh, .scale = scale,
+                                  .causal = 0, .ranges = full ? NULL : &v->rng};
+        if (!rc)
+            rc = op_attention(c, &at, err);
+        if (!rc)
+            rc = mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
+        if (!rc)
+            rc = op_elem(c, OP_ADD, v->x, &v->t, v->x, ND, ND, 1.0f, 0.0f, err);
+        if (!rc)
+            rc = norm(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
+        if (v->v25) {
+            if (!rc)
+                rc = mm(v, c, &L->wg, &L->bg, v->h, v->gate, N, err);
+            if (!rc)
+                rc = mm(v, c, &L->wu, &L->bu, v->h, v->up, N, err);
+            if (!rc)
+                rc = op_elem(c, OP_SWIGLU, v->gate, &v->up, v->gate, NF, NF, 1.0f, 0.0f, err);
+            if (!rc)
+                rc = mm(v, c, &L->wd, &L->bd, v->gate, v->t, N, err);
+        } else {
+            if (!rc)
+                rc = mm(v, c, &L->wu, &L->bu, v->h, v->up, N, err);
+            if (!rc)
+                rc = op_elem(c, OP_QUICK_GELU, v->up, NULL, v->up, NF, 0, 1.0f, 0.0f, err);
+            if (!rc)
+                rc = mm(v, c, &L->wd, &L->bd, v->up, v->t, N, err);
+        }
+        if (!rc)
+            rc = op_elem(c, OP_ADD, v->x, &v->t, v->x, ND, ND, 1.0f, 0.0f, err);
+    }
+    if (!merger || rc)
+        return rc;
+    /* merger: norm per patch; the 4 rows of a group are consecutive, so
+     * the normalised [N, D] tensor read as [M, 4D] is the concatenation */
+    rc = norm(v, c, v->x, v->h, &v->post, &v->postb, N, err);
+    if (!rc)
+        rc = mm(v, c, &v->mm0, &v->mm0b, v->h, v->z, M, err);
+    if (!rc)
+        rc = op_elem(c, OP_GELU_ERF, v->z, NULL, v->z, (uint64_t)M * v->MD, 0, 1.0f, 0.0f, err);
+    if (!rc)
+        rc = mm(v, c, &v->mm2, &v->mm2b, v->z, v->e, M, err);
+    if (!rc)
+        rc = op_scatter(c, v->e, v->sidx, M, v->O, v->out, M, err);
+    return rc;
+}
+
+static int run(struct vis *v, const float *patches, uint32_t gh, uint32_t gw, uint32_t blocks,
+               int merger, float *dst, struct folio_err *err)
+{
+    if (vkr_dead(v->vk))
+        return folio_err_set(err, FOLIO_EDEVICELOST, "vision: the device was lost; re-open the "
+                             "engine");
+    int rc = stage(v, patches, gh, gw, err);
+    if (rc)
+        return rc;
+    uint32_t N = gh * gw, M = N / (v->hp.spatial_merge * v->hp.spatial_merge);
+    struct vkr_cmd *c;
+    rc = vkr_cmd_begin(v->vk, &c, err);
+    if (rc)
+        return rc;
+    rc = record(v, c, N, blocks, merger, err);
+    if (rc) {
+        vkr_cmd_abort(c);
+        return rc;
+    }
+    double t0 = folio_mono_ms();
+    rc = vkr_cmd_submit(c, err);
+    v->last_ms = folio_mono_ms() - t0;
+    if (rc)
+        return rc;
+    if (merger)
+        return vkr_download(v->vk, v->out, 0, dst, (uint64_t)M * v->O * 4, err);
+    return vkr_download(v->vk, v->x, 0, dst, (uint64_t)N * v->D * 4, err);
+}
+
+int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
+               struct folio_err *err)
+{
+    return run(v, patches, grid_h, grid_w, v->hp.n_layer, 1, out, err);
+}
+
+int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
+                       uint32_t blocks, float *x, struct folio_err *err)
+{
+    if (blocks > v->hp.n_layer)
+        blocks = v->hp.n_layer;
+    return run(v, patches, grid_h, grid_w, blocks, 0, x, err);
+}

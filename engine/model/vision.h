@@ -1,0 +1,109 @@
+/*
+ * vis — the Qwen2-VL / Qwen2.5-VL vision tower (reference/qwen25vl.md §3)
+ * on folio's Vulkan ops: patch rows in, the LM's image-token embeddings out.
+ *
+ * Life cycle, as lm: vis_pipeline_keys() -> vkr_prewarm() -> vis_open() ->
+ * vkr_seal(). vis_open uploads the weights into their own arena and plans
+ * one activation arena for cfg.max_patches: an image never allocates.
+ *
+ * One vis_encode is one command buffer, one submit:
+ *   patch embedding (the two temporal kernels summed at load: a still image
+ *   is two identical frames, so K0·x + K1·x = (K0+K1)·x exactly, at half the
+ *   FLOPs) -> blocks (norm, Q/K/V with biases, vision 2-D RoPE, attention
+ *   over the block's window or the whole image, output projection,
+ *   residual, norm, SwiGLU (2.5) or quick-GELU (2) MLP, residual) ->
+ *   merger (norm per patch, 4 patches concatenated, GELU MLP) ->
+ *   un-reordering into raster order of the merged grid.
+ *
+ * Window layout (Qwen2.5-VL): the host uploads the patch rows already in
+ * window order (whole 2x2 groups move), with their (row, col) RoPE
+ * positions and each row's window as a key range [lo, hi) for the
+ * attention kernel, so window layers are block-diagonal attention with no
+ * N x N mask; full layers pass no ranges. The merger's rows come out in
+ * window order and one scatter puts them back in raster order.
+ */
+#ifndef FOLIO_VISION_H
+#define FOLIO_VISION_H
+
+#include "common/common.h"
+#include "engine/model/gguf.h"
+#include "engine/vk/vkr.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct vis;
+
+struct vis_config {
+    uint32_t max_patches;  /* largest image, in 14-px patches; 0 = 6400 (1600 tokens) */
+    /* Keep activations in f32 through every matmul (no f16 staging in the
+     * tensor-core kernel): the residual stream of real towers outgrows f16
+     * (qwen25vl.md §7.14). Default 0 = the op library's pick. */
+    int f32_matmul;
+};
+
+/* Every pipeline vis_open's model can ask for on this device. */
+int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
+                      struct vkr_pipeline_key *out, int max);
+
+/* m: from gguf_model_open_vision (not owned; must outlive the vis). */
+int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config *cfg,
+             struct vis **out, struct folio_err *err);
+int vis_open_file(struct vkr *vk, const char *path, const struct vis_config *cfg,
+                  struct vis **out, struct folio_err *err);
+void vis_close(struct vis *v);
+const struct gguf_vision_hparams *vis_hparams(const struct vis *v);
+uint32_t vis_max_patches(const struct vis *v);
+/* Width of each output row (the LM's embedding width). */
+uint32_t vis_out_dim(const struct vis *v);
+void vis_memory(const struct vis *v, uint64_t *weights, uint64_t *activations);
+
+/* Encodes one image: patches = grid_h*grid_w rows of 588 floats (the
+ * folded still-image layout, prep_patches temporal 1) in merge-group
+ * order; out = (grid_h/2)(grid_w/2) rows of vis_out_dim floats in raster
+ * order of the merged grid. */
+int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
+               struct folio_err *err);
+
+/* Debugging and parity: run only the patch embedding and the first
+ * `blocks` blocks (no merger), and copy the residual stream (n_patches x
+ * n_embd, in the tower's sequence order: window order for 2.5) to x. */
+int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
+                       uint32_t blocks, float *x, struct folio_err *err);
+
+/* The window order (qwen25vl.md §3.3) of a merged grid: idx[i] = raster
+ * merged index of the i-th merged token in window order (identity when
+ * win == 0); seg (may be NULL) gets each window's merged-token count and
+ * *nseg the number of windows. Exposed for tests. */
+void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, uint32_t *seg,
+                      uint32_t *nseg);
+
+/* GPU milliseconds (timestamps on) or wall milliseconds of the last
+ * submit. */
+double vis_last_submit_ms(const struct vis *v);
+
+/* ---- synthetic towers (tests and benches) ---- */
+struct vis_synth {
+    int qwen25;            /* 1: Qwen2.5-VL (RMSNorm, SwiGLU, windows), 0: Qwen2-VL */
+    uint32_t n_embd, n_layer, n_head, n_ff, proj_dim;
+    int mat_type;          /* QUANT_F32 / F16 / BF16 for the 2-D weights */
+    uint64_t seed;
+};
+/* A complete mmproj GGUF (malloc'd) that gguf_model_check accepts. */
+int vis_synth_gguf(const struct vis_synth *s, uint8_t **out, size_t *len, struct folio_err *err);
+
+/* ---- benchmark ---- */
+struct vis_bench_opts {
+    const char *device;
+    int allow_cpu;
+    uint32_t image;        /* square page side in pixels, 0 = 1024 */
+    uint32_t iters;        /* 0 = 3 */
+    int small;             /* tiny tower (CI smoke) instead of the 7B shape */
+    int mat_type;          /* 0 = F16 */
+};
+/* Builds a random tower (7B shape: 32 blocks of 1280, 16 heads, FFN 3420,
+ * windows, merger to 3584), encodes a page of that size and prints JSON
+ * lines: ms per page, TFLOP/s against the page's FLOPs (§6.1). */
+int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err);
+
+#endif

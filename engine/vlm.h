@@ -1,0 +1,164 @@
+/*
+ * vlm — the vision-language engine of a worker: one page image and a label
+ * set in, a label distribution out (DESIGN.md §6.4, tier 1), plus what a
+ * worker needs around it to be trusted on a real driver:
+ *
+ *  open:  Vulkan device -> driver gate (a built-in table of known-bad
+ *         drivers plus rules from a file; a match disables the vision path
+ *         before any of its pipelines is created, or the whole GPU) ->
+ *         models loaded, memory planned for the largest allowed page ->
+ *         every pipeline pre-warmed (on-disk cache when configured), then
+ *         the registry is sealed -> a warm-up pass of the whole path on a
+ *         dummy page -> a known-answer self-test of small ops against their
+ *         C references on this device (a failure disables the vision path
+ *         with the numbers). Each step is timed in the report.
+ *  classify: preprocess (smart resize: a page larger than planned is
+ *         downscaled, never refused) -> vision tower -> chat prompt with
+ *         the image tokens expanded and 3-D positions -> one fused LM pass
+ *         scoring every label -> softmax over labels.
+ *  faults: a lost device (or any fatal Vulkan error) marks the vlm dead;
+ *         every later call fails with FOLIO_EDEVICELOST, so the caller
+ *         falls back for the batch, closes it and re-opens after
+ *         vlm_backoff_ms(). Test builds inject a loss with
+ *         FOLIO_FAULT=device_lost:N (the N-th classify of an instance).
+ *
+ * The OCR-text tier uses the same text model: vlm_lm() / vlm_tok() hand
+ * it to lm_text_classify.
+ */
+#ifndef FOLIO_VLM_H
+#define FOLIO_VLM_H
+
+#include "common/common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct vlm;
+struct lm;
+struct tok;
+struct vkr;
+struct vkr_device_info;
+
+/* ---- driver gate ---- */
+enum vlm_gate_path { VLM_GATE_NONE = 0, VLM_GATE_VISION = 1, VLM_GATE_GPU = 2 };
+
+struct vlm_gate_rule {
+    char vendor[16];        /* "", "any", "amd", "nvidia", "intel", "mesa" or a hex PCI id */
+    char driver[32];        /* case-insensitive substring of the driver name; "" = any */
+    char min_version[24];   /* inclusive, "" = unbounded (e.g. "22.0.0") */
+    char max_version[24];   /* exclusive, "" = unbounded */
+    enum vlm_gate_path path;
+    char reason[160];
+};
+
+/* The built-in rules (first: Mesa RADV < 26.0.5, vision pipelines). */
+const struct vlm_gate_rule *vlm_gate_builtin(int *n);
+/* Parses rules, one per line: key=value pairs (vendor, driver, min, max,
+ * path=vision|gpu) and reason=... last (rest of the line); '#' comments.
+ * Fails naming the line on anything else. */
+int vlm_gate_parse(const char *text, struct vlm_gate_rule *out, int max, int *n,
+                   struct folio_err *err);
+/* The driver version as "major.minor.patch" (Mesa's from driver_info when
+ * present, else decoded per vendor). */
+void vlm_driver_version(const struct vkr_device_info *d, char *out, size_t n);
+/* First matching rule among the built-ins then extra; *why gets its reason
+ * with the device and version. Returns the path it disables. */
+enum vlm_gate_path vlm_gate_check(const struct vkr_device_info *d,
+                                  const struct vlm_gate_rule *extra, int n_extra, char *why,
+                                  size_t n);
+
+/* ---- engine ---- */
+struct vlm_config {
+    const char *model_path;    /* text GGUF (required) */
+    const char *mmproj_path;   /* vision projector; NULL = no vision path */
+    const char *device;        /* vkr selector; NULL = first GPU */
+    int allow_cpu;
+    int validate;              /* as vkr_config (-1 = $FOLIO_VK_VALIDATE) */
+    const char *cache_dir;     /* as vkr_config */
+    uint32_t max_image_tokens; /* merged tokens of the largest page planned; 0 = 1600 */
+    uint32_t max_pixels, min_pixels; /* preprocessing; 0 = 12845056 / 3136 (capped by the plan) */
+    uint32_t max_labels;       /* 0 = 32 */
+    uint32_t max_label_tokens; /* 0 = 16 */
+    uint32_t max_text_tokens;  /* the OCR-text tier's prompt room; 0 = 1024 */
+    const char *gate_file;     /* extra driver-gate rules; NULL = built-ins only */
+    const char *gate_rules;    /* the same as text (tests) */
+    int skip_warmup;           /* tests that time nothing */
+    int f32_matmul;            /* vision matmuls without f16 staging */
+};
+
+struct vlm_report {
+    double vk_ms, load_ms, prewarm_ms, warmup_ms, selftest_ms, total_ms;
+    int vision_enabled;
+    char vision_reason[256];   /* why it is off ("" when on) */
+    char device[256], driver[96];
+    uint32_t pipelines;
+    int cache_hit;             /* as vkr_stats */
+    uint64_t weights_bytes, activation_bytes;
+    uint32_t max_image_tokens;
+};
+
+/* Opens the engine. A gate rule for the whole GPU, or an unusable text
+ * model, fails (FOLIO_EUNSUPPORTED / the loader's code) with the reason:
+ * the caller runs without the GPU tiers. A vision problem (no mmproj, a
+ * gate rule, a failed self-test or tower load) only disables vision. */
+int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *err);
+void vlm_close(struct vlm *v);
+const struct vlm_report *vlm_report(const struct vlm *v);
+int vlm_vision_enabled(const struct vlm *v);
+int vlm_dead(const struct vlm *v);
+/* Delay before re-open attempt `failures` (1, 2, ...): 0.5 s doubling to 60 s. */
+uint32_t vlm_backoff_ms(int failures);
+struct lm *vlm_lm(struct vlm *v);
+const struct tok *vlm_tok(const struct vlm *v);
+struct vkr *vlm_vkr(struct vlm *v);
+
+struct vlm_page {
+    const uint8_t *pixels;
+    uint32_t width, height;
+    size_t stride;
+    int channels;              /* 1 or 3 */
+};
+
+struct vlm_result {
+    int best;
+    double confidence;
+    double *prob, *logprob;    /* caller's arrays of nl, or NULL */
+    int32_t *prompt_ids;       /* malloc'd: the prompt with image tokens expanded */
+    uint32_t n_prompt, image_tokens, grid_h, grid_w, width, height;
+    int downscaled;            /* smart resize shrank the page to the plan */
+    double preprocess_ms, vision_ms, lm_ms, total_ms;
+};
+void vlm_result_free(struct vlm_result *r);
+
+/* Classifies one page among nl labels (each scored as the answer followed
+ * by <|im_end|>). FOLIO_EDEVICELOST: the vlm is dead (see above). */
+int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *labels,
+                 uint32_t nl, struct vlm_result *out, struct folio_err *err);
+
+/* Known-answer tests of small ops against their C references on this
+ * device (the pipelines the loaded models use). 0 = pass; else the first
+ * failure with the op and numbers. Called by vlm_open. */
+int vlm_selftest(struct vlm *v, struct folio_err *err);
+
+/* ---- benchmark (`folio bench engine`, vision part) ---- */
+struct vlm_bench_opts {
+    const char *device;
+    int allow_cpu;
+    uint32_t image;            /* square page side, 0 = 1024 */
+    uint32_t labels;           /* 0 = 16 */
+    uint32_t label_tokens;     /* 0 = 3 */
+    uint32_t iters;            /* 0 = 3 */
+    int small;                 /* tiny models (CI smoke) instead of the 7B shape */
+    const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
+};
+/* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
+ * ready time cold and with the pipeline cache warm, pages/s with the
+ * preprocess / vision / LM split, the LM's prefill / scoring split, and
+ * the FLOP rate. JSON lines on out. */
+int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err);
+
+/* One JSON object (no newline): the report, for `folio doctor` and logs. */
+int vlm_report_json(const struct vlm *v, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# folio classify --model --mmproj --json on lavapipe with the parity kit's
+# Qwen2.5-VL pair, checked against the reference: the prompt ids (image
+# tokens expanded) equal the manifest's, every label's log-probability
+# equals the reference's sum_with_end within 1e-3 * max(1, |ref|), the top
+# label agrees, the path is "vision". A driver-gate file matching lavapipe
+# moves the same page to "ocr+lm" with the rule's reason; no model keeps
+# "ocr+rules"; `folio doctor --model --mmproj` reports the same paths and
+# reasons.
+set -u
+F=${FOLIO_BIN:?run through ctest}
+SRC=${FOLIO_SOURCE_DIR:?}
+D=${FOLIO_TEST_SCRATCH:?}/classify_vision
+rm -rf "$D"; mkdir -p "$D"
+fail=0; checks=0
+ok() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+P=$SRC/tests/fixtures/parity
+printf 'invoice\ninvoice copy\nreceipt\nresume\ndatasheet\nletter\n' >"$D/labels.txt"
+common=(--json --labels "$D/labels.txt" --device llvmpipe --max-image-tokens 36)
+
+"$F" classify "${common[@]}" --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
+    "$P/images/img0.png" >"$D/vision.json" 2>"$D/vision.err"; rc=$?
+ok '[ "$rc" = 0 ]' "classify exit $rc: $(tail -3 "$D/vision.err")"
+python3 - "$D/vision.json" "$P/manifest.json" <<'PY' || { echo "FAIL: vision output vs reference"; fail=$((fail+1)); }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+m = json.load(open(sys.argv[2]))
+cfg = [c for c in m["configs"] if c["name"] == "qwen25vl"][0]
+assert o["engine_path"] == "vision", o["engine_path"]
+assert o["prompt_ids"] == cfg["prompt"]["token_ids"], "prompt ids differ"
+refs = {r["label"]: r["sum_with_end"] for r in cfg["label_logprobs"]["F32"]}
+for k, v in refs.items():
+    assert abs(o["logprobs"][k] - v) <= 1e-3 * max(1, abs(v)), (k, o["logprobs"][k], v)
+assert o["label"] == max(refs, key=refs.get), o["label"]
+assert abs(sum(o["scores"].values()) - 1) < 1e-6
+assert o["timings"]["vision_ms"] > 0 and o["timings"]["lm_ms"] > 0
+PY
+
+printf 'vendor=any driver=llvmpipe path=vision reason=cli gate test\n' >"$D/gate.conf"
+out=$("$F" classify "${common[@]}" --gate-file "$D/gate.conf" --model "$P/qwen25vl/text-F32.gguf" \
+    --mmproj "$P/qwen25vl/mmproj-F32.gguf" "$P/images/img0.png" 2>/dev/null)
+ok 'case "$out" in *"\"engine_path\":\"ocr+lm\""*"cli gate test"*) true;; *) false;; esac' "gated: $out"
+out=$("$F" classify "${common[@]}" "$P/images/img0.png" 2>/dev/null)
+ok 'case "$out" in *"\"engine_path\":\"ocr+rules\""*) true;; *) false;; esac' "no model: $out"
+
+# folio doctor shows the paths a worker would enable here, and why not
+out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
+    --device llvmpipe --allow-cpu 2>/dev/null)
+ok 'printf "%s\n" "$out" | grep -q "^paths: vision,ocr+lm,ocr+rules"' "doctor paths: $(printf "%s\n" "$out" | tail -3)"
+out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
+    --device llvmpipe --allow-cpu --gate-file "$D/gate.conf" 2>/dev/null)
+ok 'printf "%s\n" "$out" | grep -q "^paths: ocr+lm,ocr+rules" && printf "%s\n" "$out" | grep -q "^disabled: .*cli gate test"' \
+    "doctor gated: $(printf "%s\n" "$out" | tail -3)"
+
+echo "$checks checks, $fail failed"
+[ "$fail" -eq 0 ]

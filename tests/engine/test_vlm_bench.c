@@ -1,0 +1,37 @@
+/* vlm_bench on tiny random models: ready cold then warm (the second open
+ * must hit the pipeline cache the first one saved), pages, LM split — the
+ * JSON lines appear and the numbers are positive. FOLIO_VLM_BENCH_FULL=1
+ * runs the Qwen2.5-VL-7B shape (GPU machines). */
+#include "tests/support/testutil.h"
+#include "engine/vlm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(void)
+{
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    const char *full = getenv("FOLIO_VLM_BENCH_FULL");
+    const char *img = getenv("FOLIO_VIS_BENCH_IMAGE");
+    int big = full && *full == '1';
+    struct vlm_bench_opts o = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                               .small = !big, .iters = big ? 3 : 1,
+                               .image = img ? (uint32_t)atoi(img) : (big ? 1024 : 112),
+                               .cache_dir = NULL};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    REQUIRE(mem != NULL, "open_memstream");
+    struct folio_err e = {0};
+    int rc = vlm_bench(&o, mem, &e);
+    fclose(mem);
+    CHECK(rc == 0, "vlm_bench: %s / %s", e.msg, e.detail);
+    fputs(buf ? buf : "", stdout);
+    CHECK(buf && strstr(buf, "\"cache\":\"cold\"") && strstr(buf, "\"cache\":\"warm\"") &&
+              strstr(buf, "\"what\":\"pages\"") && strstr(buf, "\"what\":\"lm_split\""),
+          "missing JSON lines");
+    CHECK(buf && strstr(buf, "\"cache\":\"warm\",\"cache_hit\":1"), "warm open missed the cache");
+    free(buf);
+    return tu_finish();
+}

@@ -1,0 +1,298 @@
+/*
+ * Parity of the vision tower with the upstream reference (transformers,
+ * f32, eager attention) on the parity kit's tiny Qwen2.5-VL (windows:
+ * partial windows both ways in img0/img1) and Qwen2-VL towers, every
+ * mmproj variant (F32, BF16 / F16; their references use the dequantised
+ * weights, so the bound is the same):
+ *  - the output embeddings of all three test images from the reference's
+ *    own pixel_values (1176 columns, folded to the 588-column still-image
+ *    layout after checking the two frames are equal):
+ *    max|Δ| <= tol · max|ref| with tol 1e-4 (f32 kernels) or 3e-3 where
+ *    the tensor-core matmul stages activations in f16;
+ *  - the prompt image's intermediates (F32 variant): patch embedding,
+ *    then the residual stream after every block (window order), same bound;
+ *  - the prompt image from its raw RGB through folio's preprocessing:
+ *    same bound (preprocessing is byte-exact, test_preprocess);
+ *  - an image larger than planned is refused with FOLIO_ELIMIT; a grid not
+ *    a multiple of 2 with FOLIO_EINVAL;
+ *  - zero pipeline creations after seal, zero validation messages.
+ */
+#include "tests/support/testutil.h"
+#include "tests/engine/lm_json.h"
+#include "common/common.h"
+#include "engine/model/gguf.h"
+#include "engine/model/preprocess.h"
+#include "engine/model/vision.h"
+#include "engine/ops/ops.h"
+#include "engine/vk/vkr.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct VT {
+    struct vkr *vk;
+    double tol;
+    const char *root;
+    const struct jv *man;
+    int ranged;
+};
+
+static void *vload(const char *root, const char *rel, size_t want)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    uint8_t *b = NULL;
+    size_t n = 0;
+    struct folio_err e = {0};
+    if (folio_read_file(path, 1u << 28, &b, &n, &e) != 0 || n != want) {
+        CHECK(0, "fixture %s: %s (%zu bytes, want %zu)", path, e.msg, n, want);
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static double vcmp(const char *what, const float *g, const float *r, size_t n, double tol)
+{
+    double mx = 0, md = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(r[i]) > mx)
+            mx = fabs(r[i]);
+        double d = fabs((double)g[i] - r[i]);
+        if (!(d <= md)) {
+            md = d;
+            at = i;
+        }
+    }
+    CHECK(md <= tol * mx, "%s: max|d| %.3g at %zu (got %g, ref %g), max|ref| %.3g, bound %.3g",
+          what, md, at, g[at], r[at], mx, tol * mx);
+    return mx > 0 ? md / mx : md;
+}
+
+/* 1176-column reference rows -> 588 (frame 0), checking frame 1 equals it. */
+static float *fold(const float *pv, uint32_t np)
+{
+    float *o = malloc((size_t)np * 588 * 4);
+    int same = 1;
+    for (uint32_t r = 0; o && r < np; r++)
+        for (int col = 0; col < 588; col++) {
+            int ch = col / 196, q = col % 196;
+            float a = pv[(size_t)r * 1176 + ch * 392 + q];
+            same &= a == pv[(size_t)r * 1176 + ch * 392 + 196 + q];
+            o[(size_t)r * 588 + col] = a;
+        }
+    CHECK(same, "reference pixel_values: the two frames differ");
+    return o;
+}
+
+static const struct jv *image_by_name(const struct jv *man, const char *name)
+{
+    const struct jv *imgs = jget(man, "images");
+    for (int i = 0; imgs && i < imgs->n; i++)
+        if (!strcmp(jget(jat(imgs, i), "name")->str, name))
+            return jat(imgs, i);
+    return NULL;
+}
+
+static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
+{
+    char what[160], path[1200];
+    const char *cname = jget(cfg, "name")->str;
+    snprintf(path, sizeof path, "%s/%s", t->root, jget(jget(cfg, "mmproj_gguf"), var)->str);
+    struct folio_err e = {0};
+    struct vis_config vc = {.max_patches = 160};
+    struct vis *v = NULL;
+    int rc = vis_open_file(t->vk, path, &vc, &v, &e);
+    CHECK(rc == 0, "%s/%s: open: %s / %s / %s", cname, var, e.msg, e.detail, e.hint);
+    if (rc)
+        return;
+    uint32_t O = vis_out_dim(v), D = vis_hparams(v)->n_embd;
+    const struct jv *imgs = jget(t->man, "images");
+    const struct jv *embs = jget(jget(cfg, "vision_embeddings"), var);
+    for (int i = 0; i < imgs->n; i++) {
+        const struct jv *im = jat(imgs, i);
+        const char *iname = jget(im, "name")->str;
+        uint32_t np = (uint32_t)jget(im, "n_patches")->num;
+        uint32_t gh = (uint32_t)jat(jget(im, "grid_thw"), 1)->num;
+        uint32_t gw = (uint32_t)jat(jget(im, "grid_thw"), 2)->num;
+        uint32_t nm = (uint32_t)jget(im, "n_merged")->num;
+        float *pv = vload(t->root, jget(im, "pixel_values")->str, (size_t)np * 1176 * 4);
+        float *ref = vload(t->root, jget(embs, iname)->str, (size_t)nm * O * 4);
+        float *p588 = pv ? fold(pv, np) : NULL;
+        float *got = malloc((size_t)nm * O * 4);
+        if (pv && ref && p588 && got) {
+            rc = vis_encode(v, p588, gh, gw, got, &e);
+            snprintf(what, sizeof what, "%s/%s %s%s", cname, var, iname,
+                     t->ranged ? " (ranged)" : "");
+            CHECK(rc == 0, "%s: encode: %s / %s", what, e.msg, e.detail);
+            if (!rc) {
+                double rel = vcmp(what, got, ref, (size_t)nm * O, t->tol);
+                printf("%s: max|d|/max|ref| = %.3g\n", what, rel);
+            }
+        }
+        free(pv);
+        free(ref);
+        free(p588);
+        free(got);
+    }
+
+    /* the prompt image: intermediates (F32 only) and from raw pixels */
+    const char *pimg = jget(jget(cfg, "prompt"), "image")->str;
+    const struct jv *im = image_by_name(t->man, pimg);
+    const struct jv *pp = jget(t->man, "preprocess");
+    uint32_t np = (uint32_t)jget(im, "n_patches")->num, nm = (uint32_t)jget(im, "n_merged")->num;
+    uint32_t gh = (uint32_t)jat(jget(im, "grid_thw"), 1)->num;
+    uint32_t gw = (uint32_t)jat(jget(im, "grid_thw"), 2)->num;
+    if (!strcmp(var, "F32") && !t->ranged) {
+        const struct jv *inter = jget(cfg, "intermediates");
+        float *pv = vload(t->root, jget(im, "pixel_values")->str, (size_t)np * 1176 * 4);
+        float *p588 = pv ? fold(pv, np) : NULL;
+        float *x = malloc((size_t)np * D * 4), *rp = malloc((size_t)np * D * 4);
+        int32_t *widx = malloc((size_t)nm * 4);
+        uint32_t win = vis_hparams(v)->window_size / 28;
+        vis_window_index(gh / 2, gw / 2, vis_hparams(v)->kind == GGUF_VISION_QWEN25VL ? win : 0,
+                         widx, NULL, NULL);
+        /* the manifest's window index is the same permutation */
+        const struct jv *jw = jget(im, "window_index");
+        int wsame = jw && jw->n == (int)nm;
+        for (uint32_t k = 0; wsame && k < nm && vis_hparams(v)->kind == GGUF_VISION_QWEN25VL; k++)
+            wsame &= (int32_t)jat(jw, (int)k)->num == widx[k];
+        CHECK(wsame, "%s: window index differs from the manifest's", pimg);
+        float *pe = vload(t->root, jget(inter, "vision.patch_embed")->str, (size_t)np * D * 4);
+        for (uint32_t b = 0; p588 && x && rp && widx && pe; b++) {
+            char key[48];
+            const float *cmp = NULL;
+            float *blk = NULL;
+            if (b == 0) {
+                /* patch embedding is in merge-group order; the tower runs in window order */
+                for (uint32_t r = 0; r < np; r++)
+                    memcpy(rp + (size_t)r * D, pe + ((size_t)widx[r / 4] * 4 + r % 4) * D,
+                           (size_t)D * 4);
+                cmp = rp;
+            } else {
+                snprintf(key, sizeof key, "vision.block%u", b - 1);
+                const struct jv *f = jget(inter, key);
+                if (!f)
+                    break;
+                blk = vload(t->root, f->str, (size_t)np * D * 4);
+                cmp = blk;
+            }
+            if (!cmp)
+                break;
+            rc = vis_encode_partial(v, p588, gh, gw, b, x, &e);
+            CHECK(rc == 0, "partial %u: %s", b, e.msg);
+            snprintf(what, sizeof what, "%s/F32 %s after %u blocks", cname, pimg, b);
+            if (!rc)
+                vcmp(what, x, cmp, (size_t)np * D, t->tol);
+            free(blk);
+        }
+        free(pe);
+        free(pv);
+        free(p588);
+        free(x);
+        free(rp);
+        free(widx);
+    }
+    {
+        uint32_t w = (uint32_t)jget(im, "width")->num, h = (uint32_t)jget(im, "height")->num;
+        uint8_t *rgb = vload(t->root, jget(im, "rgb")->str, (size_t)w * h * 3);
+        float *ref = vload(t->root, jget(embs, pimg)->str, (size_t)nm * O * 4);
+        struct prep_config pc = {.min_pixels = (uint32_t)jget(pp, "min_pixels")->num,
+                                 .max_pixels = (uint32_t)jget(pp, "max_pixels")->num};
+        memcpy(pc.mean, vis_hparams(v)->image_mean, sizeof pc.mean);
+        memcpy(pc.std, vis_hparams(v)->image_std, sizeof pc.std);
+        struct prep_image pi;
+        float *got = malloc((size_t)nm * O * 4);
+        if (rgb && ref && got && prep_image(rgb, w, h, (size_t)w * 3, 3, &pc, 1, &pi, &e) == 0) {
+            rc = vis_encode(v, pi.patches, pi.grid_h, pi.grid_w, got, &e);
+            snprintf(what, sizeof what, "%s/%s %s from pixels", cname, var, pimg);
+            CHECK(rc == 0, "%s: %s", what, e.msg);
+            if (!rc)
+                vcmp(what, got, ref, (size_t)nm * O, t->tol);
+            /* bad input: too large for the plan, odd grid */
+            float *big = calloc((size_t)16 * 12 * 588, 4);
+            CHECK(big && vis_encode(v, big, 16, 12, got, &e) == FOLIO_ELIMIT,
+                  "192 patches accepted by a 160-patch plan");
+            CHECK(big && vis_encode(v, big, 3, 4, got, &e) == FOLIO_EINVAL, "odd grid accepted");
+            free(big);
+            prep_image_free(&pi);
+        }
+        free(rgb);
+        free(ref);
+        free(got);
+    }
+    vis_close(v);
+}
+
+static int run_vision_parity(int ranged)
+{
+    struct VT t = {.ranged = ranged};
+    (void)jints;
+    const char *src = getenv("FOLIO_SOURCE_DIR");
+    char root[1024], mpath[1100];
+    snprintf(root, sizeof root, "%s/tests/fixtures/parity", src && *src ? src : ".");
+    t.root = root;
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
+    uint8_t *mb = NULL;
+    size_t mn = 0;
+    struct folio_err e = {0};
+    int rc = folio_read_file(mpath, 64u << 20, &mb, &mn, &e);
+    REQUIRE(rc == 0, "parity manifest %s: %s", mpath, e.msg);
+    struct jv *man = jparse((const char *)mb, mn);
+    free(mb);
+    REQUIRE(man && jget(man, "configs") && jget(man, "images"), "manifest does not parse");
+    t.man = man;
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    struct vkr_config vc = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                            .validate = -1, .cache_dir = ""};
+    rc = vkr_open(&vc, &t.vk, &e);
+    REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
+    t.tol = ops_coopmat_available(t.vk) ? 3e-3 : 1e-4;
+
+    const struct jv *cfgs = jget(man, "configs");
+    struct vkr_pipeline_key keys[256];
+    int nk = 0;
+    for (int c = 0; c < cfgs->n; c++) {
+        const struct jv *mg = jget(cfgs->items[c], "mmproj_gguf");
+        for (int k = 0; mg && k < mg->n; k++) {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/%s", root, mg->items[k]->str);
+            struct gguf_model *m;
+            rc = gguf_model_open_vision(path, &m, &e);
+            REQUIRE(rc == 0, "%s: %s / %s", path, e.msg, e.detail);
+            nk += vis_pipeline_keys(t.vk, m, keys + nk, 256 - nk);
+            gguf_model_close(m);
+        }
+    }
+    int failed = -1;
+    rc = vkr_prewarm(t.vk, keys, nk, &failed, &e);
+    REQUIRE(rc == 0 && failed == 0, "prewarm: rc %d failed %d: %s", rc, failed, e.msg);
+    vkr_seal(t.vk);
+    struct vkr_stats s0;
+    vkr_get_stats(t.vk, &s0);
+    int variants = 0;
+    for (int c = 0; c < cfgs->n; c++) {
+        const struct jv *mg = jget(cfgs->items[c], "mmproj_gguf");
+        for (int k = 0; mg && k < mg->n; k++, variants++)
+            run_vvariant(&t, cfgs->items[c], mg->keys[k]);
+    }
+    CHECK(variants >= 4, "only %d mmproj variants", variants);
+    struct vkr_stats s;
+    vkr_get_stats(t.vk, &s);
+    CHECK(s.pipeline_requests_after_seal == 0 && s.pipelines_built == s0.pipelines_built,
+          "pipelines after seal: %llu requests, %u -> %u built",
+          (unsigned long long)s.pipeline_requests_after_seal, s0.pipelines_built,
+          s.pipelines_built);
+    CHECK(s.validation_messages == 0, "%llu validation messages",
+          (unsigned long long)s.validation_messages);
+    if (ranged)
+        CHECK(s.device_bytes_peak > 2 * vkr_limits(t.vk)->max_alloc,
+              "ranged: peak %llu bytes, max_alloc %llu", (unsigned long long)s.device_bytes_peak,
+              (unsigned long long)vkr_limits(t.vk)->max_alloc);
+    vkr_close(t.vk);
+    jfree(man);
+    return tu_finish();
+}

@@ -1,0 +1,197 @@
+/* The real `folio worker` with the parity kit's tiny Qwen2.5-VL pair on
+ * lavapipe (--device llvmpipe), a real server and real Tesseract: files
+ * dropped into a folder -> `folio ingest` -> worker -> results in SQL.
+ *  1. model + mmproj: every document classified with engine_path
+ *     'vision', the workers row lists the vision path, and the worker's
+ *     log shows zero pipeline requests after the registry was sealed;
+ *  2. a gate rule file matching lavapipe's driver (path=vision):
+ *     'ocr+lm', with the rule's reason in fallback_reason;
+ *  3. no mmproj: 'ocr+lm'; 4. no model: 'ocr+rules';
+ *  5. FOLIO_FAULT=device_lost:2 (test builds): the second vision pass
+ *     loses the device mid-run; the documents queued meanwhile are
+ *     answered by the OCR tiers with the reason, three more arriving after
+ *     the re-open backoff get vision again from a re-opened engine; every
+ *     document ends done with exactly one result (none lost, none
+ *     doubled) and the worker is still up (drains, exits 0 on SIGTERM). */
+#include "pipeline/pipeline.h"
+#include "tests/pg/worker_testlib.h"
+
+#include <sys/stat.h>
+
+#define NDOC 3
+
+static char g_db[512];
+static char g_model[1200], g_mmproj[1200];
+
+static int sql_ok(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        fprintf(stderr, "%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    return ok ? 0 : -1;
+}
+
+/* Fresh queue, the pages copied into the inbox, one ingest pass. */
+static int ingest(PGconn *c, const char *dir, const char *inbox)
+{
+    if (sql_ok(c, "TRUNCATE folio.results, folio.jobs, folio.document_sources, folio.blobs,"
+                  " folio.documents, folio.workers CASCADE"))
+        return -1;
+    if (tu_sh("rm -rf %s && mkdir -p %s && cp %s/p*.tif %s/", inbox, inbox, dir, inbox))
+        return -1;
+    return tu_sh("%s ingest --db '%s' --stable-ms 0 --no-progress %s >>%s/ingest.log 2>&1", tu_folio_bin(), g_db,
+                 inbox, dir);
+}
+
+/* Runs one worker over the queue until every job is done, then stops it. */
+static int run_worker(PGconn *c, const char *log, const char *fault, const char *const *extra, int ndoc)
+{
+    const char *args[32] = {"--lease", "30", "--poll", "0.2", "--retry-base", "0.2", "--retry-max", "1",
+                            "--ocr-threads", "1", "--batch", "1", "--device", "llvmpipe",
+                            "--max-image-tokens", "64"};
+    int n = 16;
+    for (int i = 0; extra && extra[i] && n < 30; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    pid_t w = wt_spawn_worker(g_db, fault, log, args);
+    int rc = wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", ndoc, 240000);
+    CHECK(rc == 0, "jobs not all done within 240 s; see %s", log);
+    CHECK(waitpid(w, NULL, WNOHANG) == 0, "worker exited early; see %s", log);
+    kill(w, SIGTERM);
+    int st = wt_wait_exit(w, 60000);
+    CHECK(st == 0, "worker exit status %d after SIGTERM; see %s", st, log);
+    return rc;
+}
+
+static long long count_path(PGconn *c, const char *path)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM folio.results WHERE engine_path = '%s'", path);
+    return wt_q1(c, sql);
+}
+
+int main(void)
+{
+    const char *src = getenv("FOLIO_SOURCE_DIR");
+    snprintf(g_model, sizeof g_model, "%s/tests/fixtures/parity/qwen25vl/text-F32.gguf", src);
+    snprintf(g_mmproj, sizeof g_mmproj, "%s/tests/fixtures/parity/qwen25vl/mmproj-F32.gguf", src);
+    REQUIRE_OK(tu_pg_fresh_db("folio_test_worker_vision", g_db, sizeof g_db) == 0, "fresh db");
+    PGconn *c = PQconnectdb(g_db);
+    REQUIRE_OK(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+    struct folio_err err = {0};
+    int applied = 0;
+    struct migrate_opts mo = {0};
+    REQUIRE_OK(migrate_run(c, &mo, &applied, &err) == 0, "migrate: %s", err.msg);
+    /* labels the tiny tokenizer spells in a few tokens */
+    REQUIRE_OK(sql_ok(c, "UPDATE folio.labels SET active = false") == 0 &&
+                   sql_ok(c, "INSERT INTO folio.labels (name, keywords) VALUES"
+                             " ('receipt', '{receipt,total}'), ('resume', '{resume,experience}'),"
+                             " ('datasheet', '{datasheet,voltage}')"
+                             " ON CONFLICT (name) DO UPDATE SET active = true, keywords = EXCLUDED.keywords") == 0,
+               "labels");
+    const char *dir = tu_scratch("worker_vision");
+    char inbox[1100], log[1100], gate[1100];
+    snprintf(inbox, sizeof inbox, "%s/inbox", dir);
+    static const char *const texts[NDOC] = {"RECEIPT\nTotal 12.00\nThank you\n",
+                                            "RESUME\nExperience: ten years\nEducation\n",
+                                            "DATASHEET\nVoltage 3.3 V\nCurrent 20 mA\n"};
+    for (int i = 0; i < NDOC; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        uint8_t *d = NULL;
+        size_t len = 0;
+        REQUIRE_OK(wt_render(dir, name, texts[i], 700, 400 + 60 * i, &d, &len) == 0, "render %s", name);
+        free(d);
+    }
+
+    /* 1. vision */
+    REQUIRE_OK(ingest(c, dir, inbox) == 0, "ingest");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued'") == NDOC, "queued jobs");
+    snprintf(log, sizeof log, "%s/vision.log", dir);
+    const char *vis_args[] = {"--model", g_model, "--mmproj", g_mmproj, NULL};
+    run_worker(c, log, NULL, vis_args, NDOC);
+    CHECK(count_path(c, "vision") == NDOC, "vision results: %lld of %d; see %s", count_path(c, "vision"), NDOC,
+          log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.workers WHERE 'vision' = ANY(paths)"
+                   " AND detail->'engine'->>'vision' = 'true'") == 1,
+          "workers row lacks the vision path");
+    CHECK(tu_sh("grep -q 'event=vlm_closed.*pipeline_requests_after_seal=0 ' %s", log) == 0,
+          "no 'pipeline_requests_after_seal=0' in %s", log);
+    CHECK(tu_sh("grep -q 'pipeline_requests_after_seal=[1-9]' %s", log) != 0, "pipelines built after seal: %s",
+          log);
+
+    /* 2. a gate rule matching lavapipe */
+    snprintf(gate, sizeof gate, "%s/gate.conf", dir);
+    FILE *g = fopen(gate, "w");
+    REQUIRE(g != NULL, "gate file");
+    fputs("# lavapipe stands in for a bad driver\nvendor=any driver=llvmpipe path=vision reason=e2e gate rule\n", g);
+    fclose(g);
+    REQUIRE_OK(ingest(c, dir, inbox) == 0, "ingest 2");
+    snprintf(log, sizeof log, "%s/gated.log", dir);
+    const char *gate_args[] = {"--model", g_model, "--mmproj", g_mmproj, "--gate-file", gate, NULL};
+    run_worker(c, log, NULL, gate_args, NDOC);
+    CHECK(count_path(c, "ocr+lm") == NDOC, "gated: %lld ocr+lm results; see %s", count_path(c, "ocr+lm"), log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE fallback_reason LIKE '%e2e gate rule%'") == NDOC,
+          "gated: reason missing");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.workers WHERE NOT ('vision' = ANY(paths))"
+                   " AND paths_disabled->>'vision' LIKE '%e2e gate rule%'") == 1,
+          "gated: workers row");
+
+    /* 3. no mmproj */
+    REQUIRE_OK(ingest(c, dir, inbox) == 0, "ingest 3");
+    snprintf(log, sizeof log, "%s/text.log", dir);
+    const char *text_args[] = {"--model", g_model, NULL};
+    run_worker(c, log, NULL, text_args, NDOC);
+    CHECK(count_path(c, "ocr+lm") == NDOC, "no mmproj: %lld ocr+lm; see %s", count_path(c, "ocr+lm"), log);
+
+    /* 4. no model */
+    REQUIRE_OK(ingest(c, dir, inbox) == 0, "ingest 4");
+    snprintf(log, sizeof log, "%s/rules.log", dir);
+    run_worker(c, log, NULL, NULL, NDOC);
+    CHECK(count_path(c, "ocr+rules") == NDOC, "no model: %lld ocr+rules; see %s", count_path(c, "ocr+rules"), log);
+
+#ifdef FOLIO_FAULT_INJECTION
+    /* 5. device lost on the second vision pass; three more documents
+     * arrive after the re-open backoff (0.5 s) and see vision again */
+    REQUIRE_OK(ingest(c, dir, inbox) == 0, "ingest 5");
+    snprintf(log, sizeof log, "%s/lost.log", dir);
+    const char *lost_args[] = {"--lease", "30", "--poll", "0.2", "--ocr-threads", "1", "--batch", "1",
+                               "--device", "llvmpipe", "--max-image-tokens", "64", "--model", g_model,
+                               "--mmproj", g_mmproj, NULL};
+    pid_t w = wt_spawn_worker(g_db, "device_lost:2", log, lost_args);
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", NDOC, 240000) == 0,
+          "device loss: first documents not done; see %s", log);
+    folio_sleep_ms(1500);
+    for (int i = NDOC; i < 2 * NDOC; i++) {
+        char name[16], txt[64];
+        snprintf(name, sizeof name, "q%d", i);
+        snprintf(txt, sizeof txt, "RECEIPT %d\nTotal %d.00\n", i, 10 + i);
+        uint8_t *d = NULL;
+        size_t len = 0;
+        REQUIRE_OK(wt_render(dir, name, txt, 700, 300 + 40 * i, &d, &len) == 0, "render %s", name);
+        free(d);
+    }
+    REQUIRE_OK(tu_sh("mkdir -p %s && cp %s/q*.tif %s/ && %s ingest --db '%s' --stable-ms 0 --no-progress %s "
+                     ">>%s/ingest.log 2>&1", inbox, dir, inbox, tu_folio_bin(), g_db, inbox, dir) == 0,
+               "ingest 5b");
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 2 * NDOC, 240000) == 0,
+          "device loss: later documents not done; see %s", log);
+    CHECK(waitpid(w, NULL, WNOHANG) == 0, "worker died after the device loss; see %s", log);
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 60000) == 0, "worker exit after SIGTERM; see %s", log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 2 * NDOC &&
+              wt_q1(c, "SELECT count(DISTINCT document_id) FROM folio.results") == 2 * NDOC,
+          "device loss: %lld results for %d documents", wt_q1(c, "SELECT count(*) FROM folio.results"), 2 * NDOC);
+    CHECK(tu_sh("[ $(grep -c 'event=vlm_ready' %s) -ge 2 ]", log) == 0, "no re-open after the loss; see %s", log);
+    CHECK(count_path(c, "vision") >= 2, "device loss: %lld vision results (first + after re-open)",
+          count_path(c, "vision"));
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE engine_path <> 'vision'"
+                   " AND fallback_reason LIKE '%lost%'") >= 1,
+          "device loss: no OCR-tier result with the reason; see %s", log);
+    CHECK(tu_sh("grep -q 'event=engine_gpu_lost' %s", log) == 0, "no engine_gpu_lost in %s", log);
+#endif
+    PQfinish(c);
+    return tu_finish();
+}
