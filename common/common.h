@@ -72,6 +72,9 @@ void folio_log(enum folio_loglevel lvl, const char *event, const char *kvfmt, ..
 /* Quotes s for a logfmt value when needed: escapes ", \ and control bytes,
  * non-UTF-8 bytes as \xNN. Writes into buf (always NUL-terminated). */
 const char *folio_lq(char *buf, size_t n, const char *s);
+/* Length (1..4) of the valid UTF-8 sequence at s (n bytes available), or 0
+ * when it is not valid UTF-8 (overlong, surrogate, past U+10FFFF, cut). */
+size_t folio_utf8_seq_len(const unsigned char *s, size_t n);
 /* Same escaping for arbitrary bytes (file names are data, not text). */
 const char *folio_lq_bytes(char *buf, size_t n, const void *s, size_t len);
 

@@ -64,8 +64,7 @@ void folio_log(enum folio_loglevel lvl, const char *event, const char *kvfmt, ..
             names[lvl], event, kv[0] ? " " : "", kv);
 }
 
-/* Length of a valid UTF-8 sequence at s (max n bytes), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t folio_utf8_seq_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     size_t len;
@@ -122,7 +121,7 @@ const char *folio_lq_bytes(char *buf, size_t n, const void *src, size_t len)
         } else if (c < 0x80) {
             PUT(c); i++;
         } else {
-            size_t l = utf8_len(s + i, len - i);
+            size_t l = folio_utf8_seq_len(s + i, len - i);
             if (l == 0) {
                 char h[5];
                 snprintf(h, sizeof h, "\\x%02x", c);

@@ -23,30 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 void ingest_display(char *out, size_t n, const char *bytes)
 {
     if (n == 0)
@@ -57,7 +33,7 @@ void ingest_display(char *out, size_t n, const char *bytes)
         char tmp[8];
         size_t tl;
         unsigned char c = s[i];
-        size_t ul = c >= 0x80 ? utf8_seq(s + i, len - i) : 1;
+        size_t ul = c >= 0x80 ? folio_utf8_seq_len(s + i, len - i) : 1;
         if (c == '\\') {
             memcpy(tmp, "\\\\", 2); tl = 2; i++;
         } else if (c == '\n') {
@@ -108,7 +84,7 @@ void ingest_json_str(char *buf, size_t n, const char *str)
             PUTS(s + i, 1);
             i++;
         } else {
-            size_t ul = utf8_seq(s + i, len - i);
+            size_t ul = folio_utf8_seq_len(s + i, len - i);
             if (ul == 0) {
                 PUTS("\\ufffd", 6);
                 i++;

@@ -43,28 +43,11 @@ static void put(struct json_buf *b, const char *s, size_t n)
 
 void json_raw(struct json_buf *b, const char *s) { put(b, s, strlen(s)); }
 
-/* Length of a valid UTF-8 sequence at p (1..4), or 0. */
-static int utf8_len(const unsigned char *p)
-{
-    if (p[0] < 0x80)
-        return 1;
-    int n = (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (!n || (n == 2 && p[0] < 0xC2) || (n == 4 && p[0] > 0xF4))
-        return 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
-        return 0;
-    if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
 void json_str(struct json_buf *b, const char *s)
 {
     put(b, "\"", 1);
     const unsigned char *p = (const unsigned char *)(s ? s : "");
+    const unsigned char *end = p + strlen((const char *)p);
     while (*p) {
         unsigned char c = *p;
         if (c == '"' || c == '\\') {
@@ -85,9 +68,9 @@ void json_str(struct json_buf *b, const char *s)
             }
             p++;
         } else {
-            int n = utf8_len(p);
+            size_t n = folio_utf8_seq_len(p, (size_t)(end - p));
             if (n) {
-                put(b, (const char *)p, (size_t)n);
+                put(b, (const char *)p, n);
                 p += n;
             } else {
                 put(b, "\\ufffd", 6);
