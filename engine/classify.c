@@ -257,8 +257,7 @@ int engine_open(const struct engine_config *cfg, const struct engine_labels *lab
         e->cfg = *cfg;
     e->labels = labels;
     if (e->cfg.models)
-        snprintf(e->disabled_reason, sizeof e->disabled_reason, "%s",
-                 engine_models_reason(e->cfg.models));
+        engine_models_reason(e->cfg.models, e->disabled_reason, sizeof e->disabled_reason);
     else if (e->cfg.model_path || e->cfg.mmproj_path)
         /* The model tiers are later issues; a configured model that cannot
          * run yet must not silently look like "no model". */
@@ -274,7 +273,7 @@ void engine_close(struct engine *e) { free(e); }
 
 const char *engine_disabled_reason(const struct engine *e)
 {
-    return e->cfg.models ? engine_models_reason(e->cfg.models) : e->disabled_reason;
+    return e->disabled_reason; /* with model tiers: a snapshot taken at open */
 }
 
 int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,

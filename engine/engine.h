@@ -87,10 +87,10 @@ struct engine_models_config {
 int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,
                        struct folio_err *err);
 void engine_models_close(struct engine_models *m);
-/* Tiers enabled now, "vision,ocr+lm,ocr+rules" .. "ocr+rules", and why
- * any is off ("" when none is). */
+/* Tiers enabled now, "vision,ocr+lm,ocr+rules" .. "ocr+rules" (safe from
+ * any thread), and a copy of why any is off ("" when none is). */
 const char *engine_models_paths(const struct engine_models *m);
-const char *engine_models_reason(const struct engine_models *m);
+void engine_models_reason(struct engine_models *m, char *buf, size_t n);
 /* Device, driver, paths, the open report (ready time per step). */
 int engine_models_report_json(struct engine_models *m, char *buf, size_t n);
 

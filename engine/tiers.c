@@ -115,7 +115,12 @@ const char *engine_models_paths(const struct engine_models *m)
 {
     return PATHS[atomic_load(&((struct engine_models *)m)->level)];
 }
-const char *engine_models_reason(const struct engine_models *m) { return m->reason; }
+void engine_models_reason(struct engine_models *m, char *buf, size_t n)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(buf, n, "%s", m->reason);
+    pthread_mutex_unlock(&m->mu);
+}
 
 int engine_models_report_json(struct engine_models *m, char *buf, size_t n)
 {

@@ -110,12 +110,13 @@ int cmd_doctor(int argc, char **argv)
         } else {
             if (engine_models_report_json(m, rep, sizeof rep) != 0)
                 snprintf(rep, sizeof rep, "null");
+            char why[320];
+            engine_models_reason(m, why, sizeof why);
             if (o.json)
                 printf("{\"paths\":\"%s\",\"engine\":%s}\n", engine_models_paths(m), rep);
             else
-                printf("paths: %s\n%s%s%sengine: %s\n", engine_models_paths(m),
-                       engine_models_reason(m)[0] ? "disabled: " : "", engine_models_reason(m),
-                       engine_models_reason(m)[0] ? "\n" : "", rep);
+                printf("paths: %s\n%s%s%sengine: %s\n", engine_models_paths(m), why[0] ? "disabled: " : "",
+                       why, why[0] ? "\n" : "", rep);
             engine_models_close(m);
         }
     }

@@ -600,7 +600,9 @@ static int disp_connect(struct dispatcher *d)
                  ocr_tesseract_version(), w->nslots, w->o->ocr_lang, eng);
         /* paths as the model tiers opened (engine_models_paths) */
         const char *paths = w->models ? engine_models_paths(w->models) : "ocr+rules";
-        const char *reason = w->models ? engine_models_reason(w->models) : "no model configured";
+        char reason[320] = "no model configured";
+        if (w->models)
+            engine_models_reason(w->models, reason, sizeof reason);
         char esc[400], disabled[1000], parr[64];
         size_t k = 0;
         for (const char *p = reason; *p && k + 2 < sizeof esc; p++) {
@@ -764,9 +766,9 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             free(threads);
             return err->code ? err->code : FOLIO_ENOMEM;
         }
-        char q[400];
+        char q[400], why[320];
         folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w.models),
-                  folio_lq(q, sizeof q, engine_models_reason(w.models)));
+                  folio_lq(q, sizeof q, (engine_models_reason(w.models, why, sizeof why), why)));
     }
 
     /* OCR engines first: a missing language is a start-up error, reported
