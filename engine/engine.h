@@ -9,6 +9,8 @@
 
 #include "common/common.h"
 
+#include <stdio.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -137,5 +139,11 @@ int engine_classify(struct engine *e, const struct engine_doc *doc, struct engin
  * counts of each label's keywords and name. Exposed for tests and tools. */
 int engine_rules_score(const struct engine_labels *l, const char *text, struct engine_result *out,
                        struct folio_err *err);
+
+/* `bench engine [--text | --vision] [OPTIONS]` for `folio bench engine` and
+ * `folio-engine bench engine`: parses argv (argv[0] = "engine"), runs the
+ * benchmark, prints JSON lines to out. Returns an exit code: 0 ok,
+ * 1 failure, 2 usage error. */
+int engine_bench_main(int argc, char **argv, FILE *out);
 
 #endif

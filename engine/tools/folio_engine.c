@@ -5,6 +5,7 @@
  * engine functions (ops_doctor, ops_bench).
  */
 #include "common/common.h"
+#include "engine/engine.h"
 #include "engine/ops/ops.h"
 
 #include <getopt.h>
@@ -14,6 +15,7 @@
 static const char USAGE[] =
     "usage: folio-engine doctor [--json] [--device SPEC] [--allow-cpu] [--serial-pipelines]\n"
     "       folio-engine bench ops [--quick] [--device SPEC] [--allow-cpu] [--reps N]\n"
+    "       folio-engine bench engine [--text | --vision] [--small] [--device SPEC] [--allow-cpu] (--help)\n"
     "                              [--only roofline|matmul|attention] [--dtype TYPE]\n"
     "\n"
     "SPEC is a device index, UUID or name substring. CPU devices (lavapipe)\n"
@@ -75,6 +77,8 @@ int main(int argc, char **argv)
         if (p)
             return p == 1 ? 0 : 2;
         rc = ops_bench(&o, stdout, &err);
+    } else if (argc >= 3 && strcmp(argv[1], "bench") == 0 && strcmp(argv[2], "engine") == 0) {
+        return engine_bench_main(argc - 2, argv + 2, stdout);
     } else if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         fputs(USAGE, stdout);
         return 0;

@@ -51,5 +51,11 @@ check "doctor --model truncated" 1 "$F" doctor --allow-cpu --model "$BAD"
 expect_in "folio: error:"
 rm -f "$BAD"
 
+# bench engine: one entry point for folio and folio-engine; a small page on lavapipe
+check "bench engine modes exclusive" 2 "$F" bench engine --text --vision
+check "bench engine small page" 0 "$F" bench engine --small --allow-cpu --iters 1
+expect_in '"what":"pages"'
+expect_in '"pages_per_s"'
+
 echo "$checks checks, $fail failed"
 [ "$fail" -eq 0 ]

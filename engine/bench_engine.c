@@ -1,0 +1,123 @@
+/*
+ * `bench engine` argument handling shared by `folio bench engine` and the
+ * engine-only `folio-engine bench engine` (GPU machines without libpq), so
+ * the two cannot drift. Three measurements on random-weight models of the
+ * real Qwen2.5-VL-7B shape, made in memory (no download):
+ *   (default)  a whole page: ready time cold/warm, pages/s with the
+ *              preprocess / vision / LM split (vlm_bench)
+ *   --text     text model prefill and label scoring (lm_bench)
+ *   --vision   the vision tower alone (vis_bench)
+ * JSON lines on out. Returns a process exit code: 0 ok, 1 failure, 2 usage.
+ */
+#include "engine/engine.h"
+#include "engine/model/lm.h"
+#include "engine/model/vision.h"
+#include "engine/vlm.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: bench engine [--text | --vision] [OPTIONS]\n"
+    "  (no mode)         whole page: ready time, pages/s, vision/prefill/scoring split\n"
+    "  --text            text model only: prefill tokens/s and label scoring time\n"
+    "  --vision          vision tower only: ms and TFLOP/s per page\n"
+    "  --device SEL      Vulkan device: index, UUID or name substring (default: first GPU)\n"
+    "  --allow-cpu       allow a CPU Vulkan device (lavapipe)\n"
+    "  --image N         square page side in pixels (default 1024)\n"
+    "  --tokens N        prompt length for --text prefill (default 1400)\n"
+    "  --labels N        labels to score (default 16)\n"
+    "  --label-tokens N  tokens per label (default 3)\n"
+    "  --iters N         timed repetitions, best reported (default 3)\n"
+    "  --small           small models instead of the 7B shape (smoke test)\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "bench engine: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\ntry 'bench engine --help'\n");
+    return 2;
+}
+
+static int num(const char *s, long long max, uint32_t *out)
+{
+    long long v;
+    if (folio_parse_int(s, 1, max, &v))
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int engine_bench_main(int argc, char **argv, FILE *out)
+{
+    static const struct option opts[] = {
+        {"text", no_argument, NULL, 't'},          {"vision", no_argument, NULL, 'v'},
+        {"device", required_argument, NULL, 'd'},  {"allow-cpu", no_argument, NULL, 'c'},
+        {"image", required_argument, NULL, 'm'},   {"tokens", required_argument, NULL, 'n'},
+        {"labels", required_argument, NULL, 'l'},  {"label-tokens", required_argument, NULL, 'k'},
+        {"iters", required_argument, NULL, 'i'},   {"small", no_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    const char *device = NULL;
+    int allow_cpu = 0, small = 0, text = 0, vision = 0, ch;
+    uint32_t image = 0, tokens = 0, labels = 0, label_tokens = 0, iters = 0;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 't': text = 1; break;
+        case 'v': vision = 1; break;
+        case 'd': device = optarg; break;
+        case 'c': allow_cpu = 1; break;
+        case 's': small = 1; break;
+        case 'm':
+            if (num(optarg, 16384, &image))
+                return usage_error("--image: '%s' is not 1..16384", optarg);
+            break;
+        case 'n':
+            if (num(optarg, 1 << 20, &tokens))
+                return usage_error("--tokens: '%s' is not 1..1048576", optarg);
+            break;
+        case 'l':
+            if (num(optarg, 4096, &labels))
+                return usage_error("--labels: '%s' is not 1..4096", optarg);
+            break;
+        case 'k':
+            if (num(optarg, 256, &label_tokens))
+                return usage_error("--label-tokens: '%s' is not 1..256", optarg);
+            break;
+        case 'i':
+            if (num(optarg, 1000, &iters))
+                return usage_error("--iters: '%s' is not 1..1000", optarg);
+            break;
+        case 'h': fputs(USAGE, out); return 0;
+        default: return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (text && vision)
+        return usage_error("%s", "--text and --vision exclude each other (no mode = whole page)");
+    struct folio_err err = {0};
+    int rc;
+    if (text) {
+        struct lm_bench_opts o = {.device = device, .allow_cpu = allow_cpu,
+                                  .prompt_tokens = tokens, .labels = labels,
+                                  .label_tokens = label_tokens, .iters = iters, .small = small};
+        rc = lm_bench(&o, out, &err);
+    } else if (vision) {
+        struct vis_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
+                                   .iters = iters, .small = small};
+        rc = vis_bench(&o, out, &err);
+    } else {
+        struct vlm_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
+                                   .labels = labels, .label_tokens = label_tokens,
+                                   .iters = iters, .small = small};
+        rc = vlm_bench(&o, out, &err);
+    }
+    if (rc != 0) {
+        folio_err_print(stderr, &err);
+        return 1;
+    }
+    return 0;
+}
