@@ -145,11 +145,20 @@ static void gated(void)
           r.downscaled);
     vlm_result_free(&r);
     free(big);
+    /* The gate rules below name the driver of the device under test
+     * ("llvmpipe" for lavapipe in CI, "NVIDIA" on the GPU machine). */
+    char drv[64], rules[256];
+    snprintf(drv, sizeof drv, "%s", vkr_device(vlm_vkr(v))->driver_name);
+    for (char *q = drv; *q; q++)
+        if (*q == ' ' || *q == '\n' || *q == '=')
+            *q = '_';
     vlm_close(v);
 
-    /* a rule matching lavapipe: vision off before its pipelines exist */
+    /* a rule matching this device: vision off before its pipelines exist */
     c = base();
-    c.gate_rules = "vendor=any driver=llvmpipe path=vision reason=test rule: lavapipe vision\n";
+    snprintf(rules, sizeof rules, "vendor=any driver=%s path=vision reason=test rule: vision on %s\n",
+             drv, drv);
+    c.gate_rules = rules;
     rc = vlm_open(&c, &v, &e);
     REQUIRE_V(rc == 0, "gated open: %s", e.msg);
     CHECK(!vlm_vision_enabled(v) && strstr(vlm_report(v)->vision_reason, "test rule"),
@@ -169,7 +178,8 @@ static void gated(void)
     CHECK(vlm_selftest(v, &e) == 0, "text-only self-test: %s", e.msg);
     vlm_close(v);
 
-    c.gate_rules = "driver=llvmpipe path=gpu reason=no gpu here\n";
+    snprintf(rules, sizeof rules, "driver=%s path=gpu reason=no gpu here\n", drv);
+    c.gate_rules = rules;
     rc = vlm_open(&c, &v, &e);
     CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "no gpu here") && v == NULL, "gpu rule: %d %s",
           rc, e.msg);
