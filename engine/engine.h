@@ -85,6 +85,10 @@ struct engine_models_config {
     uint32_t max_image_tokens; /* plan for pages of this many image tokens; 0 = 1600 */
     const char *gate_file;   /* extra driver-gate rules */
     const char *cache_dir;   /* pipeline cache; NULL = default */
+    /* On a lost device: 0 = the document falls back to the OCR tiers now;
+     * 1 = engine_models_classify returns FOLIO_EDEVICELOST so the caller
+     * can release the job to the queue for a worker with a healthy GPU. */
+    int release_on_device_loss;
 };
 int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,
                        struct folio_err *err);

@@ -240,6 +240,9 @@ int engine_models_classify(struct engine_models *m, const char *const *names, in
             if (vrc == FOLIO_EDEVICELOST || vlm_dead(m->vlm)) {
                 lost(m, ve.msg);
                 pthread_mutex_unlock(&m->mu);
+                if (m->cfg.release_on_device_loss)
+                    return folio_err_set(err, FOLIO_EDEVICELOST,
+                                         "GPU lost during the vision pass: %s", ve.msg);
                 return 0; /* the OCR tiers answer for this document */
             }
         }
@@ -290,8 +293,14 @@ int engine_models_classify(struct engine_models *m, const char *const *names, in
         char b[300];
         snprintf(b, sizeof b, "ocr+lm failed: %s", le.msg);
         add_reason(out, b);
-        if (lrc == FOLIO_EDEVICELOST || vlm_dead(m->vlm))
+        if (lrc == FOLIO_EDEVICELOST || vlm_dead(m->vlm)) {
             lost(m, le.msg);
+            if (m->cfg.release_on_device_loss) {
+                pthread_mutex_unlock(&m->mu);
+                return folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the ocr+lm pass: %s",
+                                     le.msg);
+            }
+        }
     }
     pthread_mutex_unlock(&m->mu);
     return 0;

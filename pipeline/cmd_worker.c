@@ -29,6 +29,8 @@ static const char USAGE[] =
     "                       device such as llvmpipe allows it)\n"
     "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600)\n"
     "  --gate-file FILE     extra driver-gate rules\n"
+    "  --on-device-loss M   fallback (default): the document goes to the OCR tiers;\n"
+    "                       release: it goes back to the queue for a healthy GPU\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
@@ -88,6 +90,7 @@ int cmd_worker(int argc, char **argv)
         {"page-deadline", required_argument, 0, 1016},
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
+        {"on-device-loss", required_argument, 0, 1019},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -135,6 +138,14 @@ int cmd_worker(int argc, char **argv)
             o.max_image_tokens = (uint32_t)v;
             break;
         case 1018: o.gate_file = optarg; break;
+        case 1019:
+            if (strcmp(optarg, "fallback") == 0)
+                o.release_on_device_loss = 0;
+            else if (strcmp(optarg, "release") == 0)
+                o.release_on_device_loss = 1;
+            else
+                return cli_usage_error("worker", "--on-device-loss takes fallback or release, not '%s'", optarg);
+            break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:
             if (folio_parse_int(optarg, 1, 256, &v))

@@ -314,6 +314,16 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         atomic_fetch_add(&w->lost, 1);
         folio_log(FOLIO_LOG_WARN, "job_dropped", "job=%lld attempt=%d reason=%s", (long long)j->id, j->attempt,
                   cancel == CANCEL_LOST ? "lease_lost" : "database_unreachable");
+    } else if (rc == FOLIO_EDEVICELOST) {
+        /* --on-device-loss release: the GPU died under this document; put
+         * the job back (attempt not counted) for a worker with a healthy
+         * GPU instead of settling for the OCR tiers. This worker's engine
+         * re-opens with backoff, OCR-only after repeated losses, so a
+         * document cannot bounce here forever. */
+        int released = 0;
+        WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
+        folio_log(FOLIO_LOG_WARN, "job_released", "job=%lld attempt=%d released=%d reason=device_lost",
+                  (long long)j->id, j->attempt, released);
     } else if (cancel == CANCEL_SHUTDOWN) {
         int released = 0;
         WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
@@ -758,7 +768,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     if (o->model_path || o->mmproj_path) {
         struct engine_models_config mc = {.model_path = o->model_path, .mmproj_path = o->mmproj_path,
                                           .device = o->device, .allow_cpu = o->device != NULL,
-                                          .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file};
+                                          .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file,
+                                          .release_on_device_loss = o->release_on_device_loss};
         if (engine_models_open(&mc, &w.models, err)) {
             close(sfd);
             close(w.wake_fd);

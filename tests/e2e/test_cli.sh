@@ -34,6 +34,8 @@ for sub in migrate ingest worker classify status doctor; do
   expect_in "try 'folio $sub --help'"
 done
 check "migrate stray arg" 2 "$F" migrate extra
+check "worker bad --on-device-loss" 2 "$F" worker --on-device-loss sometimes
+expect_in "fallback or release"
 check "version extra" 2 "$F" version extra
 check "version" 0 "$F" version
 for lib in folio vulkan-headers libpq libjpeg-turbo tesseract leptonica; do expect_in "$lib"; done

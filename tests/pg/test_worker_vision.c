@@ -191,6 +191,42 @@ int main(void)
                    " AND fallback_reason LIKE '%lost%'") >= 1,
           "device loss: no OCR-tier result with the reason; see %s", log);
     CHECK(tu_sh("grep -q 'event=engine_gpu_lost' %s", log) == 0, "no engine_gpu_lost in %s", log);
+
+    /* 6. --on-device-loss release: the document whose pass lost the GPU
+     * goes back to the queue (attempt not counted) instead of to the OCR
+     * tiers; it is classified again, nothing is lost or doubled, and the
+     * worker stays up. */
+    for (int i = 0; i < NDOC; i++) {
+        char name[16], txt[64];
+        snprintf(name, sizeof name, "r%d", i);
+        snprintf(txt, sizeof txt, "INVOICE %d\nAmount due %d.00\n", i, 20 + i);
+        uint8_t *d = NULL;
+        size_t len = 0;
+        REQUIRE_OK(wt_render(dir, name, txt, 700, 320 + 40 * i, &d, &len) == 0, "render %s", name);
+        free(d);
+    }
+    REQUIRE_OK(tu_sh("mkdir -p %s && cp %s/r*.tif %s/ && %s ingest --db '%s' --stable-ms 0 --no-progress %s "
+                     ">>%s/ingest.log 2>&1", inbox, dir, inbox, tu_folio_bin(), g_db, inbox, dir) == 0,
+               "ingest 6");
+    snprintf(log, sizeof log, "%s/release.log", dir);
+    const char *rel_args[] = {"--lease", "30", "--poll", "0.2", "--ocr-threads", "1", "--batch", "1",
+                              "--device", "llvmpipe", "--max-image-tokens", "64", "--model", g_model,
+                              "--mmproj", g_mmproj, "--on-device-loss", "release", NULL};
+    w = wt_spawn_worker(g_db, "device_lost:2", log, rel_args);
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 3 * NDOC, 240000) == 0,
+          "release mode: documents not done; see %s", log);
+    CHECK(waitpid(w, NULL, WNOHANG) == 0, "worker died after the device loss (release mode); see %s", log);
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 60000) == 0, "worker exit after SIGTERM (release mode); see %s", log);
+    CHECK(tu_sh("grep -q 'event=job_released.*reason=device_lost' %s", log) == 0,
+          "release mode: no job released on the device loss; see %s", log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 3 * NDOC &&
+              wt_q1(c, "SELECT count(DISTINCT document_id) FROM folio.results") == 3 * NDOC,
+          "release mode: %lld results for %d documents", wt_q1(c, "SELECT count(*) FROM folio.results"),
+          3 * NDOC);
+    CHECK(tu_sh("j=$(grep -o 'event=job_released job=[0-9]*' %s | head -1 | cut -d= -f3); "
+                "[ -n \"$j\" ] && grep -q \"event=job_done job=$j \" %s", log, log) == 0,
+          "release mode: the released job was not classified again; see %s", log);
 #endif
     PQfinish(c);
     return tu_finish();
