@@ -302,7 +302,8 @@ int ingest_sniff_tiff_pages(const uint8_t *d, size_t n, int max_pages, struct in
     while (off != 0) {
         if (np > max_pages)
             break;
-        if (off + cnt_sz > n) {
+        /* Written so that a hostile offset near 2^64 cannot wrap around. */
+        if (off > n || cnt_sz > n - off) {
             rc = folio_err_set(err, FOLIO_EFORMAT, "TIFF directory %d lies outside the file", np);
             folio_err_detail(err, "offset %llu, file size %zu", (unsigned long long)off, n);
             break;

@@ -3,10 +3,16 @@
 # its seed corpus. New corpus entries go to a scratch folder (the committed
 # seeds stay as they are); a crash leaves its input in tests/fuzz/crashes/<target>/
 # — commit it there and the unit tests replay it forever after.
-#   ops/fuzz.sh [SECONDS]   (default 60 per target; three targets)
+#   ops/fuzz.sh [SECONDS]   (default $FUZZ_SECONDS or 60 per target; three targets)
+# FUZZ_SEED (default 0 = random) and FUZZ_RUNS (default unbounded) make a run
+# repeatable: ops/test.sh (and so CI) uses seed 1 and a fixed number of runs,
+# so CI judges the code, not the luck of the draw; explore with random seeds
+# by hand and commit what they find.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-60}
+secs=${1:-${FUZZ_SECONDS:-60}}
+seed=${FUZZ_SEED:-0}
+runs=${FUZZ_RUNS:--1}
 build=${FOLIO_FUZZ_BUILD:-build-fuzz}
 jobs=${FOLIO_FUZZ_JOBS:-2}
 
@@ -18,8 +24,8 @@ run() { # target corpus-name
   local target=$1 name=$2
   local work="$build/fuzz-work/$name" crashes="tests/fuzz/crashes/$name"
   mkdir -p "$work" "$crashes"
-  echo "fuzz: $target for ${secs}s on tests/fuzz/corpus/$name"
-  "$build/tests/fuzz/$target" -max_total_time="$secs" -max_len=65536 -timeout=10 \
+  echo "fuzz: $target for ${secs}s (seed $seed, runs $runs) on tests/fuzz/corpus/$name"
+  "$build/tests/fuzz/$target" -max_total_time="$secs" -seed="$seed" -runs="$runs" -max_len=65536 -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="$crashes/" -print_final_stats=1 \
     "$work" "tests/fuzz/corpus/$name"
 }
