@@ -27,11 +27,7 @@
 static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
                 uint32_t s1)
 {
-    memset(k, 0, sizeof *k);
-    k->shader = shader;
-    k->nspec = nspec;
-    k->spec[0] = s0;
-    k->spec[1] = s1;
+    *k = ops_key(shader, nspec, s0, s1);
 }
 
 int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
@@ -50,12 +46,8 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         if (!seen && nt < 8)
             types[nt++] = t->type;
     }
-    for (int j = 0; j < nt; j++) {
-        key(&all[n++], "matvec", 2, (uint32_t)types[j], 128);
-        key(&all[n++], "matmul", 1, (uint32_t)types[j], 0);
-        if (ops_coopmat_available(vk))
-            key(&all[n++], "matmul_cm", 1, (uint32_t)types[j], 0);
-    }
+    for (int j = 0; j < nt; j++)
+        n += ops_matmul_keys(vk, types[j], &all[n]);
     key(&all[n++], "gather", 1, QUANT_F32, 0);
     key(&all[n++], "norm", 1, 0, 0);
     key(&all[n++], "softmax", 0, 0, 0);

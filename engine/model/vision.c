@@ -59,11 +59,7 @@ struct vis {
 static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
                 uint32_t s1)
 {
-    memset(k, 0, sizeof *k);
-    k->shader = shader;
-    k->nspec = nspec;
-    k->spec[0] = s0;
-    k->spec[1] = s1;
+    *k = ops_key(shader, nspec, s0, s1);
 }
 
 int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
@@ -82,12 +78,8 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         if (!seen && nt < 8)
             types[nt++] = t->type;
     }
-    for (int j = 0; j < nt; j++) {
-        key(&all[n++], "matvec", 2, (uint32_t)types[j], 128);
-        key(&all[n++], "matmul", 1, (uint32_t)types[j], 0);
-        if (ops_coopmat_available(vk))
-            key(&all[n++], "matmul_cm", 1, (uint32_t)types[j], 0);
-    }
+    for (int j = 0; j < nt; j++)
+        n += ops_matmul_keys(vk, types[j], &all[n]);
     key(&all[n++], "norm", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? 0 : 1, 0);
     key(&all[n++], "rope", 1, OP_ROPE_VISION, 0);
     key(&all[n++], "attention", 1, m->vision.head_dim, 0);

@@ -26,6 +26,13 @@
 /* Every pipeline the op library may need on this device (weight types,
  * head sizes, variants the device supports). Returns the count (<= max). */
 int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max);
+/* One pipeline key (shader, up to two specialization constants). */
+struct vkr_pipeline_key ops_key(const char *shader, uint32_t nspec, uint32_t s0, uint32_t s1);
+/* The keys op_matmul may request for weights of wtype on this device
+ * (matrix-vector, tiled, and cooperative matrix where available): models
+ * pre-warm exactly these instead of restating the kernels' specialization
+ * layout. Writes at most 3 keys to out; returns the count. */
+int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *out);
 /* vkr_prewarm over ops_pipeline_keys. */
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
 /* Head sizes the attention kernel is built for (pre-warmed). */

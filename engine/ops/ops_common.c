@@ -28,14 +28,31 @@ int ops_coopmat_available(const struct vkr *vk)
            vkr_limits(vk)->max_shared >= 32768 && vkr_has_shader("matmul_cm");
 }
 
+struct vkr_pipeline_key ops_key(const char *shader, uint32_t nspec, uint32_t s0, uint32_t s1)
+{
+    struct vkr_pipeline_key k;
+    memset(&k, 0, sizeof k);
+    k.shader = shader;
+    k.nspec = nspec;
+    k.spec[0] = s0;
+    k.spec[1] = s1;
+    return k;
+}
+
 static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
                 uint32_t s1)
 {
-    memset(k, 0, sizeof *k);
-    k->shader = shader;
-    k->nspec = nspec;
-    k->spec[0] = s0;
-    k->spec[1] = s1;
+    *k = ops_key(shader, nspec, s0, s1);
+}
+
+int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *out)
+{
+    int n = 0;
+    out[n++] = ops_key("matvec", 2, (uint32_t)wtype, 128);
+    out[n++] = ops_key("matmul", 1, (uint32_t)wtype, 0);
+    if (ops_coopmat_available(vk))
+        out[n++] = ops_key("matmul_cm", 1, (uint32_t)wtype, 0);
+    return n;
 }
 
 int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max)
@@ -43,12 +60,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     struct vkr_pipeline_key all[128];
     int n = 0;
     for (size_t i = 0; i < sizeof WTYPES / sizeof WTYPES[0]; i++) {
-        uint32_t t = (uint32_t)WTYPES[i];
-        key(&all[n++], "matvec", 2, t, 128);
-        key(&all[n++], "matmul", 1, t, 0);
-        key(&all[n++], "gather", 1, t, 0);
-        if (ops_coopmat_available(vk))
-            key(&all[n++], "matmul_cm", 1, t, 0);
+        n += ops_matmul_keys(vk, WTYPES[i], &all[n]);
+        key(&all[n++], "gather", 1, (uint32_t)WTYPES[i], 0);
     }
     key(&all[n++], "norm", 1, 0, 0);
     key(&all[n++], "norm", 1, 1, 0);
