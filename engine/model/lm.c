@@ -84,9 +84,7 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
 static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct lm_w *w,
                          struct folio_err *err)
 {
-    int rc = vkr_arena_alloc(lm->wa, t->n_bytes, &w->t, err);
-    if (!rc)
-        rc = vkr_upload(lm->vk, w->t, 0, t->data, t->n_bytes, err);
+    int rc = vkr_arena_upload(lm->wa, t->data, t->n_bytes, &w->t, err);
     if (rc) {
         folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;

@@ -139,9 +139,7 @@ void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, 
 static int upload(struct vis *v, const struct gguf_tensor_info *t, struct vis_w *w,
                   struct folio_err *err)
 {
-    int rc = vkr_arena_alloc(v->wa, t->n_bytes, &w->t, err);
-    if (!rc)
-        rc = vkr_upload(v->vk, w->t, 0, t->data, t->n_bytes, err);
+    int rc = vkr_arena_upload(v->wa, t->data, t->n_bytes, &w->t, err);
     if (rc) {
         folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;
@@ -179,9 +177,7 @@ static int upload_patch(struct vis *v, const struct gguf_tensor_info *k0,
     }
     uint64_t bytes = (uint64_t)v->D * PATCH_COLS * 4;
     if (!rc)
-        rc = vkr_arena_alloc(v->wa, bytes, &v->patch.t, err);
-    if (!rc)
-        rc = vkr_upload(v->vk, v->patch.t, 0, w, bytes, err);
+        rc = vkr_arena_upload(v->wa, w, bytes, &v->patch.t, err);
     v->patch.type = QUANT_F32;
     v->patch.n = v->D;
     v->patch.k = PATCH_COLS;

@@ -158,6 +158,10 @@ int vkr_upload(struct vkr *vk, struct vkr_tensor t, uint64_t offset, const void 
                uint64_t len, struct folio_err *err);
 int vkr_download(struct vkr *vk, struct vkr_tensor t, uint64_t offset, void *dst,
                  uint64_t len, struct folio_err *err);
+/* Places len bytes in the arena and uploads src there (a weight's whole
+ * life at load: vkr_arena_alloc + vkr_upload). */
+int vkr_arena_upload(struct vkr_arena *a, const void *src, uint64_t len, struct vkr_tensor *out,
+                     struct folio_err *err);
 /* Fills a tensor range with a 32-bit pattern (vkCmdFillBuffer; waits). */
 int vkr_fill(struct vkr *vk, struct vkr_tensor t, uint32_t pattern, struct folio_err *err);
 

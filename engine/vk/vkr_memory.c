@@ -487,3 +487,10 @@ int vkr_fill(struct vkr *vk, struct vkr_tensor t, uint32_t pattern, struct folio
                          0, 1, &mb, 0, NULL, 0, NULL);
     return vkr_oneoff_end(vk, cb, err);
 }
+
+int vkr_arena_upload(struct vkr_arena *a, const void *src, uint64_t len, struct vkr_tensor *out,
+                     struct folio_err *err)
+{
+    int rc = vkr_arena_alloc(a, len, out, err);
+    return rc ? rc : vkr_upload(a->vk, *out, 0, src, len, err);
+}
