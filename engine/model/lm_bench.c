@@ -119,31 +119,10 @@ static int time_bandwidth(struct vkr *vk, struct vkr_arena *aa, uint64_t n, doub
 /* One JSON line: GPU ms of the last pass summed by dispatch label. */
 static void breakdown(struct vkr *vk, const char *dev, const char *pass, FILE *out)
 {
-    struct vkr_timing *t = malloc(4096 * sizeof *t);
-    if (!t)
-        return;
-    int n = vkr_last_timings(vk, t, 4096);
-    char names[16][48];
-    double ms[16] = {0}, total = 0;
-    int cnt[16] = {0}, nn = 0;
-    for (int i = 0; i < n && i < 4096; i++) {
-        int j = 0;
-        while (j < nn && strcmp(names[j], t[i].label) != 0)
-            j++;
-        if (j == nn && nn < 16)
-            snprintf(names[nn++], sizeof names[0], "%s", t[i].label);
-        if (j < nn) {
-            ms[j] += t[i].ms;
-            cnt[j]++;
-        }
-        total += t[i].ms;
-    }
-    fprintf(out, "{\"bench\":\"engine_text\",\"what\":\"breakdown\",%s,\"pass\":\"%s\","
-            "\"dispatches\":%d,\"gpu_ms\":%.3f", dev, pass, n, total);
-    for (int j = 0; j < nn; j++)
-        fprintf(out, ",\"%s_ms\":%.3f,\"%s_n\":%d", names[j], ms[j], names[j], cnt[j]);
+    fprintf(out, "{\"bench\":\"engine_text\",\"what\":\"breakdown\",%s,\"pass\":\"%s\"", dev,
+            pass);
+    vkr_print_timing_breakdown(vk, out);
     fputs("}\n", out);
-    free(t);
 }
 
 static void synth_shape(const struct lm_bench_opts *o, struct lm_synth *s)

@@ -182,31 +182,9 @@ static double page_flops(const struct gguf_vision_hparams *h, uint32_t gh, uint3
 
 static void breakdown(struct vkr *vk, const char *dev, FILE *out)
 {
-    struct vkr_timing *t = malloc(8192 * sizeof *t);
-    if (!t)
-        return;
-    int n = vkr_last_timings(vk, t, 8192);
-    char names[16][48];
-    double ms[16] = {0}, total = 0;
-    int cnt[16] = {0}, nn = 0;
-    for (int i = 0; i < n && i < 8192; i++) {
-        int j = 0;
-        while (j < nn && strcmp(names[j], t[i].label) != 0)
-            j++;
-        if (j == nn && nn < 16)
-            snprintf(names[nn++], sizeof names[0], "%s", t[i].label);
-        if (j < nn) {
-            ms[j] += t[i].ms;
-            cnt[j]++;
-        }
-        total += t[i].ms;
-    }
-    fprintf(out, "{\"bench\":\"engine_vision\",\"what\":\"breakdown\",%s,\"dispatches\":%d,"
-            "\"gpu_ms\":%.3f", dev, n, total);
-    for (int j = 0; j < nn; j++)
-        fprintf(out, ",\"%s_ms\":%.3f,\"%s_n\":%d", names[j], ms[j], names[j], cnt[j]);
+    fprintf(out, "{\"bench\":\"engine_vision\",\"what\":\"breakdown\",%s", dev);
+    vkr_print_timing_breakdown(vk, out);
     fputs("}\n", out);
-    free(t);
 }
 
 int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)

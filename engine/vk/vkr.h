@@ -26,6 +26,7 @@
 #include "common/common.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 struct vkr;
 
@@ -226,6 +227,10 @@ struct vkr_timing {
 };
 /* Copies at most max timings; returns how many the last pass had. */
 int vkr_last_timings(const struct vkr *vk, struct vkr_timing *out, int max);
+/* Prints the last pass's GPU time summed by dispatch label as JSON object
+ * members: `,"dispatches":N,"gpu_ms":T,"<label>_ms":x,"<label>_n":k...`
+ * (first 16 labels), for benchmark lines. */
+void vkr_print_timing_breakdown(const struct vkr *vk, FILE *out);
 
 /* The offset and range for binding rows [r0, r1) of a tensor of rows of
  * row_bytes: offset aligned down to min_ssbo_align, *skip = bytes to skip

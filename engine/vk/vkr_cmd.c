@@ -333,6 +333,29 @@ int vkr_last_timings(const struct vkr *vk, struct vkr_timing *out, int max)
     return vk->ntimings;
 }
 
+void vkr_print_timing_breakdown(const struct vkr *vk, FILE *out)
+{
+    char names[16][48];
+    double ms[16] = {0}, total = 0;
+    int cnt[16] = {0}, nn = 0;
+    for (int i = 0; i < vk->ntimings; i++) {
+        const struct vkr_timing *t = &vk->timings[i];
+        int j = 0;
+        while (j < nn && strcmp(names[j], t->label) != 0)
+            j++;
+        if (j == nn && nn < 16)
+            snprintf(names[nn++], sizeof names[0], "%s", t->label);
+        if (j < nn) {
+            ms[j] += t->ms;
+            cnt[j]++;
+        }
+        total += t->ms;
+    }
+    fprintf(out, ",\"dispatches\":%d,\"gpu_ms\":%.3f", vk->ntimings, total);
+    for (int j = 0; j < nn; j++)
+        fprintf(out, ",\"%s_ms\":%.3f,\"%s_n\":%d", names[j], ms[j], names[j], cnt[j]);
+}
+
 int vkr_bind_rows(const struct vkr *vk, struct vkr_tensor t, uint64_t row_bytes, uint64_t r0,
                   uint64_t r1, struct vkr_bind *b, uint32_t *skip, struct folio_err *err)
 {
