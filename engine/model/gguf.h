@@ -221,6 +221,9 @@ int gguf_model_open_vision(const char *path, struct gguf_model **out, struct fol
 int gguf_model_check(struct gguf_file *f, int vision, struct gguf_model **out,
                      struct folio_err *err);
 void gguf_model_close(struct gguf_model *m);
+/* Device bytes the model's matrices (2-D device tensors) take once
+ * expanded to f16 (--gpu-weights). */
+uint64_t gguf_model_matrix_f16_bytes(const struct gguf_model *m);
 
 /* What `folio doctor --model F` / `--mmproj F` prints: container summary,
  * architecture, hyper-parameters, dtypes per tensor group and the device

@@ -513,3 +513,12 @@ void gguf_model_close(struct gguf_model *m)
     free(m->items);
     free(m);
 }
+
+uint64_t gguf_model_matrix_f16_bytes(const struct gguf_model *m)
+{
+    uint64_t b = 0;
+    for (uint64_t i = 0; i < m->n_items; i++)
+        if (!m->items[i].on_host && m->items[i].t->n_dims == 2)
+            b += m->items[i].t->n_elems * 2;
+    return b;
+}

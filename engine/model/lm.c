@@ -33,7 +33,7 @@ static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, 
 int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                      struct vkr_pipeline_key *out, int max)
 {
-    struct vkr_pipeline_key all[64];
+    struct vkr_pipeline_key all[512];
     int n = 0;
     int types[8], nt = 0;
     for (uint64_t i = 0; i < m->n_items; i++) {
@@ -50,11 +50,14 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         n += ops_matmul_keys(vk, types[j], &all[n]);
     key(&all[n++], "gather", 1, QUANT_F32, 0);
     key(&all[n++], "norm", 1, 0, 0);
+    if (ops_gemm_available(vk))
+        key(&all[n++], "norm", 2, 0, 1);
     key(&all[n++], "softmax", 0, 0, 0);
     key(&all[n++], "rope", 1, OP_ROPE_MROPE, 0);
     key(&all[n++], "attention", 1, m->text.head_dim, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
     key(&all[n++], "elem", 1, OP_SWIGLU, 0);
+    n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
@@ -81,18 +84,17 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
     return a;
 }
 
+/* Matrices go through staging to be expanded to f16 (to_f16: ops_weights_f16). */
 static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct lm_w *w,
-                         struct folio_err *err)
+                         struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
-    int rc = vkr_arena_upload(lm->wa, t->data, t->n_bytes, &w->t, err);
-    if (rc) {
-        folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
-        return rc;
-    }
-    w->type = t->type;
     w->k = (uint32_t)t->ne[0];
     w->n = (uint32_t)(t->n_elems / t->ne[0]);
-    return 0;
+    int rc = ops_upload_weight(lm->vk, lm->wa, t->n_dims == 2 ? staging : NULL, t->data, t->type,
+                               w->n, w->k, to_f16, &w->t, &w->type, err);
+    if (rc)
+        folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
+    return rc;
 }
 
 static struct lm_w *slot_for(struct lm *lm, const char *name)
@@ -304,6 +306,12 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
         rc = vkr_arena_create(vk, "lm-weights", VKR_ARENA_WEIGHTS, &lm->wa, err);
     if (!rc)
         rc = vkr_arena_create(vk, "lm-activations", VKR_ARENA_ACTIVATIONS, &lm->aa, err);
+    char why[200];
+    struct vkr_arena *staging = NULL;
+    int to_f16 = 0;
+    if (!rc && (to_f16 = ops_weights_f16(vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
+                               gguf_model_matrix_f16_bytes(m), why, sizeof why)))
+        rc = vkr_arena_create(vk, "lm-staging", VKR_ARENA_WEIGHTS, &staging, err);
     for (uint64_t i = 0; !rc && i < m->n_items; i++) {
         const struct gguf_tensor_info *t = m->items[i].t;
         if (m->items[i].on_host)
@@ -313,10 +321,19 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
             rc = folio_err_set(err, FOLIO_EMODEL, "text model: unexpected tensor %s", t->name);
             break;
         }
-        rc = upload_tensor(lm, t, w, err);
+        rc = upload_tensor(lm, t, w, staging, to_f16, err);
     }
+    vkr_arena_destroy(staging);
     if (!rc && !lm->out_w.t.size)
         rc = folio_err_set(err, FOLIO_EMODEL, "text model: no LM head (output.weight)");
+    lm->gemm16 = !rc && ops_gemm_available(vk) && lm->E % 2 == 0 && lm->F % 2 == 0;
+    for (uint32_t i = 0; lm->gemm16 && i < h->n_layer; i++) {
+        const struct lm_layer *L = &lm->L[i];
+        lm->gemm16 = L->wq.type == QUANT_F16 && L->wk.type == QUANT_F16 &&
+                     L->wv.type == QUANT_F16 && L->wo.type == QUANT_F16 &&
+                     L->wg.type == QUANT_F16 && L->wu.type == QUANT_F16 &&
+                     L->wd.type == QUANT_F16;
+    }
     if (!rc)
         rc = plan_activations(lm, err);
     if (rc) {
@@ -325,9 +342,9 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
     }
     folio_log(FOLIO_LOG_INFO, "lm_open",
               "layers=%u embd=%u heads=%u/%u ff=%u vocab=%u weights_bytes=%" PRIu64
-              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u",
+              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u gpu_weights=\"%s\" f16_path=%d",
               h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, vkr_arena_used(lm->wa),
-              vkr_arena_capacity(lm->aa), lm->cfg.max_tokens, lm->cfg.batch);
+              vkr_arena_capacity(lm->aa), lm->cfg.max_tokens, lm->cfg.batch, why, lm->gemm16);
     *out = lm;
     return 0;
 }

@@ -48,6 +48,9 @@ struct lm_config {
     /* Use the op library's own kernel pick for every matmul instead of
      * the tensor-core kernel from 9 rows up (benchmarks compare both). */
     int op_auto_kernels;
+    /* enum ops_gpu_weights: matrices expanded to f16 at load (auto = when
+     * the tensor-core GEMM exists and they fit), or kept as stored. */
+    int gpu_weights;
 };
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels

@@ -111,6 +111,20 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
     return op_matmul(c, &a, err);
 }
 
+/* The f16 data path (weights expanded at load, tensor-core GEMM), as in
+ * vision.c: f16 GEMM inputs from the norms and the fused SwiGLU, residual
+ * sums in the GEMM epilogues, the residual stream in f32. */
+static int mm16(const struct lm_w *w, const struct lm_w *bias, struct vkr_tensor x, int xt,
+                struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
+                enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
+                struct folio_err *err)
+{
+    struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
+                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = OP_MM_GEMM,
+                          .xtype = xt, .ytype = yt, .res = res, .act = act, .gate = gate};
+    return op_matmul(c, &a, err);
+}
+
 static int check_input(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq,
                        const struct lm_label *labels, uint32_t nl, int prefill, float *logits,
                        struct folio_err *err)
@@ -411,17 +425,34 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     const struct gguf_text_hparams *hp = &lm->hp;
     float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)lm->D);
     struct vkr_tensor pos = iview(lm, o_pos, nrows * 3);
+    /* f16 data path for passes the tensor-core GEMM serves (label passes of
+     * a few dozen rows stream the weights through matvec instead) */
+    int f16 = lm->gemm16 && nrows >= 64;
     for (uint32_t li = 0; li < hp->n_layer && !rc; li++) {
         struct lm_layer *L = &lm->L[li];
         struct vkr_tensor kv_k = view(L->kc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
         struct vkr_tensor kv_v = view(L->vc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
-        rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
-        if (!rc)
-            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
-        if (!rc)
-            rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
-        if (!rc)
-            rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+        if (f16) {
+            const int F16 = QUANT_F16, F32 = QUANT_F32;
+            rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->attn_norm.t, NULL, nrows, E, eps, err);
+            if (!rc)
+                rc = mm16(&L->wq, &L->bq, lm->h, F16, lm->q, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            if (!rc)
+                rc = mm16(&L->wk, &L->bk, lm->h, F16, kv_k, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            if (!rc)
+                rc = mm16(&L->wv, &L->bv, lm->h, F16, kv_v, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+        } else {
+            rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
+            if (!rc)
+                rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
+            if (!rc)
+                rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
+            if (!rc)
+                rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+        }
         struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
                              .d = lm->D, .mode = OP_ROPE_MROPE, .base = hp->rope_theta,
                              .sections = {(uint32_t)hp->mrope_sections[0],
@@ -462,6 +493,23 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                                iview(lm, g->back_off, g->nspan), g->nspan,
                                view(lm->o, (uint64_t)g->span0 * QW * 4,
                                     (uint64_t)g->nspan * QW * 4), err);
+        }
+        if (!rc && f16) {
+            const int F16 = QUANT_F16, F32 = QUANT_F32;
+            rc = mm16(&L->wo, NULL, lm->o, F32, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE, NULL, c,
+                      err);
+            if (!rc)
+                rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->ffn_norm.t, NULL, nrows, E, eps, err);
+            if (!rc)
+                rc = mm16(&L->wg, NULL, lm->h, F16, lm->gate, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            if (!rc)
+                rc = mm16(&L->wu, NULL, lm->h, F16, lm->up, F16, nrows, NULL, OP_MM_ACT_SWIGLU,
+                          &lm->gate, c, err);
+            if (!rc)
+                rc = mm16(&L->wd, NULL, lm->up, F16, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            continue;
         }
         if (!rc)
             rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);

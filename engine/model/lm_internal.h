@@ -27,6 +27,7 @@ struct lm {
     struct vkr_arena *wa, *aa;
     struct lm_layer *L;
     struct lm_w out_norm, out_w;
+    int gemm16; /* f16 data path: every layer matrix f16 and the GEMM available */
 
     /* capacities, fixed at open */
     uint32_t ra;          /* row granularity keeping every row view aligned */

@@ -40,6 +40,7 @@ struct vis_config {
      * tensor-core kernel): the residual stream of real towers outgrows f16
      * (qwen25vl.md §7.14). Default 0 = the op library's pick. */
     int f32_matmul;
+    int gpu_weights; /* enum ops_gpu_weights, as lm_config */
 };
 
 /* Every pipeline vis_open's model can ask for on this device. */

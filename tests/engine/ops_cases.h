@@ -154,7 +154,7 @@ static void test_matmul(struct T *t)
                  * round x to 11 bits: 2e-3 there). */
                 size_t at = 0;
                 enum op_mm_kernel eff = kk == OP_MM_AUTO ? op_matmul_pick(t->vk, ty, m) : kk;
-                double tol = eff == OP_MM_COOPMAT ? 2e-3 : 5e-5;
+                double tol = eff == OP_MM_COOPMAT || eff == OP_MM_GEMM ? 2e-3 : 5e-5;
                 double wv = worst(yg, yr, sc, (size_t)m * n, 1e-6, tol, &at);
                 CHECK(wv <= 1.0, "matmul %s m=%u n=%u k=%u kernel=%d: worst %.3g at %zu (gpu %g ref %g)",
                       quant_type_name(ty), m, n, k, (int)kk, wv, at, (double)yg[at], (double)yr[at]);
@@ -164,13 +164,172 @@ static void test_matmul(struct T *t)
     }
 }
 
+
+/* Weight expansion (--gpu-weights f16): every type dequantized on the
+ * device must equal the C dequantization rounded to f16 (exactly: both
+ * round the same float to nearest-even), and an expanded weight must give
+ * the same matmul as the native one within the f16 bound. Runs on every
+ * device (the expansion kernel needs no tensor cores). */
+static void test_expand_f16(struct T *t)
+{
+    static const int types[] = {QUANT_F32, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K,
+                                QUANT_Q6_K};
+    const uint32_t n = 37, k = 512;
+    struct folio_err e = {0};
+    struct vkr_arena *stage = NULL;
+    if (vkr_arena_create(t->vk, "stage", VKR_ARENA_WEIGHTS, &stage, &e) != 0) {
+        CHECK(0, "staging arena: %s", e.msg);
+        return;
+    }
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        int ty = types[ti];
+        uint64_t rb = quant_row_bytes(ty, k);
+        float *wf = malloc(sizeof(float) * n * k), *wd = malloc(sizeof(float) * n * k);
+        uint8_t *wq = malloc(rb * n), *h = malloc((size_t)n * k * 2), *hg = malloc((size_t)n * k * 2);
+        fill(t, wf, (size_t)n * k, 1.0f);
+        for (uint32_t r = 0; r < n; r++) {
+            quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
+            quant_dequantize_row(ty, wq + rb * r, wd + (size_t)r * k, k);
+        }
+        quant_quantize_row(QUANT_F16, wd, h, (int64_t)n * k);
+        struct vkr_tensor wt;
+        int wt_type = -1;
+        int rc = ops_upload_weight(t->vk, t->w, stage, wq, ty, n, k, 2, &wt, &wt_type, &e);
+        CHECK(rc == 0, "expand %s: %s", quant_type_name(ty), e.msg);
+        if (rc == 0) {
+            CHECK(wt_type == QUANT_F16, "expand %s: type %d after expansion", quant_type_name(ty),
+                  wt_type);
+            get(t, wt, hg, (uint64_t)n * k * 2);
+            size_t bad = 0;
+            for (size_t i = 0; i < (size_t)n * k * 2; i += 2)
+                bad += memcmp(h + i, hg + i, 2) != 0;
+            CHECK(bad == 0, "expand %s: %zu of %u elements differ from the C dequantization",
+                  quant_type_name(ty), bad, n * k);
+        }
+        free(wf), free(wd), free(wq), free(h), free(hg);
+    }
+    /* auto keeps f32 matrices as they are (the user chose precision) */
+    struct vkr_tensor wt;
+    int wt_type = -1;
+    float row[256] = {0};
+    CHECK(ops_upload_weight(t->vk, t->w, stage, row, QUANT_F32, 1, 256, 1, &wt, &wt_type, &e) == 0 &&
+          wt_type == QUANT_F32, "auto must keep an f32 matrix f32 (type %d)", wt_type);
+    char why[200];
+    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_NATIVE, 1, why, sizeof why) == 0, "native: %s", why);
+    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_F16, 1, why, sizeof why) == 2, "f16: %s", why);
+    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_AUTO, UINT64_MAX / 2, why, sizeof why) == 0,
+          "auto must refuse weights larger than the device: %s", why);
+    /* f16 inputs are a GEMM-only feature: other kernels refuse them clearly */
+    vkr_arena_reset(t->act);
+    struct op_matmul a = {.w = put(t, t->act, NULL, 64 * 64 * 2), .wtype = QUANT_F16, .n = 64,
+                          .k = 64, .x = put(t, t->act, NULL, 64 * 64 * 2), .m = 64,
+                          .y = put(t, t->act, NULL, 64 * 64 * 4), .kernel = OP_MM_TILED,
+                          .xtype = QUANT_F16};
+    struct vkr_cmd *c = NULL;
+    if (vkr_cmd_begin(t->vk, &c, &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        vkr_arena_destroy(stage);
+        return;
+    }
+    int rc = op_matmul(c, &a, &e);
+    CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "tensor-core GEMM"),
+          "tiled matmul with f16 inputs: rc %d (%s)", rc, e.msg);
+    vkr_cmd_abort(c);
+    vkr_arena_destroy(stage);
+}
+
+/* The tensor-core GEMM (f16 weights; f32 or f16 inputs; bias and residual
+ * epilogues; every alignment class of k and both tile shapes) against the
+ * C reference. Runs where the device has it (the H200; not lavapipe). */
+static void test_gemm(struct T *t)
+{
+    if (!ops_gemm_available(t->vk)) {
+        fprintf(stderr, "ops: tensor-core GEMM not on this device; GEMM cases not run\n");
+        return;
+    }
+    /* (m, n, k): k % 8 == 0, k % 8 == 4, k % 4 == 2 (f16 inputs only),
+     * edges in m and n, and one shape with enough tiles for the large tile */
+    static const uint32_t shapes[][3] = {{64, 64, 256},   {70, 130, 520},  {130, 300, 1540},
+                                         {129, 257, 1538}, {300, 1000, 96}, {2048, 2304, 256},
+                                         {77, 48, 32}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int xt = 0; xt < 2; xt++)
+            for (int epi = 0; epi < 3; epi++) {
+                uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+                if (xt == 0 && k % 4)
+                    continue;
+                if (si == 5 && epi != 2)
+                    continue; /* the big one once, with everything on */
+                struct vkr_arena *ar = NULL;
+                struct folio_err ae = {0};
+                if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
+                    CHECK(0, "gemm arena: %s", ae.msg);
+                    return;
+                }
+                float *wf = malloc(sizeof(float) * n * k), *wd = malloc(sizeof(float) * n * k);
+                float *x = malloc(sizeof(float) * m * k), *xd = malloc(sizeof(float) * m * k);
+                float *bias = malloc(sizeof(float) * n), *res = malloc(sizeof(float) * m * n);
+                float *yg = malloc(sizeof(float) * m * n), *yr = malloc(sizeof(float) * m * n);
+                float *sc = malloc(sizeof(float) * m * n);
+                uint8_t *wh = malloc((size_t)n * k * 2), *xh = malloc((size_t)m * k * 2);
+                fill(t, wf, (size_t)n * k, 1.0f);
+                fill(t, x, (size_t)m * k, 1.0f);
+                fill(t, bias, n, 1.0f);
+                fill(t, res, (size_t)m * n, 4.0f);
+                quant_quantize_row(QUANT_F16, wf, wh, (int64_t)n * k);
+                quant_dequantize_row(QUANT_F16, wh, wd, (int64_t)n * k);
+                quant_quantize_row(QUANT_F16, x, xh, (int64_t)m * k);
+                if (xt)
+                    quant_dequantize_row(QUANT_F16, xh, xd, (int64_t)m * k);
+                else
+                    memcpy(xd, x, sizeof(float) * m * k);
+                int use_bias = epi >= 1, use_res = epi == 2;
+                ops_ref_matmul(wd, xd, use_bias ? bias : NULL, yr, m, n, k);
+                for (uint32_t i = 0; i < m; i++)
+                    for (uint32_t j = 0; j < n; j++) {
+                        double s = 0;
+                        for (uint32_t q = 0; q < k; q++)
+                            s += fabs((double)wd[(size_t)j * k + q] * xd[(size_t)i * k + q]);
+                        sc[(size_t)i * n + j] = (float)s;
+                        if (use_res)
+                            yr[(size_t)i * n + j] += res[(size_t)i * n + j];
+                    }
+                struct vkr_tensor rt;
+                struct op_matmul a = {.w = put(t, ar, wh, (uint64_t)n * k * 2), .wtype = QUANT_F16,
+                                      .n = n, .k = k, .m = m, .kernel = OP_MM_GEMM,
+                                      .xtype = xt ? QUANT_F16 : QUANT_F32};
+                a.x = xt ? put(t, ar, xh, (uint64_t)m * k * 2) : put(t, ar, x, sizeof(float) * m * k);
+                struct vkr_tensor bt = put(t, ar, bias, sizeof(float) * n);
+                /* the residual is summed in place: y starts as the residual */
+                a.y = put(t, ar, use_res ? res : NULL, sizeof(float) * m * n);
+                rt = a.y;
+                a.bias = use_bias ? &bt : NULL;
+                a.res = use_res ? &rt : NULL;
+                RUN(t, op_matmul(c, &a, e));
+                get(t, a.y, yg, sizeof(float) * m * n);
+                /* Bound: f16 operands (inputs rounded to 11 bits for f32 x, exact
+                 * for f16 x) and f32 accumulation: 2e-3 of sum |w x|, plus the
+                 * residual's own f32 rounding. */
+                size_t at = 0;
+                double wv = worst(yg, yr, sc, (size_t)m * n, 1e-5, 2e-3, &at);
+                CHECK(wv <= 1.0, "gemm m=%u n=%u k=%u x=%s bias=%d res=%d: worst %.3g at %zu "
+                      "(gpu %g ref %g)", m, n, k, xt ? "f16" : "f32", use_bias, use_res, wv, at,
+                      (double)yg[at], (double)yr[at]);
+                free(wf), free(wd), free(x), free(xd), free(bias), free(res), free(yg), free(yr);
+                free(sc), free(wh), free(xh);
+                vkr_arena_destroy(ar);
+            }
+}
+
 static void test_norm_softmax(struct T *t)
 {
-    static const uint32_t ns[] = {1, 37, 1280};
-    for (size_t i = 0; i < 3; i++)
+    /* out16: the f16 output the tensor-core GEMM reads (even widths) */
+    static const uint32_t ns[] = {1, 37, 1280, 2, 38, 1280};
+    for (size_t i = 0; i < 6; i++)
         for (int layer = 0; layer < 2; layer++)
             for (int wb = 0; wb < 2; wb++) {
                 uint32_t rows = 5, n = ns[i];
+                int out16 = i >= 3;
                 float *x = malloc(sizeof(float) * rows * n), *g = malloc(sizeof(float) * rows * n);
                 float *r = malloc(sizeof(float) * rows * n), *w = malloc(sizeof(float) * n);
                 float *b = malloc(sizeof(float) * n);
@@ -184,15 +343,24 @@ static void test_norm_softmax(struct T *t)
                 struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * rows * n);
                 struct vkr_tensor wt = put(t, t->act, w, sizeof(float) * n);
                 struct vkr_tensor bt = put(t, t->act, b, sizeof(float) * n);
-                RUN(t, op_norm(c, layer, xt, yt, wb ? &wt : NULL, wb && layer ? &bt : NULL, rows, n,
-                               1e-6f, e));
-                get(t, yt, g, sizeof(float) * rows * n);
+                RUN(t, op_norm_to(c, layer, xt, yt, out16 ? QUANT_F16 : QUANT_F32, wb ? &wt : NULL,
+                                  wb && layer ? &bt : NULL, rows, n, 1e-6f, e));
+                if (out16) {
+                    uint16_t *h = malloc(2u * rows * n);
+                    get(t, yt, h, 2u * rows * n);
+                    quant_dequantize_row(QUANT_F16, h, g, (int64_t)rows * n);
+                    free(h);
+                } else {
+                    get(t, yt, g, sizeof(float) * rows * n);
+                }
                 ops_ref_norm(layer, x, r, wb ? w : NULL, wb && layer ? b : NULL, rows, n, 1e-6f);
                 size_t at = 0;
-                /* Bound: 2e-5 absolute + 2e-5 relative. */
-                double wv = worst(g, r, NULL, (size_t)rows * n, 2e-5, 2e-5, &at);
-                CHECK(wv <= 1.0, "%s n=%u w=%d: worst %.3g at %zu (gpu %g ref %g)",
-                      layer ? "layernorm" : "rmsnorm", n, wb, wv, at, (double)g[at], (double)r[at]);
+                /* Bound: 2e-5 absolute + 2e-5 relative; f16 output: its rounding,
+                 * 2^-11 relative (5e-4 with margin). */
+                double wv = worst(g, r, NULL, (size_t)rows * n, 2e-5, out16 ? 5e-4 : 2e-5, &at);
+                CHECK(wv <= 1.0, "%s n=%u w=%d f16=%d: worst %.3g at %zu (gpu %g ref %g)",
+                      layer ? "layernorm" : "rmsnorm", n, wb, out16, wv, at, (double)g[at],
+                      (double)r[at]);
                 free(x), free(g), free(r), free(w), free(b);
             }
     static const uint32_t sn[] = {1, 33, 1000};
@@ -539,9 +707,9 @@ static int run_all(int ranged)
     rc = vkr_arena_plan(t.act, plan, 1, &e);
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
-    static void (*const tests[])(struct T *) = {test_matmul, test_norm_softmax, test_rope,
-                                                 test_attention, test_attention_fused, test_elem,
-                                                 test_rows};
+    static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm,
+                                                 test_norm_softmax, test_rope, test_attention,
+                                                 test_attention_fused, test_elem, test_rows};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         double t0 = folio_mono_ms();
         tests[i](&t);
