@@ -89,7 +89,12 @@ struct engine_models_config {
      * 1 = engine_models_classify returns FOLIO_EDEVICELOST so the caller
      * can release the job to the queue for a worker with a healthy GPU. */
     int release_on_device_loss;
+    /* --gpu-weights: 0 auto (f16 when the tensor-core GEMM exists and the
+     * expanded weights fit), 1 f16, 2 native (engine_gpu_weights_parse) */
+    int gpu_weights;
 };
+/* "auto" | "f16" | "native" -> 0 | 1 | 2; -1 for anything else. */
+int engine_gpu_weights_parse(const char *s);
 int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,
                        struct folio_err *err);
 void engine_models_close(struct engine_models *m);

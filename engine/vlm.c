@@ -478,7 +478,8 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
     }
 
     struct lm_config lc = {.max_tokens = c->max_image_tokens + 512, .batch = 1,
-                           .max_labels = c->max_labels, .max_label_tokens = c->max_label_tokens};
+                           .max_labels = c->max_labels, .max_label_tokens = c->max_label_tokens,
+                           .gpu_weights = c->gpu_weights};
     if (lc.max_tokens < c->max_text_tokens + 256)
         lc.max_tokens = c->max_text_tokens + 256;
     rc = lm_open(v->vk, v->tm, &lc, &v->lm, err);
@@ -486,7 +487,7 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         goto fail;
     if (v->vm) {
         struct vis_config visc = {.max_patches = c->max_image_tokens * 4,
-                                  .f32_matmul = c->f32_matmul};
+                                  .f32_matmul = c->f32_matmul, .gpu_weights = c->gpu_weights};
         struct folio_err ve = {0};
         if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) != 0) {
             if (ve.code == FOLIO_EDEVICELOST) {

@@ -85,6 +85,7 @@ struct vlm_config {
     const char *gate_rules;    /* the same as text (tests) */
     int skip_warmup;           /* tests that time nothing */
     int f32_matmul;            /* vision matmuls without f16 staging */
+    int gpu_weights;           /* 0 auto, 1 f16, 2 native (enum ops_gpu_weights) */
 };
 
 struct vlm_report {
@@ -151,6 +152,7 @@ struct vlm_bench_opts {
     uint32_t iters;            /* 0 = 3 */
     int small;                 /* tiny models (CI smoke) instead of the 7B shape */
     const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
+    int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
 };
 /* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
  * ready time cold and with the pipeline cache warm, pages/s with the

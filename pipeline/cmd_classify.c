@@ -37,6 +37,8 @@ static const char USAGE[] =
     "                       device such as llvmpipe allows it)\n"
     "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600);\n"
     "                       larger pages are downscaled\n"
+    "  --gpu-weights M      auto (default) | f16 | native: matrices expanded to f16 at\n"
+    "                       load for the tensor-core GEMM, or kept as stored\n"
     "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
     "                       path=vision|gpu, reason=)\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
@@ -272,6 +274,7 @@ int cmd_classify(int argc, char **argv)
         {"ocr-max-pages", required_argument, 0, 1006},
         {"max-image-tokens", required_argument, 0, 1007},
         {"gate-file", required_argument, 0, 1008},
+        {"gpu-weights", required_argument, 0, 1040},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -280,6 +283,7 @@ int cmd_classify(int argc, char **argv)
     const char *labels_path = NULL, *lang = "eng", *model = NULL, *mmproj = NULL;
     const char *device = NULL, *gate_file = NULL;
     uint32_t max_image_tokens = 0;
+    int gpu_weights = 0;
     long long v;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
@@ -296,6 +300,10 @@ int cmd_classify(int argc, char **argv)
             max_image_tokens = (uint32_t)v;
             break;
         case 1008: gate_file = optarg; break;
+        case 1040:
+            if ((gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
+                return cli_usage_error("classify", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
+            break;
         case 1004: lang = optarg; break;
         case 1005: labels_path = optarg; break;
         case 1006:
@@ -328,7 +336,7 @@ int cmd_classify(int argc, char **argv)
     struct engine_models *models = NULL;
     struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = device,
                                       .allow_cpu = device != NULL, .max_image_tokens = max_image_tokens,
-                                      .gate_file = gate_file};
+                                      .gate_file = gate_file, .gpu_weights = gpu_weights};
     struct engine_config cfg = {.model_path = model, .mmproj_path = mmproj};
     if (model || mmproj) {
         if (engine_models_open(&mc, &models, &err)) {

@@ -1,4 +1,5 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
+#include "engine/engine.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -29,6 +30,9 @@ static const char USAGE[] =
     "                       device such as llvmpipe allows it)\n"
     "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600)\n"
     "  --gate-file FILE     extra driver-gate rules\n"
+    "  --gpu-weights M      auto (default) | f16 | native: model matrices expanded to f16\n"
+    "                       at load for the tensor-core GEMM (auto: when it fits), or kept\n"
+    "                       as stored (less memory, slower prefill)\n"
     "  --on-device-loss M   fallback (default): the document goes to the OCR tiers;\n"
     "                       release: it goes back to the queue for a healthy GPU\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
@@ -91,6 +95,7 @@ int cmd_worker(int argc, char **argv)
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
+        {"gpu-weights", required_argument, 0, 1040},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -138,6 +143,10 @@ int cmd_worker(int argc, char **argv)
             o.max_image_tokens = (uint32_t)v;
             break;
         case 1018: o.gate_file = optarg; break;
+        case 1040:
+            if ((o.gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
+                return cli_usage_error("worker", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
+            break;
         case 1019:
             if (strcmp(optarg, "fallback") == 0)
                 o.release_on_device_loss = 0;

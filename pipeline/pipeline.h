@@ -196,6 +196,7 @@ struct worker_opts {
     const char *gate_file;     /* extra driver-gate rules */
     uint32_t max_image_tokens; /* vision plan, 0 = 1600 */
     int release_on_device_loss; /* --on-device-loss release: requeue instead of OCR fallback */
+    int gpu_weights;            /* --gpu-weights: engine_gpu_weights_parse */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A

@@ -769,7 +769,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         struct engine_models_config mc = {.model_path = o->model_path, .mmproj_path = o->mmproj_path,
                                           .device = o->device, .allow_cpu = o->device != NULL,
                                           .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file,
-                                          .release_on_device_loss = o->release_on_device_loss};
+                                          .release_on_device_loss = o->release_on_device_loss,
+                                          .gpu_weights = o->gpu_weights};
         if (engine_models_open(&mc, &w.models, err)) {
             close(sfd);
             close(w.wake_fd);

@@ -160,6 +160,7 @@ struct lm_bench_opts {
     uint32_t label_tokens;     /* tokens per label, 0 = 3 */
     uint32_t iters;            /* timed repetitions, 0 = 3 */
     int small;                 /* a small model instead of the 7B shape (CI smoke) */
+    int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
 };
 /* Builds a 7B-shaped Q4_K_M-like model in memory, measures the device's
  * matmul FLOP/s and memory bandwidth, then prefill tokens/s and label

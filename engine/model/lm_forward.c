@@ -425,9 +425,11 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     const struct gguf_text_hparams *hp = &lm->hp;
     float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)lm->D);
     struct vkr_tensor pos = iview(lm, o_pos, nrows * 3);
-    /* f16 data path for passes the tensor-core GEMM serves (label passes of
-     * a few dozen rows stream the weights through matvec instead) */
-    int f16 = lm->gemm16 && nrows >= 64;
+    /* f16 data path for every pass above matvec's 8 rows: a label pass of a
+     * few dozen rows is bound by reading the weights, which the GEMM does
+     * once where matvec reads them once per 8 rows (H200: 52 -> see
+     * BENCHMARKS.md). */
+    int f16 = lm->gemm16 && nrows > 8;
     for (uint32_t li = 0; li < hp->n_layer && !rc; li++) {
         struct lm_layer *L = &lm->L[li];
         struct vkr_tensor kv_k = view(L->kc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);

@@ -101,6 +101,7 @@ struct vis_bench_opts {
     uint32_t iters;        /* 0 = 3 */
     int small;             /* tiny tower (CI smoke) instead of the 7B shape */
     int mat_type;          /* 0 = F16 */
+    int gpu_weights;       /* enum ops_gpu_weights (--gpu-weights) */
 };
 /* Builds a random tower (7B shape: 32 blocks of 1280, 16 heads, FFN 3420,
  * windows, merger to 3584), encodes a page of that size and prints JSON

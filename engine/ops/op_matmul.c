@@ -20,10 +20,16 @@ struct mm_push {
     uint32_t K, N, M, w_skip, row_bytes, x_skip, y_skip, ldy, y_col0, b_skip, has_bias;
 };
 
+/* The GEMM configuration AUTO uses (index into GEMM_CFG below), measured
+ * on the H200 (BENCHMARKS.md, bench ops --only gemm): 8 subgroups of
+ * 64x32 in a 128x128 tile beat every other shape at every model shape,
+ * the few-tile k/v projections included. */
+#define GEMM_AUTO 5
+
 int ops_gemm_available(const struct vkr *vk)
 {
     return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") &&
-           vkr_features(vk)->storage_16bit;
+           vkr_features(vk)->storage_16bit && ops_gemm_config_fits(vk, GEMM_AUTO);
 }
 
 enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
@@ -48,10 +54,8 @@ static const uint32_t GEMM_CFG[][6] = {
     {2, 4, 4, 2, 32, 2}, /* 128x128, 8 subgroups of 64x32 */
     {1, 4, 4, 4, 32, 1}, /* 64x256, one stage */
 };
+
 #define GEMM_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
-/* Below this many large tiles the small tile is used: about two waves of
- * workgroups over a large GPU's multiprocessors. */
-#define GEMM_MIN_TILES 264
 
 int ops_gemm_configs(void) { return GEMM_NCFG; }
 
@@ -81,12 +85,6 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     return k;
 }
 
-/* The configuration AUTO uses for an m x n output. */
-static int gemm_pick(uint32_t m, uint32_t n)
-{
-    uint64_t big = ((uint64_t)(m + 127) / 128) * ((n + 127) / 128);
-    return big < GEMM_MIN_TILES ? 1 : 0;
-}
 
 int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out)
 {
@@ -94,11 +92,12 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
     int n = 0;
     if (!ops_gemm_available(vk))
         return 0;
-    for (int c = 0; c < (all_configs ? GEMM_NCFG : 2); c++) {
-        if (!ops_gemm_config_fits(vk, c))
+    for (int c = 0; c < GEMM_NCFG; c++) {
+        if ((!all_configs && c != GEMM_AUTO) || !ops_gemm_config_fits(vk, c))
             continue;
-        for (uint32_t xt = 0; xt < 2; xt++)
-            for (uint32_t yt = 0; yt < 2; yt++)
+        /* AUTO's configuration in every form; the others as benchmarked */
+        for (uint32_t xt = c == GEMM_AUTO ? 0 : 1; xt < 2; xt++)
+            for (uint32_t yt = 0; yt < (c == GEMM_AUTO ? 2u : 1u); yt++)
                 for (int a = 0; a < 3; a++)
                     out[n++] = ops_gemm_key(xt, yt, aligns[a], c);
     }
@@ -141,8 +140,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
         n_per -= n_per % 256;
     if (m_per > 256)
         m_per -= m_per % 256;
-    int tile = a->gemm_config > 0 && a->gemm_config <= GEMM_NCFG ? a->gemm_config - 1
-                                                                 : gemm_pick(a->m, a->n);
+    int tile = a->gemm_config > 0 && a->gemm_config <= GEMM_NCFG ? a->gemm_config - 1 : GEMM_AUTO;
     uint32_t bm = cfg_bm(tile), bn = cfg_bn(tile);
     for (uint64_t m0 = 0; m0 < a->m; m0 += m_per) {
         uint64_t m1 = m0 + m_per < a->m ? m0 + m_per : a->m;

@@ -534,7 +534,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     rc = ops_prewarm(b.vk, &failed, err);
     if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {
         /* every GEMM tile configuration, compared at the model's shapes */
-        struct vkr_pipeline_key gk[128];
+        struct vkr_pipeline_key gk[256];
         int ng = ops_gemm_keys_all(b.vk, 1, gk);
         rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }

@@ -36,6 +36,10 @@ done
 check "migrate stray arg" 2 "$F" migrate extra
 check "worker bad --on-device-loss" 2 "$F" worker --on-device-loss sometimes
 expect_in "fallback or release"
+check "worker bad --gpu-weights" 2 "$F" worker --gpu-weights bogus
+expect_in "auto, f16 or native"
+check "classify bad --gpu-weights" 2 "$F" classify --gpu-weights q4 x.png
+expect_in "auto, f16 or native"
 check "version extra" 2 "$F" version extra
 check "version" 0 "$F" version
 for lib in folio vulkan-headers libpq libjpeg-turbo tesseract leptonica; do expect_in "$lib"; done
