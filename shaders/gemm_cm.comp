@@ -46,6 +46,10 @@ layout(constant_id = 6) const uint FM = 4;    // 16x16 fragments per subgroup al
 layout(constant_id = 7) const uint FN = 4;    // ... along N
 layout(constant_id = 8) const uint BK = 32;   // K per step: 32 or 64
 layout(constant_id = 9) const uint STAGES = 2; // shared stages: 2 (one barrier per step) or 1
+// Measurement probes (bench ops --only gemm, never in a model): 1 = the
+// tensor-core math alone (no global loads after the first tile), 2 = the
+// global -> shared traffic alone (no products; results are garbage).
+layout(constant_id = 10) const uint PROBE = 0;
 
 // Aliased views of the same bindings (one per access width).
 layout(std430, binding = 0) readonly buffer BW4 { uvec4 W4[]; };
@@ -93,8 +97,11 @@ const uint SA = BM * SKV, SB = BN * SKV; // one stage, in vectors
 
 shared uvec4 sA[STAGES * SA];
 shared uvec4 sB[STAGES * SB];
-// epilogue scratch: a 16x16 f32 fragment per subgroup (64 vectors)
-shared uvec4 sC[WM * WN * 64u];
+// Epilogue scratch: a 16x16 f32 fragment per subgroup (64 vectors), in the
+// A stages once the main loop is done when they are large enough (which
+// leaves shared memory for more subgroups), else an array of its own.
+const bool EPI_IN_A = STAGES * SA >= WM * WN * 64u;
+shared uvec4 sC[EPI_IN_A ? 1u : WM * WN * 64u];
 
 // 8 halves of row `row` (first half at element index `base` of the
 // operand's binding) starting at column k; zero past K.
@@ -183,7 +190,7 @@ void main()
     uint nk = (p.K + BK - 1u) / BK;
     for (uint s = 0; s < nk; s++) {
         uint cur = STAGES == 2u ? (s & 1u) : 0u;
-        bool more = s + 1u < nk;
+        bool more = s + 1u < nk && PROBE != 1u;
         if (more) {
             uint k0 = (s + 1u) * BK;
             [[unroll]] for (uint q = 0; q < A_PER; q++) {
@@ -202,9 +209,10 @@ void main()
                 coopMatLoadNV(a[i], sA, aoff + (wm + 16u * i) * SKV + 2u * kk, SKV, false);
             [[unroll]] for (uint j = 0; j < FN; j++)
                 coopMatLoadNV(b[j], sB, boff + (wn + 16u * j) * SKV + 2u * kk, SKV, true);
-            [[unroll]] for (uint i = 0; i < FM; i++)
-                [[unroll]] for (uint j = 0; j < FN; j++)
-                    acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+            if (PROBE != 2u)
+                [[unroll]] for (uint i = 0; i < FM; i++)
+                    [[unroll]] for (uint j = 0; j < FN; j++)
+                        acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
         }
         if (more) {
             if (STAGES == 1u)
@@ -229,13 +237,17 @@ void main()
     uint er = lane >> 1, ec = (lane & 1u) * 8u;
     [[unroll]] for (uint i = 0; i < FM; i++)
         [[unroll]] for (uint j = 0; j < FN; j++) {
-            coopMatStoreNV(acc[i][j], sC, sc, 4u, false);
+            if (EPI_IN_A)
+                coopMatStoreNV(acc[i][j], sA, sc, 4u, false);
+            else
+                coopMatStoreNV(acc[i][j], sC, sc, 4u, false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             uint m = m0 + wm + 16u * i + er;
             uint nb = n0 + wn + 16u * j + ec;
             if (m < p.M) {
-                uvec4 c0 = sC[sc + er * 4u + (ec >> 2)], c1 = sC[sc + er * 4u + (ec >> 2) + 1u];
+                uint ci = sc + er * 4u + (ec >> 2);
+                uvec4 c0 = EPI_IN_A ? sA[ci] : sC[ci], c1 = EPI_IN_A ? sA[ci + 1u] : sC[ci + 1u];
                 float o[8] = {uintBitsToFloat(c0.x), uintBitsToFloat(c0.y), uintBitsToFloat(c0.z),
                               uintBitsToFloat(c0.w), uintBitsToFloat(c1.x), uintBitsToFloat(c1.y),
                               uintBitsToFloat(c1.z), uintBitsToFloat(c1.w)};

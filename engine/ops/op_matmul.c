@@ -44,15 +44,24 @@ enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
 }
 
 /* Tile configurations of gemm_cm: subgroups along M and N, 16x16
- * fragments per subgroup along M and N, K per step, shared stages. */
-static const uint32_t GEMM_CFG[][6] = {
-    {2, 2, 4, 4, 32, 2}, /* 128x128, 4 subgroups of 64x64: the large default */
-    {1, 2, 4, 4, 32, 2}, /* 64x128: twice the workgroups for few output tiles */
-    {2, 4, 4, 4, 32, 1}, /* 128x256, 8 subgroups, one stage */
-    {2, 2, 4, 4, 64, 1}, /* 128x128, K step 64, one stage */
-    {4, 2, 2, 4, 32, 2}, /* 128x128, 8 subgroups of 32x64 */
-    {2, 4, 4, 2, 32, 2}, /* 128x128, 8 subgroups of 64x32 */
-    {1, 4, 4, 4, 32, 1}, /* 64x256, one stage */
+ * fragments per subgroup along M and N, K per step, shared stages, probe
+ * (measurement-only variants, results not valid: never picked by AUTO). */
+static const uint32_t GEMM_CFG[][7] = {
+    {2, 2, 4, 4, 32, 2, 0}, /* 128x128, 4 subgroups of 64x64 */
+    {1, 2, 4, 4, 32, 2, 0}, /* 64x128: twice the workgroups for few output tiles */
+    {2, 4, 4, 4, 32, 1, 0}, /* 128x256, 8 subgroups, one stage */
+    {2, 2, 4, 4, 64, 1, 0}, /* 128x128, K step 64, one stage */
+    {4, 2, 2, 4, 32, 2, 0}, /* 128x128, 8 subgroups of 32x64 */
+    {2, 4, 4, 2, 32, 2, 0}, /* 128x128, 8 subgroups of 64x32 */
+    {1, 4, 4, 4, 32, 1, 0}, /* 64x256, one stage */
+    {1, 2, 2, 2, 32, 2, 0}, /* 32x64: label passes (a few dozen rows, weight-bound) */
+    {1, 4, 2, 2, 64, 1, 0}, /* 32x128, K step 64 */
+    {2, 4, 4, 2, 64, 1, 0}, /* AUTO's shape, K step 64, one stage: twice the bytes in flight */
+    {4, 2, 2, 4, 64, 1, 0}, /* 8 subgroups of 32x64, K step 64, one stage */
+    {4, 4, 2, 2, 64, 1, 0}, /* 16 subgroups of 32x32, K step 64, one stage */
+    {2, 4, 4, 2, 32, 1, 0}, /* AUTO's shape, K step 32, one stage */
+    {2, 4, 4, 2, 32, 2, 1}, /* probe: AUTO's shape, the tensor-core math alone */
+    {2, 4, 4, 2, 32, 2, 2}, /* probe: AUTO's shape, the global -> shared traffic alone */
 };
 
 #define GEMM_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
@@ -62,18 +71,33 @@ int ops_gemm_configs(void) { return GEMM_NCFG; }
 static uint32_t cfg_bm(int c) { return 16 * GEMM_CFG[c][0] * GEMM_CFG[c][2]; }
 static uint32_t cfg_bn(int c) { return 16 * GEMM_CFG[c][1] * GEMM_CFG[c][3]; }
 
+void ops_gemm_config_name(int c, char *out, size_t n)
+{
+    static const char *const probe[] = {"", "+math-only", "+loads-only"};
+    if (c < 0 || c >= GEMM_NCFG) {
+        snprintf(out, n, "auto");
+        return;
+    }
+    snprintf(out, n, "%ux%u/%uw-%ux%u/bk%u/s%u%s", cfg_bm(c), cfg_bn(c),
+             GEMM_CFG[c][0] * GEMM_CFG[c][1], 16 * GEMM_CFG[c][2], 16 * GEMM_CFG[c][3],
+             GEMM_CFG[c][4], GEMM_CFG[c][5], probe[GEMM_CFG[c][6]]);
+}
+
 int ops_gemm_config_fits(const struct vkr *vk, int c)
 {
     uint32_t kv = GEMM_CFG[c][4] / 8 + 1;
-    uint64_t vec = (uint64_t)GEMM_CFG[c][5] * (cfg_bm(c) + cfg_bn(c)) * kv +
-                   (uint64_t)GEMM_CFG[c][0] * GEMM_CFG[c][1] * 64;
+    uint64_t stages_a = (uint64_t)GEMM_CFG[c][5] * cfg_bm(c) * kv;
+    uint64_t scratch = (uint64_t)GEMM_CFG[c][0] * GEMM_CFG[c][1] * 64;
+    /* the epilogue scratch lives in the A stages when they are large enough */
+    uint64_t vec = stages_a + (uint64_t)GEMM_CFG[c][5] * cfg_bn(c) * kv +
+                   (stages_a >= scratch ? 1 : scratch);
     return vec * 16 <= vkr_limits(vk)->max_shared;
 }
 
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int c)
 {
     struct vkr_pipeline_key k = ops_key("gemm_cm", 2, xtype, ytype);
-    k.nspec = 10;
+    k.nspec = 11;
     k.spec[2] = align;
     k.spec[3] = GEMM_CFG[c][0];
     k.spec[4] = GEMM_CFG[c][1];
@@ -82,6 +106,7 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     k.spec[7] = GEMM_CFG[c][3];
     k.spec[8] = GEMM_CFG[c][4];
     k.spec[9] = GEMM_CFG[c][5];
+    k.spec[10] = GEMM_CFG[c][6];
     return k;
 }
 

@@ -375,10 +375,12 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 {"text_gate_up", 1400, 18944, 3584}, {"text_down", 1400, 3584, 18944},
                 {"vision_qkv", 5476, 3840, 1280},    {"vision_proj", 5476, 1280, 1280},
                 {"vision_gate_up", 5476, 3420, 1280}, {"vision_down", 5476, 1280, 3420},
-                {"merger_fc1", 1369, 5120, 5120},    {"merger_fc2", 1369, 3584, 5120}},
+                {"merger_fc1", 1369, 5120, 5120},    {"merger_fc2", 1369, 3584, 5120},
+                {"labels_qo", 48, 3584, 3584},        {"labels_gate_up", 48, 18944, 3584},
+                {"labels_down", 48, 3584, 18944}},
       quick[] = {{"quick_a", 130, 300, 512}, {"quick_b", 64, 96, 1280}};
     static const int qtypes[] = {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
-    int nshape = b->o->quick ? 2 : 10;
+    int nshape = b->o->quick ? 2 : 13;
     for (int si = 0; si < nshape; si++) {
         const char *where = b->o->quick ? quick[si].where : full[si].where;
         uint32_t m = b->o->quick ? quick[si].m : full[si].m;
@@ -423,11 +425,14 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             if (rc)
                 return rc;
             double flops = 2.0 * m * n * k;
+            char cname[64];
+            ops_gemm_config_name(cfg - 1, cname, sizeof cname);
             fprintf(b->out,
                     "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"%s\","
-                    "\"config\":%d,\"wtype\":\"%s\",\"xtype\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
+                    "\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"%s\",\"xtype\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
                     "\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
-                    where, kern == OP_MM_GEMM ? "gemm" : "coopmat", cfg, quant_type_name(ty),
+                    where, kern == OP_MM_GEMM ? "gemm" : "coopmat", cfg, kern == OP_MM_GEMM ? cname : "-",
+                    quant_type_name(ty),
                     xf16 ? "f16" : "f32", m, n, k, ms, flops / ms / 1e9, b->dev);
             fflush(b->out);
         }
