@@ -62,6 +62,9 @@ struct vkr_config {
 };
 
 int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *err);
+/* Sanitized builds: keeps the CPU driver and the validation layer loaded
+ * for the whole process so leak reports name them (no-op otherwise). */
+void vkr_pin_drivers_for_sanitizers(void);
 /* Waits for the device to go idle, saves nothing (see vkr_cache_save). */
 void vkr_close(struct vkr *vk);
 
