@@ -7,6 +7,7 @@
  * exactly the reference ids and decode back to the same bytes. */
 #include "engine/model/gguf.h"
 #include "engine/model/tokenizer.h"
+#include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
 
 #include <dirent.h>
@@ -618,37 +619,6 @@ static void test_nfc_mark_runs(void)
 
 /* ------------------------------------------------------- linear time */
 
-enum { H_MARKS, H_SPACES, H_PUNCT, H_WORD, N_HOSTILE };
-static const char *const HOSTILE_NAME[] = {"marks", "spaces", "punct", "word"};
-
-/* Hostile text of about n bytes: "a" + (U+0301 U+0323 U+0327 U+031B)*k (one
- * NFC run of mixed classes, then one long pre-token); whitespace runs with
- * newlines; one long punctuation run; one long word. */
-static char *hostile(int kind, size_t n, size_t *len)
-{
-    char *s = malloc(n + 16);
-    if (!s)
-        return NULL;
-    size_t k = 0;
-    if (kind == H_MARKS) {
-        s[k++] = 'a';
-        while (k + 8 <= n) {
-            memcpy(s + k, "\xcc\x81\xcc\xa3\xcc\xa7\xcc\x9b", 8);
-            k += 8;
-        }
-    } else {
-        static const char *const unit[] = {[H_SPACES] = "  \n \t\n   ", [H_PUNCT] = "!?.-",
-                                           [H_WORD] = "abhe"};
-        size_t ul = strlen(unit[kind]);
-        while (k + ul <= n) {
-            memcpy(s + k, unit[kind], ul);
-            k += ul;
-        }
-    }
-    *len = k;
-    return s;
-}
-
 static double thread_cpu_s(void)
 {
     struct timespec ts;
@@ -675,7 +645,8 @@ static double encode_cpu_s(const struct tok *t, const char *text, size_t len, in
     return best;
 }
 
-/* Encoding is linear in the input on hostile text: 1 MiB costs about 8
+/* Encoding is linear in the input on hostile text (the bench's scaling
+ * texts, pipeline/bench_tokenizer.c): 1 MiB costs about 8
  * times what 128 KiB costs (the old insertion sort made the marks case
  * 64 times, and 1 MiB of it minutes). Compared within one run, by CPU
  * time, best of three; the bound (24) leaves room for n log n BPE on the
@@ -686,18 +657,19 @@ static void test_linear_time(void)
     struct vocab_opts o = {.drop_byte = -1};
     struct tok *t = load(&o, &e);
     NEED(t != NULL, "load: %s", e.msg);
-    for (int kind = 0; kind < N_HOSTILE; kind++) {
+    for (int kind = 0; kind < TOK_HOSTILE_N; kind++) {
         size_t ls, lb;
-        char *small = hostile(kind, 128u << 10, &ls), *big = hostile(kind, 1u << 20, &lb);
+        char *small = bench_tok_hostile(kind, 128u << 10, &ls);
+        char *big = bench_tok_hostile(kind, 1u << 20, &lb);
         NEED(small && big, "oom");
         double ts = encode_cpu_s(t, small, ls, 3), tb = encode_cpu_s(t, big, lb, 3);
-        CHECK(ts > 0 && tb > 0, "%s: encode failed", HOSTILE_NAME[kind]);
+        CHECK(ts > 0 && tb > 0, "%s: encode failed", bench_tok_hostile_name(kind));
         fprintf(stderr, "linear_time case=%s small_s=%.4f big_s=%.4f ratio=%.1f\n",
-                HOSTILE_NAME[kind], ts, tb, ts > 0 ? tb / ts : 0.0);
+                bench_tok_hostile_name(kind), ts, tb, ts > 0 ? tb / ts : 0.0);
         if (ts > 0 && tb > 0)
             CHECK(tb < 24 * ts, "%s: 1 MiB took %.4f s, 128 KiB %.4f s (x%.1f; linear is x8)",
-                  HOSTILE_NAME[kind], tb, ts, tb / ts);
-        if (kind == H_MARKS) {
+                  bench_tok_hostile_name(kind), tb, ts, tb / ts);
+        if (kind == TOK_HOSTILE_MARKS) {
             /* and the answer is right: sorted by class (202, 216, 220, 230),
              * the first U+0323 composed into U+1EA1, nothing else composes */
             size_t q = (lb - 1) / 8, wl = 0;
