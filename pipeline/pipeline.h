@@ -197,6 +197,7 @@ struct worker_opts {
     int ocr_threads;
     int ocr_max_pages;
     int page_deadline_ms;
+    size_t max_page_text, max_doc_text; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */
