@@ -645,7 +645,9 @@ static int scaling(const struct tok *t, size_t max, const char *host, const char
     for (int kind = 0; kind < TOK_HOSTILE_N; kind++) {
         char line[2048];
         int k = snprintf(line, sizeof line, "{\"bench\":\"tokenizer_scaling\",\"case\":\"%s\","
-                         "\"n_vocab\":%u", bench_tok_hostile_name(kind), tok_n_vocab(t));
+                         "\"n_vocab\":%u,\"unicode\":{\"regex\":\"%s\",\"nfc\":\"%s\"}",
+                         bench_tok_hostile_name(kind), tok_n_vocab(t), tok_unicode_regex_version(),
+                         tok_unicode_nfc_version());
         double nsb[4];
         size_t sizes[4];
         for (int step = 0; step < 4; step++) {

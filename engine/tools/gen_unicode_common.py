@@ -5,7 +5,9 @@ Database as code-point ranges, one package per version; Debian 12 carries
 only Unicode 15.0 in unicode-data and 14.0 in Python's unicodedata).
 
 The reference is Hugging Face tokenizers as the current transformers
-release installs it (transformers >= 4.56 requires tokenizers >= 0.22):
+release installs it (transformers >= 4.56 requires tokenizers >= 0.22; the
+parity fixtures, tests/fixtures/parity/README.md, were made with
+transformers 5.17 and tokenizers 0.23.2):
   * the pre-tokenizer regex runs on the Oniguruma that the onig crate
     bundles; tokenizers >= 0.21.2 uses onig 6.5.1 / onig_sys 69.9.1, whose
     Oniguruma carries Unicode 16.0 property data (UNICODE_PROPERTY_VERSION
