@@ -317,8 +317,8 @@ int tok_nfc(const char *text, size_t n, char **out, size_t *out_len)
     }
     free(tmp);
     /* 3. compose: each character joins the last starter unless blocked by
-     * an intervening mark of the same or higher class. A primary composite
-     * is always a starter, so k[] stays right as v[] is rewritten. */
+     * an intervening mark of the same or higher class. v[] is compacted
+     * in place (o <= i); k[] is only read, at input positions. */
     size_t o = 0;
     if (c.n) {
         size_t starter = 0;
