@@ -50,6 +50,9 @@ struct engine_text {
     int pages_read;         /* pages that produced text */
     int pages_skipped;      /* beyond the page cap */
     int pages_timed_out;    /* stopped by the per-page deadline */
+    int pages_text_cut;     /* pages whose text was cut to the per-page byte cap */
+    size_t text_bytes_cut;  /* bytes dropped from read pages by the page and document caps */
+    int text_doc_cut;       /* the document's byte cap was reached (later pages unread) */
     double ms;              /* time spent producing it (decode + OCR) */
     double decode_ms, ocr_ms;
 };

@@ -42,7 +42,9 @@ static const char USAGE[] =
     "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
     "                       path=vision|gpu, reason=)\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
-    "  --ocr-max-pages N    pages OCR'd per file (default 10)\n";
+    "  --ocr-max-pages N    pages OCR'd per file (default 10)\n"
+    "  --max-text-bytes N|PAGE,DOC  text kept per page and per file for the text tiers\n"
+    "                       (default 64KiB,512KiB); cuts show in pages.text_cut\n";
 
 /* Mirrors the seed rows of schema/001_init.sql (test_classify_cli checks). */
 static const struct {
@@ -158,7 +160,7 @@ static void print_error(const char *file, const struct folio_err *e)
 }
 
 static int classify_file(const char *file, struct ocr_engine *ocr, struct engine *eng, int full, int max_pages,
-                         struct folio_err *err)
+                         const size_t caps[2], struct folio_err *err)
 {
     uint8_t *data = NULL;
     size_t len = 0;
@@ -174,7 +176,8 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         free(data);
         return rc;
     }
-    struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages};
+    struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages,
+                              .max_page_bytes = caps[0], .max_doc_bytes = caps[1]};
     struct doc_page_ctx pc = {.data = data, .len = len};
     struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
     struct engine_result er;
@@ -208,10 +211,8 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
     json_raw(&b, ",");
     json_key(&b, "orientation");
     json_num(&b, er.text.orientation);
-    char pages[160];
-    snprintf(pages, sizeof pages, ",\"pages\":{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d}", info.pages,
-             er.text.pages_read, er.text.pages_skipped, er.text.pages_timed_out);
-    json_raw(&b, pages);
+    json_raw(&b, ",\"pages\":");
+    worker_pages_json(&er.text, info.pages, &b);
     if (full) {
         json_raw(&b, ",");
         json_key(&b, "scores");
@@ -275,6 +276,7 @@ int cmd_classify(int argc, char **argv)
         {"max-image-tokens", required_argument, 0, 1007},
         {"gate-file", required_argument, 0, 1008},
         {"gpu-weights", required_argument, 0, 1040},
+        {"max-text-bytes", required_argument, 0, 1009},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -284,6 +286,7 @@ int cmd_classify(int argc, char **argv)
     const char *device = NULL, *gate_file = NULL;
     uint32_t max_image_tokens = 0;
     int gpu_weights = 0;
+    size_t caps[2] = {0, 0};
     long long v;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
@@ -310,6 +313,11 @@ int cmd_classify(int argc, char **argv)
             if (folio_parse_int(optarg, 1, 100000, &v))
                 return cli_usage_error("classify", "--ocr-max-pages wants 1..100000, got '%s'", optarg);
             max_pages = (int)v;
+            break;
+        case 1009:
+            if (doc_text_parse_caps(optarg, &caps[0], &caps[1]))
+                return cli_usage_error("classify", "--max-text-bytes wants N or PAGE,DOC, sizes of "
+                                       "1..64MiB such as 64KiB,512KiB, got '%s'", optarg);
             break;
         default:
             return cli_usage_error("classify", "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -356,7 +364,7 @@ int cmd_classify(int argc, char **argv)
     int failed = 0;
     for (int i = optind; i < argc; i++) {
         folio_err_clear(&err);
-        if (classify_file(argv[i], ocr, eng, full, max_pages, &err)) {
+        if (classify_file(argv[i], ocr, eng, full, max_pages, caps, &err)) {
             print_error(argv[i], &err);
             failed++;
         }

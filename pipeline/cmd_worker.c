@@ -1,5 +1,6 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
 #include "engine/engine.h"
+#include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -38,6 +39,9 @@ static const char USAGE[] =
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
+    "  --max-text-bytes N|PAGE,DOC  text kept per page and per document for the text\n"
+    "                       tiers (default 64KiB,512KiB); cuts are recorded in the\n"
+    "                       result's ocr_pages.text_cut\n"
     "  --page-deadline MS   OCR time budget per page (default 60000)\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
@@ -96,6 +100,7 @@ int cmd_worker(int argc, char **argv)
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
         {"gpu-weights", required_argument, 0, 1040},
+        {"max-text-bytes", required_argument, 0, 1020},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -165,6 +170,11 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 1, 100000, &v))
                 return cli_usage_error("worker", "--ocr-max-pages wants 1..100000, got '%s'", optarg);
             o.ocr_max_pages = (int)v;
+            break;
+        case 1020:
+            if (doc_text_parse_caps(optarg, &o.max_page_text, &o.max_doc_text))
+                return cli_usage_error("worker", "--max-text-bytes wants N or PAGE,DOC, sizes of "
+                                       "1..64MiB such as 64KiB,512KiB, got '%s'", optarg);
             break;
         case 1013:
             if (parse_pos_double(optarg, 0, &o.queue.retry_base_s))

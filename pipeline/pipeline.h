@@ -56,6 +56,12 @@ int bench_queue(int argc, char **argv);
 int bench_ocr(int argc, char **argv);
 int bench_ops(int argc, char **argv);
 int bench_tokenizer(int argc, char **argv);
+/* Hostile texts of about n bytes for the tokenizer's scaling case, shared by
+ * the bench and tests/unit/test_tokenizer.c (malloc'd, *len set; NULL when
+ * out of memory). */
+enum { TOK_HOSTILE_MARKS, TOK_HOSTILE_SPACES, TOK_HOSTILE_PUNCT, TOK_HOSTILE_WORD, TOK_HOSTILE_N };
+const char *bench_tok_hostile_name(int kind);
+char *bench_tok_hostile(int kind, size_t n, size_t *len);
 int bench_engine(int argc, char **argv);
 
 /* Prints the standard "not built yet" error for a feature that belongs to a
@@ -191,6 +197,7 @@ struct worker_opts {
     int ocr_threads;
     int ocr_max_pages;
     int page_deadline_ms;
+    size_t max_page_text, max_doc_text; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */

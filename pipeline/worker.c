@@ -241,10 +241,7 @@ static void build_result_json(const struct engine_result *er, double fetch_ms, d
     json_raw(timings, ",\"total_ms\":");
     json_num(timings, total_ms);
     json_raw(timings, "}");
-    char b[160];
-    snprintf(b, sizeof b, "{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d}", pages_total,
-             er->text.pages_read, er->text.pages_skipped, er->text.pages_timed_out);
-    json_raw(pages, b);
+    worker_pages_json(&er->text, pages_total, pages);
 }
 
 /* Retries a database step across reconnects until the lease runs out.
@@ -296,7 +293,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     if (rc == 0) {
         struct doc_text_ctx tc = {.ocr = t->ocr, .cancel = &s->cancel, .data = data, .len = len,
                                   .pages = j->pages, .max_pages = w->o->ocr_max_pages, .job_id = j->id,
-                                  .page_deadline_ms = w->o->page_deadline_ms};
+                                  .page_deadline_ms = w->o->page_deadline_ms,
+                                  .max_page_bytes = w->o->max_page_text, .max_doc_bytes = w->o->max_doc_text};
         struct doc_page_ctx pc = {.data = data, .len = len};
         struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
         rc = engine_classify(t->engine, &doc, &er, &err);
