@@ -49,10 +49,14 @@ static void print_table(const char *title, PGresult *r)
     printf("\n");
 }
 
+/* File scope: the config layer reads the keys [status] accepts from it. */
+static const struct option opts[] = {
+        {"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+
+const struct option *cmd_status_options(void) { return opts; }
+
 int cmd_status(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *db = NULL;
     optind = 1;
     opterr = 0;

@@ -1,4 +1,5 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
+#include "pipeline/metrics.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -34,7 +35,12 @@ static const char USAGE[] =
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
-    "  --page-deadline MS   OCR time budget per page (default 60000)\n";
+    "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --metrics-listen ADDR:PORT  serve /metrics (Prometheus), /healthz, /readyz\n"
+    "\n"
+    "Options may also come from the configuration file ([worker], [worker.NAME]\n"
+    "with --instance NAME; --config FILE) and FOLIO_<OPTION> variables: see\n"
+    "'folio config --help'.\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
 static int parse_duration(const char *s, double *out)
@@ -68,9 +74,8 @@ static int parse_pos_double(const char *s, double min, double *out)
     return 0;
 }
 
-int cmd_worker(int argc, char **argv)
-{
-    static const struct option opts[] = {
+/* File scope: the config layer reads the keys [worker] accepts from it. */
+static const struct option opts[] = {
         {"db", required_argument, 0, 1000},
         {"batch", required_argument, 0, 1001},
         {"lease", required_argument, 0, 1002},
@@ -91,11 +96,18 @@ int cmd_worker(int argc, char **argv)
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
+        {"metrics-listen", required_argument, 0, 1020},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+
+const struct option *cmd_worker_options(void) { return opts; }
+
+int cmd_worker(int argc, char **argv)
+{
     struct worker_opts o;
     worker_opts_default(&o);
     const char *db = NULL;
+    const char *metrics_listen = NULL;
     optind = 1;
     opterr = 0;
     int ch;
@@ -138,6 +150,13 @@ int cmd_worker(int argc, char **argv)
             o.max_image_tokens = (uint32_t)v;
             break;
         case 1018: o.gate_file = optarg; break;
+        case 1020: {
+            struct folio_err merr = {0};
+            if (metrics_parse_listen(optarg, &merr))
+                return cli_usage_error("worker", "%s (%s)", merr.msg, merr.hint);
+            metrics_listen = optarg;
+            break;
+        }
         case 1019:
             if (strcmp(optarg, "fallback") == 0)
                 o.release_on_device_loss = 0;
@@ -184,7 +203,17 @@ int cmd_worker(int argc, char **argv)
     /* Expired leases are noticed within a lease plus a reaper period. */
     o.reap_s = o.queue.lease_s / 2 < 10 ? o.queue.lease_s / 2 : 10;
     struct folio_err err = {0};
-    if (worker_run(&o, &err)) {
+    if (metrics_listen) {
+        struct metrics_cfg mc = {.listen = metrics_listen, .component = "worker", .conninfo = o.conninfo,
+                                 .model_key = o.queue.model_key, .device = o.device};
+        if (metrics_start(&mc, &o.metrics, NULL, &err)) {
+            folio_err_print(stderr, &err);
+            return FOLIO_EXIT_FAIL;
+        }
+    }
+    int rc = worker_run(&o, &err);
+    metrics_stop(o.metrics);
+    if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }

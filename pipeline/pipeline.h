@@ -49,6 +49,11 @@ int cmd_status(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);
@@ -196,6 +201,7 @@ struct worker_opts {
     const char *gate_file;     /* extra driver-gate rules */
     uint32_t max_image_tokens; /* vision plan, 0 = 1600 */
     int release_on_device_loss; /* --on-device-loss release: requeue instead of OCR fallback */
+    struct metrics *metrics;    /* --metrics-listen (pipeline/metrics.h); NULL = off */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A
