@@ -482,7 +482,9 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
             bool exists = false;
             for (size_t i = 0; i < cfg.n; i++)
                 exists |= strcmp(cfg.e[i].section, sec) == 0;
-            if (!exists) {
+            /* Optional for workers ([worker.0] for GPU 0 only when it
+             * needs its own settings); an ingest instance is its inbox. */
+            if (!exists && c->positional_key) {
                 fprintf(stderr, "folio %s: --instance %s: %s has no section [%s]\n", c->name, instance, path, sec);
                 config_free(&cfg);
                 args_free(out);
@@ -568,9 +570,10 @@ static const char USAGE[] =
     "\n"
     "Format: 'key = value' lines, keys are long option names without '--';\n"
     "keys before any section apply to every command that has the option;\n"
-    "[worker], [ingest], ... apply to one command; [ingest.NAME] to\n"
-    "'folio ingest --instance NAME' (systemd: folio-ingest@NAME). In [ingest],\n"
-    "'dir' is the folder argument. Lines starting with # or ; are comments.\n"
+    "[worker], [ingest], ... apply to one command; [CMD.NAME] adds to them for\n"
+    "'folio CMD --instance NAME' (systemd: folio-ingest@NAME, folio-worker@N).\n"
+    "In [ingest], 'dir' is the folder argument, and an ingest instance must have\n"
+    "its section. Lines starting with # or ; are comments.\n"
     "Precedence: command line > FOLIO_<KEY> environment > [CMD.NAME] > [CMD] >\n"
     "top level.\n";
 
