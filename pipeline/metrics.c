@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -492,11 +493,18 @@ int metrics_start(const struct metrics_cfg *cfg, struct metrics **out, int *port
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* The server thread must not take SIGTERM/SIGINT: the worker and ingest
+     * read them from a signalfd, and a process-directed signal delivered to
+     * a thread that does not block it would kill the process instead. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     if (m->conninfo)
         m->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 16u,
                                 MHD_OPTION_END);
     int saved = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     freeaddrinfo(ai);
     if (!m->d) {
         folio_err_set(err, FOLIO_EIO, "cannot serve metrics on %s", cfg->listen);
