@@ -221,7 +221,13 @@ static void section_throughput(struct report *R, int hours)
             double y = H + 5 - (H - 10) * atof(PQgetvalue(r, j, 2)) / (ymax > 0 ? ymax : 1);
             fprintf(R->f, "%.1f,%.1f ", x, y);
         }
-        fprintf(R->f, "\"/>\n<text x=\"%.0f\" y=\"%d\" font-size=\"12\" fill=\"%s\">", W - 80, 16 + 14 * series,
+        fprintf(R->f, "\"/>\n");
+        /* Dots too: a series of one bucket is no line. */
+        for (int k = i; k < j; k++)
+            fprintf(R->f, "<circle r=\"3\" fill=\"%s\" cx=\"%.1f\" cy=\"%.1f\"><title>%s pages/min</title></circle>",
+                    PALETTE[series % 8], 50 + W * atoi(PQgetvalue(r, k, 1)) / kmax,
+                    H + 5 - (H - 10) * atof(PQgetvalue(r, k, 2)) / (ymax > 0 ? ymax : 1), PQgetvalue(r, k, 2));
+        fprintf(R->f, "\n<text x=\"%.0f\" y=\"%d\" font-size=\"12\" fill=\"%s\">", W - 80, 16 + 14 * series,
                 PALETTE[series % 8]);
         esc(R->f, path);
         fprintf(R->f, "</text>\n");
