@@ -120,6 +120,25 @@ expect_eq "queue gauge done" "$(metric "$WP" 'folio_queue_jobs{model_key="defaul
 expect_eq "queue gauge dead" "$(metric "$WP" 'folio_queue_jobs{model_key="default",state="dead"}')" 1
 expect_eq "ready gauge" "$(metric "$WP" "folio_ready$M}")" 1
 expect_eq "path gauge" "$(metric "$WP" 'folio_engine_path_enabled{path="ocr+rules"}')" 1
+# ---- status --json / --watch: the same numbers as SQL, throughput and ETA
+"$F" status --json > "$S/status.json" 2>"$S/status.err"
+check "status --json = SQL" 0 python3 - "$S/status.json" "$(sql "SELECT count(*) FROM folio.results WHERE created_at > now() - interval '1 minute'")" <<'PY'
+import json, sys
+st = json.load(open(sys.argv[1]))
+jobs = {j["state"]: j["jobs"] for j in st["jobs"]}
+assert jobs == {"done": 2, "dead": 1}, jobs
+assert len(st["workers"]) == 1 and st["workers"][0]["state"] == "ocr-only", st["workers"]
+assert st["throughput"]["results"] == int(sys.argv[2]) and st["throughput"]["queued"] == 0, st["throughput"]
+assert st["throughput"]["eta_s"] in (0, None), st["throughput"]
+assert sorted(l["label"] for l in st["labels"]) == ["invoice", "memo"], st["labels"]
+print("ok")
+PY
+"$F" status --json --watch --interval 0.2 --count 3 > "$S/watch.jsonl" 2>&1
+expect_eq "status --watch --count 3 lines" "$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["jobs"]))' "$S/watch.jsonl")" 3
+check "status tables" 0 "$F" status
+expect_in "throughput (last minute)"
+check "status bad interval" 2 "$F" status --watch --interval 0
+
 check "worker metrics pass promtool" 0 bash -c "curl -sf http://127.0.0.1:$WP/metrics | promtool check metrics"
 checks=$((checks+1)); [ "$(grep -c 'WATCHDOG=1' "$S/notify.log")" -ge 2 ] || { echo "FAIL: fewer than 2 watchdog pings"; fail=$((fail+1)); }
 check "unknown path 404" 22 curl -sf "http://127.0.0.1:$WP/nope"
