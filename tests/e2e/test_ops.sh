@@ -102,6 +102,8 @@ WPID=$!; PIDS+=($WPID)
 wait_for 20 'grep -q metrics_listening "$S/worker.log"'
 WP=$(port_of "$S/worker.log")
 check "worker healthz" 0 curl -sf "http://127.0.0.1:$WP/healthz"
+check "metrics port in use" 1 "$F" worker --ocr-threads 1 --metrics-listen "127.0.0.1:$WP"
+expect_in "cannot serve metrics on 127.0.0.1:$WP"
 wait_for 60 'grep -q "READY=1" "$S/notify.log"'
 checks=$((checks+1)); grep -q "READY=1 STATUS=ocr+rules" "$S/notify.log" || { echo "FAIL: worker READY: $(cat "$S/notify.log")"; fail=$((fail+1)); }
 check "worker readyz after READY" 0 curl -sf "http://127.0.0.1:$WP/readyz"
