@@ -97,10 +97,8 @@ int cmd_export(int argc, char **argv)
 
     struct folio_err err = {0};
     PGconn *c;
-    if (db_connect(db_conninfo(db), "folio-export", &c, &err)) {
-        folio_err_print(stderr, &err);
+    if (cli_connect(db, "folio-export", &c))
         return FOLIO_EXIT_FAIL;
-    }
     const char *params[3];
     int np = 0;
     char sql[3072];

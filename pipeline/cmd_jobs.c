@@ -181,10 +181,8 @@ int cmd_jobs(int argc, char **argv)
 
     struct folio_err err = {0};
     PGconn *c;
-    if (db_connect(db_conninfo(db), "folio-jobs", &c, &err)) {
-        folio_err_print(stderr, &err);
+    if (cli_connect(db, "folio-jobs", &c))
         return FOLIO_EXIT_FAIL;
-    }
     char sql[4096];
     const char *params[8];
     int np = 0;

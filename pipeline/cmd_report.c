@@ -401,10 +401,8 @@ int cmd_report(int argc, char **argv)
         return cli_usage_error("report", "unexpected argument '%s'", argv[optind]);
     if (!out)
         return cli_usage_error("report", "--out FILE is required");
-    if (db_connect(db_conninfo(db), "folio-report", &R.c, &R.err)) {
-        folio_err_print(stderr, &R.err);
+    if (cli_connect(db, "folio-report", &R.c))
         return FOLIO_EXIT_FAIL;
-    }
     /* One snapshot for every section, so the numbers agree with each other. */
     PGresult *b = PQexec(R.c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     PQclear(b);

@@ -77,6 +77,16 @@ static int resolve(PGconn *c, const char *doc, char id[32], struct folio_err *er
     return 0;
 }
 
+/* Each line of text, after prefix. */
+static void print_lines(const char *prefix, const char *text)
+{
+    for (const char *line = text; line && *line;) {
+        size_t ll = strcspn(line, "\n");
+        printf("%s%.*s\n", prefix, (int)ll, line);
+        line = line[ll] ? line + ll + 1 : NULL;
+    }
+}
+
 static void kv(const char *k, const char *v)
 {
     char b[600];
@@ -113,10 +123,8 @@ int cmd_show(int argc, char **argv)
 
     struct folio_err err = {0};
     PGconn *c;
-    if (db_connect(db_conninfo(db), "folio-show", &c, &err)) {
-        folio_err_print(stderr, &err);
+    if (cli_connect(db, "folio-show", &c))
         return FOLIO_EXIT_FAIL;
-    }
     char id[32];
     int rc = resolve(c, doc, id, &err);
     PGresult *r = NULL;
@@ -204,20 +212,10 @@ int cmd_show(int argc, char **argv)
             if (PQgetvalue(r, i, 8)[0])
                 kv("ocr confidence", PQgetvalue(r, i, 8));
             printf("  distribution\n");
-            const char *dist = PQgetvalue(r, i, 12);
-            for (const char *line = dist; line && *line;) {
-                size_t ll = strcspn(line, "\n");
-                printf("    %.*s\n", (int)ll, line);
-                line = line[ll] ? line + ll + 1 : NULL;
-            }
+            print_lines("    ", PQgetvalue(r, i, 12));
             if (!no_text && PQgetvalue(r, i, 7)[0]) {
                 printf("  ocr text\n");
-                const char *t = PQgetvalue(r, i, 7);
-                for (const char *line = t; line && *line;) {
-                    size_t ll = strcspn(line, "\n");
-                    printf("    | %.*s\n", (int)ll, line);
-                    line = line[ll] ? line + ll + 1 : NULL;
-                }
+                print_lines("    | ", PQgetvalue(r, i, 7));
             }
         }
         PQclear(r);

@@ -197,10 +197,8 @@ int cmd_status(int argc, char **argv)
         return cli_usage_error("status", "unexpected argument '%s'", argv[optind]);
     struct folio_err err = {0};
     PGconn *c;
-    if (db_connect(db_conninfo(db), "folio-status", &c, &err)) {
-        folio_err_print(stderr, &err);
+    if (cli_connect(db, "folio-status", &c))
         return FOLIO_EXIT_FAIL;
-    }
     int rc = FOLIO_EXIT_OK;
     for (long long n = 1;; n++) {
         /* A terminal watch redraws in place; JSON lines and pipes append. */

@@ -68,6 +68,9 @@ int bench_engine(int argc, char **argv);
 int cli_not_built(const char *what, const char *which_issue);
 /* Prints "folio CMD: MSG" plus "try 'folio CMD --help'"; returns FOLIO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* db_connect for a command: --db value (or $FOLIO_DB ...); on failure prints
+ * the error and returns FOLIO_EXIT_FAIL, else FOLIO_EXIT_OK. */
+int cli_connect(const char *db_flag, const char *app_name, PGconn **out);
 
 /* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
  * Every statement is autocommit and short: ownership of a running job lives

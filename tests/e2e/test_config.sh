@@ -12,16 +12,7 @@ S=${FOLIO_TEST_SCRATCH:?run through ctest}/e2e_config
 SRC=${FOLIO_SOURCE_DIR:?}
 rm -rf "$S"; mkdir -p "$S"
 unset FOLIO_CONFIG FOLIO_DB
-fail=0; checks=0
-check() { # check DESC EXPECTED_RC CMD...
-  local desc=$1 want=$2; shift 2
-  local rc
-  LAST_OUT=$("$@" 2>&1); rc=$?
-  checks=$((checks+1))
-  if [ "$rc" != "$want" ]; then echo "FAIL: $desc: expected exit $want, got $rc: $LAST_OUT"; fail=$((fail+1)); fi
-}
-expect_in() { checks=$((checks+1)); case "$LAST_OUT" in *"$1"*) ;; *) echo "FAIL: output lacks '$1': $LAST_OUT"; fail=$((fail+1));; esac; }
-expect_not() { checks=$((checks+1)); case "$LAST_OUT" in *"$1"*) echo "FAIL: output has '$1': $LAST_OUT"; fail=$((fail+1));; esac; }
+. "${FOLIO_SOURCE_DIR:?}/tests/support/e2e_lib.sh"
 
 cat > "$S/bad.conf" <<'CONF'
 # comment
@@ -113,5 +104,4 @@ expect_in "folio migrate"
 check "flag beats env" 1 env FOLIO_DB="$GOOD" "$F" status --config "$S/db-good.conf" --db "$BAD"
 expect_in "cannot connect to PostgreSQL"
 
-echo "$checks checks, $fail failed"
-[ "$fail" -eq 0 ]
+e2e_done

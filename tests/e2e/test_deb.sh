@@ -10,15 +10,7 @@ F=${FOLIO_BIN:?run through ctest}
 B=$(dirname "$F")
 S=${FOLIO_TEST_SCRATCH:?run through ctest}/e2e_deb
 rm -rf "$S"; mkdir -p "$S/pkg"
-fail=0; checks=0
-check() { # check DESC EXPECTED_RC CMD...
-  local desc=$1 want=$2; shift 2
-  local rc
-  LAST_OUT=$("$@" 2>&1); rc=$?
-  checks=$((checks+1))
-  if [ "$rc" != "$want" ]; then echo "FAIL: $desc: expected exit $want, got $rc: $LAST_OUT"; fail=$((fail+1)); fi
-}
-expect_in() { checks=$((checks+1)); case "$LAST_OUT" in *"$1"*) ;; *) echo "FAIL: output lacks '$1': $LAST_OUT"; fail=$((fail+1));; esac; }
+. "${FOLIO_SOURCE_DIR:?}/tests/support/e2e_lib.sh"
 
 check "cpack" 0 cpack -G DEB --config "$B/CPackConfig.cmake" -B "$S/pkg"
 DEB=$(ls "$S"/pkg/folio_*_amd64.deb 2>/dev/null | head -1)
@@ -58,5 +50,4 @@ checks=$((checks+1)); [ ! -e "$R/usr/bin/folio" ] || { echo "FAIL: folio still i
 # A conffile stays after remove (purge deletes it): Debian policy.
 checks=$((checks+1)); [ -e "$R/etc/folio/folio.conf" ] || { echo "FAIL: conffile gone after remove"; fail=$((fail+1)); }
 
-echo "$checks checks, $fail failed"
-[ "$fail" -eq 0 ]
+e2e_done

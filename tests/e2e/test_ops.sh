@@ -11,22 +11,22 @@ SRC=${FOLIO_SOURCE_DIR:?}
 S=${FOLIO_TEST_SCRATCH:?run through ctest}/e2e_ops
 rm -rf "$S"; mkdir -p "$S/in" "$S/pages"
 unset FOLIO_CONFIG
-fail=0; checks=0
+. "${FOLIO_SOURCE_DIR:?}/tests/support/e2e_lib.sh"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
-check() { # check DESC EXPECTED_RC CMD...
-  local desc=$1 want=$2; shift 2
-  local rc
-  LAST_OUT=$("$@" 2>&1); rc=$?
-  checks=$((checks+1))
-  if [ "$rc" != "$want" ]; then echo "FAIL: $desc: expected exit $want, got $rc: $LAST_OUT"; fail=$((fail+1)); fi
-}
-expect_in() { checks=$((checks+1)); case "$LAST_OUT" in *"$1"*) ;; *) echo "FAIL: output lacks '$1': $LAST_OUT"; fail=$((fail+1));; esac; }
-expect_eq() { checks=$((checks+1)); [ "$2" = "$3" ] || { echo "FAIL: $1: expected '$3', got '$2'"; fail=$((fail+1)); }; }
-wait_for() { # wait_for SECONDS 'CONDITION': until the shell condition holds (re-evaluated each time)
-  local end=$((SECONDS + $1))
-  until eval "$2" >/dev/null 2>&1; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
+# notify_listener SOCKET LOG: what systemd's notify socket would receive,
+# one datagram per line.
+notify_listener() {
+  python3 - "$1" "$2" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as f:
+    while True:
+        f.write(s.recv(4096).decode().replace("\n", " ") + "\n")
+PY
+  PIDS+=($!)
+  wait_for 10 "test -S '$1'"
 }
 port_of() { sed -n 's/.*event=metrics_listening .*port=\([0-9]*\).*/\1/p' "$1" | head -1; }
 metric() { # metric URL_PORT 'name{...}' -> value (labels matched as a substring)
@@ -48,15 +48,7 @@ for p in invoice memo; do
 done
 
 # ---- ingest --watch with metrics and sd_notify
-python3 - "$S/notify-ingest.sock" "$S/notify-ingest.log" <<'PY' &
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
-with open(sys.argv[2], "a", buffering=1) as f:
-    while True:
-        f.write(s.recv(4096).decode().replace("\n", " ") + "\n")
-PY
-PIDS+=($!)
-wait_for 10 'test -S "$S/notify-ingest.sock"'
+notify_listener "$S/notify-ingest.sock" "$S/notify-ingest.log"
 NOTIFY_SOCKET="$S/notify-ingest.sock" "$F" ingest --watch --stable-ms 200 --rescan 1 \
   --metrics-listen 127.0.0.1:0 "$S/in" 2> "$S/ingest.log" &
 IPID=$!; PIDS+=($IPID)
@@ -87,15 +79,7 @@ BADJOB=$(sql "WITH d AS (INSERT INTO folio.documents (sha256, media_type, bytes,
   INSERT INTO folio.jobs (document_id, max_attempts) SELECT id, 1 FROM d RETURNING id")
 
 # ---- worker with metrics, sd_notify and a watchdog
-python3 - "$S/notify.sock" "$S/notify.log" <<'PY' &
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
-with open(sys.argv[2], "a", buffering=1) as f:
-    while True:
-        f.write(s.recv(4096).decode().replace("\n", " ") + "\n")
-PY
-PIDS+=($!)
-wait_for 10 'test -S "$S/notify.sock"'
+notify_listener "$S/notify.sock" "$S/notify.log"
 NOTIFY_SOCKET="$S/notify.sock" WATCHDOG_USEC=1000000 "$F" worker --ocr-threads 1 --poll 0.2 --retry-base 0 \
   --metrics-listen 127.0.0.1:0 2> "$S/worker.log" &
 WPID=$!; PIDS+=($WPID)
@@ -262,5 +246,4 @@ if [ -z "$CHROME" ]; then echo "FAIL: no chromium (apt-get install chromium-head
   awk -v n="$BN" -v c="$BC" 'BEGIN{exit !(n > 0.02 && c > 20)}' && { echo "FAIL: blank page passes the screenshot check"; fail=$((fail+1)); }
 fi
 
-echo "$checks checks, $fail failed"
-[ "$fail" -eq 0 ]
+e2e_done
