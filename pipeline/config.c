@@ -446,6 +446,7 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
         if (config_load(path, &cfg, &err)) {
             folio_err_print(stderr, &err);
             config_free(&cfg);
+            args_free(out);
             return FOLIO_EXIT_FAIL;
         }
         if (cfg.nproblems) {
@@ -453,6 +454,7 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
                 fprintf(stderr, "folio: config: %s\n", cfg.problems[i]);
             fprintf(stderr, "  hint: fix the file; 'folio config check --config %s' lists every problem\n", path);
             config_free(&cfg);
+            args_free(out);
             return FOLIO_EXIT_USAGE;
         }
         bool found_instance = false;
