@@ -67,6 +67,8 @@ struct metrics {
     size_t n, cap;
     int ready;
     char paths[128];
+    int engine_set; /* the engine gauges below are valid */
+    double weights_bytes, activation_bytes, pipelines, ready_ms;
     char component[16], model_key[208], device[256];
     char *conninfo;
     double started_at; /* unix seconds */
@@ -177,6 +179,54 @@ void metrics_set_ready(struct metrics *m, int ready, const char *paths)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* A number or string field of the engine's own flat report object. This
+ * is not a JSON parser: the report is folio's, one level, known keys. */
+static int report_field(const char *json, const char *key, double *num, char *str, size_t n)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(json, pat);
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    if (str && *p == '"') {
+        size_t k = 0;
+        for (p++; *p && *p != '"' && k + 1 < n; p++) {
+            if (*p == '\\' && p[1])
+                p++;
+            str[k++] = *p;
+        }
+        str[k] = '\0';
+        return 0;
+    }
+    char *end = NULL;
+    double v = strtod(p, &end);
+    if (!num || end == p)
+        return -1;
+    *num = v;
+    return 0;
+}
+
+void metrics_set_engine(struct metrics *m, const char *report_json)
+{
+    if (!m || !report_json)
+        return;
+    pthread_mutex_lock(&m->mu);
+    char dev[256];
+    if (report_field(report_json, "device", NULL, dev, sizeof dev) == 0 && dev[0])
+        snprintf(m->device, sizeof m->device, "%s", dev);
+    double w = 0, a = 0, p = 0, r = 0;
+    m->engine_set = report_field(report_json, "weights_bytes", &w, NULL, 0) == 0 &&
+                    report_field(report_json, "activation_bytes", &a, NULL, 0) == 0 &&
+                    report_field(report_json, "pipelines", &p, NULL, 0) == 0 &&
+                    report_field(report_json, "ready_ms", &r, NULL, 0) == 0;
+    m->weights_bytes = w;
+    m->activation_bytes = a;
+    m->pipelines = p;
+    m->ready_ms = r;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* ------------------------------------------------------------ exposition */
 
 struct out {
@@ -235,9 +285,9 @@ static const char *lv(char *buf, size_t n, const char *s)
     return buf;
 }
 
-/* {model_key="..",device="..",l1="..",l2=".."[,le=".."]} */
+/* {component="..",model_key="..",device="..",l1="..",l2=".."[,xk="xv"]} */
 static void labels(struct out *o, const struct metrics *m, const struct family *f, const struct series *s,
-                   const char *le)
+                   const char *xk, const char *xv)
 {
     char a[512], b[512];
     outf(o, "{component=\"%s\",model_key=\"%s\",device=\"%s\"", m->component, lv(a, sizeof a, m->model_key),
@@ -246,8 +296,8 @@ static void labels(struct out *o, const struct metrics *m, const struct family *
         outf(o, ",%s=\"%s\"", f->l1, lv(a, sizeof a, s->l1));
     if (f->l2 && s)
         outf(o, ",%s=\"%s\"", f->l2, lv(a, sizeof a, s->l2));
-    if (le)
-        outf(o, ",le=\"%s\"", le);
+    if (xk)
+        outf(o, ",%s=\"%s\"", xk, xv);
     outf(o, "}");
 }
 
@@ -301,7 +351,7 @@ static void render(struct metrics *m, struct out *o)
          m->started_at);
     outf(o, "# HELP folio_ready Start-up finished (pre-warm and self-test done for a worker).\n"
             "# TYPE folio_ready gauge\nfolio_ready");
-    labels(o, m, &(struct family){0}, NULL, NULL);
+    labels(o, m, &(struct family){0}, NULL, NULL, NULL);
     outf(o, " %d\n", m->ready);
     if (strcmp(m->component, "worker") == 0) {
         static const char *P[] = {"vision", "ocr+lm", "ocr+rules"};
@@ -317,6 +367,24 @@ static void render(struct metrics *m, struct out *o)
             outf(o, "folio_engine_path_enabled{path=\"%s\"} %d\n", P[i], on);
         }
     }
+    if (m->engine_set) {
+        outf(o, "# HELP folio_gpu_memory_planned_bytes Device memory planned at start (weights, activations).\n"
+                "# TYPE folio_gpu_memory_planned_bytes gauge\n");
+        static const char *K[] = {"weights", "activations"};
+        for (int k = 0; k < 2; k++) {
+            outf(o, "folio_gpu_memory_planned_bytes");
+            labels(o, m, &(struct family){0}, NULL, "kind", K[k]);
+            outf(o, " %.0f\n", k ? m->activation_bytes : m->weights_bytes);
+        }
+        outf(o, "# HELP folio_pipelines_prewarmed Compute pipelines created and sealed before the first job.\n"
+                "# TYPE folio_pipelines_prewarmed gauge\nfolio_pipelines_prewarmed");
+        labels(o, m, &(struct family){0}, NULL, NULL, NULL);
+        outf(o, " %.0f\n# HELP folio_engine_startup_seconds Model load, pre-warm, warm-up and self-test.\n"
+                "# TYPE folio_engine_startup_seconds gauge\nfolio_engine_startup_seconds",
+             m->pipelines);
+        labels(o, m, &(struct family){0}, NULL, NULL, NULL);
+        outf(o, " %.3f\n", m->ready_ms / 1000.0);
+    }
     for (int id = 0; id < M_COUNT; id++) {
         const struct family *f = &FAMILIES[id];
         const char *type = f->type == MT_COUNTER ? "counter" : f->type == MT_GAUGE ? "gauge" : "histogram";
@@ -329,7 +397,7 @@ static void render(struct metrics *m, struct out *o)
             any = 1;
             if (f->type != MT_HIST) {
                 outf(o, "%s", f->name);
-                labels(o, m, f, s, NULL);
+                labels(o, m, f, s, NULL, NULL);
                 outf(o, " %.17g\n", s->value);
                 continue;
             }
@@ -339,22 +407,22 @@ static void render(struct metrics *m, struct out *o)
                 snprintf(le, sizeof le, "%g", BUCKETS[b]);
                 cum += s->buckets[b];
                 outf(o, "%s_bucket", f->name);
-                labels(o, m, f, s, le);
+                labels(o, m, f, s, "le", le);
                 outf(o, " %llu\n", (unsigned long long)cum);
             }
             outf(o, "%s_bucket", f->name);
-            labels(o, m, f, s, "+Inf");
+            labels(o, m, f, s, "le", "+Inf");
             outf(o, " %llu\n%s_sum", (unsigned long long)s->count, f->name);
-            labels(o, m, f, s, NULL);
+            labels(o, m, f, s, NULL, NULL);
             outf(o, " %.17g\n%s_count", s->sum, f->name);
-            labels(o, m, f, s, NULL);
+            labels(o, m, f, s, NULL, NULL);
             outf(o, " %llu\n", (unsigned long long)s->count);
         }
         /* Unlabelled counters and gauges read 0 before their first event,
          * so rate() works from the first scrape. */
         if (!any && !f->l1 && f->type != MT_HIST) {
             outf(o, "%s", f->name);
-            labels(o, m, f, NULL, NULL);
+            labels(o, m, f, NULL, NULL, NULL);
             outf(o, " 0\n");
         }
     }

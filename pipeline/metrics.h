@@ -59,6 +59,10 @@ void metrics_job(struct metrics *m, const char *outcome, const struct engine_res
 /* Readiness: start-up done and the engine paths now enabled ("" = none). */
 void metrics_set_ready(struct metrics *m, int ready, const char *paths);
 
+/* The engine's open report (engine_models_report_json): device name for
+ * the device label, planned GPU memory, pre-warmed pipelines, start-up time. */
+void metrics_set_engine(struct metrics *m, const char *report_json);
+
 /* Checks an ADDR:PORT without binding (option parsing). */
 int metrics_parse_listen(const char *s, struct folio_err *err);
 

@@ -788,7 +788,9 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             free(threads);
             return err->code ? err->code : FOLIO_ENOMEM;
         }
-        char q[400], why[320];
+        char q[400], why[320], rep[2048];
+        if (o->metrics && engine_models_report_json(w.models, rep, sizeof rep) == 0)
+            metrics_set_engine(o->metrics, rep);
         folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w.models),
                   folio_lq(q, sizeof q, (engine_models_reason(w.models, why, sizeof why), why)));
     }

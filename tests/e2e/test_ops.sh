@@ -151,6 +151,45 @@ kill -TERM $WPID; wait $WPID; rc=$?
 expect_eq "worker exit on SIGTERM" "$rc" 0
 checks=$((checks+1)); grep -q "STOPPING=1" "$S/notify.log" || { echo "FAIL: worker sent no STOPPING=1"; fail=$((fail+1)); }
 
+# ---- model tiers on lavapipe (tiny fixture models): engine gauges, device label
+FIX=$SRC/tests/fixtures/parity/qwen25vl
+NOTIFY_SOCKET="$S/notify.sock" "$F" worker --ocr-threads 1 --model "$FIX/text-Q4_K.gguf" --mmproj "$FIX/mmproj-BF16.gguf" \
+  --device llvmpipe --model-key tiny --metrics-listen 127.0.0.1:0 2> "$S/worker-vlm.log" &
+VPID=$!; PIDS+=($VPID)
+wait_for 20 'grep -q metrics_listening "$S/worker-vlm.log"'
+VP=$(port_of "$S/worker-vlm.log")
+wait_for 120 'grep -q "READY=1 STATUS=vision" "$S/notify.log"'
+checks=$((checks+1)); grep -q "READY=1 STATUS=vision,ocr+lm,ocr+rules" "$S/notify.log" || { echo "FAIL: vision worker READY: $(tail -3 "$S/notify.log")"; fail=$((fail+1)); }
+curl -sf "http://127.0.0.1:$VP/metrics" > "$S/vlm.metrics"
+check "vision worker metrics pass promtool" 0 bash -c "promtool check metrics < '$S/vlm.metrics'"
+check "engine gauges" 0 python3 - "$S/vlm.metrics" <<'PY'
+import re, sys
+m = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("#"):
+        k, v = line.rsplit(" ", 1)
+        m[k] = float(v)
+dev = 'device="llvmpipe'
+w = [v for k, v in m.items() if k.startswith("folio_gpu_memory_planned_bytes") and dev in k and 'kind="weights"' in k]
+a = [v for k, v in m.items() if k.startswith("folio_gpu_memory_planned_bytes") and dev in k and 'kind="activations"' in k]
+p = [v for k, v in m.items() if k.startswith("folio_pipelines_prewarmed") and dev in k]
+assert w and w[0] > 0 and a and a[0] > 0 and p and p[0] > 0, (w, a, p)
+assert m['folio_engine_path_enabled{path="vision"}'] == 1
+assert any(k.startswith("folio_ready{") and 'model_key="tiny"' in k and v == 1 for k, v in m.items())
+print("ok")
+PY
+check "vision worker readyz" 0 curl -sf "http://127.0.0.1:$VP/readyz"
+kill -TERM $VPID; wait $VPID
+# Not ready while the database is unreachable.
+"$F" worker --ocr-threads 1 --db "host=/nonexistent port=1 dbname=x connect_timeout=1" --metrics-listen 127.0.0.1:0 2> "$S/worker-nodb.log" &
+NPID=$!; PIDS+=($NPID)
+wait_for 20 'grep -q worker_started "$S/worker-nodb.log"'
+NP=$(port_of "$S/worker-nodb.log")
+check "readyz without database" 22 curl -sf "http://127.0.0.1:$NP/readyz"
+expect_eq "readyz reason" "$(curl -s "http://127.0.0.1:$NP/readyz")" "not ready: database unreachable;"
+check "healthz without database" 0 curl -sf "http://127.0.0.1:$NP/healthz"
+kill -TERM $NPID; wait $NPID
+
 # ---- cancel a queued job
 check "cancel by id (retry it first)" 0 "$F" jobs retry --id "$BADJOB"
 check "cancel" 0 "$F" jobs cancel --state queued
