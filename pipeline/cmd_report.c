@@ -8,12 +8,15 @@
  * Every number comes from one SQL query and is also written into a data-*
  * attribute, so a test can compare what the page shows with SQL.
  */
+#include "pipeline/http.h"
 #include "pipeline/page_png.h"
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 
 static const char USAGE[] =
     "usage: folio report --out FILE [--model-key K] [--review N] [--hours H]\n"
+    "       folio report --listen ADDR:PORT [...]   serve it live at /, rebuilt per request\n"
     "\n"
     "Writes a self-contained HTML report: results per label with confidence\n"
     "histograms, pages per minute per engine path, queue and workers, the\n"
@@ -32,12 +36,14 @@ static const char USAGE[] =
     "  --out FILE           where to write the HTML (replaced atomically)\n"
     "  --model-key K        results of one model configuration (default: all)\n"
     "  --review N           documents shown in the review queue (default 24)\n"
-    "  --hours H            throughput window, hours back from now (default 24)\n";
+    "  --hours H            throughput window, hours back from now (default 24)\n"
+    "  --listen ADDR:PORT   serve the report over HTTP until SIGTERM/SIGINT\n";
 
 static const struct option opts[] = {
     {"db", required_argument, 0, 'd'},     {"out", required_argument, 0, 'o'},
     {"model-key", required_argument, 0, 'k'}, {"review", required_argument, 0, 'r'},
-    {"hours", required_argument, 0, 'H'},  {"help", no_argument, 0, 'h'},
+    {"hours", required_argument, 0, 'H'},  {"listen", required_argument, 0, 'L'},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
 const struct option *cmd_report_options(void) { return opts; }
@@ -372,9 +378,94 @@ static const char CSS[] =
     ".review{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0;width:170px;font-size:12px}"
     "figure img{border:1px solid #ccc;max-width:160px}.noimg{width:160px;height:100px;background:#eee}";
 
+/* The whole page into R->f from one snapshot, so the numbers agree with
+ * each other; R->err is set when a query failed. */
+static void report_render(struct report *R, int hours, int review)
+{
+    PQclear(PQexec(R->c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+    fprintf(R->f, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>folio report</title>"
+                  "<style>%s</style></head><body>\n<h1>folio report</h1>\n",
+            CSS);
+    section_summary(R);
+    if (!R->err.code)
+        section_labels(R);
+    if (!R->err.code)
+        section_throughput(R, hours);
+    if (!R->err.code)
+        section_queue(R);
+    if (!R->err.code)
+        section_review(R, review);
+    if (!R->err.code)
+        section_rejections(R);
+    fprintf(R->f, "<p class=sub>folio %s</p>\n</body></html>\n", FOLIO_VERSION_STRING);
+    PQclear(PQexec(R->c, "COMMIT"));
+}
+
+struct serve {
+    const char *conninfo, *model_key;
+    int hours, review;
+};
+
+/* GET /: a fresh report on a connection of its own (a person's page
+ * view, not a hot path). */
+static enum MHD_Result serve_page(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)con_cls;
+    const struct serve *sv = cls;
+    static const char TEXT[] = "text/plain; charset=utf-8";
+    const char *refuse = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 ? "only GET\n"
+                         : strcmp(url, "/") != 0                                ? "not found: the report is at /\n"
+                                                                                : NULL;
+    if (refuse)
+        return http_reply(c, refuse[0] == 'o' ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND, TEXT,
+                          strdup(refuse), strlen(refuse));
+    struct report R = {.model_key = sv->model_key};
+    char *page = NULL;
+    size_t len = 0;
+    if (db_connect(sv->conninfo, "folio-report", &R.c, &R.err) == 0 && (R.f = open_memstream(&page, &len))) {
+        report_render(&R, sv->hours, sv->review);
+        fclose(R.f);
+    } else if (!R.err.code) {
+        folio_err_set(&R.err, FOLIO_ENOMEM, "out of memory");
+    }
+    if (R.c)
+        PQfinish(R.c);
+    if (R.err.code) {
+        free(page);
+        char *msg = NULL;
+        int n = asprintf(&msg, "report unavailable: %s %s\n", R.err.msg, R.err.detail);
+        return http_reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, n < 0 ? NULL : msg, n < 0 ? 0 : (size_t)n);
+    }
+    return http_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", page, len);
+}
+
+static int serve(const char *listen, const struct serve *sv)
+{
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    struct MHD_Daemon *d = NULL;
+    struct folio_err err = {0};
+    if (http_start("--listen", listen, "report_listening", serve_page, (void *)sv, &d, NULL, &err)) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    folio_log(FOLIO_LOG_INFO, "report_stopping", "signal=%d", sig);
+    MHD_stop_daemon(d);
+    return FOLIO_EXIT_OK;
+}
+
 int cmd_report(int argc, char **argv)
 {
-    const char *db = NULL, *out = NULL;
+    const char *db = NULL, *out = NULL, *listen = NULL;
     struct report R = {0};
     long long review = 24, hours = 24;
     optind = 1;
@@ -394,39 +485,34 @@ int cmd_report(int argc, char **argv)
             if (folio_parse_int(optarg, 1, 24 * 366, &hours))
                 return cli_usage_error("report", "--hours wants 1..8784, got '%s'", optarg);
             break;
+        case 'L': {
+            struct folio_err lerr = {0};
+            if (http_parse_listen("--listen", optarg, &lerr))
+                return cli_usage_error("report", "%s (%s)", lerr.msg, lerr.hint);
+            listen = optarg;
+            break;
+        }
         default: return cli_usage_error("report", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
         return cli_usage_error("report", "unexpected argument '%s'", argv[optind]);
-    if (!out)
-        return cli_usage_error("report", "--out FILE is required");
+    if (!out == !listen)
+        return cli_usage_error("report", "give one of --out FILE or --listen ADDR:PORT");
+    if (listen) {
+        struct serve sv = {.conninfo = db_conninfo(db), .model_key = R.model_key, .hours = (int)hours,
+                           .review = (int)review};
+        return serve(listen, &sv);
+    }
     if (cli_connect(db, "folio-report", &R.c))
         return FOLIO_EXIT_FAIL;
-    /* One snapshot for every section, so the numbers agree with each other. */
-    PGresult *b = PQexec(R.c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    PQclear(b);
     char tmp[4200];
     if (folio_snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid()) != 0 || !(R.f = fopen(tmp, "w"))) {
         fprintf(stderr, "folio: error: cannot write %s: %s\n", out, strerror(errno));
         PQfinish(R.c);
         return FOLIO_EXIT_FAIL;
     }
-    fprintf(R.f, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>folio report</title>"
-                 "<style>%s</style></head><body>\n<h1>folio report</h1>\n",
-            CSS);
-    section_summary(&R);
-    if (!R.err.code)
-        section_labels(&R);
-    if (!R.err.code)
-        section_throughput(&R, (int)hours);
-    if (!R.err.code)
-        section_queue(&R);
-    if (!R.err.code)
-        section_review(&R, (int)review);
-    if (!R.err.code)
-        section_rejections(&R);
-    fprintf(R.f, "<p class=sub>folio %s</p>\n</body></html>\n", FOLIO_VERSION_STRING);
+    report_render(&R, (int)hours, (int)review);
     int rc = R.err.code ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
     if (fflush(R.f) != 0 || ferror(R.f) || fsync(fileno(R.f)) != 0) {
         fprintf(stderr, "folio: error: writing %s: %s\n", tmp, strerror(errno));

@@ -10,17 +10,14 @@
  */
 #include "pipeline/metrics.h"
 
+#include "pipeline/http.h"
+
 #include "engine/engine.h"
 #include "pipeline/pipeline.h"
 
-#include <errno.h>
-#include <microhttpd.h>
-#include <netdb.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 enum mtype { MT_COUNTER, MT_GAUGE, MT_HIST };
@@ -433,22 +430,9 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status, cons
 {
     if (o->oom) {
         free(o->s);
-        o->s = NULL;
-        o->len = 0;
-        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        return http_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, ctype, NULL, 0);
     }
-    struct MHD_Response *r =
-        o->s ? MHD_create_response_from_buffer(o->len, o->s, MHD_RESPMEM_MUST_FREE)
-             : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        free(o->s);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", ctype);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ok;
+    return http_reply(c, status, ctype, o->s, o->len);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -495,101 +479,35 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 /* ------------------------------------------------------------ lifecycle */
 
-/* Splits ADDR:PORT into host (NULL = any) and port. */
-static int split_listen(const char *s, char *host, size_t hn, char *port, size_t pn, struct folio_err *err)
-{
-    const char *colon = strrchr(s ? s : "", ':');
-    if (!s || !colon || colon[1] == '\0') {
-        folio_err_set(err, FOLIO_EINVAL, "--metrics-listen wants ADDR:PORT, got '%s'", s ? s : "");
-        folio_err_hint(err, "for example 127.0.0.1:9464, :9464 (every address) or [::1]:9464");
-        return FOLIO_EINVAL;
-    }
-    const char *h = s;
-    size_t hl = (size_t)(colon - s);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    if (hl >= hn || strlen(colon + 1) >= pn)
-        return folio_err_set(err, FOLIO_EINVAL, "--metrics-listen '%s' is too long", s);
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    snprintf(port, pn, "%s", colon + 1);
-    long long p;
-    if (folio_parse_int(port, 0, 65535, &p) != 0) {
-        folio_err_set(err, FOLIO_EINVAL, "--metrics-listen '%s': port '%s' is not 0..65535", s, port);
-        folio_err_hint(err, "for example 127.0.0.1:9464");
-        return FOLIO_EINVAL;
-    }
-    return 0;
-}
-
 int metrics_parse_listen(const char *s, struct folio_err *err)
 {
-    char host[256], port[16];
-    return split_listen(s, host, sizeof host, port, sizeof port, err);
+    return http_parse_listen("--metrics-listen", s, err);
 }
 
 int metrics_start(const struct metrics_cfg *cfg, struct metrics **out, int *port_out, struct folio_err *err)
 {
     *out = NULL;
-    char host[256], port[16];
-    if (split_listen(cfg->listen, host, sizeof host, port, sizeof port, err))
+    if (http_parse_listen("--metrics-listen", cfg->listen, err))
         return FOLIO_EINVAL;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
-    if (gai != 0 || !ai) {
-        folio_err_set(err, FOLIO_EINVAL, "--metrics-listen %s: cannot resolve '%s'", cfg->listen, host);
-        folio_err_detail(err, "%s", gai_strerror(gai));
-        return FOLIO_EINVAL;
-    }
     struct metrics *m = calloc(1, sizeof *m);
-    if (!m) {
-        freeaddrinfo(ai);
+    if (!m || !(m->conninfo = strdup(cfg->conninfo ? cfg->conninfo : ""))) {
+        free(m);
         return folio_err_set(err, FOLIO_ENOMEM, "cannot allocate the metrics registry");
     }
     pthread_mutex_init(&m->mu, NULL);
     snprintf(m->component, sizeof m->component, "%s", cfg->component);
     snprintf(m->model_key, sizeof m->model_key, "%s", cfg->model_key ? cfg->model_key : "default");
     snprintf(m->device, sizeof m->device, "%s", cfg->device ? cfg->device : "none");
-    m->conninfo = strdup(cfg->conninfo ? cfg->conninfo : "");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     m->started_at = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    /* The server thread must not take SIGTERM/SIGINT: the worker and ingest
-     * read them from a signalfd, and a process-directed signal delivered to
-     * a thread that does not block it would kill the process instead. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    if (m->conninfo)
-        m->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 16u,
-                                MHD_OPTION_END);
-    int saved = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    freeaddrinfo(ai);
-    if (!m->d) {
-        folio_err_set(err, FOLIO_EIO, "cannot serve metrics on %s", cfg->listen);
-        folio_err_detail(err, "%s", m->conninfo ? strerror(saved) : "out of memory");
-        folio_err_hint(err, "is the port in use by another folio process? pick another --metrics-listen");
+    int rc = http_start("--metrics-listen", cfg->listen, "metrics_listening", handle, m, &m->d, port_out, err);
+    if (rc) {
         free(m->conninfo);
         pthread_mutex_destroy(&m->mu);
         free(m);
-        return FOLIO_EIO;
+        return rc;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT);
-    int bound = di ? (int)di->port : 0;
-    if (port_out)
-        *port_out = bound;
-    char q[300];
-    folio_log(FOLIO_LOG_INFO, "metrics_listening", "component=%s addr=%s port=%d", m->component,
-              folio_lq(q, sizeof q, host[0] ? host : "*"), bound);
     *out = m;
     return 0;
 }

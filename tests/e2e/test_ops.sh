@@ -133,6 +133,12 @@ check "unknown path 404" 22 curl -sf "http://127.0.0.1:$WP/nope"
 check "jobs list dead" 0 "$F" jobs list --state dead
 expect_in "$BADJOB"
 expect_in "(1 job)"
+check "jobs list --error" 0 "$F" jobs list --error "NOT AN IMAGE"
+expect_in "$BADJOB"
+expect_in "(1 job)"
+check "jobs list --label" 0 "$F" jobs list --label "$(sql "SELECT label FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display = 'memo.tif'")"
+expect_in "memo.tif"
+expect_in "(1 job)"
 check "retry needs a selector" 2 "$F" jobs retry
 expect_in "name them"
 check "retry done refused" 2 "$F" jobs retry --state done
@@ -268,6 +274,18 @@ assert re.search(r'<tr data-key="dead" data-value="1">', html)
 assert "<polyline" in html and 'data-path="ocr+rules"' in html
 print("ok")
 PY
+# The same report live over HTTP, rebuilt per request.
+"$F" report --listen 127.0.0.1:0 2> "$S/serve.log" &
+RPID=$!; PIDS+=($RPID)
+wait_for 20 'grep -q report_listening "$S/serve.log"'
+RP=$(sed -n 's/.*event=report_listening .*port=\([0-9]*\).*/\1/p' "$S/serve.log")
+check "served report" 0 curl -sf "http://127.0.0.1:$RP/"
+expect_in "data-total=\"documents\" data-value=\"$(sql 'SELECT count(*) FROM folio.documents')\""
+check "served report 404" 22 curl -sf "http://127.0.0.1:$RP/elsewhere"
+kill -TERM $RPID; wait $RPID; rc=$?
+expect_eq "report --listen exit on SIGTERM" "$rc" 0
+check "report needs --out or --listen" 2 "$F" report
+
 CHROME=$(command -v chromium-headless-shell || command -v chromium)
 checks=$((checks+1))
 if [ -z "$CHROME" ]; then echo "FAIL: no chromium (apt-get install chromium-headless-shell)"; fail=$((fail+1)); else
