@@ -13,6 +13,8 @@ PKGS=(
   libpq-dev postgresql postgresql-contrib
   libssl-dev
   python3
+  libsystemd-dev libmicrohttpd-dev
+  prometheus chromium-headless-shell
 )
 
 missing=()

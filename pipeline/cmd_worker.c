@@ -1,6 +1,7 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
 #include "engine/engine.h"
 #include "pipeline/doctext.h"
+#include "pipeline/metrics.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -42,7 +43,12 @@ static const char USAGE[] =
     "  --max-text-bytes N|PAGE,DOC  text kept per page and per document for the text\n"
     "                       tiers (default 64KiB,512KiB); cuts are recorded in the\n"
     "                       result's ocr_pages.text_cut\n"
-    "  --page-deadline MS   OCR time budget per page (default 60000)\n";
+    "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --metrics-listen ADDR:PORT  serve /metrics (Prometheus), /healthz, /readyz\n"
+    "\n"
+    "Options may also come from the configuration file ([worker], [worker.NAME]\n"
+    "with --instance NAME; --config FILE) and FOLIO_<OPTION> variables: see\n"
+    "'folio config --help'.\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
 static int parse_duration(const char *s, double *out)
@@ -76,9 +82,8 @@ static int parse_pos_double(const char *s, double min, double *out)
     return 0;
 }
 
-int cmd_worker(int argc, char **argv)
-{
-    static const struct option opts[] = {
+/* File scope: the config layer reads the keys [worker] accepts from it. */
+static const struct option opts[] = {
         {"db", required_argument, 0, 1000},
         {"batch", required_argument, 0, 1001},
         {"lease", required_argument, 0, 1002},
@@ -101,11 +106,18 @@ int cmd_worker(int argc, char **argv)
         {"on-device-loss", required_argument, 0, 1019},
         {"gpu-weights", required_argument, 0, 1040},
         {"max-text-bytes", required_argument, 0, 1020},
+        {"metrics-listen", required_argument, 0, 1041},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+
+const struct option *cmd_worker_options(void) { return opts; }
+
+int cmd_worker(int argc, char **argv)
+{
     struct worker_opts o;
     worker_opts_default(&o);
     const char *db = NULL;
+    const char *metrics_listen = NULL;
     optind = 1;
     opterr = 0;
     int ch;
@@ -152,6 +164,13 @@ int cmd_worker(int argc, char **argv)
             if ((o.gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
                 return cli_usage_error("worker", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
             break;
+        case 1041: {
+            struct folio_err merr = {0};
+            if (metrics_parse_listen(optarg, &merr))
+                return cli_usage_error("worker", "%s (%s)", merr.msg, merr.hint);
+            metrics_listen = optarg;
+            break;
+        }
         case 1019:
             if (strcmp(optarg, "fallback") == 0)
                 o.release_on_device_loss = 0;
@@ -203,7 +222,17 @@ int cmd_worker(int argc, char **argv)
     /* Expired leases are noticed within a lease plus a reaper period. */
     o.reap_s = o.queue.lease_s / 2 < 10 ? o.queue.lease_s / 2 : 10;
     struct folio_err err = {0};
-    if (worker_run(&o, &err)) {
+    if (metrics_listen) {
+        struct metrics_cfg mc = {.listen = metrics_listen, .component = "worker", .conninfo = o.conninfo,
+                                 .model_key = o.queue.model_key, .device = o.device};
+        if (metrics_start(&mc, &o.metrics, NULL, &err)) {
+            folio_err_print(stderr, &err);
+            return FOLIO_EXIT_FAIL;
+        }
+    }
+    int rc = worker_run(&o, &err);
+    metrics_stop(o.metrics);
+    if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }

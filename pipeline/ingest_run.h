@@ -27,6 +27,7 @@ struct ingest_run_opts {
     int progress;         /* -1 = when stderr is a TTY, 0 off, 1 on */
     int batch_max;        /* files per transaction (64) */
     int batch_ms;         /* longest wait to fill a batch (100) */
+    struct metrics *metrics; /* --metrics-listen (pipeline/metrics.h); NULL = off */
 };
 void ingest_run_opts_default(struct ingest_run_opts *o);
 

@@ -49,6 +49,11 @@ int cmd_status(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);
@@ -69,6 +74,9 @@ int bench_engine(int argc, char **argv);
 int cli_not_built(const char *what, const char *which_issue);
 /* Prints "folio CMD: MSG" plus "try 'folio CMD --help'"; returns FOLIO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* db_connect for a command: --db value (or $FOLIO_DB ...); on failure prints
+ * the error and returns FOLIO_EXIT_FAIL, else FOLIO_EXIT_OK. */
+int cli_connect(const char *db_flag, const char *app_name, PGconn **out);
 
 /* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
  * Every statement is autocommit and short: ownership of a running job lives
@@ -204,6 +212,7 @@ struct worker_opts {
     uint32_t max_image_tokens; /* vision plan, 0 = 1600 */
     int release_on_device_loss; /* --on-device-loss release: requeue instead of OCR fallback */
     int gpu_weights;            /* --gpu-weights: engine_gpu_weights_parse */
+    struct metrics *metrics;    /* --metrics-listen (pipeline/metrics.h); NULL = off */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A

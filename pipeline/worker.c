@@ -38,6 +38,8 @@
 #include "engine/ocr.h"
 #include "pipeline/docpage.h"
 #include "pipeline/doctext.h"
+#include "pipeline/metrics.h"
+#include "pipeline/service.h"
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
@@ -310,6 +312,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         /* Lease lost or the database was unreachable for a whole lease:
          * someone else may own the job now. Drop everything. */
         atomic_fetch_add(&w->lost, 1);
+        metrics_job(w->o->metrics, "lost", NULL, 0);
         folio_log(FOLIO_LOG_WARN, "job_dropped", "job=%lld attempt=%d reason=%s", (long long)j->id, j->attempt,
                   cancel == CANCEL_LOST ? "lease_lost" : "database_unreachable");
     } else if (rc == FOLIO_EDEVICELOST) {
@@ -320,11 +323,13 @@ static void run_job(struct ocr_thread *t, struct slot *s)
          * document cannot bounce here forever. */
         int released = 0;
         WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
+        metrics_job(w->o->metrics, "released", &er, 0);
         folio_log(FOLIO_LOG_WARN, "job_released", "job=%lld attempt=%d released=%d reason=device_lost",
                   (long long)j->id, j->attempt, released);
     } else if (cancel == CANCEL_SHUTDOWN) {
         int released = 0;
         WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
+        metrics_job(w->o->metrics, "released", &er, 0);
         folio_log(FOLIO_LOG_INFO, "job_released", "job=%lld attempt=%d released=%d", (long long)j->id,
                   j->attempt, released);
     } else if (rc) {
@@ -335,6 +340,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         int frc;
         WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
         atomic_fetch_add(&w->failed, 1);
+        metrics_job(w->o->metrics, "failed", &er, 0);
         folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d max_attempts=%d state=%s error=%s",
                   (long long)j->id, j->attempt, j->max_attempts, frc ? "unknown" : state,
                   folio_lq(q, sizeof q, msg));
@@ -363,6 +369,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
             WITH_DB_RETRY(t, s, rc, &err, queue_complete(t->conn, j, w->worker_id, &res, &accepted, &err));
         if (rc == 0 && accepted) {
             atomic_fetch_add(&w->done, 1);
+            metrics_job(w->o->metrics, "done", &er, total_ms);
             folio_log(FOLIO_LOG_INFO, "job_done", "job=%lld document=%lld attempt=%d label=%s confidence=%.3f ms=%.0f",
                       (long long)j->id, (long long)j->document_id, j->attempt, folio_lq(q, sizeof q, er.label),
                       er.confidence, total_ms);
@@ -376,10 +383,12 @@ static void run_job(struct ocr_thread *t, struct slot *s)
             int frc;
             WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
             atomic_fetch_add(&w->failed, 1);
+            metrics_job(w->o->metrics, "failed", &er, 0);
             folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d state=%s error=%s", (long long)j->id,
                       j->attempt, frc ? "unknown" : state, folio_lq(q, sizeof q, msg));
         } else {
             atomic_fetch_add(&w->lost, 1);
+            metrics_job(w->o->metrics, "lost", &er, 0);
             folio_log(FOLIO_LOG_WARN, "job_lost", "job=%lld attempt=%d msg=%s", (long long)j->id, j->attempt,
                       rc ? folio_lq(q, sizeof q, err.msg) : "\"lease no longer ours; result discarded\"");
         }
@@ -672,6 +681,8 @@ static int disp_claim(struct dispatcher *d, int *free_after)
             disp_drop_conn(d, &err);
         return FOLIO_EDB;
     }
+    metrics_observe(w->o->metrics, M_CLAIM_SECONDS, NULL, (folio_mono_ms() - start) / 1000.0);
+    metrics_add(w->o->metrics, M_JOBS_CLAIMED, NULL, NULL, n);
     pthread_mutex_lock(&w->mu);
     for (int i = 0, s = 0; i < n; i++) {
         while (w->slots[s].state != SLOT_FREE)
@@ -776,7 +787,9 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             free(threads);
             return err->code ? err->code : FOLIO_ENOMEM;
         }
-        char q[400], why[320];
+        char q[400], why[320], rep[2048];
+        if (o->metrics && engine_models_report_json(w.models, rep, sizeof rep) == 0)
+            metrics_set_engine(o->metrics, rep);
         folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w.models),
                   folio_lq(q, sizeof q, (engine_models_reason(w.models, why, sizeof why), why)));
     }
@@ -819,8 +832,15 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     if (!rc)
         folio_log(FOLIO_LOG_INFO, "worker_started", "ocr_threads=%d batch=%d lease_s=%.1f grace_s=%.1f model_key=%s",
                   w.nslots, o->batch, o->queue.lease_s, o->grace_s, o->queue.model_key);
+    struct service_watchdog wd;
+    service_watchdog_init(&wd);
+    if (!rc)
+        service_ready(w.models ? engine_models_paths(w.models) : "ocr+rules");
     while (!rc) {
         double now = folio_mono_ms();
+        service_watchdog_tick(&wd);
+        metrics_set_ready(o->metrics, 1, w.models ? engine_models_paths(w.models) : "ocr+rules");
+        metrics_set(o->metrics, M_JOBS_IN_FLIGHT, busy_slots(&w));
         if (!d.c)
             disp_connect(&d);
         if (stopping) {
@@ -854,6 +874,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             wait = next_maint - folio_mono_ms();
         if (stopping)
             wait = wait > 50 ? 50 : wait;
+        if (wait > service_watchdog_max_wait_ms(&wd))
+            wait = service_watchdog_max_wait_ms(&wd);
         if (wait < 0)
             wait = 0;
         struct pollfd pf[3] = {{sfd, POLLIN, 0}, {w.wake_fd, POLLIN, 0}, {d.c ? PQsocket(d.c) : -1, POLLIN, 0}};
@@ -871,6 +893,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                     _exit(FOLIO_EXIT_FAIL);
                 }
                 stopping = 1;
+                service_stopping();
                 grace_end = folio_mono_ms() + o->grace_s * 1000.0;
                 folio_log(FOLIO_LOG_INFO, "worker_draining", "signal=%u in_flight=%d grace_s=%.1f", si.ssi_signo,
                           busy_slots(&w), o->grace_s);
