@@ -13,6 +13,8 @@ static const char USAGE[] =
     "file), or rejects it with a reason under DIR/.folio/rejected/.\n"
     "\n"
     "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
+    "  --pooler MODE        transaction: --db is a transaction-mode pooler such as\n"
+    "                       PgBouncer (default $FOLIO_DB_POOLER, else none)\n"
     "  --watch              keep running: inotify plus periodic rescans\n"
     "  --recursive          descend into subdirectories\n"
     "  --rescan SECONDS     full rescan period in --watch mode (default 60)\n"
@@ -55,11 +57,12 @@ int cmd_ingest(int argc, char **argv)
         {"db-wait", required_argument, 0, 1013},
         {"progress", no_argument, 0, 1014},
         {"no-progress", no_argument, 0, 1015},
+        {"pooler", required_argument, 0, 1016},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct ingest_run_opts o;
     ingest_run_opts_default(&o);
-    const char *db = NULL;
+    const char *db = NULL, *pooler = NULL;
     long long v;
     optind = 1;
     opterr = 0;
@@ -70,6 +73,7 @@ int cmd_ingest(int argc, char **argv)
             fputs(USAGE, stdout);
             return FOLIO_EXIT_OK;
         case 1000: db = optarg; break;
+        case 1016: pooler = optarg; break;
         case 1001: o.watch = 1; break;
         case 1002: o.recursive = 1; break;
         case 1003:
@@ -144,6 +148,11 @@ int cmd_ingest(int argc, char **argv)
         return cli_usage_error("ingest", "unexpected argument '%s'", argv[optind + 1]);
     o.dir = argv[optind];
     o.conninfo = db_conninfo(db);
+    struct folio_err perr = {0};
+    if (db_pooler_resolve(pooler, &o.pooler, &perr)) {
+        folio_err_print(stderr, &perr);
+        return FOLIO_EXIT_USAGE;
+    }
 
     struct ingest_run_stats st;
     struct folio_err err = {0};
