@@ -77,6 +77,7 @@ struct slot {
 struct fault {
     char crash_prefix[65];   /* crash_on_document:<sha256 prefix> */
     int sleep_ms;            /* sleep_ms:<n> before OCR, cancellable */
+    int slow_results_ms;     /* slow_results_ms:<n>: a result write's round trip takes n ms longer */
 };
 
 struct worker {
@@ -143,10 +144,12 @@ static void parse_faults(struct fault *f)
             snprintf(f->crash_prefix, sizeof f->crash_prefix, "%s", t + 18);
         else if (strncmp(t, "sleep_ms:", 9) == 0)
             f->sleep_ms = atoi(t + 9);
+        else if (strncmp(t, "slow_results_ms:", 16) == 0)
+            f->slow_results_ms = atoi(t + 16);
     }
-    if (f->crash_prefix[0] || f->sleep_ms)
-        folio_log(FOLIO_LOG_WARN, "fault_injection", "crash_on_document=%s sleep_ms=%d",
-                  f->crash_prefix[0] ? f->crash_prefix : "-", f->sleep_ms);
+    if (f->crash_prefix[0] || f->sleep_ms || f->slow_results_ms)
+        folio_log(FOLIO_LOG_WARN, "fault_injection", "crash_on_document=%s sleep_ms=%d slow_results_ms=%d",
+                  f->crash_prefix[0] ? f->crash_prefix : "-", f->sleep_ms, f->slow_results_ms);
 #endif
 }
 
@@ -311,6 +314,10 @@ static void write_group(struct ocr_thread *t, struct slot *s, struct done_entry 
     struct folio_err err = {0};
     double t0 = folio_mono_ms();
     int rc = ensure_conn(t, s);
+#ifdef FOLIO_FAULT_INJECTION
+    if (w->fault.slow_results_ms)
+        folio_sleep_ms(w->fault.slow_results_ms);
+#endif
     if (rc == 0)
         rc = queue_complete_many(t->conn, jobs, w->worker_id, res, n, accepted, &err);
     if (rc) {

@@ -8,8 +8,10 @@
  *     behind; db_pooled tells the two kinds of connection apart.
  *  2. End to end through the pooler: `folio ingest --watch --pooler
  *     transaction` and `folio worker --pooler transaction --listen-db
- *     DIRECT --claim-batch 2`; the worker polls only every 30 s, so prompt
- *     results prove the NOTIFY reached it over the direct LISTEN connection.
+ *     DIRECT --claim-batch 3`; the worker polls only every 30 s, so prompt
+ *     results prove the NOTIFY reached it over the direct LISTEN connection;
+ *     with a slow first result write, the two results that finish meanwhile
+ *     go in one transaction.
  *     Afterwards the shared server session has no prepared statement, no
  *     LISTEN and no changed setting. A worker behind the pooler without
  *     --listen-db finds work by polling and LISTENs nowhere.
@@ -155,9 +157,11 @@ int main(void)
     }
     const char *const ingest_args[] = {"--pooler", "transaction", "--watch", "--stable-ms", "300", inbox, NULL};
     const char *const worker_args[] = {"--pooler", "transaction", "--listen-db", direct, "--poll", "30",
-                                       "--lease", "5", "--ocr-threads", "2", "--claim-batch", "2", NULL};
+                                       "--lease", "10", "--ocr-threads", "3", "--claim-batch", "3", NULL};
     pid_t wi = wt_spawn("ingest", viapool, NULL, log, ingest_args);
-    pid_t ww = wt_spawn_worker(viapool, NULL, log, worker_args);
+    /* A slow first result write (1.5 s round trip) lets the other two
+     * threads finish meanwhile: they must then go in one write. */
+    pid_t ww = wt_spawn_worker(viapool, "slow_results_ms:1500", log, worker_args);
     CHECK(wt_wait_for(d, "SELECT count(*) FROM folio.workers WHERE state = 'ocr-only'", 1, 15000) == 0,
           "worker did not register through the pooler; see %s", log);
     folio_sleep_ms(1500); /* both idle: ingest watching, worker in its 30 s poll wait */
@@ -173,6 +177,10 @@ int main(void)
     printf("pooler: inbox to 3 results: %.1f s\n", (folio_mono_ms() - t0) / 1000);
     CHECK(wt_q1(d, "SELECT count(*) FROM folio.results r JOIN folio.jobs j ON j.id = r.job_id"
                    " WHERE r.lease_token = j.claim_token AND j.state = 'done'") == 3, "results by their claims");
+    /* rows written by one transaction share xmin */
+    long long writes = wt_q1(d, "SELECT count(DISTINCT xmin::text) FROM folio.results");
+    printf("pooler: 3 results in %lld transactions\n", writes);
+    CHECK(writes == 2, "3 results in %lld transactions, want 2 (one alone, then two grouped)", writes);
     kill(ww, SIGTERM);
     kill(wi, SIGTERM);
     CHECK(wt_wait_exit(ww, 15000) == 0, "worker exit");
