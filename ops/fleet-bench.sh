@@ -5,7 +5,8 @@
 # tier, Tesseract + keyword rules) on tiny synthetic documents.
 #
 #   ops/fleet-bench.sh [--workers 100] [--docs 2000] [--mode both|pooler|direct]
-#                      [--claim-batch 1] [--pool-size 8] [--chaos] [--dir /tmp/folio-fleet]
+#                      [--claim-batch 1] [--ocr-threads 1] [--pool-size 8] [--chaos]
+#                      [--max-s 900] [--dir /tmp/folio-fleet] [--keep]
 #
 # --mode both runs the same fleet through PgBouncer and then on direct
 # connections, so the ratio comes from one run. --chaos kills -9 a random
@@ -26,18 +27,20 @@
 # each copy is a distinct document (sha256) with the same OCR work.
 set -euo pipefail
 
-W=100 DOCS=2000 MODE=both CB=1 POOL=8 CHAOS=0 DIR=/tmp/folio-fleet KEEP=0
+W=100 DOCS=2000 MODE=both CB=1 OCRT=1 POOL=8 CHAOS=0 MAXS=900 DIR=/tmp/folio-fleet KEEP=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --workers) W=$2; shift ;;
     --docs) DOCS=$2; shift ;;
     --mode) MODE=$2; shift ;;
     --claim-batch) CB=$2; shift ;;
+    --ocr-threads) OCRT=$2; shift ;;
+    --max-s) MAXS=$2; shift ;;
     --pool-size) POOL=$2; shift ;;
     --chaos) CHAOS=1 ;;
     --dir) DIR=$2; shift ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "fleet-bench: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -62,8 +65,8 @@ cleanup() {
 trap cleanup EXIT
 
 DIRECT=$(bash "$SRC/ops/pg-local.sh" start "$PGDIR" 5460 --fast)
-# W workers hold 3 connections each on direct connections.
-psql "$DIRECT" -XqAtc "ALTER SYSTEM SET max_connections = $((W * 3 + 60))" >/dev/null
+# A worker holds 2 + OCR threads connections; killed ones linger until their backends notice.
+psql "$DIRECT" -XqAtc "ALTER SYSTEM SET max_connections = $((W * (3 + OCRT) + 60))" >/dev/null
 bash "$SRC/ops/pg-local.sh" stop "$PGDIR" >/dev/null
 DIRECT=$(bash "$SRC/ops/pg-local.sh" start "$PGDIR" 5460 --fast)
 POOLED=$(bash "$SRC/ops/pgbouncer-local.sh" start "$PGBDIR" "$PGDIR" 5460 6460 --pool-size "$POOL")
@@ -75,6 +78,14 @@ bash "$SRC/tests/support/render_page.sh" "$DIR/page.txt" "$DIR/page.tif" 12 700 
 
 # CPU seconds of a process and its reaped children (/proc/PID/stat fields 14-17).
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15+$16+$17)/hz}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# ... plus its live children: the server's CPU is the postmaster's, its reaped
+# backends' and its live backends' (PgBouncer's server connections stay alive).
+cpu_tree_s() {
+  local t
+  t=$(cpu_s "$1")
+  for c in $(pgrep -P "$1"); do t=$(echo "$t + $(cpu_s "$c")" | bc); done
+  echo "$t"
+}
 
 run_mode() {
   local mode=$1 db args=() log=$DIR/$1.log
@@ -90,7 +101,7 @@ run_mode() {
   local pm pgb_pid
   pm=$(head -1 "$PGDIR/data/postmaster.pid")
   local cpu0 pgbcpu=0 wal0
-  cpu0=$(cpu_s "$pm")
+  cpu0=$(cpu_tree_s "$pm")
   pgb_pid=$(cat "$PGBDIR/pgbouncer.pid")
   local pgbcpu0
   pgbcpu0=$(cpu_s "$pgb_pid")
@@ -101,7 +112,7 @@ run_mode() {
   PIDS+=("$ingest_pid")
   local wpids=()
   start_worker() {
-    FOLIO_LOG_LEVEL=debug "$FOLIO" worker --db "$db" "${args[@]}" --ocr-threads 1 --claim-batch "$CB" \
+    FOLIO_LOG_LEVEL=debug "$FOLIO" worker --db "$db" "${args[@]}" --ocr-threads "$OCRT" --claim-batch "$CB" \
       --lease 10 --poll 1 --grace 5 --retry-base 0.5 --retry-max 2 >>"$log" 2>&1 &
     echo $!
   }
@@ -109,7 +120,7 @@ run_mode() {
   PIDS+=("${wpids[@]}")
   # workers up (registered) before the documents arrive
   for _ in $(seq 1 600); do
-    [ "$(q "SELECT count(*) FROM folio.workers")" -ge "$W" ] && break
+    [ "$(q "SELECT count(*) FROM folio.workers" || echo 0)" -ge "$W" ] && break
     sleep 0.5
   done
   local t0
@@ -119,9 +130,9 @@ run_mode() {
   next_kill=$(date +%s)
   local done_n=0
   while :; do
-    done_n=$(q "SELECT count(*) FROM folio.jobs WHERE state IN ('done', 'dead')")
+    done_n=$(q "SELECT count(*) FROM folio.jobs WHERE state IN ('done', 'dead')" || echo 0)
     [ "$done_n" -ge "$DOCS" ] && break
-    if [ "$(echo "$(date +%s.%N) - $t0 > 900" | bc)" = 1 ]; then echo "fleet-bench: $mode: timed out at $done_n of $DOCS" >&2; break; fi
+    if [ "$(echo "$(date +%s.%N) - $t0 > $MAXS" | bc)" = 1 ]; then echo "fleet-bench: $mode: timed out at $done_n of $DOCS" >&2; break; fi
     if [ "$CHAOS" = 1 ]; then
       if [ "$(date +%s)" -ge "$next_kill" ]; then
         local v=$((RANDOM % W))
@@ -149,7 +160,7 @@ run_mode() {
   PIDS=()
   sleep 2 # their server backends exit and are reaped into the postmaster's child CPU time
   local cpu1 wal_bytes
-  cpu1=$(cpu_s "$pm")
+  cpu1=$(cpu_tree_s "$pm")
   wal_bytes=$(q "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')")
   local facts
   facts=$(q "SELECT json_build_object(
@@ -168,11 +179,15 @@ run_mode() {
       'document_bytes_per_doc', (SELECT (pg_total_relation_size('folio.documents') + pg_total_relation_size('folio.document_sources'))
                                  / greatest(count(*), 1) FROM folio.documents))")
   python3 - "$log" "$mode" "$W" "$DOCS" "$CB" "$POOL" "$CHAOS" "$kills" "$restarts" "$t0" "$t1" \
-      "$cpu0" "$cpu1" "$pgbcpu" "$wal_bytes" "$facts" <<'EOF'
+      "$cpu0" "$cpu1" "$pgbcpu" "$wal_bytes" "$facts" "$OCRT" <<'EOF'
 import json, re, sys
-(log, mode, w, docs, cb, pool, chaos, kills, restarts, t0, t1, cpu0, cpu1, pgbcpu, wal, facts) = sys.argv[1:]
-ms, got_ms = [], []
+(log, mode, w, docs, cb, pool, chaos, kills, restarts, t0, t1, cpu0, cpu1, pgbcpu, wal, facts, ocrt) = sys.argv[1:]
+ms, got_ms, groups = [], [], []
 for line in open(log, errors="replace"):
+    if "event=results_group " in line:
+        m = re.search(r"jobs=(\d+)", line)
+        if m:
+            groups.append(int(m.group(1)))
     if "event=claim " in line:
         m = re.search(r"got=(\d+) ms=([0-9.]+)", line)
         if m:
@@ -184,7 +199,7 @@ def pct(v, p):
     return round(v[min(len(v) - 1, int(p * len(v)))], 2) if v else None
 f = json.loads(facts)
 wall = float(t1) - float(t0)
-out = {"bench": "fleet", "mode": mode, "workers": int(w), "docs": int(docs), "claim_batch": int(cb),
+out = {"bench": "fleet", "mode": mode, "workers": int(w), "docs": int(docs), "claim_batch": int(cb), "ocr_threads": int(ocrt),
        "pgbouncer_pool_size": int(pool) if mode == "pooler" else None,
        "chaos": {"kill9": int(kills), "pgbouncer_restarts": int(restarts)} if chaos == "1" else None,
        "claims": len(ms), "claim_ms": {"p50": pct(ms, .5), "p99": pct(ms, .99), "max": max(ms) if ms else None},
@@ -194,6 +209,7 @@ out = {"bench": "fleet", "mode": mode, "workers": int(w), "docs": int(docs), "cl
        "pgbouncer_cpu_s": round(float(pgbcpu), 2) if mode == "pooler" else None,
        "wal_bytes_per_job": round(float(wal) / max(1, f["done"])),
        "bytes_per_doc": {k[:-len("_bytes_per_doc")]: f[k] for k in f if k.endswith("_bytes_per_doc")},
+       "result_writes": len(groups), "results_in_group_writes": sum(g for g in groups if g > 1),
        "lost": f["lost"], "doubled": f["doubled"], "stale": f["stale"], "retried": f["retried"]}
 print(json.dumps(out))
 EOF

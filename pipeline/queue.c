@@ -111,14 +111,27 @@ int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
         "   d.pages, encode(d.sha256, 'hex'), d.media_type", k);
     char name[40];
     snprintf(name, sizeof name, "folio_claim_v2_k%d", k);
-    char lb[32], wb[24], mb[16];
+    char lb[32], wb[24], mb[16], kb[16];
     snprintf(lb, sizeof lb, "%.3f", q->lease_s);
     snprintf(wb, sizeof wb, "%lld", (long long)worker_id);
     snprintf(mb, sizeof mb, "%d", q->max_attempts);
-    const char *v[] = {mk(q), lb, worker_id > 0 ? wb : NULL, mb};
-    PGresult *r = exec_hot(c, name, SQL, 4, v);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+    snprintf(kb, sizeof kb, "%d", k);
+    const char *v[] = {mk(q), lb, worker_id > 0 ? wb : NULL, mb, kb};
+    /* Behind a transaction pooler the same claim runs inside
+     * folio.claim_jobs (schema 007), whose plan the server session keeps:
+     * an unnamed statement would be planned on every call. */
+    PGresult *r = db_pooled(c) ? exec(c, "SELECT * FROM folio.claim_jobs($1, $2::float8, $3::bigint, $4::int, $5::int)", 5, v)
+                               : exec_hot(c, name, SQL, 4, v);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (st && strcmp(st, "42883") == 0) {
+            PQclear(r);
+            folio_err_set(err, FOLIO_ESTATE, "claiming jobs: folio.claim_jobs is missing (schema older than 007)");
+            folio_err_hint(err, "run: folio migrate (on a direct connection)");
+            return FOLIO_ESTATE;
+        }
         return db_err_from_result(r, c, "claiming jobs", err);
+    }
     int rows = PQntuples(r);
     for (int i = 0; i < rows && i < k; i++) {
         struct queue_job *j = &out[i];

@@ -108,6 +108,9 @@ int main(void)
     struct queue_job j[8];
     int n = 0;
     REQUIRE_OK(queue_claim(a, &q, 0, 5, j, &n, &err) == 0 && n == 5, "pooled claim of 5: %s", err.msg);
+    CHECK(wt_q1(d, "SELECT count(DISTINCT lease_token) FROM folio.jobs WHERE state = 'running' AND attempts = 1"
+                   " AND lease_token = claim_token AND lease_expires_at > now() + interval '20 seconds'") == 5,
+          "pooled claim of 5 (folio.claim_jobs): 5 distinct tokens, attempt 1, lease from now()");
     int64_t ids[5];
     char toks[5][37];
     unsigned char alive[5];
@@ -137,6 +140,13 @@ int main(void)
                    " WHERE j.state = 'done' AND r.lease_token = j.claim_token") == 4, "four results by their claims");
     CHECK(wt_q1(a, "SELECT count(*) FROM pg_prepared_statements") == 0, "pooled queue calls left prepared statements");
     CHECK(setting_is(a, "plan_cache_mode", "auto"), "pooled queue calls changed plan_cache_mode");
+    /* an old schema: the error says what to do */
+    REQUIRE_OK(sql_ok(d, "ALTER FUNCTION folio.claim_jobs(text, float8, bigint, integer, integer)"
+                         " RENAME TO claim_jobs_hidden"), "hide claim_jobs");
+    CHECK(queue_claim(a, &q, 0, 1, j, &n, &err) == FOLIO_ESTATE && strstr(err.hint, "folio migrate"),
+          "claim without schema 007: %s / %s", err.msg, err.hint);
+    REQUIRE_OK(sql_ok(d, "ALTER FUNCTION folio.claim_jobs_hidden(text, float8, bigint, integer, integer)"
+                         " RENAME TO claim_jobs"), "restore claim_jobs");
     PQclear(PQexec(d, "TRUNCATE folio.results, folio.jobs, folio.documents CASCADE"));
 
     /* 2. ingest + worker through the pooler, LISTEN on a direct connection */
