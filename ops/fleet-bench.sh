@@ -64,11 +64,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-DIRECT=$(bash "$SRC/ops/pg-local.sh" start "$PGDIR" 5460 --fast)
 # A worker holds 2 + OCR threads connections; killed ones linger until their backends notice.
-psql "$DIRECT" -XqAtc "ALTER SYSTEM SET max_connections = $((W * (3 + OCRT) + 60))" >/dev/null
-bash "$SRC/ops/pg-local.sh" stop "$PGDIR" >/dev/null
-DIRECT=$(bash "$SRC/ops/pg-local.sh" start "$PGDIR" 5460 --fast)
+DIRECT=$(FOLIO_PG_MAX_CONNECTIONS=$((W * (3 + OCRT) + 60)) bash "$SRC/ops/pg-local.sh" start "$PGDIR" 5460 --fast)
 POOLED=$(bash "$SRC/ops/pgbouncer-local.sh" start "$PGBDIR" "$PGDIR" 5460 6460 --pool-size "$POOL")
 "$FOLIO" migrate --db "$DIRECT" >/dev/null 2>&1
 q() { psql "$DIRECT" -XqAtc "$1"; }

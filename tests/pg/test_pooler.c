@@ -48,16 +48,6 @@ static int setting_is(PGconn *c, const char *name, const char *want)
     return ok;
 }
 
-static int sql_ok(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
-    if (!ok)
-        fprintf(stderr, "sql failed: %s: %s", sql, PQerrorMessage(c));
-    PQclear(r);
-    return ok;
-}
-
 static void drop_file(const char *inbox, const char *name, const uint8_t *data, size_t len)
 {
     char tmp[1200], final[1200];
@@ -141,11 +131,11 @@ int main(void)
     CHECK(wt_q1(a, "SELECT count(*) FROM pg_prepared_statements") == 0, "pooled queue calls left prepared statements");
     CHECK(setting_is(a, "plan_cache_mode", "auto"), "pooled queue calls changed plan_cache_mode");
     /* an old schema: the error says what to do */
-    REQUIRE_OK(sql_ok(d, "ALTER FUNCTION folio.claim_jobs(text, float8, bigint, integer, integer)"
+    REQUIRE_OK(wt_exec(d, "ALTER FUNCTION folio.claim_jobs(text, float8, bigint, integer, integer)"
                          " RENAME TO claim_jobs_hidden"), "hide claim_jobs");
     CHECK(queue_claim(a, &q, 0, 1, j, &n, &err) == FOLIO_ESTATE && strstr(err.hint, "folio migrate"),
           "claim without schema 007: %s / %s", err.msg, err.hint);
-    REQUIRE_OK(sql_ok(d, "ALTER FUNCTION folio.claim_jobs_hidden(text, float8, bigint, integer, integer)"
+    REQUIRE_OK(wt_exec(d, "ALTER FUNCTION folio.claim_jobs_hidden(text, float8, bigint, integer, integer)"
                          " RENAME TO claim_jobs"), "restore claim_jobs");
     PQclear(PQexec(d, "TRUNCATE folio.results, folio.jobs, folio.documents CASCADE"));
 
@@ -205,7 +195,7 @@ int main(void)
 
     /* 2b. behind the pooler without --listen-db: polling finds the work,
      * and no LISTEN is left in the shared server session */
-    REQUIRE_OK(sql_ok(d, "INSERT INTO folio.jobs (document_id, model_key)"
+    REQUIRE_OK(wt_exec(d, "INSERT INTO folio.jobs (document_id, model_key)"
                          " SELECT id, 'second' FROM folio.documents LIMIT 1"), "queue a second model key");
     const char *const poll_args[] = {"--pooler", "transaction", "--poll", "0.3", "--lease", "5", "--ocr-threads", "1",
                                      "--model-key", "second", NULL};
