@@ -283,6 +283,8 @@ static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, i
     /* Enough jobs that no level runs dry on a small machine; a run
      * that does anyway says so in "note". */
     long long want = (long long)seconds * 5000LL * (batch > 1 ? 3 : 1) + 2000;
+    if (think_ms > 0) /* a paced fleet needs only what it can reach */
+        want = (long long)W * batch * ((long long)seconds * 1000 / think_ms + 2) + 2000;
     int rc = cleanup(c, mk, err);
     if (!rc)
         rc = seed(c, mk, want, err);
