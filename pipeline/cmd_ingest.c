@@ -14,6 +14,8 @@ static const char USAGE[] =
     "file), or rejects it with a reason under DIR/.folio/rejected/.\n"
     "\n"
     "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
+    "  --pooler MODE        transaction: --db is a transaction-mode pooler such as\n"
+    "                       PgBouncer (default $FOLIO_DB_POOLER, else none)\n"
     "  --watch              keep running: inotify plus periodic rescans\n"
     "  --recursive          descend into subdirectories\n"
     "  --rescan SECONDS     full rescan period in --watch mode (default 60)\n"
@@ -59,6 +61,7 @@ static const struct option opts[] = {
         {"progress", no_argument, 0, 1014},
         {"no-progress", no_argument, 0, 1015},
         {"metrics-listen", required_argument, 0, 1016},
+        {"pooler", required_argument, 0, 1030},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -68,7 +71,7 @@ int cmd_ingest(int argc, char **argv)
 {
     struct ingest_run_opts o;
     ingest_run_opts_default(&o);
-    const char *db = NULL;
+    const char *db = NULL, *pooler = NULL;
     const char *metrics_listen = NULL;
     long long v;
     optind = 1;
@@ -80,6 +83,7 @@ int cmd_ingest(int argc, char **argv)
             fputs(USAGE, stdout);
             return FOLIO_EXIT_OK;
         case 1000: db = optarg; break;
+        case 1030: pooler = optarg; break;
         case 1001: o.watch = 1; break;
         case 1002: o.recursive = 1; break;
         case 1003:
@@ -161,6 +165,11 @@ int cmd_ingest(int argc, char **argv)
         return cli_usage_error("ingest", "unexpected argument '%s'", argv[optind + 1]);
     o.dir = argv[optind];
     o.conninfo = db_conninfo(db);
+    struct folio_err perr = {0};
+    if (db_pooler_resolve(pooler, &o.pooler, &perr)) {
+        folio_err_print(stderr, &perr);
+        return FOLIO_EXIT_USAGE;
+    }
 
     struct ingest_run_stats st;
     struct folio_err err = {0};

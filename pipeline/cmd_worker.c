@@ -17,7 +17,14 @@ static const char USAGE[] =
     "--grace, releases the rest and exits 0. A second signal exits at once.\n"
     "\n"
     "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --batch N            jobs claimed at once, at most one per free OCR thread (default 1)\n"
+    "  --pooler MODE        transaction: --db is a transaction-mode pooler (PgBouncer\n"
+    "                       pool_mode = transaction): no prepared statements, no LISTEN\n"
+    "                       there (default $FOLIO_DB_POOLER, else none)\n"
+    "  --listen-db CONNINFO a direct connection used only to LISTEN for new jobs (wakes\n"
+    "                       workers behind a transaction pooler; polling stays the fallback)\n"
+    "  --claim-batch N      jobs claimed in one statement, at most one per free OCR thread;\n"
+    "                       N > 1 also writes results that finish together in one round\n"
+    "                       trip (default 1; --batch is the old name)\n"
     "  --lease SECONDS      job lease, renewed every lease/3 (default 60)\n"
     "  --grace SECONDS      time to finish in-flight jobs on SIGTERM (default 30)\n"
     "  --retain DURATION    delete done jobs older than this: 90s, 30m, 12h, 7d (default 7d)\n"
@@ -107,6 +114,9 @@ static const struct option opts[] = {
         {"gpu-weights", required_argument, 0, 1040},
         {"max-text-bytes", required_argument, 0, 1020},
         {"metrics-listen", required_argument, 0, 1041},
+        {"claim-batch", required_argument, 0, 1001},
+        {"pooler", required_argument, 0, 1042},
+        {"listen-db", required_argument, 0, 1043},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -116,7 +126,7 @@ int cmd_worker(int argc, char **argv)
 {
     struct worker_opts o;
     worker_opts_default(&o);
-    const char *db = NULL;
+    const char *db = NULL, *pooler = NULL;
     const char *metrics_listen = NULL;
     optind = 1;
     opterr = 0;
@@ -130,7 +140,7 @@ int cmd_worker(int argc, char **argv)
         case 1000: db = optarg; break;
         case 1001:
             if (folio_parse_int(optarg, 1, 64, &v))
-                return cli_usage_error("worker", "--batch wants 1..64, got '%s'", optarg);
+                return cli_usage_error("worker", "--claim-batch wants 1..64, got '%s'", optarg);
             o.batch = (int)v;
             break;
         case 1002:
@@ -179,6 +189,12 @@ int cmd_worker(int argc, char **argv)
             else
                 return cli_usage_error("worker", "--on-device-loss takes fallback or release, not '%s'", optarg);
             break;
+        case 1042: pooler = optarg; break;
+        case 1043:
+            if (!optarg[0])
+                return cli_usage_error("worker", "--listen-db wants a conninfo, got an empty string");
+            o.listen_conninfo = optarg;
+            break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:
             if (folio_parse_int(optarg, 1, 256, &v))
@@ -219,6 +235,11 @@ int cmd_worker(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error("worker", "unexpected argument '%s'", argv[optind]);
     o.conninfo = db_conninfo(db);
+    struct folio_err perr = {0};
+    if (db_pooler_resolve(pooler, &o.pooler, &perr)) {
+        folio_err_print(stderr, &perr);
+        return FOLIO_EXIT_USAGE;
+    }
     /* Expired leases are noticed within a lease plus a reaper period. */
     o.reap_s = o.queue.lease_s / 2 < 10 ? o.queue.lease_s / 2 : 10;
     struct folio_err err = {0};

@@ -21,6 +21,21 @@ const char *db_conninfo(const char *flag_value);
  * hint naming where the conninfo came from. */
 int db_connect(const char *conninfo, const char *app_name, PGconn **out,
                struct folio_err *err);
+/* Connection pooler in front of the server. TRANSACTION: consecutive
+ * transactions may run on different server sessions (PgBouncer
+ * pool_mode = transaction), so nothing may rely on session state. */
+enum db_pooler { DB_POOLER_NONE = 0, DB_POOLER_TRANSACTION = 1 };
+/* "transaction" | "none" | "session" (= none) | NULL/"" (= none). */
+int db_pooler_parse(const char *s, enum db_pooler *out, struct folio_err *err);
+/* --pooler value if given (non-NULL), else $FOLIO_DB_POOLER, else none. */
+int db_pooler_resolve(const char *flag_value, enum db_pooler *out, struct folio_err *err);
+/* db_connect with a pooler mode; a TRANSACTION connection is marked so that
+ * db_pooled() is true for it. */
+int db_open(const char *conninfo, enum db_pooler pooler, const char *app_name, PGconn **out,
+            struct folio_err *err);
+/* True for a connection opened in transaction-pooler mode: send no named
+ * prepared statements, no LISTEN, no session SET or advisory session lock. */
+int db_pooled(const PGconn *c);
 /* Runs a statement that returns no rows (or ignores them); checks status. */
 int db_exec(PGconn *c, const char *sql, struct folio_err *err);
 /* Fills err from a failed PGresult (message, detail, hint, SQLSTATE) and
@@ -139,6 +154,15 @@ struct queue_result {
 int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
                    const struct queue_result *r, int *accepted, struct folio_err *err);
 
+/* Several completions in one round trip and one transaction (libpq
+ * pipeline: BEGIN, one queue_complete statement per job, COMMIT, sync),
+ * each with queue_complete's token check and accepted[i]. Any error
+ * rolls the whole batch back: then every accepted[i] is 0 and the caller
+ * completes the jobs one by one (so one bad result cannot sink the
+ * others, and a transient error is retried per job as usual). */
+int queue_complete_many(PGconn *c, const struct queue_job *const *jobs, int64_t worker_id,
+                        const struct queue_result *const *res, int n, int *accepted, struct folio_err *err);
+
 /* Token-checked failure: back to queued after exponential backoff with
  * jitter, or dead at max attempts; the error text is kept in last_error.
  * *state_out gets "queued", "dead" or "lost" (token no longer ours). */
@@ -196,7 +220,10 @@ int queue_fetch_blob(PGconn *c, int64_t document_id, uint8_t **data, size_t *len
 struct worker_opts {
     const char *conninfo;
     struct queue_cfg queue;
-    int batch;            /* jobs claimed at once (capped by free OCR threads) */
+    enum db_pooler pooler;      /* every connection to conninfo */
+    const char *listen_conninfo; /* NULL: LISTEN on the main connection (none when pooled) */
+    int batch;            /* --claim-batch: jobs claimed in one statement (capped by free
+                           * OCR threads); > 1 also groups result writes */
     double grace_s;       /* SIGTERM: time to finish in-flight jobs */
     double retain_s;      /* delete done jobs older than this */
     double poll_s;        /* idle poll interval (jittered) next to LISTEN */
