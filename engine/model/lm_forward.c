@@ -439,7 +439,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
                                       .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
                                       .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
-            rc = op_attention(c, &at, err);
+            rc = op_attention_ranged(c, &at, &lm->asc, err);
         }
         for (uint32_t gi = 0; gi < ngr && !rc; gi++) {
             const struct group *g = &gr[gi];
@@ -456,7 +456,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                                       .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
                                       .causal = 0, .ranges = &rg};
             if (!rc)
-                rc = op_attention(c, &at, err);
+                rc = op_attention_ranged(c, &at, &lm->asc, err);
             if (!rc)
                 rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
                                iview(lm, g->back_off, g->nspan), g->nspan,

@@ -93,6 +93,19 @@ struct op_attention {
     uint32_t q_stride, k_stride, v_stride, o_stride;
 };
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err);
+/* Attention whose q, k, v or o exceed one binding (maxStorageBufferRange),
+ * in query and key chunks whose partial results are merged through their
+ * log-sum-exp (op_attention_split.c). Same contract as op_attention; when
+ * everything fits it is one op_attention call and s may be NULL. Chunk
+ * starts keep views aligned; the caller's base tensors must be. */
+struct op_attention_scratch {
+    struct vkr_tensor o, lse, lse_c, ranges;
+};
+/* Scratch bytes (o, lse, lse_c, ranges) for up to tq queries of hq x d. */
+void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t d,
+                                uint64_t out[4]);
+int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
+                        const struct op_attention_scratch *s, struct folio_err *err);
 
 /* ---- element-wise ---- */
 enum op_elem_kind {
