@@ -210,7 +210,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     sizes[n++] = lg * E * 4;    /* lg_hn */
     sizes[n++] = lg * V * 4;    /* logits */
     sizes[n++] = lg * V * 4;    /* probs */
-    sizes[n++] = pg * 16;       /* pg */
+    sizes[n++] = pg * 4;        /* pg */
     sizes[n++] = ints * 4;      /* ints */
     for (int i = 0; i < 4; i++)
         sizes[n++] = asb[i];    /* split attention scratch */
@@ -222,6 +222,9 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     int rc = vkr_arena_plan(lm->aa, sizes, n, err);
     if (rc) {
         free(sizes);
+        if (rc == FOLIO_ELIMIT) /* the arena's generic hint, in this model's knobs */
+            folio_err_hint(err, "lower --max-tokens or --batch (now %u tokens x %u sequences)",
+                           c->max_tokens, c->batch);
         return rc;
     }
     vkr_arena_reset(lm->aa);
@@ -246,7 +249,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->lab_ka = malloc((size_t)B * NL * sizeof *lm->lab_ka);
     lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
     lm->iv = malloc((size_t)ints * sizeof *lm->iv);
-    lm->pgh = malloc((size_t)pg * 4 * sizeof *lm->pgh);
+    lm->pgh = malloc((size_t)pg * sizeof *lm->pgh);
     lm->seq_start = calloc(B, sizeof *lm->seq_start);
     lm->seq_n = calloc(B, sizeof *lm->seq_n);
     lm->next_pos = calloc(B, sizeof *lm->next_pos);
@@ -298,9 +301,6 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
         rc = folio_err_set(err, FOLIO_EMODEL, "text model: M-RoPE sections %d+%d+%d do not cover "
                            "head_dim/2 = %u", h->mrope_sections[0], h->mrope_sections[1],
                            h->mrope_sections[2], lm->D / 2);
-    else if (lm->E % 4 || lm->V % 4)
-        rc = folio_err_set(err, FOLIO_EMODEL, "text model: width %u / vocabulary %u must be "
-                           "multiples of 4", lm->E, lm->V);
     lm->embd = gguf_find_tensor(m->file, "token_embd.weight");
     lm->L = calloc(h->n_layer ? h->n_layer : 1, sizeof *lm->L);
     if (!rc && (!lm->L || !lm->embd))

@@ -37,8 +37,6 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: weight type %d is not supported",
                              a->wtype);
     uint32_t be = (uint32_t)quant_block_elems(a->wtype);
-    if (be < 4)
-        be = 4;
     if (a->k == 0 || a->k % be != 0)
         return folio_err_set(err, FOLIO_EINVAL, "matmul: k=%u is not a multiple of %u for %s",
                              a->k, be, quant_type_name(a->wtype));
@@ -55,6 +53,14 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
     if (rc)
         return rc;
     enum op_mm_kernel kern = a->kernel == OP_MM_AUTO ? op_matmul_pick(vk, a->wtype, a->m) : a->kernel;
+    /* the cooperative-matrix kernel stages 4 elements at a time; float rows
+     * of other lengths take the tiled kernel's element-wise staging */
+    if (kern == OP_MM_COOPMAT && a->k % 4) {
+        if (a->kernel == OP_MM_COOPMAT)
+            return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: the cooperative-matrix kernel "
+                                 "needs k (%u) to be a multiple of 4", a->k);
+        kern = OP_MM_TILED;
+    }
     if (kern == OP_MM_COOPMAT && !ops_coopmat_available(vk))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: cooperative-matrix kernel not "
                              "available on this device or build");

@@ -27,8 +27,6 @@ int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t ro
     if (!quant_supported(wtype))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "gather: type %d not supported", wtype);
     uint32_t be = (uint32_t)quant_block_elems(wtype);
-    if (be < 4)
-        be = 4;
     if (k == 0 || k % be)
         return folio_err_set(err, FOLIO_EINVAL, "gather: row length %u is not a multiple of %u", k, be);
     if (n_ids == 0 || rows == 0)

@@ -45,7 +45,7 @@ enum op_mm_kernel { OP_MM_AUTO, OP_MM_MATVEC, OP_MM_TILED, OP_MM_COOPMAT };
 struct op_matmul {
     struct vkr_tensor w;     /* n rows of k elements of wtype */
     int wtype;
-    uint32_t n, k;           /* k: multiple of the block size (4 for float types) */
+    uint32_t n, k;           /* k: multiple of the block size (any for float types) */
     struct vkr_tensor x;     /* m x k f32 */
     uint32_t m;
     struct vkr_tensor y;     /* m x n f32 */

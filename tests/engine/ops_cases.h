@@ -103,7 +103,10 @@ static void test_matmul(struct T *t)
     /* (m, n, k): tiny, odd, non-multiple-of-tile, and decode shapes */
     static const uint32_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 70, 256}, {8, 33, 768},
                                          {9, 65, 256}, {70, 130, 512}, {64, 64, 256},
-                                         {130, 300, 1536}}; /* last: "large", q4_K/q6_K/f16 only */
+                                         {130, 300, 1536}, /* "large", q4_K/q6_K/f16 only */
+                                         /* float rows not a multiple of 4 (a resized
+                                          * vocabulary's LM head is n; an odd MLP width k) */
+                                         {3, 101, 37}, {70, 67, 70}, {9, 45, 1}};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         int ty = types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -112,6 +115,8 @@ static void test_matmul(struct T *t)
              * in ranged mode; the other shapes already span many ranges. */
             if (si == 7 && (t->ranged || (ty != QUANT_Q4_K && ty != QUANT_Q6_K && ty != QUANT_F16)))
                 continue;
+            if (k % (uint32_t)quant_block_elems(ty))
+                continue; /* odd rows: float types only */
             for (int kern = 0; kern < 3; kern++) {
                 enum op_mm_kernel kk = kern == 0 ? OP_MM_AUTO : kern == 1 ? OP_MM_TILED : OP_MM_COOPMAT;
                 if (kk == OP_MM_COOPMAT && !ops_coopmat_available(t->vk))
@@ -452,9 +457,11 @@ static void test_rows(struct T *t)
 {
     static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
                                 QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-    const uint32_t rows = 150, k = 256, nid = 23;
-    for (size_t ti = 0; ti < 7; ti++) {
-        int ty = types[ti];
+    const uint32_t rows = 150, nid = 23;
+    for (size_t ti = 0; ti < 10; ti++) {
+        /* then the float types again with rows of 37 (not a multiple of 4) */
+        int ty = types[ti < 7 ? ti : ti - 7];
+        const uint32_t k = ti < 7 ? 256 : 37;
         uint64_t rb = quant_row_bytes(ty, k);
         float *wf = malloc(sizeof(float) * rows * k), *wd = malloc(sizeof(float) * rows * k);
         uint8_t *wq = malloc(rb * rows);
