@@ -211,6 +211,17 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
                                     .models = t->w->models};
         rc = engine_open(&cfg, nl, &ne, err);
     }
+    if (rc == FOLIO_ELIMIT && t->engine) {
+        /* the model tiers refuse the new set (a label too long to score):
+         * say so once per refresh and keep classifying with the old one */
+        char q[600], qh[400];
+        folio_log(FOLIO_LOG_ERROR, "labels_refused", "reason=%s hint=%s kept=previous",
+                  folio_lq(q, sizeof q, err->msg), folio_lq(qh, sizeof qh, err->hint));
+        engine_labels_free(nl);
+        t->labels_at_ms = folio_mono_ms();
+        folio_err_clear(err);
+        return 0;
+    }
     if (rc) {
         engine_labels_free(nl);
         return rc;
