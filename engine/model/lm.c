@@ -74,16 +74,6 @@ double lm_last_submit_ms(const struct lm *lm)
     return lm->last_ms;
 }
 
-static uint64_t gcd64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct lm_w *w,
                          struct folio_err *err)
 {
@@ -138,8 +128,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
 {
     const struct vkr_limits *lim = vkr_limits(lm->vk);
     uint64_t align = lim->min_ssbo_align ? lim->min_ssbo_align : 4;
-    uint64_t r1 = align / gcd64(align, (uint64_t)lm->QW * 4);
-    uint64_t r2 = align / gcd64(align, (uint64_t)lm->KW * 4);
+    uint64_t r1 = ops_align_rows(lm->vk, (uint64_t)lm->QW * 4);
+    uint64_t r2 = ops_align_rows(lm->vk, (uint64_t)lm->KW * 4);
     lm->ra = (uint32_t)(r1 > r2 ? r1 : r2);
     lm->ialign = (uint32_t)(align >= 4 ? align / 4 : 1);
     const struct lm_config *c = &lm->cfg;

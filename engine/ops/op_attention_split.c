@@ -44,8 +44,7 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
     return a;
 }
 
-/* Rows r such that r * row_bytes is a multiple of the offset alignment. */
-static uint64_t align_rows(const struct vkr *vk, uint64_t row_bytes)
+uint64_t ops_align_rows(const struct vkr *vk, uint64_t row_bytes)
 {
     uint64_t a = vkr_limits(vk)->min_ssbo_align ? vkr_limits(vk)->min_ssbo_align : 4;
     return a / gcd64(a, row_bytes);
@@ -74,7 +73,7 @@ void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, 
                                 uint64_t out[4])
 {
     uint64_t row = (uint64_t)hq * d * 4;
-    uint64_t g = lcm64(align_rows(vk, row), align_rows(vk, 8));
+    uint64_t g = lcm64(ops_align_rows(vk, row), ops_align_rows(vk, 8));
     uint64_t r = chunk_rows(vk, row, g);
     if (r > tq)
         r = tq;
@@ -107,9 +106,9 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                              "binding (%" PRIu64 " bytes) and no split scratch was planned",
                              a->tq, a->tk, R);
     uint64_t row = (uint64_t)a->hq * a->d * 4;
-    uint64_t gq = lcm64(lcm64(align_rows(vk, (uint64_t)qs * 4), align_rows(vk, (uint64_t)os * 4)),
-                        lcm64(align_rows(vk, 8), align_rows(vk, row)));
-    uint64_t gk = lcm64(align_rows(vk, (uint64_t)ks * 4), align_rows(vk, (uint64_t)vs * 4));
+    uint64_t gq = lcm64(lcm64(ops_align_rows(vk, (uint64_t)qs * 4), ops_align_rows(vk, (uint64_t)os * 4)),
+                        lcm64(ops_align_rows(vk, 8), ops_align_rows(vk, row)));
+    uint64_t gk = lcm64(ops_align_rows(vk, (uint64_t)ks * 4), ops_align_rows(vk, (uint64_t)vs * 4));
     uint64_t qper = chunk_rows(vk, (uint64_t)(qs > os ? qs : os) * 4, gq);
     uint64_t kper = chunk_rows(vk, (uint64_t)(ks > vs ? ks : vs) * 4, gk);
     uint64_t cap = s->o.size / row;

@@ -37,6 +37,10 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
 /* Head sizes the attention kernel is built for (pre-warmed). */
 int ops_attention_head_supported(uint32_t d);
+/* The smallest row count r such that r rows of row_bytes end on the
+ * device's storage-buffer offset alignment: views that start at multiples
+ * of r rows can be bound directly. */
+uint64_t ops_align_rows(const struct vkr *vk, uint64_t row_bytes);
 /* 1 when the f16 cooperative-matrix matmul is built and the device has it. */
 int ops_coopmat_available(const struct vkr *vk);
 
