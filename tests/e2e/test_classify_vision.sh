@@ -56,6 +56,8 @@ ok '[ "$rc" != 0 ] && grep -q "label \"quarterly consolidated statement of compr
 out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
     --device llvmpipe --allow-cpu 2>/dev/null)
 ok 'printf "%s\n" "$out" | grep -q "^paths: vision,ocr+lm,ocr+rules"' "doctor paths: $(printf "%s\n" "$out" | tail -3)"
+# no silent default: the mmproj lacks clip.vision.window_size, so the doctor says 112 is assumed
+ok 'printf "%s\n" "$out" | grep -q "clip.vision.window_size=112 assumed"' "doctor assumed: $(printf "%s\n" "$out" | grep -A2 '^check')"
 out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
     --device llvmpipe --allow-cpu --gate-file "$D/gate.conf" 2>/dev/null)
 ok 'printf "%s\n" "$out" | grep -q "^paths: ocr+lm,ocr+rules" && printf "%s\n" "$out" | grep -q "^disabled: .*cli gate test"' \
