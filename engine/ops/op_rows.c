@@ -20,6 +20,80 @@ struct concat_push {
     uint32_t gh, gw, w, xs, ys;
 };
 
+/* The loop gather and scatter share: the per-id side (the ids and one
+ * tensor of rows in id order) in chunks that fit a binding, the indexed
+ * table in row ranges within each chunk, one workgroup per id; the shader
+ * touches only the ids whose table row falls in [r0, r1). Skips are bytes
+ * into each binding. */
+struct index_pass {
+    struct vkr_tensor ids, side, table;
+    uint64_t n, side_rb, table_rows, table_rb;
+    int side_slot, table_slot; /* the ids are slot 1 */
+};
+struct index_chunk {
+    uint32_t n, r0, r1, ids_skip, side_skip, table_skip;
+};
+
+static int by_index_ranges(struct vkr_cmd *c, uint32_t pid, const char *label,
+                           const struct index_pass *p,
+                           void (*fill)(const struct index_chunk *, void *), void *push,
+                           uint32_t push_bytes, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    uint64_t side_rb[2] = {p->side_rb, 4};
+    uint64_t per = ops_rows_per(vk, side_rb, 2), tper = vkr_rows_per_range(vk, p->table_rb);
+    if (per == 0 || tper == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "%s: a row exceeds the binding range", label);
+    for (uint64_t i0 = 0; i0 < p->n; i0 += per) {
+        uint64_t i1 = i0 + per < p->n ? i0 + per : p->n;
+        struct vkr_bind b[3];
+        struct index_chunk ch = {.n = (uint32_t)(i1 - i0)};
+        int rc = vkr_bind_rows(vk, p->ids, 4, i0, i1, &b[1], &ch.ids_skip, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, p->side, p->side_rb, i0, i1, &b[p->side_slot], &ch.side_skip, err);
+        if (rc)
+            return rc;
+        for (uint64_t r0 = 0; r0 < p->table_rows; r0 += tper) {
+            uint64_t r1 = r0 + tper < p->table_rows ? r0 + tper : p->table_rows;
+            rc = vkr_bind_rows(vk, p->table, p->table_rb, r0, r1, &b[p->table_slot], &ch.table_skip,
+                               err);
+            if (rc)
+                return rc;
+            ch.r0 = (uint32_t)r0;
+            ch.r1 = (uint32_t)r1;
+            fill(&ch, push);
+            uint32_t gx, gy;
+            ops_grid(ch.n, &gx, &gy);
+            rc = vkr_cmd_dispatch(c, pid, b, 3, push, push_bytes, gx, gy, 1, label, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static void gather_fill(const struct index_chunk *ch, void *push)
+{
+    struct gather_push *pc = push;
+    pc->n_ids = ch->n;
+    pc->w_skip = ch->table_skip;
+    pc->r0 = ch->r0;
+    pc->r1 = ch->r1;
+    pc->is = ch->ids_skip / 4;
+    pc->ys = ch->side_skip / 4;
+}
+
+static void scatter_fill(const struct index_chunk *ch, void *push)
+{
+    struct scatter_push *pc = push;
+    pc->n = ch->n;
+    pc->r0 = ch->r0;
+    pc->r1 = ch->r1;
+    pc->ss = ch->side_skip / 4;
+    pc->is = ch->ids_skip / 4;
+    pc->ds = ch->table_skip / 4;
+}
+
 int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t rows, uint32_t k,
               struct vkr_tensor ids, uint32_t n_ids, struct vkr_tensor y, struct folio_err *err)
 {
@@ -39,42 +113,16 @@ int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t ro
     rc = ops_need(table, rb * rows, "gather table", err);
     if (rc)
         return rc;
-    uint64_t per = vkr_rows_per_range(vk, rb);
-    uint64_t out_rb[2] = {(uint64_t)k * 4, 4};
-    uint64_t per_id = ops_rows_per(vk, out_rb, 2);
     rc = ops_need(ids, (uint64_t)n_ids * 4, "gather ids", err);
     if (!rc)
         rc = ops_need(y, (uint64_t)n_ids * k * 4, "gather output", err);
     if (rc)
         return rc;
-    if (per == 0 || per_id == 0)
-        return folio_err_set(err, FOLIO_ELIMIT, "gather: a table row exceeds the binding range");
-    /* ids (and output rows) in chunks, table rows in ranges within each. */
-    for (uint64_t i0 = 0; i0 < n_ids; i0 += per_id) {
-        uint64_t i1 = i0 + per_id < n_ids ? i0 + per_id : n_ids;
-        struct vkr_bind b[3];
-        uint32_t is, ys;
-        rc = vkr_bind_rows(vk, ids, 4, i0, i1, &b[1], &is, err);
-        if (!rc)
-            rc = vkr_bind_rows(vk, y, (uint64_t)k * 4, i0, i1, &b[2], &ys, err);
-        if (rc)
-            return rc;
-        for (uint64_t r0 = 0; r0 < rows; r0 += per) {
-            uint64_t r1 = r0 + per < rows ? r0 + per : rows;
-            uint32_t ws;
-            rc = vkr_bind_rows(vk, table, rb, r0, r1, &b[0], &ws, err);
-            if (rc)
-                return rc;
-            struct gather_push pc = {(uint32_t)(i1 - i0), k, (uint32_t)rb, ws, (uint32_t)r0,
-                                     (uint32_t)r1, is / 4, ys / 4};
-            uint32_t gx, gy;
-            ops_grid(i1 - i0, &gx, &gy);
-            rc = vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "gather", err);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
+    struct index_pass ip = {.ids = ids, .side = y, .table = table, .n = n_ids,
+                            .side_rb = (uint64_t)k * 4, .table_rows = rows, .table_rb = rb,
+                            .side_slot = 2, .table_slot = 0};
+    struct gather_push pc = {.K = k, .row_bytes = (uint32_t)rb};
+    return by_index_ranges(c, pid, "gather", &ip, gather_fill, &pc, sizeof pc, err);
 }
 
 int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, uint32_t n,
@@ -95,37 +143,11 @@ int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, 
         rc = ops_need(dst, (uint64_t)dst_rows * rb, "scatter destination", err);
     if (rc)
         return rc;
-    uint64_t src_rb[2] = {rb, 4};
-    uint64_t per = ops_rows_per(vk, src_rb, 2), dper = vkr_rows_per_range(vk, rb);
-    if (per == 0 || dper == 0)
-        return folio_err_set(err, FOLIO_ELIMIT, "scatter: a row of %u floats exceeds the binding "
-                             "range", width);
-    /* source rows in chunks, destination rows in ranges within each */
-    for (uint64_t i0 = 0; i0 < n; i0 += per) {
-        uint64_t i1 = i0 + per < n ? i0 + per : n;
-        struct vkr_bind b[3];
-        uint32_t ss, is;
-        rc = vkr_bind_rows(vk, src, rb, i0, i1, &b[0], &ss, err);
-        if (!rc)
-            rc = vkr_bind_rows(vk, idx, 4, i0, i1, &b[1], &is, err);
-        if (rc)
-            return rc;
-        for (uint64_t r0 = 0; r0 < dst_rows; r0 += dper) {
-            uint64_t r1 = r0 + dper < dst_rows ? r0 + dper : dst_rows;
-            uint32_t ds;
-            rc = vkr_bind_rows(vk, dst, rb, r0, r1, &b[2], &ds, err);
-            if (rc)
-                return rc;
-            struct scatter_push pc = {(uint32_t)(i1 - i0), width, dst_rows, (uint32_t)r0,
-                                      (uint32_t)r1, ss / 4, is / 4, ds / 4};
-            uint32_t gx, gy;
-            ops_grid(i1 - i0, &gx, &gy);
-            rc = vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "scatter", err);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
+    struct index_pass ip = {.ids = idx, .side = src, .table = dst, .n = n, .side_rb = rb,
+                            .table_rows = dst_rows, .table_rb = rb, .side_slot = 0,
+                            .table_slot = 2};
+    struct scatter_push pc = {.width = width, .dst_rows = dst_rows};
+    return by_index_ranges(c, pid, "scatter", &ip, scatter_fill, &pc, sizeof pc, err);
 }
 
 int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t gh,
