@@ -124,6 +124,13 @@ def save_checkpoint(cfg, special, tparams, vparams, d):
         tokenizer_object=STATE["tok"], eos_token="<|im_end|>", pad_token="<|endoftext|>",
         unk_token=None, bos_token=None, model_max_length=32768)
     fast.save_pretrained(d)
+    # as Qwen's own tokenizer_config: no BOS, no EOS appended (the converter copies these flags)
+    tc_path = os.path.join(d, "tokenizer_config.json")
+    with open(tc_path) as f:
+        tc = json.load(f)
+    tc.update({"add_bos_token": False, "add_eos_token": False})
+    with open(tc_path, "w") as f:
+        json.dump(tc, f, indent=1)
     with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
         json.dump({"image_processor_type": "Qwen2VLImageProcessor", "image_mean": mf.IMAGE_MEAN,
                    "image_std": mf.IMAGE_STD, "min_pixels": mf.MIN_PIXELS,
