@@ -135,7 +135,10 @@ void engine_result_free(struct engine_result *r);
 
 struct engine;
 /* Opens the engine. With no model configured this succeeds with only the
- * rules tier enabled (the reason is kept for results and `folio doctor`). */
+ * rules tier enabled (the reason is kept for results and `folio doctor`).
+ * With model tiers open, a label set they cannot score (a label longer
+ * than the per-label token limit, too many labels) is refused with
+ * FOLIO_ELIMIT naming the label and its token count. */
 int engine_open(const struct engine_config *cfg, const struct engine_labels *labels,
                 struct engine **out, struct folio_err *err);
 void engine_close(struct engine *e);

@@ -168,6 +168,15 @@ static void add_reason(struct engine_result *out, const char *s)
     snprintf(out->fallback_reason + k, sizeof out->fallback_reason - k, "%s%s", k ? "; " : "", s);
 }
 
+int engine_models_check_labels(struct engine_models *m, const char *const *names, int nl,
+                               struct folio_err *err)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = m->vlm ? vlm_check_labels(m->vlm, names, (uint32_t)nl, err) : 0;
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
 int engine_models_classify(struct engine_models *m, const char *const *names, int nl,
                            const struct engine_doc *doc, struct engine_result *out, int *done,
                            struct folio_err *err)

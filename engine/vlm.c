@@ -631,6 +631,40 @@ static int build_instruction(const char *const *labels, uint32_t nl, char **out,
     return 0;
 }
 
+int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl,
+                     struct folio_err *err)
+{
+    if (nl > v->cfg.max_labels) {
+        folio_err_set(err, FOLIO_ELIMIT, "the label set has %u labels; the model tiers score at "
+                      "most %u", nl, v->cfg.max_labels);
+        folio_err_hint(err, "deactivate labels (folio.labels.active) until at most %u remain",
+                       v->cfg.max_labels);
+        return FOLIO_ELIMIT;
+    }
+    /* the continuation a label is scored as: its tokens and <|im_end|>
+     * (positions do not change the count) */
+    struct prompt at = {0};
+    for (uint32_t l = 0; l < nl; l++) {
+        struct prompt cont = {0};
+        int rc = prompt_continuation(v->tok, &at, labels[l], strlen(labels[l]), 1, &cont, err);
+        size_t n = cont.ids.n;
+        prompt_free(&cont);
+        if (rc) {
+            folio_err_detail(err, "while tokenizing label \"%s\"", labels[l]);
+            return rc;
+        }
+        if (n > v->cfg.max_label_tokens) {
+            folio_err_set(err, FOLIO_ELIMIT, "label \"%s\" is %zu tokens with its end marker; the "
+                          "model tiers score labels of at most %u", labels[l], n,
+                          v->cfg.max_label_tokens);
+            folio_err_hint(err, "shorten the label's name (folio.labels or the --labels file) or "
+                           "deactivate it; its keywords still serve the rules tier");
+            return FOLIO_ELIMIT;
+        }
+    }
+    return 0;
+}
+
 int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *labels,
                  uint32_t nl, struct vlm_result *r, struct folio_err *err)
 {

@@ -134,6 +134,12 @@ void vlm_result_free(struct vlm_result *r);
 
 /* Classifies one page among nl labels (each scored as the answer followed
  * by <|im_end|>). FOLIO_EDEVICELOST: the vlm is dead (see above). */
+/* Whether a label set can be scored at all: every label's continuation
+ * within max_label_tokens and at most max_labels labels. Callers check
+ * once when a label set is loaded, so that a long label is refused with
+ * its name and token count instead of failing every document. */
+int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl,
+                     struct folio_err *err);
 int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *labels,
                  uint32_t nl, struct vlm_result *out, struct folio_err *err);
 

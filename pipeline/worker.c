@@ -193,18 +193,16 @@ static int ensure_conn(struct ocr_thread *t, struct slot *s)
     }
 }
 
-/* (Re)loads the active labels at most every LABELS_REFRESH_MS, so edits to
- * folio.labels reach running workers without a restart. */
-static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
+/* The active label set from folio.labels, in id order with its keywords. */
+static int load_label_set(PGconn *conn, struct engine_labels **out, struct folio_err *err)
 {
-    if (t->engine && folio_mono_ms() - t->labels_at_ms < LABELS_REFRESH_MS)
-        return 0;
-    PGresult *r = PQexec(t->conn,
+    *out = NULL;
+    PGresult *r = PQexec(conn,
                          "SELECT l.name, k.kw FROM folio.labels l"
                          " LEFT JOIN LATERAL unnest(l.keywords) WITH ORDINALITY AS k(kw, i) ON true"
                          " WHERE l.active ORDER BY l.id, k.i");
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return db_err_from_result(r, t->conn, "reading folio.labels", err);
+        return db_err_from_result(r, conn, "reading folio.labels", err);
     struct engine_labels *nl = engine_labels_new();
     int rc = nl ? 0 : folio_err_set(err, FOLIO_ENOMEM, "cannot allocate the label set");
     int rows = PQntuples(r);
@@ -222,11 +220,38 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
     }
     free(kw);
     PQclear(r);
+    if (rc) {
+        engine_labels_free(nl);
+        return rc;
+    }
+    *out = nl;
+    return 0;
+}
+
+/* (Re)loads the active labels at most every LABELS_REFRESH_MS, so edits to
+ * folio.labels reach running workers without a restart. */
+static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
+{
+    if (t->engine && folio_mono_ms() - t->labels_at_ms < LABELS_REFRESH_MS)
+        return 0;
+    struct engine_labels *nl = NULL;
+    int rc = load_label_set(t->conn, &nl, err);
     struct engine *ne = NULL;
     if (!rc) {
         struct engine_config cfg = {.model_path = t->w->o->model_path, .mmproj_path = t->w->o->mmproj_path,
                                     .models = t->w->models};
         rc = engine_open(&cfg, nl, &ne, err);
+    }
+    if (rc == FOLIO_ELIMIT && t->engine) {
+        /* the model tiers refuse the new set (a label too long to score):
+         * say so once per refresh and keep classifying with the old one */
+        char q[600], qh[400];
+        folio_log(FOLIO_LOG_ERROR, "labels_refused", "reason=%s hint=%s kept=previous",
+                  folio_lq(q, sizeof q, err->msg), folio_lq(qh, sizeof qh, err->hint));
+        engine_labels_free(nl);
+        t->labels_at_ms = folio_mono_ms();
+        folio_err_clear(err);
+        return 0;
     }
     if (rc) {
         engine_labels_free(nl);
@@ -880,6 +905,35 @@ static int busy_slots(struct worker *w)
     return n;
 }
 
+/* A label set the model tiers cannot score stops the worker at start, once,
+ * with the label and its token count, instead of failing those tiers on
+ * every document. Only that refusal: a database that is not reachable yet
+ * is the OCR threads' business (they retry). */
+static int check_start_labels(struct worker *w, struct folio_err *err)
+{
+    PGconn *c = NULL;
+    struct engine_labels *ls = NULL;
+    struct engine *e = NULL;
+    struct folio_err le = {0};
+    int rc = db_connect(w->o->conninfo, "folio-worker-labels", &c, &le);
+    if (!rc)
+        rc = load_label_set(c, &ls, &le);
+    if (!rc) {
+        struct engine_config cfg = {.model_path = w->o->model_path, .mmproj_path = w->o->mmproj_path,
+                                    .models = w->models};
+        rc = engine_open(&cfg, ls, &e, &le);
+    }
+    engine_close(e);
+    engine_labels_free(ls);
+    if (c)
+        PQfinish(c);
+    if (rc == FOLIO_ELIMIT) {
+        *err = le;
+        return rc;
+    }
+    return 0;
+}
+
 int worker_run(const struct worker_opts *o, struct folio_err *err)
 {
     if (o->ocr_threads < 1 || o->ocr_threads > 256 || o->batch < 1 || o->queue.lease_s < 0.5)
@@ -967,6 +1021,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         rc = err->code ? err->code : FOLIO_EINVAL;
     }
     pthread_mutex_unlock(&w.mu);
+    if (!rc && w.models)
+        rc = check_start_labels(&w, err);
 
     pthread_t hb;
     int hb_started = 0;

@@ -28,7 +28,9 @@
  * keep that true. Pad rows carry zero embeddings and are never attended to.
  *
  * Scores: softmax of the needed logits rows on the GPU, then one gather
- * picks p(token) for every label token, so only a few floats come back.
+ * picks p(token) for every label token (the probabilities read as a table
+ * of one-float rows, so any vocabulary size works), so only a few floats
+ * come back.
  * A probability under 1e-30 has lost its precision in f32 (and underflows
  * at e^-103): that token's logits row is fetched and its log-probability
  * computed exactly on the host. The prompts' last logits rows are kept on
@@ -398,7 +400,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             for (uint32_t j = prefill ? 0 : 1; j < labels[l].n; j++) {
                 uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
                 uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
-                iv[o_pg + pgc++] = (int32_t)(idx / 4);
+                iv[o_pg + pgc++] = (int32_t)(uint32_t)idx; /* < 2^32: lm.c plans it */
             }
     if (rc) {
         free(gr);
@@ -472,7 +474,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
                                       .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
                                       .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
-            rc = op_attention(c, &at, err);
+            rc = op_attention_ranged(c, &at, &lm->asc, err);
         }
         for (uint32_t gi = 0; gi < ngr && !rc; gi++) {
             const struct group *g = &gr[gi];
@@ -489,7 +491,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                                       .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
                                       .causal = 0, .ranges = &rg};
             if (!rc)
-                rc = op_attention(c, &at, err);
+                rc = op_attention_ranged(c, &at, &lm->asc, err);
             if (!rc)
                 rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
                                iview(lm, g->back_off, g->nspan), g->nspan,
@@ -543,7 +545,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         if (!rc && nsm)
             rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);
         if (!rc && npg)
-            rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V / 4), 4,
+            rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V), 1,
                            iview(lm, o_pg, npg), npg, lm->pg, err);
     }
     free(gr);
@@ -569,7 +571,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         rc = vkr_download(lm->vk, lm->logits, (uint64_t)nlast * V * 4, logits,
                           (uint64_t)nall * V * 4, err);
     if (!rc && npg)
-        rc = vkr_download(lm->vk, lm->pg, 0, lm->pgh, (uint64_t)npg * 16, err);
+        rc = vkr_download(lm->vk, lm->pg, 0, lm->pgh, (uint64_t)npg * 4, err);
     if (rc)
         return rc;
     pgc = 0;
@@ -583,8 +585,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                     continue;
                 }
                 uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
-                uint64_t idx = prow * V + tok;
-                float p = lm->pgh[(size_t)pgc++ * 4 + idx % 4];
+                float p = lm->pgh[pgc++];
                 if (p > 1e-30f) {
                     s += log((double)p);
                     continue;

@@ -41,6 +41,8 @@ struct lm {
 
     /* activations */
     struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
+    /* attention past one binding (op_attention_ranged); tiny when all fits */
+    struct op_attention_scratch asc;
 
     /* host staging for one pass */
     float *emb;

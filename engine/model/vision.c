@@ -50,6 +50,7 @@ struct vis {
     struct vis_w patch, post, postb, mm0, mm0b, mm2, mm2b;
     uint32_t nmax, mmax;
     struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx;
+    struct op_attention_scratch asc;
     float *inbuf;
     int32_t *ibuf;
     int32_t *widx;
@@ -86,6 +87,8 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         key(&all[n++], "norm", 2, m->vision.kind == GGUF_VISION_QWEN25VL ? 0 : 1, 1);
     key(&all[n++], "rope", 1, OP_ROPE_VISION, 0);
     key(&all[n++], "attention", 1, m->vision.head_dim, 0);
+    key(&all[n++], "attn_lse", 0, 0, 0); /* attention past one binding */
+    key(&all[n++], "attn_merge", 0, 0, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
     key(&all[n++], "elem", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? OP_SWIGLU : OP_QUICK_GELU,
         0);
@@ -236,15 +239,12 @@ static int plan(struct vis *v, struct folio_err *err)
 {
     const struct vkr_limits *lim = vkr_limits(v->vk);
     uint64_t N = v->nmax, M = v->mmax, D = v->D, F = v->F, O = v->O, MD = v->MD;
-    if (N * D * 4 > lim->max_range) {
-        folio_err_set(err, FOLIO_ELIMIT, "vision: %" PRIu64 " patches x %u floats (%" PRIu64
-                      " bytes) exceed this device's binding range of %" PRIu64 " bytes",
-                      N, v->D, N * D * 4, lim->max_range);
-        folio_err_hint(err, "lower the largest image (at most %" PRIu64 " patches fit)",
-                       lim->max_range / (D * 4));
-        return FOLIO_ELIMIT;
-    }
-    uint64_t sizes[16];
+    /* Attention over more patches than one binding holds goes through the
+     * split path (op_attention_ranged); its scratch only where needed. */
+    uint64_t asb[4] = {16, 16, 16, 16};
+    if (N * D * 4 > lim->max_range)
+        op_attention_scratch_bytes(v->vk, (uint32_t)N, v->H, v->Dh, asb);
+    uint64_t sizes[20];
     int n = 0;
     sizes[n++] = N * PATCH_COLS * 4; /* in */
     for (int i = 0; i < 7; i++)
@@ -257,13 +257,16 @@ static int plan(struct vis *v, struct folio_err *err)
     sizes[n++] = N * 8;              /* pos */
     sizes[n++] = N * 8;              /* rng */
     sizes[n++] = M * 4;              /* sidx */
+    for (int i = 0; i < 4; i++)
+        sizes[n++] = asb[i];         /* split attention scratch */
     int rc = vkr_arena_plan(v->aa, sizes, n, err);
     if (rc)
         return rc;
     vkr_arena_reset(v->aa);
     struct vkr_tensor *dst[] = {&v->in, &v->x, &v->h, &v->q, &v->k, &v->v, &v->o, &v->t,
                                 &v->gate, &v->up, &v->z, &v->e, &v->out, &v->pos, &v->rng,
-                                &v->sidx};
+                                &v->sidx, &v->asc.o, &v->asc.lse, &v->asc.lse_c,
+                                &v->asc.ranges};
     for (int i = 0; i < n && !rc; i++)
         rc = vkr_arena_alloc(v->aa, sizes[i], dst[i], err);
     if (rc)
@@ -605,7 +608,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
                                   .hq = v->H, .hkv = v->H, .d = v->Dh, .scale = scale,
                                   .causal = 0, .ranges = full ? NULL : &v->rng};
         if (!rc)
-            rc = op_attention(c, &at, err);
+            rc = op_attention_ranged(c, &at, &v->asc, err);
         if (!rc)
             rc = mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
         if (!rc)

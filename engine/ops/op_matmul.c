@@ -222,8 +222,6 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: weight type %d is not supported",
                              a->wtype);
     uint32_t be = (uint32_t)quant_block_elems(a->wtype);
-    if (be < 4)
-        be = a->kernel == OP_MM_GEMM ? 2 : 4;
     if (a->k == 0 || a->k % be != 0)
         return folio_err_set(err, FOLIO_EINVAL, "matmul: k=%u is not a multiple of %u for %s",
                              a->k, be, quant_type_name(a->wtype));
@@ -251,6 +249,14 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
     if (a->xtype == QUANT_F16 || a->ytype == QUANT_F16 || a->res || a->act || a->gate)
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: f16 inputs/outputs and fused "
                              "epilogues need the tensor-core GEMM (m >= 64, f16 weights)");
+    /* the cooperative-matrix kernel stages 4 elements at a time; float rows
+     * of other lengths take the tiled kernel's element-wise staging */
+    if (kern == OP_MM_COOPMAT && a->k % 4) {
+        if (a->kernel == OP_MM_COOPMAT)
+            return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: the cooperative-matrix kernel "
+                                 "needs k (%u) to be a multiple of 4", a->k);
+        kern = OP_MM_TILED;
+    }
     if (kern == OP_MM_COOPMAT && !ops_coopmat_available(vk))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: cooperative-matrix kernel not "
                              "available on this device or build");

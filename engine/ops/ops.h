@@ -40,6 +40,10 @@ int ops_keys_unique(struct vkr_pipeline_key *k, int n);
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
 /* Head sizes the attention kernel is built for (pre-warmed). */
 int ops_attention_head_supported(uint32_t d);
+/* The smallest row count r such that r rows of row_bytes end on the
+ * device's storage-buffer offset alignment: views that start at multiples
+ * of r rows can be bound directly. */
+uint64_t ops_align_rows(const struct vkr *vk, uint64_t row_bytes);
 /* 1 when the f16 cooperative-matrix matmul is built and the device has it. */
 int ops_coopmat_available(const struct vkr *vk);
 
@@ -53,7 +57,7 @@ enum op_mm_act { OP_MM_ACT_NONE = 0, OP_MM_ACT_SWIGLU, OP_MM_ACT_GELU_ERF, OP_MM
 struct op_matmul {
     struct vkr_tensor w;     /* n rows of k elements of wtype */
     int wtype;
-    uint32_t n, k;           /* k: multiple of the block size (4 for float types) */
+    uint32_t n, k;           /* k: multiple of the block size (any for float types) */
     struct vkr_tensor x;     /* m x k of xtype */
     uint32_t m;
     struct vkr_tensor y;     /* m x n f32 */
@@ -152,6 +156,19 @@ struct op_attention {
     uint32_t q_stride, k_stride, v_stride, o_stride;
 };
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err);
+/* Attention whose q, k, v or o exceed one binding (maxStorageBufferRange),
+ * in query and key chunks whose partial results are merged through their
+ * log-sum-exp (op_attention_split.c). Same contract as op_attention; when
+ * everything fits it is one op_attention call and s may be NULL. Chunk
+ * starts keep views aligned; the caller's base tensors must be. */
+struct op_attention_scratch {
+    struct vkr_tensor o, lse, lse_c, ranges;
+};
+/* Scratch bytes (o, lse, lse_c, ranges) for up to tq queries of hq x d. */
+void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t d,
+                                uint64_t out[4]);
+int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
+                        const struct op_attention_scratch *s, struct folio_err *err);
 
 /* ---- element-wise ---- */
 enum op_elem_kind {

@@ -101,6 +101,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
         key(&all[n++], "rope", 1, m, 0);
     for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
         key(&all[n++], "attention", 1, HEADS[i], 0);
+    key(&all[n++], "attn_lse", 0, 0, 0);
+    key(&all[n++], "attn_merge", 0, 0, 0);
     for (uint32_t op = 0; op <= OP_SCALE; op++)
         key(&all[n++], "elem", 1, op, 0);
     key(&all[n++], "convert", 1, 0, 0);

@@ -103,7 +103,10 @@ static void test_matmul(struct T *t)
     /* (m, n, k): tiny, odd, non-multiple-of-tile, and decode shapes */
     static const uint32_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 70, 256}, {8, 33, 768},
                                          {9, 65, 256}, {70, 130, 512}, {64, 64, 256},
-                                         {130, 300, 1536}}; /* last: "large", q4_K/q6_K/f16 only */
+                                         {130, 300, 1536}, /* "large", q4_K/q6_K/f16 only */
+                                         /* float rows not a multiple of 4 (a resized
+                                          * vocabulary's LM head is n; an odd MLP width k) */
+                                         {3, 101, 37}, {70, 67, 70}, {9, 45, 1}};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         int ty = types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -112,6 +115,8 @@ static void test_matmul(struct T *t)
              * in ranged mode; the other shapes already span many ranges. */
             if (si == 7 && (t->ranged || (ty != QUANT_Q4_K && ty != QUANT_Q6_K && ty != QUANT_F16)))
                 continue;
+            if (k % (uint32_t)quant_block_elems(ty))
+                continue; /* odd rows: float types only */
             for (int kern = 0; kern < 3; kern++) {
                 enum op_mm_kernel kk = kern == 0 ? OP_MM_AUTO : kern == 1 ? OP_MM_TILED : OP_MM_COOPMAT;
                 if (kk == OP_MM_COOPMAT && !ops_coopmat_available(t->vk))
@@ -471,6 +476,71 @@ static void test_attention(struct T *t)
     }
 }
 
+/* op_attention_ranged: the same cases plus strided (fused QKV) operands and
+ * a head size outside the fused kernel's own test list, through the split
+ * path. In ranged mode (16 KiB bindings) every case but the smallest
+ * exceeds one binding, so queries and keys are cut into chunks whose
+ * partial outputs are merged by log-sum-exp; the result must meet the
+ * fused kernel's bound against the same reference. */
+static void test_attention_split(struct T *t)
+{
+    struct {
+        uint32_t tq, tk, hq, hkv, d;
+        int causal, windows, fused;
+    } cases[] = {
+        {37, 37, 2, 2, 64, 0, 0, 0},    {45, 45, 4, 2, 128, 1, 0, 0}, {3, 90, 4, 1, 128, 1, 0, 0},
+        {50, 50, 2, 2, 80, 0, 1, 0},    {20, 20, 1, 1, 32, 1, 1, 0},  {200, 200, 2, 1, 128, 1, 0, 0},
+        {70, 70, 4, 2, 64, 1, 0, 1},    {130, 130, 2, 2, 64, 0, 1, 0},
+    };
+    int split = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
+                                 .hkv = cases[ci].hkv, .d = cases[ci].d, .causal = cases[ci].causal};
+        a.scale = 1.0f / sqrtf((float)a.d);
+        uint32_t w = cases[ci].fused ? (a.hq + 2 * a.hkv) * a.d : 0;
+        size_t nq = (size_t)a.tq * a.hq * a.d, nk = (size_t)a.tk * a.hkv * a.d;
+        size_t nf = cases[ci].fused ? (size_t)a.tq * w : nq + 2 * nk;
+        float *f = malloc(sizeof(float) * nf), *g = malloc(sizeof(float) * nq);
+        float *r = malloc(sizeof(float) * nq);
+        uint32_t *rg = malloc(sizeof(uint32_t) * 2 * a.tq);
+        fill(t, f, nf, 2.0f);
+        for (uint32_t i = 0; i < a.tq; i++) { /* windows of 16, 24, then the rest */
+            uint32_t lo = i < 16 ? 0 : i < 40 ? 16 : 40, hi = i < 16 ? 16 : i < 40 ? 40 : a.tk;
+            rg[2 * i] = lo;
+            rg[2 * i + 1] = hi < a.tk ? hi : a.tk;
+        }
+        if (cases[ci].windows && a.tq > 5)
+            rg[2 * 5] = rg[2 * 5 + 1] = 3;
+        vkr_arena_reset(t->act);
+        struct vkr_tensor ft = put(t, t->act, f, sizeof(float) * nf);
+        uint64_t ko = cases[ci].fused ? (uint64_t)a.hq * a.d * 4 : nq * 4;
+        uint64_t vo = cases[ci].fused ? ko + (uint64_t)a.hkv * a.d * 4 : (nq + nk) * 4;
+        a.q = ft;
+        a.k = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + ko, .size = ft.size - ko};
+        a.v = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + vo, .size = ft.size - vo};
+        if (cases[ci].fused)
+            a.q_stride = a.k_stride = a.v_stride = w;
+        a.o = put(t, t->act, NULL, sizeof(float) * nq);
+        struct vkr_tensor rt = put(t, t->act, rg, sizeof(uint32_t) * 2 * a.tq);
+        a.ranges = cases[ci].windows ? &rt : NULL;
+        uint64_t sb[4];
+        op_attention_scratch_bytes(t->vk, a.tq, a.hq, a.d, sb);
+        struct op_attention_scratch sc = {put(t, t->act, NULL, sb[0]), put(t, t->act, NULL, sb[1]),
+                                          put(t, t->act, NULL, sb[2]), put(t, t->act, NULL, sb[3])};
+        split += nf * 4 > vkr_limits(t->vk)->max_range;
+        RUN(t, op_attention_ranged(c, &a, &sc, e));
+        get(t, a.o, g, sizeof(float) * nq);
+        ops_ref_attention(&a, f, f + ko / 4, f + vo / 4, cases[ci].windows ? rg : NULL, r);
+        size_t at = 0;
+        double wv = worst(g, r, NULL, nq, 2e-5, 1e-4, &at); /* the fused kernel's bound */
+        CHECK(wv <= 1.0, "split attention case %zu: worst %.3g at %zu (gpu %g ref %g)", ci, wv,
+              at, (double)g[at], (double)r[at]);
+        free(f), free(g), free(r), free(rg);
+    }
+    if (t->ranged)
+        CHECK(split >= 6, "only %d split-attention cases exceeded the binding range", split);
+}
+
 /* q, k and v as slices of one fused QKV output (row strides). */
 static void test_attention_fused(struct T *t)
 {
@@ -555,9 +625,11 @@ static void test_rows(struct T *t)
 {
     static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
                                 QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-    const uint32_t rows = 150, k = 256, nid = 23;
-    for (size_t ti = 0; ti < 7; ti++) {
-        int ty = types[ti];
+    const uint32_t rows = 150, nid = 23;
+    for (size_t ti = 0; ti < 10; ti++) {
+        /* then the float types again with rows of 37 (not a multiple of 4) */
+        int ty = types[ti < 7 ? ti : ti - 7];
+        const uint32_t k = ti < 7 ? 256 : 37;
         uint64_t rb = quant_row_bytes(ty, k);
         float *wf = malloc(sizeof(float) * rows * k), *wd = malloc(sizeof(float) * rows * k);
         uint8_t *wq = malloc(rb * rows);
@@ -589,32 +661,52 @@ static void test_rows(struct T *t)
         CHECK(bad == 0, "gather %s: %d of %u values wrong", quant_type_name(ty), bad, nid * k);
         free(wf), free(wd), free(wq), free(g);
     }
-    /* scatter: 5 rows into a sequence of 12, one index out of range (skipped) */
-    const uint32_t width = 48, n = 5, dst_rows = 12;
-    float src[5 * 48], dst[12 * 48], ref[12 * 48], got[12 * 48];
-    int32_t idx[5] = {3, 4, 5, 11, 40};
-    fill(t, src, n * width, 1.0f);
-    fill(t, dst, dst_rows * width, 1.0f);
-    memcpy(ref, dst, sizeof dst);
-    ops_ref_scatter(src, idx, n, width, ref, dst_rows);
-    vkr_arena_reset(t->act);
-    struct vkr_tensor st = put(t, t->act, src, sizeof src);
-    struct vkr_tensor xt = put(t, t->act, idx, sizeof idx);
-    struct vkr_tensor dt = put(t, t->act, dst, sizeof dst);
-    RUN(t, op_scatter(c, st, xt, n, width, dt, dst_rows, e));
-    get(t, dt, got, sizeof got);
-    CHECK(memcmp(got, ref, sizeof got) == 0, "scatter differs from the reference");
-    /* concat2x2 over a 4 x 6 grid of width 5 */
-    const uint32_t gh = 4, gw = 6, w = 5;
-    float cx[4 * 6 * 5], cy[4 * 6 * 5], cr[4 * 6 * 5];
-    fill(t, cx, gh * gw * w, 1.0f);
-    ops_ref_concat2x2(cx, cr, gh, gw, w);
-    vkr_arena_reset(t->act);
-    struct vkr_tensor cxt = put(t, t->act, cx, sizeof cx);
-    struct vkr_tensor cyt = put(t, t->act, NULL, sizeof cy);
-    RUN(t, op_concat2x2(c, cxt, cyt, gh, gw, w, e));
-    get(t, cyt, cy, sizeof cy);
-    CHECK(memcmp(cy, cr, sizeof cy) == 0, "concat2x2 differs from the reference");
+    /* scatter: 5 rows into a sequence of 12, one index out of range
+     * (skipped); then 70 rows of 256 into 90 (70 KiB of destination: many
+     * ranges with 16 KiB bindings) */
+    static const uint32_t sc_shapes[][3] = {{48, 5, 12}, {256, 70, 90}};
+    for (int si = 0; si < 2; si++) {
+        const uint32_t width = sc_shapes[si][0], n = sc_shapes[si][1], dst_rows = sc_shapes[si][2];
+        float *src = malloc(sizeof(float) * n * width), *dst = malloc(sizeof(float) * dst_rows * width);
+        float *ref = malloc(sizeof(float) * dst_rows * width), *got = malloc(sizeof(float) * dst_rows * width);
+        int32_t *idx = malloc(sizeof(int32_t) * n);
+        for (uint32_t i = 0; i < n; i++)
+            idx[i] = (int32_t)((i * 37 + 3) % (dst_rows + 4)); /* a few out of range */
+        if (si == 0)
+            memcpy(idx, (int32_t[5]){3, 4, 5, 11, 40}, sizeof(int32_t) * 5);
+        fill(t, src, (size_t)n * width, 1.0f);
+        fill(t, dst, (size_t)dst_rows * width, 1.0f);
+        memcpy(ref, dst, sizeof(float) * dst_rows * width);
+        ops_ref_scatter(src, idx, n, width, ref, dst_rows);
+        vkr_arena_reset(t->act);
+        struct vkr_tensor st = put(t, t->act, src, sizeof(float) * n * width);
+        struct vkr_tensor xt = put(t, t->act, idx, sizeof(int32_t) * n);
+        struct vkr_tensor dt = put(t, t->act, dst, sizeof(float) * dst_rows * width);
+        RUN(t, op_scatter(c, st, xt, n, width, dt, dst_rows, e));
+        get(t, dt, got, sizeof(float) * dst_rows * width);
+        CHECK(memcmp(got, ref, sizeof(float) * dst_rows * width) == 0,
+              "scatter %ux%u into %u differs from the reference", n, width, dst_rows);
+        free(src), free(dst), free(ref), free(got), free(idx);
+    }
+    /* concat2x2 over a 4 x 6 grid of width 5, then 12 x 10 of width 64
+     * (30 KiB: bands of grid rows with 16 KiB bindings) */
+    static const uint32_t cc_shapes[][3] = {{4, 6, 5}, {12, 10, 64}};
+    for (int si = 0; si < 2; si++) {
+        const uint32_t gh = cc_shapes[si][0], gw = cc_shapes[si][1], w = cc_shapes[si][2];
+        size_t nc = (size_t)gh * gw * w;
+        float *cx = malloc(sizeof(float) * nc), *cy = malloc(sizeof(float) * nc);
+        float *cr = malloc(sizeof(float) * nc);
+        fill(t, cx, nc, 1.0f);
+        ops_ref_concat2x2(cx, cr, gh, gw, w);
+        vkr_arena_reset(t->act);
+        struct vkr_tensor cxt = put(t, t->act, cx, sizeof(float) * nc);
+        struct vkr_tensor cyt = put(t, t->act, NULL, sizeof(float) * nc);
+        RUN(t, op_concat2x2(c, cxt, cyt, gh, gw, w, e));
+        get(t, cyt, cy, sizeof(float) * nc);
+        CHECK(memcmp(cy, cr, sizeof(float) * nc) == 0, "concat2x2 %ux%ux%u differs from the "
+              "reference", gh, gw, w);
+        free(cx), free(cy), free(cr);
+    }
 }
 
 /* Ranged mode only: the same matmuls and gather on a second runtime with
@@ -709,7 +801,8 @@ static int run_all(int ranged)
 
     static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm,
                                                  test_norm_softmax, test_rope, test_attention,
-                                                 test_attention_fused, test_elem, test_rows};
+                                                 test_attention_fused, test_attention_split,
+                                                 test_elem, test_rows};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         double t0 = folio_mono_ms();
         tests[i](&t);
