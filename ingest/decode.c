@@ -27,6 +27,7 @@ void ingest_limits_default(struct ingest_limits *l)
     l->max_bytes = UINT64_C(512) << 20;
     l->max_pixels = UINT64_C(300000000);
     l->max_pages = 2000;
+    l->pdf_dpi = l->pdf_page_ms = l->pdf_memory_mb = l->pdf_cpu_s = 0; /* pdf.c's defaults */
 }
 
 void ingest_page_free(struct ingest_page *p)

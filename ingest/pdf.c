@@ -66,7 +66,7 @@ static int helper_path(char *out, size_t n)
     const char *env = getenv("FOLIO_PDF_HELPER");
     if (env && env[0]) {
         snprintf(out, n, "%s", env);
-        return 0;
+        return access(out, X_OK) == 0 ? 0 : -1;
     }
     char self[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -141,7 +141,7 @@ static void reap(struct ingest_pdf *p, int kill_it, char *how, size_t n)
 /* The helper stopped answering `what`: name the end it came to. */
 static void helper_died(struct ingest_pdf *p, const char *what, int timed_out)
 {
-    char how[96], said[200];
+    char how[96], said[400];
     reap(p, 1, how, sizeof how);
     helper_stderr(p, said, sizeof said);
     if (timed_out) {

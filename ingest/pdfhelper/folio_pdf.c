@@ -223,9 +223,24 @@ static int do_info(PopplerDocument *doc, const struct pdf_request *q)
     return rc;
 }
 
+#ifdef FOLIO_FAULT_INJECTION
+/* FOLIO_PDF_FAULT=crash_page:N (test builds): a real SIGSEGV while
+ * rendering page N, standing in for a poppler bug, so tests can prove the
+ * crash stays in this process. */
+static void fault_point(int page)
+{
+    const char *f = getenv("FOLIO_PDF_FAULT");
+    if (f && strncmp(f, "crash_page:", 11) == 0 && atoi(f + 11) == page + 1)
+        raise(SIGSEGV);
+}
+#else
+static void fault_point(int page) { (void)page; }
+#endif
+
 static int do_render(PopplerDocument *doc, const struct pdf_request *q)
 {
     int n = poppler_document_get_n_pages(doc);
+    fault_point(q->page);
     if (q->page < 0 || q->page >= n || (q->channels != 1 && q->channels != 3) || !(q->dpi > 0) ||
         q->dpi > 2400)
         return fail(PDF_ST_BADREQ, "bad render request: page %d of %d, %d channels, %.1f dpi",
