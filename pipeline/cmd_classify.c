@@ -13,6 +13,7 @@
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
 #include "pipeline/docpage.h"
+#include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
@@ -40,7 +41,12 @@ static const char USAGE[] =
     "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
     "                       path=vision|gpu, reason=)\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
-    "  --ocr-max-pages N    pages OCR'd per file (default 10)\n";
+    "  --ocr-max-pages N    pages OCR'd per file (default 10; PDF pages with a usable\n"
+    "                       text layer are not OCR'd)\n"
+    "  --max-pages-classified N\n"
+    "                       pages classified one by one (default 20); the file's\n"
+    "                       label is the first page's, \"pages\" lists every page and\n"
+    "                       any split suggestion (\"segments\")\n";
 
 /* Mirrors the seed rows of schema/001_init.sql (test_classify_cli checks). */
 static const struct {
@@ -156,7 +162,7 @@ static void print_error(const char *file, const struct folio_err *e)
 }
 
 static int classify_file(const char *file, struct ocr_engine *ocr, struct engine *eng, int full, int max_pages,
-                         struct folio_err *err)
+                         int max_classified, uint32_t max_image_tokens, struct folio_err *err)
 {
     uint8_t *data = NULL;
     size_t len = 0;
@@ -172,16 +178,15 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         free(data);
         return rc;
     }
-    struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages};
-    struct doc_page_ctx pc = {.data = data, .len = len};
-    struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
-    struct engine_result er;
-    rc = engine_classify(eng, &doc, &er, err);
+    /* the same per-page classification as the worker (docpages.h) */
+    struct doc_pages_opts po = {.pages = info.pages, .max_classified = max_classified, .ocr_max_pages = max_pages,
+                                .max_image_tokens = max_image_tokens, .ocr = ocr, .pdf_limits = &lim};
+    struct doc_classified dc;
+    rc = worker_classify_document(eng, data, len, &po, &dc, err);
     free(data);
-    if (rc) {
-        engine_result_free(&er);
+    if (rc)
         return rc;
-    }
+    struct engine_result er = dc.doc;
     double total = folio_mono_ms() - t0;
     struct json_buf b;
     json_init(&b);
@@ -206,10 +211,8 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
     json_raw(&b, ",");
     json_key(&b, "orientation");
     json_num(&b, er.text.orientation);
-    char pages[160];
-    snprintf(pages, sizeof pages, ",\"pages\":{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d}", info.pages,
-             er.text.pages_read, er.text.pages_skipped, er.text.pages_timed_out);
-    json_raw(&b, pages);
+    json_raw(&b, ",\"pages\":");
+    worker_pages_json(&dc, &b); /* per-page labels and split suggestions */
     if (full) {
         json_raw(&b, ",");
         json_key(&b, "scores");
@@ -249,7 +252,7 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         json_raw(&b, "}");
     }
     json_raw(&b, "}\n");
-    engine_result_free(&er);
+    worker_classified_free(&dc);
     if (b.oom) {
         json_free(&b);
         return folio_err_set(err, FOLIO_ENOMEM, "cannot build the JSON output");
@@ -272,11 +275,12 @@ int cmd_classify(int argc, char **argv)
         {"ocr-max-pages", required_argument, 0, 1006},
         {"max-image-tokens", required_argument, 0, 1007},
         {"gate-file", required_argument, 0, 1008},
+        {"max-pages-classified", required_argument, 0, 1150},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    int ch, full = 0, max_pages = 10;
+    int ch, full = 0, max_pages = 10, max_classified = DOC_MAX_PAGES_CLASSIFIED;
     const char *labels_path = NULL, *lang = "eng", *model = NULL, *mmproj = NULL;
     const char *device = NULL, *gate_file = NULL;
     uint32_t max_image_tokens = 0;
@@ -296,6 +300,11 @@ int cmd_classify(int argc, char **argv)
             max_image_tokens = (uint32_t)v;
             break;
         case 1008: gate_file = optarg; break;
+        case 1150:
+            if (folio_parse_int(optarg, 1, 10000, &v))
+                return cli_usage_error("classify", "--max-pages-classified wants 1..10000, got '%s'", optarg);
+            max_classified = (int)v;
+            break;
         case 1004: lang = optarg; break;
         case 1005: labels_path = optarg; break;
         case 1006:
@@ -348,7 +357,7 @@ int cmd_classify(int argc, char **argv)
     int failed = 0;
     for (int i = optind; i < argc; i++) {
         folio_err_clear(&err);
-        if (classify_file(argv[i], ocr, eng, full, max_pages, &err)) {
+        if (classify_file(argv[i], ocr, eng, full, max_pages, max_classified, max_image_tokens, &err)) {
             print_error(argv[i], &err);
             failed++;
         }

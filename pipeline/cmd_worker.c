@@ -33,7 +33,10 @@ static const char USAGE[] =
     "                       release: it goes back to the queue for a healthy GPU\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
-    "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
+    "  --ocr-max-pages N    pages OCR'd per document (default 10; PDF pages with a\n"
+    "                       usable text layer are not OCR'd and do not count)\n"
+    "  --max-pages-classified N\n"
+    "                       pages classified one by one per document (default 20)\n"
     "  --page-deadline MS   OCR time budget per page (default 60000)\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
@@ -91,6 +94,7 @@ int cmd_worker(int argc, char **argv)
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
+        {"max-pages-classified", required_argument, 0, 1150},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -145,6 +149,11 @@ int cmd_worker(int argc, char **argv)
                 o.release_on_device_loss = 1;
             else
                 return cli_usage_error("worker", "--on-device-loss takes fallback or release, not '%s'", optarg);
+            break;
+        case 1150:
+            if (folio_parse_int(optarg, 1, 10000, &v))
+                return cli_usage_error("worker", "--max-pages-classified wants 1..10000, got '%s'", optarg);
+            o.max_pages_classified = (int)v;
             break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:

@@ -27,6 +27,39 @@ void worker_scores_json(const struct engine_result *er, struct json_buf *out)
     json_raw(out, "}");
 }
 
+const char *worker_text_source(const struct doc_text_ctx *c)
+{
+    return c->ocr_pages ? "ocr" : c->pdf_text_pages ? "pdf" : "none";
+}
+
+/* A PDF page's own text when it passes the text-layer rule (*used = 1);
+ * otherwise the page is left to OCR. */
+static int pdf_page_text(struct doc_text_ctx *c, int p, struct json_buf *text, int *used, struct engine_text *out,
+                         struct folio_err *err)
+{
+    *used = 0;
+    struct ingest_pdf_text t;
+    double td = folio_mono_ms();
+    int rc = ingest_pdf_text(c->pdf, p, &t, err);
+    out->decode_ms += folio_mono_ms() - td;
+    if (rc)
+        return rc;
+    const char *why = "";
+    if (ingest_pdf_text_usable(&t, &why)) {
+        if (p > c->first_page)
+            json_raw(text, "\f");
+        json_raw(text, t.text);
+        c->pdf_text_pages++;
+        out->pages_read++;
+        *used = 1;
+    } else if (t.chars > 0) {
+        folio_log(FOLIO_LOG_DEBUG, "pdf_text_layer_skipped", "job=%lld page=%d chars=%d why=\"%s\"", c->job_id,
+                  p + 1, t.chars, why);
+    }
+    ingest_pdf_text_free(&t);
+    return 0;
+}
+
 /* Decodes and OCRs the document's pages one at a time (a 300-dpi page is
  * ~8 MB gray; never hold them all), up to --ocr-max-pages. */
 int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
@@ -35,21 +68,41 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
     double t0 = folio_mono_ms();
     int maxp = c->max_pages;
     int n = c->pages < 1 ? 1 : c->pages;
-    int todo = maxp > 0 && n > maxp ? maxp : n;
+    int first = c->first_page > 0 && c->first_page < n ? c->first_page : 0;
+    int todo = maxp > 0 && n - first > maxp ? first + maxp : n;
     out->pages_skipped = n - todo;
+    c->pdf_text_pages = c->ocr_pages = 0;
     out->confidence = -1;
     struct json_buf text;
     json_init(&text);
     double conf_sum = 0;
     int conf_n = 0;
-    for (int p = 0; p < todo; p++) {
+    for (int p = first; p < todo; p++) {
         if (c->cancel && atomic_load(c->cancel)) {
             json_free(&text);
             return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page %d", p + 1);
         }
+        if (c->pdf) {
+            int used = 0;
+            int rc = pdf_page_text(c, p, &text, &used, out, err);
+            if (rc) {
+                json_free(&text);
+                folio_err_prefix(err, "page %d of %d: ", p + 1, n);
+                return rc;
+            }
+            if (used)
+                continue;
+        }
+        if (c->ocr_left && *c->ocr_left <= 0) {
+            out->pages_skipped++;
+            if (p > first)
+                json_raw(&text, "\f");
+            continue;
+        }
         struct ingest_page pg;
         double td = folio_mono_ms();
-        int rc = ingest_decode_page(c->data, c->len, p, DECODE_MAX_SIDE, 1, &pg, err);
+        int rc = c->pdf ? ingest_pdf_render(c->pdf, p, ingest_pdf_fit_dpi(c->pdf, p, DECODE_MAX_SIDE, 0), 1, &pg, err)
+                        : ingest_decode_page(c->data, c->len, p, DECODE_MAX_SIDE, 1, &pg, err);
         out->decode_ms += folio_mono_ms() - td;
         if (rc) {
             json_free(&text);
@@ -68,16 +121,19 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
             folio_err_prefix(err, "page %d of %d: ", p + 1, n);
             return rc;
         }
-        if (p == 0)
+        if (p == first)
             out->orientation = r.orientation;
         if (r.timed_out) {
             out->pages_timed_out++;
             folio_log(FOLIO_LOG_WARN, "ocr_page_deadline", "job=%lld page=%d deadline_ms=%d",
                       c->job_id, p + 1, c->page_deadline_ms);
         }
-        if (p > 0)
+        if (p > first)
             json_raw(&text, "\f"); /* page break, as the tesseract CLI writes */
         json_raw(&text, r.text);
+        c->ocr_pages++;
+        if (c->ocr_left)
+            (*c->ocr_left)--;
         if (r.confidence >= 0) {
             conf_sum += r.confidence;
             conf_n++;

@@ -191,6 +191,7 @@ struct worker_opts {
     int ocr_threads;
     int ocr_max_pages;
     int page_deadline_ms;
+    int max_pages_classified;  /* pages classified per document (default 20) */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */
