@@ -22,6 +22,9 @@ static const char USAGE[] =
     "  --max-bytes SIZE     largest file accepted (default 512MiB)\n"
     "  --max-pixels N       largest page in pixels (default 300000000)\n"
     "  --max-pages N        most pages per document (default 2000)\n"
+    "  --pdf-page-ms MS     PDF: wall-clock limit per page for the sandboxed parser\n"
+    "                       (default 20000); slower pages are rejected (pdf_timeout)\n"
+    "  --pdf-memory-mb MB   PDF: the parser's address-space limit (default 1024)\n"
     "  --after MODE         move (default) | delete | keep\n"
     "  --model-key KEY      model configuration the jobs are queued for (default \"default\")\n"
     "  --jobs N             validating threads (default: one per CPU)\n"
@@ -29,8 +32,8 @@ static const char USAGE[] =
     "                       long (default 60; --watch retries for ever)\n"
     "  --progress / --no-progress   progress line on stderr (default: when a TTY)\n"
     "\n"
-    "Formats are recognised by content: JPEG, PNG, TIFF (all pages), PNM, WebP,\n"
-    "GIF, BMP. Hidden files, *.part, *.tmp and ~$* are ignored. After the database\n"
+    "Formats are recognised by content: PDF, JPEG, PNG, TIFF (all pages), PNM,\n"
+    "WebP, GIF, BMP. PDF pages are sized at 300 dpi for --max-pixels. Hidden files, *.part, *.tmp and ~$* are ignored. After the database\n"
     "commit, files move to DIR/.folio/done/YYYY-MM-DD/ (UTC date); rejected files\n"
     "go to DIR/.folio/rejected/ beside NAME.reason.json. Nothing is overwritten.\n"
     "Exit status: 0 when the run completed (rejections included), 1 when it could\n"
@@ -55,6 +58,8 @@ int cmd_ingest(int argc, char **argv)
         {"db-wait", required_argument, 0, 1013},
         {"progress", no_argument, 0, 1014},
         {"no-progress", no_argument, 0, 1015},
+        {"pdf-page-ms", required_argument, 0, 1150},
+        {"pdf-memory-mb", required_argument, 0, 1151},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct ingest_run_opts o;
@@ -121,6 +126,16 @@ int cmd_ingest(int argc, char **argv)
             o.model_key = optarg;
             break;
         }
+        case 1150:
+            if (folio_parse_int(optarg, 10, 3600000, &v) != 0)
+                return cli_usage_error("ingest", "--pdf-page-ms wants 10 to 3600000, got '%s'", optarg);
+            o.limits.pdf_page_ms = (int)v;
+            break;
+        case 1151:
+            if (folio_parse_int(optarg, 64, 1048576, &v) != 0)
+                return cli_usage_error("ingest", "--pdf-memory-mb wants 64 to 1048576, got '%s'", optarg);
+            o.limits.pdf_memory_mb = (int)v;
+            break;
         case 1011: o.use_inotify = 0; break;
         case 1012:
             if (folio_parse_int(optarg, 1, 256, &v) != 0)

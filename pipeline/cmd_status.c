@@ -9,8 +9,8 @@
 static const char USAGE[] =
     "usage: folio status [--db CONNINFO]\n"
     "\n"
-    "Shows jobs per state, live workers, results per label and the latest\n"
-    "rejections and dead jobs.\n";
+    "Shows jobs per state, live workers, results per label, the latest\n"
+    "rejections, split suggestions and dead jobs.\n";
 
 /* Prints a result as an aligned text table; values are escaped so that a
  * hostile file name cannot move the cursor around the terminal. */
@@ -86,6 +86,10 @@ int cmd_status(int argc, char **argv)
                              "FROM folio.label_summary ORDER BY documents DESC LIMIT 20"},
         {"latest rejections", "SELECT rejected_at::timestamp(0), reason, path_display AS path, message "
                               "FROM folio.rejections ORDER BY id DESC LIMIT 10"},
+        {"split suggestions (pages whose labels differ; review, nothing is split)",
+         "SELECT document_id, name, pages, first_page || '-' || last_page AS segment, label, "
+         "round(confidence::numeric, 3) AS confidence FROM folio.split_suggestions "
+         "ORDER BY document_id DESC, model_key, first_page LIMIT 30"},
         {"dead jobs", "SELECT job_id, document_id, attempts, path, last_error "
                       "FROM folio.dead_jobs ORDER BY finished_at DESC NULLS LAST LIMIT 10"},
     };
