@@ -150,6 +150,10 @@ static void helper_died(struct ingest_pdf *p, const char *what, int timed_out)
         folio_err_hint(&p->err, "a page this slow is hostile or broken; raise --pdf-page-ms if it is not");
         return;
     }
+    if (strcmp(how, "exited with status 3") == 0) { /* PDF_EXIT_SETUP */
+        session_fail(p, "internal", FOLIO_EIO, "PDF helper could not set up its sandbox: %s", said);
+        return;
+    }
     int oom = strstr(said, "alloc") != NULL || strstr(said, "memory") != NULL ||
               strstr(how, "signal 6") != NULL;
     int cpu = strstr(how, "signal 24") != NULL || strstr(how, "signal 9") != NULL;

@@ -18,6 +18,10 @@
 #define PDF_PROTO_MAGIC 0x46504446u /* "FDPF" */
 #define PDF_PROTO_VERSION 1
 
+/* Exit status of a helper that could not set itself up (no sandbox, no
+ * data): folio's problem, not the file's. */
+#define PDF_EXIT_SETUP 3
+
 enum pdf_op {
     PDF_OP_INFO = 1,   /* arg_page = most page sizes wanted; payload: n x pdf_page_size */
     PDF_OP_RENDER = 2, /* page, dpi, channels; payload: height x stride bytes */

@@ -370,32 +370,23 @@ int main(int argc, char **argv)
 
     struct stat st;
     if (fstat(PDF_FD, &st) != 0 || st.st_size <= 0) {
-        fail(PDF_ST_BADREQ, "no PDF on fd %d", PDF_FD);
-        return 1;
+        fprintf(stderr, "folio-pdf: no PDF on fd %d\n", PDF_FD);
+        return PDF_EXIT_SETUP;
     }
     size_t len = (size_t)st.st_size;
     void *data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, PDF_FD, 0);
     if (data == MAP_FAILED) {
-        fail(PDF_ST_NOMEM, "cannot map %zu bytes of PDF: %s", len, strerror(errno));
-        return 1;
+        fprintf(stderr, "folio-pdf: cannot map %zu bytes of PDF: %s\n", len, strerror(errno));
+        return PDF_EXIT_SETUP;
     }
     close(PDF_FD);
     if (sandbox() != 0) {
-        fail(PDF_ST_BADREQ, "cannot install the seccomp filter");
-        return 1;
+        fprintf(stderr, "folio-pdf: cannot install the seccomp filter\n");
+        return PDF_EXIT_SETUP;
     }
 
     GBytes *bytes = g_bytes_new_static(data, len);
-    GError *gerr = NULL;
-    PopplerDocument *doc = poppler_document_new_from_bytes(bytes, NULL, &gerr);
-    if (!doc) {
-        int enc = gerr && gerr->domain == POPPLER_ERROR && gerr->code == POPPLER_ERROR_ENCRYPTED;
-        fail(enc ? PDF_ST_ENCRYPTED : PDF_ST_CORRUPT, "%s", gerr ? gerr->message : "poppler gave no reason");
-        if (gerr)
-            g_error_free(gerr);
-        g_bytes_unref(bytes);
-        return 0;
-    }
+    PopplerDocument *doc = NULL;
     for (;;) {
         struct pdf_request q;
         if (read_all(SOCK_FD, &q, sizeof q) != 0)
@@ -403,6 +394,20 @@ int main(int argc, char **argv)
         if (q.magic != PDF_PROTO_MAGIC) {
             fail(PDF_ST_BADREQ, "bad request magic 0x%08x", q.magic);
             break;
+        }
+        /* Parsed on the first request, not before: an answer must never
+         * reach the parent before its question, or a helper that exits
+         * after a refusal races the parent's send. */
+        if (!doc) {
+            GError *gerr = NULL;
+            doc = poppler_document_new_from_bytes(bytes, NULL, &gerr);
+            if (!doc) {
+                int enc = gerr && gerr->domain == POPPLER_ERROR && gerr->code == POPPLER_ERROR_ENCRYPTED;
+                fail(enc ? PDF_ST_ENCRYPTED : PDF_ST_CORRUPT, "%s", gerr ? gerr->message : "poppler gave no reason");
+                if (gerr)
+                    g_error_free(gerr);
+                break;
+            }
         }
         int rc;
         switch (q.op) {
@@ -415,7 +420,8 @@ int main(int argc, char **argv)
         if (rc)
             break;
     }
-    g_object_unref(doc);
+    if (doc)
+        g_object_unref(doc);
     g_bytes_unref(bytes);
     return 0;
 }

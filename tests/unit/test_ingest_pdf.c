@@ -256,7 +256,10 @@ static void test_rejections(void)
                "qpdf --encrypt '' owner 256 -- '%s/text.pdf' '%s/enc-owner.pdf'",
                S, S, S, S) == 0,
          "qpdf encrypts");
-    expect_reject("enc.pdf", NULL, FOLIO_EUNSUPPORTED, "encrypted", "needs a password");
+    /* Repeated: a helper that answered before it was asked raced the
+     * request (seen as a spurious pdf_crashed under load). */
+    for (int i = 0; i < 12; i++)
+        expect_reject("enc.pdf", NULL, FOLIO_EUNSUPPORTED, "encrypted", "needs a password");
     /* Encrypted with only an owner password: anyone may open it. */
     size_t n = 0;
     uint8_t *d = load("enc-owner.pdf", &n);
