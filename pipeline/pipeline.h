@@ -57,6 +57,10 @@ int bench_ocr(int argc, char **argv);
 int bench_ops(int argc, char **argv);
 int bench_tokenizer(int argc, char **argv);
 int bench_engine(int argc, char **argv);
+int bench_pdf(int argc, char **argv);
+/* A 300-dpi-like office scan as a colour JPEG (bench_ingest.c; bench pdf
+ * wraps the same pages in PDFs). malloc'd, NULL on failure. */
+uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len);
 
 /* Prints the standard "not built yet" error for a feature that belongs to a
  * later issue; returns FOLIO_EXIT_FAIL. */

@@ -290,7 +290,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
 #endif
 
     /* Every page (up to --max-pages-classified); er is the document's
-     * result derived from them (docpages.h), owned here from now on. */
+     * result derived from them (docpages.h): a view of dc.doc, which dc
+     * owns and frees. */
     struct doc_classified dc;
     memset(&dc, 0, sizeof dc);
     if (rc == 0) {
@@ -302,7 +303,6 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         rc = worker_classify_document(t->engine, data, len, &po, &dc, &err);
     }
     struct engine_result er = dc.doc;
-    memset(&dc.doc, 0, sizeof dc.doc);
     free(data);
 
     int cancel = atomic_load(&s->cancel);
@@ -391,7 +391,6 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         json_free(&timings);
         json_free(&pages);
     }
-    engine_result_free(&er);
     worker_classified_free(&dc);
 }
 

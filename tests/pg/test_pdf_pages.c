@@ -142,10 +142,11 @@ int main(void)
         qs(c, sql, v, sizeof v);
         CHECK(strcmp(v, "1-2:invoice,3-3:letter,4-4:memo") == 0, "%s segments: %s", batches[b], v);
         snprintf(sql, sizeof sql,
-                 "SELECT label || ':' || needs_review || ':' || (ocr_pages->>'classified') FROM folio.results"
+                 "SELECT label || ':' || needs_review || ':' || (ocr_pages->>'classified') || ':'"
+                 " || (ocr_pages->>'read') || ':' || (ocr_pages->>'ocr') FROM folio.results"
                  " WHERE document_id = %s", doc);
         qs(c, sql, v, sizeof v);
-        CHECK(strcmp(v, "invoice:true:4") == 0, "%s document result (first page's, flagged for review): %s",
+        CHECK(strcmp(v, "invoice:true:4:4:4") == 0, "%s document result (first page's, flagged for review): %s",
               batches[b], v);
         /* the document's text is every page's: search finds page 4 */
         snprintf(sql, sizeof sql,
