@@ -116,16 +116,6 @@ static int write_pdf(const char *path, int pages, int scan, struct folio_err *er
     return 0;
 }
 
-static void emit(struct json_buf *b)
-{
-    if (!b->oom) {
-        fputs(b->s, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
-    json_free(b);
-}
-
 /* folio: open + render every page; ms per page, or NaN on error. */
 static double run_render(const uint8_t *d, size_t n, int pages, int dpi, struct folio_err *err)
 {
@@ -248,7 +238,7 @@ int bench_pdf(int argc, char **argv)
         json_str(&b, cpu);
         snprintf(s, sizeof s, ",\"cores\":%ld}}", sysconf(_SC_NPROCESSORS_ONLN));
         json_raw(&b, s);
-        emit(&b);
+        json_print_line(&b, stdout);
 
         /* text layer (text PDF) and OCR (scan PDF) per page */
         struct ingest_pdf *p = NULL;

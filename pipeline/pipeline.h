@@ -229,5 +229,7 @@ void json_raw(struct json_buf *b, const char *s);
 void json_str(struct json_buf *b, const char *s); /* quoted, escaped; invalid UTF-8 → U+FFFD */
 void json_num(struct json_buf *b, double v);      /* NaN/inf → null */
 void json_key(struct json_buf *b, const char *k); /* "k": */
+/* Writes b as one line to f (nothing when it ran out of memory), frees it. */
+void json_print_line(struct json_buf *b, FILE *f);
 
 #endif

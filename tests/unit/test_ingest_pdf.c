@@ -15,18 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NEED(cond, ...)                                                                      \
-    do {                                                                                     \
-        tu_checks++;                                                                         \
-        if (!(cond)) {                                                                       \
-            tu_failures++;                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                  \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            return;                                                                          \
-        }                                                                                    \
-    } while (0)
-
 static const char *S;   /* scratch folder */
 static const char *SRC; /* source tree */
 
@@ -91,7 +79,7 @@ static void test_scanned_pdf(void)
 {
     size_t n = 0;
     uint8_t *d = load("scan.pdf", &n);
-    NEED(d, "scan.pdf");
+    TU_NEED(d, "scan.pdf");
     struct ingest_info info;
     struct folio_err err = {0};
     int rc = ingest_probe(d, n, NULL, &info, &err);
@@ -105,10 +93,10 @@ static void test_scanned_pdf(void)
     /* Rendered at 300 dpi, the page is the scan again. */
     struct ingest_page pg, ref;
     rc = ingest_decode_page(d, n, 0, 0, 1, &pg, &err);
-    NEED(rc == 0, "render at 300 dpi: %s", err.msg);
+    TU_NEED(rc == 0, "render at 300 dpi: %s", err.msg);
     size_t tn = 0;
     uint8_t *tif = load("invoice.tif", &tn);
-    NEED(tif && ingest_decode_page(tif, tn, 0, 0, 1, &ref, &err) == 0, "decode the tiff: %s", err.msg);
+    TU_NEED(tif && ingest_decode_page(tif, tn, 0, 0, 1, &ref, &err) == 0, "decode the tiff: %s", err.msg);
     CHECK(pg.width == ref.width && pg.height == ref.height && pg.channels == 1, "render %dx%d vs scan %dx%d",
           pg.width, pg.height, ref.width, ref.height);
     if (pg.width == ref.width && pg.height == ref.height) {
@@ -130,7 +118,7 @@ static void test_scanned_pdf(void)
     ingest_page_free(&pg);
 
     struct ingest_pdf *p = NULL;
-    NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open: %s", err.msg);
+    TU_NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open: %s", err.msg);
     /* vision: a 1600-token budget of 28x28-pixel tokens */
     double dpi = ingest_pdf_fit_dpi(p, 0, 4096, 1600u * 784u);
     uint32_t w, h;
@@ -138,7 +126,7 @@ static void test_scanned_pdf(void)
     CHECK(dpi > 100 && dpi < 120 && (uint64_t)w * h <= 1600u * 784u + w + h, "budget dpi %.1f gives %ux%u", dpi, w, h);
     CHECK(ingest_pdf_fit_dpi(p, 0, 0, 0) == 300, "OCR renders at 300 dpi");
     struct ingest_pdf_text t;
-    NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "text: %s", err.msg);
+    TU_NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "text: %s", err.msg);
     const char *why = "";
     CHECK(!ingest_pdf_text_usable(&t, &why) && strcmp(why, "too few letters and digits") == 0,
           "an image-only page has no usable text layer (%s, %d alnum)", why, t.alnum);
@@ -151,23 +139,23 @@ static void test_text_layers(void)
 {
     char both[1024];
     snprintf(both, sizeof both, "%s\f%s", INVOICE, LETTER);
-    NEED(text_pdf("text.pdf", "text.txt", both) == 0, "cairo text PDF");
+    TU_NEED(text_pdf("text.pdf", "text.txt", both) == 0, "cairo text PDF");
     size_t n = 0;
     uint8_t *d = load("text.pdf", &n);
-    NEED(d, "text.pdf");
+    TU_NEED(d, "text.pdf");
     struct ingest_info info;
     struct folio_err err = {0};
     CHECK(ingest_probe(d, n, NULL, &info, &err) == 0 && info.pages == 2, "text PDF probes: %s, %d pages", err.msg,
           info.pages);
     struct ingest_pdf *p = NULL;
-    NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open: %s", err.msg);
+    TU_NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open: %s", err.msg);
     struct ingest_pdf_text t;
     const char *why = "";
-    NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "page 1 text: %s", err.msg);
+    TU_NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "page 1 text: %s", err.msg);
     CHECK(strstr(t.text, "Invoice number 4711") && strstr(t.text, "Amount due"), "page 1 text: %s", t.text);
     CHECK(ingest_pdf_text_usable(&t, &why), "page 1 layer is usable: %s", why);
     ingest_pdf_text_free(&t);
-    NEED(ingest_pdf_text(p, 1, &t, &err) == 0, "page 2 text: %s", err.msg);
+    TU_NEED(ingest_pdf_text(p, 1, &t, &err) == 0, "page 2 text: %s", err.msg);
     CHECK(strstr(t.text, "Dear Mr Smith") && !strstr(t.text, "Invoice"), "page 2 is its own text: %s", t.text);
     CHECK(ingest_pdf_text_usable(&t, &why), "page 2 layer is usable: %s", why);
     ingest_pdf_text_free(&t);
@@ -177,9 +165,9 @@ static void test_text_layers(void)
 
     /* Tesseract's searchable PDF: the invisible layer is real OCR text. */
     d = load("searchable.pdf", &n);
-    NEED(d, "searchable.pdf");
-    NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open searchable: %s", err.msg);
-    NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "searchable text: %s", err.msg);
+    TU_NEED(d, "searchable.pdf");
+    TU_NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open searchable: %s", err.msg);
+    TU_NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "searchable text: %s", err.msg);
     CHECK(strstr(t.text, "Invoice") && ingest_pdf_text_usable(&t, &why), "searchable layer used: %s (%s)", why, t.text);
     ingest_pdf_text_free(&t);
     ingest_pdf_close(p);
@@ -196,15 +184,15 @@ static void test_text_layers(void)
         strcat(pua, "\n");
         strcat(soup, "ab12 #$%& cd34 *+=< ef56 >|~^\n");
     }
-    NEED(text_pdf("pua.pdf", "pua.txt", pua) == 0 && text_pdf("soup.pdf", "soup.txt", soup) == 0, "garbage PDFs");
+    TU_NEED(text_pdf("pua.pdf", "pua.txt", pua) == 0 && text_pdf("soup.pdf", "soup.txt", soup) == 0, "garbage PDFs");
     static const char *const garbage[][2] = {
         {"pua.pdf", "unmapped glyphs (private-use, replacement or control characters)"},
         {"soup.pdf", "mostly symbols"}};
     for (int k = 0; k < 2; k++) {
         d = load(garbage[k][0], &n);
-        NEED(d, "%s", garbage[k][0]);
-        NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open %s: %s", garbage[k][0], err.msg);
-        NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "text: %s", err.msg);
+        TU_NEED(d, "%s", garbage[k][0]);
+        TU_NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "open %s: %s", garbage[k][0], err.msg);
+        TU_NEED(ingest_pdf_text(p, 0, &t, &err) == 0, "text: %s", err.msg);
         int usable = ingest_pdf_text_usable(&t, &why);
         CHECK(!usable && strcmp(why, garbage[k][1]) == 0,
               "%s layer refused as '%s': got '%s' (%d chars, %d alnum, %d bad)", garbage[k][0], garbage[k][1], why,
@@ -239,7 +227,7 @@ static void expect_reject(const char *file, const struct ingest_limits *lim, int
 {
     size_t n = 0;
     uint8_t *d = load(file, &n);
-    NEED(d, "%s", file);
+    TU_NEED(d, "%s", file);
     struct ingest_info info;
     struct folio_err err = {0};
     double t0 = folio_mono_ms();
@@ -252,7 +240,7 @@ static void expect_reject(const char *file, const struct ingest_limits *lim, int
 
 static void test_rejections(void)
 {
-    NEED(tu_sh("qpdf --encrypt secret owner 256 -- '%s/text.pdf' '%s/enc.pdf' && "
+    TU_NEED(tu_sh("qpdf --encrypt secret owner 256 -- '%s/text.pdf' '%s/enc.pdf' && "
                "qpdf --encrypt '' owner 256 -- '%s/text.pdf' '%s/enc-owner.pdf'",
                S, S, S, S) == 0,
          "qpdf encrypts");
@@ -263,18 +251,18 @@ static void test_rejections(void)
     /* Encrypted with only an owner password: anyone may open it. */
     size_t n = 0;
     uint8_t *d = load("enc-owner.pdf", &n);
-    NEED(d, "enc-owner.pdf");
+    TU_NEED(d, "enc-owner.pdf");
     struct ingest_info info;
     struct folio_err err = {0};
     CHECK(ingest_probe(d, n, NULL, &info, &err) == 0 && info.pages == 2, "owner-password PDF opens: %s", err.msg);
     free(d);
 
-    NEED(tu_sh("head -c 2000 '%s/text.pdf' > '%s/trunc.pdf' && "
+    TU_NEED(tu_sh("head -c 2000 '%s/text.pdf' > '%s/trunc.pdf' && "
                "{ printf '%%%%PDF-1.7\\n'; head -c 20000 /dev/urandom; } > '%s/junk.pdf'", S, S, S) == 0, "broken");
     expect_reject("trunc.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged");
     expect_reject("junk.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged");
 
-    NEED(hostile("pages", "pages.pdf", "40") == 0 && hostile("huge", "huge.pdf", NULL) == 0, "hostile_pdf.py");
+    TU_NEED(hostile("pages", "pages.pdf", "40") == 0 && hostile("huge", "huge.pdf", NULL) == 0, "hostile_pdf.py");
     struct ingest_limits lim;
     ingest_limits_default(&lim);
     lim.max_pages = 30;
@@ -284,7 +272,7 @@ static void test_rejections(void)
 
 static void test_hostile_contained(void)
 {
-    NEED(hostile("slow", "slow.pdf", "1500000") == 0, "slow PDF");
+    TU_NEED(hostile("slow", "slow.pdf", "1500000") == 0, "slow PDF");
     struct ingest_limits lim;
     ingest_limits_default(&lim);
     lim.pdf_page_ms = 300;
@@ -294,7 +282,7 @@ static void test_hostile_contained(void)
      * as cairo's surface) behind 0.9 MB. Under a small address-space
      * limit cairo's allocation fails and poppler leaves the image out;
      * with room to grow it is the per-request clock that stops it. */
-    NEED(hostile("bomb", "bomb.pdf", "30000") == 0, "bomb PDF");
+    TU_NEED(hostile("bomb", "bomb.pdf", "30000") == 0, "bomb PDF");
     lim.pdf_page_ms = 300;
     lim.pdf_memory_mb = 16384;
     expect_reject("bomb.pdf", &lim, FOLIO_ETIMEOUT, "pdf_timeout", "took longer than 300 ms");
@@ -306,7 +294,7 @@ static void test_hostile_contained(void)
 
     /* A real SIGSEGV in the helper on page 2 of 2. */
     d = load("text.pdf", &n);
-    NEED(d, "text.pdf");
+    TU_NEED(d, "text.pdf");
     setenv("FOLIO_PDF_FAULT", "crash_page:2", 1);
     rc = ingest_probe(d, n, NULL, &info, &err);
     unsetenv("FOLIO_PDF_FAULT");
