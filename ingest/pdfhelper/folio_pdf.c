@@ -138,8 +138,8 @@ static int sandbox(void)
     rc |= seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
     /* Signals only to itself (abort() raises SIGABRT on its own thread). */
     pid_t self = getpid();
-    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)self));
-    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)self));
+    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)self, 0));
+    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)self, 0));
     rc |= seccomp_rule_add(f, eperm, SCMP_SYS(tkill), 0);
     /* Files open for reading only. */
     static const int wflags[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND};
