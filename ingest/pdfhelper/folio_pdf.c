@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -344,8 +345,33 @@ static int do_text(PopplerDocument *doc, const struct pdf_request *q)
     return rc;
 }
 
+/* `folio-pdf sandbox-check`: installs the filter and tries what it must
+ * refuse (and one thing it must allow), one word each, for the tests. */
+static int sandbox_check(void)
+{
+    if (sandbox() != 0) {
+        fprintf(stderr, "folio-pdf: cannot install the seccomp filter\n");
+        return PDF_EXIT_SETUP;
+    }
+    int sock = socket(AF_INET, SOCK_STREAM, 0);
+    int wfd = open("/tmp/folio-pdf-sandbox-check", O_WRONLY | O_CREAT, 0600);
+    int rfd = open("/proc/self/status", O_RDONLY);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    char *const args[] = {"/bin/true", NULL};
+    int ex = execv("/bin/true", args);
+    int kl = kill(getppid(), 0);
+    printf("socket=%s open_write=%s open_read=%s fork=%s exec=%s kill_other=%s\n", sock < 0 ? "denied" : "allowed",
+           wfd < 0 ? "denied" : "allowed", rfd < 0 ? "denied" : "allowed", child < 0 ? "denied" : "allowed",
+           ex < 0 ? "denied" : "allowed", kl < 0 ? "denied" : "allowed");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "sandbox-check") == 0)
+        return sandbox_check();
     /* argv: serve MEMORY_MB CPU_S */
     if (argc != 4 || strcmp(argv[1], "serve") != 0) {
         fprintf(stderr, "usage: folio-pdf serve MEMORY_MB CPU_S (started by folio, not by hand)\n");

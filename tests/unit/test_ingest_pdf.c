@@ -343,6 +343,19 @@ static void test_hostile_contained(void)
     free(d);
 }
 
+/* The helper's seccomp filter refuses what an exploit needs and keeps
+ * reading (fonts, fontconfig) working. */
+static void test_sandbox(void)
+{
+    const char *helper = getenv("FOLIO_TEST_PDF_HELPER");
+    TU_NEED(helper, "FOLIO_TEST_PDF_HELPER comes from ctest");
+    char out[512] = "";
+    int rc = tu_sh_out(out, sizeof out, "'%s' sandbox-check", helper);
+    CHECK(rc == 0 && strstr(out, "socket=denied open_write=denied open_read=allowed fork=denied exec=denied "
+                                 "kill_other=denied"),
+          "sandbox: rc %d: %s", rc, out);
+}
+
 int main(void)
 {
     S = tu_scratch("ingest_pdf");
@@ -350,6 +363,7 @@ int main(void)
     REQUIRE(SRC && S, "FOLIO_SOURCE_DIR and scratch");
     REQUIRE(make_scans() == 0, "text2image, img2pdf and tesseract make the scans");
     test_text_rule();
+    test_sandbox();
     test_scanned_pdf();
     test_text_layers();
     test_rejections();
