@@ -160,6 +160,20 @@ static void test_text_layers(void)
     CHECK(ingest_pdf_text_usable(&t, &why), "page 2 layer is usable: %s", why);
     ingest_pdf_text_free(&t);
     CHECK(ingest_pdf_text(p, 2, &t, &err) == FOLIO_EINVAL, "page 3 of 2 is refused");
+    /* The helper reuses its page surface: page 2 after page 1 must be
+     * exactly page 2 alone, with nothing of page 1 left on it. */
+    struct ingest_page a, b;
+    TU_NEED(ingest_pdf_render(p, 0, 100, 1, &a, &err) == 0, "render page 1: %s", err.msg);
+    ingest_page_free(&a);
+    TU_NEED(ingest_pdf_render(p, 1, 100, 1, &a, &err) == 0, "render page 2: %s", err.msg);
+    ingest_pdf_close(p);
+    TU_NEED(ingest_pdf_open(d, n, NULL, &p, &err) == 0, "reopen: %s", err.msg);
+    TU_NEED(ingest_pdf_render(p, 1, 100, 1, &b, &err) == 0, "render page 2 alone: %s", err.msg);
+    CHECK(a.width == b.width && a.height == b.height &&
+              memcmp(a.pixels, b.pixels, a.stride * (size_t)a.height) == 0,
+          "page 2 after page 1 equals page 2 alone");
+    ingest_page_free(&a);
+    ingest_page_free(&b);
     ingest_pdf_close(p);
     free(d);
 
