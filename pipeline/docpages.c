@@ -153,6 +153,22 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
                 folio_err_prefix(err, "page %d of %d: ", p + 1, total);
             break;
         }
+        if (pdf && !out->pages[p].r.text.text) {
+            /* Vision answered without text: a usable text layer still
+             * feeds full-text search, at no OCR cost (budget 0). */
+            int none = 0;
+            struct doc_text_ctx lt = tc;
+            lt.ocr_left = &none;
+            struct engine_text et;
+            memset(&et, 0, sizeof et);
+            struct folio_err le = {0};
+            if (worker_doc_text(&lt, &et, &le) == 0 && lt.pdf_text_pages) {
+                out->pages[p].r.text.text = et.text;
+                tc.pdf_text_pages = lt.pdf_text_pages;
+            } else {
+                free(et.text);
+            }
+        }
         out->pages[p].text_source = worker_text_source(&tc);
         out->pdf_text_pages += tc.pdf_text_pages;
         out->ocr_pages += tc.ocr_pages;
