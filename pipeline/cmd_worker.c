@@ -37,6 +37,9 @@ static const char USAGE[] =
     "                       usable text layer are not OCR'd and do not count)\n"
     "  --max-pages-classified N\n"
     "                       pages classified one by one per document (default 20)\n"
+    "  --pdf-page-ms MS     PDF: wall-clock limit per page for the sandboxed parser\n"
+    "                       (default 20000); a slower page fails the job\n"
+    "  --pdf-memory-mb MB   PDF: the parser's address-space limit (default 1024)\n"
     "  --page-deadline MS   OCR time budget per page (default 60000)\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
@@ -95,6 +98,8 @@ int cmd_worker(int argc, char **argv)
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
         {"max-pages-classified", required_argument, 0, 1150},
+        {"pdf-page-ms", required_argument, 0, 1151},
+        {"pdf-memory-mb", required_argument, 0, 1152},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -154,6 +159,16 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 1, 10000, &v))
                 return cli_usage_error("worker", "--max-pages-classified wants 1..10000, got '%s'", optarg);
             o.max_pages_classified = (int)v;
+            break;
+        case 1151:
+            if (folio_parse_int(optarg, 10, 3600000, &v))
+                return cli_usage_error("worker", "--pdf-page-ms wants 10..3600000, got '%s'", optarg);
+            o.pdf_page_ms = (int)v;
+            break;
+        case 1152:
+            if (folio_parse_int(optarg, 64, 1048576, &v))
+                return cli_usage_error("worker", "--pdf-memory-mb wants 64..1048576, got '%s'", optarg);
+            o.pdf_memory_mb = (int)v;
             break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:

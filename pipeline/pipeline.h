@@ -196,6 +196,7 @@ struct worker_opts {
     int ocr_max_pages;
     int page_deadline_ms;
     int max_pages_classified;  /* pages classified per document (default 20) */
+    int pdf_page_ms, pdf_memory_mb; /* PDF helper limits (0 = ingest's defaults) */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */

@@ -36,6 +36,7 @@
  */
 #include "engine/engine.h"
 #include "engine/ocr.h"
+#include "ingest/ingest.h"
 #include "pipeline/docpage.h"
 #include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
@@ -294,8 +295,13 @@ static void run_job(struct ocr_thread *t, struct slot *s)
      * owns and frees. */
     struct doc_classified dc;
     memset(&dc, 0, sizeof dc);
+    struct ingest_limits pdf_lim;
+    ingest_limits_default(&pdf_lim);
+    pdf_lim.pdf_page_ms = w->o->pdf_page_ms;
+    pdf_lim.pdf_memory_mb = w->o->pdf_memory_mb;
     if (rc == 0) {
         struct doc_pages_opts po = {.pages = j->pages, .max_classified = w->o->max_pages_classified,
+                                    .pdf_limits = &pdf_lim,
                                     .ocr_max_pages = w->o->ocr_max_pages,
                                     .max_image_tokens = w->o->max_image_tokens, .ocr = t->ocr,
                                     .cancel = &s->cancel, .job_id = j->id,

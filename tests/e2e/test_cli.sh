@@ -36,6 +36,12 @@ done
 check "migrate stray arg" 2 "$F" migrate extra
 check "worker bad --on-device-loss" 2 "$F" worker --on-device-loss sometimes
 expect_in "fallback or release"
+check "worker bad --max-pages-classified" 2 "$F" worker --max-pages-classified 0
+expect_in "1..10000"
+check "worker bad --pdf-page-ms" 2 "$F" worker --pdf-page-ms 5
+expect_in "--pdf-page-ms wants"
+check "classify bad --max-pages-classified" 2 "$F" classify --max-pages-classified x f.pdf
+expect_in "--max-pages-classified wants"
 check "version extra" 2 "$F" version extra
 check "version" 0 "$F" version
 for lib in folio vulkan-headers libpq libjpeg-turbo tesseract leptonica; do expect_in "$lib"; done

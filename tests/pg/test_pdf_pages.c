@@ -13,7 +13,9 @@
  *               is used, no OCR runs.
  *   enc.pdf     qpdf-encrypted: rejected "encrypted".
  *   slow.pdf    a page that renders for seconds: with --pdf-page-ms 300 the
- *               sandbox stops it and ingest rejects it "pdf_timeout".
+ *               sandbox stops it and ingest rejects it "pdf_timeout". A page
+ *               slow only at 300 dpi, planted straight into the queue: the
+ *               worker's sandbox stops it (--pdf-page-ms) and the job fails.
  */
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
@@ -119,9 +121,32 @@ int main(void)
                 " AND path_display LIKE '%slow.pdf' AND message LIKE '%300 ms%'") == 1,
           "slow.pdf stopped by the sandbox's clock");
 
-    const char *const worker_args[] = {"--poll", "0.2", "--lease", "30", "--ocr-threads", "2", NULL};
+    /* The slow PDF planted behind ingest's back: in the worker the same
+     * sandbox stops it (--pdf-page-ms), the job fails with the reason and
+     * the worker carries on with the rest. */
+    char slow_path[1200];
+    snprintf(slow_path, sizeof slow_path, "%s/slower.pdf", S);
+    /* 600k squares of 100 pt: 1e11 pixels to fill at 300 dpi (~11 s with cairo here), a few ms at 18 */
+    REQUIRE_OK(tu_sh("python3 %s/tests/support/hostile_pdf.py slow %s 600000 100", src, slow_path) == 0, "slower.pdf");
+    uint8_t *slow = NULL;
+    size_t slow_len = 0;
+    REQUIRE_OK(folio_read_file(slow_path, 1u << 26, &slow, &slow_len, &err) == 0, "read %s: %s", slow_path, err.msg);
+    char sha[65];
+    wt_sha("slow.pdf", NULL, sha);
+    long long j_slow = wt_add_doc(c, sha, slow, slow_len, 1);
+    free(slow);
+    REQUIRE(j_slow > 0, "planted the slow PDF");
+
+    const char *const worker_args[] = {"--poll", "0.2", "--lease", "30", "--ocr-threads", "2", "--pdf-page-ms", "2000",
+                                       NULL};
     pid_t pw = wt_spawn_worker(db, NULL, log, worker_args);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.results", 4, 240000) == 0, "four results; see %s", log);
+    char sql_slow[300];
+    snprintf(sql_slow, sizeof sql_slow,
+             "SELECT count(*) FROM folio.jobs WHERE id = %lld AND state = 'dead'"
+             " AND last_error LIKE '%%took longer than 2000 ms%%'", j_slow);
+    CHECK(wt_wait_for(c, sql_slow, 1, 60000) == 0, "the slow PDF's job failed with the sandbox's reason; see %s", log);
+    CHECK(waitpid(pw, NULL, WNOHANG) == 0, "the worker lives on");
     kill(pw, SIGTERM);
     CHECK(wt_wait_exit(pw, 30000) == 0, "worker exit");
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Writes hostile PDFs for the PDF sandbox tests (standard library only).
 
-  hostile_pdf.py slow OUT [OPS]     one page whose content stream is OPS
-                                    (default 3 million) tiny filled paths:
-                                    parses fine, renders for a long time
+  hostile_pdf.py slow OUT [OPS [SIDE]]  one page whose content stream is OPS
+                                    (default 3 million) filled squares of
+                                    SIDE points (default 2): parses fine,
+                                    renders for a long time (large squares:
+                                    slow at 300 dpi, quick at low dpi)
   hostile_pdf.py bomb OUT [SIDE]    one small page drawing a SIDE x SIDE
                                     (default 40000) 8-bit image from a
                                     Flate stream of zeros (~1.6 GB decoded)
@@ -51,7 +53,8 @@ def main():
     kind, path = sys.argv[1], sys.argv[2]
     if kind == "slow":
         ops = int(sys.argv[3]) if len(sys.argv) > 3 else 3000000
-        unit = b"".join(b"%d %d 2 2 re f\n" % (i % 600, (i * 7) % 780) for i in range(1000))
+        side = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+        unit = b"".join(b"%d %d %d %d re f\n" % (i % 600, (i * 7) % 780, side, side) for i in range(1000))
         one_page(path, unit * (ops // 1000))
     elif kind == "bomb":
         side = int(sys.argv[3]) if len(sys.argv) > 3 else 40000
