@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,4 +213,33 @@ int folio_parse_int(const char *s, long long min, long long max, long long *out)
         return FOLIO_EINVAL;
     *out = v;
     return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double folio_median(double *v, int n)
+{
+    if (n <= 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void folio_cpu_model(char *buf, size_t n)
+{
+    snprintf(buf, n, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char l[512];
+    while (f && fgets(l, sizeof l, f))
+        if (strncmp(l, "model name", 10) == 0 && strchr(l, ':')) {
+            snprintf(buf, n, "%s", strchr(l, ':') + 2);
+            buf[strcspn(buf, "\n")] = '\0';
+            break;
+        }
+    if (f)
+        fclose(f);
 }

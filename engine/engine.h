@@ -150,6 +150,32 @@ const char *engine_disabled_reason(const struct engine *e);
 int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
                     struct folio_err *err);
 
+/* ---- every page, not only the first (engine/pages.c) ----
+ * Each page of a multi-page document is classified on its own (its own
+ * engine_classify call, with providers for that page). From those pages:
+ *  - the document's result is the first page's (label, confidence and
+ *    distribution): a batch scan is filed under what it starts with, and
+ *    the pages keep what the rest is;
+ *  - split suggestions: the pages cut into contiguous segments. A page
+ *    opens a new segment when its label differs from the current
+ *    segment's, is not "unknown", has confidence >= ENGINE_SEGMENT_MIN_CONF
+ *    and beats the current segment's label on that page by at least
+ *    ENGINE_SEGMENT_MARGIN; any other page (a weak or unknown page, such as
+ *    an invoice's terms page) continues the segment it follows. A segment's
+ *    confidence is the mean over its pages of its label's probability.
+ *    More than one segment means "this file may hold several documents":
+ *    flagged for review, never split. */
+#define ENGINE_SEGMENT_MIN_CONF 0.5
+#define ENGINE_SEGMENT_MARGIN 0.2
+struct engine_segment {
+    int first_page, last_page; /* 0-based, inclusive */
+    char label[ENGINE_LABEL_MAX + 1];
+    double confidence;
+};
+/* Fills out (room for n entries) and returns the number of segments
+ * (1..n; 0 when n is 0). */
+int engine_pages_segments(const struct engine_result *pages, int n, struct engine_segment *out);
+
 /* The rules tier alone, over given text: word-boundary, case-insensitive
  * counts of each label's keywords and name. Exposed for tests and tools. */
 int engine_rules_score(const struct engine_labels *l, const char *text, struct engine_result *out,

@@ -27,6 +27,7 @@ void ingest_limits_default(struct ingest_limits *l)
     l->max_bytes = UINT64_C(512) << 20;
     l->max_pixels = UINT64_C(300000000);
     l->max_pages = 2000;
+    l->pdf_dpi = l->pdf_page_ms = l->pdf_memory_mb = l->pdf_cpu_s = 0; /* pdf.c's defaults */
 }
 
 void ingest_page_free(struct ingest_page *p)
@@ -236,6 +237,66 @@ static int check_page(struct ingest_info *info, const struct ingest_limits *lim,
     return 0;
 }
 
+/* PDF: the helper opens the document (corrupt and encrypted files end
+ * here), the page count is checked, then every page's size at the render
+ * resolution, and only then is anything drawn: each page once at
+ * PDF_VALIDATE_DPI, which runs its whole content stream and decodes its
+ * images (what a bomb or a broken stream trips over) under the per-page
+ * time limit, at a cost of a few kilobytes of pixels. */
+#define PDF_VALIDATE_DPI 18.0
+
+static int probe_pdf(const uint8_t *data, size_t len, const struct ingest_limits *lim,
+                     struct ingest_info *out, struct folio_err *err)
+{
+    int dpi, page_ms, mem_mb, cpu_s;
+    ingest_pdf_limits(lim, &dpi, &page_ms, &mem_mb, &cpu_s);
+    out->pdf_dpi = dpi;
+    struct ingest_pdf *p = NULL;
+    int rc = ingest_pdf_open(data, len, lim, &p, err);
+    if (rc) {
+        reject(out, p ? ingest_pdf_reason(p) : "internal", rc);
+        ingest_pdf_close(p);
+        return rc;
+    }
+    int pages = ingest_pdf_pages(p);
+    out->pages = pages;
+    if (pages > lim->max_pages) {
+        folio_err_set(err, FOLIO_ELIMIT, "PDF has %d pages, over the limit of %d pages", pages, lim->max_pages);
+        folio_err_hint(err, "raise --max-pages if documents this long are expected");
+        ingest_pdf_close(p);
+        return over_limit(out, err, "too_many_pages", "max_pages", (uint64_t)lim->max_pages, (uint64_t)pages);
+    }
+    for (int pg = 0; pg < pages; pg++) {
+        struct ingest_dims dm = {0, 0};
+        ingest_pdf_page_pixels(p, pg, dpi, &dm.w, &dm.h);
+        if (pg == 0) {
+            out->width = (int)dm.w;
+            out->height = (int)dm.h;
+        }
+        rc = check_page(out, lim, pg, pages, dm, 0, err);
+        if (rc) {
+            if (strcmp(out->reason, "too_many_pixels") == 0)
+                folio_err_detail(err, "PDF pages are sized at %d dpi", dpi);
+            ingest_pdf_close(p);
+            return rc;
+        }
+    }
+    for (int pg = 0; pg < pages; pg++) {
+        struct ingest_page tiny;
+        rc = ingest_pdf_render(p, pg, PDF_VALIDATE_DPI, 1, &tiny, err);
+        if (rc) {
+            out->failed_page = pg;
+            folio_err_prefix(err, "page %d of %d: ", pg + 1, pages);
+            reject(out, rc == FOLIO_ENOMEM ? "internal" : ingest_pdf_reason(p), rc);
+            ingest_pdf_close(p);
+            return rc;
+        }
+        ingest_page_free(&tiny);
+    }
+    ingest_pdf_close(p);
+    return 0;
+}
+
 int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *lim,
                  struct ingest_info *out, struct folio_err *err)
 {
@@ -261,16 +322,15 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
     enum ingest_format f = ingest_sniff(data, len);
     out->format = f;
     snprintf(out->media_type, sizeof out->media_type, "%s", ingest_format_media_type(f));
-    if (f == INGEST_FMT_UNKNOWN || f == INGEST_FMT_PDF) {
+    if (f == INGEST_FMT_UNKNOWN) {
         char head[40];
         folio_lq_bytes(head, sizeof head, data, len < 8 ? len : 8);
-        if (f == INGEST_FMT_PDF)
-            folio_err_set(err, FOLIO_EUNSUPPORTED, "PDF files are not supported yet");
-        else
-            folio_err_set(err, FOLIO_EUNSUPPORTED, "file is not an image folio reads (first bytes %s)", head);
-        folio_err_hint(err, "folio reads JPEG, PNG, TIFF, PNM, WebP, GIF and BMP, recognised by content");
+        folio_err_set(err, FOLIO_EUNSUPPORTED, "file is not an image or PDF folio reads (first bytes %s)", head);
+        folio_err_hint(err, "folio reads PDF, JPEG, PNG, TIFF, PNM, WebP, GIF and BMP, recognised by content");
         return reject(out, "unsupported_format", FOLIO_EUNSUPPORTED);
     }
+    if (f == INGEST_FMT_PDF)
+        return probe_pdf(data, len, lim, out, err);
 
     int rc = 0;
     struct jpeg_header jh;
@@ -367,6 +427,22 @@ int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
     case INGEST_FMT_BMP: rc = ingest_sniff_bmp_dims(data, len, &dm, err); break;
     case INGEST_FMT_PNM: rc = ingest_sniff_pnm_dims(data, len, &dm, err); break;
     case INGEST_FMT_WEBP: rc = ingest_sniff_webp_dims(data, len, &dm, err); break;
+    case INGEST_FMT_PDF: {
+        /* A blob was probed when it came in; here only the hard ceilings
+         * apply, so every page size is read whatever the count. */
+        struct ingest_limits dl;
+        ingest_limits_default(&dl);
+        dl.max_pages = INT32_MAX - 1;
+        struct ingest_pdf *p = NULL;
+        rc = ingest_pdf_open(data, len, &dl, &p, err);
+        if (rc == 0 && page >= ingest_pdf_pages(p))
+            rc = folio_err_set(err, FOLIO_EINVAL, "page %d requested, the PDF has %d page%s", page + 1,
+                               ingest_pdf_pages(p), ingest_pdf_pages(p) == 1 ? "" : "s");
+        if (rc == 0)
+            rc = ingest_pdf_render(p, page, ingest_pdf_fit_dpi(p, page, max_side, 0), want_channels, out, err);
+        ingest_pdf_close(p);
+        return rc;
+    }
     case INGEST_FMT_TIFF: {
         /* Walk just far enough to reach the requested page. */
         struct ingest_dims *dims = calloc((size_t)page + 1, sizeof *dims);

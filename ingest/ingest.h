@@ -15,11 +15,15 @@ struct ingest_limits {
     uint64_t max_bytes;  /* default 512 MiB */
     uint64_t max_pixels; /* per page, default 300e6 */
     int max_pages;       /* default 2000 */
+    /* PDF (0 = default): the resolution pages are sized at for max_pixels
+     * (300, what OCR reads), the wall-clock limit per helper request
+     * (20000 ms), the helper's address-space limit (1024 MiB) and its CPU
+     * time for the whole document (600 s). */
+    int pdf_dpi, pdf_page_ms, pdf_memory_mb, pdf_cpu_s;
 };
 void ingest_limits_default(struct ingest_limits *l);
 
-/* Formats ingest recognises from content. PDF is recognised so that it can
- * be refused by name (a later issue rasterises it). */
+/* Formats ingest recognises from content. */
 enum ingest_format {
     INGEST_FMT_UNKNOWN = 0,
     INGEST_FMT_JPEG,
@@ -41,9 +45,13 @@ struct ingest_info {
     int width, height;     /* first page, pixels, as stored (before EXIF rotation) */
     int exif_orientation;  /* 1..8, 0 when absent */
     char warning[256];     /* decoder warning on an accepted file, "" if none */
+    /* PDF pages are sized at the limits' pdf_dpi; width/height above are
+     * the first page's pixels at that resolution. */
+    int pdf_dpi;
     /* Filled when ingest_probe fails, for the rejection record: a stable
      * code (empty, unsupported_format, too_large, too_many_pixels,
-     * too_many_pages, corrupt; "internal" when out of memory, which is not
+     * too_many_pages, corrupt; for PDF also encrypted, pdf_timeout,
+     * pdf_memory, pdf_crashed; "internal" when out of memory, which is not
      * the file's fault) and, for limits, which limit, its value and the
      * file's actual value. */
     enum ingest_format format;
@@ -76,6 +84,47 @@ struct ingest_page {
 int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
                        int want_channels, struct ingest_page *out, struct folio_err *err);
 void ingest_page_free(struct ingest_page *p);
+
+/* ---- PDF (pdf.c): a session with the sandboxed helper process ----
+ * One session per document and thread: the helper (folio-pdf) parses the
+ * blob once and answers page renders and text layers. A crash, hang or
+ * memory blow-up of the helper fails the call with a reason code
+ * (ingest_pdf_reason) and leaves the session dead; it never reaches the
+ * caller's process. ingest_pdf_open may return an error AND a session
+ * (*out != NULL) so the caller can read the reason; close it either way. */
+#define INGEST_PDF_DPI 300
+/* The text-layer rule needs at least this many letters and digits. */
+#define INGEST_PDF_TEXT_MIN_ALNUM 40
+struct ingest_pdf;
+int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits *lim,
+                    struct ingest_pdf **out, struct folio_err *err);
+void ingest_pdf_close(struct ingest_pdf *p);
+int ingest_pdf_pages(const struct ingest_pdf *p);
+/* Stable reason code of the failure that ended the session. */
+const char *ingest_pdf_reason(const struct ingest_pdf *p);
+/* Page size in points, as displayed (rotation applied); FOLIO_EINVAL when
+ * the page count was over the limit (sizes are not read then). */
+int ingest_pdf_page_size(const struct ingest_pdf *p, int page, double *w_pt, double *h_pt);
+/* Pixels the page has when rendered at dpi. */
+int ingest_pdf_page_pixels(const struct ingest_pdf *p, int page, double dpi, uint32_t *w, uint32_t *h);
+/* Renders page at dpi as 8-bit gray (1) or RGB (3) on white paper. */
+int ingest_pdf_render(struct ingest_pdf *p, int page, double dpi, int channels, struct ingest_page *out,
+                      struct folio_err *err);
+/* A page's text layer (UTF-8) with its character classes. */
+struct ingest_pdf_text {
+    char *text; /* malloc'd; ingest_pdf_text_free */
+    int chars, nonspace, alnum, bad, words, long_words;
+};
+int ingest_pdf_text(struct ingest_pdf *p, int page, struct ingest_pdf_text *out, struct folio_err *err);
+void ingest_pdf_text_free(struct ingest_pdf_text *t);
+/* The rule that decides whether a page's text layer replaces OCR: 1 =
+ * use it. *why (may be NULL) names the clause that refused it. */
+int ingest_pdf_text_usable(const struct ingest_pdf_text *t, const char **why);
+/* The resolution a page is rendered at for a consumer that needs at most
+ * max_side pixels on the longest side and max_pixels in all (0 = no such
+ * bound): the tighter of the two, and never above INGEST_PDF_DPI, which
+ * is also the answer when both are 0 (OCR). */
+double ingest_pdf_fit_dpi(const struct ingest_pdf *p, int page, int max_side, uint64_t max_pixels);
 
 /* ---- discovery: which files in the ingest folder are ready ----
  * A tracker owns the view of one ingest folder: a full scan (at start and

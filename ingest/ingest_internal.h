@@ -68,6 +68,10 @@ int ingest_lept_validate(const uint8_t *d, size_t n, enum ingest_format f, int p
 int ingest_lept_decode(const uint8_t *d, size_t n, enum ingest_format f, int page, int channels,
                 struct ingest_page *out, struct folio_err *err);
 
+/* ---- PDF (pdf.c) ---- */
+/* The PDF limits with their defaults filled in. */
+void ingest_pdf_limits(const struct ingest_limits *lim, int *dpi, int *page_ms, int *mem_mb, int *cpu_s);
+
 /* ---- pixel helpers (decode.c) ---- */
 int ingest_page_alloc(struct ingest_page *p, int w, int h, int channels, struct folio_err *err);
 /* Area-averaging downscale so that the longest side is max_side. */

@@ -12,6 +12,7 @@ PKGS=(
   tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd fonts-dejavu-core
   libpq-dev postgresql postgresql-contrib pgbouncer
   libssl-dev
+  libpoppler-glib-dev libseccomp-dev poppler-utils qpdf img2pdf
   python3
   libsystemd-dev libmicrohttpd-dev
   prometheus chromium-headless-shell

@@ -41,7 +41,7 @@ static const char USAGE[] =
 /* A 300-dpi Letter "scan": light paper with a little noise, rows of dark
  * word-like blocks, encoded as colour 4:2:0 quality 85, the way office
  * scanners write them (about 450 KB a page). */
-static uint8_t *scan_page_jpeg(int w, int h, uint32_t seed, size_t *len)
+uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len)
 {
     uint8_t *rgb = malloc((size_t)w * (size_t)h * 3);
     if (!rgb)
@@ -395,7 +395,7 @@ int bench_ingest(int argc, char **argv)
         return FOLIO_EXIT_FAIL;
     }
     for (int k = 0; k < pages; k++) {
-        base[k] = scan_page_jpeg(2550, 3300, (uint32_t)(k + 1), &base_len[k]);
+        base[k] = bench_scan_page_jpeg(2550, 3300, (uint32_t)(k + 1), &base_len[k]);
         if (!base[k]) {
             fprintf(stderr, "folio: error: cannot encode the bench pages\n");
             return FOLIO_EXIT_FAIL;

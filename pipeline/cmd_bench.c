@@ -12,6 +12,7 @@ static const char USAGE[] =
     "  ingest     files/s into the local server vs bare decode+sha256\n"
     "  queue      claim+complete cycles/s at 1, 4, 16 workers\n"
     "  ocr        OCR pages/s per core vs the tesseract CLI\n"
+    "  pdf        PDF render ms/page vs pdftoppm, probe, text layer vs OCR\n"
     "  ops        Vulkan op GFLOP/s and GB/s vs the device roofline\n"
     "  tokenizer  tokenizer MB/s\n"
     "  engine     pages/s of the full vision-language engine\n";
@@ -22,6 +23,7 @@ static const struct {
 } SUBJECTS[] = {
     {"ingest", bench_ingest}, {"queue", bench_queue},         {"ocr", bench_ocr},
     {"ops", bench_ops},       {"tokenizer", bench_tokenizer}, {"engine", bench_engine},
+    {"pdf", bench_pdf},
 };
 
 int cmd_bench(int argc, char **argv)

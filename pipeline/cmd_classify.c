@@ -13,6 +13,7 @@
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
 #include "pipeline/docpage.h"
+#include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
@@ -42,9 +43,14 @@ static const char USAGE[] =
     "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
     "                       path=vision|gpu, reason=)\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
-    "  --ocr-max-pages N    pages OCR'd per file (default 10)\n"
+    "  --ocr-max-pages N    pages OCR'd per file (default 10; PDF pages with a usable\n"
+    "                       text layer are not OCR'd)\n"
     "  --max-text-bytes N|PAGE,DOC  text kept per page and per file for the text tiers\n"
-    "                       (default 64KiB,512KiB); cuts show in pages.text_cut\n";
+    "                       (default 64KiB,512KiB); cuts show in pages.text_cut\n"
+    "  --max-pages-classified N\n"
+    "                       pages classified one by one (default 20); the file's\n"
+    "                       label is the first page's, \"pages\" lists every page and\n"
+    "                       any split suggestion (\"segments\")\n";
 
 /* Mirrors the seed rows of schema/001_init.sql (test_classify_cli checks). */
 static const struct {
@@ -160,7 +166,8 @@ static void print_error(const char *file, const struct folio_err *e)
 }
 
 static int classify_file(const char *file, struct ocr_engine *ocr, struct engine *eng, int full, int max_pages,
-                         const size_t caps[2], struct folio_err *err)
+                         const size_t caps[2], int max_classified, uint32_t max_image_tokens,
+                         struct folio_err *err)
 {
     uint8_t *data = NULL;
     size_t len = 0;
@@ -176,17 +183,16 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         free(data);
         return rc;
     }
-    struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages,
-                              .max_page_bytes = caps[0], .max_doc_bytes = caps[1]};
-    struct doc_page_ctx pc = {.data = data, .len = len};
-    struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
-    struct engine_result er;
-    rc = engine_classify(eng, &doc, &er, err);
+    /* the same per-page classification as the worker (docpages.h) */
+    struct doc_pages_opts po = {.pages = info.pages, .max_classified = max_classified, .ocr_max_pages = max_pages,
+                                .max_image_tokens = max_image_tokens, .ocr = ocr, .pdf_limits = &lim,
+                                .max_page_bytes = caps[0], .max_doc_bytes = caps[1]};
+    struct doc_classified dc;
+    rc = worker_classify_document(eng, data, len, &po, &dc, err);
     free(data);
-    if (rc) {
-        engine_result_free(&er);
+    if (rc)
         return rc;
-    }
+    struct engine_result er = dc.doc;
     double total = folio_mono_ms() - t0;
     struct json_buf b;
     json_init(&b);
@@ -212,7 +218,7 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
     json_key(&b, "orientation");
     json_num(&b, er.text.orientation);
     json_raw(&b, ",\"pages\":");
-    worker_pages_json(&er.text, info.pages, &b);
+    worker_pages_json(&dc, &b); /* per-page labels and split suggestions */
     if (full) {
         json_raw(&b, ",");
         json_key(&b, "scores");
@@ -252,7 +258,7 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         json_raw(&b, "}");
     }
     json_raw(&b, "}\n");
-    engine_result_free(&er);
+    worker_classified_free(&dc);
     if (b.oom) {
         json_free(&b);
         return folio_err_set(err, FOLIO_ENOMEM, "cannot build the JSON output");
@@ -277,11 +283,12 @@ int cmd_classify(int argc, char **argv)
         {"gate-file", required_argument, 0, 1008},
         {"gpu-weights", required_argument, 0, 1040},
         {"max-text-bytes", required_argument, 0, 1009},
+        {"max-pages-classified", required_argument, 0, 1150},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    int ch, full = 0, max_pages = 10;
+    int ch, full = 0, max_pages = 10, max_classified = DOC_MAX_PAGES_CLASSIFIED;
     const char *labels_path = NULL, *lang = "eng", *model = NULL, *mmproj = NULL;
     const char *device = NULL, *gate_file = NULL;
     uint32_t max_image_tokens = 0;
@@ -306,6 +313,11 @@ int cmd_classify(int argc, char **argv)
         case 1040:
             if ((gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
                 return cli_usage_error("classify", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
+            break;
+        case 1150:
+            if (folio_parse_int(optarg, 1, 10000, &v))
+                return cli_usage_error("classify", "--max-pages-classified wants 1..10000, got '%s'", optarg);
+            max_classified = (int)v;
             break;
         case 1004: lang = optarg; break;
         case 1005: labels_path = optarg; break;
@@ -364,7 +376,7 @@ int cmd_classify(int argc, char **argv)
     int failed = 0;
     for (int i = optind; i < argc; i++) {
         folio_err_clear(&err);
-        if (classify_file(argv[i], ocr, eng, full, max_pages, caps, &err)) {
+        if (classify_file(argv[i], ocr, eng, full, max_pages, caps, max_classified, max_image_tokens, &err)) {
             print_error(argv[i], &err);
             failed++;
         }

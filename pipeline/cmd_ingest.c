@@ -25,6 +25,9 @@ static const char USAGE[] =
     "  --max-bytes SIZE     largest file accepted (default 512MiB)\n"
     "  --max-pixels N       largest page in pixels (default 300000000)\n"
     "  --max-pages N        most pages per document (default 2000)\n"
+    "  --pdf-page-ms MS     PDF: wall-clock limit per page for the sandboxed parser\n"
+    "                       (default 20000); slower pages are rejected (pdf_timeout)\n"
+    "  --pdf-memory-mb MB   PDF: the parser's address-space limit (default 1024)\n"
     "  --after MODE         move (default) | delete | keep\n"
     "  --model-key KEY      model configuration the jobs are queued for (default \"default\")\n"
     "  --jobs N             validating threads (default: one per CPU)\n"
@@ -35,8 +38,8 @@ static const char USAGE[] =
     "  --instance NAME      settings from [ingest.NAME] of the configuration file,\n"
     "                       where 'dir' may name DIR (see 'folio config --help')\n"
     "\n"
-    "Formats are recognised by content: JPEG, PNG, TIFF (all pages), PNM, WebP,\n"
-    "GIF, BMP. Hidden files, *.part, *.tmp and ~$* are ignored. After the database\n"
+    "Formats are recognised by content: PDF, JPEG, PNG, TIFF (all pages), PNM,\n"
+    "WebP, GIF, BMP. PDF pages are sized at 300 dpi for --max-pixels. Hidden files, *.part, *.tmp and ~$* are ignored. After the database\n"
     "commit, files move to DIR/.folio/done/YYYY-MM-DD/ (UTC date); rejected files\n"
     "go to DIR/.folio/rejected/ beside NAME.reason.json. Nothing is overwritten.\n"
     "Exit status: 0 when the run completed (rejections included), 1 when it could\n"
@@ -62,6 +65,8 @@ static const struct option opts[] = {
         {"no-progress", no_argument, 0, 1015},
         {"metrics-listen", required_argument, 0, 1016},
         {"pooler", required_argument, 0, 1030},
+        {"pdf-page-ms", required_argument, 0, 1150},
+        {"pdf-memory-mb", required_argument, 0, 1151},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -135,6 +140,16 @@ int cmd_ingest(int argc, char **argv)
             o.model_key = optarg;
             break;
         }
+        case 1150:
+            if (folio_parse_int(optarg, 10, 3600000, &v) != 0)
+                return cli_usage_error("ingest", "--pdf-page-ms wants 10 to 3600000, got '%s'", optarg);
+            o.limits.pdf_page_ms = (int)v;
+            break;
+        case 1151:
+            if (folio_parse_int(optarg, 64, 1048576, &v) != 0)
+                return cli_usage_error("ingest", "--pdf-memory-mb wants 64 to 1048576, got '%s'", optarg);
+            o.limits.pdf_memory_mb = (int)v;
+            break;
         case 1011: o.use_inotify = 0; break;
         case 1012:
             if (folio_parse_int(optarg, 1, 256, &v) != 0)

@@ -11,9 +11,9 @@
 static const char USAGE[] =
     "usage: folio status [--db CONNINFO] [--json] [--watch [--interval S] [--count N]]\n"
     "\n"
-    "Shows jobs per state, live workers, results per label and the latest\n"
-    "rejections and dead jobs, plus throughput over the last minute and an\n"
-    "estimate of when the queue is empty at that rate.\n"
+    "Shows jobs per state, live workers, results per label, the latest\n"
+    "rejections, split suggestions and dead jobs, plus throughput over the last\n"
+    "minute and an estimate of when the queue is empty at that rate.\n"
     "\n"
     "  --json         one JSON object (with --watch: one per line)\n"
     "  --watch        refresh until interrupted\n"
@@ -77,6 +77,10 @@ static const struct {
                                    "FROM folio.label_summary ORDER BY documents DESC LIMIT 20"},
     {"rejections", "latest rejections", "SELECT rejected_at::timestamp(0), reason, path_display AS path, message "
                                         "FROM folio.rejections ORDER BY id DESC LIMIT 10"},
+    {"split_suggestions", "split suggestions (pages whose labels differ; review, nothing is split)",
+     "SELECT document_id, name, pages, first_page || '-' || last_page AS segment, label, "
+     "round(confidence::numeric, 3) AS confidence FROM folio.split_suggestions "
+     "ORDER BY document_id DESC, model_key, first_page LIMIT 30"},
     {"dead_jobs", "dead jobs", "SELECT job_id, document_id, attempts, path, last_error "
                                "FROM folio.dead_jobs ORDER BY finished_at DESC NULLS LAST LIMIT 10"},
     /* Throughput from the results table (done jobs may already be deleted

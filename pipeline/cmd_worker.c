@@ -46,7 +46,13 @@ static const char USAGE[] =
     "                       release: it goes back to the queue for a healthy GPU\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
-    "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
+    "  --ocr-max-pages N    pages OCR'd per document (default 10; PDF pages with a\n"
+    "                       usable text layer are not OCR'd and do not count)\n"
+    "  --max-pages-classified N\n"
+    "                       pages classified one by one per document (default 20)\n"
+    "  --pdf-page-ms MS     PDF: wall-clock limit per page for the sandboxed parser\n"
+    "                       (default 20000); a slower page fails the job\n"
+    "  --pdf-memory-mb MB   PDF: the parser's address-space limit (default 1024)\n"
     "  --max-text-bytes N|PAGE,DOC  text kept per page and per document for the text\n"
     "                       tiers (default 64KiB,512KiB); cuts are recorded in the\n"
     "                       result's ocr_pages.text_cut\n"
@@ -117,6 +123,9 @@ static const struct option opts[] = {
         {"claim-batch", required_argument, 0, 1001},
         {"pooler", required_argument, 0, 1042},
         {"listen-db", required_argument, 0, 1043},
+        {"max-pages-classified", required_argument, 0, 1150},
+        {"pdf-page-ms", required_argument, 0, 1151},
+        {"pdf-memory-mb", required_argument, 0, 1152},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -194,6 +203,21 @@ int cmd_worker(int argc, char **argv)
             if (!optarg[0])
                 return cli_usage_error("worker", "--listen-db wants a conninfo, got an empty string");
             o.listen_conninfo = optarg;
+            break;
+        case 1150:
+            if (folio_parse_int(optarg, 1, 10000, &v))
+                return cli_usage_error("worker", "--max-pages-classified wants 1..10000, got '%s'", optarg);
+            o.max_pages_classified = (int)v;
+            break;
+        case 1151:
+            if (folio_parse_int(optarg, 10, 3600000, &v))
+                return cli_usage_error("worker", "--pdf-page-ms wants 10..3600000, got '%s'", optarg);
+            o.pdf_page_ms = (int)v;
+            break;
+        case 1152:
+            if (folio_parse_int(optarg, 64, 1048576, &v))
+                return cli_usage_error("worker", "--pdf-memory-mb wants 64..1048576, got '%s'", optarg);
+            o.pdf_memory_mb = (int)v;
             break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:

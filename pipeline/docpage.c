@@ -12,7 +12,14 @@ int worker_doc_page(void *ctx, struct engine_page *out, struct folio_err *err)
     double t0 = folio_mono_ms();
     struct ingest_page p;
     memset(&p, 0, sizeof p);
-    int rc = ingest_decode_page(c->data, c->len, 0, DOC_PAGE_MAX_SIDE, 3, &p, err);
+    int rc;
+    if (c->pdf) {
+        uint64_t tokens = c->max_image_tokens ? c->max_image_tokens : DOC_PAGE_DEFAULT_TOKENS;
+        double dpi = ingest_pdf_fit_dpi(c->pdf, c->page, DOC_PAGE_MAX_SIDE, tokens * DOC_PAGE_PX_PER_TOKEN);
+        rc = ingest_pdf_render(c->pdf, c->page, dpi, 3, &p, err);
+    } else {
+        rc = ingest_decode_page(c->data, c->len, c->page, DOC_PAGE_MAX_SIDE, 3, &p, err);
+    }
     if (rc)
         return rc;
     /* hand the buffer over: the engine frees it with free() */

@@ -27,16 +27,6 @@ void worker_scores_json(const struct engine_result *er, struct json_buf *out)
     json_raw(out, "}");
 }
 
-void worker_pages_json(const struct engine_text *t, int pages_total, struct json_buf *out)
-{
-    char b[256];
-    snprintf(b, sizeof b, "{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d,"
-             "\"text_cut\":{\"pages\":%d,\"bytes\":%zu,\"document\":%s}}", pages_total,
-             t->pages_read, t->pages_skipped, t->pages_timed_out, t->pages_text_cut,
-             t->text_bytes_cut, t->text_doc_cut ? "true" : "false");
-    json_raw(out, b);
-}
-
 static int parse_cap(const char *s, size_t *out)
 {
     uint64_t v;
@@ -60,6 +50,67 @@ int doc_text_parse_caps(const char *s, size_t *page, size_t *doc)
     return parse_cap(first, page) || parse_cap(comma + 1, doc) ? -1 : 0;
 }
 
+/* Appends one page's text (a form feed before every page but the first
+ * read), cut at a character boundary to the per-page cap and to what is
+ * left of the document's; every cut is counted and logged. */
+static void append_page(struct doc_text_ctx *c, struct engine_text *out, struct json_buf *text,
+                        size_t *kept, int p, int first, char *s)
+{
+    size_t page_cap = c->max_page_bytes ? c->max_page_bytes : DOC_TEXT_PAGE_MAX_DEFAULT;
+    size_t doc_cap = c->max_doc_bytes ? c->max_doc_bytes : DOC_TEXT_DOC_MAX_DEFAULT;
+    int sep = p > first;
+    size_t got = s ? strlen(s) : 0, keep = folio_utf8_prefix(s, got, page_cap);
+    if (keep < got)
+        out->pages_text_cut++;
+    size_t used = *kept + (size_t)sep;
+    size_t room = doc_cap > used ? doc_cap - used : 0;
+    if (keep > room) {
+        keep = folio_utf8_prefix(s, keep, room);
+        out->text_doc_cut = 1;
+    }
+    if (keep < got) {
+        out->text_bytes_cut += got - keep;
+        folio_log(FOLIO_LOG_WARN, "page_text_cut", "job=%lld page=%d bytes=%zu kept=%zu "
+                  "page_cap=%zu doc_cap=%zu", c->job_id, p + 1, got, keep, page_cap, doc_cap);
+        s[keep] = 0;
+    }
+    if (sep)
+        json_raw(text, "\f"); /* page break, as the tesseract CLI writes */
+    json_raw(text, s ? s : "");
+    *kept += keep + (size_t)sep;
+}
+
+const char *worker_text_source(const struct doc_text_ctx *c)
+{
+    return c->ocr_pages ? "ocr" : c->pdf_text_pages ? "pdf" : "none";
+}
+
+/* A PDF page's own text when it passes the text-layer rule (*used = 1);
+ * otherwise the page is left to OCR. */
+static int pdf_page_text(struct doc_text_ctx *c, int p, int first, struct json_buf *text,
+                         size_t *kept, int *used, struct engine_text *out, struct folio_err *err)
+{
+    *used = 0;
+    struct ingest_pdf_text t;
+    double td = folio_mono_ms();
+    int rc = ingest_pdf_text(c->pdf, p, &t, err);
+    out->decode_ms += folio_mono_ms() - td;
+    if (rc)
+        return rc;
+    const char *why = "";
+    if (ingest_pdf_text_usable(&t, &why)) {
+        append_page(c, out, text, kept, p, first, t.text);
+        c->pdf_text_pages++;
+        out->pages_read++;
+        *used = 1;
+    } else if (t.chars > 0) {
+        folio_log(FOLIO_LOG_DEBUG, "pdf_text_layer_skipped", "job=%lld page=%d chars=%d why=\"%s\"", c->job_id,
+                  p + 1, t.chars, why);
+    }
+    ingest_pdf_text_free(&t);
+    return 0;
+}
+
 /* Decodes and OCRs the document's pages one at a time (a 300-dpi page is
  * ~8 MB gray; never hold them all), up to --ocr-max-pages, keeping at most
  * the per-page and per-document text caps (doctext.h). */
@@ -69,20 +120,21 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
     double t0 = folio_mono_ms();
     int maxp = c->max_pages;
     int n = c->pages < 1 ? 1 : c->pages;
-    int todo = maxp > 0 && n > maxp ? maxp : n;
+    int first = c->first_page > 0 && c->first_page < n ? c->first_page : 0;
+    int todo = maxp > 0 && n - first > maxp ? first + maxp : n;
     out->pages_skipped = n - todo;
     out->pages_text_cut = out->text_doc_cut = 0;
     out->text_bytes_cut = 0;
+    c->pdf_text_pages = c->ocr_pages = 0;
     out->confidence = -1;
-    size_t page_cap = c->max_page_bytes ? c->max_page_bytes : DOC_TEXT_PAGE_MAX_DEFAULT;
-    size_t doc_cap = c->max_doc_bytes ? c->max_doc_bytes : DOC_TEXT_DOC_MAX_DEFAULT;
     size_t kept = 0; /* bytes of text so far, form feeds included */
     struct json_buf text;
     json_init(&text);
     double conf_sum = 0;
     int conf_n = 0;
-    for (int p = 0; p < todo; p++) {
-        if (p > 0 && kept + 1 >= doc_cap) {
+    size_t doc_cap = c->max_doc_bytes ? c->max_doc_bytes : DOC_TEXT_DOC_MAX_DEFAULT;
+    for (int p = first; p < todo; p++) {
+        if (p > first && kept + 1 >= doc_cap) {
             /* the document's text is full: reading more pages would only
              * be thrown away */
             out->text_doc_cut = 1;
@@ -93,9 +145,28 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
             json_free(&text);
             return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page %d", p + 1);
         }
+        if (c->pdf) {
+            int used = 0;
+            int rc = pdf_page_text(c, p, first, &text, &kept, &used, out, err);
+            if (rc) {
+                json_free(&text);
+                folio_err_prefix(err, "page %d of %d: ", p + 1, n);
+                return rc;
+            }
+            if (used)
+                continue;
+        }
+        if (c->ocr_left && *c->ocr_left <= 0) {
+            out->pages_skipped++;
+            if (p > first)
+                json_raw(&text, "\f");
+            kept += p > first;
+            continue;
+        }
         struct ingest_page pg;
         double td = folio_mono_ms();
-        int rc = ingest_decode_page(c->data, c->len, p, DECODE_MAX_SIDE, 1, &pg, err);
+        int rc = c->pdf ? ingest_pdf_render(c->pdf, p, ingest_pdf_fit_dpi(c->pdf, p, DECODE_MAX_SIDE, 0), 1, &pg, err)
+                        : ingest_decode_page(c->data, c->len, p, DECODE_MAX_SIDE, 1, &pg, err);
         out->decode_ms += folio_mono_ms() - td;
         if (rc) {
             json_free(&text);
@@ -114,31 +185,17 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
             folio_err_prefix(err, "page %d of %d: ", p + 1, n);
             return rc;
         }
-        if (p == 0)
+        if (p == first)
             out->orientation = r.orientation;
         if (r.timed_out) {
             out->pages_timed_out++;
             folio_log(FOLIO_LOG_WARN, "ocr_page_deadline", "job=%lld page=%d deadline_ms=%d",
                       c->job_id, p + 1, c->page_deadline_ms);
         }
-        size_t got = r.text ? strlen(r.text) : 0, keep = folio_utf8_prefix(r.text, got, page_cap);
-        if (keep < got)
-            out->pages_text_cut++;
-        size_t room = doc_cap - kept - (p > 0); /* > 0: checked above */
-        if (keep > room) {
-            keep = folio_utf8_prefix(r.text, keep, room);
-            out->text_doc_cut = 1;
-        }
-        if (keep < got) {
-            out->text_bytes_cut += got - keep;
-            folio_log(FOLIO_LOG_WARN, "page_text_cut", "job=%lld page=%d bytes=%zu kept=%zu "
-                      "page_cap=%zu doc_cap=%zu", c->job_id, p + 1, got, keep, page_cap, doc_cap);
-            r.text[keep] = 0;
-        }
-        if (p > 0)
-            json_raw(&text, "\f"); /* page break, as the tesseract CLI writes */
-        json_raw(&text, r.text);
-        kept += keep + (p > 0);
+        append_page(c, out, &text, &kept, p, first, r.text);
+        c->ocr_pages++;
+        if (c->ocr_left)
+            (*c->ocr_left)--;
         if (r.confidence >= 0) {
             conf_sum += r.confidence;
             conf_n++;

@@ -12,6 +12,8 @@
  * document's cap is full, later pages are not read (counted as skipped).
  * The cut is recorded: engine_text's pages_text_cut / text_bytes_cut /
  * text_doc_cut, and "text_cut" in the result's pages object.
+ * Tesseract, joined with form feeds. A PDF page whose text layer passes
+ * ingest_pdf_text_usable gives that text instead of OCR.
  */
 #ifndef FOLIO_PIPELINE_DOCTEXT_H
 #define FOLIO_PIPELINE_DOCTEXT_H
@@ -24,6 +26,7 @@
 #define DOC_TEXT_PAGE_MAX_DEFAULT ((size_t)64 << 10)
 #define DOC_TEXT_DOC_MAX_DEFAULT ((size_t)512 << 10)
 #define DOC_TEXT_MAX_LIMIT ((size_t)64 << 20) /* the largest cap accepted */
+struct ingest_pdf;
 
 struct doc_text_ctx {
     struct ocr_engine *ocr;
@@ -36,7 +39,15 @@ struct doc_text_ctx {
     int page_deadline_ms;      /* for logs */
     size_t max_page_bytes;     /* text kept per page; 0 = DOC_TEXT_PAGE_MAX_DEFAULT */
     size_t max_doc_bytes;      /* text kept per document; 0 = DOC_TEXT_DOC_MAX_DEFAULT */
+    /* PDF and per-page use (all may be 0/NULL): */
+    int first_page;            /* read pages first_page .. pages-1 */
+    struct ingest_pdf *pdf;    /* an open session on data: text layers, renders */
+    int *ocr_left;             /* Tesseract budget shared by calls (NULL = max_pages only) */
+    int pdf_text_pages;        /* out: pages whose text came from the PDF text layer */
+    int ocr_pages;             /* out: pages OCR'd */
 };
+/* A page's text source as recorded in page_results. */
+const char *worker_text_source(const struct doc_text_ctx *c);
 
 /* Parses --max-text-bytes: "N" (both caps) or "PAGE,DOC", sizes like 64KiB,
  * 1..DOC_TEXT_MAX_LIMIT each. 0 ok, -1 bad (the caller reports usage). */
@@ -48,9 +59,5 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err);
 /* Appends a result's label distribution as a JSON object. */
 struct json_buf;
 void worker_scores_json(const struct engine_result *er, struct json_buf *out);
-/* Appends the pages object of a result (the worker's results.ocr_pages and
- * `folio classify` output): total, read, skipped, timed_out and text_cut
- * {pages, bytes, document}. */
-void worker_pages_json(const struct engine_text *t, int pages_total, struct json_buf *out);
 
 #endif

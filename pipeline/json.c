@@ -97,3 +97,13 @@ void json_key(struct json_buf *b, const char *k)
     json_str(b, k);
     put(b, ":", 1);
 }
+
+void json_print_line(struct json_buf *b, FILE *f)
+{
+    if (!b->oom) {
+        fputs(b->s ? b->s : "", f);
+        fputc('\n', f);
+        fflush(f);
+    }
+    json_free(b);
+}

@@ -83,6 +83,10 @@ enum { TOK_HOSTILE_MARKS, TOK_HOSTILE_SPACES, TOK_HOSTILE_PUNCT, TOK_HOSTILE_WOR
 const char *bench_tok_hostile_name(int kind);
 char *bench_tok_hostile(int kind, size_t n, size_t *len);
 int bench_engine(int argc, char **argv);
+int bench_pdf(int argc, char **argv);
+/* A 300-dpi-like office scan as a colour JPEG (bench_ingest.c; bench pdf
+ * wraps the same pages in PDFs). malloc'd, NULL on failure. */
+uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len);
 
 /* Prints the standard "not built yet" error for a feature that belongs to a
  * later issue; returns FOLIO_EXIT_FAIL. */
@@ -233,6 +237,8 @@ struct worker_opts {
     int ocr_max_pages;
     int page_deadline_ms;
     size_t max_page_text, max_doc_text; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */
+    int max_pages_classified;  /* pages classified per document (default 20) */
+    int pdf_page_ms, pdf_memory_mb; /* PDF helper limits (0 = ingest's defaults) */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */
@@ -268,5 +274,7 @@ void json_raw(struct json_buf *b, const char *s);
 void json_str(struct json_buf *b, const char *s); /* quoted, escaped; invalid UTF-8 → U+FFFD */
 void json_num(struct json_buf *b, double v);      /* NaN/inf → null */
 void json_key(struct json_buf *b, const char *k); /* "k": */
+/* Writes b as one line to f (nothing when it ran out of memory), frees it. */
+void json_print_line(struct json_buf *b, FILE *f);
 
 #endif

@@ -45,7 +45,9 @@
  */
 #include "engine/engine.h"
 #include "engine/ocr.h"
+#include "ingest/ingest.h"
 #include "pipeline/docpage.h"
+#include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
 #include "pipeline/metrics.h"
 #include "pipeline/service.h"
@@ -269,7 +271,7 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
 
 static void build_result_json(const struct engine_result *er, double fetch_ms, double total_ms,
                               struct json_buf *scores, struct json_buf *timings, struct json_buf *pages,
-                              int pages_total)
+                              const struct doc_classified *dc)
 {
     worker_scores_json(er, scores);
     json_raw(timings, "{\"fetch_ms\":");
@@ -283,7 +285,7 @@ static void build_result_json(const struct engine_result *er, double fetch_ms, d
     json_raw(timings, ",\"total_ms\":");
     json_num(timings, total_ms);
     json_raw(timings, "}");
-    worker_pages_json(&er->text, pages_total, pages);
+    worker_pages_json(dc, pages); /* per-page results ride along (schema 004) */
 }
 
 /* Retries a database step across reconnects until the lease runs out.
@@ -428,17 +430,27 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         folio_sleep_ms(20);
 #endif
 
-    struct engine_result er;
-    memset(&er, 0, sizeof er);
+    /* Every page (up to --max-pages-classified); er is the document's
+     * result derived from them (docpages.h): a view of dc.doc, which dc
+     * owns and frees. */
+    struct doc_classified dc;
+    memset(&dc, 0, sizeof dc);
+    struct ingest_limits pdf_lim;
+    ingest_limits_default(&pdf_lim);
+    pdf_lim.pdf_page_ms = w->o->pdf_page_ms;
+    pdf_lim.pdf_memory_mb = w->o->pdf_memory_mb;
     if (rc == 0) {
-        struct doc_text_ctx tc = {.ocr = t->ocr, .cancel = &s->cancel, .data = data, .len = len,
-                                  .pages = j->pages, .max_pages = w->o->ocr_max_pages, .job_id = j->id,
-                                  .page_deadline_ms = w->o->page_deadline_ms,
-                                  .max_page_bytes = w->o->max_page_text, .max_doc_bytes = w->o->max_doc_text};
-        struct doc_page_ctx pc = {.data = data, .len = len};
-        struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
-        rc = engine_classify(t->engine, &doc, &er, &err);
+        struct doc_pages_opts po = {.pages = j->pages, .max_classified = w->o->max_pages_classified,
+                                    .pdf_limits = &pdf_lim,
+                                    .ocr_max_pages = w->o->ocr_max_pages,
+                                    .max_image_tokens = w->o->max_image_tokens, .ocr = t->ocr,
+                                    .cancel = &s->cancel, .job_id = j->id,
+                                    .page_deadline_ms = w->o->page_deadline_ms,
+                                    .max_page_bytes = w->o->max_page_text,
+                                    .max_doc_bytes = w->o->max_doc_text};
+        rc = worker_classify_document(t->engine, data, len, &po, &dc, &err);
     }
+    struct engine_result er = dc.doc;
     free(data);
 
     int cancel = atomic_load(&s->cancel);
@@ -488,7 +500,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         json_init(&scores);
         json_init(&timings);
         json_init(&pages);
-        build_result_json(&er, fetch_ms, total_ms, &scores, &timings, &pages, j->pages);
+        build_result_json(&er, fetch_ms, total_ms, &scores, &timings, &pages, &dc);
         struct queue_result res = {.label = er.label,
                                    .confidence = er.confidence,
                                    .needs_review = er.needs_review,
@@ -534,7 +546,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         json_free(&timings);
         json_free(&pages);
     }
-    engine_result_free(&er);
+    worker_classified_free(&dc);
 }
 
 static void *ocr_thread_main(void *arg)
@@ -712,6 +724,7 @@ void worker_opts_default(struct worker_opts *o)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->ocr_threads = n > 0 ? (int)n : 1;
     o->ocr_max_pages = 10;
+    o->max_pages_classified = DOC_MAX_PAGES_CLASSIFIED;
     o->page_deadline_ms = 60000;
 }
 

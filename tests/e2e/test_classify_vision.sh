@@ -36,6 +36,25 @@ assert abs(sum(o["scores"].values()) - 1) < 1e-6
 assert o["timings"]["vision_ms"] > 0 and o["timings"]["lm_ms"] > 0
 PY
 
+# A two-page born-digital PDF through the vision tier: every page classified
+# by vision (rendered for --max-image-tokens), the text layer kept for search
+# (text_source pdf) without OCR.
+printf 'INVOICE\nInvoice number 4711 from ACME Corporation\nAmount due 1200 EUR, payment terms 30 days.\n\fDear Mr Smith,\nthank you for your letter of last week about the meeting.\nYours sincerely, Jane Doe\n' >"$D/two.txt"
+"${FOLIO_TEST_TEXT_PDF:?}" "$D/two.pdf" "$D/two.txt"
+"$F" classify "${common[@]}" --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
+    "$D/two.pdf" >"$D/pdf.json" 2>"$D/pdf.err"
+python3 - "$D/pdf.json" <<'PY' || { echo "FAIL: PDF through vision: $(head -c 600 "$D/pdf.json")"; fail=$((fail+1)); }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+r = o["pages"]["results"]
+assert o["engine_path"] == "vision" and len(r) == 2, o
+assert all(p["engine_path"] == "vision" and p["text_source"] == "pdf" for p in r), r
+assert "Invoice number 4711" in o["ocr_text"] and "Dear Mr Smith" in o["ocr_text"], o["ocr_text"]
+assert o["pages"]["ocr"] == 0 and o["pages"]["pdf_text"] == 2, o["pages"]
+assert o["label"] == r[0]["label"], "the document is its first page"
+PY
+checks=$((checks+1))
+
 printf 'vendor=any driver=llvmpipe path=vision reason=cli gate test\n' >"$D/gate.conf"
 out=$("$F" classify "${common[@]}" --gate-file "$D/gate.conf" --model "$P/qwen25vl/text-F32.gguf" \
     --mmproj "$P/qwen25vl/mmproj-F32.gguf" "$P/images/img0.png" 2>/dev/null)

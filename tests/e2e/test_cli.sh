@@ -52,6 +52,12 @@ check "worker bad --gpu-weights" 2 "$F" worker --gpu-weights bogus
 expect_in "auto, f16 or native"
 check "classify bad --gpu-weights" 2 "$F" classify --gpu-weights q4 x.png
 expect_in "auto, f16 or native"
+check "worker bad --max-pages-classified" 2 "$F" worker --max-pages-classified 0
+expect_in "1..10000"
+check "worker bad --pdf-page-ms" 2 "$F" worker --pdf-page-ms 5
+expect_in "--pdf-page-ms wants"
+check "classify bad --max-pages-classified" 2 "$F" classify --max-pages-classified x f.pdf
+expect_in "--max-pages-classified wants"
 check "version extra" 2 "$F" version extra
 check "version" 0 "$F" version
 for lib in folio vulkan-headers libpq libjpeg-turbo tesseract leptonica; do expect_in "$lib"; done

@@ -27,6 +27,8 @@ expect_in "--rescan"
 check "bad --max-bytes" 2 "$F" ingest --max-bytes lots "$S/in"
 expect_in "--max-bytes"
 check "bad --stable-ms" 2 "$F" ingest --stable-ms -5 "$S/in"
+check "bad --pdf-memory-mb" 2 "$F" ingest --pdf-memory-mb 1 "$S/in"
+expect_in "--pdf-memory-mb wants"
 check "bad --model-key" 2 "$F" ingest --model-key "a b" "$S/in"
 expect_in "--model-key"
 check "help lists --model-key" 0 "$F" ingest --help

@@ -1,7 +1,7 @@
 /*
  * folio ingest, one-shot, on a folder holding every kind of input the issue
  * names (made here by the real encoders): each accepted format, CMYK and
- * progressive JPEG, a PNG named .jpg, empty/truncated/bomb/random/PDF
+ * progressive JPEG, a PNG named .jpg, a PDF, empty/truncated/bomb/random/broken PDF
  * files, a symlink, a directory named x.jpg, hostile names, duplicates and
  * ignored names. For every input it asserts where the file ended up, why,
  * and that the database says the same; then that a re-run changes nothing,
@@ -211,7 +211,9 @@ static size_t build_corpus(struct input *in)
     }
     add_other(in, &n, "random.jpg", cg_random_bytes(4096, 8), 4096, EXP_REJECTED, "unsupported_format", 0, 0);
     d = cg_pdf(&len);
-    add_other(in, &n, "doc.pdf", d, len, EXP_REJECTED, "unsupported_format", 0, 0);
+    add_done(in, &n, "doc.pdf", d, len, "application/pdf", 1, NULL);
+    d = cg_pdf(&len);
+    add_other(in, &n, "broken.pdf", d, 40, EXP_REJECTED, "corrupt", 0, 0);
     add_other(in, &n, "link.jpg", NULL, 0, EXP_REJECTED, "symlink", 1, 0);
     /* Hostile names: all valid JPEGs with distinct content. */
     static const struct { const char *name, *display; } hostile[] = {

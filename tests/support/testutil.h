@@ -21,6 +21,20 @@ extern int tu_checks;
             return tu_finish();                                                              \
     } while (0)
 
+/* REQUIRE for void test functions, evaluating cond once (it often decodes
+ * something): record the failure and return from the function. */
+#define TU_NEED(cond, ...)                                                                    \
+    do {                                                                                     \
+        tu_checks++;                                                                         \
+        if (!(cond)) {                                                                       \
+            tu_failures++;                                                                   \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                  \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fputc('\n', stderr);                                                             \
+            return;                                                                          \
+        }                                                                                    \
+    } while (0)
+
 /* Counts a check; on failure prints file:line, the condition and the message.
  * Returns ok. */
 int tu_check(int ok, const char *file, int line, const char *expr, const char *fmt, ...)

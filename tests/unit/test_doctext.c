@@ -4,6 +4,7 @@
  * form feeds in order; the per-page and per-document text caps cut at a
  * character boundary, stop reading once the document is full, and say so
  * (fields and the pages JSON). */
+#include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
@@ -76,11 +77,13 @@ int main(void)
           t.text_doc_cut);
     struct json_buf pj;
     json_init(&pj);
-    worker_pages_json(&t, 3, &pj);
+    struct doc_classified dcl = {.doc = {.text = t}, .pages_total = 3};
+    worker_pages_json(&dcl, &pj);
     char want[200];
-    snprintf(want, sizeof want, "{\"total\":3,\"read\":2,\"skipped\":1,\"timed_out\":0,"
-             "\"text_cut\":{\"pages\":2,\"bytes\":%zu,\"document\":false}}", t.text_bytes_cut);
-    CHECK(pj.s && strcmp(pj.s, want) == 0, "pages json %s", pj.s ? pj.s : "(null)");
+    snprintf(want, sizeof want, "\"text_cut\":{\"pages\":2,\"bytes\":%zu,\"document\":false}",
+             t.text_bytes_cut);
+    CHECK(pj.s && strstr(pj.s, want) && strstr(pj.s, "\"total\":3,") && strstr(pj.s, "\"read\":2,"),
+          "pages json %s", pj.s ? pj.s : "(null)");
     json_free(&pj);
     free(t.text);
     /* Per document: page 1 fits, page 2 is cut to what is left, page 3 is

@@ -1,0 +1,299 @@
+/*
+ * folio bench pdf: what PDF costs, against the reference in the same run.
+ *
+ * Two PDFs of --pages pages are written here: "scan" wraps the office-scan
+ * JPEGs bench ingest uses (2550x3300, one image per page, as scanners and
+ * img2pdf write them) and "text" is born-digital (Helvetica text lines, no
+ * image). For each, per round:
+ *   render    folio's sandboxed helper: open + every page at --dpi, gray,
+ *             pixels back over the socket (ingest_pdf_render)
+ *   pdftoppm  poppler's own tool on the same file at the same resolution,
+ *             gray (-gray), its PGM stream sent to /dev/null
+ *   probe     ingest validation of the file (ingest_probe: count, sizes,
+ *             every page drawn at 18 dpi)
+ * and once per file: the text layer of every page (ingest_pdf_text) versus
+ * Tesseract on the page rendered at 300 dpi, which is the OCR a usable text
+ * layer saves. One JSON object per line; the summary has medians and
+ * render_speed_vs_pdftoppm (> 1: folio is faster).
+ */
+#include "engine/ocr.h"
+#include "ingest/ingest.h"
+#include "pipeline/pipeline.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char USAGE[] =
+    "usage: folio bench pdf [--pages N] [--dpi D] [--rounds R] [--dir DIR]\n"
+    "\n"
+    "Writes a scanned-image PDF and a text PDF of N pages (default 10) and\n"
+    "measures, R rounds (default 3): folio's sandboxed render at D dpi\n"
+    "(default 300, gray) against pdftoppm -r D -gray on the same file, and\n"
+    "ingest's probe; then the text layer against OCR per page. Needs\n"
+    "pdftoppm (poppler-utils). One JSON line each, then a summary.\n";
+
+struct pdfw {
+    FILE *f;
+    long off[4096];
+    int n;
+};
+
+static void obj_begin(struct pdfw *w)
+{
+    w->off[++w->n] = ftell(w->f);
+    fprintf(w->f, "%d 0 obj\n", w->n);
+}
+
+static void write_xref(struct pdfw *w)
+{
+    long x = ftell(w->f);
+    fprintf(w->f, "xref\n0 %d\n0000000000 65535 f \n", w->n + 1);
+    for (int i = 1; i <= w->n; i++)
+        fprintf(w->f, "%010ld 00000 n \n", w->off[i]);
+    fprintf(w->f, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%ld\n%%%%EOF\n", w->n + 1, x);
+}
+
+/* Pages are objects 3 + 3k (page), 4 + 3k (contents), 5 + 3k (image or
+ * font); 1 catalog, 2 page tree. */
+static int write_pdf(const char *path, int pages, int scan, struct folio_err *err)
+{
+    struct pdfw w = {.f = fopen(path, "wb")};
+    if (!w.f)
+        return folio_err_set(err, FOLIO_EIO, "cannot write %s", path);
+    fprintf(w.f, "%%PDF-1.4\n");
+    obj_begin(&w);
+    fprintf(w.f, "<< /Type /Catalog /Pages 2 0 R >>\nendobj\n");
+    obj_begin(&w);
+    fprintf(w.f, "<< /Type /Pages /Count %d /Kids [", pages);
+    for (int p = 0; p < pages; p++)
+        fprintf(w.f, "%d 0 R ", 3 + 3 * p);
+    fprintf(w.f, "] >>\nendobj\n");
+    for (int p = 0; p < pages; p++) {
+        char content[8192];
+        int cl;
+        if (scan) {
+            cl = snprintf(content, sizeof content, "q 612 0 0 792 0 0 cm /Im0 Do Q\n");
+        } else {
+            cl = snprintf(content, sizeof content, "BT /F1 11 Tf 72 740 Td 14 TL\n");
+            for (int l = 0; l < 45 && cl < (int)sizeof content - 200; l++)
+                cl += snprintf(content + cl, sizeof content - (size_t)cl,
+                               "(Line %d of page %d: invoice number %d, amount due %d EUR, payment terms.) '\n", l + 1,
+                               p + 1, 1000 + p, 10 * l + p);
+            cl += snprintf(content + cl, sizeof content - (size_t)cl, "ET\n");
+        }
+        obj_begin(&w);
+        fprintf(w.f, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << %s %d 0 R >> >>"
+                     " /Contents %d 0 R >>\nendobj\n",
+                scan ? "/XObject << /Im0" : "/Font << /F1", 5 + 3 * p, 4 + 3 * p);
+        obj_begin(&w);
+        fprintf(w.f, "<< /Length %d >>\nstream\n%s\nendstream\nendobj\n", cl, content);
+        obj_begin(&w);
+        if (scan) {
+            size_t jl = 0;
+            uint8_t *j = bench_scan_page_jpeg(2550, 3300, (uint32_t)(p % 4 + 1), &jl);
+            if (!j) {
+                fclose(w.f);
+                return folio_err_set(err, FOLIO_ENOMEM, "cannot make a scan page");
+            }
+            fprintf(w.f,
+                    "<< /Type /XObject /Subtype /Image /Width 2550 /Height 3300 /ColorSpace /DeviceRGB"
+                    " /BitsPerComponent 8 /Filter /DCTDecode /Length %zu >>\nstream\n", jl);
+            fwrite(j, 1, jl, w.f);
+            fprintf(w.f, "\nendstream\nendobj\n");
+            free(j);
+        } else {
+            fprintf(w.f, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>\nendobj\n");
+        }
+    }
+    write_xref(&w);
+    int bad = ferror(w.f);
+    if (fclose(w.f) || bad)
+        return folio_err_set(err, FOLIO_EIO, "cannot write %s", path);
+    return 0;
+}
+
+/* folio: open + render every page; ms per page, or NaN on error. */
+static double run_render(const uint8_t *d, size_t n, int pages, int dpi, struct folio_err *err)
+{
+    double t0 = folio_mono_ms();
+    struct ingest_pdf *p = NULL;
+    int rc = ingest_pdf_open(d, n, NULL, &p, err);
+    for (int i = 0; rc == 0 && i < pages; i++) {
+        struct ingest_page pg;
+        rc = ingest_pdf_render(p, i, dpi, 1, &pg, err);
+        if (rc == 0)
+            ingest_page_free(&pg);
+    }
+    ingest_pdf_close(p);
+    return rc ? NAN : (folio_mono_ms() - t0) / pages;
+}
+
+static double run_pdftoppm(const char *file, const char *dir, int pages, int dpi)
+{
+    char cmd[4096];
+    /* to stdout, thrown away: neither side pays for a disk */
+    (void)dir;
+    snprintf(cmd, sizeof cmd, "pdftoppm -r %d -gray '%s' > /dev/null", dpi, file);
+    double t0 = folio_mono_ms();
+    int rc = system(cmd);
+    return rc == 0 ? (folio_mono_ms() - t0) / pages : NAN;
+}
+
+int bench_pdf(int argc, char **argv)
+{
+    static const struct option opts[] = {{"pages", required_argument, 0, 1000}, {"dpi", required_argument, 0, 1001},
+                                         {"rounds", required_argument, 0, 1002}, {"dir", required_argument, 0, 1003},
+                                         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int pages = 10, dpi = 300, rounds = 3;
+    const char *dir_opt = NULL;
+    long long v;
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
+        case 1000:
+            if (folio_parse_int(optarg, 1, 1000, &v))
+                return cli_usage_error("bench pdf", "--pages wants 1..1000, got '%s'", optarg);
+            pages = (int)v;
+            break;
+        case 1001:
+            if (folio_parse_int(optarg, 36, 600, &v))
+                return cli_usage_error("bench pdf", "--dpi wants 36..600, got '%s'", optarg);
+            dpi = (int)v;
+            break;
+        case 1002:
+            if (folio_parse_int(optarg, 1, 15, &v))
+                return cli_usage_error("bench pdf", "--rounds wants 1..15, got '%s'", optarg);
+            rounds = (int)v;
+            break;
+        case 1003: dir_opt = optarg; break;
+        default: return cli_usage_error("bench pdf", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (system("pdftoppm -v >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "folio bench pdf: pdftoppm not found (apt-get install poppler-utils)\n");
+        return FOLIO_EXIT_FAIL;
+    }
+    char dir[4096];
+    if (dir_opt)
+        snprintf(dir, sizeof dir, "%s", dir_opt);
+    else
+        snprintf(dir, sizeof dir, "/tmp/folio-bench-pdf-%d", (int)getpid());
+    struct folio_err err = {0};
+    if (folio_mkdirs(dir, &err)) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    char cpu[256];
+    folio_cpu_model(cpu, sizeof cpu);
+    static const char *const KINDS[2] = {"scan", "text"};
+    double text_ms = NAN, ocr_ms = NAN;
+    int failed = 0;
+    for (int k = 0; k < 2; k++) {
+        char file[4200];
+        snprintf(file, sizeof file, "%s/%s.pdf", dir, KINDS[k]);
+        uint8_t *d = NULL;
+        size_t n = 0;
+        if (write_pdf(file, pages, k == 0, &err) || folio_read_file(file, 1u << 30, &d, &n, &err)) {
+            folio_err_print(stderr, &err);
+            return FOLIO_EXIT_FAIL;
+        }
+        double r_ms[15], p_ms[15], probe_ms[15];
+        for (int r = 0; r < rounds; r++) {
+            /* alternate who goes first so neither always gets the warm cache */
+            if (r % 2) {
+                p_ms[r] = run_pdftoppm(file, dir, pages, dpi);
+                r_ms[r] = run_render(d, n, pages, dpi, &err);
+            } else {
+                r_ms[r] = run_render(d, n, pages, dpi, &err);
+                p_ms[r] = run_pdftoppm(file, dir, pages, dpi);
+            }
+            struct ingest_info info;
+            double t0 = folio_mono_ms();
+            int prc = ingest_probe(d, n, NULL, &info, &err);
+            probe_ms[r] = prc ? NAN : folio_mono_ms() - t0;
+            failed += !isfinite(r_ms[r]) || !isfinite(p_ms[r]) || prc;
+            char b[768];
+            snprintf(b, sizeof b,
+                     "{\"bench\":\"pdf\",\"pdf\":\"%s\",\"round\":%d,\"pages\":%d,\"bytes\":%zu,\"dpi\":%d,"
+                     "\"render_ms_per_page\":%.1f,\"pdftoppm_ms_per_page\":%.1f,\"probe_ms\":%.1f}",
+                     KINDS[k], r + 1, pages, n, dpi, r_ms[r], p_ms[r], probe_ms[r]);
+            puts(b);
+            fflush(stdout);
+        }
+        double rm = folio_median(r_ms, rounds), pm = folio_median(p_ms, rounds), prm = folio_median(probe_ms, rounds);
+        struct json_buf b;
+        json_init(&b);
+        char s[512];
+        snprintf(s, sizeof s,
+                 "{\"bench\":\"pdf\",\"summary\":true,\"pdf\":\"%s\",\"pages\":%d,\"dpi\":%d,\"rounds\":%d,"
+                 "\"render_ms_per_page\":%.1f,\"pdftoppm_ms_per_page\":%.1f,\"render_speed_vs_pdftoppm\":%.3f,"
+                 "\"probe_ms_per_page\":%.1f,\"machine\":{\"cpu\":",
+                 KINDS[k], pages, dpi, rounds, rm, pm, pm / rm, prm / pages);
+        json_raw(&b, s);
+        json_str(&b, cpu);
+        snprintf(s, sizeof s, ",\"cores\":%ld}}", sysconf(_SC_NPROCESSORS_ONLN));
+        json_raw(&b, s);
+        json_print_line(&b, stdout);
+
+        /* text layer (text PDF) and OCR (scan PDF) per page */
+        struct ingest_pdf *p = NULL;
+        if (ingest_pdf_open(d, n, NULL, &p, &err) == 0) {
+            double t0 = folio_mono_ms();
+            int ok = 1;
+            if (k == 1) {
+                for (int i = 0; i < pages && ok; i++) {
+                    struct ingest_pdf_text t;
+                    ok = ingest_pdf_text(p, i, &t, &err) == 0 && ingest_pdf_text_usable(&t, NULL);
+                    ingest_pdf_text_free(&t);
+                }
+                text_ms = ok ? (folio_mono_ms() - t0) / pages : NAN;
+            } else {
+                struct ocr_opts oo;
+                ocr_opts_default(&oo);
+                struct ocr_engine *oe = NULL;
+                int m = pages < 3 ? pages : 3; /* OCR is slow: three pages tell */
+                ocr_process_init();
+                if (ocr_open(&oo, &oe, &err) == 0) {
+                    t0 = folio_mono_ms();
+                    for (int i = 0; i < m && ok; i++) {
+                        struct ingest_page pg;
+                        ok = ingest_pdf_render(p, i, 300, 1, &pg, &err) == 0;
+                        if (ok) {
+                            struct ocr_image img = {.width = pg.width, .height = pg.height, .channels = 1,
+                                                    .stride = pg.stride, .pixels = pg.pixels};
+                            struct ocr_page_result res;
+                            ok = ocr_page(oe, &img, NULL, &res, &err) == 0;
+                            if (ok)
+                                ocr_page_result_free(&res);
+                            ingest_page_free(&pg);
+                        }
+                    }
+                    ocr_ms = ok ? (folio_mono_ms() - t0) / m : NAN;
+                    ocr_close(oe);
+                }
+            }
+        }
+        ingest_pdf_close(p);
+        free(d);
+    }
+    char s[256];
+    snprintf(s, sizeof s,
+             "{\"bench\":\"pdf\",\"summary\":true,\"text_layer_ms_per_page\":%.2f,\"ocr_ms_per_page\":%.1f,"
+             "\"ocr_saved_x\":%.0f}",
+             text_ms, ocr_ms, ocr_ms / text_ms);
+    puts(s);
+    if (!dir_opt) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "folio bench pdf: could not remove %s\n", dir);
+    }
+    return failed ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
+}

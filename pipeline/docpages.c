@@ -1,0 +1,248 @@
+/*
+ * Per-page classification (docpages.h). Pages are classified one after
+ * the other on the calling thread's engine; each page's text tiers read
+ * only that page (its PDF text layer when usable, else Tesseract within
+ * the document's OCR budget). The document's text for full-text search is
+ * the classified pages' texts joined with form feeds.
+ */
+#include "pipeline/docpages.h"
+#include "ingest/ingest.h"
+#include "pipeline/docpage.h"
+#include "pipeline/doctext.h"
+#include "pipeline/pipeline.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+void worker_classified_free(struct doc_classified *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_pages; i++)
+        engine_result_free(&c->pages[i].r);
+    free(c->pages);
+    free(c->segs);
+    engine_result_free(&c->doc);
+    memset(c, 0, sizeof *c);
+}
+
+static double *dup_doubles(const double *v, int n)
+{
+    if (!v || n <= 0)
+        return NULL;
+    double *d = malloc((size_t)n * sizeof *d);
+    if (d)
+        memcpy(d, v, (size_t)n * sizeof *d);
+    return d;
+}
+
+/* The document's result from its pages: the first page's answer, every
+ * page's text and counts. */
+static int derive(struct doc_classified *c, struct folio_err *err)
+{
+    const struct engine_result *first = &c->pages[0].r;
+    struct engine_result *d = &c->doc;
+    *d = *first;
+    d->scores = dup_doubles(first->scores, first->n_labels);
+    d->raw = dup_doubles(first->raw, first->n_labels);
+    d->prompt_ids = NULL;
+    d->n_prompt_ids = 0;
+    d->text = (struct engine_text){.confidence = -1, .orientation = first->text.orientation};
+    if (first->n_labels > 0 && first->scores && (!d->scores || !d->raw))
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot copy the first page's scores");
+    if (first->prompt_ids) { /* moved: the document shows what page 1 was asked */
+        d->prompt_ids = first->prompt_ids;
+        d->n_prompt_ids = first->n_prompt_ids;
+        c->pages[0].r.prompt_ids = NULL;
+        c->pages[0].r.n_prompt_ids = 0;
+    }
+    struct json_buf text;
+    json_init(&text);
+    double conf = 0;
+    int conf_n = 0, any_text = 0;
+    d->rules_ms = d->vision_ms = d->lm_ms = 0;
+    for (int p = 0; p < c->n_pages; p++) {
+        const struct engine_result *r = &c->pages[p].r;
+        if (p)
+            json_raw(&text, "\f");
+        if (r->text.text) {
+            json_raw(&text, r->text.text);
+            any_text = 1;
+        }
+        if (r->text.confidence >= 0) {
+            conf += r->text.confidence;
+            conf_n++;
+        }
+        d->text.pages_read += r->text.pages_read;
+        d->text.pages_skipped += r->text.pages_skipped;
+        d->text.pages_timed_out += r->text.pages_timed_out;
+        d->text.pages_text_cut += r->text.pages_text_cut;
+        d->text.text_bytes_cut += r->text.text_bytes_cut;
+        d->text.text_doc_cut |= r->text.text_doc_cut;
+        d->text.ms += r->text.ms;
+        d->text.decode_ms += r->text.decode_ms;
+        d->text.ocr_ms += r->text.ocr_ms;
+        d->rules_ms += r->rules_ms;
+        d->vision_ms += r->vision_ms;
+        d->lm_ms += r->lm_ms;
+    }
+    d->text.pages_skipped += c->pages_total - c->n_pages;
+    d->text.confidence = conf_n ? conf / conf_n : -1;
+    if (text.oom) {
+        json_free(&text);
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot hold the document text");
+    }
+    if (any_text) {
+        d->text.text = text.s ? text.s : strdup("");
+        if (!d->text.text)
+            return folio_err_set(err, FOLIO_ENOMEM, "cannot hold the document text");
+    } else {
+        json_free(&text);
+    }
+    if (c->n_segs > 1)
+        d->needs_review = 1;
+    return 0;
+}
+
+int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, const struct doc_pages_opts *o,
+                             struct doc_classified *out, struct folio_err *err)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = folio_mono_ms();
+    struct ingest_pdf *pdf = NULL;
+    int rc = 0, total = o->pages < 1 ? 1 : o->pages;
+    if (ingest_sniff(data, len) == INGEST_FMT_PDF) {
+        struct ingest_limits lim;
+        if (o->pdf_limits)
+            lim = *o->pdf_limits;
+        else
+            ingest_limits_default(&lim);
+        lim.max_pages = INT_MAX - 1; /* probed at ingest; every page size is wanted here */
+        rc = ingest_pdf_open(data, len, &lim, &pdf, err);
+        if (rc) {
+            ingest_pdf_close(pdf);
+            return rc;
+        }
+        total = ingest_pdf_pages(pdf);
+    }
+    int maxc = o->max_classified > 0 ? o->max_classified : DOC_MAX_PAGES_CLASSIFIED;
+    int n = total < maxc ? total : maxc;
+    out->pages_total = total;
+    out->pages = calloc((size_t)n, sizeof *out->pages);
+    out->segs = calloc((size_t)n, sizeof *out->segs);
+    if (!out->pages || !out->segs) {
+        ingest_pdf_close(pdf);
+        worker_classified_free(out);
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot hold results for %d pages", n);
+    }
+    int ocr_left = o->ocr_max_pages > 0 ? o->ocr_max_pages : INT_MAX;
+    /* the document's text budget, shared by its pages in order */
+    size_t doc_room = o->max_doc_bytes ? o->max_doc_bytes : DOC_TEXT_DOC_MAX_DEFAULT;
+    for (int p = 0; p < n && rc == 0; p++) {
+        if (o->cancel && atomic_load(o->cancel)) {
+            rc = folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page %d", p + 1);
+            break;
+        }
+        struct doc_text_ctx tc = {.ocr = o->ocr, .cancel = o->cancel, .data = data, .len = len, .pages = p + 1,
+                                  .job_id = o->job_id, .page_deadline_ms = o->page_deadline_ms, .first_page = p,
+                                  .pdf = pdf, .ocr_left = &ocr_left,
+                                  .max_page_bytes = o->max_page_bytes, .max_doc_bytes = doc_room};
+        struct doc_page_ctx pc = {.data = data, .len = len, .page = p, .pdf = pdf,
+                                  .max_image_tokens = o->max_image_tokens};
+        struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
+        rc = engine_classify(e, &doc, &out->pages[p].r, err);
+        out->n_pages = p + 1; /* freed with the rest even on failure */
+        if (rc) {
+            if (total > 1)
+                folio_err_prefix(err, "page %d of %d: ", p + 1, total);
+            break;
+        }
+        if (pdf && !out->pages[p].r.text.text) {
+            /* Vision answered without text: a usable text layer still
+             * feeds full-text search, at no OCR cost (budget 0). */
+            int none = 0;
+            struct doc_text_ctx lt = tc;
+            lt.ocr_left = &none;
+            struct engine_text et;
+            memset(&et, 0, sizeof et);
+            struct folio_err le = {0};
+            if (worker_doc_text(&lt, &et, &le) == 0 && lt.pdf_text_pages) {
+                out->pages[p].r.text.text = et.text;
+                tc.pdf_text_pages = lt.pdf_text_pages;
+            } else {
+                free(et.text);
+            }
+        }
+        out->pages[p].text_source = worker_text_source(&tc);
+        size_t got = out->pages[p].r.text.text ? strlen(out->pages[p].r.text.text) + 1 : 0;
+        doc_room = doc_room > got + 1 ? doc_room - got : 1;
+        out->pdf_text_pages += tc.pdf_text_pages;
+        out->ocr_pages += tc.ocr_pages;
+    }
+    ingest_pdf_close(pdf);
+    if (rc == 0) {
+        struct engine_result *rs = malloc((size_t)n * sizeof *rs);
+        if (!rs) {
+            rc = folio_err_set(err, FOLIO_ENOMEM, "cannot segment %d pages", n);
+        } else {
+            for (int p = 0; p < n; p++)
+                rs[p] = out->pages[p].r;
+            out->n_segs = engine_pages_segments(rs, n, out->segs);
+            free(rs);
+            rc = derive(out, err);
+        }
+    }
+    if (rc) {
+        worker_classified_free(out);
+        return rc;
+    }
+    out->doc.total_ms = folio_mono_ms() - t0;
+    return 0;
+}
+
+void worker_pages_json(const struct doc_classified *c, struct json_buf *out)
+{
+    const struct engine_text *t = &c->doc.text;
+    char b[512];
+    snprintf(b, sizeof b,
+             "{\"total\":%d,\"classified\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d,\"pdf_text\":%d,"
+             "\"ocr\":%d,\"text_cut\":{\"pages\":%d,\"bytes\":%zu,\"document\":%s},\"results\":[",
+             c->pages_total, c->n_pages, t->pages_read, t->pages_skipped, t->pages_timed_out, c->pdf_text_pages,
+             c->ocr_pages, t->pages_text_cut, t->text_bytes_cut, t->text_doc_cut ? "true" : "false");
+    json_raw(out, b);
+    for (int p = 0; p < c->n_pages; p++) {
+        const struct engine_result *r = &c->pages[p].r;
+        snprintf(b, sizeof b, "%s{\"page\":%d,\"label\":", p ? "," : "", p + 1);
+        json_raw(out, b);
+        json_str(out, r->label);
+        json_raw(out, ",\"confidence\":");
+        json_num(out, r->confidence);
+        json_raw(out, ",\"scores\":");
+        worker_scores_json(r, out);
+        json_raw(out, ",\"engine_path\":");
+        json_str(out, r->engine_path);
+        json_raw(out, ",\"text_source\":");
+        json_str(out, c->pages[p].text_source ? c->pages[p].text_source : "none");
+        json_raw(out, ",\"fallback_reason\":");
+        json_str(out, r->fallback_reason);
+        json_raw(out, "}");
+    }
+    json_raw(out, "]");
+    if (c->n_segs > 1) {
+        json_raw(out, ",\"segments\":[");
+        for (int s = 0; s < c->n_segs; s++) {
+            const struct engine_segment *g = &c->segs[s];
+            snprintf(b, sizeof b, "%s{\"first_page\":%d,\"last_page\":%d,\"label\":", s ? "," : "",
+                     g->first_page + 1, g->last_page + 1);
+            json_raw(out, b);
+            json_str(out, g->label);
+            json_raw(out, ",\"confidence\":");
+            json_num(out, g->confidence);
+            json_raw(out, "}");
+        }
+        json_raw(out, "]");
+    }
+    json_raw(out, "}");
+}
