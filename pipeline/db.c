@@ -88,3 +88,31 @@ int db_exec(PGconn *c, const char *sql, struct folio_err *err)
 }
 
 int db_conn_broken(PGconn *c) { return !c || PQstatus(c) != CONNECTION_OK; }
+
+int db_sqlstate_transient(const char *st)
+{
+    if (!st || strlen(st) != 5)
+        return 0;
+    static const char *const classes[] = {
+        "08", /* connection exception */
+        "40", /* transaction rollback: serialization failure, deadlock, completion unknown */
+        "53", /* insufficient resources: disk full, out of memory, too many connections */
+        "58", /* system error: I/O error, undefined file (a crashed relation mid-recovery) */
+    };
+    static const char *const states[] = {
+        "57014", /* query_canceled: statement_timeout, or an admin's pg_cancel_backend */
+        "55P03", /* lock_not_available: lock_timeout (VACUUM FULL, ALTER TABLE hold the table) */
+        "55006", /* object_in_use */
+        "25006", /* read_only_sql_transaction: connected to a standby mid-failover */
+        "57P01", "57P02", "57P03", /* admin shutdown, crash shutdown, cannot connect now */
+        "57P05", /* idle_session_timeout */
+        "25P03", /* idle_in_transaction_session_timeout */
+    };
+    for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+        if (strncmp(st, classes[i], 2) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+        if (strcmp(st, states[i]) == 0)
+            return 1;
+    return 0;
+}

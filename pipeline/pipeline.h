@@ -29,6 +29,13 @@ int db_err_from_result(PGresult *r, PGconn *c, const char *what, struct folio_er
 /* True when the connection is gone (server restart, network): callers then
  * reconnect with backoff instead of failing the job. */
 int db_conn_broken(PGconn *c);
+/* True for a SQLSTATE that says "the server cannot do it now", not "this
+ * statement or its data is wrong": connection and shutdown classes,
+ * statement and lock timeouts, serialization failures and deadlocks,
+ * read-only transactions (a failover in progress), insufficient resources
+ * (too many connections, disk full, out of memory), system and I/O errors.
+ * Retrying such an error must never use up a document's attempts. */
+int db_sqlstate_transient(const char *sqlstate);
 
 /* ---- migrations ---- */
 struct migrate_opts {
@@ -147,8 +154,8 @@ int queue_cleanup(PGconn *c, double retain_s, int limit, int *deleted, struct fo
 
 /* True when a failed call should be retried on a new connection: the
  * connection is gone, the error carries no SQLSTATE (libpq lost the
- * server mid-statement), or the server said it is shutting down, crashing
- * or starting (SQLSTATE class 08, 57P01..57P03). */
+ * server mid-statement), or its SQLSTATE is transient
+ * (db_sqlstate_transient). */
 int queue_err_transient(PGconn *c, const struct folio_err *err);
 
 /* LISTEN on QUEUE_NOTIFY_CHANNEL. */

@@ -377,9 +377,9 @@ int queue_err_transient(PGconn *c, const struct folio_err *err)
     const char *st = strstr(err->msg, "(SQLSTATE ");
     if (!st)
         return 1;
-    st += 10;
-    return strncmp(st, "08", 2) == 0 || strncmp(st, "57P01", 5) == 0 || strncmp(st, "57P02", 5) == 0 ||
-           strncmp(st, "57P03", 5) == 0;
+    char code[6];
+    snprintf(code, sizeof code, "%.5s", st + 10);
+    return db_sqlstate_transient(code);
 }
 
 int queue_listen(PGconn *c, struct folio_err *err)

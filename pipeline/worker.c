@@ -247,17 +247,48 @@ static void build_result_json(const struct engine_result *er, double fetch_ms, d
     json_raw(pages, b);
 }
 
+/* How long one step retries a server that keeps answering with a
+ * transient error (a table locked by VACUUM FULL, statement_timeout, a
+ * standby mid-failover) while the heartbeat still holds the lease. Past
+ * it the error fails the job (one attempt), so a permanent setting that
+ * only looks transient (a statement_timeout no blob read can meet)
+ * cannot hold a job forever. */
+#define TRANSIENT_RETRY_MS (300 * 1000.0)
+
+/* After a transient error from a working server: waits a jittered,
+ * doubling backoff before the step is retried on a fresh connection.
+ * Returns nonzero when the step should stop retrying: the job was
+ * cancelled (lease lost, shutdown) or TRANSIENT_RETRY_MS has passed. */
+static int transient_wait(struct ocr_thread *t, struct slot *s, const struct folio_err *err, double first_ms,
+                          double *backoff)
+{
+    if (job_cancelled(s) || folio_mono_ms() - first_ms + *backoff > TRANSIENT_RETRY_MS)
+        return 1;
+    char q[600];
+    folio_log(FOLIO_LOG_WARN, "db_transient", "thread=ocr%d job=%lld retry_ms=%.0f error=%s", t->idx,
+              (long long)s->job.id, *backoff, folio_lq(q, sizeof q, err->msg));
+    double until = folio_mono_ms() + jitter(&t->seed, *backoff);
+    while (folio_mono_ms() < until && !job_cancelled(s))
+        folio_sleep_ms(20);
+    *backoff = *backoff * 2 > 5000 ? 5000 : *backoff * 2;
+    return job_cancelled(s);
+}
+
 /* Retries a database step across reconnects until the lease runs out.
  * Leaves rcvar 0, the step's own (non-transient) error, or FOLIO_EDB when
  * the lease ran out first. A retried completion is safe: queue_complete
  * recognises a result its lost COMMIT acknowledgement already landed. */
 #define WITH_DB_RETRY(t, s, rcvar, errp, call)                                              \
     do {                                                                                    \
+        double rt_first_ = folio_mono_ms(), rt_backoff_ = 100;                              \
         for (;;) {                                                                          \
             if (((rcvar) = ensure_conn((t), (s))) != 0)                                     \
                 break;                                                                      \
             (rcvar) = (call);                                                               \
             if ((rcvar) == 0 || !queue_err_transient((t)->conn, (errp)))                    \
+                break;                                                                      \
+            if (!db_conn_broken((t)->conn) &&                                               \
+                transient_wait((t), (s), (errp), rt_first_, &rt_backoff_))                  \
                 break;                                                                      \
             PQfinish((t)->conn);                                                            \
             (t)->conn = NULL;                                                               \
