@@ -148,11 +148,15 @@ void ingest_tracker_done(struct ingest_tracker *t, const char *path, enum ingest
 /* ---- dispositions (after the database commit only) ---- */
 /* Moves path (relative part rel) to dir/.folio/<sub>/<rel>, never
  * overwriting: a taken name gets ".1", ".2", ... before its extension.
- * The final path is written to out (malloc'd). */
+ * The final path is written to out (malloc'd). The folders under dir are
+ * walked and created with openat/O_NOFOLLOW: a symlink planted anywhere
+ * in dir/.folio is refused, never followed out of dir. */
 int ingest_move_into(const char *dir, const char *sub, const char *path, const char *rel,
                      char **out, struct folio_err *err);
-/* Writes text to path + ".reason.json", refusing to overwrite. */
-int ingest_write_reason(const char *moved_path, const char *json, struct folio_err *err);
+/* Writes text to moved_path + ".reason.json" (moved_path as returned by
+ * ingest_move_into for the same dir), refusing to overwrite or to follow
+ * a symlink; the file gets the inbox's group access, never world access. */
+int ingest_write_reason(const char *dir, const char *moved_path, const char *json, struct folio_err *err);
 /* Display form of a file name or path: valid UTF-8, control and invalid
  * bytes escaped (\n, \xNN), backslash doubled. Always NUL-terminated. */
 void ingest_display(char *out, size_t n, const char *bytes);

@@ -342,7 +342,7 @@ static void dispose(struct run *R, struct ingest_item *it, const char *host)
             char *json = malloc(4096);
             if (json) {
                 ingest_reject_json(it, host, json, 4096);
-                if (ingest_write_reason(moved, json, &err) != 0)
+                if (ingest_write_reason(o->dir, moved, json, &err) != 0)
                     folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
                               folio_lq(lq, sizeof lq, it->path_display),
                               folio_lq(lq2, sizeof lq2, err.msg));

@@ -106,6 +106,8 @@ int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
 struct queue_worker_stats {
     int64_t done, failed, lost;
     const char *state; /* workers.state; NULL keeps it */
+    const char *paths_array;         /* workers.paths as a text[] literal; NULL keeps it */
+    const char *paths_disabled_json; /* workers.paths_disabled; NULL keeps it */
 };
 int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
                     const struct queue_worker_stats *st, const int64_t *ids,

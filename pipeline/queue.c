@@ -165,7 +165,8 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
     static const char SQL[] =
         "WITH w AS ("
         "  UPDATE folio.workers SET heartbeat_at = now(), jobs_done = $4, jobs_failed = $5,"
-        "    jobs_lost = $6, state = coalesce($7, state)"
+        "    jobs_lost = $6, state = coalesce($7, state), paths = coalesce($9::text[], paths),"
+        "    paths_disabled = coalesce($10::jsonb, paths_disabled)"
         "   WHERE id = $3)"
         " UPDATE folio.jobs j SET lease_expires_at = now() + make_interval(secs => $8::float8)"
         "  FROM unnest($1::bigint[], $2::uuid[]) AS h(id, tok)"
@@ -183,8 +184,9 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
     snprintf(f, sizeof f, "%lld", (long long)(st ? st->failed : 0));
     snprintf(l, sizeof l, "%lld", (long long)(st ? st->lost : 0));
     snprintf(lb, sizeof lb, "%.3f", q->lease_s);
-    const char *v[] = {ia, ta, wb, d, f, l, st ? st->state : NULL, lb};
-    PGresult *r = exec_hot(c, "folio_heartbeat_v1", SQL, 8, v);
+    const char *v[] = {ia, ta, wb, d, f, l, st ? st->state : NULL, lb, st ? st->paths_array : NULL,
+                       st ? st->paths_disabled_json : NULL};
+    PGresult *r = exec_hot(c, "folio_heartbeat_v2", SQL, 10, v);
     free(ia);
     free(ta);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)

@@ -84,6 +84,7 @@ struct worker {
     int64_t worker_id;
     struct engine_models *models; /* vision + ocr+lm tiers, shared by the threads (or NULL) */
     _Atomic long long done, failed, lost;
+    _Atomic int draining;    /* SIGTERM seen: the heartbeat keeps the row's 'draining' */
     int wake_fd;
     struct fault fault;
     char host[256];
@@ -471,12 +472,48 @@ static void *ocr_thread_main(void *arg)
 
 /* ------------------------------------------------------------ heartbeat */
 
+/* What the workers row says about the paths, as they are now: written at
+ * registration and refreshed by every heartbeat, so a lost GPU, its
+ * re-open and a give-up all show (paths, paths_disabled, state). */
+struct worker_paths {
+    char array[64];      /* text[] literal: {vision,ocr+lm,ocr+rules} */
+    char disabled[1000]; /* jsonb: {"vision": "why", ...} */
+    const char *state;   /* ready: a model tier runs or is being re-opened;
+                          * ocr-only: none configured, or off until restart */
+};
+
+static void worker_paths_now(struct worker *w, struct worker_paths *wp)
+{
+    const char *paths = w->models ? engine_models_paths(w->models) : "ocr+rules";
+    char reason[320] = "no model configured";
+    if (w->models)
+        engine_models_reason(w->models, reason, sizeof reason);
+    char esc[400];
+    size_t k = 0;
+    for (const char *p = reason; *p && k + 2 < sizeof esc; p++) {
+        if (*p == '"' || *p == '\\')
+            esc[k++] = '\\';
+        esc[k++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+    }
+    esc[k] = 0;
+    int has_vision = strstr(paths, "vision") != NULL, has_lm = strstr(paths, "ocr+lm") != NULL;
+    snprintf(wp->disabled, sizeof wp->disabled, "{%s%s%s%s%s%s%s}", has_vision ? "" : "\"vision\":\"",
+             has_vision ? "" : esc, has_vision ? "" : "\"", !has_vision && !has_lm ? "," : "",
+             has_lm ? "" : "\"ocr+lm\":\"", has_lm ? "" : esc, has_lm ? "" : "\"");
+    snprintf(wp->array, sizeof wp->array, "{%s}", paths);
+    /* A short re-open backoff after one loss is not OCR-only: the worker
+     * is still a GPU worker, paths_disabled says what is off and why. */
+    int gpu_worker = w->models && w->o->model_path && !engine_models_gave_up(w->models);
+    wp->state = has_vision || has_lm || gpu_worker ? "ready" : "ocr-only";
+}
+
 static void stats_now(struct worker *w, struct queue_worker_stats *st, const char *state)
 {
     st->done = atomic_load(&w->done);
     st->failed = atomic_load(&w->failed);
     st->lost = atomic_load(&w->lost);
     st->state = state;
+    st->paths_array = st->paths_disabled_json = NULL;
 }
 
 static void *heartbeat_main(void *arg)
@@ -523,9 +560,11 @@ static void *heartbeat_main(void *arg)
             db_connect(o->conninfo, "folio-worker-heartbeat", &c, &err);
         }
         struct queue_worker_stats st;
-        /* the model tiers gave up after repeated GPU losses: say so */
-        stats_now(w, &st, w->models && !strcmp(engine_models_paths(w->models), "ocr+rules") &&
-                              w->o->model_path ? "ocr-only" : NULL);
+        struct worker_paths wp;
+        worker_paths_now(w, &wp);
+        stats_now(w, &st, atomic_load(&w->draining) ? NULL : wp.state); /* keep 'draining' */
+        st.paths_array = wp.array;
+        st.paths_disabled_json = wp.disabled;
         if (c && ids)
             rc = queue_heartbeat(c, &o->queue, worker_id, &st, ids, (const char(*)[37])toks, n, alive, &err);
         if (rc) {
@@ -639,28 +678,11 @@ static int disp_connect(struct dispatcher *d)
         snprintf(detail, sizeof detail,
                  "{\"tesseract\":\"%s\",\"ocr_threads\":%d,\"ocr_lang\":\"%s\",\"engine\":%s}",
                  ocr_tesseract_version(), w->nslots, w->o->ocr_lang, eng);
-        /* paths as the model tiers opened (engine_models_paths) */
-        const char *paths = w->models ? engine_models_paths(w->models) : "ocr+rules";
-        char reason[320] = "no model configured";
-        if (w->models)
-            engine_models_reason(w->models, reason, sizeof reason);
-        char esc[400], disabled[1000], parr[64];
-        size_t k = 0;
-        for (const char *p = reason; *p && k + 2 < sizeof esc; p++) {
-            if (*p == '"' || *p == '\\')
-                esc[k++] = '\\';
-            esc[k++] = (unsigned char)*p < 0x20 ? ' ' : *p;
-        }
-        esc[k] = 0;
-        int has_vision = strstr(paths, "vision") != NULL, has_lm = strstr(paths, "ocr+lm") != NULL;
-        snprintf(disabled, sizeof disabled, "{%s%s%s%s%s%s%s}", has_vision ? "" : "\"vision\":\"",
-                 has_vision ? "" : esc, has_vision ? "" : "\"", !has_vision && !has_lm ? "," : "",
-                 has_lm ? "" : "\"ocr+lm\":\"", has_lm ? "" : esc, has_lm ? "" : "\"");
-        snprintf(parr, sizeof parr, "{%s}", paths);
-        const char *state = has_vision || has_lm ? "ready" : "ocr-only";
+        struct worker_paths wp;
+        worker_paths_now(w, &wp);
         struct queue_worker_info wi = {.host = w->host, .pid = (int)getpid(), .model_key = w->o->queue.model_key,
-                                       .state = state, .device = w->o->device, .paths_array = parr,
-                                       .paths_disabled_json = disabled, .detail_json = detail};
+                                       .state = wp.state, .device = w->o->device, .paths_array = wp.array,
+                                       .paths_disabled_json = wp.disabled, .detail_json = detail};
         int64_t id = 0;
         if (queue_worker_register(d->c, &wi, &id, &err)) {
             disp_drop_conn(d, &err);
@@ -903,6 +925,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                     _exit(FOLIO_EXIT_FAIL);
                 }
                 stopping = 1;
+                atomic_store(&w.draining, 1);
                 grace_end = folio_mono_ms() + o->grace_s * 1000.0;
                 folio_log(FOLIO_LOG_INFO, "worker_draining", "signal=%u in_flight=%d grace_s=%.1f", si.ssi_signo,
                           busy_slots(&w), o->grace_s);

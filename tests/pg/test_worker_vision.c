@@ -12,7 +12,11 @@
  *     answered by the OCR tiers with the reason, three more arriving after
  *     the re-open backoff get vision again from a re-opened engine; every
  *     document ends done with exactly one result (none lost, none
- *     doubled) and the worker is still up (drains, exits 0 on SIGTERM). */
+ *     doubled) and the worker is still up (drains, exits 0 on SIGTERM);
+ *     its workers row is back to ready with vision;
+ *  7. FOLIO_FAULT=device_lost:1: repeated losses make the worker give up
+ *     on the GPU, and its workers row says so (state, paths,
+ *     paths_disabled refreshed by the heartbeat). */
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
 
@@ -179,6 +183,10 @@ int main(void)
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 2 * NDOC, 240000) == 0,
           "device loss: later documents not done; see %s", log);
     CHECK(waitpid(w, NULL, WNOHANG) == 0, "worker died after the device loss; see %s", log);
+    /* the workers row follows the re-open back to vision (issue 21) */
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.workers WHERE state = 'ready' AND 'vision' = ANY(paths)"
+                         " AND NOT paths_disabled ? 'vision'", 1, 15000) == 0,
+          "workers row not back to ready with vision after the re-open; see %s", log);
     kill(w, SIGTERM);
     CHECK(wt_wait_exit(w, 60000) == 0, "worker exit after SIGTERM; see %s", log);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 2 * NDOC &&
@@ -227,6 +235,31 @@ int main(void)
     CHECK(tu_sh("j=$(grep -o 'event=job_released job=[0-9]*' %s | head -1 | cut -d= -f3); "
                 "[ -n \"$j\" ] && grep -q \"event=job_done job=$j \" %s", log, log) == 0,
           "release mode: the released job was not classified again; see %s", log);
+
+    /* 7. Every re-opened engine loses its device on its first pass: after
+     * ENGINE_MAX_REOPEN losses the worker gives up on the GPU, and its
+     * workers row must say so (paths, paths_disabled and state are
+     * refreshed by the heartbeat, not frozen at registration). */
+    REQUIRE_OK(sql_ok(c, "TRUNCATE folio.results, folio.jobs, folio.document_sources, folio.blobs,"
+                         " folio.documents, folio.workers CASCADE") == 0, "reset 7");
+    REQUIRE_OK(tu_sh("rm -rf %s && mkdir -p %s && cp %s/p*.tif %s/q*.tif %s/r*.tif %s/ && %s ingest --db '%s'"
+                     " --stable-ms 0 --no-progress %s >>%s/ingest.log 2>&1", inbox, inbox, dir, dir, dir, inbox,
+                     tu_folio_bin(), g_db, inbox, dir) == 0, "ingest 7");
+    snprintf(log, sizeof log, "%s/giveup.log", dir);
+    const char *gu_args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", "--batch", "1",
+                             "--device", "llvmpipe", "--max-image-tokens", "64", "--model", g_model,
+                             "--mmproj", g_mmproj, NULL};
+    w = wt_spawn_worker(g_db, "device_lost:1", log, gu_args);
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 3 * NDOC, 240000) == 0,
+          "give-up: documents not done; see %s", log);
+    if (tu_sh("grep -q 'event=engine_gpu_lost losses=3 gave_up=1' %s", log) == 0)
+        CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.workers WHERE state = 'ocr-only' AND paths = '{ocr+rules}'"
+                             " AND paths_disabled ? 'vision' AND paths_disabled->>'vision' LIKE '%OCR-only%'",
+                          1, 10000) == 0, "workers row after giving up on the GPU; see %s", log);
+    else
+        fprintf(stderr, "note: the worker did not give up within %d documents; row check skipped\n", 3 * NDOC);
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 60000) == 0, "worker exit after SIGTERM (give-up); see %s", log);
 #endif
     PQfinish(c);
     return tu_finish();
