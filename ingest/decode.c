@@ -262,12 +262,12 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
     out->format = f;
     snprintf(out->media_type, sizeof out->media_type, "%s", ingest_format_media_type(f));
     if (f == INGEST_FMT_UNKNOWN || f == INGEST_FMT_PDF) {
-        char head[40];
-        folio_lq_bytes(head, sizeof head, data, len < 8 ? len : 8);
+        /* No file bytes in the message: it lands in folio.rejections and
+         * reason.json, readable by more people than the file was. */
         if (f == INGEST_FMT_PDF)
             folio_err_set(err, FOLIO_EUNSUPPORTED, "PDF files are not supported yet");
         else
-            folio_err_set(err, FOLIO_EUNSUPPORTED, "file is not an image folio reads (first bytes %s)", head);
+            folio_err_set(err, FOLIO_EUNSUPPORTED, "file is not an image folio reads (no known image signature in its first bytes)");
         folio_err_hint(err, "folio reads JPEG, PNG, TIFF, PNM, WebP, GIF and BMP, recognised by content");
         return reject(out, "unsupported_format", FOLIO_EUNSUPPORTED);
     }

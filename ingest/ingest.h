@@ -145,6 +145,13 @@ enum ingest_outcome {
 void ingest_tracker_done(struct ingest_tracker *t, const char *path, enum ingest_outcome o,
                          const struct ingest_sig *sig, int64_t retry_ms);
 
+/* 1 when the file open as fd lies inside dir or inside one of allow_roots
+ * (NULL-terminated list, may be NULL), judged by the descriptor's resolved
+ * path (/proc/self/fd): what was opened, not what a link said before.
+ * Used on followed symlinks, so a link cannot bring in a file from
+ * anywhere the folio user can read (/etc/shadow, another inbox). */
+int ingest_fd_within(int fd, const char *dir, const char *const *allow_roots);
+
 /* ---- dispositions (after the database commit only) ---- */
 /* Moves path (relative part rel) to dir/.folio/<sub>/<rel>, never
  * overwriting: a taken name gets ".1", ".2", ... before its extension.

@@ -136,6 +136,25 @@ static struct ingest_item *validate(const struct run *R, struct ingest_candidate
         }
         return it;
     }
+    if (o->follow_symlinks && !ingest_fd_within(fd, o->dir, o->allow_roots)) {
+        /* Judged on what was opened, before a byte is read: no size,
+         * hash or content of a file outside the inbox is ever recorded. */
+        close(fd);
+        /* The record describes the link, not its target: discovery
+         * stat()ed through it, and the target's size and mtime are
+         * facts about a file outside the inbox. */
+        struct stat ls;
+        if (lstat(c.path, &ls) == 0) {
+            it->cand.sig.size = (uint64_t)ls.st_size;
+            it->cand.sig.mtime_ns = (int64_t)ls.st_mtim.tv_sec * 1000000000LL + ls.st_mtim.tv_nsec;
+        } else {
+            it->cand.sig.size = 0;
+        }
+        folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic link leads outside the ingest folder");
+        folio_err_hint(&it->err, "followed links must resolve inside DIR or an --allow-root folder");
+        set_reject(it, "symlink");
+        return it;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_ino != c.sig.ino ||
         (uint64_t)st.st_size != c.sig.size ||
