@@ -5,6 +5,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+int db_hide_password_arg(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        char *v = NULL;
+        int take = 0;
+        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
+            v = argv[i + 1];
+            take = 2;
+        } else if (strncmp(argv[i], "--db=", 5) == 0) {
+            v = argv[i] + 5;
+            take = 1;
+        }
+        if (!v)
+            continue;
+        char probe[2048];
+        snprintf(probe, sizeof probe, "%s", v);
+        db_scrub(probe, sizeof probe, v);
+        if (strcmp(probe, v) == 0)
+            return argc; /* no password in it: leave the command line alone */
+        /* The environment (mode 0400 in /proc) instead of the command line
+         * (world-readable), and db_conninfo() falls back to it; a re-exec
+         * then carries no password either. */
+        if (setenv("FOLIO_DB", v, 1) != 0)
+            return argc;
+        for (char *c = v; *c; c++)
+            *c = 'x';
+        for (int k = i; k + take <= argc; k++)
+            argv[k] = argv[k + take];
+        return argc - take;
+    }
+    return argc;
+}
+
 const char *db_conninfo(const char *flag_value)
 {
     if (flag_value && flag_value[0])
@@ -13,6 +46,64 @@ const char *db_conninfo(const char *flag_value)
     if (e && e[0])
         return e;
     return "";
+}
+
+/* Replaces every occurrence of the n bytes at secret in msg by "***". */
+static void redact(char *msg, size_t cap, const char *secret, size_t n)
+{
+    if (n == 0)
+        return;
+    (void)cap; /* the text only ever shrinks */
+    for (char *p = msg; (p = memmem(p, strlen(p), secret, n)) != NULL;) {
+        if (n < 3) { /* too short to shrink: star it out in place */
+            memset(p, '*', n);
+            p += n;
+            continue;
+        }
+        memmove(p + 3, p + n, strlen(p + n) + 1);
+        memcpy(p, "***", 3);
+        p += 3;
+    }
+}
+
+void db_scrub(char *msg, size_t cap, const char *conninfo)
+{
+    if (!conninfo || !conninfo[0])
+        return;
+    /* key=value form: password = value, bare or single-quoted */
+    for (const char *p = conninfo; (p = strstr(p, "password")) != NULL;) {
+        const char *v = p + 8;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        p += 8;
+        if (*v != '=')
+            continue;
+        v++;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t n = 0;
+        if (*v == '\'') {
+            v++;
+            while (v[n] && v[n] != '\'')
+                n += v[n] == '\\' && v[n + 1] ? 2 : 1;
+        } else {
+            /* bare value; in a URI query it ends at '&' */
+            while (v[n] && v[n] != ' ' && v[n] != '\t' && v[n] != '&' && v[n] != '#')
+                n++;
+        }
+        redact(msg, cap, v, n);
+    }
+    /* URI form: scheme://user:password@host */
+    const char *sch = strstr(conninfo, "://");
+    if (sch) {
+        const char *ui = sch + 3, *at = strchr(ui, '@');
+        const char *end = ui + strcspn(ui, "/?");
+        if (at && at < end) {
+            const char *colon = memchr(ui, ':', (size_t)(at - ui));
+            if (colon)
+                redact(msg, cap, colon + 1, (size_t)(at - colon - 1));
+        }
+    }
 }
 
 int db_connect(const char *conninfo, const char *app_name, PGconn **out,
@@ -33,6 +124,8 @@ int db_connect(const char *conninfo, const char *app_name, PGconn **out,
         while (l && (msg[l - 1] == '\n' || msg[l - 1] == ' '))
             msg[--l] = '\0';
         PQfinish(c);
+        /* libpq quotes parts of a malformed conninfo back, password included */
+        db_scrub(msg, sizeof msg, conninfo);
         folio_err_set(err, FOLIO_EDB, "cannot connect to PostgreSQL");
         folio_err_detail(err, "%s", msg);
         folio_err_hint(err,

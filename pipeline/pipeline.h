@@ -29,6 +29,17 @@ int db_err_from_result(PGresult *r, PGconn *c, const char *what, struct folio_er
 /* True when the connection is gone (server restart, network): callers then
  * reconnect with backoff instead of failing the job. */
 int db_conn_broken(PGconn *c);
+/* Replaces the password of conninfo (password=..., quoted or not, or a
+ * URI's user:password@) wherever it appears in msg (cap bytes) by "***":
+ * libpq quotes a malformed conninfo back in its error text. */
+void db_scrub(char *msg, size_t cap, const char *conninfo);
+/* A --db CONNINFO carrying a password moves to $FOLIO_DB (what
+ * db_conninfo falls back to): the argument's bytes are overwritten, so
+ * /proc/PID/cmdline no longer shows the password, and the pair is
+ * removed from argv (so a re-exec does not carry it). Returns the new
+ * argc. Call first thing in main. A password file (libpq's passfile= or
+ * $PGPASSFILE, ~/.pgpass) keeps it off both. */
+int db_hide_password_arg(int argc, char **argv);
 /* True for a SQLSTATE that says "the server cannot do it now", not "this
  * statement or its data is wrong": connection and shutdown classes,
  * statement and lock timeouts, serialization failures and deadlocks,
