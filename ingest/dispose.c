@@ -42,6 +42,10 @@ void ingest_display(char *out, size_t n, const char *bytes)
             memcpy(tmp, "\\t", 2); tl = 2; i++;
         } else if (c < 0x20 || c == 0x7f || ul == 0) {
             snprintf(tmp, sizeof tmp, "\\x%02x", c); tl = 4; i++;
+        } else if (ul > 1 && folio_utf8_unsafe_cp(s + i, ul)) {
+            /* C1 controls and bidi overrides: escaped like ESC */
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)folio_utf8_unsafe_cp(s + i, ul));
+            i += ul;
         } else {
             memcpy(tmp, s + i, ul); tl = ul; i += ul;
         }
@@ -88,6 +92,11 @@ void ingest_json_str(char *buf, size_t n, const char *str)
             if (ul == 0) {
                 PUTS("\\ufffd", 6);
                 i++;
+            } else if (folio_utf8_unsafe_cp(s + i, ul)) {
+                /* valid JSON either way; escaped, a reason file is safe to cat */
+                snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)folio_utf8_unsafe_cp(s + i, ul));
+                PUTS(tmp, 6);
+                i += ul;
             } else {
                 PUTS(s + i, ul);
                 i += ul;
