@@ -106,6 +106,19 @@ void db_scrub(char *msg, size_t cap, const char *conninfo)
     }
 }
 
+/* Server NOTICE/WARNING messages as logfmt lines, not libpq's raw
+ * "NOTICE:  ..." on stderr between folio's own log lines. */
+static void notice_to_log(void *arg, const char *message)
+{
+    (void)arg;
+    char q[1100];
+    size_t n = strlen(message);
+    while (n && (message[n - 1] == '\n' || message[n - 1] == ' '))
+        n--;
+    folio_log(strncmp(message, "WARNING", 7) == 0 ? FOLIO_LOG_WARN : FOLIO_LOG_INFO, "db_notice", "text=%s",
+              folio_lq_bytes(q, sizeof q, message, n));
+}
+
 int db_connect(const char *conninfo, const char *app_name, PGconn **out,
                struct folio_err *err)
 {
@@ -134,6 +147,7 @@ int db_connect(const char *conninfo, const char *app_name, PGconn **out,
                        conninfo[0] ? "set" : "unset, using libpq defaults");
         return FOLIO_EDB;
     }
+    PQsetNoticeProcessor(c, notice_to_log, NULL);
     PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'");
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         db_err_from_result(r, c, "setting up the session", err);

@@ -54,13 +54,47 @@ static PGresult *exec(PGconn *c, const char *sql, int n, const char *const *vals
  * per job. Behind PgBouncer in
  * transaction mode this needs PgBouncer >= 1.21 with
  * max_prepared_statements set; FOLIO_DB_NO_PREPARE=1 turns it off. */
+/* Which statements this thread has prepared on which session (connection
+ * and backend pid), so a new session prepares first instead of provoking
+ * a 26000 error per statement in the server log. Only a hint: a stale
+ * entry (a reused address and pid) still ends in the 26000 path below. */
+#define PREP_SEEN_MAX 32
+struct prep_seen {
+    const PGconn *c;
+    int pid;
+    char name[48];
+};
+static _Thread_local struct prep_seen prep_seen[PREP_SEEN_MAX];
+static _Thread_local unsigned prep_seen_next;
+
+static int prep_known(PGconn *c, const char *name)
+{
+    int pid = PQbackendPID(c);
+    for (int i = 0; i < PREP_SEEN_MAX; i++)
+        if (prep_seen[i].c == c && prep_seen[i].pid == pid && !strcmp(prep_seen[i].name, name))
+            return 1;
+    return 0;
+}
+
+static void prep_remember(PGconn *c, const char *name)
+{
+    struct prep_seen *e = &prep_seen[prep_seen_next++ % PREP_SEEN_MAX];
+    e->c = c;
+    e->pid = PQbackendPID(c);
+    snprintf(e->name, sizeof e->name, "%s", name);
+}
+
 static PGresult *exec_hot(PGconn *c, const char *name, const char *sql, int n, const char *const *vals)
 {
     const char *off = getenv("FOLIO_DB_NO_PREPARE");
     if (off && off[0] == '1')
         return exec(c, sql, n, vals);
-    PGresult *r = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
-    const char *st = PQresultStatus(r) == PGRES_FATAL_ERROR ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    PGresult *r = NULL;
+    const char *st = "26000";
+    if (prep_known(c, name)) {
+        r = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
+        st = PQresultStatus(r) == PGRES_FATAL_ERROR ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    }
     if (st && strcmp(st, "26000") == 0) {
         PQclear(r);
         /* A custom plan per call would re-run the planner's selectivity
@@ -72,9 +106,12 @@ static PGresult *exec_hot(PGconn *c, const char *name, const char *sql, int n, c
         PGresult *g = PQexec(c, "SET plan_cache_mode = force_generic_plan");
         PQclear(g);
         PGresult *p = PQprepare(c, name, sql, n, NULL);
-        if (PQresultStatus(p) != PGRES_COMMAND_OK)
+        const char *pst = PQresultStatus(p) == PGRES_COMMAND_OK ? NULL : PQresultErrorField(p, PG_DIAG_SQLSTATE);
+        /* 42P05: prepared before this thread's cache forgot it; fine */
+        if (PQresultStatus(p) != PGRES_COMMAND_OK && !(pst && strcmp(pst, "42P05") == 0))
             return p;
         PQclear(p);
+        prep_remember(c, name);
         r = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
     }
     return r;

@@ -3,7 +3,13 @@
  *   1. A transient database error (folio.blobs locked the way VACUUM FULL
  *      or ALTER TABLE lock it, under statement_timeout) is retried with
  *      backoff and never uses up an attempt: every document ends done
- *      with attempts = 1. */
+ *      with attempts = 1.
+ *   2. No raw lines on stderr: every line a worker writes is logfmt
+ *      (Tesseract's chatter comes back through the OCR child, libpq
+ *      notices through a notice processor), `folio migrate` re-run prints
+ *      its notices as logfmt, and new connections prepare their hot
+ *      statements without provoking `prepared statement does not exist`
+ *      errors in the server log. */
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
 
@@ -21,6 +27,11 @@ int main(void)
     const char *dir = tu_scratch("worker_hardening");
     char log[1100], sql[600];
     snprintf(log, sizeof log, "%s/worker.log", dir);
+    char srvlog[1100];
+    snprintf(srvlog, sizeof srvlog, "%s/server.log", getenv("FOLIO_TEST_PGHOST"));
+    char cnt[64] = "";
+    tu_sh_out(cnt, sizeof cnt, "grep -c 'prepared statement \"folio_' '%s' || true", srvlog);
+    long prep_errors_before = atol(cnt);
     uint8_t *inv = NULL;
     size_t inv_len = 0;
     REQUIRE_OK(wt_render(dir, "invoice", "INVOICE\nInvoice number 21\nAmount due: 9.00\n", 1000, 500, &inv,
@@ -61,6 +72,35 @@ int main(void)
     CHECK(wt_wait_exit(w, 15000) == 0, "worker exit");
     snprintf(sql, sizeof sql, "TRUNCATE folio.results, folio.jobs, folio.documents, folio.workers CASCADE");
     PQclear(PQexec(c, sql));
+
+    /* 2. Raw stderr lines and provoked server errors. */
+    CHECK(tu_sh("! grep -v '^ts=' '%s' | grep -q .", log) == 0, "raw (non-logfmt) lines in the worker log: %s", log);
+    char mlog[1100];
+    snprintf(mlog, sizeof mlog, "%s/migrate.log", dir);
+    CHECK(tu_sh("%s migrate --db '%s' >'%s' 2>&1", tu_folio_bin(), g_db, mlog) == 0, "migrate re-run; see %s", mlog);
+    CHECK(tu_sh("! grep -Eq '^(NOTICE|WARNING|ERROR):' '%s'", mlog) == 0, "raw libpq notices from migrate; see %s", mlog);
+    /* a server NOTICE on a folio connection comes out as a logfmt line */
+    char nlog[1100];
+    snprintf(nlog, sizeof nlog, "%s/notice.log", dir);
+    PGconn *fc = NULL;
+    REQUIRE_OK(db_connect(g_db, "notice-test", &fc, &err) == 0, "db_connect: %s", err.msg);
+    fflush(stderr);
+    int saved = dup(2), nfd = open(nlog, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(nfd, 2);
+    PQclear(PQexec(fc, "DO $$ BEGIN RAISE NOTICE 'folio notice test'; RAISE WARNING 'folio warning test'; END $$"));
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(nfd);
+    PQfinish(fc);
+    CHECK(tu_sh("grep -q '^ts=.*level=info event=db_notice text=\"NOTICE:  folio notice test\"' '%s' &&"
+                " grep -q '^ts=.*level=warn event=db_notice text=\"WARNING:  folio warning test\"' '%s' &&"
+                " ! grep -v '^ts=' '%s' | grep -q .", nlog, nlog, nlog) == 0,
+          "server notices not logged as logfmt; see %s", nlog);
+    cnt[0] = 0;
+    tu_sh_out(cnt, sizeof cnt, "grep -c 'prepared statement \"folio_' '%s' || true", srvlog);
+    CHECK(atol(cnt) == prep_errors_before, "%ld new 'prepared statement does not exist' errors in %s",
+          atol(cnt) - prep_errors_before, srvlog);
 
     free(inv);
     PQfinish(c);
