@@ -285,6 +285,14 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
             dm.w = (uint32_t)jh.width;
             dm.h = (uint32_t)jh.height;
             out->exif_orientation = jh.exif_orientation;
+        } else if (rc == FOLIO_ELIMIT) {
+            out->width = jh.width;
+            out->height = jh.height;
+            folio_err_hint(err, "the file says it is a %.1f-megapixel page; scan at a lower resolution",
+                           (double)jh.width * jh.height / 1e6);
+            return over_limit(out, err, "too_many_pixels", "max_pixels",
+                              lim->max_pixels < INGEST_HARD_MAX_PIXELS ? lim->max_pixels : INGEST_HARD_MAX_PIXELS,
+                              (uint64_t)jh.width * (uint64_t)jh.height);
         }
         break;
     case INGEST_FMT_PNG: rc = ingest_sniff_png_dims(data, len, &dm, err); break;
