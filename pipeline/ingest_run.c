@@ -100,6 +100,10 @@ static void set_reject(struct ingest_item *it, const char *reason)
     snprintf(it->reason, sizeof it->reason, "%s", reason);
 }
 
+/* A damaged file must have been quiet this many stability windows
+ * (--stable-ms) before it is rejected as corrupt (see validate). */
+#define SLOW_WRITER_FACTOR 10
+
 /* Reads and judges one stable file. Never touches the file system
  * otherwise: dispositions wait for the commit. */
 static struct ingest_item *validate(const struct run *R, struct ingest_candidate c)
@@ -214,6 +218,22 @@ static struct ingest_item *validate(const struct run *R, struct ingest_candidate
     it->len = 0;
     if (rc == 0 || rc == FOLIO_ENOMEM || strcmp(it->info.reason, "internal") == 0) {
         it->status = ITEM_RETRY; /* our problem, not the file's */
+        return it;
+    }
+    /* A slow writer that paused longer than --stable-ms leaves a file that
+     * looks truncated. A damaged file that was written to recently may
+     * still be growing: look again (the stability window restarts)
+     * instead of recording half a file as corrupt; once it has been quiet
+     * for SLOW_WRITER_FACTOR stability windows it is judged as it is. */
+    int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t quiet_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - mtime_ms;
+    if (strcmp(it->info.reason, "corrupt") == 0 && quiet_ms < (int64_t)o->stable_ms * SLOW_WRITER_FACTOR) {
+        char lq[1100];
+        folio_log(FOLIO_LOG_DEBUG, "file_maybe_growing", "path=%s quiet_ms=%lld action=reobserve",
+                  folio_lq(lq, sizeof lq, it->path_display), (long long)quiet_ms);
+        it->status = ITEM_REOBSERVE;
         return it;
     }
     set_reject(it, it->info.reason[0] ? it->info.reason : "corrupt");

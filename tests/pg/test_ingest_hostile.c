@@ -5,9 +5,13 @@
  *     reason.json; a link inside DIR, or inside an --allow-root folder, is
  *     a document;
  *  2. DIR/.folio planted as a symlink: ingest writes nothing at the
- *     link's target and says why; the files stay in the inbox. */
+ *     link's target and says why; the files stay in the inbox;
+ *  3. a slow writer pausing longer than --stable-ms (but less than ten
+ *     stability windows) mid-file: the half-written JPEG is not recorded
+ *     as corrupt; the whole file becomes a document. */
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
+#include "tests/support/corpus_gen.h"
 
 #include <sys/stat.h>
 
@@ -108,6 +112,32 @@ int main(void)
     CHECK(tu_sh("[ -z \"$(ls -A '%s')\" ]", target) == 0, "ingest wrote at the target of DIR/.folio");
     CHECK(tu_sh("[ -f '%s/good.pgm' ] && [ -f '%s/bad.jpg' ]", inbox2, inbox2) == 0, "files stay in the inbox");
     CHECK(tu_sh("grep -q 'is a symbolic link or not a folder' '%s'", log) == 0, "the log says why; see %s", log);
+
+    /* 3. Slow writer. */
+    char inbox3[1100], slow[1200], wlog[1100];
+    snprintf(inbox3, sizeof inbox3, "%s/inbox3", dir);
+    snprintf(slow, sizeof slow, "%s/slow.jpg", inbox3);
+    snprintf(wlog, sizeof wlog, "%s/watch.log", dir);
+    REQUIRE_OK(tu_sh("mkdir -p '%s'", inbox3) == 0, "inbox3");
+    size_t jn = 0;
+    uint8_t *jpg = cg_scan_jpeg(800, 600, 5, 1, 0, &jn);
+    REQUIRE(jpg && jn > 1000, "encode");
+    const char *const wargs[] = {"--watch", "--stable-ms", "300", "--no-progress", inbox3, NULL};
+    pid_t ing_pid = wt_spawn("ingest", g_db, NULL, wlog, wargs);
+    folio_sleep_ms(1000);
+    int fd = open(slow, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0, "open the slow file");
+    CHECK(write(fd, jpg, jn / 2) == (ssize_t)(jn / 2), "first half");
+    folio_sleep_ms(1500); /* five stability windows of silence */
+    CHECK(write(fd, jpg + jn / 2, jn - jn / 2) == (ssize_t)(jn - jn / 2), "second half");
+    close(fd);
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.document_sources WHERE path_display LIKE '%slow.jpg'", 1,
+                      15000) == 0, "the slow writer's file is not a document; see %s", wlog);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.rejections WHERE path_display LIKE '%slow.jpg'") == 0,
+          "the slow writer's half file was recorded as a rejection; see %s", wlog);
+    kill(ing_pid, SIGTERM);
+    CHECK(wt_wait_exit(ing_pid, 15000) == 0, "ingest --watch exit; see %s", wlog);
+    free(jpg);
 
     PQfinish(c);
     return tu_finish();
