@@ -353,6 +353,12 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
 int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
                        int want_channels, struct ingest_page *out, struct folio_err *err)
 {
+    return ingest_decode_page_capped(data, len, page, max_side, want_channels, 0, out, err);
+}
+
+int ingest_decode_page_capped(const uint8_t *data, size_t len, int page, int max_side, int want_channels,
+                              uint64_t max_pixels, struct ingest_page *out, struct folio_err *err)
+{
     memset(out, 0, sizeof *out);
     if (!data || (want_channels != 1 && want_channels != 3) || page < 0 || max_side < 0)
         return folio_err_set(err, FOLIO_EINVAL,
@@ -399,6 +405,13 @@ int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
     if (dm.w == 0 || dm.h == 0 || px > INGEST_HARD_MAX_PIXELS || cost > INGEST_HARD_MAX_PIXELS)
         return folio_err_set(err, FOLIO_ELIMIT, "page %d is %ux%u, outside what folio decodes", page + 1,
                              dm.w, dm.h);
+    if (max_pixels && (px > max_pixels || cost > max_pixels)) {
+        /* refused from the header, before a pixel buffer exists */
+        folio_err_set(err, FOLIO_ELIMIT, "page %d is %ux%u = %.1f megapixels, over the limit of %.1f megapixels",
+                      page + 1, dm.w, dm.h, (double)(px > cost ? px : cost) / 1e6, (double)max_pixels / 1e6);
+        folio_err_hint(err, "the worker's --max-pixels should equal ingest's; raise both if pages this large are expected");
+        return FOLIO_ELIMIT;
+    }
 
     if (f == INGEST_FMT_JPEG)
         rc = ingest_jpeg_decode(data, len, &jh, max_side, want_channels, out, err);

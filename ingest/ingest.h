@@ -75,6 +75,12 @@ struct ingest_page {
  * be shrunk); 0 = full size. EXIF orientation is applied. */
 int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
                        int want_channels, struct ingest_page *out, struct folio_err *err);
+/* ingest_decode_page with the caller's pixel limit (0 = only the hard one):
+ * a page whose header claims more pixels is FOLIO_ELIMIT before anything
+ * is allocated. The worker passes its --max-pixels, the same limit ingest
+ * checked when the file came in. */
+int ingest_decode_page_capped(const uint8_t *data, size_t len, int page, int max_side, int want_channels,
+                              uint64_t max_pixels, struct ingest_page *out, struct folio_err *err);
 void ingest_page_free(struct ingest_page *p);
 
 /* ---- discovery: which files in the ingest folder are ready ----

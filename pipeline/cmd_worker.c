@@ -34,7 +34,9 @@ static const char USAGE[] =
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
-    "  --page-deadline MS   OCR time budget per page (default 60000)\n";
+    "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --max-pixels N       largest page decoded, refused from its header (default\n"
+    "                       300000000, ingest's default: keep the two equal)\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
 static int parse_duration(const char *s, double *out)
@@ -88,6 +90,7 @@ int cmd_worker(int argc, char **argv)
         {"retry-max", required_argument, 0, 1014},
         {"poll", required_argument, 0, 1015},
         {"page-deadline", required_argument, 0, 1016},
+        {"max-pixels", required_argument, 0, 1090},
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
@@ -173,6 +176,11 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 0, 3600000, &v))
                 return cli_usage_error("worker", "--page-deadline wants 0..3600000 ms, got '%s'", optarg);
             o.page_deadline_ms = (int)v;
+            break;
+        case 1090:
+            if (folio_parse_int(optarg, 1, (long long)1 << 40, &v) != 0)
+                return cli_usage_error("worker", "--max-pixels wants a positive number, got '%s'", optarg);
+            o.max_pixels = (uint64_t)v;
             break;
         default:
             return cli_usage_error("worker", "unknown or incomplete option '%s'", argv[optind - 1]);

@@ -12,7 +12,7 @@ int worker_doc_page(void *ctx, struct engine_page *out, struct folio_err *err)
     double t0 = folio_mono_ms();
     struct ingest_page p;
     memset(&p, 0, sizeof p);
-    int rc = ingest_decode_page(c->data, c->len, 0, DOC_PAGE_MAX_SIDE, 3, &p, err);
+    int rc = ingest_decode_page_capped(c->data, c->len, 0, DOC_PAGE_MAX_SIDE, 3, c->max_pixels, &p, err);
     if (rc)
         return rc;
     /* hand the buffer over: the engine frees it with free() */

@@ -16,6 +16,7 @@
 struct doc_page_ctx {
     const uint8_t *data;
     size_t len;
+    uint64_t max_pixels; /* per page, refused from the header; 0 = the hard limit */
 };
 
 /* engine_page_fn over a doc_page_ctx. */

@@ -19,6 +19,7 @@ struct doc_text_ctx {
     int max_pages;             /* OCR at most this many; 0 = all */
     long long job_id;          /* for logs; 0 outside the worker */
     int page_deadline_ms;      /* for logs */
+    uint64_t max_pixels;       /* per page, refused from the header; 0 = the hard limit */
 };
 
 /* engine_text_fn over a doc_text_ctx. */

@@ -36,6 +36,7 @@
  */
 #include "engine/engine.h"
 #include "engine/ocr.h"
+#include "ingest/ingest.h"
 #include "pipeline/docpage.h"
 #include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
@@ -328,8 +329,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     if (rc == 0) {
         struct doc_text_ctx tc = {.ocr = t->ocr, .cancel = &s->cancel, .data = data, .len = len,
                                   .pages = j->pages, .max_pages = w->o->ocr_max_pages, .job_id = j->id,
-                                  .page_deadline_ms = w->o->page_deadline_ms};
-        struct doc_page_ctx pc = {.data = data, .len = len};
+                                  .page_deadline_ms = w->o->page_deadline_ms, .max_pixels = w->o->max_pixels};
+        struct doc_page_ctx pc = {.data = data, .len = len, .max_pixels = w->o->max_pixels};
         struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
         rc = engine_classify(t->engine, &doc, &er, &err);
     }
@@ -638,6 +639,9 @@ void worker_opts_default(struct worker_opts *o)
     o->ocr_threads = n > 0 ? (int)n : 1;
     o->ocr_max_pages = 10;
     o->page_deadline_ms = 60000;
+    struct ingest_limits il;
+    ingest_limits_default(&il);
+    o->max_pixels = il.max_pixels; /* what ingest let in is what a worker decodes */
 }
 
 struct dispatcher {

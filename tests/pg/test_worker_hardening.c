@@ -9,7 +9,10 @@
  *      notices through a notice processor), `folio migrate` re-run prints
  *      its notices as logfmt, and new connections prepare their hot
  *      statements without provoking `prepared statement does not exist`
- *      errors in the server log. */
+ *      errors in the server log.
+ *   3. The worker's pixel cap (--max-pixels, default = ingest's): a page
+ *      over it fails from its header with the numbers, counting an
+ *      attempt, instead of being decoded. */
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
 
@@ -101,6 +104,20 @@ int main(void)
     tu_sh_out(cnt, sizeof cnt, "grep -c 'prepared statement \"folio_' '%s' || true", srvlog);
     CHECK(atol(cnt) == prep_errors_before, "%ld new 'prepared statement does not exist' errors in %s",
           atol(cnt) - prep_errors_before, srvlog);
+
+    /* 3. --max-pixels 100000 against a 1000x500 page. */
+    wt_sha("big", NULL, sha);
+    long long jbig = wt_add_doc(c, sha, inv, inv_len, 1);
+    REQUIRE(jbig > 0, "plant big");
+    const char *const cap_args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", "--max-pixels", "100000",
+                                    NULL};
+    w = wt_spawn_worker(g_db, NULL, log, cap_args);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM folio.jobs WHERE id = %lld AND state = 'dead' AND attempts = 1"
+                              " AND last_error LIKE '%%1000x500 = 0.5 megapixels, over the limit of 0.1 megapixels%%'", jbig);
+    CHECK(wt_wait_for(c, sql, 1, 30000) == 0, "page over --max-pixels not refused from its header; see %s", log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 0, "a result for a page over --max-pixels");
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 15000) == 0, "worker exit");
 
     free(inv);
     PQfinish(c);
