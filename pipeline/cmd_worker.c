@@ -35,6 +35,9 @@ static const char USAGE[] =
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
     "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --job-deadline SECS  a job's time budget: past it the job fails (one attempt)\n"
+    "                       and its lease is no longer renewed (default: pages x\n"
+    "                       page deadline + 2 min)\n"
     "  --max-pixels N       largest page decoded, refused from its header (default\n"
     "                       300000000, ingest's default: keep the two equal)\n";
 
@@ -91,6 +94,7 @@ int cmd_worker(int argc, char **argv)
         {"poll", required_argument, 0, 1015},
         {"page-deadline", required_argument, 0, 1016},
         {"max-pixels", required_argument, 0, 1090},
+        {"job-deadline", required_argument, 0, 1091},
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
@@ -176,6 +180,10 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 0, 3600000, &v))
                 return cli_usage_error("worker", "--page-deadline wants 0..3600000 ms, got '%s'", optarg);
             o.page_deadline_ms = (int)v;
+            break;
+        case 1091:
+            if (parse_duration(optarg, &o.job_deadline_s) != 0 || o.job_deadline_s < 1)
+                return cli_usage_error("worker", "--job-deadline wants a duration of at least 1 s, got '%s'", optarg);
             break;
         case 1090:
             if (folio_parse_int(optarg, 1, (long long)1 << 40, &v) != 0)

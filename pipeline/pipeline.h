@@ -212,6 +212,7 @@ struct worker_opts {
     int ocr_max_pages;
     int page_deadline_ms;
     uint64_t max_pixels;       /* per page; the same default as ingest's --max-pixels */
+    double job_deadline_s;     /* a job's time budget; 0 = derived from the page deadline */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */

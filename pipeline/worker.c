@@ -54,7 +54,7 @@
 #include <unistd.h>
 
 enum { SLOT_FREE, SLOT_ASSIGNED, SLOT_BUSY };
-enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2 };
+enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2, CANCEL_BUDGET = 3 };
 
 #define LABELS_REFRESH_MS 10000.0
 #define CLEANUP_BATCH 500
@@ -63,6 +63,7 @@ struct slot {
     int state;               /* guarded by worker.mu */
     struct queue_job job;    /* valid while not FREE */
     double lease_until_ms;   /* monotonic; guarded by worker.mu */
+    double started_ms;       /* monotonic claim time, for the job's time budget */
     _Atomic int cancel;      /* CANCEL_*: read by Tesseract's cancel callback */
 };
 
@@ -109,6 +110,19 @@ static double jitter(unsigned int *seed, double v)
 {
     /* ±50 %: spreads a fleet's retries and polls so they do not march in step. */
     return v * (0.5 + (double)rand_r(seed) / ((double)RAND_MAX + 1.0));
+}
+
+/* The job time budget: --job-deadline, or by default what the slowest
+ * legitimate job can take (every page OCR'd to its hard stop, plus two
+ * minutes for fetch, vision and completion); 0 = none (no page deadline). */
+static double worker_job_budget_ms(const struct worker_opts *o)
+{
+    if (o->job_deadline_s > 0)
+        return o->job_deadline_s * 1000.0;
+    if (o->page_deadline_ms <= 0)
+        return 0;
+    double page_hard = o->page_deadline_ms * 1.25 + 2000.0;
+    return (o->ocr_max_pages > 0 ? o->ocr_max_pages : 10) * page_hard + 120000.0;
 }
 
 static void wake_dispatcher(struct worker *w)
@@ -366,9 +380,16 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         char state[8] = "";
         char msg[1400];
         snprintf(msg, sizeof msg, "%s%s%s", err.msg, err.detail[0] ? ": " : "", err.detail);
+        if (cancel == CANCEL_BUDGET)
+            snprintf(msg, sizeof msg, "job ran past its time budget of %.0f s (--job-deadline) and was stopped (%s)",
+                     worker_job_budget_ms(w->o) / 1000.0, err.msg);
         struct folio_err ferr = {0};
         int frc;
+        /* a job over its budget is no longer renewed: its own lease still
+         * holds long enough for this (else the reaper counts it) */
+        atomic_store(&s->cancel, CANCEL_NONE);
         WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
+        atomic_store(&s->cancel, cancel);
         atomic_fetch_add(&w->failed, 1);
         folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d max_attempts=%d state=%s error=%s",
                   (long long)j->id, j->attempt, j->max_attempts, frc ? "unknown" : state,
@@ -473,6 +494,7 @@ static void *ocr_thread_main(void *arg)
 
 /* ------------------------------------------------------------ heartbeat */
 
+
 /* What the workers row says about the paths, as they are now: written at
  * registration and refreshed by every heartbeat, so a lost GPU, its
  * re-open and a give-up all show (paths, paths_disabled, state). */
@@ -544,7 +566,7 @@ static void *heartbeat_main(void *arg)
         int64_t worker_id = w->worker_id;
         int n = 0;
         for (int i = 0; ids && toks && slot_of && alive && i < w->nslots; i++)
-            if (w->slots[i].state != SLOT_FREE) {
+            if (w->slots[i].state != SLOT_FREE && atomic_load(&w->slots[i].cancel) != CANCEL_BUDGET) {
                 ids[n] = w->slots[i].job.id;
                 memcpy(toks[n], w->slots[i].job.token, 37);
                 slot_of[n++] = i;
@@ -591,9 +613,18 @@ static void *heartbeat_main(void *arg)
             }
         }
         /* Self-fencing: a job whose lease may have lapsed (no renewal for a
-         * whole lease) is stopped even if the database never said so. */
+         * whole lease) is stopped even if the database never said so. A
+         * job past its time budget is stopped and no longer renewed: a
+         * stuck job cannot keep its lease alive forever. */
+        double budget = worker_job_budget_ms(o);
         for (int i = 0; i < w->nslots; i++) {
             struct slot *s = &w->slots[i];
+            if (s->state != SLOT_FREE && budget > 0 && now - s->started_ms > budget &&
+                atomic_load(&s->cancel) == CANCEL_NONE) {
+                atomic_store(&s->cancel, CANCEL_BUDGET);
+                folio_log(FOLIO_LOG_WARN, "job_over_budget", "job=%lld attempt=%d budget_ms=%.0f", (long long)s->job.id,
+                          s->job.attempt, budget);
+            }
             if (s->state != SLOT_FREE && now > s->lease_until_ms && atomic_load(&s->cancel) == CANCEL_NONE) {
                 atomic_store(&s->cancel, CANCEL_LOST);
                 folio_log(FOLIO_LOG_WARN, "lease_lapsed", "job=%lld attempt=%d msg=\"no renewal for a whole lease\"",
@@ -737,6 +768,7 @@ static int disp_claim(struct dispatcher *d, int *free_after)
             s++;
         w->slots[s].job = jobs[i];
         w->slots[s].lease_until_ms = start + w->o->queue.lease_s * 1000.0;
+        w->slots[s].started_ms = start;
         atomic_store(&w->slots[s].cancel, CANCEL_NONE);
         w->slots[s].state = SLOT_ASSIGNED;
         folio_log(FOLIO_LOG_DEBUG, "job_claimed", "job=%lld document=%lld attempt=%d", (long long)jobs[i].id,

@@ -12,7 +12,10 @@
  *      errors in the server log.
  *   3. The worker's pixel cap (--max-pixels, default = ingest's): a page
  *      over it fails from its header with the numbers, counting an
- *      attempt, instead of being decoded. */
+ *      attempt, instead of being decoded.
+ *   4. (fault-injection builds) A job that does not finish within its
+ *      time budget (--job-deadline) is stopped, fails with the reason,
+ *      counts its attempt, and its lease is not renewed meanwhile. */
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
 
@@ -118,6 +121,24 @@ int main(void)
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 0, "a result for a page over --max-pixels");
     kill(w, SIGTERM);
     CHECK(wt_wait_exit(w, 15000) == 0, "worker exit");
+
+#ifdef FOLIO_FAULT_INJECTION
+    /* 4. sleep_ms:60000 holds the job (cancellably, like a slow page); a
+     * 2 s budget with a 3 s lease (renewed every second). */
+    PQclear(PQexec(c, "TRUNCATE folio.results, folio.jobs, folio.documents, folio.workers CASCADE"));
+    wt_sha("slow", NULL, sha);
+    long long jslow = wt_add_doc(c, sha, inv, inv_len, 3);
+    REQUIRE(jslow > 0, "plant slow");
+    const char *const budget_args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", "--retry-base", "30",
+                                       "--job-deadline", "2", NULL};
+    w = wt_spawn_worker(g_db, "sleep_ms:60000", log, budget_args);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM folio.jobs WHERE id = %lld AND state = 'queued' AND attempts = 1"
+                              " AND last_error LIKE 'job ran past its time budget of 2 s%%'", jslow);
+    CHECK(wt_wait_for(c, sql, 1, 20000) == 0, "job over its budget not failed with the reason; see %s", log);
+    CHECK(tu_sh("grep -q 'event=job_over_budget job=%lld' '%s'", jslow, log) == 0, "no job_over_budget; see %s", log);
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 15000) == 0, "worker exit");
+#endif
 
     free(inv);
     PQfinish(c);
