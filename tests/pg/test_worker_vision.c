@@ -183,10 +183,14 @@ int main(void)
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 2 * NDOC, 240000) == 0,
           "device loss: later documents not done; see %s", log);
     CHECK(waitpid(w, NULL, WNOHANG) == 0, "worker died after the device loss; see %s", log);
-    /* the workers row follows the re-open back to vision (issue 21) */
-    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.workers WHERE state = 'ready' AND 'vision' = ANY(paths)"
-                         " AND NOT paths_disabled ? 'vision'", 1, 15000) == 0,
-          "workers row not back to ready with vision after the re-open; see %s", log);
+    /* The workers row tells the truth (issue 21): device_lost:2 loses
+     * every re-opened engine on its second pass, so the last document
+     * left the GPU lost and waiting for its re-open: still a ready GPU
+     * worker, vision off for now with the reason, not frozen at the
+     * paths it registered with and not "ocr-only". */
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.workers WHERE state = 'ready' AND paths = '{ocr+rules}'"
+                         " AND paths_disabled->>'vision' LIKE '%re-opening with backoff%'", 1, 15000) == 0,
+          "workers row after the loss does not say vision is re-opening; see %s", log);
     kill(w, SIGTERM);
     CHECK(wt_wait_exit(w, 60000) == 0, "worker exit after SIGTERM; see %s", log);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 2 * NDOC &&
