@@ -36,13 +36,8 @@ static int ingest(const char *inbox, const char *extra, const char *log)
 
 int main(void)
 {
-    REQUIRE_OK(tu_pg_fresh_db("folio_test_ingest_hostile", g_db, sizeof g_db) == 0, "fresh db");
-    PGconn *c = PQconnectdb(g_db);
-    REQUIRE_OK(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-    struct folio_err err = {0};
-    int applied = 0;
-    struct migrate_opts mo = {0};
-    REQUIRE_OK(migrate_run(c, &mo, &applied, &err) == 0, "migrate: %s", err.msg);
+    PGconn *c = wt_fresh_schema("folio_test_ingest_hostile", g_db, sizeof g_db);
+    REQUIRE(c, "fresh migrated database");
     const char *dir = tu_scratch("ingest_hostile");
     char inbox[1100], secret[1100], allowed[1100], p[1300], log[1100];
     snprintf(inbox, sizeof inbox, "%s/inbox", dir);

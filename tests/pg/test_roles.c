@@ -58,13 +58,8 @@ static void login(const char *role, const char *group, char *conninfo, size_t n,
 
 int main(void)
 {
-    REQUIRE_OK(tu_pg_fresh_db("folio_test_roles", g_db, sizeof g_db) == 0, "fresh db");
-    PGconn *c = PQconnectdb(g_db);
-    REQUIRE_OK(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-    struct folio_err err = {0};
-    int applied = 0;
-    struct migrate_opts mo = {0};
-    REQUIRE_OK(migrate_run(c, &mo, &applied, &err) == 0, "migrate: %s", err.msg);
+    PGconn *c = wt_fresh_schema("folio_test_roles", g_db, sizeof g_db);
+    REQUIRE(c, "fresh migrated database");
     char wk[400], ing[400], rd[400];
     login("folio_t21_worker", "folio_worker", wk, sizeof wk, c);
     login("folio_t21_ingest", "folio_ingest", ing, sizeof ing, c);

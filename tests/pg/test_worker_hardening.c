@@ -23,13 +23,9 @@ static char g_db[512];
 
 int main(void)
 {
-    REQUIRE_OK(tu_pg_fresh_db("folio_test_worker_hardening", g_db, sizeof g_db) == 0, "fresh db");
-    PGconn *c = PQconnectdb(g_db);
-    REQUIRE_OK(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+    PGconn *c = wt_fresh_schema("folio_test_worker_hardening", g_db, sizeof g_db);
+    REQUIRE(c, "fresh migrated database");
     struct folio_err err = {0};
-    int applied = 0;
-    struct migrate_opts mo = {0};
-    REQUIRE_OK(migrate_run(c, &mo, &applied, &err) == 0, "migrate: %s", err.msg);
     const char *dir = tu_scratch("worker_hardening");
     char log[1100], sql[600];
     snprintf(log, sizeof log, "%s/worker.log", dir);
