@@ -11,8 +11,10 @@
  * confidence floor.
  *
  * Deadlines and cancellation use Tesseract's ETEXT_DESC monitor: its cancel
- * callback is polled between words, so a lost lease or an over-long page
- * stops within a word or two.
+ * callback is polled between words of recognition. Layout analysis and
+ * text extraction do not poll it, so ocr_page runs all of this in a child
+ * process that can be killed (ocr_isolate.c); ocr_page_inproc here is the
+ * child's body.
  */
 #include "engine/ocr.h"
 #include "engine/ocr_internal.h"

@@ -107,10 +107,25 @@ struct sink {
     int eof;
 };
 
-/* Reads what is there; returns -1 when out of memory. */
-static int sink_read(int fd, struct sink *s)
+/* Reads what is there; returns -1 when out of memory. A sink with a
+ * limit keeps only its first `limit` bytes (stderr chatter is logged, not
+ * hoarded); the answer sink has none (0). */
+static int sink_read(int fd, struct sink *s, size_t limit)
 {
     for (;;) {
+        if (limit && s->len >= limit) {
+            char junk[4096];
+            ssize_t r = read(fd, junk, sizeof junk);
+            if (r > 0)
+                continue;
+            if (r == 0)
+                s->eof = 1;
+            else if (errno == EINTR)
+                continue;
+            else if (errno != EAGAIN)
+                s->eof = 1;
+            return 0;
+        }
         if (s->cap - s->len < 65536) {
             size_t nc = s->cap ? s->cap * 2 : 131072;
             char *nb = realloc(s->buf, nc);
@@ -212,7 +227,7 @@ int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic in
             rc = folio_err_set(err, FOLIO_EIO, "poll on the OCR child: %s", strerror(errno));
             break;
         }
-        if ((!rs.eof && sink_read(res[0], &rs)) || (!es.eof && sink_read(ers[0], &es))) {
+        if ((!rs.eof && sink_read(res[0], &rs, 0)) || (!es.eof && sink_read(ers[0], &es, 65536))) {
             rc = folio_err_set(err, FOLIO_ENOMEM, "cannot hold the OCR child's output");
             break;
         }
