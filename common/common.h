@@ -78,8 +78,15 @@ size_t folio_utf8_seq_len(const unsigned char *s, size_t n);
 /* The longest prefix of s[0..n) of at most max bytes that does not end
  * inside a UTF-8 sequence (cutting text to a byte budget keeps it valid). */
 size_t folio_utf8_prefix(const char *s, size_t n, size_t max);
-/* Same escaping for arbitrary bytes (file names are data, not text). */
+/* Same escaping for arbitrary bytes (file names are data, not text). A
+ * value that does not fit is cut on a character boundary and ends in
+ * "..." plus its closing quote. C1 controls and bidi overrides are
+ * escaped as \uXXXX. */
 const char *folio_lq_bytes(char *buf, size_t n, const void *s, size_t len);
+/* The code point of the valid UTF-8 sequence s (l bytes) when a display
+ * must not show it raw: C1 controls U+0080..U+009F (U+009B is a terminal
+ * CSI) and bidi controls U+202A..U+202E, U+2066..U+2069; else 0. */
+uint32_t folio_utf8_unsafe_cp(const unsigned char *s, size_t l);
 
 /* ---- hashing (OpenSSL EVP) ---- */
 #define FOLIO_SHA256_LEN 32

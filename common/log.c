@@ -98,57 +98,94 @@ size_t folio_utf8_seq_len(const unsigned char *s, size_t n)
     return len;
 }
 
+uint32_t folio_utf8_unsafe_cp(const unsigned char *s, size_t l)
+{
+    uint32_t cp;
+    if (l == 2)
+        cp = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+    else if (l == 3)
+        cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    else
+        return 0;
+    /* C1 controls (U+009B is a CSI: terminal escape sequences); bidi
+     * embeddings, overrides and isolates, which reorder what follows. */
+    if ((cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+        return cp;
+    return 0;
+}
+
+/* The escaped form of the character at s[i]: written to tmp, returns its
+ * length; *adv gets how many input bytes it covers. */
+static size_t lq_piece(const unsigned char *s, size_t len, size_t i, char tmp[16], size_t *adv)
+{
+    unsigned char c = s[i];
+    *adv = 1;
+    if (c == '"' || c == '\\') {
+        tmp[0] = '\\';
+        tmp[1] = (char)c;
+        return 2;
+    }
+    if (c == '\n' || c == '\t') {
+        tmp[0] = '\\';
+        tmp[1] = c == '\n' ? 'n' : 't';
+        return 2;
+    }
+    if (c < 0x20 || c == 0x7f)
+        return (size_t)snprintf(tmp, 16, "\\x%02x", c);
+    if (c < 0x80) {
+        tmp[0] = (char)c;
+        return 1;
+    }
+    size_t l = folio_utf8_seq_len(s + i, len - i);
+    if (l == 0)
+        return (size_t)snprintf(tmp, 16, "\\x%02x", c);
+    *adv = l;
+    uint32_t cp = folio_utf8_unsafe_cp(s + i, l);
+    if (cp)
+        return (size_t)snprintf(tmp, 16, "\\u%04x", (unsigned)cp);
+    memcpy(tmp, s + i, l);
+    return l;
+}
+
 const char *folio_lq_bytes(char *buf, size_t n, const void *src, size_t len)
 {
     const unsigned char *s = src;
+    if (n == 0)
+        return buf;
     int need_quote = (len == 0);
     for (size_t i = 0; i < len && !need_quote; i++)
         if (s[i] <= ' ' || s[i] == '"' || s[i] == '=' || s[i] == '\\' || s[i] >= 0x7f)
             need_quote = 1;
-    size_t o = 0;
-#define PUT(ch)                                                                              \
-    do {                                                                                     \
-        if (o + 1 < n)                                                                       \
-            buf[o++] = (char)(ch);                                                           \
-    } while (0)
-    if (n == 0)
+    /* First the full length, so that a value that fits is never marked
+     * cut; a cut one ends in "..." and its closing quote, always on a
+     * character boundary, so the next key=value stays a key=value. */
+    char tmp[16];
+    size_t adv, total = 0;
+    for (size_t i = 0; i < len; i += adv)
+        total += lq_piece(s, len, i, tmp, &adv);
+    size_t closing = need_quote ? 1 : 0;
+    int cut = total + 2 * closing + 1 > n;
+    size_t room = n - 1 - closing - (cut ? 3 : 0); /* bytes for the opening quote and pieces */
+    if (n < 1 + 2 * closing + (cut ? 3 : 0)) {
+        buf[0] = '\0';
         return buf;
+    }
+    size_t o = 0;
     if (need_quote)
-        PUT('"');
-    for (size_t i = 0; i < len;) {
-        unsigned char c = s[i];
-        if (c == '"' || c == '\\') {
-            PUT('\\'); PUT(c); i++;
-        } else if (c == '\n') {
-            PUT('\\'); PUT('n'); i++;
-        } else if (c == '\t') {
-            PUT('\\'); PUT('t'); i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            char h[5];
-            snprintf(h, sizeof h, "\\x%02x", c);
-            for (int k = 0; k < 4; k++) PUT(h[k]);
-            i++;
-        } else if (c < 0x80) {
-            PUT(c); i++;
-        } else {
-            size_t l = folio_utf8_seq_len(s + i, len - i);
-            if (l == 0) {
-                char h[5];
-                snprintf(h, sizeof h, "\\x%02x", c);
-                for (int k = 0; k < 4; k++) PUT(h[k]);
-                i++;
-            } else {
-                if (o + l + 1 < n) {
-                    memcpy(buf + o, s + i, l);
-                    o += l;
-                }
-                i += l;
-            }
-        }
+        buf[o++] = '"';
+    for (size_t i = 0; i < len; i += adv) {
+        size_t tl = lq_piece(s, len, i, tmp, &adv);
+        if (o + tl > room)
+            break;
+        memcpy(buf + o, tmp, tl);
+        o += tl;
+    }
+    if (cut) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
     }
     if (need_quote)
-        PUT('"');
-#undef PUT
+        buf[o++] = '"';
     buf[o] = '\0';
     return buf;
 }

@@ -105,6 +105,9 @@ void engine_models_close(struct engine_models *m);
  * any thread), and a copy of why any is off ("" when none is). */
 const char *engine_models_paths(const struct engine_models *m);
 void engine_models_reason(struct engine_models *m, char *buf, size_t n);
+/* 1 when the model tiers are off until restart (no model, or repeated
+ * losses); 0 while they run or a lost device is being re-opened. */
+int engine_models_gave_up(struct engine_models *m);
 /* Device, driver, paths, the open report (ready time per step). */
 int engine_models_report_json(struct engine_models *m, char *buf, size_t n);
 

@@ -11,10 +11,13 @@
  * confidence floor.
  *
  * Deadlines and cancellation use Tesseract's ETEXT_DESC monitor: its cancel
- * callback is polled between words, so a lost lease or an over-long page
- * stops within a word or two.
+ * callback is polled between words of recognition. Layout analysis and
+ * text extraction do not poll it, so ocr_page runs all of this in a child
+ * process that can be killed (ocr_isolate.c); ocr_page_inproc here is the
+ * child's body.
  */
 #include "engine/ocr.h"
+#include "engine/ocr_internal.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +34,8 @@ struct ocr_engine {
 
 const char *ocr_tesseract_version(void) { return TessVersion(); }
 
+const struct ocr_opts *ocr_engine_opts(const struct ocr_engine *e) { return &e->opts; }
+
 void ocr_process_init(void) { setenv("OMP_THREAD_LIMIT", "1", 0); }
 
 void ocr_opts_default(struct ocr_opts *o)
@@ -40,6 +45,7 @@ void ocr_opts_default(struct ocr_opts *o)
     o->page_deadline_ms = 60000;
     o->detect_orientation = 1;
     o->osd_min_conf = 2.0f;
+    o->isolate = 1;
 }
 
 int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err *err)
@@ -162,8 +168,50 @@ static bool cancel_cb(void *this_, int words)
     return false;
 }
 
-int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
-             struct ocr_page_result *out, struct folio_err *err)
+/* The page's text, one output line per text line, words in reading order
+ * (left to right). Not TessBaseAPIGetUTF8Text: its ResultIterator re-walks
+ * a text line from its start for every word (bidi reordering,
+ * MoveToLogicalStartOfTextline), so it is quadratic in words per line and,
+ * on a page of tiny text, ran for minutes after Recognize had stopped at
+ * its deadline, where neither the deadline nor the cancel flag reaches.
+ * The WordStr box text walks the same words once with the left-to-right
+ * iterator ("WordStr l b r t page #words\n" plus a tab row per line), so
+ * its cost is bounded by what Recognize produced within its own budget.
+ * Returns NULL when out of memory. */
+static char *page_text(TessBaseAPI *api)
+{
+    char *box = TessBaseAPIGetWordStrBoxText(api, 0);
+    size_t cap = box ? strlen(box) + 1 : 1, n = 0;
+    char *text = malloc(cap);
+    if (!text) {
+        if (box)
+            TessDeleteText(box);
+        return NULL;
+    }
+    for (const char *line = box; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *hash = strncmp(line, "WordStr ", 8) == 0 ? memchr(line, '#', len) : NULL;
+        if (hash) {
+            /* the five box numbers never contain '#': the first one opens the words */
+            const char *w = hash + 1;
+            size_t wl = len - (size_t)(w - line);
+            while (wl && w[wl - 1] == ' ')
+                wl--;
+            memcpy(text + n, w, wl);
+            n += wl;
+            text[n++] = '\n';
+        }
+        line = eol ? eol + 1 : line + len;
+    }
+    text[n] = 0;
+    if (box)
+        TessDeleteText(box);
+    return text;
+}
+
+int ocr_page_inproc(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
+                    struct ocr_page_result *out, struct folio_err *err)
 {
     memset(out, 0, sizeof *out);
     out->confidence = -1;
@@ -251,10 +299,7 @@ int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic in
         return folio_err_set(err, FOLIO_EFORMAT, "Tesseract could not recognise a %dx%d page", img->width, img->height);
     }
     TessMonitorDelete(mon);
-    char *txt = TessBaseAPIGetUTF8Text(e->api);
-    out->text = strdup(txt ? txt : "");
-    if (txt)
-        TessDeleteText(txt);
+    out->text = page_text(e->api);
     int conf = TessBaseAPIMeanTextConf(e->api);
     out->confidence = (out->text && out->text[strspn(out->text, " \t\r\n\f")]) ? (float)conf : -1.0f;
     TessBaseAPIClear(e->api);

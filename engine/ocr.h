@@ -32,6 +32,9 @@ struct ocr_opts {
     int page_deadline_ms;    /* per page recognition budget; 0 = none */
     int detect_orientation;  /* run OSD and rotate the page upright first */
     float osd_min_conf;      /* rotate only when OSD is at least this sure (default 2) */
+    int isolate;             /* default 1: each page runs in a forked child that is killed at
+                              * the deadline or on cancel (see ocr_isolate.c); 0 = in this
+                              * thread, unbounded where Tesseract does not poll (benchmarks) */
 };
 void ocr_opts_default(struct ocr_opts *o);
 
@@ -62,7 +65,11 @@ void ocr_page_result_free(struct ocr_page_result *r);
 
 /* OCRs one page. *cancel (may be NULL) is polled during recognition: set it
  * from another thread to stop early (a lost lease). Returns 0 with
- * timed_out set when the deadline passed, FOLIO_ETIMEOUT when cancelled. */
+ * timed_out set when the deadline passed, FOLIO_ETIMEOUT when cancelled.
+ * With opts.isolate every stage (orientation, layout, recognition, text) is
+ * bounded: a page still running page_deadline_ms plus a short grace after
+ * it started, or when *cancel is set, is killed and FOLIO_ETIMEOUT
+ * returned. Tesseract's own stderr chatter is logged as logfmt (debug). */
 int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
              struct ocr_page_result *out, struct folio_err *err);
 

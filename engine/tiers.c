@@ -115,6 +115,14 @@ const char *engine_models_paths(const struct engine_models *m)
 {
     return PATHS[atomic_load(&((struct engine_models *)m)->level)];
 }
+int engine_models_gave_up(struct engine_models *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int g = m->gave_up;
+    pthread_mutex_unlock(&m->mu);
+    return g;
+}
+
 void engine_models_reason(struct engine_models *m, char *buf, size_t n)
 {
     pthread_mutex_lock(&m->mu);

@@ -323,9 +323,10 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
     out->format = f;
     snprintf(out->media_type, sizeof out->media_type, "%s", ingest_format_media_type(f));
     if (f == INGEST_FMT_UNKNOWN) {
-        char head[40];
-        folio_lq_bytes(head, sizeof head, data, len < 8 ? len : 8);
-        folio_err_set(err, FOLIO_EUNSUPPORTED, "file is not an image or PDF folio reads (first bytes %s)", head);
+        /* No file bytes in the message: it lands in folio.rejections and
+         * reason.json, readable by more people than the file was. */
+        folio_err_set(err, FOLIO_EUNSUPPORTED, "file is not an image or PDF folio reads (no known "
+                      "signature in its first bytes)");
         folio_err_hint(err, "folio reads PDF, JPEG, PNG, TIFF, PNM, WebP, GIF and BMP, recognised by content");
         return reject(out, "unsupported_format", FOLIO_EUNSUPPORTED);
     }
@@ -345,6 +346,14 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
             dm.w = (uint32_t)jh.width;
             dm.h = (uint32_t)jh.height;
             out->exif_orientation = jh.exif_orientation;
+        } else if (rc == FOLIO_ELIMIT) {
+            out->width = jh.width;
+            out->height = jh.height;
+            folio_err_hint(err, "the file says it is a %.1f-megapixel page; scan at a lower resolution",
+                           (double)jh.width * jh.height / 1e6);
+            return over_limit(out, err, "too_many_pixels", "max_pixels",
+                              lim->max_pixels < INGEST_HARD_MAX_PIXELS ? lim->max_pixels : INGEST_HARD_MAX_PIXELS,
+                              (uint64_t)jh.width * (uint64_t)jh.height);
         }
         break;
     case INGEST_FMT_PNG: rc = ingest_sniff_png_dims(data, len, &dm, err); break;
@@ -404,6 +413,12 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
 
 int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
                        int want_channels, struct ingest_page *out, struct folio_err *err)
+{
+    return ingest_decode_page_capped(data, len, page, max_side, want_channels, 0, out, err);
+}
+
+int ingest_decode_page_capped(const uint8_t *data, size_t len, int page, int max_side, int want_channels,
+                              uint64_t max_pixels, struct ingest_page *out, struct folio_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!data || (want_channels != 1 && want_channels != 3) || page < 0 || max_side < 0)
@@ -467,6 +482,13 @@ int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
     if (dm.w == 0 || dm.h == 0 || px > INGEST_HARD_MAX_PIXELS || cost > INGEST_HARD_MAX_PIXELS)
         return folio_err_set(err, FOLIO_ELIMIT, "page %d is %ux%u, outside what folio decodes", page + 1,
                              dm.w, dm.h);
+    if (max_pixels && (px > max_pixels || cost > max_pixels)) {
+        /* refused from the header, before a pixel buffer exists */
+        folio_err_set(err, FOLIO_ELIMIT, "page %d is %ux%u = %.1f megapixels, over the limit of %.1f megapixels",
+                      page + 1, dm.w, dm.h, (double)(px > cost ? px : cost) / 1e6, (double)max_pixels / 1e6);
+        folio_err_hint(err, "the worker's --max-pixels should equal ingest's; raise both if pages this large are expected");
+        return FOLIO_ELIMIT;
+    }
 
     if (f == INGEST_FMT_JPEG)
         rc = ingest_jpeg_decode(data, len, &jh, max_side, want_channels, out, err);

@@ -633,3 +633,30 @@ void ingest_tracker_done(struct ingest_tracker *t, const char *path, enum ingest
         break;
     }
 }
+
+/* "/a/b" is inside "/a" and "/a/b", not inside "/a/bc". */
+static int path_under(const char *path, const char *root)
+{
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        n--;
+    if (n == 1 && root[0] == '/')
+        return 1;
+    return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+int ingest_fd_within(int fd, const char *dir, const char *const *allow_roots)
+{
+    char link[64], real[PATH_MAX + 1], root[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, real, sizeof real - 1);
+    if (n <= 0 || (size_t)n >= sizeof real - 1)
+        return 0;
+    real[n] = '\0';
+    if (realpath(dir, root) && path_under(real, root))
+        return 1;
+    for (int i = 0; allow_roots && allow_roots[i]; i++)
+        if (realpath(allow_roots[i], root) && path_under(real, root))
+            return 1;
+    return 0;
+}

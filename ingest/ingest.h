@@ -83,6 +83,12 @@ struct ingest_page {
  * be shrunk); 0 = full size. EXIF orientation is applied. */
 int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
                        int want_channels, struct ingest_page *out, struct folio_err *err);
+/* ingest_decode_page with the caller's pixel limit (0 = only the hard one):
+ * a page whose header claims more pixels is FOLIO_ELIMIT before anything
+ * is allocated. The worker passes its --max-pixels, the same limit ingest
+ * checked when the file came in. */
+int ingest_decode_page_capped(const uint8_t *data, size_t len, int page, int max_side, int want_channels,
+                              uint64_t max_pixels, struct ingest_page *out, struct folio_err *err);
 void ingest_page_free(struct ingest_page *p);
 
 /* ---- PDF (pdf.c): a session with the sandboxed helper process ----
@@ -194,14 +200,25 @@ enum ingest_outcome {
 void ingest_tracker_done(struct ingest_tracker *t, const char *path, enum ingest_outcome o,
                          const struct ingest_sig *sig, int64_t retry_ms);
 
+/* 1 when the file open as fd lies inside dir or inside one of allow_roots
+ * (NULL-terminated list, may be NULL), judged by the descriptor's resolved
+ * path (/proc/self/fd): what was opened, not what a link said before.
+ * Used on followed symlinks, so a link cannot bring in a file from
+ * anywhere the folio user can read (/etc/shadow, another inbox). */
+int ingest_fd_within(int fd, const char *dir, const char *const *allow_roots);
+
 /* ---- dispositions (after the database commit only) ---- */
 /* Moves path (relative part rel) to dir/.folio/<sub>/<rel>, never
  * overwriting: a taken name gets ".1", ".2", ... before its extension.
- * The final path is written to out (malloc'd). */
+ * The final path is written to out (malloc'd). The folders under dir are
+ * walked and created with openat/O_NOFOLLOW: a symlink planted anywhere
+ * in dir/.folio is refused, never followed out of dir. */
 int ingest_move_into(const char *dir, const char *sub, const char *path, const char *rel,
                      char **out, struct folio_err *err);
-/* Writes text to path + ".reason.json", refusing to overwrite. */
-int ingest_write_reason(const char *moved_path, const char *json, struct folio_err *err);
+/* Writes text to moved_path + ".reason.json" (moved_path as returned by
+ * ingest_move_into for the same dir), refusing to overwrite or to follow
+ * a symlink; the file gets the inbox's group access, never world access. */
+int ingest_write_reason(const char *dir, const char *moved_path, const char *json, struct folio_err *err);
 /* Display form of a file name or path: valid UTF-8, control and invalid
  * bytes escaped (\n, \xNN), backslash doubled. Always NUL-terminated. */
 void ingest_display(char *out, size_t n, const char *bytes);

@@ -49,6 +49,9 @@ struct jpeg_header {
     bool has_eoi;            /* an EOI marker follows the first scan */
     char warning[200];       /* non-fatal header warning, "" if none */
 };
+/* libjpeg's JPEG_MAX_DIMENSION. A larger frame is FOLIO_ELIMIT, with
+ * width and height set to what the frame header claims. */
+#define JPEG_LIBJPEG_MAX_SIDE 65500
 int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, struct folio_err *err);
 /* Whole-stream validation by a 1/8-scale decode. A warning that means data
  * is missing or damaged is an error; any other warning is copied into

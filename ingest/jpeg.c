@@ -68,6 +68,7 @@ int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, s
     memset(h, 0, sizeof *h);
     /* Walk the marker segments up to the first scan for APP1/APP14. */
     size_t pos = 2, sos = 0;
+    int sof_w = 0, sof_h = 0;
     while (pos + 4 <= n) {
         if (d[pos] != 0xFF) {
             pos++;
@@ -87,6 +88,11 @@ int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, s
             break;
         const uint8_t *payload = d + pos + 4;
         size_t plen = len - 2;
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC && plen >= 5 && !sof_w) {
+            /* frame header: what the file claims, before libjpeg judges it */
+            sof_h = (int)payload[1] << 8 | payload[2];
+            sof_w = (int)payload[3] << 8 | payload[4];
+        }
         if (m == 0xE1 && !h->exif_orientation)
             h->exif_orientation = exif_orientation(payload, plen);
         else if (m == 0xEE && plen >= 5 && memcmp(payload, "Adobe", 5) == 0)
@@ -123,7 +129,14 @@ int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, s
                             &h->colorspace) != 0) {
         if (tjGetErrorCode(tj) == TJERR_WARNING && h->width > 0 && h->height > 0)
             snprintf(h->warning, sizeof h->warning, "%s", tjGetErrorStr2(tj));
-        else
+        else if (sof_w > JPEG_LIBJPEG_MAX_SIDE || sof_h > JPEG_LIBJPEG_MAX_SIDE) {
+            /* libjpeg refuses such a frame before reading it ("Maximum
+             * supported image dimension"): a size limit, not corruption */
+            h->width = sof_w;
+            h->height = sof_h;
+            rc = folio_err_set(err, FOLIO_ELIMIT, "JPEG claims %dx%d pixels; libjpeg decodes at most %d per side",
+                               sof_w, sof_h, JPEG_LIBJPEG_MAX_SIDE);
+        } else
             rc = folio_err_set(err, FOLIO_EFORMAT, "JPEG header is not valid: %s", tjGetErrorStr2(tj));
     }
     if (rc == 0 && (h->width <= 0 || h->height <= 0)) {

@@ -16,7 +16,7 @@ if [ "${1:-}" = stop ]; then
 fi
 
 bash ops/deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FAULT_INJECTION=OFF >/dev/null
 ninja -C build
 F="$ROOT/build/folio"
 

@@ -12,11 +12,14 @@ JOBS=${JOBS:-$(nproc)}
 bash ops/deps.sh
 
 echo "== build (release, -Werror)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_WERROR=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_WERROR=ON -DFOLIO_FAULT_INJECTION=OFF >/dev/null
 ninja -C build -j "$JOBS"
+# The release build is what production runs: no fault-injection hooks.
+build/folio version | grep -qx 'fault-injection off' || { echo "release build has fault injection compiled in" >&2; exit 1; }
 
 echo "== build (address + undefined sanitizers)"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFOLIO_SANITIZE=ON -DFOLIO_WERROR=ON >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFOLIO_SANITIZE=ON -DFOLIO_WERROR=ON \
+  -DFOLIO_FAULT_INJECTION=ON >/dev/null
 ninja -C build-asan -j "$JOBS"
 
 PGDIR=$(grep -o 'FOLIO_TEST_PGHOST=[^;"]*' build-asan/tests/CTestTestfile.cmake | head -1 | cut -d= -f2 || true)

@@ -45,7 +45,9 @@ static const char USAGE[] =
     "  --rounds N       passes over the pages per measurement (default 1)\n"
     "  --repeat N       folio-vs-CLI measurements, alternated; medians reported (default 3)\n"
     "  --no-cli         skip the tesseract CLI comparison\n"
-    "  --keep DIR       generate pages into DIR and keep them\n";
+    "  --keep DIR       generate pages into DIR and keep them\n"
+    "  --in-process     OCR in the calling thread, not a forked child per page\n"
+    "                   (the worker's default; shows what isolation costs)\n";
 
 static const char *const LINES[] = {
     "Harbour Supplies Ltd, 14 Quay Street, Portsmouth",
@@ -103,6 +105,7 @@ struct run {
     _Atomic int next;
     _Atomic int errors;
     double init_ms_sum;
+    int isolate; /* each page in a forked child (the worker's default) */
     pthread_mutex_t mu;
     pthread_barrier_t start;
 };
@@ -114,6 +117,7 @@ static void *ocr_thread(void *arg)
     ocr_opts_default(&oo);
     oo.detect_orientation = r->osd;
     oo.page_deadline_ms = 0;
+    oo.isolate = r->isolate;
     struct ocr_engine *e = NULL;
     struct folio_err err = {0};
     double t0 = folio_mono_ms();
@@ -148,6 +152,17 @@ static double cpu_s(clockid_t id)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* CPU seconds of this process plus its reaped children: with isolation
+ * the OCR itself runs in forked children (engine/ocr_isolate.c). */
+static double cpu_with_children(void)
+{
+    struct rusage ru;
+    double c = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+        c += ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    return c;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -179,10 +194,10 @@ static void emit(struct json_buf *b)
 }
 
 /* Measures folio with T threads; returns pages/s (wall), fills cpu rate. */
-static double run_folio(struct page *pages, int npages, int rounds, int threads, int osd, double *per_cpu_s,
-                        double *init_ms, int *errors)
+static double run_folio(struct page *pages, int npages, int rounds, int threads, int osd, int isolate,
+                        double *per_cpu_s, double *init_ms, int *errors)
 {
-    struct run r = {.pages = pages, .npages = npages, .osd = osd};
+    struct run r = {.pages = pages, .npages = npages, .osd = osd, .isolate = isolate};
     r.total = npages * rounds;
     if (r.total < threads * 2)
         r.total = threads * 2;
@@ -194,11 +209,11 @@ static double run_folio(struct page *pages, int npages, int rounds, int threads,
     for (int i = 0; i < threads; i++)
         pthread_create(&tid[i], NULL, ocr_thread, &r);
     pthread_barrier_wait(&r.start);
-    double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID), t0 = folio_mono_ms();
+    double c0 = cpu_with_children(), t0 = folio_mono_ms();
     pthread_barrier_wait(&r.start);
     for (int i = 0; i < threads; i++)
         pthread_join(tid[i], NULL);
-    double wall = (folio_mono_ms() - t0) / 1000.0, cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    double wall = (folio_mono_ms() - t0) / 1000.0, cpu = cpu_with_children() - c0;
     free(tid);
     pthread_barrier_destroy(&r.start);
     pthread_mutex_destroy(&r.mu);
@@ -264,9 +279,10 @@ int bench_ocr(int argc, char **argv)
     static const struct option opts[] = {{"pages", required_argument, 0, 1000}, {"threads", required_argument, 0, 1001},
                                          {"rounds", required_argument, 0, 1002}, {"no-cli", no_argument, 0, 1003},
                                          {"keep", required_argument, 0, 1004},   {"repeat", required_argument, 0, 1005},
+                                         {"in-process", no_argument, 0, 1006},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int npages = 4, rounds = 1, cli = 1, repeat = 3, ch;
+    int npages = 4, rounds = 1, cli = 1, repeat = 3, isolate = 1, ch;
     const char *tl = NULL, *keep = NULL;
     long long v;
     optind = 1;
@@ -286,6 +302,7 @@ int bench_ocr(int argc, char **argv)
             rounds = (int)v;
             break;
         case 1003: cli = 0; break;
+        case 1006: isolate = 0; break;
         case 1004: keep = optarg; break;
         case 1005:
             if (folio_parse_int(optarg, 1, 16, &v))
@@ -368,7 +385,7 @@ int bench_ocr(int argc, char **argv)
         fclose(lf);
     for (int rep = 0; rep < repeat && rc == FOLIO_EXIT_OK; rep++) {
         int errors = 0;
-        f_pps[rep] = run_folio(pages, npages, rounds, 1, 0, &f_cpu[rep], &f_init, &errors);
+        f_pps[rep] = run_folio(pages, npages, rounds, 1, 0, isolate, &f_cpu[rep], &f_init, &errors);
         f_err += errors;
         c_pps[rep] = c_cpu[rep] = NAN;
         if (cli) {
@@ -400,7 +417,7 @@ int bench_ocr(int argc, char **argv)
     double fm_pps = median(f_pps, reps), fm_cpu = median(f_cpu, reps);
     char extra[300];
     snprintf(extra, sizeof extra, ",\"repeats\":%d,\"statistic\":\"median\"", reps);
-    line("folio", 1, 0, npages * rounds, fm_pps, fm_cpu, f_init, 0, f_err, extra);
+    line(isolate ? "folio" : "folio-inprocess", 1, 0, npages * rounds, fm_pps, fm_cpu, f_init, 0, f_err, extra);
     if (cli) {
         double cm_pps = median(c_pps, reps), cm_cpu = median(c_cpu, reps);
         snprintf(extra, sizeof extra,
@@ -416,10 +433,10 @@ int bench_ocr(int argc, char **argv)
         int T = levels[li];
         double pcpu = 0, init = 0;
         int errors = 0;
-        double pps = run_folio(pages, npages, rounds, T, 1, &pcpu, &init, &errors);
+        double pps = run_folio(pages, npages, rounds, T, 1, isolate, &pcpu, &init, &errors);
         if (T == 1)
             base_pps = pps;
-        line("folio", T, 1, npages * rounds < T * 2 ? T * 2 : npages * rounds, pps, pcpu, init,
+        line(isolate ? "folio" : "folio-inprocess", T, 1, npages * rounds < T * 2 ? T * 2 : npages * rounds, pps, pcpu, init,
              base_pps > 0 ? pps / base_pps : 0, errors, NULL);
     }
     for (int p = 0; p < npages; p++)

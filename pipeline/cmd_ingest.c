@@ -21,7 +21,9 @@ static const char USAGE[] =
     "  --rescan SECONDS     full rescan period in --watch mode (default 60)\n"
     "  --no-inotify         --watch with rescans only (network file systems)\n"
     "  --stable-ms MS       size+mtime must hold still this long (default 2000)\n"
-    "  --follow-symlinks    accept symbolic links (refused by default)\n"
+    "  --follow-symlinks    accept symbolic links (refused by default) that resolve\n"
+    "                       inside DIR or an --allow-root folder\n"
+    "  --allow-root DIR     followed links may also lead here (repeatable)\n"
     "  --max-bytes SIZE     largest file accepted (default 512MiB)\n"
     "  --max-pixels N       largest page in pixels (default 300000000)\n"
     "  --max-pages N        most pages per document (default 2000)\n"
@@ -67,6 +69,7 @@ static const struct option opts[] = {
         {"pooler", required_argument, 0, 1030},
         {"pdf-page-ms", required_argument, 0, 1150},
         {"pdf-memory-mb", required_argument, 0, 1151},
+        {"allow-root", required_argument, 0, 1031},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -78,6 +81,8 @@ int cmd_ingest(int argc, char **argv)
     ingest_run_opts_default(&o);
     const char *db = NULL, *pooler = NULL;
     const char *metrics_listen = NULL;
+    const char *roots[17] = {0}; /* NULL-terminated --allow-root list */
+    size_t n_roots = 0;
     long long v;
     optind = 1;
     opterr = 0;
@@ -102,6 +107,12 @@ int cmd_ingest(int argc, char **argv)
             o.stable_ms = (int)v;
             break;
         case 1005: o.follow_symlinks = 1; break;
+        case 1031:
+            if (n_roots + 1 >= sizeof roots / sizeof *roots)
+                return cli_usage_error("ingest", "--allow-root given more than %zu times", sizeof roots / sizeof *roots - 1);
+            roots[n_roots++] = optarg;
+            o.allow_roots = roots;
+            break;
         case 1006:
             /* A blob is one bytea value, which PostgreSQL caps at 1 GiB. */
             if (folio_parse_size(optarg, &o.limits.max_bytes) != 0 || o.limits.max_bytes == 0 ||

@@ -33,7 +33,10 @@ static void print_table(const char *title, PGresult *r)
     int w[32] = {0};
     if (nf > 32)
         nf = 32;
-    char buf[256];
+    /* A column holds at most 60 bytes: folio_lq cuts longer values on a
+     * character boundary, ends them in "..." and closes their quote, so a
+     * cut never splits a UTF-8 sequence or an escape. */
+    char buf[61];
     for (int f = 0; f < nf; f++) {
         w[f] = (int)strlen(PQfname(r, f));
         for (int t = 0; t < nt; t++) {
@@ -41,8 +44,6 @@ static void print_table(const char *title, PGresult *r)
             if (l > w[f])
                 w[f] = l;
         }
-        if (w[f] > 60)
-            w[f] = 60;
     }
     printf(" ");
     for (int f = 0; f < nf; f++)
@@ -51,7 +52,7 @@ static void print_table(const char *title, PGresult *r)
     for (int t = 0; t < nt; t++) {
         printf(" ");
         for (int f = 0; f < nf; f++)
-            printf(" %-*.*s", w[f], w[f], folio_lq(buf, sizeof buf, PQgetvalue(r, t, f)));
+            printf(" %-*s", w[f], folio_lq(buf, sizeof buf, PQgetvalue(r, t, f)));
         printf("\n");
     }
     printf("\n");

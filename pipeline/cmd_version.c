@@ -25,5 +25,10 @@ int cmd_version(int argc, char **argv)
     printf("libjpeg-turbo %s\n", ingest_turbojpeg_version());
     printf("tesseract %s (built against %s)\n", ocr_tesseract_version(), FOLIO_TESSERACT_BUILD_VERSION);
     printf("leptonica %s\n", lept);
+#ifdef FOLIO_FAULT_INJECTION
+    puts("fault-injection on");
+#else
+    puts("fault-injection off");
+#endif
     return FOLIO_EXIT_OK;
 }

@@ -57,6 +57,11 @@ static const char USAGE[] =
     "                       tiers (default 64KiB,512KiB); cuts are recorded in the\n"
     "                       result's ocr_pages.text_cut\n"
     "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --job-deadline SECS  a job's time budget: past it the job fails (one attempt)\n"
+    "                       and its lease is no longer renewed (default: pages x\n"
+    "                       page deadline + 2 min)\n"
+    "  --max-pixels N       largest page decoded, refused from its header (default\n"
+    "                       300000000, ingest's default: keep the two equal)\n"
     "  --metrics-listen ADDR:PORT  serve /metrics (Prometheus), /healthz, /readyz\n"
     "\n"
     "Options may also come from the configuration file ([worker], [worker.NAME]\n"
@@ -114,6 +119,8 @@ static const struct option opts[] = {
         {"retry-max", required_argument, 0, 1014},
         {"poll", required_argument, 0, 1015},
         {"page-deadline", required_argument, 0, 1016},
+        {"max-pixels", required_argument, 0, 1090},
+        {"job-deadline", required_argument, 0, 1091},
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
@@ -251,6 +258,15 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 0, 3600000, &v))
                 return cli_usage_error("worker", "--page-deadline wants 0..3600000 ms, got '%s'", optarg);
             o.page_deadline_ms = (int)v;
+            break;
+        case 1091:
+            if (parse_duration(optarg, &o.job_deadline_s) != 0 || o.job_deadline_s < 1)
+                return cli_usage_error("worker", "--job-deadline wants a duration of at least 1 s, got '%s'", optarg);
+            break;
+        case 1090:
+            if (folio_parse_int(optarg, 1, (long long)1 << 40, &v) != 0)
+                return cli_usage_error("worker", "--max-pixels wants a positive number, got '%s'", optarg);
+            o.max_pixels = (uint64_t)v;
             break;
         default:
             return cli_usage_error("worker", "unknown or incomplete option '%s'", argv[optind - 1]);

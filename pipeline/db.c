@@ -54,6 +54,40 @@ int db_pooler_resolve(const char *flag_value, enum db_pooler *out, struct folio_
 
 int db_pooled(const PGconn *c) { return c && PQinstanceData(c, pooled_event) == &POOLED_MARK; }
 
+
+int db_hide_password_arg(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        char *v = NULL;
+        int take = 0;
+        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
+            v = argv[i + 1];
+            take = 2;
+        } else if (strncmp(argv[i], "--db=", 5) == 0) {
+            v = argv[i] + 5;
+            take = 1;
+        }
+        if (!v)
+            continue;
+        char probe[2048];
+        snprintf(probe, sizeof probe, "%s", v);
+        db_scrub(probe, sizeof probe, v);
+        if (strcmp(probe, v) == 0)
+            return argc; /* no password in it: leave the command line alone */
+        /* The environment (mode 0400 in /proc) instead of the command line
+         * (world-readable), and db_conninfo() falls back to it; a re-exec
+         * then carries no password either. */
+        if (setenv("FOLIO_DB", v, 1) != 0)
+            return argc;
+        for (char *c = v; *c; c++)
+            *c = 'x';
+        for (int k = i; k + take <= argc; k++)
+            argv[k] = argv[k + take];
+        return argc - take;
+    }
+    return argc;
+}
+
 const char *db_conninfo(const char *flag_value)
 {
     if (flag_value && flag_value[0])
@@ -62,6 +96,77 @@ const char *db_conninfo(const char *flag_value)
     if (e && e[0])
         return e;
     return "";
+}
+
+/* Replaces every occurrence of the n bytes at secret in msg by "***". */
+static void redact(char *msg, size_t cap, const char *secret, size_t n)
+{
+    if (n == 0)
+        return;
+    (void)cap; /* the text only ever shrinks */
+    for (char *p = msg; (p = memmem(p, strlen(p), secret, n)) != NULL;) {
+        if (n < 3) { /* too short to shrink: star it out in place */
+            memset(p, '*', n);
+            p += n;
+            continue;
+        }
+        memmove(p + 3, p + n, strlen(p + n) + 1);
+        memcpy(p, "***", 3);
+        p += 3;
+    }
+}
+
+void db_scrub(char *msg, size_t cap, const char *conninfo)
+{
+    if (!conninfo || !conninfo[0])
+        return;
+    /* key=value form: password = value, bare or single-quoted */
+    for (const char *p = conninfo; (p = strstr(p, "password")) != NULL;) {
+        const char *v = p + 8;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        p += 8;
+        if (*v != '=')
+            continue;
+        v++;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t n = 0;
+        if (*v == '\'') {
+            v++;
+            while (v[n] && v[n] != '\'')
+                n += v[n] == '\\' && v[n + 1] ? 2 : 1;
+        } else {
+            /* bare value; in a URI query it ends at '&' */
+            while (v[n] && v[n] != ' ' && v[n] != '\t' && v[n] != '&' && v[n] != '#')
+                n++;
+        }
+        redact(msg, cap, v, n);
+    }
+    /* URI form: scheme://user:password@host */
+    const char *sch = strstr(conninfo, "://");
+    if (sch) {
+        const char *ui = sch + 3, *at = strchr(ui, '@');
+        const char *end = ui + strcspn(ui, "/?");
+        if (at && at < end) {
+            const char *colon = memchr(ui, ':', (size_t)(at - ui));
+            if (colon)
+                redact(msg, cap, colon + 1, (size_t)(at - colon - 1));
+        }
+    }
+}
+
+/* Server NOTICE/WARNING messages as logfmt lines, not libpq's raw
+ * "NOTICE:  ..." on stderr between folio's own log lines. */
+static void notice_to_log(void *arg, const char *message)
+{
+    (void)arg;
+    char q[1100];
+    size_t n = strlen(message);
+    while (n && (message[n - 1] == '\n' || message[n - 1] == ' '))
+        n--;
+    folio_log(strncmp(message, "WARNING", 7) == 0 ? FOLIO_LOG_WARN : FOLIO_LOG_INFO, "db_notice", "text=%s",
+              folio_lq_bytes(q, sizeof q, message, n));
 }
 
 int db_connect(const char *conninfo, const char *app_name, PGconn **out,
@@ -88,6 +193,8 @@ int db_open(const char *conninfo, enum db_pooler pooler, const char *app_name, P
         while (l && (msg[l - 1] == '\n' || msg[l - 1] == ' '))
             msg[--l] = '\0';
         PQfinish(c);
+        /* libpq quotes parts of a malformed conninfo back, password included */
+        db_scrub(msg, sizeof msg, conninfo);
         folio_err_set(err, FOLIO_EDB, "cannot connect to PostgreSQL");
         folio_err_detail(err, "%s", msg);
         folio_err_hint(err,
@@ -102,6 +209,7 @@ int db_open(const char *conninfo, enum db_pooler pooler, const char *app_name, P
         PQfinish(c);
         return folio_err_set(err, FOLIO_ENOMEM, "cannot mark a libpq connection as pooled");
     }
+    PQsetNoticeProcessor(c, notice_to_log, NULL);
     PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'");
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         db_err_from_result(r, c, "setting up the session", err);
@@ -149,3 +257,31 @@ int db_exec(PGconn *c, const char *sql, struct folio_err *err)
 }
 
 int db_conn_broken(PGconn *c) { return !c || PQstatus(c) != CONNECTION_OK; }
+
+int db_sqlstate_transient(const char *st)
+{
+    if (!st || strlen(st) != 5)
+        return 0;
+    static const char *const classes[] = {
+        "08", /* connection exception */
+        "40", /* transaction rollback: serialization failure, deadlock, completion unknown */
+        "53", /* insufficient resources: disk full, out of memory, too many connections */
+        "58", /* system error: I/O error, undefined file (a crashed relation mid-recovery) */
+    };
+    static const char *const states[] = {
+        "57014", /* query_canceled: statement_timeout, or an admin's pg_cancel_backend */
+        "55P03", /* lock_not_available: lock_timeout (VACUUM FULL, ALTER TABLE hold the table) */
+        "55006", /* object_in_use */
+        "25006", /* read_only_sql_transaction: connected to a standby mid-failover */
+        "57P01", "57P02", "57P03", /* admin shutdown, crash shutdown, cannot connect now */
+        "57P05", /* idle_session_timeout */
+        "25P03", /* idle_in_transaction_session_timeout */
+    };
+    for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+        if (strncmp(st, classes[i], 2) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+        if (strcmp(st, states[i]) == 0)
+            return 1;
+    return 0;
+}

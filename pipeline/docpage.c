@@ -18,7 +18,7 @@ int worker_doc_page(void *ctx, struct engine_page *out, struct folio_err *err)
         double dpi = ingest_pdf_fit_dpi(c->pdf, c->page, DOC_PAGE_MAX_SIDE, tokens * DOC_PAGE_PX_PER_TOKEN);
         rc = ingest_pdf_render(c->pdf, c->page, dpi, 3, &p, err);
     } else {
-        rc = ingest_decode_page(c->data, c->len, c->page, DOC_PAGE_MAX_SIDE, 3, &p, err);
+        rc = ingest_decode_page_capped(c->data, c->len, c->page, DOC_PAGE_MAX_SIDE, 3, c->max_pixels, &p, err);
     }
     if (rc)
         return rc;

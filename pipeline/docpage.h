@@ -25,6 +25,7 @@ struct doc_page_ctx {
     int page;                /* 0-based */
     struct ingest_pdf *pdf;  /* open session on data when it is a PDF, else NULL */
     uint32_t max_image_tokens; /* PDF render budget; 0 = DOC_PAGE_DEFAULT_TOKENS */
+    uint64_t max_pixels; /* per page, refused from the header; 0 = the hard limit */
 };
 
 /* engine_page_fn over a doc_page_ctx. */

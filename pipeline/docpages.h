@@ -26,6 +26,7 @@ struct doc_pages_opts {
     int page_deadline_ms;      /* for logs */
     const struct ingest_limits *pdf_limits; /* helper limits; NULL = defaults */
     size_t max_page_bytes, max_doc_bytes; /* --max-text-bytes; 0 = doctext.h defaults */
+    uint64_t max_pixels;       /* per page, refused from the header; 0 = the hard limit */
 };
 
 struct doc_page_result {

@@ -166,7 +166,7 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
         struct ingest_page pg;
         double td = folio_mono_ms();
         int rc = c->pdf ? ingest_pdf_render(c->pdf, p, ingest_pdf_fit_dpi(c->pdf, p, DECODE_MAX_SIDE, 0), 1, &pg, err)
-                        : ingest_decode_page(c->data, c->len, p, DECODE_MAX_SIDE, 1, &pg, err);
+                        : ingest_decode_page_capped(c->data, c->len, p, DECODE_MAX_SIDE, 1, c->max_pixels, &pg, err);
         out->decode_ms += folio_mono_ms() - td;
         if (rc) {
             json_free(&text);

@@ -45,6 +45,7 @@ struct doc_text_ctx {
     int *ocr_left;             /* Tesseract budget shared by calls (NULL = max_pages only) */
     int pdf_text_pages;        /* out: pages whose text came from the PDF text layer */
     int ocr_pages;             /* out: pages OCR'd */
+    uint64_t max_pixels;       /* per page, refused from the header; 0 = the hard limit */
 };
 /* A page's text source as recorded in page_results. */
 const char *worker_text_source(const struct doc_text_ctx *c);

@@ -102,6 +102,10 @@ static void set_reject(struct ingest_item *it, const char *reason)
     snprintf(it->reason, sizeof it->reason, "%s", reason);
 }
 
+/* A damaged file must have been quiet this many stability windows
+ * (--stable-ms) before it is rejected as corrupt (see validate). */
+#define SLOW_WRITER_FACTOR 10
+
 /* Reads and judges one stable file. Never touches the file system
  * otherwise: dispositions wait for the commit. */
 static struct ingest_item *validate(const struct run *R, struct ingest_candidate c)
@@ -136,6 +140,25 @@ static struct ingest_item *validate(const struct run *R, struct ingest_candidate
             it->status = (errno == ENOENT || errno == ELOOP) ? ITEM_REOBSERVE : ITEM_RETRY;
             folio_err_set(&it->err, FOLIO_EIO, "cannot open: %s", strerror(errno));
         }
+        return it;
+    }
+    if (o->follow_symlinks && !ingest_fd_within(fd, o->dir, o->allow_roots)) {
+        /* Judged on what was opened, before a byte is read: no size,
+         * hash or content of a file outside the inbox is ever recorded. */
+        close(fd);
+        /* The record describes the link, not its target: discovery
+         * stat()ed through it, and the target's size and mtime are
+         * facts about a file outside the inbox. */
+        struct stat ls;
+        if (lstat(c.path, &ls) == 0) {
+            it->cand.sig.size = (uint64_t)ls.st_size;
+            it->cand.sig.mtime_ns = (int64_t)ls.st_mtim.tv_sec * 1000000000LL + ls.st_mtim.tv_nsec;
+        } else {
+            it->cand.sig.size = 0;
+        }
+        folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic link leads outside the ingest folder");
+        folio_err_hint(&it->err, "followed links must resolve inside DIR or an --allow-root folder");
+        set_reject(it, "symlink");
         return it;
     }
     struct stat st;
@@ -197,6 +220,22 @@ static struct ingest_item *validate(const struct run *R, struct ingest_candidate
     it->len = 0;
     if (rc == 0 || rc == FOLIO_ENOMEM || strcmp(it->info.reason, "internal") == 0) {
         it->status = ITEM_RETRY; /* our problem, not the file's */
+        return it;
+    }
+    /* A slow writer that paused longer than --stable-ms leaves a file that
+     * looks truncated. A damaged file that was written to recently may
+     * still be growing: look again (the stability window restarts)
+     * instead of recording half a file as corrupt; once it has been quiet
+     * for SLOW_WRITER_FACTOR stability windows it is judged as it is. */
+    int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t quiet_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - mtime_ms;
+    if (strcmp(it->info.reason, "corrupt") == 0 && quiet_ms < (int64_t)o->stable_ms * SLOW_WRITER_FACTOR) {
+        char lq[1100];
+        folio_log(FOLIO_LOG_DEBUG, "file_maybe_growing", "path=%s quiet_ms=%lld action=reobserve",
+                  folio_lq(lq, sizeof lq, it->path_display), (long long)quiet_ms);
+        it->status = ITEM_REOBSERVE;
         return it;
     }
     set_reject(it, it->info.reason[0] ? it->info.reason : "corrupt");
@@ -344,7 +383,7 @@ static void dispose(struct run *R, struct ingest_item *it, const char *host)
             char *json = malloc(4096);
             if (json) {
                 ingest_reject_json(it, host, json, 4096);
-                if (ingest_write_reason(moved, json, &err) != 0)
+                if (ingest_write_reason(o->dir, moved, json, &err) != 0)
                     folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
                               folio_lq(lq, sizeof lq, it->path_display),
                               folio_lq(lq2, sizeof lq2, err.msg));

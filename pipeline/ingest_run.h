@@ -18,6 +18,7 @@ struct ingest_run_opts {
     int watch;
     int recursive;
     int follow_symlinks;
+    const char *const *allow_roots; /* followed links may also resolve here (NULL-terminated) */
     int use_inotify;      /* watch mode only; 0 = rescans alone (NFS/SMB) */
     int rescan_s;
     int stable_ms;

@@ -50,6 +50,11 @@ int main(int argc, char **argv)
         usage(stdout);
         return FOLIO_EXIT_OK;
     }
+    argc = db_hide_password_arg(argc, argv);
+    if (argc < 2) {
+        usage(stderr);
+        return FOLIO_EXIT_USAGE;
+    }
     if (strcmp(argv[1], "--version") == 0)
         return cmd_version(1, argv + 1);
     /* Subcommands that run Tesseract need OMP_THREAD_LIMIT set before the

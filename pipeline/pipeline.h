@@ -44,6 +44,24 @@ int db_err_from_result(PGresult *r, PGconn *c, const char *what, struct folio_er
 /* True when the connection is gone (server restart, network): callers then
  * reconnect with backoff instead of failing the job. */
 int db_conn_broken(PGconn *c);
+/* Replaces the password of conninfo (password=..., quoted or not, or a
+ * URI's user:password@) wherever it appears in msg (cap bytes) by "***":
+ * libpq quotes a malformed conninfo back in its error text. */
+void db_scrub(char *msg, size_t cap, const char *conninfo);
+/* A --db CONNINFO carrying a password moves to $FOLIO_DB (what
+ * db_conninfo falls back to): the argument's bytes are overwritten, so
+ * /proc/PID/cmdline no longer shows the password, and the pair is
+ * removed from argv (so a re-exec does not carry it). Returns the new
+ * argc. Call first thing in main. A password file (libpq's passfile= or
+ * $PGPASSFILE, ~/.pgpass) keeps it off both. */
+int db_hide_password_arg(int argc, char **argv);
+/* True for a SQLSTATE that says "the server cannot do it now", not "this
+ * statement or its data is wrong": connection and shutdown classes,
+ * statement and lock timeouts, serialization failures and deadlocks,
+ * read-only transactions (a failover in progress), insufficient resources
+ * (too many connections, disk full, out of memory), system and I/O errors.
+ * Retrying such an error must never use up a document's attempts. */
+int db_sqlstate_transient(const char *sqlstate);
 
 /* ---- migrations ---- */
 struct migrate_opts {
@@ -132,6 +150,8 @@ int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
 struct queue_worker_stats {
     int64_t done, failed, lost;
     const char *state; /* workers.state; NULL keeps it */
+    const char *paths_array;         /* workers.paths as a text[] literal; NULL keeps it */
+    const char *paths_disabled_json; /* workers.paths_disabled; NULL keeps it */
 };
 int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
                     const struct queue_worker_stats *st, const int64_t *ids,
@@ -189,8 +209,8 @@ int queue_cleanup(PGconn *c, double retain_s, int limit, int *deleted, struct fo
 
 /* True when a failed call should be retried on a new connection: the
  * connection is gone, the error carries no SQLSTATE (libpq lost the
- * server mid-statement), or the server said it is shutting down, crashing
- * or starting (SQLSTATE class 08, 57P01..57P03). */
+ * server mid-statement), or its SQLSTATE is transient
+ * (db_sqlstate_transient). */
 int queue_err_transient(PGconn *c, const struct folio_err *err);
 
 /* LISTEN on QUEUE_NOTIFY_CHANNEL. */
@@ -239,6 +259,8 @@ struct worker_opts {
     size_t max_page_text, max_doc_text; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */
     int max_pages_classified;  /* pages classified per document (default 20) */
     int pdf_page_ms, pdf_memory_mb; /* PDF helper limits (0 = ingest's defaults) */
+    uint64_t max_pixels;       /* per page; the same default as ingest's --max-pixels */
+    double job_deadline_s;     /* a job's time budget; 0 = derived from the page deadline */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */

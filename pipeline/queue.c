@@ -55,13 +55,47 @@ static PGresult *exec(PGconn *c, const char *sql, int n, const char *const *vals
  * before 1.21 has no prepared statements in that mode, and the SET below
  * would leak to other clients' sessions) sends the same SQL as unnamed
  * statements; FOLIO_DB_NO_PREPARE=1 does the same on any connection. */
+/* Which statements this thread has prepared on which session (connection
+ * and backend pid), so a new session prepares first instead of provoking
+ * a 26000 error per statement in the server log. Only a hint: a stale
+ * entry (a reused address and pid) still ends in the 26000 path below. */
+#define PREP_SEEN_MAX 32
+struct prep_seen {
+    const PGconn *c;
+    int pid;
+    char name[48];
+};
+static _Thread_local struct prep_seen prep_seen[PREP_SEEN_MAX];
+static _Thread_local unsigned prep_seen_next;
+
+static int prep_known(PGconn *c, const char *name)
+{
+    int pid = PQbackendPID(c);
+    for (int i = 0; i < PREP_SEEN_MAX; i++)
+        if (prep_seen[i].c == c && prep_seen[i].pid == pid && !strcmp(prep_seen[i].name, name))
+            return 1;
+    return 0;
+}
+
+static void prep_remember(PGconn *c, const char *name)
+{
+    struct prep_seen *e = &prep_seen[prep_seen_next++ % PREP_SEEN_MAX];
+    e->c = c;
+    e->pid = PQbackendPID(c);
+    snprintf(e->name, sizeof e->name, "%s", name);
+}
+
 static PGresult *exec_hot(PGconn *c, const char *name, const char *sql, int n, const char *const *vals)
 {
     const char *off = getenv("FOLIO_DB_NO_PREPARE");
     if ((off && off[0] == '1') || db_pooled(c))
         return exec(c, sql, n, vals);
-    PGresult *r = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
-    const char *st = PQresultStatus(r) == PGRES_FATAL_ERROR ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    PGresult *r = NULL;
+    const char *st = "26000";
+    if (prep_known(c, name)) {
+        r = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
+        st = PQresultStatus(r) == PGRES_FATAL_ERROR ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    }
     if (st && strcmp(st, "26000") == 0) {
         PQclear(r);
         /* A custom plan per call would re-run the planner's selectivity
@@ -73,9 +107,12 @@ static PGresult *exec_hot(PGconn *c, const char *name, const char *sql, int n, c
         PGresult *g = PQexec(c, "SET plan_cache_mode = force_generic_plan");
         PQclear(g);
         PGresult *p = PQprepare(c, name, sql, n, NULL);
-        if (PQresultStatus(p) != PGRES_COMMAND_OK)
+        const char *pst = PQresultStatus(p) == PGRES_COMMAND_OK ? NULL : PQresultErrorField(p, PG_DIAG_SQLSTATE);
+        /* 42P05: prepared before this thread's cache forgot it; fine */
+        if (PQresultStatus(p) != PGRES_COMMAND_OK && !(pst && strcmp(pst, "42P05") == 0))
             return p;
         PQclear(p);
+        prep_remember(c, name);
         r = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
     }
     return r;
@@ -179,7 +216,8 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
     static const char SQL[] =
         "WITH w AS ("
         "  UPDATE folio.workers SET heartbeat_at = now(), jobs_done = $4, jobs_failed = $5,"
-        "    jobs_lost = $6, state = coalesce($7, state)"
+        "    jobs_lost = $6, state = coalesce($7, state), paths = coalesce($9::text[], paths),"
+        "    paths_disabled = coalesce($10::jsonb, paths_disabled)"
         "   WHERE id = $3)"
         " UPDATE folio.jobs j SET lease_expires_at = now() + make_interval(secs => $8::float8)"
         "  FROM unnest($1::bigint[], $2::uuid[]) AS h(id, tok)"
@@ -197,8 +235,9 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
     snprintf(f, sizeof f, "%lld", (long long)(st ? st->failed : 0));
     snprintf(l, sizeof l, "%lld", (long long)(st ? st->lost : 0));
     snprintf(lb, sizeof lb, "%.3f", q->lease_s);
-    const char *v[] = {ia, ta, wb, d, f, l, st ? st->state : NULL, lb};
-    PGresult *r = exec_hot(c, "folio_heartbeat_v1", SQL, 8, v);
+    const char *v[] = {ia, ta, wb, d, f, l, st ? st->state : NULL, lb, st ? st->paths_array : NULL,
+                       st ? st->paths_disabled_json : NULL};
+    PGresult *r = exec_hot(c, "folio_heartbeat_v2", SQL, 10, v);
     free(ia);
     free(ta);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -488,9 +527,9 @@ int queue_err_transient(PGconn *c, const struct folio_err *err)
     const char *st = strstr(err->msg, "(SQLSTATE ");
     if (!st)
         return 1;
-    st += 10;
-    return strncmp(st, "08", 2) == 0 || strncmp(st, "57P01", 5) == 0 || strncmp(st, "57P02", 5) == 0 ||
-           strncmp(st, "57P03", 5) == 0;
+    char code[6];
+    snprintf(code, sizeof code, "%.5s", st + 10);
+    return db_sqlstate_transient(code);
 }
 
 int queue_listen(PGconn *c, struct folio_err *err)

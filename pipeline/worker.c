@@ -66,7 +66,7 @@
 #include <unistd.h>
 
 enum { SLOT_FREE, SLOT_ASSIGNED, SLOT_BUSY };
-enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2 };
+enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2, CANCEL_BUDGET = 3 };
 
 #define LABELS_REFRESH_MS 10000.0
 #define CLEANUP_BATCH 500
@@ -75,6 +75,7 @@ struct slot {
     int state;               /* guarded by worker.mu */
     struct queue_job job;    /* valid while not FREE */
     double lease_until_ms;   /* monotonic; guarded by worker.mu */
+    double started_ms;       /* monotonic claim time, for the job's time budget */
     _Atomic int cancel;      /* CANCEL_*: read by Tesseract's cancel callback */
 };
 
@@ -101,6 +102,7 @@ struct worker {
     struct done_entry *done_head; /* results waiting for a group write (guarded by mu) */
     int done_writing;             /* a thread is writing a group (guarded by mu) */
     pthread_cond_t done_cv;       /* a group write ended */
+    _Atomic int draining;    /* SIGTERM seen: the heartbeat keeps the row's 'draining' */
     int wake_fd;
     struct fault fault;
     char host[256];
@@ -124,6 +126,19 @@ static double jitter(unsigned int *seed, double v)
 {
     /* ±50 %: spreads a fleet's retries and polls so they do not march in step. */
     return v * (0.5 + (double)rand_r(seed) / ((double)RAND_MAX + 1.0));
+}
+
+/* The job time budget: --job-deadline, or by default what the slowest
+ * legitimate job can take (every page OCR'd to its hard stop, plus two
+ * minutes for fetch, vision and completion); 0 = none (no page deadline). */
+static double worker_job_budget_ms(const struct worker_opts *o)
+{
+    if (o->job_deadline_s > 0)
+        return o->job_deadline_s * 1000.0;
+    if (o->page_deadline_ms <= 0)
+        return 0;
+    double page_hard = o->page_deadline_ms * 1.25 + 2000.0;
+    return (o->ocr_max_pages > 0 ? o->ocr_max_pages : 10) * page_hard + 120000.0;
 }
 
 static void wake_dispatcher(struct worker *w)
@@ -288,17 +303,48 @@ static void build_result_json(const struct engine_result *er, double fetch_ms, d
     worker_pages_json(dc, pages); /* per-page results ride along (schema 004) */
 }
 
+/* How long one step retries a server that keeps answering with a
+ * transient error (a table locked by VACUUM FULL, statement_timeout, a
+ * standby mid-failover) while the heartbeat still holds the lease. Past
+ * it the error fails the job (one attempt), so a permanent setting that
+ * only looks transient (a statement_timeout no blob read can meet)
+ * cannot hold a job forever. */
+#define TRANSIENT_RETRY_MS (300 * 1000.0)
+
+/* After a transient error from a working server: waits a jittered,
+ * doubling backoff before the step is retried on a fresh connection.
+ * Returns nonzero when the step should stop retrying: the job was
+ * cancelled (lease lost, shutdown) or TRANSIENT_RETRY_MS has passed. */
+static int transient_wait(struct ocr_thread *t, struct slot *s, const struct folio_err *err, double first_ms,
+                          double *backoff)
+{
+    if (job_cancelled(s) || folio_mono_ms() - first_ms + *backoff > TRANSIENT_RETRY_MS)
+        return 1;
+    char q[600];
+    folio_log(FOLIO_LOG_WARN, "db_transient", "thread=ocr%d job=%lld retry_ms=%.0f error=%s", t->idx,
+              (long long)s->job.id, *backoff, folio_lq(q, sizeof q, err->msg));
+    double until = folio_mono_ms() + jitter(&t->seed, *backoff);
+    while (folio_mono_ms() < until && !job_cancelled(s))
+        folio_sleep_ms(20);
+    *backoff = *backoff * 2 > 5000 ? 5000 : *backoff * 2;
+    return job_cancelled(s);
+}
+
 /* Retries a database step across reconnects until the lease runs out.
  * Leaves rcvar 0, the step's own (non-transient) error, or FOLIO_EDB when
  * the lease ran out first. A retried completion is safe: queue_complete
  * recognises a result its lost COMMIT acknowledgement already landed. */
 #define WITH_DB_RETRY(t, s, rcvar, errp, call)                                              \
     do {                                                                                    \
+        double rt_first_ = folio_mono_ms(), rt_backoff_ = 100;                              \
         for (;;) {                                                                          \
             if (((rcvar) = ensure_conn((t), (s))) != 0)                                     \
                 break;                                                                      \
             (rcvar) = (call);                                                               \
             if ((rcvar) == 0 || !queue_err_transient((t)->conn, (errp)))                    \
+                break;                                                                      \
+            if (!db_conn_broken((t)->conn) &&                                               \
+                transient_wait((t), (s), (errp), rt_first_, &rt_backoff_))                  \
                 break;                                                                      \
             PQfinish((t)->conn);                                                            \
             (t)->conn = NULL;                                                               \
@@ -447,7 +493,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
                                     .cancel = &s->cancel, .job_id = j->id,
                                     .page_deadline_ms = w->o->page_deadline_ms,
                                     .max_page_bytes = w->o->max_page_text,
-                                    .max_doc_bytes = w->o->max_doc_text};
+                                    .max_doc_bytes = w->o->max_doc_text,
+                                    .max_pixels = w->o->max_pixels};
         rc = worker_classify_document(t->engine, data, len, &po, &dc, &err);
     }
     struct engine_result er = dc.doc;
@@ -486,9 +533,16 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         char state[8] = "";
         char msg[1400];
         snprintf(msg, sizeof msg, "%s%s%s", err.msg, err.detail[0] ? ": " : "", err.detail);
+        if (cancel == CANCEL_BUDGET)
+            snprintf(msg, sizeof msg, "job ran past its time budget of %.0f s (--job-deadline) and was stopped (%s)",
+                     worker_job_budget_ms(w->o) / 1000.0, err.msg);
         struct folio_err ferr = {0};
         int frc;
+        /* a job over its budget is no longer renewed: its own lease still
+         * holds long enough for this (else the reaper counts it) */
+        atomic_store(&s->cancel, CANCEL_NONE);
         WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
+        atomic_store(&s->cancel, cancel);
         atomic_fetch_add(&w->failed, 1);
         metrics_job(w->o->metrics, "failed", &er, 0);
         folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d max_attempts=%d state=%s error=%s",
@@ -597,12 +651,49 @@ static void *ocr_thread_main(void *arg)
 
 /* ------------------------------------------------------------ heartbeat */
 
+
+/* What the workers row says about the paths, as they are now: written at
+ * registration and refreshed by every heartbeat, so a lost GPU, its
+ * re-open and a give-up all show (paths, paths_disabled, state). */
+struct worker_paths {
+    char array[64];      /* text[] literal: {vision,ocr+lm,ocr+rules} */
+    char disabled[1000]; /* jsonb: {"vision": "why", ...} */
+    const char *state;   /* ready: a model tier runs or is being re-opened;
+                          * ocr-only: none configured, or off until restart */
+};
+
+static void worker_paths_now(struct worker *w, struct worker_paths *wp)
+{
+    const char *paths = w->models ? engine_models_paths(w->models) : "ocr+rules";
+    char reason[320] = "no model configured";
+    if (w->models)
+        engine_models_reason(w->models, reason, sizeof reason);
+    char esc[400];
+    size_t k = 0;
+    for (const char *p = reason; *p && k + 2 < sizeof esc; p++) {
+        if (*p == '"' || *p == '\\')
+            esc[k++] = '\\';
+        esc[k++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+    }
+    esc[k] = 0;
+    int has_vision = strstr(paths, "vision") != NULL, has_lm = strstr(paths, "ocr+lm") != NULL;
+    snprintf(wp->disabled, sizeof wp->disabled, "{%s%s%s%s%s%s%s}", has_vision ? "" : "\"vision\":\"",
+             has_vision ? "" : esc, has_vision ? "" : "\"", !has_vision && !has_lm ? "," : "",
+             has_lm ? "" : "\"ocr+lm\":\"", has_lm ? "" : esc, has_lm ? "" : "\"");
+    snprintf(wp->array, sizeof wp->array, "{%s}", paths);
+    /* A short re-open backoff after one loss is not OCR-only: the worker
+     * is still a GPU worker, paths_disabled says what is off and why. */
+    int gpu_worker = w->models && w->o->model_path && !engine_models_gave_up(w->models);
+    wp->state = has_vision || has_lm || gpu_worker ? "ready" : "ocr-only";
+}
+
 static void stats_now(struct worker *w, struct queue_worker_stats *st, const char *state)
 {
     st->done = atomic_load(&w->done);
     st->failed = atomic_load(&w->failed);
     st->lost = atomic_load(&w->lost);
     st->state = state;
+    st->paths_array = st->paths_disabled_json = NULL;
 }
 
 static void *heartbeat_main(void *arg)
@@ -632,7 +723,7 @@ static void *heartbeat_main(void *arg)
         int64_t worker_id = w->worker_id;
         int n = 0;
         for (int i = 0; ids && toks && slot_of && alive && i < w->nslots; i++)
-            if (w->slots[i].state != SLOT_FREE) {
+            if (w->slots[i].state != SLOT_FREE && atomic_load(&w->slots[i].cancel) != CANCEL_BUDGET) {
                 ids[n] = w->slots[i].job.id;
                 memcpy(toks[n], w->slots[i].job.token, 37);
                 slot_of[n++] = i;
@@ -649,9 +740,11 @@ static void *heartbeat_main(void *arg)
             db_open(o->conninfo, o->pooler, "folio-worker-heartbeat", &c, &err);
         }
         struct queue_worker_stats st;
-        /* the model tiers gave up after repeated GPU losses: say so */
-        stats_now(w, &st, w->models && !strcmp(engine_models_paths(w->models), "ocr+rules") &&
-                              w->o->model_path ? "ocr-only" : NULL);
+        struct worker_paths wp;
+        worker_paths_now(w, &wp);
+        stats_now(w, &st, atomic_load(&w->draining) ? NULL : wp.state); /* keep 'draining' */
+        st.paths_array = wp.array;
+        st.paths_disabled_json = wp.disabled;
         if (c && ids)
             rc = queue_heartbeat(c, &o->queue, worker_id, &st, ids, (const char(*)[37])toks, n, alive, &err);
         if (rc) {
@@ -677,9 +770,18 @@ static void *heartbeat_main(void *arg)
             }
         }
         /* Self-fencing: a job whose lease may have lapsed (no renewal for a
-         * whole lease) is stopped even if the database never said so. */
+         * whole lease) is stopped even if the database never said so. A
+         * job past its time budget is stopped and no longer renewed: a
+         * stuck job cannot keep its lease alive forever. */
+        double budget = worker_job_budget_ms(o);
         for (int i = 0; i < w->nslots; i++) {
             struct slot *s = &w->slots[i];
+            if (s->state != SLOT_FREE && budget > 0 && now - s->started_ms > budget &&
+                atomic_load(&s->cancel) == CANCEL_NONE) {
+                atomic_store(&s->cancel, CANCEL_BUDGET);
+                folio_log(FOLIO_LOG_WARN, "job_over_budget", "job=%lld attempt=%d budget_ms=%.0f", (long long)s->job.id,
+                          s->job.attempt, budget);
+            }
             if (s->state != SLOT_FREE && now > s->lease_until_ms && atomic_load(&s->cancel) == CANCEL_NONE) {
                 atomic_store(&s->cancel, CANCEL_LOST);
                 folio_log(FOLIO_LOG_WARN, "lease_lapsed", "job=%lld attempt=%d msg=\"no renewal for a whole lease\"",
@@ -726,6 +828,9 @@ void worker_opts_default(struct worker_opts *o)
     o->ocr_max_pages = 10;
     o->max_pages_classified = DOC_MAX_PAGES_CLASSIFIED;
     o->page_deadline_ms = 60000;
+    struct ingest_limits il;
+    ingest_limits_default(&il);
+    o->max_pixels = il.max_pixels; /* what ingest let in is what a worker decodes */
 }
 
 struct dispatcher {
@@ -772,28 +877,11 @@ static int disp_connect(struct dispatcher *d)
         snprintf(detail, sizeof detail,
                  "{\"tesseract\":\"%s\",\"ocr_threads\":%d,\"ocr_lang\":\"%s\",\"engine\":%s}",
                  ocr_tesseract_version(), w->nslots, w->o->ocr_lang, eng);
-        /* paths as the model tiers opened (engine_models_paths) */
-        const char *paths = w->models ? engine_models_paths(w->models) : "ocr+rules";
-        char reason[320] = "no model configured";
-        if (w->models)
-            engine_models_reason(w->models, reason, sizeof reason);
-        char esc[400], disabled[1000], parr[64];
-        size_t k = 0;
-        for (const char *p = reason; *p && k + 2 < sizeof esc; p++) {
-            if (*p == '"' || *p == '\\')
-                esc[k++] = '\\';
-            esc[k++] = (unsigned char)*p < 0x20 ? ' ' : *p;
-        }
-        esc[k] = 0;
-        int has_vision = strstr(paths, "vision") != NULL, has_lm = strstr(paths, "ocr+lm") != NULL;
-        snprintf(disabled, sizeof disabled, "{%s%s%s%s%s%s%s}", has_vision ? "" : "\"vision\":\"",
-                 has_vision ? "" : esc, has_vision ? "" : "\"", !has_vision && !has_lm ? "," : "",
-                 has_lm ? "" : "\"ocr+lm\":\"", has_lm ? "" : esc, has_lm ? "" : "\"");
-        snprintf(parr, sizeof parr, "{%s}", paths);
-        const char *state = has_vision || has_lm ? "ready" : "ocr-only";
+        struct worker_paths wp;
+        worker_paths_now(w, &wp);
         struct queue_worker_info wi = {.host = w->host, .pid = (int)getpid(), .model_key = w->o->queue.model_key,
-                                       .state = state, .device = w->o->device, .paths_array = parr,
-                                       .paths_disabled_json = disabled, .detail_json = detail};
+                                       .state = wp.state, .device = w->o->device, .paths_array = wp.array,
+                                       .paths_disabled_json = wp.disabled, .detail_json = detail};
         int64_t id = 0;
         if (queue_worker_register(d->c, &wi, &id, &err)) {
             disp_drop_conn(d, &err);
@@ -878,6 +966,7 @@ static int disp_claim(struct dispatcher *d, int *free_after)
             s++;
         w->slots[s].job = jobs[i];
         w->slots[s].lease_until_ms = start + w->o->queue.lease_s * 1000.0;
+        w->slots[s].started_ms = start;
         atomic_store(&w->slots[s].cancel, CANCEL_NONE);
         w->slots[s].state = SLOT_ASSIGNED;
         folio_log(FOLIO_LOG_DEBUG, "job_claimed", "job=%lld document=%lld attempt=%d", (long long)jobs[i].id,
@@ -1123,6 +1212,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                     _exit(FOLIO_EXIT_FAIL);
                 }
                 stopping = 1;
+                atomic_store(&w.draining, 1);
                 service_stopping();
                 grace_end = folio_mono_ms() + o->grace_s * 1000.0;
                 folio_log(FOLIO_LOG_INFO, "worker_draining", "signal=%u in_flight=%d grace_s=%.1f", si.ssi_signo,

@@ -112,7 +112,9 @@ int main(void)
     CHECK(strcmp(sqlstate(c, "DELETE FROM folio.results"), "42501") == 0, "reader cannot delete results");
     sqlstate(c, "RESET ROLE");
     CHECK(strcmp(sqlstate(c, "SET ROLE folio_worker"), "00000") == 0, "set role worker");
-    CHECK(strcmp(sqlstate(c, "UPDATE folio.jobs SET priority = 1"), "00000") == 0, "worker updates jobs");
+    CHECK(strcmp(sqlstate(c, "UPDATE folio.jobs SET last_error = NULL"), "00000") == 0, "worker updates job leases");
+    CHECK(strcmp(sqlstate(c, "UPDATE folio.jobs SET priority = 1"), "42501") == 0,
+          "worker cannot reprioritise jobs (migration 008)");
     CHECK(strcmp(sqlstate(c, "SELECT data FROM folio.blobs"), "00000") == 0, "worker reads blobs");
     CHECK(strcmp(sqlstate(c, "INSERT INTO folio.documents(sha256, media_type, bytes, pages) "
                              "VALUES (sha256('x'), 'image/png', 1, 1)"), "42501") == 0,

@@ -13,7 +13,11 @@
  *     answered by the OCR tiers with the reason, three more arriving after
  *     the re-open backoff get vision again from a re-opened engine; every
  *     document ends done with exactly one result (none lost, none
- *     doubled) and the worker is still up (drains, exits 0 on SIGTERM). */
+ *     doubled) and the worker is still up (drains, exits 0 on SIGTERM);
+ *     its workers row is back to ready with vision;
+ *  7. FOLIO_FAULT=device_lost:1: repeated losses make the worker give up
+ *     on the GPU, and its workers row says so (state, paths,
+ *     paths_disabled refreshed by the heartbeat). */
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
 
@@ -204,6 +208,14 @@ int main(void)
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 2 * NDOC, 240000) == 0,
           "device loss: later documents not done; see %s", log);
     CHECK(waitpid(w, NULL, WNOHANG) == 0, "worker died after the device loss; see %s", log);
+    /* The workers row tells the truth (issue 21): device_lost:2 loses
+     * every re-opened engine on its second pass, so the last document
+     * left the GPU lost and waiting for its re-open: still a ready GPU
+     * worker, vision off for now with the reason, not frozen at the
+     * paths it registered with and not "ocr-only". */
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.workers WHERE state = 'ready' AND paths = '{ocr+rules}'"
+                         " AND paths_disabled->>'vision' LIKE '%re-opening with backoff%'", 1, 15000) == 0,
+          "workers row after the loss does not say vision is re-opening; see %s", log);
     kill(w, SIGTERM);
     CHECK(wt_wait_exit(w, 60000) == 0, "worker exit after SIGTERM; see %s", log);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 2 * NDOC &&
@@ -252,6 +264,47 @@ int main(void)
     CHECK(tu_sh("j=$(grep -o 'event=job_released job=[0-9]*' %s | head -1 | cut -d= -f3); "
                 "[ -n \"$j\" ] && grep -q \"event=job_done job=$j \" %s", log, log) == 0,
           "release mode: the released job was not classified again; see %s", log);
+
+    /* 7. Every re-opened engine loses its device on its first pass: after
+     * ENGINE_MAX_REOPEN losses the worker gives up on the GPU, and its
+     * workers row must say so (paths, paths_disabled and state are
+     * refreshed by the heartbeat, not frozen at registration). */
+    REQUIRE_OK(sql_ok(c, "TRUNCATE folio.results, folio.jobs, folio.document_sources, folio.blobs,"
+                         " folio.documents, folio.workers CASCADE") == 0, "reset 7");
+    REQUIRE_OK(tu_sh("rm -rf %s && mkdir -p %s && cp %s/p*.tif %s/q*.tif %s/r*.tif %s/ && %s ingest --db '%s'"
+                     " --stable-ms 0 --no-progress %s >>%s/ingest.log 2>&1", inbox, inbox, dir, dir, dir, inbox,
+                     tu_folio_bin(), g_db, inbox, dir) == 0, "ingest 7");
+    snprintf(log, sizeof log, "%s/giveup.log", dir);
+    const char *gu_args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", "--batch", "1",
+                             "--device", "llvmpipe", "--max-image-tokens", "64", "--model", g_model,
+                             "--mmproj", g_mmproj, NULL};
+    w = wt_spawn_worker(g_db, "device_lost:1", log, gu_args);
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 3 * NDOC, 240000) == 0,
+          "give-up: documents not done; see %s", log);
+    /* A re-open is tried only for a document arriving after the backoff
+     * (0.5, 1, 2 s): feed one more page until the worker gives up. */
+    int more = 0;
+    while (tu_sh("grep -q 'event=engine_models_off.*retry=0' %s", log) != 0 && more < 8) {
+        char name[16], txt[64];
+        snprintf(name, sizeof name, "g%d", more);
+        snprintf(txt, sizeof txt, "MEMO %d\nMeeting at %d\n", more, 9 + more);
+        uint8_t *d = NULL;
+        size_t len = 0;
+        REQUIRE_OK(wt_render(dir, name, txt, 600, 300 + 30 * more, &d, &len) == 0, "render %s", name);
+        free(d);
+        REQUIRE_OK(tu_sh("cp %s/%s.tif %s/ && %s ingest --db '%s' --stable-ms 0 --no-progress %s >>%s/ingest.log 2>&1",
+                         dir, name, inbox, tu_folio_bin(), g_db, inbox, dir) == 0, "ingest %s", name);
+        more++;
+        wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 3 * NDOC + more, 60000);
+        folio_sleep_ms(1500);
+    }
+    CHECK(tu_sh("grep -q 'event=engine_models_off.*retry=0' %s", log) == 0,
+          "give-up: the worker never gave up on the GPU; see %s", log);
+    CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.workers WHERE state = 'ocr-only' AND paths = '{ocr+rules}'"
+                         " AND paths_disabled ? 'vision' AND paths_disabled->>'vision' LIKE '%OCR-only%'",
+                      1, 10000) == 0, "workers row after giving up on the GPU; see %s", log);
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 60000) == 0, "worker exit after SIGTERM (give-up); see %s", log);
 #endif
     PQfinish(c);
     return tu_finish();

@@ -6,6 +6,7 @@
 #define FOLIO_WORKER_TESTLIB_H
 
 #include "common/common.h"
+#include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
 
 #include <fcntl.h>
@@ -23,6 +24,25 @@
         int rq_ = (cond);                                                                    \
         REQUIRE(rq_, __VA_ARGS__);                                                           \
     } while (0)
+
+/* A fresh database `name` on the fixture cluster with the folio schema
+ * migrated; its conninfo goes to db. Returns a connection to it, or NULL
+ * (the reason printed). */
+static inline PGconn *wt_fresh_schema(const char *name, char *db, size_t n)
+{
+    if (tu_pg_fresh_db(name, db, n) != 0)
+        return NULL;
+    PGconn *c = PQconnectdb(db);
+    struct folio_err err = {0};
+    int applied = 0;
+    struct migrate_opts mo = {0};
+    if (PQstatus(c) != CONNECTION_OK || migrate_run(c, &mo, &applied, &err) != 0) {
+        fprintf(stderr, "%s: %s%s\n", name, PQerrorMessage(c), err.msg);
+        PQfinish(c);
+        return NULL;
+    }
+    return c;
+}
 
 /* Renders text to a TIFF page and reads it back into memory. */
 static inline int wt_render(const char *dir, const char *name, const char *text, int w, int h, uint8_t **data,

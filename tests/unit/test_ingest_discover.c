@@ -216,6 +216,46 @@ static void test_inotify(void)
     ingest_tracker_close(t);
 }
 
+/* Issue 21: whoever can write to the inbox can make DIR/.folio, its
+ * rejected/ or done/<day>/ folder a symlink. A move or reason file must
+ * never land at the link's target: the move is refused, naming the link,
+ * and the file stays where it was. */
+static void test_folio_symlinks(void)
+{
+    static const char *const links[] = {".folio", ".folio/rejected", ".folio/done/2026-12-01"};
+    static const char *const subs[] = {"rejected", "rejected", "done/2026-12-01"};
+    for (int i = 0; i < 3; i++) {
+        char name[32], dir[1100], outside[1100], link[1200], p[1200], cmd[3000];
+        snprintf(name, sizeof name, "discover_link%d", i);
+        snprintf(dir, sizeof dir, "%s/inbox", tu_scratch(name));
+        snprintf(outside, sizeof outside, "%s/outside", tu_scratch(name));
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/.folio/done' '%s'", dir, outside);
+        tu_sh("%s", cmd);
+        snprintf(link, sizeof link, "%s/%s", dir, links[i]);
+        if (i == 0)
+            tu_sh("rm -rf '%s/.folio'", dir);
+        CHECK(symlink(outside, link) == 0, "plant %s", links[i]);
+        put(dir, "x.jpg", "bad");
+        snprintf(p, sizeof p, "%s/x.jpg", dir);
+        char *moved = NULL;
+        struct folio_err err = {0};
+        int rc = ingest_move_into(dir, subs[i], p, "x.jpg", &moved, &err);
+        CHECK(rc != 0, "%s symlink: move not refused (moved to %s)", links[i], moved ? moved : "?");
+        CHECK(strstr(err.msg, "symbolic link") != NULL && strstr(err.msg, links[i]) != NULL,
+              "%s: error names the link: %s", links[i], err.msg);
+        CHECK(access(p, F_OK) == 0, "%s: the file stays in the inbox", links[i]);
+        CHECK(tu_sh("[ -z \"$(ls -A '%s')\" ]", outside) == 0, "%s: something was written outside DIR", links[i]);
+        /* a reason file through a planted link is refused too */
+        if (i < 2) {
+            snprintf(p, sizeof p, "%s/.folio/rejected/x.jpg", dir);
+            CHECK(ingest_write_reason(dir, p, "{}\n", &err) != 0, "%s: reason file written through a link",
+                  links[i]);
+            CHECK(tu_sh("[ -z \"$(ls -A '%s')\" ]", outside) == 0, "%s: reason file outside DIR", links[i]);
+        }
+        free(moved);
+    }
+}
+
 static void test_moves_and_names(void)
 {
     const char *dir = tu_scratch("discover_moves");
@@ -248,8 +288,15 @@ static void test_moves_and_names(void)
     CHECK(ingest_move_into(dir, "rejected", p, "r.jpg", &moved, &err) == 0, "reject move");
     CHECK(moved && strcmp(strrchr(moved, '/') + 1, "r.1.jpg") == 0, "rejected name avoids a taken reason file: %s",
           moved ? moved : "");
-    CHECK(moved && ingest_write_reason(moved, "{}\n", &err) == 0, "reason written");
-    CHECK(moved && ingest_write_reason(moved, "{}\n", &err) != 0, "reason file never overwritten");
+    CHECK(moved && ingest_write_reason(dir, moved, "{}\n", &err) == 0, "reason written");
+    CHECK(moved && ingest_write_reason(dir, moved, "{}\n", &err) != 0, "reason file never overwritten");
+    if (moved) {
+        char rp[1200];
+        struct stat rst;
+        snprintf(rp, sizeof rp, "%s.reason.json", moved);
+        CHECK(stat(rp, &rst) == 0 && (rst.st_mode & 0007) == 0, "reason file is not world-readable: %o",
+              (unsigned)rst.st_mode & 0777);
+    }
     free(moved);
 
     char out[128];
@@ -269,5 +316,6 @@ int main(void)
     test_kinds_and_recursion();
     test_inotify();
     test_moves_and_names();
+    test_folio_symlinks();
     return tu_finish();
 }
