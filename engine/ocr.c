@@ -8,7 +8,11 @@
  * loaded with "osd" for detection only; the page is turned upright with
  * Leptonica and recognised by the LSTM instance in PSM_AUTO. OSD on a page
  * with little text is unreliable, so a rotation is applied only above a
- * confidence floor.
+ * confidence floor (orient_upright says how it was chosen).
+ *
+ * Resolution: Tesseract sizes its letter models by the page's ppi, so the
+ * file's own (ingest reads it) is passed on when it is plausible, and an
+ * estimate from the page size otherwise (ocr_effective_ppi).
  *
  * Deadlines and cancellation use Tesseract's ETEXT_DESC monitor: its cancel
  * callback is polled between words, so a lost lease or an over-long page
@@ -39,7 +43,7 @@ void ocr_opts_default(struct ocr_opts *o)
     o->lang = "eng";
     o->page_deadline_ms = 60000;
     o->detect_orientation = 1;
-    o->osd_min_conf = 2.0f;
+    o->osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT;
 }
 
 int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err *err)
@@ -162,6 +166,93 @@ static bool cancel_cb(void *this_, int words)
     return false;
 }
 
+int ocr_effective_ppi(int width, int height, int stated)
+{
+    int side = width > height ? width : height;
+    /* A stated resolution is believed when it gives a page of plausible
+     * paper size (a long side of 3..24 inches): screen tools write 72 or
+     * 96 into scans they never measured, and a 2550x3300 page at 72 ppi
+     * would be 46 inches tall, its letters far too big for Tesseract's
+     * size assumptions. */
+    if (stated >= 50 && stated <= 2400 && side >= stated * 3 && side <= stated * 24)
+        return stated;
+    /* Otherwise assume the long side is a Letter/A4 page's (11..11.7 in). */
+    int est = (int)(side / 11.3 + 0.5);
+    return est < 70 ? 70 : est > 1200 ? 1200 : est;
+}
+
+/* One OSD pass: 1 with *deg and *conf when OSD found enough text to judge. */
+static int osd_pass(struct ocr_engine *e, PIX *pix, int *deg, float *conf)
+{
+    TessBaseAPISetPageSegMode(e->osd, PSM_OSD_ONLY);
+    TessBaseAPISetImage2(e->osd, pix);
+    float sconf = 0;
+    const char *script = NULL;
+    *deg = 0;
+    *conf = 0;
+    int ok = TessBaseAPIDetectOrientationScript(e->osd, deg, conf, &script, &sconf);
+    TessBaseAPIClear(e->osd);
+    return ok && *deg % 90 == 0 && *deg >= 0 && *deg < 360;
+}
+
+/*
+ * Orientation: detect, and turn *pix upright when OSD is sure enough.
+ *
+ * A wrong turn is far worse than a missed one: a page turned upside down
+ * reads as garbage and then gets a confident wrong label, while a missed
+ * turn at least keeps what was readable. So a rotation needs OSD
+ * confidence >= osd_min_conf (default 12; paperless-ngx uses 12,
+ * OCRmyPDF 14, and below ~10 upright pages were measured coming back as
+ * 180°). OSD on a large page first runs on a half-size copy (half the
+ * cost; enough letter shape on dense pages); when that copy is not sure
+ * (sparse pages, small print), it runs again at full size before giving
+ * up, which is where the small-print and 150-dpi pages are won back.
+ */
+static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_page_result *out,
+                          struct folio_err *err)
+{
+    double t0 = folio_mono_ms();
+    int w = pixGetWidth(*pix), h = pixGetHeight(*pix);
+    int deg = 0, ok = 0;
+    float conf = 0;
+    if ((size_t)w * (size_t)h >= 1500000u) {
+        PIX *small = pixGetDepth(*pix) == 1 ? pixScaleToGray2(*pix) : pixScaleAreaMap2(*pix);
+        if (small) {
+            pixSetResolution(small, ppi / 2, ppi / 2);
+            ok = osd_pass(e, small, &deg, &conf);
+            pixDestroy(&small);
+            out->osd_passes++;
+        }
+    }
+    if (!ok || conf < e->opts.osd_min_conf) {
+        int d2;
+        float c2;
+        out->osd_passes++;
+        if (osd_pass(e, *pix, &d2, &c2) && (!ok || c2 > conf)) {
+            ok = 1;
+            deg = d2;
+            conf = c2;
+        }
+    }
+    out->osd_ms = folio_mono_ms() - t0;
+    if (!ok)
+        return 0;
+    out->orientation_conf = conf;
+    out->orientation_detected = deg;
+    /* deg is how far the page is turned clockwise from upright (measured:
+     * a page turned 90° cw reports 90); turning it back counter-clockwise
+     * undoes it. */
+    if (deg == 0 || conf < e->opts.osd_min_conf)
+        return 0;
+    PIX *turned = pixRotateOrth(*pix, (4 - deg / 90) & 3);
+    if (!turned)
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page upright", w, h);
+    pixDestroy(pix);
+    *pix = turned;
+    out->orientation = deg;
+    return 0;
+}
+
 int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
              struct ocr_page_result *out, struct folio_err *err)
 {
@@ -176,45 +267,18 @@ int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic in
     if (img->width > 32767 || img->height > 32767)
         return folio_err_set(err, FOLIO_ELIMIT, "page is %dx%d pixels; Tesseract handles at most 32767 per side",
                              img->width, img->height);
-    int ppi = img->ppi > 0 ? img->ppi : 300;
+    int ppi = ocr_effective_ppi(img->width, img->height, img->ppi);
     PIX *pix = to_pix(img, ppi);
     if (!pix)
         return folio_err_set(err, FOLIO_ENOMEM, "cannot copy a %dx%d page for Tesseract", img->width, img->height);
+    out->ppi = ppi;
 
     if (e->opts.detect_orientation) {
-        double t0 = folio_mono_ms();
-        /* OSD only needs letter shapes, not detail: on a large page it runs
-         * on a half-size copy, which halves its cost (it otherwise adds
-         * ~50 % to a 300-dpi page's OCR time, measured by bench ocr). */
-        PIX *small = NULL;
-        if ((size_t)img->width * (size_t)img->height >= 1500000u &&
-            (small = pixGetDepth(pix) == 1 ? pixScaleToGray2(pix) : pixScaleAreaMap2(pix)) != NULL)
-            pixSetResolution(small, ppi / 2, ppi / 2);
-        TessBaseAPISetPageSegMode(e->osd, PSM_OSD_ONLY);
-        TessBaseAPISetImage2(e->osd, small ? small : pix);
-        int deg = 0;
-        float oconf = 0, sconf = 0;
-        const char *script = NULL;
-        int ok = TessBaseAPIDetectOrientationScript(e->osd, &deg, &oconf, &script, &sconf);
-        TessBaseAPIClear(e->osd);
-        pixDestroy(&small);
-        if (ok) {
-            out->orientation_conf = oconf;
-            /* deg is how far the page is turned clockwise from upright
-             * (measured: a page turned 90° cw reports 90); turning it back
-             * counter-clockwise undoes it. */
-            if (deg % 90 == 0 && deg != 0 && oconf >= e->opts.osd_min_conf) {
-                PIX *turned = pixRotateOrth(pix, (4 - deg / 90) & 3);
-                if (!turned) {
-                    pixDestroy(&pix);
-                    return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page upright", img->width, img->height);
-                }
-                pixDestroy(&pix);
-                pix = turned;
-                out->orientation = deg;
-            }
+        int rc = orient_upright(e, &pix, ppi, out, err);
+        if (rc) {
+            pixDestroy(&pix);
+            return rc;
         }
-        out->osd_ms = folio_mono_ms() - t0;
     }
 
     double t1 = folio_mono_ms();

@@ -1,8 +1,10 @@
 /* Helpers shared by the subcommands' argument handling. */
 #include "pipeline/pipeline.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 int cli_not_built(const char *what, const char *which_issue)
 {
@@ -23,4 +25,15 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "\ntry 'folio %s --help'\n", cmd);
     va_end(ap);
     return FOLIO_EXIT_USAGE;
+}
+
+int cli_parse_double(const char *s, double min, double max, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v >= min && v <= max))
+        return -1;
+    *out = v;
+    return 0;
 }

@@ -34,7 +34,9 @@ static const char USAGE[] =
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
-    "  --page-deadline MS   OCR time budget per page (default 60000)\n";
+    "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --osd-min-conf C     turn a page only when Tesseract's orientation confidence\n"
+    "                       is at least C (default 12; 0 turns on any answer)\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
 static int parse_duration(const char *s, double *out)
@@ -91,6 +93,7 @@ int cmd_worker(int argc, char **argv)
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
+        {"osd-min-conf", required_argument, 0, 1020},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -145,6 +148,10 @@ int cmd_worker(int argc, char **argv)
                 o.release_on_device_loss = 1;
             else
                 return cli_usage_error("worker", "--on-device-loss takes fallback or release, not '%s'", optarg);
+            break;
+        case 1020:
+            if (cli_parse_double(optarg, 0, 100, &o.osd_min_conf))
+                return cli_usage_error("worker", "--osd-min-conf wants 0..100, got '%s'", optarg);
             break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:

@@ -63,6 +63,8 @@ int bench_engine(int argc, char **argv);
 int cli_not_built(const char *what, const char *which_issue);
 /* Prints "folio CMD: MSG" plus "try 'folio CMD --help'"; returns FOLIO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A number in min..max (inclusive, no trailing junk) into *out; -1 if not. */
+int cli_parse_double(const char *s, double min, double max, double *out);
 
 /* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
  * Every statement is autocommit and short: ownership of a running job lives
@@ -196,6 +198,8 @@ struct worker_opts {
     const char *gate_file;     /* extra driver-gate rules */
     uint32_t max_image_tokens; /* vision plan, 0 = 1600 */
     int release_on_device_loss; /* --on-device-loss release: requeue instead of OCR fallback */
+    double osd_min_conf;        /* --osd-min-conf: OSD confidence a page turn needs */
+    double review_below;        /* --review-below P; < 0 = the stored/default policy */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A

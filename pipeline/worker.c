@@ -400,6 +400,7 @@ static void *ocr_thread_main(void *arg)
     ocr_opts_default(&oo);
     oo.lang = w->o->ocr_lang;
     oo.page_deadline_ms = w->o->page_deadline_ms;
+    oo.osd_min_conf = (float)w->o->osd_min_conf;
     struct folio_err err = {0};
     int rc = ocr_open(&oo, &t->ocr, &err);
     pthread_mutex_lock(&w->mu);
@@ -568,6 +569,8 @@ void worker_opts_default(struct worker_opts *o)
     o->ocr_threads = n > 0 ? (int)n : 1;
     o->ocr_max_pages = 10;
     o->page_deadline_ms = 60000;
+    o->osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT;
+    o->review_below = -1;
 }
 
 struct dispatcher {
