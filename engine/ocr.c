@@ -224,7 +224,7 @@ static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_p
             out->osd_passes++;
         }
     }
-    if (!ok || conf < e->opts.osd_min_conf) {
+    if (!(e->opts.osd_no_retry && out->osd_passes) && (!ok || conf < e->opts.osd_min_conf)) {
         int d2;
         float c2;
         out->osd_passes++;
@@ -267,7 +267,7 @@ int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic in
     if (img->width > 32767 || img->height > 32767)
         return folio_err_set(err, FOLIO_ELIMIT, "page is %dx%d pixels; Tesseract handles at most 32767 per side",
                              img->width, img->height);
-    int ppi = ocr_effective_ppi(img->width, img->height, img->ppi);
+    int ppi = e->opts.force_ppi > 0 ? e->opts.force_ppi : ocr_effective_ppi(img->width, img->height, img->ppi);
     PIX *pix = to_pix(img, ppi);
     if (!pix)
         return folio_err_set(err, FOLIO_ENOMEM, "cannot copy a %dx%d page for Tesseract", img->width, img->height);

@@ -32,6 +32,10 @@ struct ocr_opts {
     int page_deadline_ms;    /* per page recognition budget; 0 = none */
     int detect_orientation;  /* run OSD and rotate the page upright first */
     float osd_min_conf;      /* rotate only when OSD is at least this sure (default 12) */
+    /* Measurement knobs (`folio bench accuracy --legacy-osd` reproduces
+     * the behaviour before issue 16 with them): */
+    int osd_no_retry;        /* no full-size OSD retry after an unsure half-size pass */
+    int force_ppi;           /* tell Tesseract this resolution whatever the file says; 0 = off */
 };
 /* Default OSD confidence floor for turning a page; see orient_upright in
  * ocr.c for the measurements behind it. */

@@ -14,7 +14,8 @@ static const char USAGE[] =
     "  ocr        OCR pages/s per core vs the tesseract CLI\n"
     "  ops        Vulkan op GFLOP/s and GB/s vs the device roofline\n"
     "  tokenizer  tokenizer MB/s\n"
-    "  engine     pages/s of the full vision-language engine\n";
+    "  engine     pages/s of the full vision-language engine\n"
+    "  accuracy   orientation and classification accuracy on a generated corpus\n";
 
 static const struct {
     const char *name;
@@ -22,6 +23,7 @@ static const struct {
 } SUBJECTS[] = {
     {"ingest", bench_ingest}, {"queue", bench_queue},         {"ocr", bench_ocr},
     {"ops", bench_ops},       {"tokenizer", bench_tokenizer}, {"engine", bench_engine},
+    {"accuracy", bench_accuracy},
 };
 
 int cmd_bench(int argc, char **argv)

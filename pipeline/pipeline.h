@@ -57,6 +57,7 @@ int bench_ocr(int argc, char **argv);
 int bench_ops(int argc, char **argv);
 int bench_tokenizer(int argc, char **argv);
 int bench_engine(int argc, char **argv);
+int bench_accuracy(int argc, char **argv);
 
 /* Prints the standard "not built yet" error for a feature that belongs to a
  * later issue; returns FOLIO_EXIT_FAIL. */
