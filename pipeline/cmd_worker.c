@@ -36,7 +36,11 @@ static const char USAGE[] =
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
     "  --page-deadline MS   OCR time budget per page (default 60000)\n"
     "  --osd-min-conf C     turn a page only when Tesseract's orientation confidence\n"
-    "                       is at least C (default 12; 0 turns on any answer)\n";
+    "                       is at least C (default 12; 0 turns on any answer)\n"
+    "  --review-below P     needs_review under probability P (default: folio.review_policy\n"
+    "                       of the model key, else 0.5)\n"
+    "  --retrain-after N    retrain ocr+learned when N corrections arrived since the last\n"
+    "                       model (default 20; 0 = only by folio train)\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
 static int parse_duration(const char *s, double *out)
@@ -94,6 +98,8 @@ int cmd_worker(int argc, char **argv)
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
         {"osd-min-conf", required_argument, 0, 1020},
+        {"review-below", required_argument, 0, 1021},
+        {"retrain-after", required_argument, 0, 1022},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct worker_opts o;
@@ -152,6 +158,15 @@ int cmd_worker(int argc, char **argv)
         case 1020:
             if (cli_parse_double(optarg, 0, 100, &o.osd_min_conf))
                 return cli_usage_error("worker", "--osd-min-conf wants 0..100, got '%s'", optarg);
+            break;
+        case 1021:
+            if (cli_parse_double(optarg, 0, 1, &o.review_below))
+                return cli_usage_error("worker", "--review-below wants a probability 0..1, got '%s'", optarg);
+            break;
+        case 1022:
+            if (folio_parse_int(optarg, 0, 1000000, &v))
+                return cli_usage_error("worker", "--retrain-after wants 0..1000000, got '%s'", optarg);
+            o.retrain_after = (int)v;
             break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:

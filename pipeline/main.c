@@ -19,6 +19,8 @@ static const struct subcommand CMDS[] = {
     {"doctor", cmd_doctor, "check devices, drivers, models and the database"},
     {"bench", cmd_bench, "measure throughput (JSON lines)"},
     {"version", cmd_version, "print versions of folio and its libraries"},
+    {"correct", cmd_correct, "record what a document really is (trains ocr+learned)"},
+    {"train", cmd_train, "train the ocr+learned tier from the corrections"},
 };
 
 static void usage(FILE *f)

@@ -49,6 +49,8 @@ int cmd_status(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_correct(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);
@@ -201,6 +203,7 @@ struct worker_opts {
     int release_on_device_loss; /* --on-device-loss release: requeue instead of OCR fallback */
     double osd_min_conf;        /* --osd-min-conf: OSD confidence a page turn needs */
     double review_below;        /* --review-below P; < 0 = the stored/default policy */
+    int retrain_after;          /* --retrain-after N new corrections (0 = never) */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A

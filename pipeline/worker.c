@@ -38,6 +38,7 @@
 #include "engine/ocr.h"
 #include "pipeline/docpage.h"
 #include "pipeline/doctext.h"
+#include "pipeline/learn_db.h"
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
@@ -99,6 +100,8 @@ struct ocr_thread {
     struct engine *engine;
     double labels_at_ms;
     unsigned int seed;
+    struct engine_learned *learned; /* ocr+learned model (learn_db), or NULL */
+    long long learned_id;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -176,6 +179,43 @@ static int ensure_conn(struct ocr_thread *t, struct slot *s)
     }
 }
 
+/* The newest ocr+learned model of the worker's model key (learn_db.c),
+ * after retraining it when enough corrections arrived (first thread
+ * only: one retrain per worker, and an advisory lock makes it one per
+ * fleet). The engine that borrows the old model is closed by the caller
+ * before the model is freed here on the next refresh. */
+static int refresh_learned(struct ocr_thread *t, struct folio_err *err)
+{
+    const struct worker_opts *o = t->w->o;
+    struct learn_train_opts lo = {.model_key = o->queue.model_key, .min_per_label = 5};
+    int trained = 0;
+    if (t->idx == 0 && o->retrain_after > 0) {
+        int rc = learn_db_maybe_retrain(t->conn, &lo, o->retrain_after, &trained, err);
+        if (rc)
+            return rc;
+    }
+    long long id = 0;
+    struct engine_learned *m = NULL;
+    int rc = learn_db_latest(t->conn, o->queue.model_key, t->learned_id, &id, &m, err);
+    if (rc == FOLIO_EFORMAT) {
+        /* a bad blob must not stop the worker: the rules tier still runs */
+        char q[400];
+        folio_log(FOLIO_LOG_WARN, "learned_model_unusable", "msg=%s", folio_lq(q, sizeof q, err->msg));
+        folio_err_clear(err);
+        return 0;
+    }
+    if (rc || !m)
+        return rc;
+    engine_close(t->engine); /* it borrows the old model */
+    t->engine = NULL;
+    engine_learned_free(t->learned);
+    t->learned = m;
+    t->learned_id = id;
+    folio_log(FOLIO_LOG_INFO, "learned_model_loaded", "thread=%d model_id=%lld labels=%d", t->idx, id,
+              engine_learned_count(m));
+    return 0;
+}
+
 /* (Re)loads the active labels at most every LABELS_REFRESH_MS, so edits to
  * folio.labels reach running workers without a restart. */
 static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
@@ -206,10 +246,18 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
     free(kw);
     PQclear(r);
     struct engine *ne = NULL;
+    if (!rc)
+        rc = refresh_learned(t, err);
     if (!rc) {
         struct engine_config cfg = {.model_path = t->w->o->model_path, .mmproj_path = t->w->o->mmproj_path,
-                                    .models = t->w->models};
-        rc = engine_open(&cfg, nl, &ne, err);
+                                    .models = t->w->models, .learned = t->learned,
+                                    .review_below = ENGINE_REVIEW_BELOW_DEFAULT,
+                                    .review_margin = ENGINE_REVIEW_MARGIN_DEFAULT};
+        rc = learn_db_policy(t->conn, t->w->o->queue.model_key, &cfg.review_below, &cfg.review_margin, err);
+        if (t->w->o->review_below >= 0)
+            cfg.review_below = t->w->o->review_below;
+        if (!rc)
+            rc = engine_open(&cfg, nl, &ne, err);
     }
     if (rc) {
         engine_labels_free(nl);
@@ -434,6 +482,7 @@ static void *ocr_thread_main(void *arg)
     ocr_close(t->ocr);
     engine_close(t->engine);
     engine_labels_free(t->labels);
+    engine_learned_free(t->learned);
     if (t->conn)
         PQfinish(t->conn);
     return NULL;
@@ -571,6 +620,7 @@ void worker_opts_default(struct worker_opts *o)
     o->page_deadline_ms = 60000;
     o->osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT;
     o->review_below = -1;
+    o->retrain_after = 20;
 }
 
 struct dispatcher {
