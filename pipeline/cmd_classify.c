@@ -296,6 +296,10 @@ int cmd_classify(int argc, char **argv)
         return cli_usage_error("classify", "missing argument");
 
     struct folio_err err = {0};
+    if ((model && cli_check_gguf("--model", model, &err)) || (mmproj && cli_check_gguf("--mmproj", mmproj, &err))) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
     ocr_process_init();
     struct engine_labels *labels = engine_labels_new();
     if (!labels || load_labels(labels_path, labels, &err)) {

@@ -206,7 +206,8 @@ int cmd_worker(int argc, char **argv)
     /* Expired leases are noticed within a lease plus a reaper period. */
     o.reap_s = o.queue.lease_s / 2 < 10 ? o.queue.lease_s / 2 : 10;
     struct folio_err err = {0};
-    if (worker_run(&o, &err)) {
+    if ((o.model_path && cli_check_gguf("--model", o.model_path, &err)) ||
+        (o.mmproj_path && cli_check_gguf("--mmproj", o.mmproj_path, &err)) || worker_run(&o, &err)) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }

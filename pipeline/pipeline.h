@@ -68,6 +68,8 @@ int cli_not_built(const char *what, const char *which_issue);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A number in min..max (inclusive, no trailing junk) into *out; -1 if not. */
 int cli_parse_double(const char *s, double min, double max, double *out);
+/* FOLIO_EINVAL naming the flag when path cannot be read or is not a GGUF file. */
+int cli_check_gguf(const char *flag, const char *path, struct folio_err *err);
 
 /* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
  * Every statement is autocommit and short: ownership of a running job lives
