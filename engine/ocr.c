@@ -26,6 +26,13 @@
 #include <leptonica/allheaders.h>
 #include <tesseract/capi.h>
 
+/* Orientation check by reading (orient_upright): OSD answers under this
+ * are ignored, the first this-many words are read each way, and the turn
+ * must read this much better. */
+#define OCR_OSD_VERIFY_FLOOR 1.0f
+#define OCR_VERIFY_WORDS 40
+#define OCR_VERIFY_MARGIN 10
+
 struct ocr_engine {
     TessBaseAPI *api;
     TessBaseAPI *osd; /* legacy engine with osd.traineddata; NULL when OSD is off */
@@ -170,11 +177,11 @@ int ocr_effective_ppi(int width, int height, int stated)
 {
     int side = width > height ? width : height;
     /* A stated resolution is believed when it gives a page of plausible
-     * paper size (a long side of 3..24 inches): screen tools write 72 or
+     * paper size (a long side of 3..20 inches): screen tools write 72 or
      * 96 into scans they never measured, and a 2550x3300 page at 72 ppi
      * would be 46 inches tall, its letters far too big for Tesseract's
      * size assumptions. */
-    if (stated >= 50 && stated <= 2400 && side >= stated * 3 && side <= stated * 24)
+    if (stated >= 50 && stated <= 2400 && side >= stated * 3 && side <= stated * 20)
         return stated;
     /* Otherwise assume the long side is a Letter/A4 page's (11..11.7 in). */
     int est = (int)(side / 11.3 + 0.5);
@@ -195,18 +202,66 @@ static int osd_pass(struct ocr_engine *e, PIX *pix, int *deg, float *conf)
     return ok && *deg % 90 == 0 && *deg >= 0 && *deg < 360;
 }
 
+/* Stops a recognition pass after OCR_VERIFY_WORDS words. */
+static bool stop_after_words(void *this_, int words)
+{
+    (void)this_;
+    return words >= OCR_VERIFY_WORDS;
+}
+
+/* Mean confidence of the words Tesseract reads first on pix (0..100, -1
+ * when it found none): a page read upright scores 70-95, the same page
+ * upside down 20-50, because the LSTM model sees letters it does not know.
+ * vertical: with Tesseract's vertical-text finder on (as the real pass
+ * runs) or off; see orient_upright for why both are needed. */
+static int first_words_conf(struct ocr_engine *e, PIX *pix, int vertical)
+{
+    ETEXT_DESC *mon = TessMonitorCreate();
+    if (!mon)
+        return -1;
+    TessMonitorSetCancelFunc(mon, stop_after_words);
+    if (!vertical)
+        TessBaseAPISetVariable(e->api, "textord_tabfind_vertical_text", "0");
+    TessBaseAPISetPageSegMode(e->api, PSM_AUTO);
+    TessBaseAPISetImage2(e->api, pix);
+    TessBaseAPIRecognize(e->api, mon);
+    if (!vertical)
+        TessBaseAPISetVariable(e->api, "textord_tabfind_vertical_text", "1");
+    int conf = TessBaseAPIMeanTextConf(e->api);
+    char *txt = TessBaseAPIGetUTF8Text(e->api);
+    int any = txt && txt[strspn(txt, " \t\r\n\f")];
+
+    if (txt)
+        TessDeleteText(txt);
+    TessBaseAPIClear(e->api);
+    TessMonitorDelete(mon);
+    return any ? conf : -1;
+}
+
 /*
- * Orientation: detect, and turn *pix upright when OSD is sure enough.
+ * Orientation: detect, and turn *pix upright only when it is sure.
  *
  * A wrong turn is far worse than a missed one: a page turned upside down
- * reads as garbage and then gets a confident wrong label, while a missed
- * turn at least keeps what was readable. So a rotation needs OSD
- * confidence >= osd_min_conf (default 12; paperless-ngx uses 12,
- * OCRmyPDF 14, and below ~10 upright pages were measured coming back as
- * 180°). OSD on a large page first runs on a half-size copy (half the
- * cost; enough letter shape on dense pages); when that copy is not sure
- * (sparse pages, small print), it runs again at full size before giving
- * up, which is where the small-print and 150-dpi pages are won back.
+ * reads as garbage and then gets a confident wrong label. OSD's own
+ * confidence is the first judge: at >= osd_min_conf (default 12;
+ * paperless-ngx uses 12, OCRmyPDF 14) the turn is taken as is. Below it
+ * OSD is still usually right on sparse pages (a memo at 150 dpi scores
+ * 8-10 in every rotation) but also wrong on some upright ones (3 of 45
+ * upright pages came back as 180° with the old floor of 2), so an answer
+ * in [OCR_OSD_VERIFY_FLOOR, osd_min_conf) is checked by reading: the first
+ * words are recognised both as the page is and as OSD would turn it, and
+ * the turn is taken only when it reads clearly better (by
+ * OCR_VERIFY_MARGIN points of mean word confidence). The page as it is
+ * scores the worse of two readings, with Tesseract's vertical-text finder
+ * on and off (measured: with it on, a page turned 90° cw reads as well as
+ * upright; with it off, one turned 270° does, yet the real pass, finder
+ * on, reads that one as garbage), so an upright page reads well both ways
+ * and is never turned, and a turned one reads badly one way at least.
+ * That costs three short recognition passes, on those pages only.
+ *
+ * OSD on a large page first runs on a half-size copy (half the cost;
+ * enough letter shape on dense pages); when that copy is not sure, it runs
+ * again at full size, which wins back the small-print and 150-dpi pages.
  */
 static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_page_result *out,
                           struct folio_err *err)
@@ -234,22 +289,37 @@ static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_p
             conf = c2;
         }
     }
-    out->osd_ms = folio_mono_ms() - t0;
-    if (!ok)
+    if (!ok) {
+        out->osd_ms = folio_mono_ms() - t0;
         return 0;
+    }
     out->orientation_conf = conf;
     out->orientation_detected = deg;
+    int verify = !e->opts.osd_no_retry && conf < e->opts.osd_min_conf;
+    if (deg == 0 || (conf < e->opts.osd_min_conf && (!verify || conf < OCR_OSD_VERIFY_FLOOR))) {
+        out->osd_ms = folio_mono_ms() - t0;
+        return 0;
+    }
     /* deg is how far the page is turned clockwise from upright (measured:
      * a page turned 90° cw reports 90); turning it back counter-clockwise
      * undoes it. */
-    if (deg == 0 || conf < e->opts.osd_min_conf)
-        return 0;
     PIX *turned = pixRotateOrth(*pix, (4 - deg / 90) & 3);
     if (!turned)
         return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page upright", w, h);
+    if (verify) {
+        int on = first_words_conf(e, *pix, 1), off = first_words_conf(e, *pix, 0);
+        out->verify_conf_as_is = on < off ? on : off;
+        out->verify_conf_turned = first_words_conf(e, turned, 0);
+        if (out->verify_conf_turned < out->verify_conf_as_is + OCR_VERIFY_MARGIN) {
+            pixDestroy(&turned);
+            out->osd_ms = folio_mono_ms() - t0;
+            return 0;
+        }
+    }
     pixDestroy(pix);
     *pix = turned;
     out->orientation = deg;
+    out->osd_ms = folio_mono_ms() - t0;
     return 0;
 }
 

@@ -31,10 +31,12 @@ struct ocr_opts {
     const char *datapath;    /* tessdata folder; NULL = Tesseract's default */
     int page_deadline_ms;    /* per page recognition budget; 0 = none */
     int detect_orientation;  /* run OSD and rotate the page upright first */
-    float osd_min_conf;      /* rotate only when OSD is at least this sure (default 12) */
+    float osd_min_conf;      /* OSD at least this sure turns a page; a less sure answer is
+                                checked by reading first (default 12) */
     /* Measurement knobs (`folio bench accuracy --legacy-osd` reproduces
      * the behaviour before issue 16 with them): */
-    int osd_no_retry;        /* no full-size OSD retry after an unsure half-size pass */
+    int osd_no_retry;        /* no full-size OSD retry after an unsure half-size pass,
+                                and no check by reading */
     int force_ppi;           /* tell Tesseract this resolution whatever the file says; 0 = off */
 };
 /* Default OSD confidence floor for turning a page; see orient_upright in
@@ -70,6 +72,7 @@ struct ocr_page_result {
     int orientation_detected; /* what OSD said (0/90/180/270), applied or not (under osd_min_conf) */
     int osd_passes;        /* OSD runs: 2 when the half-size copy was unsure and full size was tried */
     int ppi;               /* resolution Tesseract was told */
+    int verify_conf_as_is, verify_conf_turned; /* an unsure OSD answer checked by reading (0 = not checked) */
     int timed_out;         /* the deadline stopped recognition; text is what was read so far */
     double osd_ms, recognize_ms;
 };
