@@ -120,6 +120,9 @@ struct engine_learned;
 int engine_learned_load(const uint8_t *blob, size_t len, struct engine_learned **out, struct folio_err *err);
 void engine_learned_free(struct engine_learned *m);
 int engine_learned_count(const struct engine_learned *m);
+/* Calibration: how many features' worth of evidence a page's mean
+ * log-likelihood counts as (learned.c); for `bench accuracy` tuning. */
+void engine_learned_set_evidence(struct engine_learned *m, double evidence);
 const char *engine_learned_label(const struct engine_learned *m, int i);
 int engine_learned_examples(const struct engine_learned *m, int i);
 /* Scores text over the labels of l that the model knows (others get 0).

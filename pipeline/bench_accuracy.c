@@ -41,7 +41,10 @@ static const char USAGE[] =
     "\n"
     "  --corpus DIR          the corpus\n"
     "  --labels FILE         label set for the rules tier (default: the default taxonomy)\n"
-    "  --split S             rows scored: heldout (default), train, all\n"
+    "  --split S             rows scored: heldout (default), train, all, or tune: the train\n"
+    "                        rows beyond the first --train-per-label of each label (for\n"
+    "                        choosing constants without looking at heldout)\n"
+    "  --learned-evidence E  ocr+learned calibration constant (default: the built-in)\n"
     "  --train-per-label N   ocr+learned: train on the first N train rows per label (default 20)\n"
     "  --osd-min-conf C      OSD floor (default 12)\n"
     "  --legacy-osd          OCR as before issue 16: ppi 300 whatever the file, OSD floor 2,\n"
@@ -57,6 +60,7 @@ struct row {
     int dpi, rotation;
     char *text;
     int orientation, ok;
+    int nth;       /* index among the train rows of its label */
 };
 
 struct job {
@@ -266,7 +270,7 @@ static int label_index(const struct engine_labels *l, const char *name)
 
 /* Scores one tier on the rows in split; prints one JSON line. learned NULL
  * = rules tier; otherwise the chain learned -> rules, as engine_classify. */
-static void score_tier(const char *tier, struct row *rows, int n, const char *split,
+static void score_tier(const char *tier, struct row *rows, int n, const char *split, int tune_from,
                        const struct engine_labels *labels, const struct engine_learned *learned,
                        double review_below, double review_margin, int dump)
 {
@@ -278,8 +282,14 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
     int bins_n[10] = {0}, bins_right[10] = {0};
     for (int i = 0; i < n; i++) {
         struct row *r = &rows[i];
-        if (!r->ok || (strcmp(split, "all") != 0 && strcmp(r->split, split) != 0))
+        if (!r->ok)
             continue;
+        if (strcmp(split, "tune") == 0) {
+            if (strcmp(r->split, "train") != 0 || r->nth < tune_from)
+                continue;
+        } else if (strcmp(split, "all") != 0 && strcmp(r->split, split) != 0) {
+            continue;
+        }
         struct engine_result er;
         memset(&er, 0, sizeof er);
         struct folio_err err = {0};
@@ -372,12 +382,14 @@ int bench_accuracy(int argc, char **argv)
         {"osd-min-conf", required_argument, 0, 1004}, {"legacy-osd", no_argument, 0, 1005},
         {"review-below", required_argument, 0, 1006}, {"review-margin", required_argument, 0, 1007},
         {"threads", required_argument, 0, 1008},    {"cache", required_argument, 0, 1009},
-        {"dump", no_argument, 0, 1010},             {"help", no_argument, 0, 'h'},
+        {"dump", no_argument, 0, 1010},             {"learned-evidence", required_argument, 0, 1011},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     const char *dir = NULL, *labels_path = NULL, *split = "heldout", *cache = NULL;
     int per_label = 20, legacy = 0, threads = 2, dump = 0, ch;
+    double evidence = 0;
     double osd = OCR_OSD_MIN_CONF_DEFAULT, rb = ENGINE_REVIEW_BELOW_DEFAULT, rm = ENGINE_REVIEW_MARGIN_DEFAULT;
     long long v;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -386,8 +398,8 @@ int bench_accuracy(int argc, char **argv)
         case 1000: dir = optarg; break;
         case 1001: labels_path = optarg; break;
         case 1002:
-            if (strcmp(optarg, "heldout") && strcmp(optarg, "train") && strcmp(optarg, "all"))
-                return cli_usage_error("bench accuracy", "--split takes heldout, train or all, not '%s'", optarg);
+            if (strcmp(optarg, "heldout") && strcmp(optarg, "train") && strcmp(optarg, "all") && strcmp(optarg, "tune"))
+                return cli_usage_error("bench accuracy", "--split takes heldout, tune, train or all, not '%s'", optarg);
             split = optarg;
             break;
         case 1003:
@@ -415,6 +427,10 @@ int bench_accuracy(int argc, char **argv)
             break;
         case 1009: cache = optarg; break;
         case 1010: dump = 1; break;
+        case 1011:
+            if (cli_parse_double(optarg, 0.01, 1000, &evidence))
+                return cli_usage_error("bench accuracy", "--learned-evidence wants 0.01..1000, got '%s'", optarg);
+            break;
         default: return cli_usage_error("bench accuracy", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
@@ -485,7 +501,10 @@ int bench_accuracy(int argc, char **argv)
         rc = FOLIO_EXIT_FAIL;
         goto out;
     }
-    score_tier("ocr+rules", rows, n, split, labels, NULL, rb, rm, dump);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < i; k++)
+            rows[i].nth += strcmp(rows[k].label, rows[i].label) == 0 && strcmp(rows[k].split, "train") == 0;
+    score_tier("ocr+rules", rows, n, split, per_label, labels, NULL, rb, rm, dump);
 
     /* ocr+learned: the first per_label train rows of each label */
     struct engine_trainer *t = engine_trainer_new();
@@ -499,7 +518,9 @@ int bench_accuracy(int argc, char **argv)
     if (t && engine_trainer_build(t, 1, &blob, &blen, &err) == 0 && engine_learned_load(blob, blen, &m, &err) == 0) {
         printf("{\"bench\":\"accuracy\",\"what\":\"learned_model\",\"labels\":%d,\"per_label\":%d,\"bytes\":%zu}\n",
                engine_learned_count(m), per_label, blen);
-        score_tier("ocr+learned", rows, n, split, labels, m, rb, rm, dump);
+        if (evidence > 0)
+            engine_learned_set_evidence(m, evidence);
+        score_tier("ocr+learned", rows, n, split, per_label, labels, m, rb, rm, dump);
     } else {
         folio_err_print(stderr, &err);
     }
