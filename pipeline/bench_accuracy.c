@@ -250,16 +250,6 @@ static int read_corpus(const char *dir, struct row **rows, int *n)
     return 0;
 }
 
-static void emit(struct json_buf *b)
-{
-    if (!b->oom) {
-        fputs(b->s, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
-    json_free(b);
-}
-
 static int label_index(const struct engine_labels *l, const char *name)
 {
     for (int i = 0; i < engine_labels_count(l); i++)
@@ -368,7 +358,7 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
         json_raw(&b, s);
     }
     json_raw(&b, "]}");
-    emit(&b);
+    json_emit_line(&b);
     free(tp);
     free(pred);
     free(truth);

@@ -9,6 +9,7 @@
 #include "pipeline/pipeline.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,4 +97,14 @@ void json_key(struct json_buf *b, const char *k)
 {
     json_str(b, k);
     put(b, ":", 1);
+}
+
+void json_emit_line(struct json_buf *b)
+{
+    if (!b->oom) {
+        fputs(b->s, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    json_free(b);
 }

@@ -234,5 +234,8 @@ void json_raw(struct json_buf *b, const char *s);
 void json_str(struct json_buf *b, const char *s); /* quoted, escaped; invalid UTF-8 → U+FFFD */
 void json_num(struct json_buf *b, double v);      /* NaN/inf → null */
 void json_key(struct json_buf *b, const char *k); /* "k": */
+/* The bench output line: prints b and a newline to stdout (nothing when it
+ * ran out of memory), flushes, frees b. */
+void json_emit_line(struct json_buf *b);
 
 #endif

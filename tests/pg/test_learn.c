@@ -13,19 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *q1(PGconn *c, const char *sql)
-{
-    static char buf[512];
-    PGresult *r = PQexec(c, sql);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1) {
-        fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
-        PQclear(r);
-        return NULL;
-    }
-    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return buf;
-}
 
 static int exec_ok(PGconn *c, const char *sql)
 {
@@ -121,7 +108,7 @@ int main(void)
     rc = tu_sh_out(out, sizeof out, "%s correct --db '%s' 1 memo", bin, ci);
     CHECK(rc == 0 && strstr(out, "document 1 is now 'memo'"), "correct: rc=%d %s", rc, out);
     /* by sha256 prefix, and by plain SQL */
-    const char *hex = q1(c, "SELECT left(encode(sha256, 'hex'), 12) FROM folio.documents WHERE id = 2");
+    const char *hex = tu_pg_q1(c, "SELECT left(encode(sha256, 'hex'), 12) FROM folio.documents WHERE id = 2");
     char hx[16];
     snprintf(hx, sizeof hx, "%s", hex ? hex : "");
     rc = tu_sh_out(out, sizeof out, "%s correct --db '%s' %s email", bin, ci, hx);
@@ -146,7 +133,7 @@ int main(void)
     CHECK(rc == 0 && strstr(out, "\"examples\":9") && strstr(out, "\"labels\":3"), "train: rc=%d %s", rc, out);
     /* corrections_upto: the newest correction it saw (ids have gaps: the
      * refused insert above used one) */
-    const char *v = q1(c, "SELECT count(*) || ' ' || (max(corrections_upto) = (SELECT max(id) FROM folio.corrections))"
+    const char *v = tu_pg_q1(c, "SELECT count(*) || ' ' || (max(corrections_upto) = (SELECT max(id) FROM folio.corrections))"
                           " FROM folio.learned_models");
     CHECK(v && strcmp(v, "1 true") == 0, "learned_models: %s", v ? v : "error");
 
@@ -178,7 +165,7 @@ int main(void)
     CHECK(learn_db_maybe_retrain(c, &lo, 2, &trained, &err) == 0 && trained == 1, "no retrain after 2 new: %s",
           err.msg);
     CHECK(learn_db_maybe_retrain(c, &lo, 2, &trained, &err) == 0 && trained == 0, "retrained twice");
-    v = q1(c, "SELECT count(*) FROM folio.learned_models");
+    v = tu_pg_q1(c, "SELECT count(*) FROM folio.learned_models");
     CHECK(v && strcmp(v, "2") == 0, "models: %s", v ? v : "error");
 
     /* ---- the path is a valid result; the policy table takes a stored threshold ---- */
