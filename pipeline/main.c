@@ -21,6 +21,7 @@ static const struct subcommand CMDS[] = {
     {"version", cmd_version, "print versions of folio and its libraries"},
     {"correct", cmd_correct, "record what a document really is (trains ocr+learned)"},
     {"train", cmd_train, "train the ocr+learned tier from the corrections"},
+    {"reclassify", cmd_reclassify, "re-queue documents for a new result, keeping the old"},
 };
 
 static void usage(FILE *f)

@@ -51,6 +51,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_correct(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_reclassify(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);

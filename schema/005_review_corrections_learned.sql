@@ -84,6 +84,43 @@ CREATE TABLE folio.learned_models (
 );
 CREATE INDEX learned_models_key ON folio.learned_models (model_key, id DESC);
 
+-- Reclassification keeps history: `folio reclassify` moves the current
+-- result of each chosen document into results_history and re-queues its job
+-- in the same transaction, so the next worker writes a new current result
+-- (results stays one row per document and model key, the queue's
+-- exactly-once key). result_versions shows both, newest first.
+CREATE TABLE folio.results_history (
+    id              bigint PRIMARY KEY,                -- the results.id it had
+    document_id     bigint NOT NULL REFERENCES folio.documents (id) ON DELETE CASCADE,
+    model_key       text NOT NULL,
+    label           text NOT NULL,
+    confidence      real NOT NULL,
+    needs_review    boolean NOT NULL,
+    scores          jsonb NOT NULL,
+    engine_path     text NOT NULL,
+    fallback_reason text,
+    ocr_text        text,
+    ocr_confidence  real,
+    ocr_orientation smallint,
+    timings         jsonb NOT NULL,
+    worker_id       bigint,
+    job_id          bigint,
+    attempt         integer,
+    created_at      timestamptz NOT NULL,
+    replaced_at     timestamptz NOT NULL DEFAULT now(),
+    replaced_by     text NOT NULL DEFAULT current_user
+);
+CREATE INDEX results_history_document ON folio.results_history (document_id, model_key, id);
+
+CREATE VIEW folio.result_versions AS
+SELECT document_id, model_key, label, confidence, needs_review, engine_path, created_at,
+       NULL::timestamptz AS replaced_at, true AS current
+  FROM folio.results
+UNION ALL
+SELECT document_id, model_key, label, confidence, needs_review, engine_path, created_at,
+       replaced_at, false
+  FROM folio.results_history;
+
 DO $$
 BEGIN
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'folio_worker') THEN
@@ -92,6 +129,7 @@ BEGIN
     GRANT SELECT, INSERT ON folio.learned_models TO folio_worker;
   END IF;
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'folio_reader') THEN
-    GRANT SELECT ON folio.review_policy, folio.corrections, folio.learned_models TO folio_reader;
+    GRANT SELECT ON folio.review_policy, folio.corrections, folio.learned_models,
+                    folio.results_history, folio.result_versions TO folio_reader;
   END IF;
 END $$;
