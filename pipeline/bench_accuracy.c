@@ -119,18 +119,9 @@ static int encode_page(const struct job *j, const struct row *r, uint8_t **data,
 
 static char *slurp(const char *path)
 {
-    uint8_t *d = NULL;
-    size_t n = 0;
+    char *s = NULL;
     struct folio_err e = {0};
-    if (folio_read_file(path, 64u << 20, &d, &n, &e))
-        return NULL;
-    char *s = realloc(d, n + 1);
-    if (!s) {
-        free(d);
-        return NULL;
-    }
-    s[n] = 0;
-    return s;
+    return folio_read_text(path, 64u << 20, &s, &e) ? NULL : s;
 }
 
 static void *ocr_worker(void *arg)

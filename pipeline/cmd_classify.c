@@ -54,21 +54,11 @@ static int load_labels(const char *path, struct engine_labels *l, struct folio_e
 {
     if (!path)
         return engine_labels_parse(l, ENGINE_DEFAULT_LABELS, "default labels", err);
-    uint8_t *data = NULL;
-    size_t len = 0;
-    int rc = folio_read_file(path, 16u << 20, &data, &len, err);
+    char *text = NULL;
+    int rc = folio_read_text(path, 16u << 20, &text, err);
     if (rc)
         return rc;
-    char *text = realloc(data, len + 1);
-    if (!text) {
-        free(data);
-        return folio_err_set(err, FOLIO_ENOMEM, "out of memory reading %s", path);
-    }
-    text[len] = '\0';
-    if (strlen(text) != len)
-        rc = folio_err_set(err, FOLIO_EINVAL, "label file %s contains a NUL byte", path);
-    else
-        rc = engine_labels_parse(l, text, path, err);
+    rc = engine_labels_parse(l, text, path, err);
     free(text);
     return rc;
 }

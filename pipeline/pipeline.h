@@ -52,6 +52,7 @@ int cmd_version(int argc, char **argv);
 int cmd_correct(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_reclassify(int argc, char **argv);
+int cmd_labels(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);

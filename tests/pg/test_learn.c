@@ -93,6 +93,30 @@ int main(void)
     engine_labels_free(def);
     engine_labels_free(sql);
 
+    /* ---- folio labels: export is a label file; import/--replace; test ---- */
+    const char *ld = tu_scratch("learn_labels");
+    rc = tu_sh_out(out, sizeof out, "%s labels export --db '%s' > %s/all.labels && %s labels test %s/all.labels", bin,
+                   ci, ld, bin, ld);
+    CHECK(rc == 0 && strstr(out, "16 labels ok"), "export + test: rc=%d %s", rc, out);
+    rc = tu_sh_out(out, sizeof out, "printf 'memo: memorandum^4\nreceipt: \"cash, card\"^2, receipt\n' > %s/two.labels"
+                   " && %s labels import --db '%s' --replace %s/two.labels", ld, bin, ci, ld);
+    CHECK(rc == 0 && strstr(out, "2 labels imported, others deactivated"), "import --replace: rc=%d %s", rc, out);
+    const char *v0 = tu_pg_q1(c, "SELECT string_agg(name || '=' || array_to_string(keywords, '|'), ';' ORDER BY name)"
+                                 " FROM folio.labels WHERE active");
+    CHECK(v0 && strcmp(v0, "memo=memorandum^4;receipt=receipt^1|cash, card^2") == 0, "active after import: %s",
+          v0 ? v0 : "error");
+    rc = tu_sh_out(out, sizeof out, "%s labels export --db '%s'", bin, ci);
+    CHECK(rc == 0 && strstr(out, "receipt: receipt^1, \"cash, card^2\""), "export quotes commas: %s", out);
+    rc = tu_sh_out(out, sizeof out, "printf 'memo: memorandum\nbad line\n' > %s/bad.labels && %s labels import --db '%s' %s/bad.labels",
+                   ld, bin, ci, ld);
+    CHECK(rc == 1 && strstr(out, "bad.labels line 2"), "bad import: rc=%d %s", rc, out);
+    rc = tu_sh_out(out, sizeof out, "%s labels list --db '%s'", bin, ci);
+    CHECK(rc == 0 && strstr(out, "inactive") && strstr(out, "receipt"), "list: %s", out);
+    /* back to the full default set (the rest of the test uses it) */
+    rc = tu_sh_out(out, sizeof out, "%s labels import --db '%s' --replace %s/all.labels", bin, ci, ld);
+    CHECK(rc == 0 && strstr(out, "16 labels imported"), "re-import: rc=%d %s", rc, out);
+    CHECK(exec_ok(c, "DELETE FROM folio.labels WHERE name = 'receipt'"), "drop receipt");
+
     /* ---- corrections ---- */
     const char *memo = "MEMORANDUM TO all staff FROM personnel RE parking copies to file";
     const char *mail = "From a at example Sent Monday To b Subject lunch Original Message thanks";
