@@ -21,6 +21,7 @@ static const struct subcommand CMDS[] = {
     {"version", cmd_version, "print versions of folio and its libraries"},
     {"correct", cmd_correct, "record what a document really is (trains ocr+learned)"},
     {"train", cmd_train, "train the ocr+learned tier from the corrections"},
+    {"eval", cmd_eval, "accuracy, confusion and calibration of stored results"},
     {"labels", cmd_labels, "list, export, import or test label sets"},
     {"reclassify", cmd_reclassify, "re-queue documents for a new result, keeping the old"},
 };

@@ -53,6 +53,7 @@ int cmd_correct(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_reclassify(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);

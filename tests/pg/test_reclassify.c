@@ -87,6 +87,27 @@ int main(void)
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.result_versions") == 4 &&
               wt_q1(c, "SELECT count(*) FROM folio.result_versions WHERE current") == 2,
           "history view");
+    /* folio eval against the corrections, and against a truth file that
+     * disagrees on one document */
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s'", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"documents\" : 2") && strstr(out, "\"accuracy\" : 1.0000") &&
+              strstr(out, "\"eval\" : \"confusion\"") && strstr(out, "\"eval\" : \"reliability\""),
+          "eval: rc=%d %s", rc, out);
+    char tf[700];
+    snprintf(tf, sizeof tf, "%s/truth.tsv", dir);
+    FILE *f = fopen(tf, "w");
+    REQUIRE(f, "truth file");
+    fprintf(f, "1\tmemo\n%s\tletter\n", s2);
+    fclose(f);
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --truth %s", bin, ci, tf);
+    CHECK(rc == 0 && strstr(out, "\"accuracy\" : 0.5000") && strstr(out, "\"truth\" : \"letter\", \"predicted\" : { \"invoice\" : 1 }"),
+          "eval --truth: rc=%d %s", rc, out);
+    f = fopen(tf, "w");
+    REQUIRE(f, "truth file");
+    fprintf(f, "1 memo\n");
+    fclose(f);
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --truth %s", bin, ci, tf);
+    CHECK(rc == 1 && strstr(out, "line 1: no tab"), "bad truth file: rc=%d %s", rc, out);
     PQfinish(c);
     return tu_finish();
 }
