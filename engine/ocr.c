@@ -32,6 +32,7 @@
 #define OCR_OSD_VERIFY_FLOOR 1.0f
 #define OCR_VERIFY_WORDS 40
 #define OCR_VERIFY_MARGIN 10
+#define OCR_READS_WELL 70 /* mean word confidence of a page read upright */
 
 struct ocr_engine {
     TessBaseAPI *api;
@@ -239,6 +240,52 @@ static int first_words_conf(struct ocr_engine *e, PIX *pix, int vertical)
 }
 
 /*
+ * When OSD is unsure: which way does the page read best? *turn gets the
+ * turn to apply (0 = none). hint is OSD's unsure answer (0 = none). The
+ * page as it is scores the worse of its readings with the vertical-text
+ * finder on and off (see orient_upright); an upright page reads well both
+ * ways and stays, unless OSD's hint reads clearly better still. Otherwise
+ * the turned page is read: OSD's hint first, and when neither that nor
+ * the page as it is reads well (OSD found nothing, or pointed the wrong
+ * way on a small-print page), the other turns too. A turn is taken only
+ * when it reads clearly better (OCR_VERIFY_MARGIN) than the page as it is.
+ */
+static int read_orientation(struct ocr_engine *e, PIX *pix, int hint, int *turn, struct ocr_page_result *out,
+                            struct folio_err *err)
+{
+    *turn = 0;
+    int on = first_words_conf(e, pix, 1), off = first_words_conf(e, pix, 0);
+    int as_is = off < on ? off : on;
+    out->verify_conf_as_is = as_is;
+    if (as_is >= OCR_READS_WELL && !hint)
+        return 0;
+    int order[3] = {hint, 0, 0}, n = hint ? 1 : 0;
+    int best = -1, best_deg = 0;
+    for (int d = 90; d < 360 && n < 3; d += 90)
+        if (d != hint)
+            order[n++] = d;
+    for (int k = 0; k < 3; k++) {
+        /* the other turns only when neither the page as it is nor the
+         * hint reads well */
+        if (k > 0 && (best >= OCR_READS_WELL || as_is >= OCR_READS_WELL))
+            break;
+        PIX *t = pixRotateOrth(pix, (4 - order[k] / 90) & 3);
+        if (!t)
+            return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page", pixGetWidth(pix), pixGetHeight(pix));
+        int c = first_words_conf(e, t, 0);
+        pixDestroy(&t);
+        if (c > best) {
+            best = c;
+            best_deg = order[k];
+        }
+    }
+    out->verify_conf_turned = best;
+    if (best >= as_is + OCR_VERIFY_MARGIN)
+        *turn = best_deg;
+    return 0;
+}
+
+/*
  * Orientation: detect, and turn *pix upright only when it is sure.
  *
  * A wrong turn is far worse than a missed one: a page turned upside down
@@ -289,36 +336,23 @@ static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_p
             conf = c2;
         }
     }
-    if (!ok) {
-        out->osd_ms = folio_mono_ms() - t0;
-        return 0;
+    out->orientation_conf = ok ? conf : 0;
+    out->orientation_detected = ok ? deg : 0;
+    int sure = ok && conf >= e->opts.osd_min_conf;
+    int turn = sure ? deg : 0;
+    if (!sure && !e->opts.osd_no_retry && e->opts.osd_min_conf > 0) {
+        int rc = read_orientation(e, *pix, ok && conf >= OCR_OSD_VERIFY_FLOOR ? deg : 0, &turn, out, err);
+        if (rc)
+            return rc;
     }
-    out->orientation_conf = conf;
-    out->orientation_detected = deg;
-    int verify = !e->opts.osd_no_retry && conf < e->opts.osd_min_conf;
-    if (deg == 0 || (conf < e->opts.osd_min_conf && (!verify || conf < OCR_OSD_VERIFY_FLOOR))) {
-        out->osd_ms = folio_mono_ms() - t0;
-        return 0;
+    if (turn) {
+        PIX *turned = pixRotateOrth(*pix, (4 - turn / 90) & 3);
+        if (!turned)
+            return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page upright", w, h);
+        pixDestroy(pix);
+        *pix = turned;
+        out->orientation = turn;
     }
-    /* deg is how far the page is turned clockwise from upright (measured:
-     * a page turned 90° cw reports 90); turning it back counter-clockwise
-     * undoes it. */
-    PIX *turned = pixRotateOrth(*pix, (4 - deg / 90) & 3);
-    if (!turned)
-        return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page upright", w, h);
-    if (verify) {
-        int on = first_words_conf(e, *pix, 1), off = first_words_conf(e, *pix, 0);
-        out->verify_conf_as_is = on < off ? on : off;
-        out->verify_conf_turned = first_words_conf(e, turned, 0);
-        if (out->verify_conf_turned < out->verify_conf_as_is + OCR_VERIFY_MARGIN) {
-            pixDestroy(&turned);
-            out->osd_ms = folio_mono_ms() - t0;
-            return 0;
-        }
-    }
-    pixDestroy(pix);
-    *pix = turned;
-    out->orientation = deg;
     out->osd_ms = folio_mono_ms() - t0;
     return 0;
 }
