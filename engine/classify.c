@@ -371,16 +371,9 @@ void engine_review(struct engine_result *r, double review_below, double review_m
     }
 }
 
-/* Review, then the reason next to the fallback reasons so it lands in
- * results.fallback_reason without a schema change in the writer. */
 static void finish(struct engine *e, struct engine_result *out, double t0)
 {
     engine_review(out, e->cfg.review_below, e->cfg.review_margin);
-    if (out->review_reason[0]) {
-        size_t k = strlen(out->fallback_reason);
-        snprintf(out->fallback_reason + k, sizeof out->fallback_reason - k, "%sreview: %s", k ? "; " : "",
-                 out->review_reason);
-    }
     out->total_ms = folio_mono_ms() - t0;
 }
 

@@ -126,6 +126,7 @@ struct queue_result {
     int ocr_orientation;      /* < 0 = NULL */
     const char *ocr_pages_json; /* NULL = none */
     const char *timings_json; /* {"stage_ms": ...} */
+    const char *review_reason; /* why needs_review is set; NULL = none */
 };
 /* Token-checked completion in one statement (one transaction): the job row
  * is updated to done first and the result inserted only if that matched;

@@ -217,9 +217,9 @@ int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
         " ins AS ("
         "  INSERT INTO folio.results (document_id, model_key, label, confidence, needs_review,"
         "    scores, engine_path, fallback_reason, ocr_text, ocr_confidence, ocr_orientation,"
-        "    ocr_pages, timings, worker_id, job_id, attempt, lease_token)"
+        "    ocr_pages, timings, worker_id, job_id, attempt, lease_token, review_reason)"
         "  SELECT d.document_id, d.model_key, $3, $4::real, $5::boolean, $6::jsonb, $7, $8, $9,"
-        "    $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, d.id, d.attempts, $2::uuid"
+        "    $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, d.id, d.attempts, $2::uuid, $15"
         "    FROM d"
         "  ON CONFLICT (document_id, model_key) DO NOTHING"
         "  RETURNING id)"
@@ -246,8 +246,9 @@ int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
                        res->ocr_orientation >= 0 ? orient : NULL,
                        res->ocr_pages_json,
                        res->timings_json ? res->timings_json : "{}",
-                       worker_id > 0 ? wb : NULL};
-    PGresult *r = exec_hot(c, "folio_complete_v1", SQL, 14, v);
+                       worker_id > 0 ? wb : NULL,
+                       res->review_reason};
+    PGresult *r = exec_hot(c, "folio_complete_v2", SQL, 15, v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "writing the result", err);
     int updated = atoi(PQgetvalue(r, 0, 0));

@@ -405,7 +405,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
                                    .ocr_confidence = er.text.confidence,
                                    .ocr_orientation = er.text.orientation,
                                    .ocr_pages_json = pages.s,
-                                   .timings_json = timings.s};
+                                   .timings_json = timings.s,
+                                   .review_reason = er.review_reason[0] ? er.review_reason : NULL};
         int accepted = 0;
         if (scores.oom || timings.oom || pages.oom)
             rc = folio_err_set(&err, FOLIO_ENOMEM, "cannot build the result JSON");

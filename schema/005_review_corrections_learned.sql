@@ -49,6 +49,10 @@ ALTER TABLE folio.results ADD CONSTRAINT results_engine_path_check
 -- fleet flags the same results (a worker's --review-below overrides it).
 -- A result needs review when its probability is under review_below or its
 -- lead over the second label is under review_margin; ties always do.
+-- Why a result needs review ("tie between memo and email", "probability
+-- 0.41 < 0.50"); NULL when it does not.
+ALTER TABLE folio.results ADD COLUMN review_reason text;
+
 CREATE TABLE folio.review_policy (
     model_key     text PRIMARY KEY,
     review_below  real NOT NULL CHECK (review_below >= 0 AND review_below <= 1),
@@ -102,6 +106,7 @@ CREATE TABLE folio.results_history (
     ocr_text        text,
     ocr_confidence  real,
     ocr_orientation smallint,
+    review_reason   text,
     timings         jsonb NOT NULL,
     worker_id       bigint,
     job_id          bigint,

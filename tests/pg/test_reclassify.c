@@ -47,6 +47,8 @@ int main(void)
 
     run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results", 2);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE engine_path = 'ocr+rules'") == 2, "first pass by rules");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE needs_review = (review_reason IS NOT NULL)") == 2,
+          "review_reason stored exactly when needs_review is set");
 
     /* a person's word, a model */
     REQUIRE(wt_q1(c, "WITH x AS (INSERT INTO folio.corrections (document_id, label) VALUES (1, 'memo'), (2, 'invoice')"
