@@ -33,6 +33,7 @@
 #define OCR_VERIFY_WORDS 40
 #define OCR_VERIFY_MARGIN 10
 #define OCR_READS_WELL 70 /* mean word confidence of a page read upright */
+#define OCR_VERIFY_LETTERS 80
 
 struct ocr_engine {
     TessBaseAPI *api;
@@ -211,7 +212,8 @@ static bool stop_after_words(void *this_, int words)
 }
 
 /* Mean confidence of the words Tesseract reads first on pix (0..100, -1
- * when it found none): a page read upright scores 70-95, the same page
+ * when it found none; scaled down when they hold few letters): a page
+ * read upright scores 70-95, the same page
  * upside down 20-50, because the LSTM model sees letters it does not know.
  * vertical: with Tesseract's vertical-text finder on (as the real pass
  * runs) or off; see orient_upright for why both are needed. */
@@ -230,13 +232,19 @@ static int first_words_conf(struct ocr_engine *e, PIX *pix, int vertical)
         TessBaseAPISetVariable(e->api, "textord_tabfind_vertical_text", "1");
     int conf = TessBaseAPIMeanTextConf(e->api);
     char *txt = TessBaseAPIGetUTF8Text(e->api);
-    int any = txt && txt[strspn(txt, " \t\r\n\f")];
-
+    int letters = 0;
+    for (const char *p = txt; p && *p; p++)
+        letters += (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z');
     if (txt)
         TessDeleteText(txt);
     TessBaseAPIClear(e->api);
     TessMonitorDelete(mon);
-    return any ? conf : -1;
+    if (!letters)
+        return -1;
+    /* A few confident words out of a smudged page prove nothing (measured:
+     * a faint 150-dpi form read 89 turned on its side from a few words); a
+     * reading counts in full only with OCR_VERIFY_LETTERS letters. */
+    return letters >= OCR_VERIFY_LETTERS ? conf : conf * letters / OCR_VERIFY_LETTERS;
 }
 
 /*
