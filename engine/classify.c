@@ -6,7 +6,10 @@
  * configured for it, when it was disabled at open (driver gate, self-test),
  * or when it failed on this document, and the reason is recorded so a
  * person reading `results.fallback_reason` knows why a document was
- * classified by keywords. Only the rules tier exists so far.
+ * classified by keywords. Order: vision and OCR text + LM (tiers.c), the
+ * classifier learned from corrections (learned.c) when one is loaded, then
+ * the keyword rules below; every answer goes through the review policy
+ * (engine_review).
  *
  * Rules tier: the OCR text is normalised once (ASCII lower case, every
  * whitespace run one space, so "Amount\n  due" matches "amount due"), then
