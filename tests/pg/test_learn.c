@@ -192,6 +192,16 @@ int main(void)
     v = tu_pg_q1(c, "SELECT count(*) FROM folio.learned_models");
     CHECK(v && strcmp(v, "2") == 0, "models: %s", v ? v : "error");
 
+    /* ---- confident uncorrected results join only when asked ---- */
+    add_doc(c, 10, "letter", "Dear Sir, thank you for your letter. Yours faithfully, A. Person");
+    rc = tu_sh_out(out, sizeof out, "%s train --db '%s' --min-per-label 2", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"examples\":9,\"from_corrections\":9"), "corrections only: %s", out);
+    rc = tu_sh_out(out, sizeof out, "%s train --db '%s' --min-per-label 2 --include-confident 0.5", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"examples\":9,"), "a 0.3 result is not 0.5 sure: %s", out);
+    rc = tu_sh_out(out, sizeof out, "%s train --db '%s' --min-per-label 1 --include-confident 0.2", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"examples\":10,\"from_corrections\":9") && strstr(out, "\"letter\":1"),
+          "confident result included: %s", out);
+
     /* ---- the path is a valid result; the policy table takes a stored threshold ---- */
     CHECK(exec_ok(c, "INSERT INTO folio.results (document_id, model_key, label, confidence, engine_path)"
                      " VALUES (1, 'learned-check', 'memo', 0.9, 'ocr+learned')"),
