@@ -15,7 +15,7 @@ rm -rf "$D"; mkdir -p "$D"
 fail=0; checks=0
 ok() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
 P=$SRC/tests/fixtures/parity
-printf 'invoice\ninvoice copy\nreceipt\nresume\ndatasheet\nletter\n' >"$D/labels.txt"
+printf 'invoice:\ninvoice copy:\nreceipt:\nresume:\ndatasheet:\nletter:\n' >"$D/labels.txt"  # label-file format: name: keywords (none here)
 common=(--json --labels "$D/labels.txt" --device llvmpipe --max-image-tokens 36)
 
 "$F" classify "${common[@]}" --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
