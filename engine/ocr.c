@@ -34,6 +34,7 @@
 #define OCR_VERIFY_MARGIN 10
 #define OCR_READS_WELL 70 /* mean word confidence of a page read upright */
 #define OCR_VERIFY_LETTERS 80
+#define OCR_OSD_UPRIGHT_TRUST 2.0f
 
 struct ocr_engine {
     TessBaseAPI *api;
@@ -348,7 +349,11 @@ static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_p
     out->orientation_detected = ok ? deg : 0;
     int sure = ok && conf >= e->opts.osd_min_conf;
     int turn = sure ? deg : 0;
-    if (!sure && !e->opts.osd_no_retry && e->opts.osd_min_conf > 0) {
+    /* OSD saying "upright" with some confidence is believed: the turned
+     * pages it missed all scored under 1 when it said so (bench accuracy),
+     * and the reading check costs up to five short recognition passes. */
+    int upright = ok && deg == 0 && conf >= OCR_OSD_UPRIGHT_TRUST;
+    if (!sure && !upright && !e->opts.osd_no_retry && e->opts.osd_min_conf > 0) {
         int rc = read_orientation(e, *pix, ok && conf >= OCR_OSD_VERIFY_FLOOR ? deg : 0, &turn, out, err);
         if (rc)
             return rc;
