@@ -104,6 +104,9 @@ int folio_mkdirs(const char *path, struct folio_err *err);
 /* Reads a whole file (up to max_bytes) into a malloc'd buffer. */
 int folio_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *out_len,
                     struct folio_err *err);
+/* folio_read_file plus a terminating NUL; FOLIO_EINVAL for a file with a
+ * NUL byte inside (not text). */
+int folio_read_text(const char *path, size_t max_bytes, char **out, struct folio_err *err);
 /* Writes via temp file + fsync + rename so readers never see a partial file. */
 int folio_write_file_atomic(const char *path, const void *data, size_t len,
                             struct folio_err *err);

@@ -123,6 +123,28 @@ int folio_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *o
     return 0;
 }
 
+int folio_read_text(const char *path, size_t max_bytes, char **out, struct folio_err *err)
+{
+    *out = NULL;
+    uint8_t *d = NULL;
+    size_t n = 0;
+    int rc = folio_read_file(path, max_bytes, &d, &n, err);
+    if (rc)
+        return rc;
+    char *s = realloc(d, n + 1);
+    if (!s) {
+        free(d);
+        return folio_err_set(err, FOLIO_ENOMEM, "out of memory reading %s", path);
+    }
+    s[n] = '\0';
+    if (strlen(s) != n) {
+        free(s);
+        return folio_err_set(err, FOLIO_EINVAL, "%s is not a text file (it contains a NUL byte)", path);
+    }
+    *out = s;
+    return 0;
+}
+
 int folio_write_file_atomic(const char *path, const void *data, size_t len,
                             struct folio_err *err)
 {

@@ -6,18 +6,28 @@
  * configured for it, when it was disabled at open (driver gate, self-test),
  * or when it failed on this document, and the reason is recorded so a
  * person reading `results.fallback_reason` knows why a document was
- * classified by keywords. Only the rules tier exists so far.
+ * classified by keywords. Order: vision and OCR text + LM (tiers.c), the
+ * classifier learned from corrections (learned.c) when one is loaded, then
+ * the keyword rules below; every answer goes through the review policy
+ * (engine_review).
  *
  * Rules tier: the OCR text is normalised once (ASCII lower case, every
  * whitespace run one space, so "Amount\n  due" matches "amount due"), then
  * every term of every label (its keywords and its name) is counted at word
  * boundaries: a hit must not be glued to a letter or digit on either side
- * ("tax" does not fire inside "syntax"). A term's hits are capped so one
- * word repeated down a page cannot outvote everything else, and the label's
- * own name weighs double because it is the strongest evidence a page gives
- * ("INVOICE" at the top). The scores are divided by their sum: a
- * probability-like distribution whose maximum is the confidence. No hit at
- * all means `unknown`, never a guess.
+ * ("tax" does not fire inside "syntax"). A keyword may carry a weight,
+ * "amount due^3" (default 1): one strong phrase ("curriculum vitae") says
+ * more than several weak words. A term's hits are capped so one word
+ * repeated down a page cannot outvote everything else, and the label's own
+ * name weighs 2 unless its keywords give it another weight ("INVOICE" at
+ * the top is strong evidence, "form" in running text is not).
+ *
+ * Scores become a distribution with additive smoothing, (s_i + a) /
+ * (sum + a n): a page with one weak hit gets a low confidence rather than
+ * 1.0, and a page full of one label's phrases gets a high one. No hit at
+ * all means `unknown`, never a guess; a tie or a small margin between the
+ * first two is flagged for review (engine_review), never silently the
+ * first label in table order.
  */
 #include "engine/engine.h"
 #include "engine/tiers.h"
@@ -27,11 +37,17 @@
 
 #define TERM_HIT_CAP 3
 #define NAME_WEIGHT 2.0
+/* Additive smoothing of the rules distribution, chosen by `folio bench
+ * accuracy` on the tuning part of the corpus (BENCHMARKS.md). */
+#define RULES_SMOOTHING 0.15
+#define KEYWORD_WEIGHT_MAX 100.0
 
 struct engine_label_def {
     char *name;
     char **terms; /* normalised keywords */
+    double *weights;
     int n_terms;
+    double name_weight; /* NAME_WEIGHT unless the keywords list the name */
 };
 
 struct engine_labels {
@@ -59,6 +75,7 @@ void engine_labels_free(struct engine_labels *l)
         for (int k = 0; k < l->v[i].n_terms; k++)
             free(l->v[i].terms[k]);
         free(l->v[i].terms);
+        free(l->v[i].weights);
     }
     free(l->v);
     free(l->names);
@@ -122,32 +139,77 @@ int engine_labels_add(struct engine_labels *l, const char *name, const char *con
     }
     struct engine_label_def d = {0};
     d.name = strdup(name);
+    d.name_weight = NAME_WEIGHT;
     d.terms = calloc((size_t)(n_keywords > 0 ? n_keywords : 1), sizeof *d.terms);
-    if (!d.name || !d.terms)
+    d.weights = calloc((size_t)(n_keywords > 0 ? n_keywords : 1), sizeof *d.weights);
+    char *nm = normalise(name);
+    if (!d.name || !d.terms || !d.weights || !nm)
         goto oom;
     for (int k = 0; k < n_keywords; k++) {
         if (!keywords[k])
             continue;
+        double w = 1;
         char *t = normalise(keywords[k]);
         if (!t)
             goto oom;
+        if (engine_keyword_split(t, &w)) {
+            free(t);
+            free(nm);
+            free(d.name);
+            for (int j = 0; j < d.n_terms; j++)
+                free(d.terms[j]);
+            free(d.terms);
+            free(d.weights);
+            folio_err_set(err, FOLIO_EINVAL, "label '%s': keyword '%s' has a bad weight", name, keywords[k]);
+            folio_err_hint(err, "write a weight as keyword^N with N a number in 0..%g, e.g. \"amount due^3\"",
+                           KEYWORD_WEIGHT_MAX);
+            return FOLIO_EINVAL;
+        }
         if (!t[0]) {
             free(t);
             continue;
         }
+        if (strcmp(t, nm) == 0) {
+            d.name_weight = w; /* the name listed as a keyword: its weight, counted once */
+            free(t);
+            continue;
+        }
+        d.weights[d.n_terms] = w;
         d.terms[d.n_terms++] = t;
     }
+    free(nm);
+    nm = NULL;
     l->v[l->n] = d;
     l->names[l->n] = d.name;
     l->n++;
     return 0;
 oom:
+    free(nm);
     free(d.name);
     if (d.terms)
         for (int k = 0; k < d.n_terms; k++)
             free(d.terms[k]);
     free(d.terms);
+    free(d.weights);
     return folio_err_set(err, FOLIO_ENOMEM, "cannot store label '%s'", name);
+}
+
+int engine_keyword_split(char *kw, double *weight)
+{
+    *weight = 1;
+    char *caret = strrchr(kw, '^');
+    if (!caret)
+        return 0;
+    char *end = NULL;
+    double w = strtod(caret + 1, &end);
+    if (end == caret + 1 || *end || !(w >= 0 && w <= KEYWORD_WEIGHT_MAX))
+        return FOLIO_EINVAL;
+    *weight = w;
+    /* "amount due ^3": the space before the caret is not part of the term */
+    while (caret > kw && caret[-1] == ' ')
+        caret--;
+    *caret = '\0';
+    return 0;
 }
 
 int engine_labels_count(const struct engine_labels *l) { return l ? l->n : 0; }
@@ -215,13 +277,15 @@ int engine_rules_score(const struct engine_labels *l, const char *text, struct e
         const struct engine_label_def *d = &l->v[i];
         double s = 0;
         for (int k = 0; k < d->n_terms; k++)
-            s += count_hits(norm, d->terms[k], TERM_HIT_CAP);
+            if (d->weights[k] > 0)
+                s += d->weights[k] * count_hits(norm, d->terms[k], TERM_HIT_CAP);
         char *nm = normalise(d->name);
         if (!nm) {
             free(norm);
             return folio_err_set(err, FOLIO_ENOMEM, "cannot normalise label '%s'", d->name);
         }
-        s += NAME_WEIGHT * count_hits(norm, nm, TERM_HIT_CAP);
+        if (d->name_weight > 0)
+            s += d->name_weight * count_hits(norm, nm, TERM_HIT_CAP);
         free(nm);
         out->raw[i] = s;
         total += s;
@@ -234,8 +298,9 @@ int engine_rules_score(const struct engine_labels *l, const char *text, struct e
         out->confidence = 0;
         out->needs_review = 1;
     } else {
+        double den = total + RULES_SMOOTHING * n;
         for (int i = 0; i < n; i++)
-            out->scores[i] = out->raw[i] / total;
+            out->scores[i] = (out->raw[i] + RULES_SMOOTHING) / den;
         snprintf(out->label, sizeof out->label, "%s", l->v[best].name);
         out->confidence = out->scores[best];
     }
@@ -286,6 +351,45 @@ const char *engine_disabled_reason(const struct engine *e)
     return e->disabled_reason; /* with model tiers: a snapshot taken at open */
 }
 
+void engine_review(struct engine_result *r, double review_below, double review_margin)
+{
+    r->review_reason[0] = 0;
+    if (strcmp(r->label, ENGINE_UNKNOWN_LABEL) == 0) {
+        r->needs_review = 1;
+        snprintf(r->review_reason, sizeof r->review_reason, "no label matched");
+        return;
+    }
+    int b = -1, s2 = -1;
+    for (int i = 0; i < r->n_labels; i++) {
+        if (b < 0 || r->scores[i] > r->scores[b]) {
+            s2 = b;
+            b = i;
+        } else if (s2 < 0 || r->scores[i] > r->scores[s2]) {
+            s2 = i;
+        }
+    }
+    double margin = b >= 0 && s2 >= 0 ? r->scores[b] - r->scores[s2] : 1;
+    const char *second = s2 >= 0 && r->names ? r->names[s2] : "";
+    if (b >= 0 && s2 >= 0 && margin <= 1e-12 && r->scores[b] > 0) {
+        r->needs_review = 1;
+        snprintf(r->review_reason, sizeof r->review_reason, "tie between %s and %s", r->label, second);
+    } else if (review_below > 0 && r->confidence < review_below) {
+        r->needs_review = 1;
+        snprintf(r->review_reason, sizeof r->review_reason, "probability %.2f < %.2f", r->confidence,
+                 review_below);
+    } else if (review_margin > 0 && margin < review_margin) {
+        r->needs_review = 1;
+        snprintf(r->review_reason, sizeof r->review_reason, "lead %.2f over %s < %.2f", margin, second,
+                 review_margin);
+    }
+}
+
+static void finish(struct engine *e, struct engine_result *out, double t0)
+{
+    engine_review(out, e->cfg.review_below, e->cfg.review_margin);
+    out->total_ms = folio_mono_ms() - t0;
+}
+
 int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
                     struct folio_err *err)
 {
@@ -304,9 +408,7 @@ int engine_classify(struct engine *e, const struct engine_doc *doc, struct engin
         if (rc)
             return rc;
         if (done) {
-            if (e->cfg.review_below > 0 && out->confidence < e->cfg.review_below)
-                out->needs_review = 1;
-            out->total_ms = folio_mono_ms() - t0;
+            finish(e, out, t0);
             return 0;
         }
     } else {
@@ -317,11 +419,39 @@ int engine_classify(struct engine *e, const struct engine_doc *doc, struct engin
         if (rc)
             return rc;
     }
+    if (e->cfg.learned && e->labels && e->labels->n > 0) {
+        rc = engine_learned_score(e->cfg.learned, e->labels, out->text.text, out, err);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            out->names = (const char *const *)e->labels->names;
+            finish(e, out, t0);
+            return 0;
+        }
+        size_t k = strlen(out->fallback_reason);
+        snprintf(out->fallback_reason + k, sizeof out->fallback_reason - k,
+                 "%socr+learned: no word of this text was seen in training", k ? "; " : "");
+    }
     rc = engine_rules_score(e->labels, out->text.text, out, err);
     if (rc)
         return rc;
-    if (e->cfg.review_below > 0 && out->confidence < e->cfg.review_below)
-        out->needs_review = 1;
-    out->total_ms = folio_mono_ms() - t0;
+    finish(e, out, t0);
     return 0;
+}
+
+int engine_labels_keyword(const struct engine_labels *l, int i, int k, char *buf, size_t n)
+{
+    if (!l || i < 0 || i >= l->n)
+        return FOLIO_EINVAL;
+    const struct engine_label_def *d = &l->v[i];
+    /* the name, when given a weight of its own, is exported as keyword 0 */
+    int named = d->name_weight != NAME_WEIGHT;
+    if (named && k == 0)
+        return folio_snprintf(buf, n, "%s^%g", d->name, d->name_weight);
+    k -= named;
+    if (k < 0 || k >= d->n_terms)
+        return FOLIO_EINVAL;
+    if (d->weights[k] == 1)
+        return folio_snprintf(buf, n, "%s", d->terms[k]);
+    return folio_snprintf(buf, n, "%s^%g", d->terms[k], d->weights[k]);
 }

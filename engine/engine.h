@@ -111,11 +111,51 @@ int engine_models_gave_up(struct engine_models *m);
 /* Device, driver, paths, the open report (ready time per step). */
 int engine_models_report_json(struct engine_models *m, char *buf, size_t n);
 
+/* The learned tier (ocr+learned, engine/learned.c): naive Bayes over the
+ * OCR text, trained from corrections. A trainer collects (label, text)
+ * examples and builds a blob the caller stores (PostgreSQL, a file); a
+ * model is loaded from such a blob, read-only afterwards, and may be
+ * shared by every thread's engine. */
+struct engine_trainer;
+struct engine_trainer *engine_trainer_new(void);
+void engine_trainer_free(struct engine_trainer *t);
+int engine_trainer_add(struct engine_trainer *t, const char *label, const char *text, struct folio_err *err);
+int engine_trainer_docs(const struct engine_trainer *t, const char *label);
+/* Builds the model of the labels with >= min_per_label examples (others
+ * are left out); FOLIO_EINVAL naming the shortfall when fewer than 2 are
+ * left. *blob is malloc'd. Sorts the trainer's examples (not const). */
+int engine_trainer_build(struct engine_trainer *t, int min_per_label, uint8_t **blob, size_t *len,
+                         struct folio_err *err);
+struct engine_learned;
+/* Validates and loads a blob; FOLIO_EFORMAT says what is wrong with it. */
+int engine_learned_load(const uint8_t *blob, size_t len, struct engine_learned **out, struct folio_err *err);
+void engine_learned_free(struct engine_learned *m);
+int engine_learned_count(const struct engine_learned *m);
+/* Calibration: how many features' worth of evidence a page's mean
+ * log-likelihood counts as (learned.c); for `bench accuracy` tuning. */
+void engine_learned_set_evidence(struct engine_learned *m, double evidence);
+const char *engine_learned_label(const struct engine_learned *m, int i);
+int engine_learned_examples(const struct engine_learned *m, int i);
+/* Scores text over the labels of l that the model knows (others get 0).
+ * Returns 1 (no answer) when fewer than 2 of its labels are active or no
+ * word of the text was seen in training; 0 with out filled otherwise. */
+struct engine_result;
+int engine_learned_score(const struct engine_learned *m, const struct engine_labels *l, const char *text,
+                         struct engine_result *out, struct folio_err *err);
+
+/* Review policy: a result needs review when its probability is under
+ * review_below or its lead over the second label is under review_margin;
+ * ties always do. Defaults measured by `folio bench accuracy`. */
+#define ENGINE_REVIEW_BELOW_DEFAULT 0.5
+#define ENGINE_REVIEW_MARGIN_DEFAULT 0.1
+
 struct engine_config {
     const char *model_path;  /* text GGUF; NULL = no LM tiers */
     const char *mmproj_path; /* vision projector; NULL = no vision tier */
-    double review_below;     /* confidence under which needs_review is set (rules: 0) */
+    double review_below;     /* probability under which needs_review is set (0 = none) */
     struct engine_models *models; /* shared model tiers (engine_models_open), or NULL */
+    double review_margin;    /* lead over the runner-up under which needs_review is set */
+    const struct engine_learned *learned; /* ocr+learned tier, or NULL (borrowed) */
 };
 
 struct engine_result {
@@ -126,13 +166,14 @@ struct engine_result {
     const char *const *names;/* borrowed from the label set */
     double *scores;          /* normalised distribution, sums to 1 (all 0 for unknown) */
     double *raw;             /* rules tier: weighted keyword hits per label */
-    char engine_path[16];    /* "vision", "ocr+lm", "ocr+rules" */
+    char engine_path[16];    /* "vision", "ocr+lm", "ocr+learned", "ocr+rules" */
     char fallback_reason[160];
     struct engine_text text; /* OCR output the text tiers used */
     double rules_ms, total_ms;
     int32_t *prompt_ids;     /* vision tier: the prompt with image tokens expanded (malloc'd) */
     uint32_t n_prompt_ids;
     double vision_ms, lm_ms; /* vision: preprocess + tower; LM pass (either model tier) */
+    char review_reason[96];  /* why needs_review is set ("" when it is not) */
 };
 void engine_result_free(struct engine_result *r);
 
@@ -183,6 +224,25 @@ int engine_pages_segments(const struct engine_result *pages, int n, struct engin
  * counts of each label's keywords and name. Exposed for tests and tools. */
 int engine_rules_score(const struct engine_labels *l, const char *text, struct engine_result *out,
                        struct folio_err *err);
+
+/* Applies the review policy (above) to a filled result: sets needs_review
+ * and review_reason. engine_classify calls it; exposed for tools. */
+void engine_review(struct engine_result *r, double review_below, double review_margin);
+
+/* Splits "keyword^W" in place into the keyword and its weight (1 when
+ * none is given); FOLIO_EINVAL for a weight that is not a number in
+ * 0..100. */
+int engine_keyword_split(char *kw, double *weight);
+
+/* Label files, the one format shared by `classify --labels`, `folio labels
+ * import/export` and the default taxonomy: one label per line,
+ *   name: keyword, "phrase, with comma", weighted^3   # comment
+ * Parse errors name the source and line. */
+int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err);
+/* The default taxonomy in that format (what `folio migrate` seeds). */
+extern const char ENGINE_DEFAULT_LABELS[];
+/* Keywords of label i as written ("amount due^3"), for export. */
+int engine_labels_keyword(const struct engine_labels *l, int i, int k, char *buf, size_t n);
 
 /* `bench engine [--text | --vision] [OPTIONS]` for `folio bench engine` and
  * `folio-engine bench engine`: parses argv (argv[0] = "engine"), runs the

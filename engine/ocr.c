@@ -8,7 +8,11 @@
  * loaded with "osd" for detection only; the page is turned upright with
  * Leptonica and recognised by the LSTM instance in PSM_AUTO. OSD on a page
  * with little text is unreliable, so a rotation is applied only above a
- * confidence floor.
+ * confidence floor (orient_upright says how it was chosen).
+ *
+ * Resolution: Tesseract sizes its letter models by the page's ppi, so the
+ * file's own (ingest reads it) is passed on when it is plausible, and an
+ * estimate from the page size otherwise (ocr_effective_ppi).
  *
  * Deadlines and cancellation use Tesseract's ETEXT_DESC monitor: its cancel
  * callback is polled between words of recognition. Layout analysis and
@@ -24,6 +28,16 @@
 #include <string.h>
 #include <leptonica/allheaders.h>
 #include <tesseract/capi.h>
+
+/* Orientation check by reading (orient_upright): OSD answers under this
+ * are ignored, the first this-many words are read each way, and the turn
+ * must read this much better. */
+#define OCR_OSD_VERIFY_FLOOR 1.0f
+#define OCR_VERIFY_WORDS 40
+#define OCR_VERIFY_MARGIN 10
+#define OCR_READS_WELL 70 /* mean word confidence of a page read upright */
+#define OCR_VERIFY_LETTERS 80
+#define OCR_OSD_UPRIGHT_TRUST 2.0f
 
 struct ocr_engine {
     TessBaseAPI *api;
@@ -44,7 +58,7 @@ void ocr_opts_default(struct ocr_opts *o)
     o->lang = "eng";
     o->page_deadline_ms = 60000;
     o->detect_orientation = 1;
-    o->osd_min_conf = 2.0f;
+    o->osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT;
     o->isolate = 1;
 }
 
@@ -210,6 +224,200 @@ static char *page_text(TessBaseAPI *api)
     return text;
 }
 
+int ocr_effective_ppi(int width, int height, int stated)
+{
+    int side = width > height ? width : height;
+    /* A stated resolution is believed when it gives a page of plausible
+     * paper size (a long side of 3..20 inches): screen tools write 72 or
+     * 96 into scans they never measured, and a 2550x3300 page at 72 ppi
+     * would be 46 inches tall, its letters far too big for Tesseract's
+     * size assumptions. */
+    if (stated >= 50 && stated <= 2400 && side >= stated * 3 && side <= stated * 20)
+        return stated;
+    /* Otherwise assume the long side is a Letter/A4 page's (11..11.7 in). */
+    int est = (int)(side / 11.3 + 0.5);
+    return est < 70 ? 70 : est > 1200 ? 1200 : est;
+}
+
+/* One OSD pass: 1 with *deg and *conf when OSD found enough text to judge. */
+static int osd_pass(struct ocr_engine *e, PIX *pix, int *deg, float *conf)
+{
+    TessBaseAPISetPageSegMode(e->osd, PSM_OSD_ONLY);
+    TessBaseAPISetImage2(e->osd, pix);
+    float sconf = 0;
+    const char *script = NULL;
+    *deg = 0;
+    *conf = 0;
+    int ok = TessBaseAPIDetectOrientationScript(e->osd, deg, conf, &script, &sconf);
+    TessBaseAPIClear(e->osd);
+    return ok && *deg % 90 == 0 && *deg >= 0 && *deg < 360;
+}
+
+/* Stops a recognition pass after OCR_VERIFY_WORDS words. */
+static bool stop_after_words(void *this_, int words)
+{
+    (void)this_;
+    return words >= OCR_VERIFY_WORDS;
+}
+
+/* Mean confidence of the words Tesseract reads first on pix (0..100, -1
+ * when it found none; scaled down when they hold few letters): a page
+ * read upright scores 70-95, the same page
+ * upside down 20-50, because the LSTM model sees letters it does not know.
+ * vertical: with Tesseract's vertical-text finder on (as the real pass
+ * runs) or off; see orient_upright for why both are needed. */
+static int first_words_conf(struct ocr_engine *e, PIX *pix, int vertical)
+{
+    ETEXT_DESC *mon = TessMonitorCreate();
+    if (!mon)
+        return -1;
+    TessMonitorSetCancelFunc(mon, stop_after_words);
+    if (!vertical)
+        TessBaseAPISetVariable(e->api, "textord_tabfind_vertical_text", "0");
+    TessBaseAPISetPageSegMode(e->api, PSM_AUTO);
+    TessBaseAPISetImage2(e->api, pix);
+    TessBaseAPIRecognize(e->api, mon);
+    if (!vertical)
+        TessBaseAPISetVariable(e->api, "textord_tabfind_vertical_text", "1");
+    int conf = TessBaseAPIMeanTextConf(e->api);
+    char *txt = TessBaseAPIGetUTF8Text(e->api);
+    int letters = 0;
+    for (const char *p = txt; p && *p; p++)
+        letters += (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z');
+    if (txt)
+        TessDeleteText(txt);
+    TessBaseAPIClear(e->api);
+    TessMonitorDelete(mon);
+    if (!letters)
+        return -1;
+    /* A few confident words out of a smudged page prove nothing (measured:
+     * a faint 150-dpi form read 89 turned on its side from a few words); a
+     * reading counts in full only with OCR_VERIFY_LETTERS letters. */
+    return letters >= OCR_VERIFY_LETTERS ? conf : conf * letters / OCR_VERIFY_LETTERS;
+}
+
+/*
+ * When OSD is unsure: which way does the page read best? *turn gets the
+ * turn to apply (0 = none). hint is OSD's unsure answer (0 = none). The
+ * page as it is scores the worse of its readings with the vertical-text
+ * finder on and off (see orient_upright); an upright page reads well both
+ * ways and stays, unless OSD's hint reads clearly better still. Otherwise
+ * the turned page is read: OSD's hint first, and when neither that nor
+ * the page as it is reads well (OSD found nothing, or pointed the wrong
+ * way on a small-print page), the other turns too. A turn is taken only
+ * when it reads clearly better (OCR_VERIFY_MARGIN) than the page as it is.
+ */
+static int read_orientation(struct ocr_engine *e, PIX *pix, int hint, int *turn, struct ocr_page_result *out,
+                            struct folio_err *err)
+{
+    *turn = 0;
+    int on = first_words_conf(e, pix, 1), off = first_words_conf(e, pix, 0);
+    int as_is = off < on ? off : on;
+    out->verify_conf_as_is = as_is;
+    if (as_is >= OCR_READS_WELL && !hint)
+        return 0;
+    int order[3] = {hint, 0, 0}, n = hint ? 1 : 0;
+    int best = -1, best_deg = 0;
+    for (int d = 90; d < 360 && n < 3; d += 90)
+        if (d != hint)
+            order[n++] = d;
+    for (int k = 0; k < 3; k++) {
+        /* the other turns only when neither the page as it is nor the
+         * hint reads well */
+        if (k > 0 && (best >= OCR_READS_WELL || as_is >= OCR_READS_WELL))
+            break;
+        PIX *t = pixRotateOrth(pix, (4 - order[k] / 90) & 3);
+        if (!t)
+            return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page", pixGetWidth(pix), pixGetHeight(pix));
+        int c = first_words_conf(e, t, 0);
+        pixDestroy(&t);
+        if (c > best) {
+            best = c;
+            best_deg = order[k];
+        }
+    }
+    out->verify_conf_turned = best;
+    if (best >= as_is + OCR_VERIFY_MARGIN)
+        *turn = best_deg;
+    return 0;
+}
+
+/*
+ * Orientation: detect, and turn *pix upright only when it is sure.
+ *
+ * A wrong turn is far worse than a missed one: a page turned upside down
+ * reads as garbage and then gets a confident wrong label. OSD's own
+ * confidence is the first judge: at >= osd_min_conf (default 12;
+ * paperless-ngx uses 12, OCRmyPDF 14) the turn is taken as is. Below it
+ * OSD is still usually right on sparse pages (a memo at 150 dpi scores
+ * 8-10 in every rotation) but also wrong on some upright ones (3 of 45
+ * upright pages came back as 180° with the old floor of 2), so an answer
+ * in [OCR_OSD_VERIFY_FLOOR, osd_min_conf) is checked by reading: the first
+ * words are recognised both as the page is and as OSD would turn it, and
+ * the turn is taken only when it reads clearly better (by
+ * OCR_VERIFY_MARGIN points of mean word confidence). The page as it is
+ * scores the worse of two readings, with Tesseract's vertical-text finder
+ * on and off (measured: with it on, a page turned 90° cw reads as well as
+ * upright; with it off, one turned 270° does, yet the real pass, finder
+ * on, reads that one as garbage), so an upright page reads well both ways
+ * and is never turned, and a turned one reads badly one way at least.
+ * That costs three short recognition passes, on those pages only.
+ *
+ * OSD on a large page first runs on a half-size copy (half the cost;
+ * enough letter shape on dense pages); when that copy is not sure, it runs
+ * again at full size, which wins back the small-print and 150-dpi pages.
+ */
+static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_page_result *out,
+                          struct folio_err *err)
+{
+    double t0 = folio_mono_ms();
+    int w = pixGetWidth(*pix), h = pixGetHeight(*pix);
+    int deg = 0, ok = 0;
+    float conf = 0;
+    if ((size_t)w * (size_t)h >= 1500000u) {
+        PIX *small = pixGetDepth(*pix) == 1 ? pixScaleToGray2(*pix) : pixScaleAreaMap2(*pix);
+        if (small) {
+            pixSetResolution(small, ppi / 2, ppi / 2);
+            ok = osd_pass(e, small, &deg, &conf);
+            pixDestroy(&small);
+            out->osd_passes++;
+        }
+    }
+    if (!(e->opts.osd_no_retry && out->osd_passes) && (!ok || conf < e->opts.osd_min_conf)) {
+        int d2;
+        float c2;
+        out->osd_passes++;
+        if (osd_pass(e, *pix, &d2, &c2) && (!ok || c2 > conf)) {
+            ok = 1;
+            deg = d2;
+            conf = c2;
+        }
+    }
+    out->orientation_conf = ok ? conf : 0;
+    out->orientation_detected = ok ? deg : 0;
+    int sure = ok && conf >= e->opts.osd_min_conf;
+    int turn = sure ? deg : 0;
+    /* OSD saying "upright" with some confidence is believed: the turned
+     * pages it missed all scored under 1 when it said so (bench accuracy),
+     * and the reading check costs up to five short recognition passes. */
+    int upright = ok && deg == 0 && conf >= OCR_OSD_UPRIGHT_TRUST;
+    if (!sure && !upright && !e->opts.osd_no_retry && e->opts.osd_min_conf > 0) {
+        int rc = read_orientation(e, *pix, ok && conf >= OCR_OSD_VERIFY_FLOOR ? deg : 0, &turn, out, err);
+        if (rc)
+            return rc;
+    }
+    if (turn) {
+        PIX *turned = pixRotateOrth(*pix, (4 - turn / 90) & 3);
+        if (!turned)
+            return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page upright", w, h);
+        pixDestroy(pix);
+        *pix = turned;
+        out->orientation = turn;
+    }
+    out->osd_ms = folio_mono_ms() - t0;
+    return 0;
+}
+
 int ocr_page_inproc(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
                     struct ocr_page_result *out, struct folio_err *err)
 {
@@ -224,45 +432,18 @@ int ocr_page_inproc(struct ocr_engine *e, const struct ocr_image *img, const _At
     if (img->width > 32767 || img->height > 32767)
         return folio_err_set(err, FOLIO_ELIMIT, "page is %dx%d pixels; Tesseract handles at most 32767 per side",
                              img->width, img->height);
-    int ppi = img->ppi > 0 ? img->ppi : 300;
+    int ppi = e->opts.force_ppi > 0 ? e->opts.force_ppi : ocr_effective_ppi(img->width, img->height, img->ppi);
     PIX *pix = to_pix(img, ppi);
     if (!pix)
         return folio_err_set(err, FOLIO_ENOMEM, "cannot copy a %dx%d page for Tesseract", img->width, img->height);
+    out->ppi = ppi;
 
     if (e->opts.detect_orientation) {
-        double t0 = folio_mono_ms();
-        /* OSD only needs letter shapes, not detail: on a large page it runs
-         * on a half-size copy, which halves its cost (it otherwise adds
-         * ~50 % to a 300-dpi page's OCR time, measured by bench ocr). */
-        PIX *small = NULL;
-        if ((size_t)img->width * (size_t)img->height >= 1500000u &&
-            (small = pixGetDepth(pix) == 1 ? pixScaleToGray2(pix) : pixScaleAreaMap2(pix)) != NULL)
-            pixSetResolution(small, ppi / 2, ppi / 2);
-        TessBaseAPISetPageSegMode(e->osd, PSM_OSD_ONLY);
-        TessBaseAPISetImage2(e->osd, small ? small : pix);
-        int deg = 0;
-        float oconf = 0, sconf = 0;
-        const char *script = NULL;
-        int ok = TessBaseAPIDetectOrientationScript(e->osd, &deg, &oconf, &script, &sconf);
-        TessBaseAPIClear(e->osd);
-        pixDestroy(&small);
-        if (ok) {
-            out->orientation_conf = oconf;
-            /* deg is how far the page is turned clockwise from upright
-             * (measured: a page turned 90° cw reports 90); turning it back
-             * counter-clockwise undoes it. */
-            if (deg % 90 == 0 && deg != 0 && oconf >= e->opts.osd_min_conf) {
-                PIX *turned = pixRotateOrth(pix, (4 - deg / 90) & 3);
-                if (!turned) {
-                    pixDestroy(&pix);
-                    return folio_err_set(err, FOLIO_ENOMEM, "cannot turn a %dx%d page upright", img->width, img->height);
-                }
-                pixDestroy(&pix);
-                pix = turned;
-                out->orientation = deg;
-            }
+        int rc = orient_upright(e, &pix, ppi, out, err);
+        if (rc) {
+            pixDestroy(&pix);
+            return rc;
         }
-        out->osd_ms = folio_mono_ms() - t0;
     }
 
     double t1 = folio_mono_ms();

@@ -31,11 +31,20 @@ struct ocr_opts {
     const char *datapath;    /* tessdata folder; NULL = Tesseract's default */
     int page_deadline_ms;    /* per page recognition budget; 0 = none */
     int detect_orientation;  /* run OSD and rotate the page upright first */
-    float osd_min_conf;      /* rotate only when OSD is at least this sure (default 2) */
+    float osd_min_conf;      /* OSD at least this sure turns a page; a less sure answer is
+                                checked by reading first (default 12) */
+    /* Measurement knobs (`folio bench accuracy --legacy-osd` reproduces
+     * the behaviour before issue 16 with them): */
+    int osd_no_retry;        /* no full-size OSD retry after an unsure half-size pass,
+                                and no check by reading */
+    int force_ppi;           /* tell Tesseract this resolution whatever the file says; 0 = off */
     int isolate;             /* default 1: each page runs in a forked child that is killed at
                               * the deadline or on cancel (see ocr_isolate.c); 0 = in this
                               * thread, unbounded where Tesseract does not poll (benchmarks) */
 };
+/* Default OSD confidence floor for turning a page; see orient_upright in
+ * ocr.c for the measurements behind it. */
+#define OCR_OSD_MIN_CONF_DEFAULT 12.0f
 void ocr_opts_default(struct ocr_opts *o);
 
 struct ocr_engine;
@@ -50,14 +59,23 @@ struct ocr_image {
     int width, height, channels;
     size_t stride;
     const uint8_t *pixels;
-    int ppi; /* 0 = unknown (300 assumed) */
+    int ppi; /* as the file states it; 0 = unknown (see ocr_effective_ppi) */
 };
+
+/* The resolution OCR uses for a page of width x height that states
+ * `stated` ppi (0 = none): the stated value when it gives a plausible paper
+ * size, else an estimate that takes the long side as a Letter/A4 page's. */
+int ocr_effective_ppi(int width, int height, int stated);
 
 struct ocr_page_result {
     char *text;            /* UTF-8, malloc'd; free with ocr_page_result_free */
     float confidence;      /* Tesseract mean word confidence, 0..100; -1 when no words */
     int orientation;       /* how far the page was turned clockwise from upright (0/90/180/270); corrected before recognition */
     float orientation_conf;/* OSD confidence, 0 when OSD did not run or found too little text */
+    int orientation_detected; /* what OSD said (0/90/180/270), applied or not (under osd_min_conf) */
+    int osd_passes;        /* OSD runs: 2 when the half-size copy was unsure and full size was tried */
+    int ppi;               /* resolution Tesseract was told */
+    int verify_conf_as_is, verify_conf_turned; /* an unsure OSD answer checked by reading (0 = not checked) */
     int timed_out;         /* the deadline stopped recognition; text is what was read so far */
     double osd_ms, recognize_ms;
 };

@@ -39,9 +39,8 @@
 
 /* The child's answer, then text_len bytes of text. */
 struct wire_head {
-    int32_t rc, orientation, timed_out;
-    float confidence, orientation_conf;
-    double osd_ms, recognize_ms;
+    int32_t rc;
+    struct ocr_page_result res; /* every field but text (a pointer in the child) */
     uint64_t text_len;
     struct folio_err err;
 };
@@ -88,12 +87,8 @@ static _Noreturn void child_main(struct ocr_engine *e, const struct ocr_image *i
     struct ocr_page_result r;
     h.rc = ocr_page_inproc(e, img, NULL, &r, &h.err);
     if (h.rc == 0) {
-        h.orientation = r.orientation;
-        h.timed_out = r.timed_out;
-        h.confidence = r.confidence;
-        h.orientation_conf = r.orientation_conf;
-        h.osd_ms = r.osd_ms;
-        h.recognize_ms = r.recognize_ms;
+        h.res = r;
+        h.res.text = NULL;
         h.text_len = r.text ? strlen(r.text) : 0;
     }
     if (write_all(3, &h, sizeof h) || (h.text_len && write_all(3, r.text, h.text_len)))
@@ -276,14 +271,9 @@ int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic in
             /* the text moves down over the header; the buffer has room for the NUL */
             memmove(rs.buf, rs.buf + sizeof h, (size_t)h.text_len);
             rs.buf[h.text_len] = 0;
+            *out = h.res;
             out->text = rs.buf;
             rs.buf = NULL;
-            out->confidence = h.confidence;
-            out->orientation = h.orientation;
-            out->orientation_conf = h.orientation_conf;
-            out->timed_out = h.timed_out;
-            out->osd_ms = h.osd_ms;
-            out->recognize_ms = h.recognize_ms;
         }
     }
     free(rs.buf);

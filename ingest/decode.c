@@ -147,6 +147,8 @@ int ingest_page_fit(struct ingest_page *p, int max_side, struct folio_err *err)
             dst[i] = (uint8_t)(v >= 255.f ? 255 : v <= 0.f ? 0 : (int)v);
         }
     }
+    if (p->ppi > 0)
+        o.ppi = (int)lround(p->ppi * s);
     ingest_page_free(p);
     *p = o;
 out:
@@ -186,6 +188,7 @@ int ingest_page_orient(struct ingest_page *p, int orientation, struct folio_err 
                    (size_t)c);
         }
     }
+    o.ppi = p->ppi;
     ingest_page_free(p);
     *p = o;
     return 0;

@@ -75,6 +75,7 @@ struct ingest_page {
     int channels;    /* 1 (gray) or 3 (RGB), 8 bits each */
     size_t stride;   /* bytes per row */
     uint8_t *pixels; /* malloc'd; free with ingest_page_free */
+    int ppi;         /* resolution the file states (scaled with the page); 0 = none stated */
 };
 
 /* Decodes page `page` (0-based) of a blob as 8-bit RGB (want_channels 3) or

@@ -45,6 +45,7 @@ struct jpeg_header {
     int width, height;
     int subsamp, colorspace; /* TJSAMP_*, TJCS_* */
     int exif_orientation;    /* 1..8, 0 when absent */
+    int ppi;                 /* JFIF density in dots per inch, 0 when absent or aspect-only */
     bool adobe;              /* APP14 "Adobe" seen: CMYK samples are stored inverted */
     bool has_eoi;            /* an EOI marker follows the first scan */
     char warning[200];       /* non-fatal header warning, "" if none */

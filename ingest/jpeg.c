@@ -93,7 +93,12 @@ int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, s
             sof_h = (int)payload[1] << 8 | payload[2];
             sof_w = (int)payload[3] << 8 | payload[4];
         }
-        if (m == 0xE1 && !h->exif_orientation)
+        /* JFIF APP0: units 1 = dots per inch, 2 = per cm; 0 is only an
+         * aspect ratio and says nothing about size on paper. */
+        if (m == 0xE0 && plen >= 12 && memcmp(payload, "JFIF", 5) == 0 && !h->ppi) {
+            int units = payload[7], xd = payload[8] << 8 | payload[9];
+            h->ppi = units == 1 ? xd : units == 2 ? (int)(xd * 2.54 + 0.5) : 0;
+        } else if (m == 0xE1 && !h->exif_orientation)
             h->exif_orientation = exif_orientation(payload, plen);
         else if (m == 0xEE && plen >= 5 && memcmp(payload, "Adobe", 5) == 0)
             h->adobe = true;
@@ -256,6 +261,8 @@ int ingest_jpeg_decode(const uint8_t *d, size_t n, const struct jpeg_header *h, 
     int rc = ingest_page_alloc(out, sw, sh, channels, err);
     if (rc)
         return rc;
+    if (h->ppi > 0)
+        out->ppi = h->ppi * best.num / best.denom;
     tjhandle tj = tjInitDecompress();
     if (!tj) {
         ingest_page_free(out);

@@ -142,6 +142,11 @@ int ingest_lept_decode(const uint8_t *d, size_t n, enum ingest_format f, int pag
         return folio_err_set(err, FOLIO_EFORMAT, "%s page %d cannot be decoded: %s", fmt_name(f),
                              page + 1, lept_said());
     int rc = pix_to_page(pix, channels, out, err);
+    /* PNG pHYs, TIFF XResolution, BMP pels per metre: Leptonica reads them
+     * into the Pix; implausible values (1, 72 from screen tools) are for the
+     * OCR side to judge, not here. */
+    if (rc == 0)
+        out->ppi = pixGetXRes(pix) > 0 ? pixGetXRes(pix) : 0;
     pixDestroy(&pix);
     return rc;
 }

@@ -183,16 +183,6 @@ static double median(const double *v, int n)
     return m % 2 ? t[m / 2] : (t[m / 2 - 1] + t[m / 2]) / 2;
 }
 
-static void emit(struct json_buf *b)
-{
-    if (!b->oom) {
-        fputs(b->s, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
-    json_free(b);
-}
-
 /* Measures folio with T threads; returns pages/s (wall), fills cpu rate. */
 static double run_folio(struct page *pages, int npages, int rounds, int threads, int osd, int isolate,
                         double *per_cpu_s, double *init_ms, int *errors)
@@ -271,7 +261,7 @@ static void line(const char *impl, int threads, int osd, int pages, double pps, 
     json_raw(&b, ",\"tesseract\":");
     json_str(&b, ocr_tesseract_version());
     json_raw(&b, "}}");
-    emit(&b);
+    json_emit_line(&b);
 }
 
 int bench_ocr(int argc, char **argv)

@@ -196,16 +196,6 @@ static void machine_json(PGconn *c, struct json_buf *b)
     json_raw(b, "}");
 }
 
-static void emit(struct json_buf *b)
-{
-    if (!b->oom) {
-        fputs(b->s, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
-    json_free(b);
-}
-
 /* Runs pgbench with the bare loop; returns transactions/s or -1. */
 static double run_pgbench(const char *conninfo, const char *mk, int clients, int seconds, char *why, size_t whyn)
 {
@@ -376,7 +366,7 @@ static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, i
     json_raw(&b, ",");
     machine_json(c, &b);
     json_raw(&b, "}");
-    emit(&b);
+    json_emit_line(&b);
     free(bt);
     free(tid);
     free(samples);
@@ -478,7 +468,7 @@ int bench_queue(int argc, char **argv)
                 json_str(&b, pwhy);
             }
             json_raw(&b, ",\"script\":\"claim CTE (SKIP LOCKED, LIMIT 1) + token-checked UPDATE to done; no result row\"}");
-            emit(&b);
+            json_emit_line(&b);
             rc = cleanup(c, mkp, &err);
         }
     }

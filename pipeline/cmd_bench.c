@@ -15,7 +15,8 @@ static const char USAGE[] =
     "  pdf        PDF render ms/page vs pdftoppm, probe, text layer vs OCR\n"
     "  ops        Vulkan op GFLOP/s and GB/s vs the device roofline\n"
     "  tokenizer  tokenizer MB/s\n"
-    "  engine     pages/s of the full vision-language engine\n";
+    "  engine     pages/s of the full vision-language engine\n"
+    "  accuracy   orientation and classification accuracy on a generated corpus\n";
 
 static const struct {
     const char *name;
@@ -24,6 +25,7 @@ static const struct {
     {"ingest", bench_ingest}, {"queue", bench_queue},         {"ocr", bench_ocr},
     {"ops", bench_ops},       {"tokenizer", bench_tokenizer}, {"engine", bench_engine},
     {"pdf", bench_pdf},
+    {"accuracy", bench_accuracy},
 };
 
 int cmd_bench(int argc, char **argv)

@@ -4,10 +4,10 @@
  * read or decoded gets a JSON object with "error" (and the exit status
  * becomes 1) while the other files are still classified.
  *
- * Labels: --labels FILE (one label per line, "name: keyword, keyword, ...";
- * '#' starts a comment), else the default taxonomy that `folio migrate`
- * seeds into folio.labels (schema/001_init.sql; a unit test checks the two
- * lists agree).
+ * Labels: --labels FILE (one label per line, "name: keyword, keyword^3,
+ * ..."; '#' starts a comment; engine_labels_parse), else the default
+ * taxonomy that `folio migrate` seeds into folio.labels (schema/005; a pg
+ * test checks the two agree).
  */
 #include "engine/engine.h"
 #include "engine/ocr.h"
@@ -47,95 +47,45 @@ static const char USAGE[] =
     "                       text layer are not OCR'd)\n"
     "  --max-text-bytes N|PAGE,DOC  text kept per page and per file for the text tiers\n"
     "                       (default 64KiB,512KiB); cuts show in pages.text_cut\n"
+    "  --osd-min-conf C     turn a page only when Tesseract's orientation confidence\n"
+    "                       is at least C (default 12)\n"
+    "  --review-below P     needs_review under this probability (default 0.5)\n"
+    "  --review-margin M    needs_review when the lead over the second label is under M\n"
+    "                       (default 0.1)\n"
+    "  --learned FILE       ocr+learned model written by `folio train --out FILE`\n"
     "  --max-pages-classified N\n"
     "                       pages classified one by one (default 20); the file's\n"
     "                       label is the first page's, \"pages\" lists every page and\n"
     "                       any split suggestion (\"segments\")\n";
 
-/* Mirrors the seed rows of schema/001_init.sql (test_classify_cli checks). */
-static const struct {
-    const char *name;
-    const char *keywords; /* comma-separated */
-} DEFAULT_LABELS[] = {
-    {"letter", "dear, sincerely, regards, yours truly, enclosure, letterhead"},
-    {"form", "please print, signature, date, checkbox, fill in, office use only, applicant"},
-    {"email", "from, to, subject, sent, cc, original message, @"},
-    {"handwritten", "handwritten, note, notes"},
-    {"advertisement", "sale, offer, free, buy, discount, call now, limited, new"},
-    {"scientific report", "report, study, results, methods, conclusion, data, analysis, test"},
-    {"scientific publication", "abstract, introduction, references, journal, doi, et al, university, vol"},
-    {"specification", "specification, specifications, tolerance, dimensions, requirements, standard, parameter, datasheet"},
-    {"file folder", "file, folder, index, tab"},
-    {"news article", "news, reported, said, according, press, times, daily, journal"},
-    {"budget", "budget, total, costs, expenses, fiscal, forecast, allocation, revenue"},
-    {"invoice", "invoice, invoice number, amount due, payment, bill to, total, tax, due, remit"},
-    {"presentation", "presentation, slide, agenda, overview, objectives, summary"},
-    {"questionnaire", "questionnaire, survey, question, questions, answer, respondent, agree, disagree"},
-    {"resume", "resume, curriculum vitae, education, experience, employment, skills, references"},
-    {"memo", "memo, memorandum, to, from, subject, date, re, cc"},
-};
 
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
-        s[--n] = '\0';
-    return s;
-}
-
-/* Adds "name: kw, kw" (line is modified). */
-static int add_label_line(struct engine_labels *l, char *line, struct folio_err *err)
-{
-    char *colon = strchr(line, ':');
-    if (colon)
-        *colon = '\0';
-    const char *kw[128];
-    int n = 0;
-    char *save = NULL;
-    for (char *t = colon ? strtok_r(colon + 1, ",", &save) : NULL; t && n < 128; t = strtok_r(NULL, ",", &save)) {
-        t = trim(t);
-        if (*t)
-            kw[n++] = t;
-    }
-    return engine_labels_add(l, trim(line), kw, n, err);
-}
-
+/* --labels FILE, else the default taxonomy (engine/labelset.c, which
+ * schema/005 seeds into folio.labels), in the one label-file format. */
 static int load_labels(const char *path, struct engine_labels *l, struct folio_err *err)
 {
-    if (!path) {
-        for (size_t i = 0; i < sizeof DEFAULT_LABELS / sizeof DEFAULT_LABELS[0]; i++) {
-            char line[512];
-            snprintf(line, sizeof line, "%s: %s", DEFAULT_LABELS[i].name, DEFAULT_LABELS[i].keywords);
-            int rc = add_label_line(l, line, err);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return folio_err_set(err, FOLIO_EIO, "cannot open label file %s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int lineno = 0, rc = 0;
-    while (!rc && getline(&line, &cap, f) > 0) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
-        char *t = trim(line);
-        if (!*t)
-            continue;
-        rc = add_label_line(l, t, err);
-        if (rc)
-            folio_err_prefix(err, "%s line %d: ", path, lineno);
-    }
-    free(line);
-    fclose(f);
-    if (!rc && engine_labels_count(l) == 0)
-        rc = folio_err_set(err, FOLIO_EINVAL, "label file %s defines no labels", path);
+    if (!path)
+        return engine_labels_parse(l, ENGINE_DEFAULT_LABELS, "default labels", err);
+    char *text = NULL;
+    int rc = folio_read_text(path, 16u << 20, &text, err);
+    if (rc)
+        return rc;
+    rc = engine_labels_parse(l, text, path, err);
+    free(text);
+    return rc;
+}
+
+/* --learned FILE: a model blob written by `folio train --out FILE`. */
+static int load_learned(const char *path, struct engine_learned **out, struct folio_err *err)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = folio_read_file(path, 1u << 30, &data, &len, err);
+    if (rc)
+        return rc;
+    rc = engine_learned_load(data, len, out, err);
+    free(data);
+    if (rc)
+        folio_err_prefix(err, "%s: ", path);
     return rc;
 }
 
@@ -206,6 +156,11 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
     json_key(&b, "confidence");
     json_num(&b, er.confidence);
     json_raw(&b, er.needs_review ? ",\"needs_review\":true," : ",\"needs_review\":false,");
+    if (er.review_reason[0]) {
+        json_key(&b, "review_reason");
+        json_str(&b, er.review_reason);
+        json_raw(&b, ",");
+    }
     json_key(&b, "engine_path");
     json_str(&b, er.engine_path);
     json_raw(&b, ",");
@@ -225,6 +180,7 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         worker_scores_json(&er, &b);
         int model_tier = strcmp(er.engine_path, "ocr+rules") != 0;
         json_raw(&b, model_tier ? ",\"logprobs\":{" : ",\"keyword_hits\":{");
+        /* ocr+learned: raw holds naive-Bayes log-likelihoods, logprob-like */
         for (int i = 0; i < er.n_labels; i++) {
             if (i)
                 json_raw(&b, ",");
@@ -284,6 +240,10 @@ int cmd_classify(int argc, char **argv)
         {"gpu-weights", required_argument, 0, 1040},
         {"max-text-bytes", required_argument, 0, 1009},
         {"max-pages-classified", required_argument, 0, 1150},
+        {"osd-min-conf", required_argument, 0, 1160},
+        {"review-below", required_argument, 0, 1161},
+        {"review-margin", required_argument, 0, 1162},
+        {"learned", required_argument, 0, 1163},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -295,6 +255,9 @@ int cmd_classify(int argc, char **argv)
     int gpu_weights = 0;
     size_t caps[2] = {0, 0};
     long long v;
+    double osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT, review_below = ENGINE_REVIEW_BELOW_DEFAULT;
+    double review_margin = ENGINE_REVIEW_MARGIN_DEFAULT;
+    const char *learned_path = NULL;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
         case 'h':
@@ -319,6 +282,19 @@ int cmd_classify(int argc, char **argv)
                 return cli_usage_error("classify", "--max-pages-classified wants 1..10000, got '%s'", optarg);
             max_classified = (int)v;
             break;
+        case 1160:
+            if (cli_parse_double(optarg, 0, 100, &osd_min_conf))
+                return cli_usage_error("classify", "--osd-min-conf wants 0..100, got '%s'", optarg);
+            break;
+        case 1161:
+            if (cli_parse_double(optarg, 0, 1, &review_below))
+                return cli_usage_error("classify", "--review-below wants a probability 0..1, got '%s'", optarg);
+            break;
+        case 1162:
+            if (cli_parse_double(optarg, 0, 1, &review_margin))
+                return cli_usage_error("classify", "--review-margin wants 0..1, got '%s'", optarg);
+            break;
+        case 1163: learned_path = optarg; break;
         case 1004: lang = optarg; break;
         case 1005: labels_path = optarg; break;
         case 1006:
@@ -339,6 +315,10 @@ int cmd_classify(int argc, char **argv)
         return cli_usage_error("classify", "missing argument");
 
     struct folio_err err = {0};
+    if ((model && cli_check_gguf("--model", model, &err)) || (mmproj && cli_check_gguf("--mmproj", mmproj, &err))) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
     ocr_process_init();
     struct engine_labels *labels = engine_labels_new();
     if (!labels || load_labels(labels_path, labels, &err)) {
@@ -348,16 +328,24 @@ int cmd_classify(int argc, char **argv)
         engine_labels_free(labels);
         return FOLIO_EXIT_FAIL;
     }
+    struct engine_learned *learned = NULL;
+    if (learned_path && load_learned(learned_path, &learned, &err)) {
+        folio_err_print(stderr, &err);
+        engine_labels_free(labels);
+        return FOLIO_EXIT_FAIL;
+    }
     struct ocr_opts oo;
     ocr_opts_default(&oo);
     oo.lang = lang;
+    oo.osd_min_conf = (float)osd_min_conf;
     struct ocr_engine *ocr = NULL;
     struct engine *eng = NULL;
     struct engine_models *models = NULL;
     struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = device,
                                       .allow_cpu = device != NULL, .max_image_tokens = max_image_tokens,
                                       .gate_file = gate_file, .gpu_weights = gpu_weights};
-    struct engine_config cfg = {.model_path = model, .mmproj_path = mmproj};
+    struct engine_config cfg = {.model_path = model, .mmproj_path = mmproj, .review_below = review_below,
+                                .review_margin = review_margin, .learned = learned};
     if (model || mmproj) {
         if (engine_models_open(&mc, &models, &err)) {
             folio_err_print(stderr, &err);
@@ -371,6 +359,7 @@ int cmd_classify(int argc, char **argv)
         engine_models_close(models);
         ocr_close(ocr);
         engine_labels_free(labels);
+        engine_learned_free(learned);
         return FOLIO_EXIT_FAIL;
     }
     int failed = 0;
@@ -385,5 +374,6 @@ int cmd_classify(int argc, char **argv)
     engine_models_close(models);
     ocr_close(ocr);
     engine_labels_free(labels);
+    engine_learned_free(learned);
     return failed ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
 }

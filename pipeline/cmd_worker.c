@@ -44,6 +44,10 @@ static const char USAGE[] =
     "                       as stored (less memory, slower prefill)\n"
     "  --on-device-loss M   fallback (default): the document goes to the OCR tiers;\n"
     "                       release: it goes back to the queue for a healthy GPU\n"
+    ;
+/* The options of the OCR and text tiers (a second string: C17 compilers
+ * need only take 4095 characters in one literal). */
+static const char USAGE_OCR[] =
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10; PDF pages with a\n"
@@ -57,6 +61,12 @@ static const char USAGE[] =
     "                       tiers (default 64KiB,512KiB); cuts are recorded in the\n"
     "                       result's ocr_pages.text_cut\n"
     "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --osd-min-conf C     turn a page only when Tesseract's orientation confidence\n"
+    "                       is at least C (default 12; 0 turns on any answer)\n"
+    "  --review-below P     needs_review under probability P (default: folio.review_policy\n"
+    "                       of the model key, else 0.5)\n"
+    "  --retrain-after N    retrain ocr+learned when N corrections arrived since the last\n"
+    "                       model (default 20; 0 = only by folio train)\n"
     "  --job-deadline SECS  a job's time budget: past it the job fails (one attempt)\n"
     "                       and its lease is no longer renewed (default: pages x\n"
     "                       page deadline + 2 min)\n"
@@ -133,6 +143,9 @@ static const struct option opts[] = {
         {"max-pages-classified", required_argument, 0, 1150},
         {"pdf-page-ms", required_argument, 0, 1151},
         {"pdf-memory-mb", required_argument, 0, 1152},
+        {"osd-min-conf", required_argument, 0, 1160},
+        {"review-below", required_argument, 0, 1161},
+        {"retrain-after", required_argument, 0, 1162},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -152,6 +165,7 @@ int cmd_worker(int argc, char **argv)
         switch (ch) {
         case 'h':
             fputs(USAGE, stdout);
+            fputs(USAGE_OCR, stdout);
             return FOLIO_EXIT_OK;
         case 1000: db = optarg; break;
         case 1001:
@@ -226,6 +240,19 @@ int cmd_worker(int argc, char **argv)
                 return cli_usage_error("worker", "--pdf-memory-mb wants 64..1048576, got '%s'", optarg);
             o.pdf_memory_mb = (int)v;
             break;
+        case 1160:
+            if (cli_parse_double(optarg, 0, 100, &o.osd_min_conf))
+                return cli_usage_error("worker", "--osd-min-conf wants 0..100, got '%s'", optarg);
+            break;
+        case 1161:
+            if (cli_parse_double(optarg, 0, 1, &o.review_below))
+                return cli_usage_error("worker", "--review-below wants a probability 0..1, got '%s'", optarg);
+            break;
+        case 1162:
+            if (folio_parse_int(optarg, 0, 1000000, &v))
+                return cli_usage_error("worker", "--retrain-after wants 0..1000000, got '%s'", optarg);
+            o.retrain_after = (int)v;
+            break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:
             if (folio_parse_int(optarg, 1, 256, &v))
@@ -291,7 +318,8 @@ int cmd_worker(int argc, char **argv)
             return FOLIO_EXIT_FAIL;
         }
     }
-    int rc = worker_run(&o, &err);
+    int rc = (o.model_path && cli_check_gguf("--model", o.model_path, &err)) ||
+             (o.mmproj_path && cli_check_gguf("--mmproj", o.mmproj_path, &err)) || worker_run(&o, &err);
     metrics_stop(o.metrics);
     if (rc) {
         folio_err_print(stderr, &err);

@@ -174,7 +174,7 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
             return rc;
         }
         struct ocr_image img = {.width = pg.width, .height = pg.height, .channels = pg.channels,
-                                .stride = pg.stride, .pixels = pg.pixels};
+                                .stride = pg.stride, .pixels = pg.pixels, .ppi = pg.ppi};
         struct ocr_page_result r;
         double to = folio_mono_ms();
         rc = ocr_page(c->ocr, &img, c->cancel, &r, err);

@@ -9,6 +9,7 @@
 #include "pipeline/pipeline.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,3 +108,5 @@ void json_print_line(struct json_buf *b, FILE *f)
     }
     json_free(b);
 }
+
+void json_emit_line(struct json_buf *b) { json_print_line(b, stdout); }

@@ -25,6 +25,11 @@ static const struct subcommand CMDS[] = {
     {"export", cmd_export, "stream results as CSV or JSON lines"},
     {"show", cmd_show, "one document: sources, jobs, results, OCR text, page PNG"},
     {"report", cmd_report, "write a self-contained HTML report"},
+    {"correct", cmd_correct, "record what a document really is (trains ocr+learned)"},
+    {"train", cmd_train, "train the ocr+learned tier from the corrections"},
+    {"eval", cmd_eval, "accuracy, confusion and calibration of stored results"},
+    {"labels", cmd_labels, "list, export, import or test label sets"},
+    {"reclassify", cmd_reclassify, "re-queue documents for a new result, keeping the old"},
 };
 
 static void usage(FILE *f)

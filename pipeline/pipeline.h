@@ -87,6 +87,11 @@ int cmd_jobs(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_correct(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_reclassify(int argc, char **argv);
+int cmd_labels(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);
@@ -105,6 +110,7 @@ int bench_pdf(int argc, char **argv);
 /* A 300-dpi-like office scan as a colour JPEG (bench_ingest.c; bench pdf
  * wraps the same pages in PDFs). malloc'd, NULL on failure. */
 uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len);
+int bench_accuracy(int argc, char **argv);
 
 /* Prints the standard "not built yet" error for a feature that belongs to a
  * later issue; returns FOLIO_EXIT_FAIL. */
@@ -114,6 +120,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* db_connect for a command: --db value (or $FOLIO_DB ...); on failure prints
  * the error and returns FOLIO_EXIT_FAIL, else FOLIO_EXIT_OK. */
 int cli_connect(const char *db_flag, const char *app_name, PGconn **out);
+/* A number in min..max (inclusive, no trailing junk) into *out; -1 if not. */
+int cli_parse_double(const char *s, double min, double max, double *out);
+/* FOLIO_EINVAL naming the flag when path cannot be read or is not a GGUF file. */
+int cli_check_gguf(const char *flag, const char *path, struct folio_err *err);
 
 /* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
  * Every statement is autocommit and short: ownership of a running job lives
@@ -169,6 +179,7 @@ struct queue_result {
     int ocr_orientation;      /* < 0 = NULL */
     const char *ocr_pages_json; /* NULL = none */
     const char *timings_json; /* {"stage_ms": ...} */
+    const char *review_reason; /* why needs_review is set; NULL = none */
 };
 /* Token-checked completion in one statement (one transaction): the job row
  * is updated to done first and the result inserted only if that matched;
@@ -268,6 +279,9 @@ struct worker_opts {
     int release_on_device_loss; /* --on-device-loss release: requeue instead of OCR fallback */
     int gpu_weights;            /* --gpu-weights: engine_gpu_weights_parse */
     struct metrics *metrics;    /* --metrics-listen (pipeline/metrics.h); NULL = off */
+    double osd_min_conf;        /* --osd-min-conf: OSD confidence a page turn needs */
+    double review_below;        /* --review-below P; < 0 = the stored/default policy */
+    int retrain_after;          /* --retrain-after N new corrections (0 = never) */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A
@@ -298,5 +312,8 @@ void json_num(struct json_buf *b, double v);      /* NaN/inf → null */
 void json_key(struct json_buf *b, const char *k); /* "k": */
 /* Writes b as one line to f (nothing when it ran out of memory), frees it. */
 void json_print_line(struct json_buf *b, FILE *f);
+/* The bench output line: prints b and a newline to stdout (nothing when it
+ * ran out of memory), flushes, frees b. */
+void json_emit_line(struct json_buf *b);
 
 #endif

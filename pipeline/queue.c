@@ -263,9 +263,9 @@ static const char COMPLETE_SQL[] =
     " ins AS ("
     "  INSERT INTO folio.results (document_id, model_key, label, confidence, needs_review,"
     "    scores, engine_path, fallback_reason, ocr_text, ocr_confidence, ocr_orientation,"
-    "    ocr_pages, timings, worker_id, job_id, attempt, lease_token)"
+    "    ocr_pages, timings, worker_id, job_id, attempt, lease_token, review_reason)"
     "  SELECT d.document_id, d.model_key, $3, $4::real, $5::boolean, $6::jsonb, $7, $8, $9,"
-    "    $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, d.id, d.attempts, $2::uuid"
+    "    $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, d.id, d.attempts, $2::uuid, $15"
     "    FROM d"
     "  ON CONFLICT (document_id, model_key) DO NOTHING"
     "  RETURNING id)"
@@ -273,7 +273,7 @@ static const char COMPLETE_SQL[] =
     "   EXISTS (SELECT 1 FROM folio.jobs jj JOIN folio.results r"
     "            ON r.document_id = jj.document_id AND r.model_key = jj.model_key"
     "           WHERE jj.id = $1 AND r.lease_token = $2::uuid)";
-#define COMPLETE_NPARAMS 14
+#define COMPLETE_NPARAMS 15
 
 /* Text of one completion's numbers; the values point into it. */
 struct complete_params {
@@ -302,7 +302,8 @@ static void complete_params(struct complete_params *p, const struct queue_job *j
                                        res->ocr_orientation >= 0 ? p->orient : NULL,
                                        res->ocr_pages_json,
                                        res->timings_json ? res->timings_json : "{}",
-                                       worker_id > 0 ? p->wb : NULL};
+                                       worker_id > 0 ? p->wb : NULL,
+                                       res->review_reason};
     memcpy(p->v, v, sizeof v);
 }
 
@@ -319,7 +320,7 @@ int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
                              (long long)j->id);
     struct complete_params p;
     complete_params(&p, j, worker_id, res);
-    PGresult *r = exec_hot(c, "folio_complete_v1", COMPLETE_SQL, COMPLETE_NPARAMS, p.v);
+    PGresult *r = exec_hot(c, "folio_complete_v2", COMPLETE_SQL, COMPLETE_NPARAMS, p.v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "writing the result", err);
     *accepted = complete_accepted(r);

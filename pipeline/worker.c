@@ -51,6 +51,7 @@
 #include "pipeline/doctext.h"
 #include "pipeline/metrics.h"
 #include "pipeline/service.h"
+#include "pipeline/learn_db.h"
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
@@ -118,6 +119,8 @@ struct ocr_thread {
     struct engine *engine;
     double labels_at_ms;
     unsigned int seed;
+    struct engine_learned *learned; /* ocr+learned model (learn_db), or NULL */
+    long long learned_id;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -210,6 +213,43 @@ static int ensure_conn(struct ocr_thread *t, struct slot *s)
     }
 }
 
+/* The newest ocr+learned model of the worker's model key (learn_db.c),
+ * after retraining it when enough corrections arrived (first thread
+ * only: one retrain per worker, and an advisory lock makes it one per
+ * fleet). The engine that borrows the old model is closed by the caller
+ * before the model is freed here on the next refresh. */
+static int refresh_learned(struct ocr_thread *t, struct folio_err *err)
+{
+    const struct worker_opts *o = t->w->o;
+    struct learn_train_opts lo = {.model_key = o->queue.model_key, .min_per_label = 5};
+    int trained = 0;
+    if (t->idx == 0 && o->retrain_after > 0) {
+        int rc = learn_db_maybe_retrain(t->conn, &lo, o->retrain_after, &trained, err);
+        if (rc)
+            return rc;
+    }
+    long long id = 0;
+    struct engine_learned *m = NULL;
+    int rc = learn_db_latest(t->conn, o->queue.model_key, t->learned_id, &id, &m, err);
+    if (rc == FOLIO_EFORMAT) {
+        /* a bad blob must not stop the worker: the rules tier still runs */
+        char q[400];
+        folio_log(FOLIO_LOG_WARN, "learned_model_unusable", "msg=%s", folio_lq(q, sizeof q, err->msg));
+        folio_err_clear(err);
+        return 0;
+    }
+    if (rc || !m)
+        return rc;
+    engine_close(t->engine); /* it borrows the old model */
+    t->engine = NULL;
+    engine_learned_free(t->learned);
+    t->learned = m;
+    t->learned_id = id;
+    folio_log(FOLIO_LOG_INFO, "learned_model_loaded", "thread=%d model_id=%lld labels=%d", t->idx, id,
+              engine_learned_count(m));
+    return 0;
+}
+
 /* The active label set from folio.labels, in id order with its keywords. */
 static int load_label_set(PGconn *conn, struct engine_labels **out, struct folio_err *err)
 {
@@ -254,10 +294,18 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
     struct engine_labels *nl = NULL;
     int rc = load_label_set(t->conn, &nl, err);
     struct engine *ne = NULL;
+    if (!rc)
+        rc = refresh_learned(t, err);
     if (!rc) {
         struct engine_config cfg = {.model_path = t->w->o->model_path, .mmproj_path = t->w->o->mmproj_path,
-                                    .models = t->w->models};
-        rc = engine_open(&cfg, nl, &ne, err);
+                                    .models = t->w->models, .learned = t->learned,
+                                    .review_below = ENGINE_REVIEW_BELOW_DEFAULT,
+                                    .review_margin = ENGINE_REVIEW_MARGIN_DEFAULT};
+        rc = learn_db_policy(t->conn, t->w->o->queue.model_key, &cfg.review_below, &cfg.review_margin, err);
+        if (t->w->o->review_below >= 0)
+            cfg.review_below = t->w->o->review_below;
+        if (!rc)
+            rc = engine_open(&cfg, nl, &ne, err);
     }
     if (rc == FOLIO_ELIMIT && t->engine) {
         /* the model tiers refuse the new set (a label too long to score):
@@ -565,7 +613,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
                                    .ocr_confidence = er.text.confidence,
                                    .ocr_orientation = er.text.orientation,
                                    .ocr_pages_json = pages.s,
-                                   .timings_json = timings.s};
+                                   .timings_json = timings.s,
+                                   .review_reason = er.review_reason[0] ? er.review_reason : NULL};
         int accepted = 0;
         if (scores.oom || timings.oom || pages.oom)
             rc = folio_err_set(&err, FOLIO_ENOMEM, "cannot build the result JSON");
@@ -611,6 +660,7 @@ static void *ocr_thread_main(void *arg)
     ocr_opts_default(&oo);
     oo.lang = w->o->ocr_lang;
     oo.page_deadline_ms = w->o->page_deadline_ms;
+    oo.osd_min_conf = (float)w->o->osd_min_conf;
     struct folio_err err = {0};
     int rc = ocr_open(&oo, &t->ocr, &err);
     pthread_mutex_lock(&w->mu);
@@ -644,6 +694,7 @@ static void *ocr_thread_main(void *arg)
     ocr_close(t->ocr);
     engine_close(t->engine);
     engine_labels_free(t->labels);
+    engine_learned_free(t->learned);
     if (t->conn)
         PQfinish(t->conn);
     return NULL;
@@ -831,6 +882,9 @@ void worker_opts_default(struct worker_opts *o)
     struct ingest_limits il;
     ingest_limits_default(&il);
     o->max_pixels = il.max_pixels; /* what ingest let in is what a worker decodes */
+    o->osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT;
+    o->review_below = -1;
+    o->retrain_after = 20;
 }
 
 struct dispatcher {

@@ -2,7 +2,8 @@
 # folio classify: no database, one JSON object per file; the known words
 # decide the label; a bad file gets an error object and exit 1 while the
 # other files are still classified; --labels replaces the label set; the
-# built-in default labels are exactly the ones schema 001 seeds;
+# built-in default labels are exactly the ones schema 001 seeds; label-file
+# errors name the line; a --model that is not a GGUF file exits 1;
 # --max-text-bytes cuts the text the tiers see and the output says so.
 set -u
 F=${FOLIO_BIN:?run through ctest}
@@ -62,10 +63,26 @@ ok 'case "$out" in *"\"label\":\"facilities\""*) true;; *) false;; esac' "--labe
 printf 'unknown: x\n' >"$D/badlabels.txt"
 "$F" classify --labels "$D/badlabels.txt" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
 ok '[ "$rc" = 1 ] && grep -q reserved "$D/err"' "reserved label name accepted (rc $rc)"
+# a missing colon is an error naming the line, not a junk label (issue 16)
+printf 'facilities: heating\nmemo memorandum\n' >"$D/nocolon.txt"
+"$F" classify --labels "$D/nocolon.txt" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "nocolon.txt line 2" "$D/err"' "missing colon: rc $rc $(cat "$D/err")"
+# a model path that does not exist or is not GGUF is a configuration error
+"$F" classify --model "$D/no-such.gguf" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "no-such.gguf" "$D/err"' "missing --model: rc $rc $(cat "$D/err")"
+"$F" classify --model "$D/memo.tif" --mmproj "$D/memo.tif" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "not a GGUF" "$D/err"' "non-GGUF --model: rc $rc $(cat "$D/err")"
+"$F" worker --db 'host=/nonexistent' --mmproj "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "mmproj.*not a GGUF" "$D/err"' "worker non-GGUF --mmproj: rc $rc $(cat "$D/err")"
+# --review-below 1 flags every result; the reason is in the output
+out=$("$F" classify --review-below 1 "$D/memo.tif" 2>/dev/null)
+ok 'case "$out" in *"\"needs_review\":true"*"\"review_reason\":\"probability"*) true;; *) false;; esac' "--review-below 1: $out"
+
 "$F" classify >/dev/null 2>&1; rc=$?
 ok '[ "$rc" = 2 ]' "no file: rc $rc"
 
-# The built-in labels mirror schema 001's seed, name by name.
+# The built-in labels mirror schema 001's seed, name by name (keyword by
+# keyword against schema 005: pg_test_learn).
 seeded=$(grep -oE "^ \('[a-z ]+'," "$SRC/schema/001_init.sql" | sed -E "s/^ \('([a-z ]+)',/\1/" | sort)
 builtin=$("$F" classify --json "$D/memo.tif" 2>/dev/null | python3 -c 'import json,sys; print("\n".join(sorted(json.load(sys.stdin)["scores"])))')
 ok '[ "$seeded" = "$builtin" ]' "built-in labels differ from schema 001: [$builtin] vs [$seeded]"

@@ -15,7 +15,7 @@ rm -rf "$D"; mkdir -p "$D"
 fail=0; checks=0
 ok() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
 P=$SRC/tests/fixtures/parity
-printf 'invoice\ninvoice copy\nreceipt\nresume\ndatasheet\nletter\n' >"$D/labels.txt"
+printf 'invoice:\ninvoice copy:\nreceipt:\nresume:\ndatasheet:\nletter:\n' >"$D/labels.txt"  # label-file format: name: keywords (none here)
 common=(--json --labels "$D/labels.txt" --device llvmpipe --max-image-tokens 36)
 
 "$F" classify "${common[@]}" --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
@@ -64,7 +64,7 @@ ok 'case "$out" in *"\"engine_path\":\"ocr+rules\""*) true;; *) false;; esac' "n
 
 # a label too long for the per-label token limit is refused once, when the
 # label set is loaded, naming it and its token count (issue 19)
-printf 'invoice\nquarterly consolidated statement of comprehensive income zz\n' >"$D/long.txt"
+printf 'invoice:\nquarterly consolidated statement of comprehensive income zz:\n' >"$D/long.txt"
 "$F" classify --json --labels "$D/long.txt" --device llvmpipe --max-image-tokens 36 \
     --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
     "$P/images/img0.png" >"$D/long.json" 2>"$D/long.err"; rc=$?

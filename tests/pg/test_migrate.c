@@ -20,20 +20,6 @@ static PGconn *connect_or_die(const char *ci)
     return c;
 }
 
-/* Returns the single value of a query (static buffer), or NULL on error. */
-static const char *q1(PGconn *c, const char *sql)
-{
-    static char buf[512];
-    PGresult *r = PQexec(c, sql);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1) {
-        fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
-        PQclear(r);
-        return NULL;
-    }
-    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return buf;
-}
 
 /* Runs sql; returns the SQLSTATE ("00000" on success). */
 static const char *sqlstate(PGconn *c, const char *sql)
@@ -71,9 +57,9 @@ int main(void)
     REQUIRE(tu_sh_out(nfiles, sizeof nfiles, "ls '%s'/schema/*.sql | wc -l", getenv("FOLIO_SOURCE_DIR")) == 0, "count");
     nfiles[strcspn(nfiles, "\n ")] = '\0';
     PGconn *c = connect_or_die(ci);
-    const char *v = q1(c, "SELECT count(*) FROM folio.schema_migrations");
+    const char *v = tu_pg_q1(c, "SELECT count(*) FROM folio.schema_migrations");
     CHECK(v && strcmp(v, nfiles) == 0, "%s migrations recorded, got %s", nfiles, v ? v : "error");
-    v = q1(c, "SELECT count(*) FROM folio.labels WHERE active");
+    v = tu_pg_q1(c, "SELECT count(*) FROM folio.labels WHERE active");
     CHECK(v && strcmp(v, "16") == 0, "16 seeded labels, got %s", v ? v : "error");
 
     /* the views answer, with data flowing through them */
@@ -83,19 +69,19 @@ int main(void)
         "s AS (INSERT INTO folio.document_sources(document_id, path, path_display, name_display, host) "
         "SELECT id, 'in/a.png'::bytea, 'in/a.png', 'a.png', 'h' FROM d) "
         "INSERT INTO folio.jobs(document_id) SELECT id FROM d"), "00000") == 0, "insert doc+job");
-    v = q1(c, "SELECT state FROM folio.document_status WHERE name = 'a.png'");
+    v = tu_pg_q1(c, "SELECT state FROM folio.document_status WHERE name = 'a.png'");
     CHECK(v && strcmp(v, "queued") == 0, "document_status shows queued, got %s", v ? v : "error");
-    v = q1(c, "SELECT jobs FROM folio.queue_overview WHERE state = 'queued'");
+    v = tu_pg_q1(c, "SELECT jobs FROM folio.queue_overview WHERE state = 'queued'");
     CHECK(v && strcmp(v, "1") == 0, "queue_overview counts 1 queued, got %s", v ? v : "error");
-    CHECK(q1(c, "SELECT count(*) FROM folio.worker_overview") != NULL, "worker_overview answers");
-    CHECK(q1(c, "SELECT count(*) FROM folio.label_summary") != NULL, "label_summary answers");
-    CHECK(q1(c, "SELECT count(*) FROM folio.dead_jobs") != NULL, "dead_jobs answers");
+    CHECK(tu_pg_q1(c, "SELECT count(*) FROM folio.worker_overview") != NULL, "worker_overview answers");
+    CHECK(tu_pg_q1(c, "SELECT count(*) FROM folio.label_summary") != NULL, "label_summary answers");
+    CHECK(tu_pg_q1(c, "SELECT count(*) FROM folio.dead_jobs") != NULL, "dead_jobs answers");
     /* full-text search over OCR text through the generated tsvector */
     CHECK(strcmp(sqlstate(c,
         "INSERT INTO folio.results(document_id, model_key, label, confidence, engine_path, ocr_text) "
         "SELECT id, 'default', 'invoice', 0.9, 'ocr+rules', 'Invoices payable within 30 days' "
         "FROM folio.documents"), "00000") == 0, "insert result");
-    v = q1(c, "SELECT count(*) FROM folio.results WHERE ocr_tsv @@ to_tsquery('english', 'invoice & payable')");
+    v = tu_pg_q1(c, "SELECT count(*) FROM folio.results WHERE ocr_tsv @@ to_tsquery('english', 'invoice & payable')");
     CHECK(v && strcmp(v, "1") == 0, "full-text search finds stemmed words, got %s", v ? v : "error");
     /* results are unique per (document, model key) */
     CHECK(strcmp(sqlstate(c,
@@ -147,9 +133,9 @@ int main(void)
           "error names file, line and server error: %s", out);
     CHECK(strstr(out, "rolled back") != NULL, "says it rolled back: %s", out);
     c = connect_or_die(ci);
-    v = q1(c, "SELECT count(*) FROM pg_tables WHERE schemaname = 'folio' AND tablename = 'half_done'");
+    v = tu_pg_q1(c, "SELECT count(*) FROM pg_tables WHERE schemaname = 'folio' AND tablename = 'half_done'");
     CHECK(v && strcmp(v, "0") == 0, "no trace of the broken migration's table, got %s", v ? v : "error");
-    v = q1(c, "SELECT count(*) FROM folio.schema_migrations WHERE version = 999");
+    v = tu_pg_q1(c, "SELECT count(*) FROM folio.schema_migrations WHERE version = 999");
     CHECK(v && strcmp(v, "0") == 0, "broken migration not recorded, got %s", v ? v : "error");
     PQfinish(c);
 
@@ -175,7 +161,7 @@ int main(void)
     rc = tu_sh_out(out, sizeof out, "%s migrate --db '%s'", bin, ci3);
     CHECK(rc == 0, "non-superuser owner migrates, rc=%d: %s", rc, out);
     c = connect_or_die(ci3);
-    v = q1(c, "SELECT count(*) FROM folio.labels");
+    v = tu_pg_q1(c, "SELECT count(*) FROM folio.labels");
     CHECK(v && strcmp(v, "16") == 0, "owner's schema seeded, got %s", v ? v : "error");
     PQfinish(c);
 
@@ -191,9 +177,9 @@ int main(void)
         zeros++;
     CHECK(zeros == 4, "four concurrent migrates all succeed: %s", out);
     c = connect_or_die(ci4);
-    v = q1(c, "SELECT count(*) FROM folio.schema_migrations");
+    v = tu_pg_q1(c, "SELECT count(*) FROM folio.schema_migrations");
     CHECK(v && strcmp(v, nfiles) == 0, "applied once under concurrency, got %s", v ? v : "error");
-    v = q1(c, "SELECT count(*) FROM folio.labels");
+    v = tu_pg_q1(c, "SELECT count(*) FROM folio.labels");
     CHECK(v && strcmp(v, "16") == 0, "labels seeded once under concurrency, got %s", v ? v : "error");
     PQfinish(c);
 

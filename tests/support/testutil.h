@@ -49,6 +49,10 @@ const char *tu_pg_admin(void);
 /* Drops and re-creates database `name` on the fixture cluster and writes
  * its conninfo into out. Returns 0 or -1 (message printed). */
 int tu_pg_fresh_db(const char *name, char *out, size_t n);
+/* The first value of a query's answer (a static buffer), or NULL with the
+ * error printed. conn is a PGconn (libpq's struct pg_conn). */
+struct pg_conn;
+const char *tu_pg_q1(struct pg_conn *conn, const char *sql);
 /* Runs a shell command, returns its exit status (or -1). */
 int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Runs a shell command and captures up to n-1 bytes of stdout+stderr. */

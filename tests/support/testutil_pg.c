@@ -62,3 +62,17 @@ int tu_pg_fresh_db(const char *name, char *out, size_t n)
     return ok ? 0 : -1;
 }
 
+
+const char *tu_pg_q1(PGconn *c, const char *sql)
+{
+    static char buf[512];
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1) {
+        fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
+        PQclear(r);
+        return NULL;
+    }
+    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return buf;
+}

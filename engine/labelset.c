@@ -1,0 +1,183 @@
+/*
+ * Label files and the default taxonomy (see engine.h for the format).
+ *
+ * One format for every place a label set is written by hand — `classify
+ * --labels`, `folio labels import/export`, and the defaults below, which
+ * schema/005 seeds into folio.labels (a pg test checks the two agree) — so
+ * a file that works with `folio classify` works in SQL too. The parser is
+ * strict: a line without a colon used to become a label named after the
+ * whole line; now it is an error naming the line.
+ *
+ * The default keywords (issue 16): no word that occurs on most English
+ * pages ("to", "from", "date", "new", "free", "data", "@"); phrases that
+ * only one kind of document uses, weighted by how sure they make a reader;
+ * header words shared by memos and e-mails ("subject:") weigh little, the
+ * words that tell them apart ("memorandum", "original message", "sent:")
+ * weigh most. Words ending in ':' only count as headers: "sent:" does not
+ * fire on "we sent the parts".
+ */
+#include "engine/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char ENGINE_DEFAULT_LABELS[] =
+    "# folio default taxonomy: the 16 RVL-CDIP classes. name: keyword, \"phrase\", weighted^3\n"
+    "letter: letter^0.5, dear^2, sincerely^3, yours sincerely^2, yours truly^3, yours faithfully^3,"
+    " kind regards^2, best regards^2, warm regards^2, respectfully^2, enclosure^2, enclosures^2, encl^2,"
+    " thank you for your letter^3, look forward to^1, do not hesitate^2, we are pleased to^1\n"
+    "form: form^1, please print^3, office use only^4, for office use^3, applicant^2, signature of^2,"
+    " check one^3, check all that apply^3, mm/dd/yyyy^3, date of birth^2, block letters^3,"
+    " complete this form^3, fill in^2, tick the box^2, return this form^3, social security number^2\n"
+    "email: email^0.5, e-mail^0.5, original message^4, forwarded message^4, sent:^3, wrote:^3, fwd:^3, fw:^2,"
+    " re:^0.5, cc:^0.5, bcc:^2, subject:^0.5, attachments:^3, attachment:^2, importance:^3, reply^1\n"
+    "handwritten: handwritten^2, handwriting^2\n"
+    "advertisement: advertisement^2, call now^3, order now^3, limited time^3, special offer^3, act now^3,"
+    " while supplies last^4, save up to^3, % off^3, introducing^2, guaranteed^2, sale^1, discount^2,"
+    " coupon^3, visit our showroom^3, free trial^3, buy one^3\n"
+    "scientific report: report^0.5, technical report^3, test report^3, methods^2, methodology^2,"
+    " materials and methods^3, experimental^2, procedure^1, conclusions^2, findings^2, laboratory^2,"
+    " samples^1, test results^2, results and discussion^3, executive summary^1, recommendations^1\n"
+    "scientific publication: abstract^3, doi^3, et al^3, journal of^2, proceedings^2, keywords:^2,"
+    " received^1, accepted for publication^3, issn^3, introduction^1, references^1, vol.^1, pp.^2,"
+    " corresponding author^3, in press^2, literature^1\n"
+    "specification: specification^3, specifications^3, tolerance^3, datasheet^3, data sheet^3,"
+    " dimensions^2, nominal^2, operating temperature^3, part number^2, conforms to^2, astm^2,"
+    " rated voltage^3, parameter^1, max.^1, min.^1, shall be^1, requirements^1\n"
+    "file folder: file folder^3, folder^2, file no^2, file number^2, tab^1\n"
+    "news article: news^1, reported^1, according to^1, spokesman^3, spokeswoman^3, spokesperson^3,"
+    " told reporters^3, staff writer^4, associated press^4, reuters^3, correspondent^2,"
+    " officials said^3, press release^1, yesterday^1, said^0.5\n"
+    "budget: budget^3, budgeted^3, fiscal year^3, forecast^2, variance^3, expenditures^2, expenditure^2,"
+    " allocation^2, line item^3, year to date^2, projected^1, actual^1, personnel costs^2, total costs^2,"
+    " revenue^1, overhead^1\n"
+    "invoice: invoice^3, invoice number^2, invoice no^2, invoice date^2, amount due^3, balance due^3,"
+    " total due^3, bill to^3, remit to^3, please remit^3, payment terms^2, due date^2, subtotal^2,"
+    " unit price^2, qty^2, net 30^2, vat^1, tax^0.5\n"
+    "presentation: presentation^2, slide^2, agenda^2, overview^1, objectives^1, key points^2,"
+    " next steps^2, questions?^2, discussion points^2\n"
+    "questionnaire: questionnaire^4, survey^3, respondent^3, strongly agree^4, strongly disagree^4,"
+    " agree^1, disagree^1, please circle^3, please tick^3, how satisfied^3, on a scale of^3,"
+    " how often^2, question^1, questions^1, comments:^1\n"
+    "resume: resume^3, curriculum vitae^4, work experience^3, professional experience^3,"
+    " employment history^3, education^2, skills^2, references available^3, objective:^2,"
+    " bachelor of^2, master of^1, gpa^2, proficient in^2, languages:^1, certifications^2\n"
+    "memo: memo^3, memorandum^4, interoffice^3, inter-office^3, internal memo^2, distribution:^2,"
+    " copies to^2, from:^0.5, to:^0.5, subject:^0.5, re:^1, cc:^0.5\n";
+
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+static char *trim(char *s)
+{
+    while (is_blank(*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && is_blank(s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+static int valid_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == ' ' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+/* One line (modified in place). */
+static int parse_line(struct engine_labels *l, char *line, struct folio_err *err)
+{
+    /* '#' starts a comment outside quotes */
+    int q = 0;
+    for (char *p = line; *p; p++) {
+        if (*p == '"')
+            q = !q;
+        else if (*p == '#' && !q) {
+            *p = '\0';
+            break;
+        }
+    }
+    if (q)
+        return folio_err_set(err, FOLIO_EINVAL, "a quote is not closed");
+    char *t = trim(line);
+    if (!*t)
+        return 0;
+    char *colon = strchr(t, ':');
+    if (!colon) {
+        folio_err_set(err, FOLIO_EINVAL, "'%.60s' has no ':' between the label name and its keywords", t);
+        folio_err_hint(err, "write lines as  name: keyword, \"a phrase\", weighted^3");
+        return FOLIO_EINVAL;
+    }
+    *colon = '\0';
+    char *name = trim(t);
+    if (!valid_name(name) || strlen(name) > ENGINE_LABEL_MAX) {
+        folio_err_set(err, FOLIO_EINVAL, "label name '%.70s' is not 1..%d of a-z 0-9 _ - and space", name,
+                      ENGINE_LABEL_MAX);
+        folio_err_hint(err, "label names are lower case, as in folio.labels");
+        return FOLIO_EINVAL;
+    }
+    for (int i = 0; i < engine_labels_count(l); i++)
+        if (strcmp(engine_labels_name(l, i), name) == 0)
+            return folio_err_set(err, FOLIO_EINVAL, "label '%s' is defined twice", name);
+    const char *kw[256];
+    int n = 0;
+    char *p = colon + 1;
+    while (*p) {
+        while (is_blank(*p))
+            p++;
+        if (!*p)
+            break;
+        char *start = p, *w = p;
+        int inq = 0;
+        for (; *p && (inq || *p != ','); p++) {
+            if (*p == '"') {
+                inq = !inq;
+                continue;
+            }
+            *w++ = *p;
+        }
+        int more = *p == ',';
+        if (more)
+            p++;
+        *w = '\0';
+        char *k = trim(start);
+        if (!*k) {
+            if (more)
+                return folio_err_set(err, FOLIO_EINVAL, "label '%s' has an empty keyword (two commas)", name);
+            break;
+        }
+        if (n == (int)(sizeof kw / sizeof kw[0]))
+            return folio_err_set(err, FOLIO_ELIMIT, "label '%s' has more than %d keywords", name, n);
+        kw[n++] = k;
+    }
+    return engine_labels_add(l, name, kw, n, err);
+}
+
+int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err)
+{
+    int lineno = 0;
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        lineno++;
+        char *line = malloc(len + 1);
+        if (!line)
+            return folio_err_set(err, FOLIO_ENOMEM, "out of memory reading %s", source);
+        memcpy(line, p, len);
+        line[len] = '\0';
+        int rc = parse_line(l, line, err);
+        free(line);
+        if (rc) {
+            folio_err_prefix(err, "%s line %d: ", source, lineno);
+            return rc;
+        }
+        p += len + (nl ? 1 : 0);
+    }
+    if (engine_labels_count(l) == 0)
+        return folio_err_set(err, FOLIO_EINVAL, "%s defines no labels", source);
+    return 0;
+}

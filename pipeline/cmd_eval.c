@@ -1,0 +1,155 @@
+/*
+ * folio eval: how good the stored results of a model key are, against the
+ * user's corrections (default) or a truth file. JSON lines: the summary
+ * (accuracy, precision of the results not flagged for review), per label
+ * precision/recall, the confusion matrix, and reliability bins (is a 0.8
+ * confidence right 80 % of the time?). All counting is SQL over a temp
+ * table of (document, true label), so a truth file and the corrections go
+ * through the same queries.
+ */
+#include "pipeline/pipeline.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: folio eval [OPTIONS]\n"
+    "\n"
+    "Scores the results of a model key against folio.corrections (the newest per\n"
+    "document) or a truth file; prints JSON lines.\n"
+    "\n"
+    "  --db CONNINFO    PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
+    "  --model-key KEY  results to score (default \"default\")\n"
+    "  --truth FILE     lines of \"DOC<TAB>LABEL\" (DOC: document id or sha256 hex)\n"
+    "                   instead of the corrections\n";
+
+static int load_truth(PGconn *c, const char *path, struct folio_err *err)
+{
+    char *text = NULL;
+    int rc = folio_read_text(path, 64u << 20, &text, err);
+    if (rc)
+        return rc;
+    int lineno = 0;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        line[strcspn(line, "\r")] = 0;
+        if (!*line || *line == '#')
+            continue;
+        char *tab = strchr(line, '\t');
+        if (!tab) {
+            rc = folio_err_set(err, FOLIO_EINVAL, "%s line %d: no tab between the document and its label", path, lineno);
+            break;
+        }
+        *tab = 0;
+        const char *p[2] = {line, tab + 1};
+        PGresult *r = PQexecParams(c,
+                                   "INSERT INTO eval_truth SELECT id, $2 FROM folio.documents WHERE"
+                                   " ($1 ~ '^[0-9]{1,18}$' AND id = $1::bigint) OR"
+                                   " ($1 ~* '^[0-9a-f]{64}$' AND sha256 = decode($1, 'hex'))",
+                                   2, NULL, p, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = db_err_from_result(r, c, "loading the truth file", err);
+        else if (strcmp(PQcmdTuples(r), "1") != 0) {
+            rc = folio_err_set(err, FOLIO_EINVAL, "%s line %d: no document '%s'", path, lineno, line);
+            PQclear(r);
+        } else {
+            PQclear(r);
+        }
+    }
+    free(text);
+    return rc;
+}
+
+/* Runs sql (one row per output line, first column a JSON text) and prints. */
+static int print_rows(PGconn *c, const char *sql, const char *key, struct folio_err *err)
+{
+    const char *p[1] = {key};
+    PGresult *r = PQexecParams(c, sql, 1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return db_err_from_result(r, c, "scoring", err);
+    for (int i = 0; i < PQntuples(r); i++)
+        puts(PQgetvalue(r, i, 0));
+    PQclear(r);
+    return 0;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    static const struct option opts[] = {{"db", required_argument, 0, 1000},
+                                         {"model-key", required_argument, 0, 1001},
+                                         {"truth", required_argument, 0, 1002},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    const char *db = NULL, *key = "default", *truth = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
+        case 1000: db = optarg; break;
+        case 1001: key = optarg; break;
+        case 1002: truth = optarg; break;
+        default: return cli_usage_error("eval", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("eval", "unexpected argument '%s'", argv[optind]);
+    struct folio_err err = {0};
+    PGconn *c = NULL;
+    int rc = db_connect(db_conninfo(db), "folio eval", &c, &err);
+    if (!rc)
+        rc = db_exec(c, "CREATE TEMP TABLE eval_truth (document_id bigint PRIMARY KEY, label text NOT NULL)", &err);
+    if (!rc && truth)
+        rc = load_truth(c, truth, &err);
+    else if (!rc)
+        rc = db_exec(c, "INSERT INTO eval_truth SELECT DISTINCT ON (document_id) document_id, label"
+                        " FROM folio.corrections ORDER BY document_id, id DESC", &err);
+    if (!rc)
+        rc = db_exec(c, "CREATE TEMP VIEW eval_pairs AS SELECT t.label AS truth, r.label AS predicted, r.confidence,"
+                        " r.needs_review, r.model_key FROM eval_truth t JOIN folio.results r USING (document_id)", &err);
+#define PAIRS " FROM eval_pairs WHERE model_key = $1"
+    if (!rc)
+        rc = print_rows(c,
+                        "SELECT json_build_object('eval', 'summary', 'model_key', $1::text,"
+                        " 'documents', count(*), 'right', count(*) FILTER (WHERE truth = predicted),"
+                        " 'accuracy', round(avg((truth = predicted)::int)::numeric, 4),"
+                        " 'accepted', count(*) FILTER (WHERE NOT needs_review),"
+                        " 'precision_accepted', round(avg((truth = predicted)::int) FILTER (WHERE NOT needs_review)::numeric, 4))::text"
+                        PAIRS,
+                        key, &err);
+    if (!rc)
+        rc = print_rows(c,
+                        "WITH l AS (SELECT truth AS label" PAIRS " UNION SELECT predicted" PAIRS ")"
+                        " SELECT json_build_object('eval', 'label', 'label', l.label,"
+                        "  'n', (SELECT count(*)" PAIRS " AND truth = l.label),"
+                        "  'predicted', (SELECT count(*)" PAIRS " AND predicted = l.label),"
+                        "  'precision', (SELECT round(avg((truth = predicted)::int)::numeric, 3)" PAIRS
+                        "                 AND predicted = l.label),"
+                        "  'recall', (SELECT round(avg((truth = predicted)::int)::numeric, 3)" PAIRS
+                        "              AND truth = l.label))::text FROM l ORDER BY l.label",
+                        key, &err);
+    if (!rc)
+        rc = print_rows(c,
+                        "SELECT json_build_object('eval', 'confusion', 'truth', truth, 'predicted',"
+                        " json_object_agg(predicted, n))::text FROM (SELECT truth, predicted, count(*) AS n" PAIRS
+                        " GROUP BY 1, 2) x GROUP BY truth ORDER BY truth",
+                        key, &err);
+    if (!rc)
+        rc = print_rows(c,
+                        "SELECT json_build_object('eval', 'reliability', 'conf', format('%s-%s', round(b / 10.0, 1), round((b + 1) / 10.0, 1)),"
+                        " 'n', count(*), 'accuracy', round(avg((truth = predicted)::int)::numeric, 3),"
+                        " 'mean_conf', round(avg(confidence)::numeric, 3))::text"
+                        " FROM (SELECT least(floor(confidence * 10)::int, 9) AS b, *" PAIRS ") x GROUP BY b ORDER BY b",
+                        key, &err);
+#undef PAIRS
+    if (c)
+        PQfinish(c);
+    if (rc) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    return FOLIO_EXIT_OK;
+}

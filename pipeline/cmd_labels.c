@@ -1,0 +1,230 @@
+/*
+ * folio labels list | export | import FILE | test FILE...: the taxonomy in
+ * folio.labels, in the one label-file format `folio classify --labels`
+ * reads (engine_labels_parse), so a set can be tried on files first and
+ * then loaded for the fleet unchanged.
+ */
+#include "engine/engine.h"
+#include "pipeline/pipeline.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: folio labels list|export|import|test [OPTIONS]\n"
+    "\n"
+    "  list [--db C]                    the labels in folio.labels\n"
+    "  export [--db C] [--all]          active (or all) labels as a label file on stdout\n"
+    "  import [--db C] [--replace] FILE load a label file: new labels are added, listed\n"
+    "                                   ones get the file's keywords and are active;\n"
+    "                                   --replace deactivates labels the file does not list\n"
+    "  test FILE...                     check label files (errors name the line)\n"
+    "\n"
+    "Label file: one label per line, name: keyword, \"a, phrase\", weighted^3  # comment\n";
+
+static int parse_file(const char *path, struct engine_labels **out, struct folio_err *err)
+{
+    char *text = NULL;
+    int rc = folio_read_text(path, 16u << 20, &text, err);
+    if (rc)
+        return rc;
+    struct engine_labels *l = engine_labels_new();
+    rc = l ? engine_labels_parse(l, text, path, err) : folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+    free(text);
+    if (rc)
+        engine_labels_free(l);
+    else
+        *out = l;
+    return rc;
+}
+
+static int labels_test(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error("labels", "test wants FILE...");
+    int bad = 0;
+    for (int i = 1; i < argc; i++) {
+        struct folio_err err = {0};
+        struct engine_labels *l = NULL;
+        if (parse_file(argv[i], &l, &err)) {
+            folio_err_print(stderr, &err);
+            bad++;
+            continue;
+        }
+        printf("%s: %d labels ok\n", argv[i], engine_labels_count(l));
+        engine_labels_free(l);
+    }
+    return bad ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
+}
+
+/* A keyword as the file format writes it: quoted when it holds a comma or
+ * a '#', which the parser would otherwise split on. */
+static void put_keyword(const char *label, const char *kw)
+{
+    if (strchr(kw, '"')) {
+        /* the format has no escape for a quote; SQL can hold one */
+        fprintf(stderr, "folio labels: label '%s': keyword %s has a '\"', left out of the export\n", label, kw);
+        return;
+    }
+    if (strpbrk(kw, ",#"))
+        printf("\"%s\"", kw);
+    else
+        fputs(kw, stdout);
+}
+
+static int labels_db(const char *sub, const char *db, int all, int replace, const char *file)
+{
+    struct folio_err err = {0};
+    struct engine_labels *l = NULL;
+    if (file && parse_file(file, &l, &err)) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    PGconn *c = NULL;
+    if (db_connect(db_conninfo(db), "folio labels", &c, &err)) {
+        folio_err_print(stderr, &err);
+        engine_labels_free(l);
+        return FOLIO_EXIT_FAIL;
+    }
+    int rc = 0;
+    if (strcmp(sub, "import") == 0) {
+        rc = db_exec(c, "BEGIN", &err);
+        for (int i = 0; !rc && i < engine_labels_count(l); i++) {
+            /* keywords as a text[] literal built from the parsed set: the
+             * parser already refused anything it could not represent */
+            struct json_buf arr;
+            json_init(&arr);
+            json_raw(&arr, "{");
+            char kw[256];
+            for (int k = 0; engine_labels_keyword(l, i, k, kw, sizeof kw) == 0; k++) {
+                json_raw(&arr, k ? ",\"" : "\"");
+                for (const char *p = kw; *p; p++) {
+                    char one[3] = {*p == '"' || *p == '\\' ? '\\' : *p, *p == '"' || *p == '\\' ? *p : 0, 0};
+                    json_raw(&arr, one);
+                }
+                json_raw(&arr, "\"");
+            }
+            json_raw(&arr, "}");
+            const char *p[2] = {engine_labels_name(l, i), arr.s};
+            PGresult *r = arr.oom ? NULL
+                                  : PQexecParams(c,
+                                                 "INSERT INTO folio.labels (name, keywords) VALUES ($1, $2::text[])"
+                                                 " ON CONFLICT (name) DO UPDATE SET keywords = excluded.keywords,"
+                                                 " active = true",
+                                                 2, NULL, p, NULL, NULL, 0);
+            if (!r)
+                rc = folio_err_set(&err, FOLIO_ENOMEM, "out of memory");
+            else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                rc = db_err_from_result(r, c, "storing a label", &err);
+            else
+                PQclear(r);
+            json_free(&arr);
+        }
+        if (!rc && replace) {
+            struct json_buf names;
+            json_init(&names);
+            json_raw(&names, "{");
+            for (int i = 0; i < engine_labels_count(l); i++) {
+                json_raw(&names, i ? ",\"" : "\"");
+                json_raw(&names, engine_labels_name(l, i)); /* a-z 0-9 _ - space only */
+                json_raw(&names, "\"");
+            }
+            json_raw(&names, "}");
+            const char *p[1] = {names.s};
+            PGresult *r = PQexecParams(c, "UPDATE folio.labels SET active = false WHERE NOT (name = ANY ($1::text[]))",
+                                       1, NULL, p, NULL, NULL, 0);
+            if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                rc = db_err_from_result(r, c, "deactivating labels", &err);
+            else
+                PQclear(r);
+            json_free(&names);
+        }
+        if (!rc)
+            rc = db_exec(c, "COMMIT", &err);
+        if (!rc)
+            printf("%s: %d labels imported%s\n", file, engine_labels_count(l), replace ? ", others deactivated" : "");
+    } else {
+        PGresult *r = PQexec(c, "SELECT name, active, keywords, description FROM folio.labels ORDER BY id");
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            rc = db_err_from_result(r, c, "reading folio.labels", &err);
+        } else {
+            PGresult *kr = NULL;
+            for (int i = 0; i < PQntuples(r); i++) {
+                int active = strcmp(PQgetvalue(r, i, 1), "t") == 0;
+                if (strcmp(sub, "list") == 0) {
+                    printf("%-24s %-8s %s\n", PQgetvalue(r, i, 0), active ? "active" : "inactive",
+                           PQgetvalue(r, i, 3));
+                    continue;
+                }
+                if (!active && !all)
+                    continue;
+                const char *p[1] = {PQgetvalue(r, i, 0)};
+                kr = PQexecParams(c, "SELECT unnest(keywords) FROM folio.labels WHERE name = $1", 1, NULL, p, NULL,
+                                  NULL, 0);
+                if (PQresultStatus(kr) != PGRES_TUPLES_OK) {
+                    rc = db_err_from_result(kr, c, "reading keywords", &err);
+                    break;
+                }
+                printf("%s:", PQgetvalue(r, i, 0));
+                for (int k = 0, put = 0; k < PQntuples(kr); k++) {
+                    if (strchr(PQgetvalue(kr, k, 0), '"') == NULL)
+                        fputs(put++ ? ", " : " ", stdout);
+                    put_keyword(PQgetvalue(r, i, 0), PQgetvalue(kr, k, 0));
+                }
+                fputs("\n", stdout);
+                PQclear(kr);
+            }
+            PQclear(r);
+        }
+    }
+    if (rc)
+        PQclear(PQexec(c, "ROLLBACK"));
+    PQfinish(c);
+    engine_labels_free(l);
+    if (rc) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    return FOLIO_EXIT_OK;
+}
+
+int cmd_labels(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error("labels", "missing list, export, import or test");
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+        fputs(USAGE, stdout);
+        return FOLIO_EXIT_OK;
+    }
+    if (strcmp(sub, "test") == 0)
+        return labels_test(argc - 1, argv + 1);
+    if (strcmp(sub, "list") && strcmp(sub, "export") && strcmp(sub, "import"))
+        return cli_usage_error("labels", "unknown action '%s' (list, export, import, test)", sub);
+    static const struct option opts[] = {{"db", required_argument, 0, 1000},
+                                         {"all", no_argument, 0, 1001},
+                                         {"replace", no_argument, 0, 1002},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    const char *db = NULL;
+    int all = 0, replace = 0, ch;
+    while ((ch = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
+        case 1000: db = optarg; break;
+        case 1001: all = 1; break;
+        case 1002: replace = 1; break;
+        default: return cli_usage_error("labels", "unknown or incomplete option '%s'", argv[optind]);
+        }
+    }
+    int rest = argc - 1 - optind;
+    if (strcmp(sub, "import") == 0 && rest != 1)
+        return cli_usage_error("labels", "import wants one FILE");
+    if (strcmp(sub, "import") != 0 && rest != 0)
+        return cli_usage_error("labels", "unexpected argument '%s'", argv[1 + optind]);
+    return labels_db(sub, db, all, replace, strcmp(sub, "import") == 0 ? argv[1 + optind] : NULL);
+}

@@ -1,0 +1,130 @@
+/*
+ * folio reclassify: have documents classified again (after new labels, a
+ * new model, corrections) so that a new result is really written.
+ *
+ * A result is keyed by (document, model key) and written ON CONFLICT DO
+ * NOTHING, which is what makes completion exactly-once; re-queueing a job
+ * alone therefore logged job_done while SQL kept the old result. So one
+ * statement moves the chosen current results into folio.results_history
+ * and re-queues their jobs (re-creating jobs that retention deleted), in
+ * one transaction, then NOTIFYs the workers. Documents whose job is
+ * running or queued are left alone: they are being classified already.
+ * Filters are options, never SQL text.
+ */
+#include "pipeline/pipeline.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: folio reclassify [OPTIONS]\n"
+    "\n"
+    "Re-queues documents so that workers write a new result; the old one is kept\n"
+    "in folio.results_history (folio.result_versions shows both).\n"
+    "\n"
+    "  --db CONNINFO       PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
+    "  --model-key KEY     results of this model key (default \"default\")\n"
+    "  --label NAME        only documents currently labelled NAME\n"
+    "  --needs-review      only results flagged for review\n"
+    "  --engine-path P     only results of this tier (vision, ocr+lm, ocr+learned, ocr+rules)\n"
+    "  --since TIME        only results written at or after TIME (e.g. 2026-12-01)\n"
+    "  --before TIME       only results written before TIME\n"
+    "  --dry-run           count what would be re-queued, change nothing\n";
+
+int cmd_reclassify(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"db", required_argument, 0, 1000},        {"model-key", required_argument, 0, 1001},
+        {"label", required_argument, 0, 1002},     {"needs-review", no_argument, 0, 1003},
+        {"engine-path", required_argument, 0, 1004}, {"since", required_argument, 0, 1005},
+        {"before", required_argument, 0, 1006},    {"dry-run", no_argument, 0, 1007},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    const char *db = NULL, *key = "default", *label = NULL, *path = NULL, *since = NULL, *before = NULL;
+    int review = 0, dry = 0, ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
+        case 1000: db = optarg; break;
+        case 1001: key = optarg; break;
+        case 1002: label = optarg; break;
+        case 1003: review = 1; break;
+        case 1004:
+            if (strcmp(optarg, "vision") && strcmp(optarg, "ocr+lm") && strcmp(optarg, "ocr+learned") &&
+                strcmp(optarg, "ocr+rules"))
+                return cli_usage_error("reclassify", "--engine-path takes vision, ocr+lm, ocr+learned or ocr+rules, "
+                                                     "not '%s'", optarg);
+            path = optarg;
+            break;
+        case 1005: since = optarg; break;
+        case 1006: before = optarg; break;
+        case 1007: dry = 1; break;
+        default: return cli_usage_error("reclassify", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("reclassify", "unexpected argument '%s'", argv[optind]);
+    struct folio_err err = {0};
+    PGconn *c = NULL;
+    if (db_connect(db_conninfo(db), "folio reclassify", &c, &err)) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    const char *p[7] = {key, label, review ? "t" : NULL, path, since, before, dry ? "t" : NULL};
+    /* $7 (dry run) turns the data-modifying parts off inside the statement,
+     * so a dry run counts exactly what a real one would take. */
+    PGresult *r = PQexecParams(
+        c,
+        "WITH sel AS ("
+        "  SELECT r.id, r.document_id FROM folio.results r"
+        "   WHERE r.model_key = $1 AND ($2::text IS NULL OR r.label = $2)"
+        "     AND ($3::boolean IS NULL OR r.needs_review) AND ($4::text IS NULL OR r.engine_path = $4)"
+        "     AND ($5::timestamptz IS NULL OR r.created_at >= $5::timestamptz)"
+        "     AND ($6::timestamptz IS NULL OR r.created_at < $6::timestamptz)"
+        "     AND NOT EXISTS (SELECT 1 FROM folio.jobs j WHERE j.document_id = r.document_id"
+        "                      AND j.model_key = r.model_key AND j.state IN ('queued', 'running'))"
+        "   FOR UPDATE OF r),"
+        " hist AS ("
+        "  INSERT INTO folio.results_history (id, document_id, model_key, label, confidence, needs_review, scores,"
+        "    engine_path, fallback_reason, ocr_text, ocr_confidence, ocr_orientation, review_reason, timings,"
+        "    worker_id, job_id, attempt, created_at)"
+        "  SELECT r.id, r.document_id, r.model_key, r.label, r.confidence, r.needs_review, r.scores, r.engine_path,"
+        "    r.fallback_reason, r.ocr_text, r.ocr_confidence, r.ocr_orientation, r.review_reason, r.timings,"
+        "    r.worker_id, r.job_id, r.attempt, r.created_at"
+        "    FROM folio.results r JOIN sel USING (id) WHERE $7::boolean IS NULL RETURNING 1),"
+        " del AS (DELETE FROM folio.results r USING sel WHERE r.id = sel.id AND $7::boolean IS NULL"
+        "         RETURNING r.document_id),"
+        " req AS ("
+        "  INSERT INTO folio.jobs (document_id, model_key) SELECT document_id, $1 FROM del"
+        "  ON CONFLICT (document_id, model_key) DO UPDATE SET state = 'queued', attempts = 0, run_after = now(),"
+        "    last_error = NULL, started_at = NULL, finished_at = NULL, worker_id = NULL"
+        "  RETURNING 1)"
+        " SELECT (SELECT count(*) FROM sel), (SELECT count(*) FROM hist), (SELECT count(*) FROM req)",
+        7, NULL, p, NULL, NULL, 0);
+    int rc = 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        rc = db_err_from_result(r, c, "re-queueing documents", &err);
+        if (strstr(err.msg, "timestamp") || strstr(err.msg, "date"))
+            folio_err_hint(&err, "write --since/--before as a date or timestamp, e.g. 2026-12-01 or '2026-12-01 14:00'");
+    } else {
+        long long sel = strtoll(PQgetvalue(r, 0, 0), NULL, 10), req = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+        PQclear(r);
+        if (!dry && req > 0) {
+            r = PQexec(c, "SELECT pg_notify('" QUEUE_NOTIFY_CHANNEL "', 'reclassify')");
+            PQclear(r);
+        }
+        printf("{\"model_key\":\"%s\",\"matched\":%lld,\"requeued\":%lld,\"dry_run\":%s}\n", key, sel, dry ? 0 : req,
+               dry ? "true" : "false");
+        folio_log(FOLIO_LOG_INFO, "reclassify", "model_key=%s matched=%lld requeued=%lld dry_run=%d", key, sel,
+                  dry ? 0 : req, dry);
+    }
+    PQfinish(c);
+    if (rc) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    return FOLIO_EXIT_OK;
+}

@@ -1,0 +1,46 @@
+/*
+ * Private to pipeline/: corrections, the review policy and ocr+learned
+ * models in PostgreSQL (schema/005; learn_db.c).
+ */
+#ifndef FOLIO_PIPELINE_LEARN_DB_H
+#define FOLIO_PIPELINE_LEARN_DB_H
+
+#include "engine/engine.h"
+#include "pipeline/pipeline.h"
+
+#include <libpq-fe.h>
+
+/* Stored review policy of model_key into *below and *margin; untouched when
+ * none is stored. */
+int learn_db_policy(PGconn *c, const char *model_key, double *below, double *margin, struct folio_err *err);
+
+/* The newest model of model_key when its id differs from have_id: *out
+ * loaded and *id set; *out NULL when there is none or it is the one held. */
+int learn_db_latest(PGconn *c, const char *model_key, long long have_id, long long *id,
+                    struct engine_learned **out, struct folio_err *err);
+
+/* Records that document DOC (id or sha256 prefix) is LABEL (page > 0: that
+ * page only). FOLIO_EINVAL naming an unknown document or label. */
+int learn_db_correct(PGconn *c, const char *doc, const char *label, int page, struct folio_err *err,
+                     long long *doc_id);
+
+struct learn_train_opts {
+    const char *model_key;
+    int min_per_label;        /* labels with fewer examples are left out */
+    double include_confident; /* > 0: also results at least this sure, not corrected */
+};
+struct learn_train_report {
+    long long model_id, corrections_upto;
+    int examples, corrected, labels;
+    size_t bytes;
+    char per_label[2048];     /* JSON label -> examples */
+};
+/* Trains from corrections (+ confident results) and stores the model. */
+int learn_db_train(PGconn *c, const struct learn_train_opts *o, struct learn_train_report *rep, struct folio_err *err);
+
+/* Trains when at least retrain_after corrections arrived since the newest
+ * model (one worker of a fleet at a time). *trained = 1 when it did. */
+int learn_db_maybe_retrain(PGconn *c, const struct learn_train_opts *o, int retrain_after, int *trained,
+                           struct folio_err *err);
+
+#endif

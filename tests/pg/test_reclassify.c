@@ -1,0 +1,115 @@
+/*
+ * The whole correction loop with real workers (issue 16): a worker
+ * classifies two scans by the keyword rules; a person corrects them;
+ * `folio train` stores a model; `folio reclassify` moves the old results
+ * into history and re-queues the jobs; a new worker loads the model and
+ * writes new results through ocr+learned. A dry run changes nothing, and a
+ * bad date is an error with a hint.
+ */
+#include "tests/pg/worker_testlib.h"
+
+static const char *const ARGS[] = {"--lease", "5", "--poll", "0.2", "--ocr-threads", "1", "--retrain-after", "0", NULL};
+
+static void run_worker_until(PGconn *c, const char *ci, const char *log, const char *sql, long long want)
+{
+    pid_t w = wt_spawn_worker(ci, NULL, log, ARGS);
+    CHECK(wt_wait_for(c, sql, want, 180000) == 0, "worker did not get to %s = %lld (log %s)", sql, want, log);
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 30000) == 0, "worker exit");
+}
+
+int main(void)
+{
+    char ci[512], out[4096];
+    REQUIRE(tu_pg_fresh_db("t_reclassify", ci, sizeof ci) == 0, "fresh db");
+    const char *bin = tu_folio_bin();
+    int rc = tu_sh_out(out, sizeof out, "%s migrate --db '%s'", bin, ci);
+    REQUIRE(rc == 0, "migrate: %s", out);
+    PGconn *c = PQconnectdb(ci);
+    REQUIRE(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+    const char *dir = tu_scratch("reclassify");
+    char log[600];
+    snprintf(log, sizeof log, "%s/worker.log", dir);
+
+    uint8_t *memo = NULL, *inv = NULL;
+    size_t ml = 0, il = 0;
+    REQUIRE_OK(wt_render(dir, "memo", "MEMORANDUM\nTo: all staff\nFrom: facilities\nRe: heating schedule\n"
+                                      "Copies to: file\n", 1400, 700, &memo, &ml) == 0, "render memo");
+    REQUIRE_OK(wt_render(dir, "inv", "INVOICE\nInvoice number 4711\nBill to: Harbour Supplies\n"
+                                     "Amount due: 120.00\nPlease remit within 30 days\n", 1400, 700, &inv, &il) == 0,
+               "render invoice");
+    char s1[65], s2[65];
+    wt_sha("reclassify-memo", NULL, s1);
+    wt_sha("reclassify-inv", NULL, s2);
+    REQUIRE(wt_add_doc(c, s1, memo, ml, 3) > 0 && wt_add_doc(c, s2, inv, il, 3) > 0, "documents");
+    free(memo);
+    free(inv);
+
+    run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results", 2);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE engine_path = 'ocr+rules'") == 2, "first pass by rules");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE needs_review = (review_reason IS NOT NULL)") == 2,
+          "review_reason stored exactly when needs_review is set");
+
+    /* a person's word, a model */
+    REQUIRE(wt_q1(c, "WITH x AS (INSERT INTO folio.corrections (document_id, label) VALUES (1, 'memo'), (2, 'invoice')"
+                     " RETURNING 1) SELECT count(*) FROM x") == 2,
+            "corrections");
+    rc = tu_sh_out(out, sizeof out, "%s train --db '%s' --min-per-label 1", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"labels\":2"), "train: rc=%d %s", rc, out);
+
+    /* dry run: counts, changes nothing */
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --dry-run", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"matched\":2") && strstr(out, "\"requeued\":0"), "dry run: %s", out);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 2 &&
+              wt_q1(c, "SELECT count(*) FROM folio.results_history") == 0,
+          "dry run changed something");
+    /* filters narrow it; a bad date is an error with a hint */
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --dry-run --label invoice --engine-path ocr+rules", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"matched\":1"), "label filter: %s", out);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --since yesterdayish", bin, ci);
+    CHECK(rc == 1 && strstr(out, "hint:"), "bad date: rc=%d %s", rc, out);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --engine-path guess", bin, ci);
+    CHECK(rc == 2, "bad --engine-path: rc=%d", rc);
+
+    /* the real thing: old results to history, jobs queued again */
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s'", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"requeued\":2"), "reclassify: %s", out);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == 0 &&
+              wt_q1(c, "SELECT count(*) FROM folio.results_history") == 2 &&
+              wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued' AND attempts = 0") == 2,
+          "state after reclassify");
+    /* a second run finds nothing: those documents are queued already */
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s'", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"matched\":0"), "queued documents taken twice: %s", out);
+
+    run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results", 2);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results r JOIN folio.corrections k USING (document_id)"
+                   " WHERE r.engine_path = 'ocr+learned' AND r.label = k.label") == 2,
+          "second pass not by ocr+learned with the corrected labels");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.result_versions") == 4 &&
+              wt_q1(c, "SELECT count(*) FROM folio.result_versions WHERE current") == 2,
+          "history view");
+    /* folio eval against the corrections, and against a truth file that
+     * disagrees on one document */
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s'", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"documents\" : 2") && strstr(out, "\"accuracy\" : 1.0000") &&
+              strstr(out, "\"eval\" : \"confusion\"") && strstr(out, "\"eval\" : \"reliability\""),
+          "eval: rc=%d %s", rc, out);
+    char tf[700];
+    snprintf(tf, sizeof tf, "%s/truth.tsv", dir);
+    FILE *f = fopen(tf, "w");
+    REQUIRE(f, "truth file");
+    fprintf(f, "1\tmemo\n%s\tletter\n", s2);
+    fclose(f);
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --truth %s", bin, ci, tf);
+    CHECK(rc == 0 && strstr(out, "\"accuracy\" : 0.5000") && strstr(out, "\"truth\" : \"letter\", \"predicted\" : { \"invoice\" : 1 }"),
+          "eval --truth: rc=%d %s", rc, out);
+    f = fopen(tf, "w");
+    REQUIRE(f, "truth file");
+    fprintf(f, "1 memo\n");
+    fclose(f);
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --truth %s", bin, ci, tf);
+    CHECK(rc == 1 && strstr(out, "line 1: no tab"), "bad truth file: rc=%d %s", rc, out);
+    PQfinish(c);
+    return tu_finish();
+}

@@ -1,0 +1,200 @@
+/* Label files, weighted keywords, the review policy and the ocr+learned
+ * tier (issue 16), without OCR: texts stand in for OCR output so each
+ * rule is shown on its own. */
+#include "engine/engine.h"
+#include "tests/support/testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define REQUIRE_OK(cond, ...)                                                                \
+    do {                                                                                     \
+        int rq_ = (cond);                                                                    \
+        REQUIRE(rq_, __VA_ARGS__);                                                           \
+    } while (0)
+
+static int text_from_string(void *ctx, struct engine_text *out, struct folio_err *err)
+{
+    (void)err;
+    out->text = strdup(ctx);
+    return out->text ? 0 : FOLIO_ENOMEM;
+}
+
+static const char *const MEMO =
+    "INTEROFFICE MEMORANDUM\nTO: All Staff\nFROM: Linda Moore\nDATE: May 3, 1994\n"
+    "SUBJECT: The new warehouse layout\n\nThe meeting has been moved to Thursday.\n";
+static const char *const EMAIL =
+    "From: Mark Lee <mark.lee@acme-corp.com>\nSent: Monday, 4 May 1998 10:12\nTo: Susan Hill\n"
+    "Subject: RE: The delivery schedule\n\nHi Susan,\nThe invoice was settled.\nThanks,\nMark\n";
+static const char *const LETTER =
+    "Harbour Supplies Ltd\n14 Quay Street\n\nDear Mr. Ellison,\nThank you for your letter of 3 March.\n"
+    "We look forward to hearing from you.\nYours sincerely,\nMargaret Holloway\nEnclosure\n";
+static const char *const INVOICE =
+    "INVOICE\nInvoice No: 20931\nBill to: Northwind Traders\nQty Unit price Amount\nSubtotal 120.00\n"
+    "Amount due 144.00\nPayment terms: net 30 days.\n";
+
+static void check_label(const struct engine_labels *l, const char *text, const char *want)
+{
+    struct engine_result r;
+    memset(&r, 0, sizeof r);
+    struct folio_err err = {0};
+    CHECK(engine_rules_score(l, text, &r, &err) == 0, "%s", err.msg);
+    CHECK(strcmp(r.label, want) == 0, "'%.30s...' classified as %s (conf %.2f), want %s", text, r.label,
+          r.confidence, want);
+    engine_result_free(&r);
+}
+
+int main(void)
+{
+    struct folio_err err = {0};
+
+    /* ---- the label-file format: errors name the line ---- */
+    struct engine_labels *l = engine_labels_new();
+    CHECK(engine_labels_parse(l, "letter: dear, sincerely\nmemo memorandum\n", "x.labels", &err) == FOLIO_EINVAL,
+          "missing colon accepted");
+    CHECK(strstr(err.msg, "x.labels line 2") && strstr(err.msg, "no ':'"), "error: %s", err.msg);
+    engine_labels_free(l);
+    l = engine_labels_new();
+    folio_err_clear(&err);
+    CHECK(engine_labels_parse(l, "# c\n\nInvoice: total\n", "y", &err) == FOLIO_EINVAL &&
+              strstr(err.msg, "y line 3"),
+          "upper-case name: %s", err.msg);
+    engine_labels_free(l);
+    l = engine_labels_new();
+    folio_err_clear(&err);
+    CHECK(engine_labels_parse(l, "a: x^lots\n", "z", &err) == FOLIO_EINVAL && strstr(err.msg, "bad weight"),
+          "bad weight: %s", err.msg);
+    engine_labels_free(l);
+    l = engine_labels_new();
+    folio_err_clear(&err);
+    CHECK(engine_labels_parse(l, "a: x\na: y\n", "z", &err) == FOLIO_EINVAL && strstr(err.msg, "twice"),
+          "duplicate label: %s", err.msg);
+    engine_labels_free(l);
+
+    /* quoted phrases keep their commas; weights and the name's own weight */
+    l = engine_labels_new();
+    folio_err_clear(&err);
+    REQUIRE_OK(engine_labels_parse(l, "invoice: \"total, due\"^3, tax # comment\nletter: letter^0.5, dear^2\n",
+                                   "w", &err) == 0,
+               "%s", err.msg);
+    char kw[80];
+    CHECK(engine_labels_keyword(l, 0, 0, kw, sizeof kw) == 0 && strcmp(kw, "total, due^3") == 0, "kw0 %s", kw);
+    CHECK(engine_labels_keyword(l, 0, 1, kw, sizeof kw) == 0 && strcmp(kw, "tax") == 0, "kw1 %s", kw);
+    CHECK(engine_labels_keyword(l, 1, 0, kw, sizeof kw) == 0 && strcmp(kw, "letter^0.5") == 0, "name %s", kw);
+    struct engine_result r;
+    memset(&r, 0, sizeof r);
+    REQUIRE_OK(engine_rules_score(l, "Total, due: 10. Tax 2. A letter.", &r, &err) == 0, "%s", err.msg);
+    CHECK(r.raw[0] == 4 && r.raw[1] == 0.5, "weighted hits %g %g", r.raw[0], r.raw[1]);
+    double sum = r.scores[0] + r.scores[1];
+    CHECK(sum > 0.999 && sum < 1.001 && strcmp(r.label, "invoice") == 0, "sum %f label %s", sum, r.label);
+    engine_result_free(&r);
+
+    /* ---- ties and small margins need review, never silently label 1 ---- */
+    memset(&r, 0, sizeof r);
+    REQUIRE_OK(engine_rules_score(l, "tax, tax, dear", &r, &err) == 0, "%s", err.msg);
+    const char *names[2] = {"invoice", "letter"};
+    r.names = names;
+    engine_review(&r, 0, 0);
+    CHECK(r.needs_review && strstr(r.review_reason, "tie"), "tie not flagged: %d '%s'", r.needs_review,
+          r.review_reason);
+    r.names = NULL;
+    engine_result_free(&r);
+    engine_labels_free(l);
+
+    /* ---- the default taxonomy: common words mean nothing any more ---- */
+    l = engine_labels_new();
+    REQUIRE_OK(engine_labels_parse(l, ENGINE_DEFAULT_LABELS, "default labels", &err) == 0, "%s", err.msg);
+    CHECK(engine_labels_count(l) == 16, "default labels: %d", engine_labels_count(l));
+    memset(&r, 0, sizeof r);
+    REQUIRE_OK(engine_rules_score(l, "Please send the new data to me from the office by that date. Free test.",
+                                  &r, &err) == 0,
+               "%s", err.msg);
+    CHECK(strcmp(r.label, "unknown") == 0, "everyday words gave %s", r.label);
+    engine_result_free(&r);
+    /* one weak hit: smoothing keeps the confidence low, so review */
+    memset(&r, 0, sizeof r);
+    REQUIRE_OK(engine_rules_score(l, "plus tax", &r, &err) == 0, "%s", err.msg);
+    CHECK(strcmp(r.label, "invoice") == 0 && r.confidence < ENGINE_REVIEW_BELOW_DEFAULT,
+          "one weak hit gives %s %.2f", r.label, r.confidence);
+    const char *dn[16];
+    for (int i = 0; i < 16; i++)
+        dn[i] = engine_labels_name(l, i);
+    r.names = dn;
+    engine_review(&r, ENGINE_REVIEW_BELOW_DEFAULT, ENGINE_REVIEW_MARGIN_DEFAULT);
+    CHECK(r.needs_review && strstr(r.review_reason, "probability"), "weak hit: %s", r.review_reason);
+    r.names = NULL;
+    engine_result_free(&r);
+    check_label(l, MEMO, "memo");
+    check_label(l, EMAIL, "email");
+    check_label(l, LETTER, "letter");
+    check_label(l, INVOICE, "invoice");
+
+    /* ---- ocr+learned ---- */
+    struct engine_trainer *t = engine_trainer_new();
+    REQUIRE(t, "trainer");
+    uint8_t *blob = NULL;
+    size_t len = 0;
+    const char *texts[4] = {MEMO, EMAIL, LETTER, INVOICE}, *labs[4] = {"memo", "email", "letter", "invoice"};
+    for (int k = 0; k < 4; k++)
+        REQUIRE_OK(engine_trainer_add(t, labs[k], texts[k], &err) == 0, "%s", err.msg);
+    /* one example each is under a minimum of 2: refused with the reason */
+    CHECK(engine_trainer_build(t, 2, &blob, &len, &err) == FOLIO_EINVAL && strstr(err.msg, "not enough examples"),
+          "shortfall: %s", err.msg);
+    /* a second, differently worded example of each */
+    REQUIRE_OK(engine_trainer_add(t, "memo", "MEMO\nTo: Department Heads\nFrom: J. King\nRe: budget\nDistribution: file",
+                                  &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_trainer_add(t, "email", "-----Original Message-----\nFrom: a@b.com\nSent: Friday\nCheers, Ann",
+                                  &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_trainer_add(t, "letter", "Dear Dr. Lee,\nI write to you concerning the contract.\nKind regards,",
+                                  &err) == 0, "%s", err.msg);
+    CHECK(engine_trainer_docs(t, "letter") == 2, "docs %d", engine_trainer_docs(t, "letter"));
+    folio_err_clear(&err);
+    REQUIRE_OK(engine_trainer_build(t, 2, &blob, &len, &err) == 0, "%s", err.msg);
+    struct engine_learned *m = NULL;
+    REQUIRE_OK(engine_learned_load(blob, len, &m, &err) == 0, "%s", err.msg);
+    /* invoice had one example: left out of the model */
+    CHECK(engine_learned_count(m) == 3, "model labels %d", engine_learned_count(m));
+    for (int i = 0; i < engine_learned_count(m); i++)
+        CHECK(strcmp(engine_learned_label(m, i), "invoice") != 0 && engine_learned_examples(m, i) == 2,
+              "label %s examples %d", engine_learned_label(m, i), engine_learned_examples(m, i));
+    /* a blob is input: every truncation and a flipped magic are refused */
+    int refused = 0;
+    for (size_t cut = 0; cut < len; cut += len / 37 + 1) {
+        struct engine_learned *bad = NULL;
+        struct folio_err be = {0};
+        refused += engine_learned_load(blob, cut, &bad, &be) == FOLIO_EFORMAT && !bad;
+        engine_learned_free(bad);
+    }
+    CHECK(refused == (int)((len - 1) / (len / 37 + 1) + 1), "truncated blobs accepted (%d refused)", refused);
+    blob[0] ^= 0xff;
+    struct engine_learned *bad = NULL;
+    CHECK(engine_learned_load(blob, len, &bad, &err) == FOLIO_EFORMAT && strstr(err.msg, "magic"), "magic: %s",
+          err.msg);
+    free(blob);
+
+    /* the chain: learned answers before the rules... */
+    struct engine *eng = NULL;
+    struct engine_config cfg = {.learned = m, .review_below = 0.5, .review_margin = 0.1};
+    REQUIRE_OK(engine_open(&cfg, l, &eng, &err) == 0, "%s", err.msg);
+    const char *unseen_memo = "MEMORANDUM\nTO: Personnel\nFROM: B. Scott\nRE: travel policy\nCopies to: file\n";
+    struct engine_doc doc = {text_from_string, (void *)unseen_memo, NULL, NULL};
+    REQUIRE_OK(engine_classify(eng, &doc, &r, &err) == 0, "%s", err.msg);
+    CHECK(strcmp(r.engine_path, "ocr+learned") == 0 && strcmp(r.label, "memo") == 0, "learned: %s %s",
+          r.engine_path, r.label);
+    sum = 0;
+    for (int i = 0; i < r.n_labels; i++)
+        sum += r.scores[i];
+    CHECK(sum > 0.999 && sum < 1.001 && r.confidence > 0 && r.confidence <= 1, "sum %f conf %f", sum, r.confidence);
+    engine_result_free(&r);
+    /* ...and a text with no word the model saw goes to the rules, saying so */
+    doc.text_ctx = (void *)"qqqq zzzz wwww";
+    REQUIRE_OK(engine_classify(eng, &doc, &r, &err) == 0, "%s", err.msg);
+    CHECK(strcmp(r.engine_path, "ocr+rules") == 0 && strstr(r.fallback_reason, "ocr+learned"), "fallback: %s (%s)",
+          r.engine_path, r.fallback_reason);
+    engine_result_free(&r);
+    engine_close(eng);
+    engine_learned_free(m);
+    engine_trainer_free(t);
+    engine_labels_free(l);
+    return tu_finish();
+}
