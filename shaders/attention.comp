@@ -11,15 +11,29 @@
 // the union of its queries' key ranges, so windowed layers cost O(N * w).
 // Rows with no visible key produce zeros.
 //
-// Workgroup: BR = 16 queries of one head, K/V tiles of BC = 32 keys padded
-// to D+1 floats per key (bank-conflict free), 256 threads.
+// Workgroup: BR = 16 queries of one head, K/V tiles of BC keys padded to
+// D+1 floats per key (bank-conflict free), 256 threads. This is the path
+// for devices without cooperative matrices (and lavapipe); the op picks BC
+// (32, 16 or 8) from the head size so that the tiles fit the device's
+// shared memory. Any even head size up to 256: each thread accumulates
+// output pairs (d, d+1), at most 8 pairs (16 x 256 / 2 / 256).
+//
+// Element type of q/k/v/o: f32 or f16 (IO_F16; f16 is read through a uint
+// view and unpacked, so no 16-bit storage feature is needed), moved in
+// pairs (the op checks that offsets and strides are even). Math in f32.
 #extension GL_EXT_control_flow_attributes : enable
-layout(constant_id = 0) const uint D = 128;
+layout(constant_id = 0) const uint D = 128;     // even, <= 256
+layout(constant_id = 1) const uint BC = 32;     // keys per tile
+layout(constant_id = 2) const uint IO_F16 = 0;  // 1: q, k, v, o are f16
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer BQ { float Qb[]; };
-layout(std430, binding = 1) readonly buffer BK { float Kb[]; };
-layout(std430, binding = 2) readonly buffer BV { float Vb[]; };
-layout(std430, binding = 3) writeonly buffer BO { float Ob[]; };
+layout(std430, binding = 0) readonly buffer BQ { vec2 Q2[]; };
+layout(std430, binding = 0) readonly buffer BQh { uint Qh[]; };
+layout(std430, binding = 1) readonly buffer BK { vec2 K2[]; };
+layout(std430, binding = 1) readonly buffer BKh { uint Kh[]; };
+layout(std430, binding = 2) readonly buffer BV { vec2 V2[]; };
+layout(std430, binding = 2) readonly buffer BVh { uint Vh[]; };
+layout(std430, binding = 3) writeonly buffer BO { vec2 O2[]; };
+layout(std430, binding = 3) writeonly buffer BOh { uint Oh[]; };
 layout(std430, binding = 4) readonly buffer BR_ { uint Rg[]; };
 layout(push_constant) uniform P {
     uint Tq, Tk, Hq, Hkv, qs, ks, vs, os;
@@ -29,7 +43,7 @@ layout(push_constant) uniform P {
 } p;
 
 #define BR 16u
-#define BC 32u
+#define NPAIR 8u   // output pairs per thread: BR * 256 / 2 / 256
 #define DP (D + 1u)
 #define NEG (-3.402823466e38)
 shared float sQ[BR * D];
@@ -39,14 +53,21 @@ shared float sM[BR], sL[BR], sAlpha[BR];
 shared uint sLo[BR], sHi[BR];
 shared uint sKmin, sKmax;
 
+// Element pairs (e even): one 32-bit word of f16 or one vec2 of f32.
+vec2 ld_q(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Qh[e >> 1]) : Q2[e >> 1]; }
+vec2 ld_k(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Kh[e >> 1]) : K2[e >> 1]; }
+vec2 ld_v(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Vh[e >> 1]) : V2[e >> 1]; }
+
 void main()
 {
     uint t = gl_LocalInvocationID.x;
     uint q0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y;
     uint kvh = h / (p.Hq / p.Hkv);
-    for (uint e = t; e < BR * D; e += 256u) {
-        uint r = e / D, d = e % D, q = q0 + r;
-        sQ[e] = q < p.Tq ? Qb[q * p.qs + h * D + d] * p.scale : 0.0;
+    for (uint e = t; e < BR * (D / 2u); e += 256u) {
+        uint r = e / (D / 2u), d = (e % (D / 2u)) * 2u, q = q0 + r;
+        vec2 x = q < p.Tq ? ld_q(q * p.qs + h * D + d) * p.scale : vec2(0);
+        sQ[r * D + d] = x.x;
+        sQ[r * D + d + 1u] = x.y;
     }
     if (t < BR) {
         uint q = q0 + t, lo = 0u, hi = 0u;
@@ -77,11 +98,16 @@ void main()
     }
     barrier();
     uint kmin = sKmin, kmax = sKmax;
-    float o[8] = float[8](0, 0, 0, 0, 0, 0, 0, 0);
+    // Output pairs owned by this thread: pair e -> row e / (D/2), column 2 (e % (D/2)).
+    vec2 o[NPAIR];
+    [[unroll]] for (uint i = 0u; i < NPAIR; i++)
+        o[i] = vec2(0);
     for (uint k0 = kmin; k0 < kmax; k0 += BC) {
-        for (uint e = t; e < BC * D; e += 256u) {
-            uint c = e / D, d = e % D, kk = k0 + c;
-            sKV[c * DP + d] = kk < p.Tk ? Kb[kk * p.ks + kvh * D + d] : 0.0;
+        for (uint e = t; e < BC * (D / 2u); e += 256u) {
+            uint c = e / (D / 2u), d = (e % (D / 2u)) * 2u, kk = k0 + c;
+            vec2 x = kk < p.Tk ? ld_k(kk * p.ks + kvh * D + d) : vec2(0);
+            sKV[c * DP + d] = x.x;
+            sKV[c * DP + d + 1u] = x.y;
         }
         barrier();
         for (uint e = t; e < BR * BC; e += 256u) {
@@ -118,29 +144,37 @@ void main()
             sAlpha[t] = alpha;
         }
         barrier();
-        for (uint e = t; e < BC * D; e += 256u) {
-            uint c = e / D, d = e % D, kk = k0 + c;
-            sKV[c * DP + d] = kk < p.Tk ? Vb[kk * p.vs + kvh * D + d] : 0.0;
+        for (uint e = t; e < BC * (D / 2u); e += 256u) {
+            uint c = e / (D / 2u), d = (e % (D / 2u)) * 2u, kk = k0 + c;
+            vec2 x = kk < p.Tk ? ld_v(kk * p.vs + kvh * D + d) : vec2(0);
+            sKV[c * DP + d] = x.x;
+            sKV[c * DP + d + 1u] = x.y;
         }
         barrier();
-        [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        [[unroll]] for (uint i = 0u; i < NPAIR; i++) {
             uint e = t + 256u * i;
-            if (e < BR * D) {
-                uint r = e / D, d = e % D;
-                float acc = o[i] * sAlpha[r];
+            if (e < BR * (D / 2u)) {
+                uint r = e / (D / 2u), d = (e % (D / 2u)) * 2u;
+                vec2 acc = o[i] * sAlpha[r];
                 for (uint c = 0u; c < BC; c++)
-                    acc += sS[r][c] * sKV[c * DP + d];
+                    acc += sS[r][c] * vec2(sKV[c * DP + d], sKV[c * DP + d + 1u]);
                 o[i] = acc;
             }
         }
         barrier();
     }
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+    [[unroll]] for (uint i = 0u; i < NPAIR; i++) {
         uint e = t + 256u * i;
-        if (e < BR * D) {
-            uint r = e / D, d = e % D, q = q0 + r;
-            if (q < p.Tq)
-                Ob[q * p.os + h * D + d] = sL[r] > 0.0 ? o[i] / sL[r] : 0.0;
+        if (e < BR * (D / 2u)) {
+            uint r = e / (D / 2u), d = (e % (D / 2u)) * 2u, q = q0 + r;
+            if (q < p.Tq) {
+                vec2 v = sL[r] > 0.0 ? o[i] / sL[r] : vec2(0);
+                uint oe = q * p.os + h * D + d;
+                if (IO_F16 != 0u)
+                    Oh[oe >> 1] = packHalf2x16(v);
+                else
+                    O2[oe >> 1] = v;
+            }
         }
     }
 }

@@ -82,7 +82,7 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         n += ops_matmul_keys(vk, types[j], &all[n]);
     key(&all[n++], "norm", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? 0 : 1, 0);
     key(&all[n++], "rope", 1, OP_ROPE_VISION, 0);
-    key(&all[n++], "attention", 1, m->vision.head_dim, 0);
+    n += ops_attention_keys(vk, m->vision.head_dim, 0, &all[n]);
     key(&all[n++], "elem", 1, OP_ADD, 0);
     key(&all[n++], "elem", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? OP_SWIGLU : OP_QUICK_GELU,
         0);
@@ -306,7 +306,7 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
                            "14 / 2)", h->patch_size, S);
     else if (!ops_attention_head_supported(v->Dh))
         rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: head size %u has no attention "
-                           "kernel (32, 64, 72, 80, 96, 128 are built)", v->Dh);
+                           "kernel (even sizes up to 256 are supported)", v->Dh);
     else if (v->mmax == 0)
         rc = folio_err_set(err, FOLIO_EINVAL, "vision: max_patches %u is below one merged "
                            "token", v->cfg.max_patches);
