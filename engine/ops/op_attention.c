@@ -157,6 +157,12 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
     int rc = attn_check(vk, a, &kern, st, err);
     if (rc || a->tq == 0)
         return rc;
+    /* f32 pairs are vec2 loads and stores: 8-byte aligned tensors. */
+    if ((a->q.offset | a->k.offset | a->v.offset | a->o.offset) & 7)
+        return folio_err_set(err, FOLIO_EINVAL, "attention: q/k/v/o must start 8-byte aligned "
+                             "(offsets %llu/%llu/%llu/%llu)", (unsigned long long)a->q.offset,
+                             (unsigned long long)a->k.offset, (unsigned long long)a->v.offset,
+                             (unsigned long long)a->o.offset);
     struct vkr_pipeline_key key = attn_key(vk, kern, a->d, a->f16);
     uint32_t pid;
     rc = ops_pipe(vk, key.shader, key.nspec, key.spec, &pid, err);

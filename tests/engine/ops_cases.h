@@ -257,7 +257,7 @@ static void test_rope(struct T *t)
  * strides in a. Bounds:
  *  - scalar f32: 2e-5 absolute + 1e-4 relative (outputs are convex
  *    combinations of v in [-1, 1]; online vs two-pass softmax);
- *  - scalar f16: the reference runs on the f16-rounded inputs; + 1e-3
+ *  - scalar f16: the reference runs on the f16-rounded inputs; 1e-3
  *    relative for the f16 output (2^-11);
  *  - tensor cores: against ops_ref_attention_f16mm (the same f16 rounding
  *    of Q * scale * log2 e, K, V and P): 1.5e-3 absolute + 1e-3 relative,
@@ -276,6 +276,12 @@ static void attn_all(struct T *t, struct op_attention a, const float *f, size_t 
         if (kern == OP_ATTN_COOPMAT && op_attention_pick(t->vk, a.d) != OP_ATTN_COOPMAT)
             continue;
         for (int f16 = 0; f16 < 2; f16++) {
+            /* lavapipe compiles each specialisation with LLVM on first use
+             * (minutes under ASan on a cold Mesa cache), so the scalar f16
+             * variant runs for the text head size only; the tensor-core
+             * kernel runs every case in both types. */
+            if (f16 && kern == OP_ATTN_SCALAR && a.d != 128)
+                continue;
             uint64_t es = f16 ? 2 : 4;
             for (size_t i = 0; i < nf; i++) {
                 h[i] = quant_f32_to_f16(f[i]);
@@ -294,9 +300,7 @@ static void attn_all(struct T *t, struct op_attention a, const float *f, size_t 
             a.ranges = rg ? &rt : NULL;
             a.f16 = f16;
             a.kernel = (enum op_attn_kernel)kern;
-            double t0_ = folio_mono_ms(); /* DEBUG */
             RUN(t, op_attention(c, &a, e));
-            fprintf(stderr, "DEBUG %s kern %d f16 %d: %.0f ms\n", what, kern, f16, folio_mono_ms() - t0_);
             if (f16) {
                 get(t, a.o, h, no * 2);
                 for (size_t i = 0; i < no; i++)
@@ -342,7 +346,7 @@ static void test_attention(struct T *t)
         {70, 70, 3, 3, 16, 0, R_NONE, "head 16"},
         {33, 33, 2, 2, 72, 1, R_NONE, "head 72 (no tensor-core kernel)"},
         {21, 21, 2, 1, 256, 1, R_NONE, "head 256 (scalar only)"},
-        {65, 130, 2, 2, 96, 1, R_NONE, "causal with a KV offset, head 96"},
+        {65, 130, 2, 2, 64, 1, R_NONE, "causal with a KV offset, 2 query blocks"},
         {1, 1, 1, 1, 64, 0, R_NONE, "one token"},
         {12, 99, 4, 2, 128, 0, R_LABEL, "label scoring: 3 labels x 4 tokens after a 29-key prefix"},
     };
@@ -402,6 +406,20 @@ static void test_attention_fused(struct T *t)
     free(f);
 }
 
+static void attn_refused(struct T *t, const struct op_attention *a, int want, const char *says)
+{
+    struct folio_err e = {0};
+    struct vkr_cmd *c = NULL;
+    int rc = vkr_cmd_begin(t->vk, &c, &e);
+    CHECK(rc == 0, "cmd_begin: %s", e.msg);
+    if (rc)
+        return;
+    rc = op_attention(c, a, &e);
+    vkr_cmd_abort(c);
+    CHECK(rc == want && strstr(e.msg, says), "bad attention (d %u heads %u/%u): rc %d, \"%s\" "
+          "(wanted %d, \"%s\")", a->d, a->hq, a->hkv, rc, e.msg, want, says);
+}
+
 /* Shapes the kernels cannot run are refused with a message naming them. */
 static void test_attention_errors(struct T *t)
 {
@@ -426,17 +444,12 @@ static void test_attention_errors(struct T *t)
         struct op_attention a = bad[i].a;
         a.q = a.k = a.v = a.o = x;
         a.scale = 1.0f;
-        struct folio_err e = {0};
-        struct vkr_cmd *c = NULL;
-        int rc = vkr_cmd_begin(t->vk, &c, &e);
-        CHECK(rc == 0, "cmd_begin: %s", e.msg);
-        if (rc)
-            return;
-        rc = op_attention(c, &a, &e);
-        vkr_cmd_abort(c);
-        CHECK(rc == bad[i].rc && strstr(e.msg, bad[i].says), "bad attention %zu: rc %d, \"%s\" "
-              "(wanted %d, \"%s\")", i, rc, e.msg, bad[i].rc, bad[i].says);
+        attn_refused(t, &a, bad[i].rc, bad[i].says);
     }
+    struct op_attention a = {.tq = 4, .tk = 4, .hq = 1, .hkv = 1, .d = 64, .scale = 1.0f};
+    a.q = a.k = a.v = a.o = x;
+    a.k.offset += 4, a.k.size -= 4;
+    attn_refused(t, &a, FOLIO_EINVAL, "8-byte aligned");
     struct vkr_pipeline_key k[2];
     CHECK(ops_attention_keys(t->vk, 65, 0, k) == 0, "odd head sizes have no kernel");
     int n = ops_attention_keys(t->vk, 80, 1, k);
