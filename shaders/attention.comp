@@ -26,14 +26,12 @@ layout(constant_id = 0) const uint D = 128;     // even, <= 256
 layout(constant_id = 1) const uint BC = 32;     // keys per tile
 layout(constant_id = 2) const uint IO_F16 = 0;  // 1: q, k, v, o are f16
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer BQ { vec2 Q2[]; };
-layout(std430, binding = 0) readonly buffer BQh { uint Qh[]; };
-layout(std430, binding = 1) readonly buffer BK { vec2 K2[]; };
-layout(std430, binding = 1) readonly buffer BKh { uint Kh[]; };
-layout(std430, binding = 2) readonly buffer BV { vec2 V2[]; };
-layout(std430, binding = 2) readonly buffer BVh { uint Vh[]; };
-layout(std430, binding = 3) writeonly buffer BO { vec2 O2[]; };
-layout(std430, binding = 3) writeonly buffer BOh { uint Oh[]; };
+// One 32-bit view per binding (no aliased declarations: lavapipe leaks on
+// those at pipeline creation).
+layout(std430, binding = 0) readonly buffer BQ { uint Qw[]; };
+layout(std430, binding = 1) readonly buffer BK { uint Kw[]; };
+layout(std430, binding = 2) readonly buffer BV { uint Vw[]; };
+layout(std430, binding = 3) writeonly buffer BO { uint Ow[]; };
 layout(std430, binding = 4) readonly buffer BR_ { uint Rg[]; };
 layout(push_constant) uniform P {
     uint Tq, Tk, Hq, Hkv, qs, ks, vs, os;
@@ -48,15 +46,18 @@ layout(push_constant) uniform P {
 #define NEG (-3.402823466e38)
 shared float sQ[BR * D];
 shared float sKV[BC * DP];
-shared float sS[BR][BC + 1u];
+#define SP (BC + 1u)
+shared float sS[BR * SP];   // scores, then weights; row stride SP
 shared float sM[BR], sL[BR], sAlpha[BR];
 shared uint sLo[BR], sHi[BR];
 shared uint sKmin, sKmax;
 
-// Element pairs (e even): one 32-bit word of f16 or one vec2 of f32.
-vec2 ld_q(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Qh[e >> 1]) : Q2[e >> 1]; }
-vec2 ld_k(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Kh[e >> 1]) : K2[e >> 1]; }
-vec2 ld_v(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Vh[e >> 1]) : V2[e >> 1]; }
+// Element pairs (e even): one word of f16 or two words of f32.
+#define LD2(W, e) (IO_F16 != 0u ? unpackHalf2x16(W[(e) >> 1]) \
+                               : vec2(uintBitsToFloat(W[e]), uintBitsToFloat(W[(e) + 1u])))
+vec2 ld_q(uint e) { return LD2(Qw, e); }
+vec2 ld_k(uint e) { return LD2(Kw, e); }
+vec2 ld_v(uint e) { return LD2(Vw, e); }
 
 void main()
 {
@@ -118,24 +119,24 @@ void main()
                 for (uint d = 0u; d < D; d++)
                     s += sQ[r * D + d] * sKV[c * DP + d];
             }
-            sS[r][c] = s;
+            sS[r * SP + c] = s;
         }
         barrier();
         if (t < BR) {
             float mold = sM[t], mx = mold;
             for (uint c = 0u; c < BC; c++)
-                mx = max(mx, sS[t][c]);
+                mx = max(mx, sS[t * SP + c]);
             float alpha = 1.0;
             if (mx == NEG) {
                 for (uint c = 0u; c < BC; c++)
-                    sS[t][c] = 0.0;
+                    sS[t * SP + c] = 0.0;
             } else {
                 alpha = exp(mold - mx);
                 float sum = 0.0;
                 for (uint c = 0u; c < BC; c++) {
-                    float s = sS[t][c];
+                    float s = sS[t * SP + c];
                     float pv = s == NEG ? 0.0 : exp(s - mx);
-                    sS[t][c] = pv;
+                    sS[t * SP + c] = pv;
                     sum += pv;
                 }
                 sL[t] = sL[t] * alpha + sum;
@@ -157,7 +158,7 @@ void main()
                 uint r = e / (D / 2u), d = (e % (D / 2u)) * 2u;
                 vec2 acc = o[i] * sAlpha[r];
                 for (uint c = 0u; c < BC; c++)
-                    acc += sS[r][c] * vec2(sKV[c * DP + d], sKV[c * DP + d + 1u]);
+                    acc += sS[r * SP + c] * vec2(sKV[c * DP + d], sKV[c * DP + d + 1u]);
                 o[i] = acc;
             }
         }
@@ -170,10 +171,12 @@ void main()
             if (q < p.Tq) {
                 vec2 v = sL[r] > 0.0 ? o[i] / sL[r] : vec2(0);
                 uint oe = q * p.os + h * D + d;
-                if (IO_F16 != 0u)
-                    Oh[oe >> 1] = packHalf2x16(v);
-                else
-                    O2[oe >> 1] = v;
+                if (IO_F16 != 0u) {
+                    Ow[oe >> 1] = packHalf2x16(v);
+                } else {
+                    Ow[oe] = floatBitsToUint(v.x);
+                    Ow[oe + 1u] = floatBitsToUint(v.y);
+                }
             }
         }
     }

@@ -340,7 +340,7 @@ static void test_attention(struct T *t)
         {45, 45, 4, 2, 128, 1, R_NONE, "causal + GQA, text head"},
         {3, 40, 4, 1, 128, 1, R_NONE, "decode against a KV cache"},
         {50, 50, 2, 2, 80, 0, R_WIN, "block-diagonal windows, vision head"},
-        {20, 20, 1, 1, 32, 1, R_WIN, "causal within windows, an empty row"},
+        {20, 20, 1, 1, 16, 1, R_WIN, "causal within windows, an empty row"},
         {200, 200, 2, 1, 128, 1, R_NONE, "many key tiles, GQA 2:1"},
         {150, 150, 2, 2, 80, 0, R_WIN64, "64-patch windows, a partial one, 3 query blocks"},
         {70, 70, 3, 3, 16, 0, R_NONE, "head 16"},
