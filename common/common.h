@@ -75,6 +75,9 @@ const char *folio_lq(char *buf, size_t n, const char *s);
 /* Length (1..4) of the valid UTF-8 sequence at s (n bytes available), or 0
  * when it is not valid UTF-8 (overlong, surrogate, past U+10FFFF, cut). */
 size_t folio_utf8_seq_len(const unsigned char *s, size_t n);
+/* The longest prefix of s[0..n) of at most max bytes that does not end
+ * inside a UTF-8 sequence (cutting text to a byte budget keeps it valid). */
+size_t folio_utf8_prefix(const char *s, size_t n, size_t max);
 /* Same escaping for arbitrary bytes (file names are data, not text). */
 const char *folio_lq_bytes(char *buf, size_t n, const void *s, size_t len);
 

@@ -64,6 +64,16 @@ void folio_log(enum folio_loglevel lvl, const char *event, const char *kvfmt, ..
             names[lvl], event, kv[0] ? " " : "", kv);
 }
 
+size_t folio_utf8_prefix(const char *s, size_t n, size_t max)
+{
+    if (n <= max)
+        return n;
+    size_t k = max; /* s[k] is the first byte dropped: back off while it continues a sequence */
+    for (int back = 0; back < 3 && k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80; back++)
+        k--;
+    return k;
+}
+
 size_t folio_utf8_seq_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];

@@ -30,7 +30,9 @@ static const char USAGE[] =
     "  --labels N        labels to score (default 16)\n"
     "  --label-tokens N  tokens per label (default 3)\n"
     "  --iters N         timed repetitions, best reported (default 3)\n"
-    "  --small           small models instead of the 7B shape (smoke test)\n";
+    "  --small           small models instead of the 7B shape (smoke test)\n"
+    "  --gpu-weights M   auto | f16 | native: matrices expanded to f16 at load for\n"
+    "                    the tensor-core GEMM, or kept as stored (default auto)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -57,9 +59,10 @@ int engine_bench_main(int argc, char **argv, FILE *out)
         {"image", required_argument, NULL, 'm'},   {"tokens", required_argument, NULL, 'n'},
         {"labels", required_argument, NULL, 'l'},  {"label-tokens", required_argument, NULL, 'k'},
         {"iters", required_argument, NULL, 'i'},   {"small", no_argument, NULL, 's'},
+        {"gpu-weights", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *device = NULL;
-    int allow_cpu = 0, small = 0, text = 0, vision = 0, ch;
+    int allow_cpu = 0, small = 0, text = 0, vision = 0, ch, gw = 0;
     uint32_t image = 0, tokens = 0, labels = 0, label_tokens = 0, iters = 0;
     optind = 1;
     opterr = 0;
@@ -90,6 +93,10 @@ int engine_bench_main(int argc, char **argv, FILE *out)
             if (num(optarg, 1000, &iters))
                 return usage_error("--iters: '%s' is not 1..1000", optarg);
             break;
+        case 'w':
+            if ((gw = engine_gpu_weights_parse(optarg)) < 0)
+                return usage_error("--gpu-weights: '%s' is not auto, f16 or native", optarg);
+            break;
         case 'h': fputs(USAGE, out); return 0;
         default: return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -103,16 +110,17 @@ int engine_bench_main(int argc, char **argv, FILE *out)
     if (text) {
         struct lm_bench_opts o = {.device = device, .allow_cpu = allow_cpu,
                                   .prompt_tokens = tokens, .labels = labels,
-                                  .label_tokens = label_tokens, .iters = iters, .small = small};
+                                  .label_tokens = label_tokens, .iters = iters, .small = small,
+                                  .gpu_weights = gw};
         rc = lm_bench(&o, out, &err);
     } else if (vision) {
         struct vis_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
-                                   .iters = iters, .small = small};
+                                   .iters = iters, .small = small, .gpu_weights = gw};
         rc = vis_bench(&o, out, &err);
     } else {
         struct vlm_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
                                    .labels = labels, .label_tokens = label_tokens,
-                                   .iters = iters, .small = small};
+                                   .iters = iters, .small = small, .gpu_weights = gw};
         rc = vlm_bench(&o, out, &err);
     }
     if (rc != 0) {

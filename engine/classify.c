@@ -256,6 +256,16 @@ int engine_open(const struct engine_config *cfg, const struct engine_labels *lab
     if (cfg)
         e->cfg = *cfg;
     e->labels = labels;
+    /* a label the model tiers cannot score is refused here, once per
+     * label set, rather than failing those tiers on every document */
+    if (e->cfg.models && labels && labels->n > 0) {
+        int rc = engine_models_check_labels(e->cfg.models, (const char *const *)labels->names,
+                                            labels->n, err);
+        if (rc) {
+            free(e);
+            return rc;
+        }
+    }
     if (e->cfg.models)
         engine_models_reason(e->cfg.models, e->disabled_reason, sizeof e->disabled_reason);
     else if (e->cfg.model_path || e->cfg.mmproj_path)

@@ -50,6 +50,9 @@ struct engine_text {
     int pages_read;         /* pages that produced text */
     int pages_skipped;      /* beyond the page cap */
     int pages_timed_out;    /* stopped by the per-page deadline */
+    int pages_text_cut;     /* pages whose text was cut to the per-page byte cap */
+    size_t text_bytes_cut;  /* bytes dropped from read pages by the page and document caps */
+    int text_doc_cut;       /* the document's byte cap was reached (later pages unread) */
     double ms;              /* time spent producing it (decode + OCR) */
     double decode_ms, ocr_ms;
 };
@@ -89,7 +92,12 @@ struct engine_models_config {
      * 1 = engine_models_classify returns FOLIO_EDEVICELOST so the caller
      * can release the job to the queue for a worker with a healthy GPU. */
     int release_on_device_loss;
+    /* --gpu-weights: 0 auto (f16 when the tensor-core GEMM exists and the
+     * expanded weights fit), 1 f16, 2 native (engine_gpu_weights_parse) */
+    int gpu_weights;
 };
+/* "auto" | "f16" | "native" -> 0 | 1 | 2; -1 for anything else. */
+int engine_gpu_weights_parse(const char *s);
 int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,
                        struct folio_err *err);
 void engine_models_close(struct engine_models *m);
@@ -127,7 +135,10 @@ void engine_result_free(struct engine_result *r);
 
 struct engine;
 /* Opens the engine. With no model configured this succeeds with only the
- * rules tier enabled (the reason is kept for results and `folio doctor`). */
+ * rules tier enabled (the reason is kept for results and `folio doctor`).
+ * With model tiers open, a label set they cannot score (a label longer
+ * than the per-label token limit, too many labels) is refused with
+ * FOLIO_ELIMIT naming the label and its token count. */
 int engine_open(const struct engine_config *cfg, const struct engine_labels *labels,
                 struct engine **out, struct folio_err *err);
 void engine_close(struct engine *e);

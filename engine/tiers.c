@@ -55,7 +55,7 @@ static void try_open(struct engine_models *m)
                             .device = m->cfg.device, .allow_cpu = m->cfg.allow_cpu,
                             .validate = -1, .cache_dir = m->cfg.cache_dir,
                             .max_image_tokens = m->cfg.max_image_tokens,
-                            .gate_file = m->cfg.gate_file};
+                            .gate_file = m->cfg.gate_file, .gpu_weights = m->cfg.gpu_weights};
     struct folio_err e = {0};
     int rc = vlm_open(&vc, &m->vlm, &e);
     if (rc == 0) {
@@ -166,6 +166,15 @@ static void add_reason(struct engine_result *out, const char *s)
 {
     size_t k = strlen(out->fallback_reason);
     snprintf(out->fallback_reason + k, sizeof out->fallback_reason - k, "%s%s", k ? "; " : "", s);
+}
+
+int engine_models_check_labels(struct engine_models *m, const char *const *names, int nl,
+                               struct folio_err *err)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = m->vlm ? vlm_check_labels(m->vlm, names, (uint32_t)nl, err) : 0;
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }
 
 int engine_models_classify(struct engine_models *m, const char *const *names, int nl,
@@ -304,4 +313,13 @@ int engine_models_classify(struct engine_models *m, const char *const *names, in
     }
     pthread_mutex_unlock(&m->mu);
     return 0;
+}
+
+int engine_gpu_weights_parse(const char *s)
+{
+    static const char *const names[] = {"auto", "f16", "native"};
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
 }

@@ -10,6 +10,10 @@
  * they were skipped are in out->fallback_reason and out->text may hold
  * the OCR text already fetched, for the rules tier. Errors only for the
  * caller's text provider failing. */
+/* vlm_check_labels on the open models (0 when the model tiers are off:
+ * nothing will score the labels). */
+int engine_models_check_labels(struct engine_models *m, const char *const *names, int nl,
+                               struct folio_err *err);
 int engine_models_classify(struct engine_models *m, const char *const *names, int nl,
                            const struct engine_doc *doc, struct engine_result *out, int *done,
                            struct folio_err *err);

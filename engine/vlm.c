@@ -478,7 +478,8 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
     }
 
     struct lm_config lc = {.max_tokens = c->max_image_tokens + 512, .batch = 1,
-                           .max_labels = c->max_labels, .max_label_tokens = c->max_label_tokens};
+                           .max_labels = c->max_labels, .max_label_tokens = c->max_label_tokens,
+                           .gpu_weights = c->gpu_weights};
     if (lc.max_tokens < c->max_text_tokens + 256)
         lc.max_tokens = c->max_text_tokens + 256;
     rc = lm_open(v->vk, v->tm, &lc, &v->lm, err);
@@ -486,7 +487,7 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         goto fail;
     if (v->vm) {
         struct vis_config visc = {.max_patches = c->max_image_tokens * 4,
-                                  .f32_matmul = c->f32_matmul};
+                                  .f32_matmul = c->f32_matmul, .gpu_weights = c->gpu_weights};
         struct folio_err ve = {0};
         if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) != 0) {
             if (ve.code == FOLIO_EDEVICELOST) {
@@ -627,6 +628,40 @@ static int build_instruction(const char *const *labels, uint32_t nl, char **out,
     u[n] = 0;
     *out = u;
     *len = n;
+    return 0;
+}
+
+int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl,
+                     struct folio_err *err)
+{
+    if (nl > v->cfg.max_labels) {
+        folio_err_set(err, FOLIO_ELIMIT, "the label set has %u labels; the model tiers score at "
+                      "most %u", nl, v->cfg.max_labels);
+        folio_err_hint(err, "deactivate labels (folio.labels.active) until at most %u remain",
+                       v->cfg.max_labels);
+        return FOLIO_ELIMIT;
+    }
+    /* the continuation a label is scored as: its tokens and <|im_end|>
+     * (positions do not change the count) */
+    struct prompt at = {0};
+    for (uint32_t l = 0; l < nl; l++) {
+        struct prompt cont = {0};
+        int rc = prompt_continuation(v->tok, &at, labels[l], strlen(labels[l]), 1, &cont, err);
+        size_t n = cont.ids.n;
+        prompt_free(&cont);
+        if (rc) {
+            folio_err_detail(err, "while tokenizing label \"%s\"", labels[l]);
+            return rc;
+        }
+        if (n > v->cfg.max_label_tokens) {
+            folio_err_set(err, FOLIO_ELIMIT, "label \"%s\" is %zu tokens with its end marker; the "
+                          "model tiers score labels of at most %u", labels[l], n,
+                          v->cfg.max_label_tokens);
+            folio_err_hint(err, "shorten the label's name (folio.labels or the --labels file) or "
+                           "deactivate it; its keywords still serve the rules tier");
+            return FOLIO_ELIMIT;
+        }
+    }
     return 0;
 }
 

@@ -85,6 +85,7 @@ struct vlm_config {
     const char *gate_rules;    /* the same as text (tests) */
     int skip_warmup;           /* tests that time nothing */
     int f32_matmul;            /* vision matmuls without f16 staging */
+    int gpu_weights;           /* 0 auto, 1 f16, 2 native (enum ops_gpu_weights) */
 };
 
 struct vlm_report {
@@ -133,6 +134,12 @@ void vlm_result_free(struct vlm_result *r);
 
 /* Classifies one page among nl labels (each scored as the answer followed
  * by <|im_end|>). FOLIO_EDEVICELOST: the vlm is dead (see above). */
+/* Whether a label set can be scored at all: every label's continuation
+ * within max_label_tokens and at most max_labels labels. Callers check
+ * once when a label set is loaded, so that a long label is refused with
+ * its name and token count instead of failing every document. */
+int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl,
+                     struct folio_err *err);
 int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *labels,
                  uint32_t nl, struct vlm_result *out, struct folio_err *err);
 
@@ -151,6 +158,7 @@ struct vlm_bench_opts {
     uint32_t iters;            /* 0 = 3 */
     int small;                 /* tiny models (CI smoke) instead of the 7B shape */
     const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
+    int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
 };
 /* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
  * ready time cold and with the pipeline cache warm, pages/s with the

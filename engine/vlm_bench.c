@@ -166,8 +166,9 @@ static int open_engine(const struct vlm_bench_opts *o, struct models *m, const c
     struct lm_config lc = {.max_tokens = max_tokens, .batch = 1,
                            .max_labels = o->labels ? o->labels : 16,
                            .max_label_tokens = o->label_tokens ? o->label_tokens : 3};
+    lc.gpu_weights = o->gpu_weights;
     rc = lm_open(e->vk, m->tm, &lc, &e->lm, err);
-    struct vis_config visc = {.max_patches = max_patches};
+    struct vis_config visc = {.max_patches = max_patches, .gpu_weights = o->gpu_weights};
     if (!rc)
         rc = vis_open(e->vk, m->vm, &visc, &e->vis, err);
     e->load_ms = folio_mono_ms() - t;

@@ -10,9 +10,11 @@ PKGS=(
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libturbojpeg0-dev libjpeg-turbo-progs libleptonica-dev libtesseract-dev
   tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd fonts-dejavu-core
-  libpq-dev postgresql postgresql-contrib
+  libpq-dev postgresql postgresql-contrib pgbouncer
   libssl-dev
   python3
+  libsystemd-dev libmicrohttpd-dev
+  prometheus chromium-headless-shell
 )
 
 missing=()

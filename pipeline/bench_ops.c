@@ -8,7 +8,7 @@
 
 static const char USAGE[] =
     "usage: folio bench ops [--quick] [--device SPEC] [--allow-cpu] [--reps N]\n"
-    "                       [--only roofline|matmul|attention] [--dtype TYPE]\n"
+    "                       [--only roofline|matmul|gemm|attention] [--dtype TYPE]\n"
     "\n"
     "Matmul per weight type at LLM shapes and attention at vision/text sizes:\n"
     "GFLOP/s, GB/s and the fraction of the roofline measured in the same run.\n";

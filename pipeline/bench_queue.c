@@ -11,6 +11,13 @@
  * without the result row, prepared with generic plans as folio's are —
  * the floor folio's per-job overhead is judged against.
  *
+ * Poolers: with --pooler-db CONNINFO (a transaction-mode PgBouncer in
+ * front of the same server) every level runs twice, direct and through the
+ * pooler in --pooler transaction mode, and the pooled line carries the
+ * ratio of the two cycle rates. --claim-batch K claims K jobs per
+ * statement and completes them with one queue_complete_many round trip.
+ * Claim latency is reported as p50/p99/max over every claim statement.
+ *
  * Isolation: jobs use model key "bench-<pid>" and documents with media type
  * application/x-folio-bench, all deleted at the end, so the bench can run
  * against a database that holds real work (real workers never claim
@@ -34,16 +41,28 @@ static const char USAGE[] =
     "and the same loop in pgbench. Needs a migrated database (folio migrate).\n"
     "\n"
     "  --db CONNINFO     PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --workers LIST    concurrency levels (default 1,4,16)\n"
+    "  --workers LIST    concurrency levels (default 1,4,16; up to 1000)\n"
     "  --seconds S       measuring time per level (default 5)\n"
+    "  --pooler-db CONNINFO  also run every level through this transaction-mode\n"
+    "                    pooler (PgBouncer) in front of the same database\n"
+    "  --claim-batch K   jobs per claim statement, completed in one round trip (default 1)\n"
+    "  --think-ms MS     each worker pauses this long after a cycle, as if a GPU were\n"
+    "                    classifying (default 0: a saturation test)\n"
     "  --no-pgbench      skip the pgbench comparison\n";
+
+#define BENCH_MAX_BATCH 64
+#define BENCH_MAX_SAMPLES 100000
 
 struct bench_thread {
     const char *conninfo;
+    enum db_pooler pooler;
+    int batch, think_ms;
     const char *model_key;
+    double *claim_samples; /* per claim statement, ms */
+    int nsamples, max_samples;
     double end_ms;
     _Atomic int *go;
-    long long cycles;
+    long long cycles, claims;
     double claim_ms, complete_ms;
     int errors;
     char error[256];
@@ -54,7 +73,7 @@ static void *bench_worker(void *arg)
     struct bench_thread *b = arg;
     PGconn *c = NULL;
     struct folio_err err = {0};
-    if (db_connect(b->conninfo, "folio-bench-queue", &c, &err)) {
+    if (db_open(b->conninfo, b->pooler, "folio-bench-queue", &c, &err)) {
         b->errors++;
         snprintf(b->error, sizeof b->error, "%s", err.msg);
         return NULL;
@@ -67,28 +86,48 @@ static void *bench_worker(void *arg)
                                .ocr_confidence = -1, .ocr_orientation = -1, .timings_json = "{}"};
     while (!atomic_load(b->go))
         folio_sleep_ms(1);
+    struct queue_job j[BENCH_MAX_BATCH];
+    const struct queue_job *jp[BENCH_MAX_BATCH];
+    const struct queue_result *rp[BENCH_MAX_BATCH];
+    int acc[BENCH_MAX_BATCH];
+    for (int i = 0; i < BENCH_MAX_BATCH; i++) {
+        jp[i] = &j[i];
+        rp[i] = &res;
+    }
     while (folio_mono_ms() < b->end_ms) {
-        struct queue_job j;
-        int n = 0, acc = 0;
+        int n = 0;
         double t0 = folio_mono_ms();
-        if (queue_claim(c, &q, 0, 1, &j, &n, &err)) {
+        if (queue_claim(c, &q, 0, b->batch, j, &n, &err)) {
             b->errors++;
             snprintf(b->error, sizeof b->error, "%s", err.msg);
             break;
         }
         double t1 = folio_mono_ms();
+        if (b->nsamples < b->max_samples)
+            b->claim_samples[b->nsamples++] = t1 - t0;
         if (n == 0) {
             snprintf(b->error, sizeof b->error, "ran out of seeded jobs");
             break;
         }
-        if (queue_complete(c, &j, 0, &res, &acc, &err) || !acc) {
+        if (queue_complete_many(c, jp, 0, rp, n, acc, &err)) {
             b->errors++;
-            snprintf(b->error, sizeof b->error, "%s", acc ? err.msg : "completion refused");
+            snprintf(b->error, sizeof b->error, "%s", err.msg);
+            break;
+        }
+        int refused = 0;
+        for (int i = 0; i < n; i++)
+            refused += !acc[i];
+        if (refused) {
+            b->errors++;
+            snprintf(b->error, sizeof b->error, "%d completions refused", refused);
             break;
         }
         b->claim_ms += t1 - t0;
         b->complete_ms += folio_mono_ms() - t1;
-        b->cycles++;
+        b->cycles += n;
+        b->claims++;
+        if (b->think_ms)
+            folio_sleep_ms(b->think_ms);
     }
     PQfinish(c);
     return NULL;
@@ -223,16 +262,140 @@ static double run_pgbench(const char *conninfo, const char *mk, int clients, int
     return tps;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Where a level runs: the database directly or through a pooler. */
+struct bench_target {
+    const char *conninfo;
+    enum db_pooler pooler;
+    const char *name; /* "direct" | "pgbouncer" */
+};
+
+/* One level: seeds, runs W threads for `seconds`, prints the folio line.
+ * *rate gets cycles/s. */
+static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, int W, int seconds, int batch,
+                     int think_ms, double direct_rate, double *rate, struct folio_err *err)
+{
+    /* Enough jobs that no level runs dry on a small machine; a run
+     * that does anyway says so in "note". */
+    long long want = (long long)seconds * 5000LL * (batch > 1 ? 3 : 1) + 2000;
+    if (think_ms > 0) /* a paced fleet needs only what it can reach */
+        want = (long long)W * batch * ((long long)seconds * 1000 / think_ms + 2) + 2000;
+    int rc = cleanup(c, mk, err);
+    if (!rc)
+        rc = seed(c, mk, want, err);
+    if (rc)
+        return rc;
+    struct bench_thread *bt = calloc((size_t)W, sizeof *bt);
+    pthread_t *tid = calloc((size_t)W, sizeof *tid);
+    /* claim latencies: up to BENCH_MAX_SAMPLES per thread, fewer when many */
+    int per = W > 16 ? BENCH_MAX_SAMPLES / 16 : BENCH_MAX_SAMPLES;
+    double *samples = calloc((size_t)W * (size_t)per, sizeof *samples);
+    _Atomic int go = 0;
+    if (!bt || !tid || !samples) {
+        free(bt);
+        free(tid);
+        free(samples);
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot start %d bench threads", W);
+    }
+    int started = 0;
+    for (int i = 0; i < W; i++) {
+        bt[i] = (struct bench_thread){.conninfo = tg->conninfo, .pooler = tg->pooler, .batch = batch, .think_ms = think_ms,
+                                      .model_key = mk, .go = &go, .claim_samples = samples + (size_t)i * (size_t)per,
+                                      .max_samples = per};
+        if (pthread_create(&tid[i], NULL, bench_worker, &bt[i]) == 0)
+            started++;
+    }
+    folio_sleep_ms(300 + 10 * W); /* connections up */
+    double t0 = folio_mono_ms();
+    for (int i = 0; i < W; i++)
+        bt[i].end_ms = t0 + seconds * 1000.0;
+    atomic_store(&go, 1);
+    long long cycles = 0, claims = 0;
+    double claim = 0, complete = 0;
+    int errors = 0, ns = 0;
+    const char *why = NULL;
+    for (int i = 0; i < started; i++) {
+        pthread_join(tid[i], NULL);
+        cycles += bt[i].cycles;
+        claims += bt[i].claims;
+        claim += bt[i].claim_ms;
+        complete += bt[i].complete_ms;
+        errors += bt[i].errors;
+        if (bt[i].error[0])
+            why = bt[i].error;
+        /* compact the samples to the front */
+        memmove(samples + ns, bt[i].claim_samples, sizeof *samples * (size_t)bt[i].nsamples);
+        ns += bt[i].nsamples;
+    }
+    double secs = (folio_mono_ms() - t0) / 1000.0;
+    qsort(samples, (size_t)ns, sizeof *samples, cmp_double);
+    *rate = cycles / secs;
+    struct json_buf b;
+    json_init(&b);
+    json_raw(&b, "{\"bench\":\"queue\",\"impl\":\"folio\",\"via\":");
+    json_str(&b, tg->name);
+    json_raw(&b, ",\"workers\":");
+    json_num(&b, W);
+    json_raw(&b, ",\"claim_batch\":");
+    json_num(&b, batch);
+    json_raw(&b, ",\"think_ms\":");
+    json_num(&b, think_ms);
+    json_raw(&b, ",\"seconds\":");
+    json_num(&b, secs);
+    json_raw(&b, ",\"cycles\":");
+    json_num(&b, (double)cycles);
+    json_raw(&b, ",\"cycles_per_s\":");
+    json_num(&b, *rate);
+    if (direct_rate > 0) {
+        json_raw(&b, ",\"ratio_to_direct\":");
+        json_num(&b, *rate / direct_rate);
+    }
+    json_raw(&b, ",\"per_job_overhead_ms\":");
+    json_num(&b, cycles ? (claim + complete) / cycles : NAN);
+    json_raw(&b, ",\"claim_ms\":");
+    json_num(&b, claims ? claim / claims : NAN);
+    json_raw(&b, ",\"claim_ms_p50\":");
+    json_num(&b, ns ? samples[ns / 2] : NAN);
+    json_raw(&b, ",\"claim_ms_p99\":");
+    json_num(&b, ns ? samples[(int)(ns * 0.99)] : NAN);
+    json_raw(&b, ",\"claim_ms_max\":");
+    json_num(&b, ns ? samples[ns - 1] : NAN);
+    json_raw(&b, ",\"complete_ms\":");
+    json_num(&b, claims ? complete / claims : NAN);
+    json_raw(&b, ",\"errors\":");
+    json_num(&b, errors);
+    if (why) {
+        json_raw(&b, ",\"note\":");
+        json_str(&b, why);
+    }
+    json_raw(&b, ",");
+    machine_json(c, &b);
+    json_raw(&b, "}");
+    emit(&b);
+    free(bt);
+    free(tid);
+    free(samples);
+    return 0;
+}
+
 int bench_queue(int argc, char **argv)
 {
     static const struct option opts[] = {{"db", required_argument, 0, 1000},
                                          {"workers", required_argument, 0, 1001},
                                          {"seconds", required_argument, 0, 1002},
                                          {"no-pgbench", no_argument, 0, 1003},
+                                         {"pooler-db", required_argument, 0, 1004},
+                                         {"claim-batch", required_argument, 0, 1005},
+                                         {"think-ms", required_argument, 0, 1006},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *db = NULL, *wl = "1,4,16";
-    int seconds = 5, pgb = 1, ch;
+    const char *db = NULL, *wl = "1,4,16", *pooler_db = NULL;
+    int seconds = 5, pgb = 1, batch = 1, think_ms = 0, ch;
     long long v;
     optind = 1;
     opterr = 0;
@@ -247,6 +410,17 @@ int bench_queue(int argc, char **argv)
             seconds = (int)v;
             break;
         case 1003: pgb = 0; break;
+        case 1004: pooler_db = optarg; break;
+        case 1005:
+            if (folio_parse_int(optarg, 1, BENCH_MAX_BATCH, &v))
+                return cli_usage_error("bench queue", "--claim-batch wants 1..%d, got '%s'", BENCH_MAX_BATCH, optarg);
+            batch = (int)v;
+            break;
+        case 1006:
+            if (folio_parse_int(optarg, 0, 600000, &v))
+                return cli_usage_error("bench queue", "--think-ms wants 0..600000, got '%s'", optarg);
+            think_ms = (int)v;
+            break;
         default: return cli_usage_error("bench queue", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
@@ -255,8 +429,8 @@ int bench_queue(int argc, char **argv)
     snprintf(wbuf, sizeof wbuf, "%s", wl);
     char *save = NULL;
     for (char *t = strtok_r(wbuf, ",", &save); t && nl < 16; t = strtok_r(NULL, ",", &save)) {
-        if (folio_parse_int(t, 1, 256, &v))
-            return cli_usage_error("bench queue", "--workers wants numbers 1..256, got '%s'", t);
+        if (folio_parse_int(t, 1, 1000, &v))
+            return cli_usage_error("bench queue", "--workers wants numbers 1..1000, got '%s'", t);
         levels[nl++] = (int)v;
     }
     const char *conninfo = db_conninfo(db);
@@ -269,81 +443,19 @@ int bench_queue(int argc, char **argv)
     char mk[32], mkp[40];
     snprintf(mk, sizeof mk, "bench-%d", (int)getpid());
     snprintf(mkp, sizeof mkp, "%s-pgbench", mk);
+    const struct bench_target direct = {conninfo, DB_POOLER_NONE, "direct"};
+    const struct bench_target pooled = {pooler_db, DB_POOLER_TRANSACTION, "pgbouncer"};
     int rc = 0;
     for (int li = 0; li < nl && !rc; li++) {
         int W = levels[li];
-        /* Enough jobs that no level runs dry on a small machine; a run
-         * that does anyway says so in "note". */
-        long long want = (long long)seconds * 5000LL + 2000;
-        rc = cleanup(c, mk, &err);
-        if (!rc)
-            rc = seed(c, mk, want, &err);
+        double rate = 0, prate = 0;
+        rc = run_level(c, &direct, mk, W, seconds, batch, think_ms, 0, &rate, &err);
+        if (!rc && pooler_db)
+            rc = run_level(c, &pooled, mk, W, seconds, batch, think_ms, rate, &prate, &err);
         if (rc)
             break;
-        struct bench_thread *bt = calloc((size_t)W, sizeof *bt);
-        pthread_t *tid = calloc((size_t)W, sizeof *tid);
-        _Atomic int go = 0;
-        if (!bt || !tid) {
-            free(bt);
-            free(tid);
-            rc = folio_err_set(&err, FOLIO_ENOMEM, "cannot start %d bench threads", W);
-            break;
-        }
-        int started = 0;
-        for (int i = 0; i < W; i++) {
-            bt[i] = (struct bench_thread){.conninfo = conninfo, .model_key = mk, .go = &go};
-            if (pthread_create(&tid[i], NULL, bench_worker, &bt[i]) == 0)
-                started++;
-        }
-        folio_sleep_ms(300); /* connections up */
-        double t0 = folio_mono_ms();
-        for (int i = 0; i < W; i++)
-            bt[i].end_ms = t0 + seconds * 1000.0;
-        atomic_store(&go, 1);
-        long long cycles = 0;
-        double claim = 0, complete = 0;
-        int errors = 0;
-        const char *why = NULL;
-        for (int i = 0; i < started; i++) {
-            pthread_join(tid[i], NULL);
-            cycles += bt[i].cycles;
-            claim += bt[i].claim_ms;
-            complete += bt[i].complete_ms;
-            errors += bt[i].errors;
-            if (bt[i].error[0])
-                why = bt[i].error;
-        }
-        double secs = (folio_mono_ms() - t0) / 1000.0;
-        struct json_buf b;
-        json_init(&b);
-        json_raw(&b, "{\"bench\":\"queue\",\"impl\":\"folio\",\"workers\":");
-        json_num(&b, W);
-        json_raw(&b, ",\"seconds\":");
-        json_num(&b, secs);
-        json_raw(&b, ",\"cycles\":");
-        json_num(&b, (double)cycles);
-        json_raw(&b, ",\"cycles_per_s\":");
-        json_num(&b, cycles / secs);
-        json_raw(&b, ",\"per_job_overhead_ms\":");
-        json_num(&b, cycles ? (claim + complete) / cycles : NAN);
-        json_raw(&b, ",\"claim_ms\":");
-        json_num(&b, cycles ? claim / cycles : NAN);
-        json_raw(&b, ",\"complete_ms\":");
-        json_num(&b, cycles ? complete / cycles : NAN);
-        json_raw(&b, ",\"errors\":");
-        json_num(&b, errors);
-        if (why) {
-            json_raw(&b, ",\"note\":");
-            json_str(&b, why);
-        }
-        json_raw(&b, ",");
-        machine_json(c, &b);
-        json_raw(&b, "}");
-        emit(&b);
-        free(bt);
-        free(tid);
-
         if (pgb) {
+            long long want = (long long)seconds * 5000LL + 2000;
             rc = cleanup(c, mkp, &err);
             if (!rc)
                 rc = seed(c, mkp, want * 2, &err);
@@ -351,6 +463,7 @@ int bench_queue(int argc, char **argv)
                 break;
             char pwhy[600] = "";
             double tps = run_pgbench(conninfo, mkp, W, seconds, pwhy, sizeof pwhy);
+            struct json_buf b;
             json_init(&b);
             json_raw(&b, "{\"bench\":\"queue\",\"impl\":\"pgbench\",\"workers\":");
             json_num(&b, W);

@@ -15,6 +15,12 @@
  * trained on the generated text itself (--merges N, default 4000) and
  * loaded through the same GGUF path, so the bench runs anywhere; its
  * numbers are labelled "synthetic".
+ *
+ * The scaling case encodes hostile texts (a long run of mixed combining
+ * marks after one letter, whitespace runs with newlines, one long
+ * punctuation run, one long word) at four sizes, each 4x the last, and
+ * reports CPU ns per byte at each: flat means linear time, a 4x rise per
+ * step means quadratic (what the NFC insertion sort used to do on marks).
  */
 #include "engine/model/gguf.h"
 #include "engine/model/tokenizer.h"
@@ -28,7 +34,8 @@
 
 static const char USAGE[] =
     "usage: folio bench tokenizer [--model FILE.gguf] [--bytes N] [--seconds S] [--merges N]\n"
-    "                             [--pad-vocab N]\n"
+    "                             [--pad-vocab N] [--case all|throughput|scaling]\n"
+    "                             [--scaling-bytes N]\n"
     "\n"
     "Tokenises generated OCR-like UTF-8 text page by page on one core and prints\n"
     "two JSON lines (without and with the per-thread piece cache): MB/s of input\n"
@@ -39,7 +46,10 @@ static const char USAGE[] =
     "  --seconds S    minimum measuring time (default 2)\n"
     "  --merges N     merges for the synthetic vocabulary (default 4000)\n"
     "  --pad-vocab N  add N tokens + merges that never fire, to reach a real\n"
-    "                 vocabulary's table sizes (Qwen2: --pad-vocab 147000)\n";
+    "                 vocabulary's table sizes (Qwen2: --pad-vocab 147000)\n"
+    "  --case C       throughput (the two lines above), scaling (one line per hostile\n"
+    "                 text: CPU ns/byte at 4 sizes), or all (default)\n"
+    "  --scaling-bytes N  largest scaling size (default 1280KiB: 20, 80, 320, 1280 KiB)\n";
 
 /* ------------------------------------------------------------ the text */
 
@@ -504,6 +514,44 @@ static int synthetic_tokenizer(const char *text, size_t len, int n_merges, int n
     return rc;
 }
 
+/* ------------------------------------------------------ hostile texts */
+
+static const char *const HOSTILE_NAME[TOK_HOSTILE_N] = {"marks", "spaces", "punct", "word"};
+
+const char *bench_tok_hostile_name(int kind)
+{
+    return kind >= 0 && kind < TOK_HOSTILE_N ? HOSTILE_NAME[kind] : "?";
+}
+
+/* marks: "a" + (U+0301 U+0323 U+0327 U+031B)*k, one NFC run of four
+ * classes and then one pre-token; spaces: blanks, tabs and newlines;
+ * punct: one punctuation pre-token; word: one letter pre-token. The last
+ * two are single pieces as long as the text (BPE's heap path). */
+char *bench_tok_hostile(int kind, size_t n, size_t *len)
+{
+    static const char *const UNIT[TOK_HOSTILE_N] = {
+        [TOK_HOSTILE_MARKS] = "\xcc\x81\xcc\xa3\xcc\xa7\xcc\x9b",
+        [TOK_HOSTILE_SPACES] = "  \n \t\n   ",
+        [TOK_HOSTILE_PUNCT] = "!?.-",
+        [TOK_HOSTILE_WORD] = "abhe",
+    };
+    if (kind < 0 || kind >= TOK_HOSTILE_N)
+        return NULL;
+    char *s = malloc(n + 16);
+    if (!s)
+        return NULL;
+    size_t k = 0, ul = strlen(UNIT[kind]);
+    if (kind == TOK_HOSTILE_MARKS)
+        s[k++] = 'a';
+    while (k + ul <= n) {
+        memcpy(s + k, UNIT[kind], ul);
+        k += ul;
+    }
+    s[k] = 0;
+    *len = k;
+    return s;
+}
+
 /* ------------------------------------------------------------- the bench */
 
 /* s as the inside of a JSON string (quotes, backslashes, controls escaped). */
@@ -582,6 +630,58 @@ static int measure(const struct tok *t, struct tok_cache *cache, const char *tex
     return rc;
 }
 
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One JSON line per hostile text: best-of-3 CPU time at max/64, max/16,
+ * max/4 and max bytes. */
+static int scaling(const struct tok *t, size_t max, const char *host, const char *cpu,
+                   struct folio_err *err)
+{
+    for (int kind = 0; kind < TOK_HOSTILE_N; kind++) {
+        char line[2048];
+        int k = snprintf(line, sizeof line, "{\"bench\":\"tokenizer_scaling\",\"case\":\"%s\","
+                         "\"n_vocab\":%u,\"unicode\":{\"regex\":\"%s\",\"nfc\":\"%s\"}",
+                         bench_tok_hostile_name(kind), tok_n_vocab(t), tok_unicode_regex_version(),
+                         tok_unicode_nfc_version());
+        double nsb[4];
+        size_t sizes[4];
+        for (int step = 0; step < 4; step++) {
+            size_t len;
+            char *text = bench_tok_hostile(kind, max >> (2 * (3 - step)), &len);
+            if (!text)
+                return folio_err_set(err, FOLIO_ENOMEM, "out of memory for %zu bytes of text", max);
+            double best = 1e30;
+            for (int rep = 0; rep < 3; rep++) {
+                struct tok_ids ids = {0};
+                double c0 = process_cpu_s();
+                int rc = tok_encode(t, text, len, 1, &ids, err);
+                double el = process_cpu_s() - c0;
+                tok_ids_free(&ids);
+                if (rc) {
+                    free(text);
+                    return rc;
+                }
+                best = el < best ? el : best;
+            }
+            free(text);
+            sizes[step] = len;
+            nsb[step] = best * 1e9 / (double)(len ? len : 1);
+        }
+        k += snprintf(line + k, sizeof line - (size_t)k, ",\"bytes\":[%zu,%zu,%zu,%zu],"
+                      "\"cpu_ns_per_byte\":[%.2f,%.2f,%.2f,%.2f],\"growth\":%.2f,"
+                      "\"host\":\"%s\",\"cpu\":\"%s\"}", sizes[0], sizes[1], sizes[2], sizes[3],
+                      nsb[0], nsb[1], nsb[2], nsb[3], nsb[0] > 0 ? nsb[3] / nsb[0] : 0.0, host, cpu);
+        puts(line);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int bench_tokenizer(int argc, char **argv)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -589,12 +689,16 @@ int bench_tokenizer(int argc, char **argv)
                                          {"seconds", required_argument, 0, 's'},
                                          {"merges", required_argument, 0, 'n'},
                                          {"pad-vocab", required_argument, 0, 'p'},
+                                         {"case", required_argument, 0, 'c'},
+                                         {"scaling-bytes", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL;
     uint64_t bytes = 1 << 20;
     double seconds = 2.0;
     long long merges = 4000, pad = 0;
+    uint64_t scaling_max = 1280u << 10;
+    int do_throughput = 1, do_scaling = 1;
     optind = 1;
     opterr = 0;
     int ch;
@@ -628,6 +732,19 @@ int bench_tokenizer(int argc, char **argv)
             if (folio_parse_int(optarg, 0, 1000000, &pad) != 0)
                 return cli_usage_error("bench tokenizer", "--pad-vocab wants 0..1000000, got '%s'",
                                        optarg);
+            break;
+        case 'c':
+            if (strcmp(optarg, "all") && strcmp(optarg, "throughput") && strcmp(optarg, "scaling"))
+                return cli_usage_error("bench tokenizer", "--case wants all, throughput or "
+                                       "scaling, got '%s'", optarg);
+            do_throughput = strcmp(optarg, "scaling") != 0;
+            do_scaling = strcmp(optarg, "throughput") != 0;
+            break;
+        case 'S':
+            if (folio_parse_size(optarg, &scaling_max) != 0 || scaling_max < (64u << 10) ||
+                scaling_max > (256ull << 20))
+                return cli_usage_error("bench tokenizer", "--scaling-bytes wants 64KiB..256MiB, "
+                                       "got '%s'", optarg);
             break;
         default:
             return cli_usage_error("bench tokenizer", "unknown or incomplete option '%s'",
@@ -681,7 +798,7 @@ int bench_tokenizer(int argc, char **argv)
     char cpu[256], host[256] = "unknown", qm[600], qh[600], qc[600];
     cpu_model(cpu, sizeof cpu);
     gethostname(host, sizeof host - 1);
-    for (int cached = 0; cached < 2 && rc == 0; cached++) {
+    for (int cached = 0; cached < 2 && rc == 0 && do_throughput; cached++) {
         struct tok_cache *cache = cached ? tok_cache_new() : NULL;
         if (cached && !cache) {
             rc = folio_err_set(&err, FOLIO_ENOMEM, "out of memory");
@@ -707,6 +824,9 @@ int bench_tokenizer(int argc, char **argv)
                json_esc(qc, sizeof qc, cpu));
         fflush(stdout);
     }
+    if (rc == 0 && do_scaling)
+        rc = scaling(t, (size_t)scaling_max, json_esc(qh, sizeof qh, host),
+                     json_esc(qc, sizeof qc, cpu), &err);
     if (rc)
         folio_err_print(stderr, &err);
     tok_ids_free(&ids);

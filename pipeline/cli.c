@@ -24,3 +24,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     return FOLIO_EXIT_USAGE;
 }
+
+int cli_connect(const char *db_flag, const char *app_name, PGconn **out)
+{
+    struct folio_err err = {0};
+    if (db_connect(db_conninfo(db_flag), app_name, out, &err) == 0)
+        return FOLIO_EXIT_OK;
+    folio_err_print(stderr, &err);
+    return FOLIO_EXIT_FAIL;
+}

@@ -37,10 +37,14 @@ static const char USAGE[] =
     "                       device such as llvmpipe allows it)\n"
     "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600);\n"
     "                       larger pages are downscaled\n"
+    "  --gpu-weights M      auto (default) | f16 | native: matrices expanded to f16 at\n"
+    "                       load for the tensor-core GEMM, or kept as stored\n"
     "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
     "                       path=vision|gpu, reason=)\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
-    "  --ocr-max-pages N    pages OCR'd per file (default 10)\n";
+    "  --ocr-max-pages N    pages OCR'd per file (default 10)\n"
+    "  --max-text-bytes N|PAGE,DOC  text kept per page and per file for the text tiers\n"
+    "                       (default 64KiB,512KiB); cuts show in pages.text_cut\n";
 
 /* Mirrors the seed rows of schema/001_init.sql (test_classify_cli checks). */
 static const struct {
@@ -156,7 +160,7 @@ static void print_error(const char *file, const struct folio_err *e)
 }
 
 static int classify_file(const char *file, struct ocr_engine *ocr, struct engine *eng, int full, int max_pages,
-                         struct folio_err *err)
+                         const size_t caps[2], struct folio_err *err)
 {
     uint8_t *data = NULL;
     size_t len = 0;
@@ -172,7 +176,8 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
         free(data);
         return rc;
     }
-    struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages};
+    struct doc_text_ctx tc = {.ocr = ocr, .data = data, .len = len, .pages = info.pages, .max_pages = max_pages,
+                              .max_page_bytes = caps[0], .max_doc_bytes = caps[1]};
     struct doc_page_ctx pc = {.data = data, .len = len};
     struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
     struct engine_result er;
@@ -206,10 +211,8 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
     json_raw(&b, ",");
     json_key(&b, "orientation");
     json_num(&b, er.text.orientation);
-    char pages[160];
-    snprintf(pages, sizeof pages, ",\"pages\":{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d}", info.pages,
-             er.text.pages_read, er.text.pages_skipped, er.text.pages_timed_out);
-    json_raw(&b, pages);
+    json_raw(&b, ",\"pages\":");
+    worker_pages_json(&er.text, info.pages, &b);
     if (full) {
         json_raw(&b, ",");
         json_key(&b, "scores");
@@ -272,6 +275,8 @@ int cmd_classify(int argc, char **argv)
         {"ocr-max-pages", required_argument, 0, 1006},
         {"max-image-tokens", required_argument, 0, 1007},
         {"gate-file", required_argument, 0, 1008},
+        {"gpu-weights", required_argument, 0, 1040},
+        {"max-text-bytes", required_argument, 0, 1009},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -280,6 +285,8 @@ int cmd_classify(int argc, char **argv)
     const char *labels_path = NULL, *lang = "eng", *model = NULL, *mmproj = NULL;
     const char *device = NULL, *gate_file = NULL;
     uint32_t max_image_tokens = 0;
+    int gpu_weights = 0;
+    size_t caps[2] = {0, 0};
     long long v;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
@@ -296,12 +303,21 @@ int cmd_classify(int argc, char **argv)
             max_image_tokens = (uint32_t)v;
             break;
         case 1008: gate_file = optarg; break;
+        case 1040:
+            if ((gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
+                return cli_usage_error("classify", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
+            break;
         case 1004: lang = optarg; break;
         case 1005: labels_path = optarg; break;
         case 1006:
             if (folio_parse_int(optarg, 1, 100000, &v))
                 return cli_usage_error("classify", "--ocr-max-pages wants 1..100000, got '%s'", optarg);
             max_pages = (int)v;
+            break;
+        case 1009:
+            if (doc_text_parse_caps(optarg, &caps[0], &caps[1]))
+                return cli_usage_error("classify", "--max-text-bytes wants N or PAGE,DOC, sizes of "
+                                       "1..64MiB such as 64KiB,512KiB, got '%s'", optarg);
             break;
         default:
             return cli_usage_error("classify", "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -328,7 +344,7 @@ int cmd_classify(int argc, char **argv)
     struct engine_models *models = NULL;
     struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = device,
                                       .allow_cpu = device != NULL, .max_image_tokens = max_image_tokens,
-                                      .gate_file = gate_file};
+                                      .gate_file = gate_file, .gpu_weights = gpu_weights};
     struct engine_config cfg = {.model_path = model, .mmproj_path = mmproj};
     if (model || mmproj) {
         if (engine_models_open(&mc, &models, &err)) {
@@ -348,7 +364,7 @@ int cmd_classify(int argc, char **argv)
     int failed = 0;
     for (int i = optind; i < argc; i++) {
         folio_err_clear(&err);
-        if (classify_file(argv[i], ocr, eng, full, max_pages, &err)) {
+        if (classify_file(argv[i], ocr, eng, full, max_pages, caps, &err)) {
             print_error(argv[i], &err);
             failed++;
         }

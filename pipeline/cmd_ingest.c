@@ -1,5 +1,6 @@
 /* folio ingest: options -> struct ingest_run_opts -> ingest_run (ingest_run.c). */
 #include "pipeline/ingest_run.h"
+#include "pipeline/metrics.h"
 
 #include <getopt.h>
 #include <stdbool.h>
@@ -13,6 +14,8 @@ static const char USAGE[] =
     "file), or rejects it with a reason under DIR/.folio/rejected/.\n"
     "\n"
     "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
+    "  --pooler MODE        transaction: --db is a transaction-mode pooler such as\n"
+    "                       PgBouncer (default $FOLIO_DB_POOLER, else none)\n"
     "  --watch              keep running: inotify plus periodic rescans\n"
     "  --recursive          descend into subdirectories\n"
     "  --rescan SECONDS     full rescan period in --watch mode (default 60)\n"
@@ -28,6 +31,9 @@ static const char USAGE[] =
     "  --db-wait SECONDS    one-shot: give up after the database was unreachable this\n"
     "                       long (default 60; --watch retries for ever)\n"
     "  --progress / --no-progress   progress line on stderr (default: when a TTY)\n"
+    "  --metrics-listen ADDR:PORT   serve /metrics (Prometheus), /healthz, /readyz\n"
+    "  --instance NAME      settings from [ingest.NAME] of the configuration file,\n"
+    "                       where 'dir' may name DIR (see 'folio config --help')\n"
     "\n"
     "Formats are recognised by content: JPEG, PNG, TIFF (all pages), PNM, WebP,\n"
     "GIF, BMP. Hidden files, *.part, *.tmp and ~$* are ignored. After the database\n"
@@ -36,9 +42,8 @@ static const char USAGE[] =
     "Exit status: 0 when the run completed (rejections included), 1 when it could\n"
     "not (database unreachable past --db-wait, unreadable DIR), 2 usage.\n";
 
-int cmd_ingest(int argc, char **argv)
-{
-    static const struct option opts[] = {
+/* File scope: the config layer reads the keys [ingest] accepts from it. */
+static const struct option opts[] = {
         {"db", required_argument, 0, 1000},
         {"watch", no_argument, 0, 1001},
         {"recursive", no_argument, 0, 1002},
@@ -55,11 +60,19 @@ int cmd_ingest(int argc, char **argv)
         {"db-wait", required_argument, 0, 1013},
         {"progress", no_argument, 0, 1014},
         {"no-progress", no_argument, 0, 1015},
+        {"metrics-listen", required_argument, 0, 1016},
+        {"pooler", required_argument, 0, 1030},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+
+const struct option *cmd_ingest_options(void) { return opts; }
+
+int cmd_ingest(int argc, char **argv)
+{
     struct ingest_run_opts o;
     ingest_run_opts_default(&o);
-    const char *db = NULL;
+    const char *db = NULL, *pooler = NULL;
+    const char *metrics_listen = NULL;
     long long v;
     optind = 1;
     opterr = 0;
@@ -70,6 +83,7 @@ int cmd_ingest(int argc, char **argv)
             fputs(USAGE, stdout);
             return FOLIO_EXIT_OK;
         case 1000: db = optarg; break;
+        case 1030: pooler = optarg; break;
         case 1001: o.watch = 1; break;
         case 1002: o.recursive = 1; break;
         case 1003:
@@ -134,6 +148,13 @@ int cmd_ingest(int argc, char **argv)
             break;
         case 1014: o.progress = 1; break;
         case 1015: o.progress = 0; break;
+        case 1016: {
+            struct folio_err merr = {0};
+            if (metrics_parse_listen(optarg, &merr))
+                return cli_usage_error("ingest", "%s (%s)", merr.msg, merr.hint);
+            metrics_listen = optarg;
+            break;
+        }
         default:
             return cli_usage_error("ingest", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -144,10 +165,24 @@ int cmd_ingest(int argc, char **argv)
         return cli_usage_error("ingest", "unexpected argument '%s'", argv[optind + 1]);
     o.dir = argv[optind];
     o.conninfo = db_conninfo(db);
+    struct folio_err perr = {0};
+    if (db_pooler_resolve(pooler, &o.pooler, &perr)) {
+        folio_err_print(stderr, &perr);
+        return FOLIO_EXIT_USAGE;
+    }
 
     struct ingest_run_stats st;
     struct folio_err err = {0};
+    if (metrics_listen) {
+        struct metrics_cfg mc = {.listen = metrics_listen, .component = "ingest", .conninfo = o.conninfo,
+                                 .model_key = o.model_key, .device = NULL};
+        if (metrics_start(&mc, &o.metrics, NULL, &err)) {
+            folio_err_print(stderr, &err);
+            return FOLIO_EXIT_FAIL;
+        }
+    }
     int rc = ingest_run(&o, &st, &err);
+    metrics_stop(o.metrics);
     folio_log(FOLIO_LOG_INFO, "ingest_summary",
               "files=%llu accepted=%llu new_documents=%llu duplicates=%llu rejected=%llu bytes=%llu "
               "batches=%llu db_retries=%llu seconds=%.2f files_per_s=%.1f",

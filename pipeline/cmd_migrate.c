@@ -15,12 +15,16 @@ static const char USAGE[] =
     "  --dir DIR      read NNN_name.sql files from DIR instead of the built-in set\n"
     "  --dry-run      list pending migrations, apply nothing\n";
 
-int cmd_migrate(int argc, char **argv)
-{
-    static const struct option opts[] = {
+/* File scope: the config layer reads the keys [migrate] accepts from it. */
+static const struct option opts[] = {
         {"db", required_argument, 0, 'd'}, {"dir", required_argument, 0, 'D'},
         {"dry-run", no_argument, 0, 'n'},  {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+
+const struct option *cmd_migrate_options(void) { return opts; }
+
+int cmd_migrate(int argc, char **argv)
+{
     const char *db = NULL;
     struct migrate_opts mo = {0};
     optind = 1;

@@ -4,13 +4,21 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <unistd.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: folio status [--db CONNINFO]\n"
+    "usage: folio status [--db CONNINFO] [--json] [--watch [--interval S] [--count N]]\n"
     "\n"
     "Shows jobs per state, live workers, results per label and the latest\n"
-    "rejections and dead jobs.\n";
+    "rejections and dead jobs, plus throughput over the last minute and an\n"
+    "estimate of when the queue is empty at that rate.\n"
+    "\n"
+    "  --json         one JSON object (with --watch: one per line)\n"
+    "  --watch        refresh until interrupted\n"
+    "  --interval S   seconds between refreshes (default 2)\n"
+    "  --count N      stop after N refreshes (default: never)\n";
 
 /* Prints a result as an aligned text table; values are escaped so that a
  * hostile file name cannot move the cursor around the terminal. */
@@ -49,59 +57,161 @@ static void print_table(const char *title, PGresult *r)
     printf("\n");
 }
 
+/* File scope: the config layer reads the keys [status] accepts from it. */
+static const struct option opts[] = {
+        {"db", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
+        {"watch", no_argument, 0, 'w'},    {"interval", required_argument, 0, 'i'},
+        {"count", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+
+const struct option *cmd_status_options(void) { return opts; }
+
+static const struct {
+    const char *key, *title, *sql;
+} Q[] = {
+    {"jobs", "jobs", "SELECT model_key, state, jobs, backing_off, lease_expired, oldest::timestamp(0) "
+                     "FROM folio.queue_overview ORDER BY model_key, state"},
+    {"workers", "workers (alive)", "SELECT worker_id, host, pid, state, device, array_to_string(paths, ',') AS paths, "
+                                   "running, jobs_done, jobs_failed, heartbeat_at::timestamp(0) "
+                                   "FROM folio.worker_overview WHERE alive ORDER BY worker_id"},
+    {"labels", "results by label", "SELECT model_key, label, documents, avg_confidence, needs_review "
+                                   "FROM folio.label_summary ORDER BY documents DESC LIMIT 20"},
+    {"rejections", "latest rejections", "SELECT rejected_at::timestamp(0), reason, path_display AS path, message "
+                                        "FROM folio.rejections ORDER BY id DESC LIMIT 10"},
+    {"dead_jobs", "dead jobs", "SELECT job_id, document_id, attempts, path, last_error "
+                               "FROM folio.dead_jobs ORDER BY finished_at DESC NULLS LAST LIMIT 10"},
+    /* Throughput from the results table (done jobs may already be deleted
+     * by retention); the ETA is the runnable queue over that rate. */
+    {"throughput", "throughput (last minute)",
+     "SELECT t.results, t.pages, q.queued, CASE WHEN t.results > 0 THEN round(q.queued * 60.0 / t.results) "
+     "END AS eta_s FROM (SELECT count(*) AS results, coalesce(sum(d.pages), 0) AS pages FROM folio.results r "
+     "JOIN folio.documents d ON d.id = r.document_id WHERE r.created_at > now() - interval '1 minute') t, "
+     "(SELECT count(*) AS queued FROM folio.jobs WHERE state IN ('queued', 'running')) q"},
+};
+
+/* Row t as a JSON object; numbers and booleans keep their type. */
+static void json_row(struct json_buf *b, PGresult *r, int t)
+{
+    json_raw(b, "{");
+    for (int f = 0; f < PQnfields(r); f++) {
+        if (f)
+            json_raw(b, ",");
+        json_key(b, PQfname(r, f));
+        Oid ty = PQftype(r, f);
+        const char *v = PQgetvalue(r, t, f);
+        if (PQgetisnull(r, t, f))
+            json_raw(b, "null");
+        else if (ty == 16) /* bool */
+            json_raw(b, v[0] == 't' ? "true" : "false");
+        else if (ty == 20 || ty == 21 || ty == 23 || ty == 700 || ty == 701 || ty == 1700)
+            json_raw(b, v); /* int8, int2, int4, float4, float8, numeric: server text is valid JSON */
+        else
+            json_str(b, v);
+    }
+    json_raw(b, "}");
+}
+
+/* One snapshot, printed as tables or one JSON line. */
+static int status_once(PGconn *c, int as_json, struct folio_err *err)
+{
+    PGresult *res[sizeof Q / sizeof Q[0]] = {0};
+    int rc = 0;
+    PGresult *b = PQexec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    PQclear(b);
+    for (size_t i = 0; i < sizeof Q / sizeof Q[0] && !rc; i++) {
+        res[i] = PQexec(c, Q[i].sql);
+        if (PQresultStatus(res[i]) != PGRES_TUPLES_OK) {
+            db_err_from_result(res[i], c, "reading status", err);
+            res[i] = NULL;
+            if (strstr(err->msg, "42P01"))
+                folio_err_hint(err, "the schema is missing: run folio migrate first");
+            rc = FOLIO_EDB;
+        }
+    }
+    PQclear(PQexec(c, "COMMIT"));
+    if (!rc && as_json) {
+        struct json_buf j;
+        json_init(&j);
+        json_raw(&j, "{");
+        for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++) {
+            if (i)
+                json_raw(&j, ",");
+            json_key(&j, Q[i].key);
+            if (strcmp(Q[i].key, "throughput") == 0) { /* always one row: an object */
+                json_row(&j, res[i], 0);
+                continue;
+            }
+            json_raw(&j, "[");
+            for (int t = 0; t < PQntuples(res[i]); t++) {
+                if (t)
+                    json_raw(&j, ",");
+                json_row(&j, res[i], t);
+            }
+            json_raw(&j, "]");
+        }
+        json_raw(&j, "}\n");
+        if (j.oom)
+            rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory building the status JSON");
+        else
+            fwrite(j.s, 1, j.len, stdout);
+        json_free(&j);
+    } else if (!rc) {
+        for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
+            print_table(Q[i].title, res[i]);
+    }
+    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
+        PQclear(res[i]);
+    fflush(stdout);
+    return rc;
+}
+
 int cmd_status(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *db = NULL;
+    int as_json = 0, watch = 0;
+    double interval = 2;
+    long long count = 0;
     optind = 1;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (ch == 'd')
-            db = optarg;
-        else if (ch == 'h') {
-            fputs(USAGE, stdout);
-            return FOLIO_EXIT_OK;
-        } else
-            return cli_usage_error("status", "unknown or incomplete option '%s'", argv[optind - 1]);
+        switch (ch) {
+        case 'd': db = optarg; break;
+        case 'j': as_json = 1; break;
+        case 'w': watch = 1; break;
+        case 'i': {
+            char *end = NULL;
+            interval = strtod(optarg, &end);
+            if (end == optarg || *end || !(interval >= 0.1 && interval <= 86400))
+                return cli_usage_error("status", "--interval wants seconds from 0.1 to 86400, got '%s'", optarg);
+            break;
+        }
+        case 'n':
+            if (folio_parse_int(optarg, 1, 1000000000, &count))
+                return cli_usage_error("status", "--count wants a positive number, got '%s'", optarg);
+            break;
+        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
+        default: return cli_usage_error("status", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
     }
     if (optind < argc)
         return cli_usage_error("status", "unexpected argument '%s'", argv[optind]);
     struct folio_err err = {0};
     PGconn *c;
-    if (db_connect(db_conninfo(db), "folio-status", &c, &err)) {
-        folio_err_print(stderr, &err);
+    if (cli_connect(db, "folio-status", &c))
         return FOLIO_EXIT_FAIL;
-    }
-    static const struct {
-        const char *title, *sql;
-    } Q[] = {
-        {"jobs", "SELECT model_key, state, jobs, backing_off, lease_expired, oldest::timestamp(0) "
-                 "FROM folio.queue_overview ORDER BY model_key, state"},
-        {"workers (alive)", "SELECT worker_id, host, pid, state, device, array_to_string(paths, ',') AS paths, "
-                            "running, jobs_done, jobs_failed, heartbeat_at::timestamp(0) "
-                            "FROM folio.worker_overview WHERE alive ORDER BY worker_id"},
-        {"results by label", "SELECT model_key, label, documents, avg_confidence, needs_review "
-                             "FROM folio.label_summary ORDER BY documents DESC LIMIT 20"},
-        {"latest rejections", "SELECT rejected_at::timestamp(0), reason, path_display AS path, message "
-                              "FROM folio.rejections ORDER BY id DESC LIMIT 10"},
-        {"dead jobs", "SELECT job_id, document_id, attempts, path, last_error "
-                      "FROM folio.dead_jobs ORDER BY finished_at DESC NULLS LAST LIMIT 10"},
-    };
     int rc = FOLIO_EXIT_OK;
-    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++) {
-        PGresult *r = PQexec(c, Q[i].sql);
-        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            db_err_from_result(r, c, "reading status", &err);
-            if (strstr(err.msg, "42P01"))
-                folio_err_hint(&err, "the schema is missing: run folio migrate first");
+    for (long long n = 1;; n++) {
+        /* A terminal watch redraws in place; JSON lines and pipes append. */
+        if (watch && !as_json && isatty(STDOUT_FILENO))
+            fputs("\033[H\033[2J", stdout);
+        if (status_once(c, as_json, &err)) {
             folio_err_print(stderr, &err);
             rc = FOLIO_EXIT_FAIL;
             break;
         }
-        print_table(Q[i].title, r);
-        PQclear(r);
+        if (!watch || (count && n >= count))
+            break;
+        folio_sleep_ms((int64_t)(interval * 1000));
     }
     PQfinish(c);
     return rc;

@@ -1,4 +1,7 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
+#include "engine/engine.h"
+#include "pipeline/doctext.h"
+#include "pipeline/metrics.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -14,7 +17,14 @@ static const char USAGE[] =
     "--grace, releases the rest and exits 0. A second signal exits at once.\n"
     "\n"
     "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --batch N            jobs claimed at once, at most one per free OCR thread (default 1)\n"
+    "  --pooler MODE        transaction: --db is a transaction-mode pooler (PgBouncer\n"
+    "                       pool_mode = transaction): no prepared statements, no LISTEN\n"
+    "                       there (default $FOLIO_DB_POOLER, else none)\n"
+    "  --listen-db CONNINFO a direct connection used only to LISTEN for new jobs (wakes\n"
+    "                       workers behind a transaction pooler; polling stays the fallback)\n"
+    "  --claim-batch N      jobs claimed in one statement, at most one per free OCR thread;\n"
+    "                       N > 1 also writes results that finish together in one round\n"
+    "                       trip (default 1; --batch is the old name)\n"
     "  --lease SECONDS      job lease, renewed every lease/3 (default 60)\n"
     "  --grace SECONDS      time to finish in-flight jobs on SIGTERM (default 30)\n"
     "  --retain DURATION    delete done jobs older than this: 90s, 30m, 12h, 7d (default 7d)\n"
@@ -29,12 +39,23 @@ static const char USAGE[] =
     "                       device such as llvmpipe allows it)\n"
     "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600)\n"
     "  --gate-file FILE     extra driver-gate rules\n"
+    "  --gpu-weights M      auto (default) | f16 | native: model matrices expanded to f16\n"
+    "                       at load for the tensor-core GEMM (auto: when it fits), or kept\n"
+    "                       as stored (less memory, slower prefill)\n"
     "  --on-device-loss M   fallback (default): the document goes to the OCR tiers;\n"
     "                       release: it goes back to the queue for a healthy GPU\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10)\n"
-    "  --page-deadline MS   OCR time budget per page (default 60000)\n";
+    "  --max-text-bytes N|PAGE,DOC  text kept per page and per document for the text\n"
+    "                       tiers (default 64KiB,512KiB); cuts are recorded in the\n"
+    "                       result's ocr_pages.text_cut\n"
+    "  --page-deadline MS   OCR time budget per page (default 60000)\n"
+    "  --metrics-listen ADDR:PORT  serve /metrics (Prometheus), /healthz, /readyz\n"
+    "\n"
+    "Options may also come from the configuration file ([worker], [worker.NAME]\n"
+    "with --instance NAME; --config FILE) and FOLIO_<OPTION> variables: see\n"
+    "'folio config --help'.\n";
 
 /* "90", "90s", "30m", "12h", "7d" → seconds. */
 static int parse_duration(const char *s, double *out)
@@ -68,9 +89,8 @@ static int parse_pos_double(const char *s, double min, double *out)
     return 0;
 }
 
-int cmd_worker(int argc, char **argv)
-{
-    static const struct option opts[] = {
+/* File scope: the config layer reads the keys [worker] accepts from it. */
+static const struct option opts[] = {
         {"db", required_argument, 0, 1000},
         {"batch", required_argument, 0, 1001},
         {"lease", required_argument, 0, 1002},
@@ -91,11 +111,23 @@ int cmd_worker(int argc, char **argv)
         {"max-image-tokens", required_argument, 0, 1017},
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
+        {"gpu-weights", required_argument, 0, 1040},
+        {"max-text-bytes", required_argument, 0, 1020},
+        {"metrics-listen", required_argument, 0, 1041},
+        {"claim-batch", required_argument, 0, 1001},
+        {"pooler", required_argument, 0, 1042},
+        {"listen-db", required_argument, 0, 1043},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+
+const struct option *cmd_worker_options(void) { return opts; }
+
+int cmd_worker(int argc, char **argv)
+{
     struct worker_opts o;
     worker_opts_default(&o);
-    const char *db = NULL;
+    const char *db = NULL, *pooler = NULL;
+    const char *metrics_listen = NULL;
     optind = 1;
     opterr = 0;
     int ch;
@@ -108,7 +140,7 @@ int cmd_worker(int argc, char **argv)
         case 1000: db = optarg; break;
         case 1001:
             if (folio_parse_int(optarg, 1, 64, &v))
-                return cli_usage_error("worker", "--batch wants 1..64, got '%s'", optarg);
+                return cli_usage_error("worker", "--claim-batch wants 1..64, got '%s'", optarg);
             o.batch = (int)v;
             break;
         case 1002:
@@ -138,6 +170,17 @@ int cmd_worker(int argc, char **argv)
             o.max_image_tokens = (uint32_t)v;
             break;
         case 1018: o.gate_file = optarg; break;
+        case 1040:
+            if ((o.gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
+                return cli_usage_error("worker", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
+            break;
+        case 1041: {
+            struct folio_err merr = {0};
+            if (metrics_parse_listen(optarg, &merr))
+                return cli_usage_error("worker", "%s (%s)", merr.msg, merr.hint);
+            metrics_listen = optarg;
+            break;
+        }
         case 1019:
             if (strcmp(optarg, "fallback") == 0)
                 o.release_on_device_loss = 0;
@@ -145,6 +188,12 @@ int cmd_worker(int argc, char **argv)
                 o.release_on_device_loss = 1;
             else
                 return cli_usage_error("worker", "--on-device-loss takes fallback or release, not '%s'", optarg);
+            break;
+        case 1042: pooler = optarg; break;
+        case 1043:
+            if (!optarg[0])
+                return cli_usage_error("worker", "--listen-db wants a conninfo, got an empty string");
+            o.listen_conninfo = optarg;
             break;
         case 1010: o.ocr_lang = optarg; break;
         case 1011:
@@ -156,6 +205,11 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 1, 100000, &v))
                 return cli_usage_error("worker", "--ocr-max-pages wants 1..100000, got '%s'", optarg);
             o.ocr_max_pages = (int)v;
+            break;
+        case 1020:
+            if (doc_text_parse_caps(optarg, &o.max_page_text, &o.max_doc_text))
+                return cli_usage_error("worker", "--max-text-bytes wants N or PAGE,DOC, sizes of "
+                                       "1..64MiB such as 64KiB,512KiB, got '%s'", optarg);
             break;
         case 1013:
             if (parse_pos_double(optarg, 0, &o.queue.retry_base_s))
@@ -181,10 +235,25 @@ int cmd_worker(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error("worker", "unexpected argument '%s'", argv[optind]);
     o.conninfo = db_conninfo(db);
+    struct folio_err perr = {0};
+    if (db_pooler_resolve(pooler, &o.pooler, &perr)) {
+        folio_err_print(stderr, &perr);
+        return FOLIO_EXIT_USAGE;
+    }
     /* Expired leases are noticed within a lease plus a reaper period. */
     o.reap_s = o.queue.lease_s / 2 < 10 ? o.queue.lease_s / 2 : 10;
     struct folio_err err = {0};
-    if (worker_run(&o, &err)) {
+    if (metrics_listen) {
+        struct metrics_cfg mc = {.listen = metrics_listen, .component = "worker", .conninfo = o.conninfo,
+                                 .model_key = o.queue.model_key, .device = o.device};
+        if (metrics_start(&mc, &o.metrics, NULL, &err)) {
+            folio_err_print(stderr, &err);
+            return FOLIO_EXIT_FAIL;
+        }
+    }
+    int rc = worker_run(&o, &err);
+    metrics_stop(o.metrics);
+    if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }

@@ -1,9 +1,58 @@
 /* libpq connection helpers: one place that turns libpq failures into
- * folio errors with the server's detail and a hint. */
+ * folio errors with the server's detail and a hint.
+ *
+ * Pooler mode (--pooler transaction, $FOLIO_DB_POOLER): behind a
+ * transaction-mode pooler (PgBouncer 1.18 in Debian 12) consecutive
+ * transactions of one client may run on different server sessions, and a
+ * session's state leaks to whichever client gets that server next. A
+ * connection opened in that mode is marked (libpq instance data, so the
+ * mark travels with the PGconn and needs no global), and code that would
+ * leave session state asks db_pooled() first: the queue sends unnamed
+ * statements instead of named prepared ones, the worker does not LISTEN
+ * there. The only SET kept is the time zone, which PgBouncer tracks and
+ * re-applies per client. */
 #include "pipeline/pipeline.h"
 
+#include <libpq-events.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The mark's address is all that matters; nothing ever writes it. */
+static const char POOLED_MARK = 1;
+
+static int pooled_event(PGEventId id, void *info, void *pass)
+{
+    (void)id;
+    (void)info;
+    (void)pass;
+    return 1;
+}
+
+int db_pooler_parse(const char *s, enum db_pooler *out, struct folio_err *err)
+{
+    if (!s || !s[0] || strcmp(s, "none") == 0 || strcmp(s, "session") == 0) {
+        /* A session-mode pooler keeps one server per client: direct rules apply. */
+        *out = DB_POOLER_NONE;
+        return 0;
+    }
+    if (strcmp(s, "transaction") == 0) {
+        *out = DB_POOLER_TRANSACTION;
+        return 0;
+    }
+    folio_err_set(err, FOLIO_EINVAL, "unknown pooler mode '%s'", s);
+    folio_err_hint(err, "use --pooler transaction (PgBouncer pool_mode = transaction), or none for a direct "
+                        "or session-mode connection; $FOLIO_DB_POOLER takes the same values");
+    return FOLIO_EINVAL;
+}
+
+int db_pooler_resolve(const char *flag_value, enum db_pooler *out, struct folio_err *err)
+{
+    if (flag_value)
+        return db_pooler_parse(flag_value, out, err);
+    return db_pooler_parse(getenv("FOLIO_DB_POOLER"), out, err);
+}
+
+int db_pooled(const PGconn *c) { return c && PQinstanceData(c, pooled_event) == &POOLED_MARK; }
 
 const char *db_conninfo(const char *flag_value)
 {
@@ -17,6 +66,12 @@ const char *db_conninfo(const char *flag_value)
 
 int db_connect(const char *conninfo, const char *app_name, PGconn **out,
                struct folio_err *err)
+{
+    return db_open(conninfo, DB_POOLER_NONE, app_name, out, err);
+}
+
+int db_open(const char *conninfo, enum db_pooler pooler, const char *app_name, PGconn **out,
+            struct folio_err *err)
 {
     *out = NULL;
     const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
@@ -40,6 +95,12 @@ int db_connect(const char *conninfo, const char *app_name, PGconn **out,
                        "for a local test server run: ops/pg-local.sh start ./var/pg",
                        conninfo[0] ? "set" : "unset, using libpq defaults");
         return FOLIO_EDB;
+    }
+    if (pooler == DB_POOLER_TRANSACTION &&
+        (!PQregisterEventProc(c, pooled_event, "folio-pooled", NULL) ||
+         !PQsetInstanceData(c, pooled_event, (void *)&POOLED_MARK))) {
+        PQfinish(c);
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot mark a libpq connection as pooled");
     }
     PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'");
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {

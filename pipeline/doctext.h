@@ -3,12 +3,27 @@
  * `folio classify`, so both classify a file with exactly the same code:
  * pages decoded one at a time by ingest, OCR'd by the calling thread's
  * Tesseract, joined with form feeds.
+ *
+ * The text a document can feed the text tiers is bounded, per page and per
+ * document (`--max-text-bytes`): a hostile or pathological page (a PDF
+ * text layer, a page of garbage OCR) must not stall a worker in the
+ * tokenizer, the rules scan or PostgreSQL's tsvector (which refuses more
+ * than 1 MiB). A page's text is cut at a character boundary; once the
+ * document's cap is full, later pages are not read (counted as skipped).
+ * The cut is recorded: engine_text's pages_text_cut / text_bytes_cut /
+ * text_doc_cut, and "text_cut" in the result's pages object.
  */
 #ifndef FOLIO_PIPELINE_DOCTEXT_H
 #define FOLIO_PIPELINE_DOCTEXT_H
 
 #include "engine/engine.h"
 #include "engine/ocr.h"
+
+/* Defaults: a dense 300-dpi page OCRs to ~3-8 KiB; spreadsheet-like PDF
+ * text layers reach a few tens of KiB. */
+#define DOC_TEXT_PAGE_MAX_DEFAULT ((size_t)64 << 10)
+#define DOC_TEXT_DOC_MAX_DEFAULT ((size_t)512 << 10)
+#define DOC_TEXT_MAX_LIMIT ((size_t)64 << 20) /* the largest cap accepted */
 
 struct doc_text_ctx {
     struct ocr_engine *ocr;
@@ -19,7 +34,13 @@ struct doc_text_ctx {
     int max_pages;             /* OCR at most this many; 0 = all */
     long long job_id;          /* for logs; 0 outside the worker */
     int page_deadline_ms;      /* for logs */
+    size_t max_page_bytes;     /* text kept per page; 0 = DOC_TEXT_PAGE_MAX_DEFAULT */
+    size_t max_doc_bytes;      /* text kept per document; 0 = DOC_TEXT_DOC_MAX_DEFAULT */
 };
+
+/* Parses --max-text-bytes: "N" (both caps) or "PAGE,DOC", sizes like 64KiB,
+ * 1..DOC_TEXT_MAX_LIMIT each. 0 ok, -1 bad (the caller reports usage). */
+int doc_text_parse_caps(const char *s, size_t *page, size_t *doc);
 
 /* engine_text_fn over a doc_text_ctx. */
 int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err);
@@ -27,5 +48,9 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err);
 /* Appends a result's label distribution as a JSON object. */
 struct json_buf;
 void worker_scores_json(const struct engine_result *er, struct json_buf *out);
+/* Appends the pages object of a result (the worker's results.ocr_pages and
+ * `folio classify` output): total, read, skipped, timed_out and text_cut
+ * {pages, bytes, document}. */
+void worker_pages_json(const struct engine_text *t, int pages_total, struct json_buf *out);
 
 #endif

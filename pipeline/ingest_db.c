@@ -7,7 +7,11 @@
  * way. Each rejected file is one INSERT into rejections. A batch is sent in
  * libpq pipeline mode (BEGIN, every file, sync) so the server works while
  * the next file's bytes are still on the wire; then one pg_notify and the
- * COMMIT. Blobs and hashes travel as binary parameters: no hex or escape
+ * COMMIT. Behind a transaction-mode pooler (--pooler transaction) the
+ * same statements go unnamed with their types, since a statement prepared
+ * at connect would live on one server session and the next batch may run
+ * on another; the batch itself is one transaction, which a pooler keeps on
+ * one server. Blobs and hashes travel as binary parameters: no hex or escape
  * encoding of megabytes of JPEG. Every value is a parameter; nothing from
  * a file name ever becomes SQL text.
  *
@@ -85,7 +89,7 @@ int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *
         snprintf(d->host, sizeof d->host, "unknown");
     d->host[sizeof d->host - 1] = '\0';
     PGconn *c;
-    int rc = db_connect(conninfo, "folio-ingest", &c, err);
+    int rc = db_open(conninfo, d->pooler, "folio-ingest", &c, err);
     if (rc)
         return rc;
     /* The columns migration 002 adds are what this writer needs. */
@@ -103,6 +107,10 @@ int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *
         folio_err_set(err, FOLIO_ESTATE, "the database has no (or an old) folio schema");
         folio_err_hint(err, "run: folio migrate --db '<same conninfo>'");
         return FOLIO_ESTATE;
+    }
+    if (db_pooled(c)) {
+        d->c = c;
+        return 0;
     }
     r = PQprepare(c, "folio_ingest_enq", SQL_ENQ, 17, ENQ_TYPES);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -232,6 +240,8 @@ static int send_item(struct ingest_db *d, struct ingest_item *it, enum ingest_af
         p->v[14] = d->host;
         p->v[15] = disposition_name(after);
         p->v[16] = p->num[5];
+        if (db_pooled(d->c))
+            return PQsendQueryParams(d->c, SQL_ENQ, 17, ENQ_TYPES, p->v, p->len, p->fmt, 0);
         return PQsendQueryPrepared(d->c, "folio_ingest_enq", 17, p->v, p->len, p->fmt, 0);
     }
     ingest_reject_json(it, d->host, p->json, sizeof p->json);
@@ -246,6 +256,8 @@ static int send_item(struct ingest_db *d, struct ingest_item *it, enum ingest_af
     p->v[7] = p->num[0];
     p->v[8] = p->mtime;
     p->v[9] = it->name_display;
+    if (db_pooled(d->c))
+        return PQsendQueryParams(d->c, SQL_REJ, 10, REJ_TYPES, p->v, p->len, p->fmt, 0);
     return PQsendQueryPrepared(d->c, "folio_ingest_rej", 10, p->v, p->len, p->fmt, 0);
 }
 

@@ -26,6 +26,8 @@
  * contended long enough to matter next to a JPEG decode.
  */
 #include "pipeline/ingest_run.h"
+#include "pipeline/metrics.h"
+#include "pipeline/service.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -368,6 +370,10 @@ static void dispose(struct run *R, struct ingest_item *it, const char *host)
         R->st.rejected++;
     }
     pthread_mutex_unlock(&R->mu);
+    if (it->status == ITEM_ACCEPT)
+        metrics_add(R->o->metrics, M_FILES_INGESTED, it->new_document ? "new" : "duplicate", NULL, 1);
+    else
+        metrics_add(R->o->metrics, M_FILES_REJECTED, it->reason[0] ? it->reason : "unknown", NULL, 1);
     complete(R, it, outcome, 0);
 }
 
@@ -424,6 +430,7 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
                 pthread_mutex_lock(&R->mu);
                 R->st.batches++;
                 pthread_mutex_unlock(&R->mu);
+                metrics_add(o->metrics, M_INGEST_BATCHES, NULL, NULL, 1);
                 folio_log(FOLIO_LOG_DEBUG, "ingest_batch", "files=%zu ms=%lld", n,
                           (long long)(now_ms() - t0));
                 return 0;
@@ -503,7 +510,7 @@ static void *writer_main(void *arg)
 {
     struct run *R = arg;
     const struct ingest_run_opts *o = R->o;
-    struct ingest_db db = {.c = NULL, .model_key = o->model_key, .after = (int)o->after};
+    struct ingest_db db = {.c = NULL, .model_key = o->model_key, .after = (int)o->after, .pooler = o->pooler};
     size_t cap = (size_t)(o->batch_max > 0 ? o->batch_max : 64);
     struct ingest_item **batch = calloc(cap, sizeof *batch);
     int64_t outage_since = 0;
@@ -769,6 +776,10 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
               o->after == INGEST_AFTER_MOVE ? "move" : o->after == INGEST_AFTER_DELETE ? "delete" : "keep",
               folio_lq(lq + 400, 200, o->model_key));
 
+    struct service_watchdog wd;
+    service_watchdog_init(&wd);
+    service_ready(o->watch ? "watching" : "one-shot");
+    metrics_set_ready(o->metrics, 1, "");
     bool show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
     bool stopping = false;
     int64_t next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
@@ -781,6 +792,7 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
     }
     for (;;) {
         size_t n = 0;
+        service_watchdog_tick(&wd);
         drain_completions(&R, t);
         pthread_mutex_lock(&R.mu);
         int fatal = R.fatal;
@@ -838,6 +850,8 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
         if (np > 0 && (pf[0].revents & POLLIN)) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (!stopping)
+                    service_stopping();
                 if (!stopping)
                     folio_log(FOLIO_LOG_INFO, "ingest_stopping", "signal=%u in_flight=%zu", si.ssi_signo,
                               ingest_tracker_in_flight(t));

@@ -13,6 +13,7 @@ enum ingest_after { INGEST_AFTER_MOVE, INGEST_AFTER_DELETE, INGEST_AFTER_KEEP };
 struct ingest_run_opts {
     const char *dir;
     const char *conninfo;
+    enum db_pooler pooler; /* transaction: unnamed statements only */
     const char *model_key;
     int watch;
     int recursive;
@@ -27,6 +28,7 @@ struct ingest_run_opts {
     int progress;         /* -1 = when stderr is a TTY, 0 off, 1 on */
     int batch_max;        /* files per transaction (64) */
     int batch_ms;         /* longest wait to fill a batch (100) */
+    struct metrics *metrics; /* --metrics-listen (pipeline/metrics.h); NULL = off */
 };
 void ingest_run_opts_default(struct ingest_run_opts *o);
 
@@ -81,9 +83,10 @@ struct ingest_db {
     char host[256];
     const char *model_key;
     int after; /* enum ingest_after: recorded as the source's disposition */
+    enum db_pooler pooler; /* transaction: statements are sent unnamed */
 };
 /* Connects, checks the schema is migrated far enough (FOLIO_ESTATE when
- * not), prepares statements. */
+ * not), prepares statements (not behind a transaction pooler). */
 int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *err);
 void ingest_db_close(struct ingest_db *d);
 

@@ -1,4 +1,5 @@
 /* folio: one binary, subcommands. Exit codes: 0 ok, 1 failure, 2 usage. */
+#include "pipeline/config.h"
 #include "pipeline/pipeline.h"
 
 #include <stdio.h>
@@ -19,6 +20,11 @@ static const struct subcommand CMDS[] = {
     {"doctor", cmd_doctor, "check devices, drivers, models and the database"},
     {"bench", cmd_bench, "measure throughput (JSON lines)"},
     {"version", cmd_version, "print versions of folio and its libraries"},
+    {"config", cmd_config, "check the configuration file, show effective options"},
+    {"jobs", cmd_jobs, "list, retry or cancel jobs (dead letters, failures)"},
+    {"export", cmd_export, "stream results as CSV or JSON lines"},
+    {"show", cmd_show, "one document: sources, jobs, results, OCR text, page PNG"},
+    {"report", cmd_report, "write a self-contained HTML report"},
 };
 
 static void usage(FILE *f)
@@ -28,6 +34,8 @@ static void usage(FILE *f)
         fprintf(f, "  %-9s %s\n", CMDS[i].name, CMDS[i].summary);
     fprintf(f, "\nRun 'folio COMMAND --help' for a command's options.\n"
                "Database: --db CONNINFO, else $FOLIO_DB, else libpq's PG* defaults.\n"
+               "Configuration: --config FILE, else $FOLIO_CONFIG, else " CONFIG_DEFAULT_PATH "\n"
+               "(see 'folio config --help'); command line > FOLIO_* environment > file.\n"
                "Exit codes: 0 ok, 1 failure, 2 usage error.\n");
 }
 
@@ -48,6 +56,19 @@ int main(int argc, char **argv)
      * OpenMP runtime loads (see worker_ensure_omp_limit). */
     if (strcmp(argv[1], "worker") == 0 || strcmp(argv[1], "classify") == 0 || strcmp(argv[1], "bench") == 0)
         worker_ensure_omp_limit(argv);
+    /* Commands with options read the configuration file and FOLIO_*
+     * variables: they arrive as arguments in front of the user's own. */
+    const struct config_command *cc = config_find_command(argv[1]);
+    if (cc) {
+        int nargc = 0;
+        char **nargv = NULL;
+        int rc = config_apply(cc, argc - 1, argv + 1, &nargc, &nargv);
+        if (rc != FOLIO_EXIT_OK)
+            return rc;
+        rc = cc->fn(nargc, nargv);
+        config_argv_free(nargc, nargv);
+        return rc;
+    }
     for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
         if (strcmp(argv[1], CMDS[i].name) == 0)
             return CMDS[i].fn(argc - 1, argv + 1);

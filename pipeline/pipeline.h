@@ -21,6 +21,21 @@ const char *db_conninfo(const char *flag_value);
  * hint naming where the conninfo came from. */
 int db_connect(const char *conninfo, const char *app_name, PGconn **out,
                struct folio_err *err);
+/* Connection pooler in front of the server. TRANSACTION: consecutive
+ * transactions may run on different server sessions (PgBouncer
+ * pool_mode = transaction), so nothing may rely on session state. */
+enum db_pooler { DB_POOLER_NONE = 0, DB_POOLER_TRANSACTION = 1 };
+/* "transaction" | "none" | "session" (= none) | NULL/"" (= none). */
+int db_pooler_parse(const char *s, enum db_pooler *out, struct folio_err *err);
+/* --pooler value if given (non-NULL), else $FOLIO_DB_POOLER, else none. */
+int db_pooler_resolve(const char *flag_value, enum db_pooler *out, struct folio_err *err);
+/* db_connect with a pooler mode; a TRANSACTION connection is marked so that
+ * db_pooled() is true for it. */
+int db_open(const char *conninfo, enum db_pooler pooler, const char *app_name, PGconn **out,
+            struct folio_err *err);
+/* True for a connection opened in transaction-pooler mode: send no named
+ * prepared statements, no LISTEN, no session SET or advisory session lock. */
+int db_pooled(const PGconn *c);
 /* Runs a statement that returns no rows (or ignores them); checks status. */
 int db_exec(PGconn *c, const char *sql, struct folio_err *err);
 /* Fills err from a failed PGresult (message, detail, hint, SQLSTATE) and
@@ -49,6 +64,11 @@ int cmd_status(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* ---- benchmarks: `folio bench SUBJECT`, argv[0] is the subject ---- */
 int bench_ingest(int argc, char **argv);
@@ -56,6 +76,12 @@ int bench_queue(int argc, char **argv);
 int bench_ocr(int argc, char **argv);
 int bench_ops(int argc, char **argv);
 int bench_tokenizer(int argc, char **argv);
+/* Hostile texts of about n bytes for the tokenizer's scaling case, shared by
+ * the bench and tests/unit/test_tokenizer.c (malloc'd, *len set; NULL when
+ * out of memory). */
+enum { TOK_HOSTILE_MARKS, TOK_HOSTILE_SPACES, TOK_HOSTILE_PUNCT, TOK_HOSTILE_WORD, TOK_HOSTILE_N };
+const char *bench_tok_hostile_name(int kind);
+char *bench_tok_hostile(int kind, size_t n, size_t *len);
 int bench_engine(int argc, char **argv);
 
 /* Prints the standard "not built yet" error for a feature that belongs to a
@@ -63,6 +89,9 @@ int bench_engine(int argc, char **argv);
 int cli_not_built(const char *what, const char *which_issue);
 /* Prints "folio CMD: MSG" plus "try 'folio CMD --help'"; returns FOLIO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* db_connect for a command: --db value (or $FOLIO_DB ...); on failure prints
+ * the error and returns FOLIO_EXIT_FAIL, else FOLIO_EXIT_OK. */
+int cli_connect(const char *db_flag, const char *app_name, PGconn **out);
 
 /* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
  * Every statement is autocommit and short: ownership of a running job lives
@@ -125,6 +154,15 @@ struct queue_result {
 int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
                    const struct queue_result *r, int *accepted, struct folio_err *err);
 
+/* Several completions in one round trip and one transaction (libpq
+ * pipeline: BEGIN, one queue_complete statement per job, COMMIT, sync),
+ * each with queue_complete's token check and accepted[i]. Any error
+ * rolls the whole batch back: then every accepted[i] is 0 and the caller
+ * completes the jobs one by one (so one bad result cannot sink the
+ * others, and a transient error is retried per job as usual). */
+int queue_complete_many(PGconn *c, const struct queue_job *const *jobs, int64_t worker_id,
+                        const struct queue_result *const *res, int n, int *accepted, struct folio_err *err);
+
 /* Token-checked failure: back to queued after exponential backoff with
  * jitter, or dead at max attempts; the error text is kept in last_error.
  * *state_out gets "queued", "dead" or "lost" (token no longer ours). */
@@ -182,7 +220,10 @@ int queue_fetch_blob(PGconn *c, int64_t document_id, uint8_t **data, size_t *len
 struct worker_opts {
     const char *conninfo;
     struct queue_cfg queue;
-    int batch;            /* jobs claimed at once (capped by free OCR threads) */
+    enum db_pooler pooler;      /* every connection to conninfo */
+    const char *listen_conninfo; /* NULL: LISTEN on the main connection (none when pooled) */
+    int batch;            /* --claim-batch: jobs claimed in one statement (capped by free
+                           * OCR threads); > 1 also groups result writes */
     double grace_s;       /* SIGTERM: time to finish in-flight jobs */
     double retain_s;      /* delete done jobs older than this */
     double poll_s;        /* idle poll interval (jittered) next to LISTEN */
@@ -191,11 +232,14 @@ struct worker_opts {
     int ocr_threads;
     int ocr_max_pages;
     int page_deadline_ms;
+    size_t max_page_text, max_doc_text; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
     const char *gate_file;     /* extra driver-gate rules */
     uint32_t max_image_tokens; /* vision plan, 0 = 1600 */
     int release_on_device_loss; /* --on-device-loss release: requeue instead of OCR fallback */
+    int gpu_weights;            /* --gpu-weights: engine_gpu_weights_parse */
+    struct metrics *metrics;    /* --metrics-listen (pipeline/metrics.h); NULL = off */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A

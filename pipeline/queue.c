@@ -51,13 +51,14 @@ static PGresult *exec(PGconn *c, const char *sql, int n, const char *const *vals
  * this connection the first time (the server answers 26000 for an unknown
  * name), so nothing is tracked client-side and a reconnect just prepares
  * again. Parse and plan then happen once per connection instead of once
- * per job. Behind PgBouncer in
- * transaction mode this needs PgBouncer >= 1.21 with
- * max_prepared_statements set; FOLIO_DB_NO_PREPARE=1 turns it off. */
+ * per job. A connection in transaction-pooler mode (db_pooled: PgBouncer
+ * before 1.21 has no prepared statements in that mode, and the SET below
+ * would leak to other clients' sessions) sends the same SQL as unnamed
+ * statements; FOLIO_DB_NO_PREPARE=1 does the same on any connection. */
 static PGresult *exec_hot(PGconn *c, const char *name, const char *sql, int n, const char *const *vals)
 {
     const char *off = getenv("FOLIO_DB_NO_PREPARE");
-    if (off && off[0] == '1')
+    if ((off && off[0] == '1') || db_pooled(c))
         return exec(c, sql, n, vals);
     PGresult *r = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
     const char *st = PQresultStatus(r) == PGRES_FATAL_ERROR ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
@@ -110,14 +111,27 @@ int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
         "   d.pages, encode(d.sha256, 'hex'), d.media_type", k);
     char name[40];
     snprintf(name, sizeof name, "folio_claim_v2_k%d", k);
-    char lb[32], wb[24], mb[16];
+    char lb[32], wb[24], mb[16], kb[16];
     snprintf(lb, sizeof lb, "%.3f", q->lease_s);
     snprintf(wb, sizeof wb, "%lld", (long long)worker_id);
     snprintf(mb, sizeof mb, "%d", q->max_attempts);
-    const char *v[] = {mk(q), lb, worker_id > 0 ? wb : NULL, mb};
-    PGresult *r = exec_hot(c, name, SQL, 4, v);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+    snprintf(kb, sizeof kb, "%d", k);
+    const char *v[] = {mk(q), lb, worker_id > 0 ? wb : NULL, mb, kb};
+    /* Behind a transaction pooler the same claim runs inside
+     * folio.claim_jobs (schema 007), whose plan the server session keeps:
+     * an unnamed statement would be planned on every call. */
+    PGresult *r = db_pooled(c) ? exec(c, "SELECT * FROM folio.claim_jobs($1, $2::float8, $3::bigint, $4::int, $5::int)", 5, v)
+                               : exec_hot(c, name, SQL, 4, v);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (st && strcmp(st, "42883") == 0) {
+            PQclear(r);
+            folio_err_set(err, FOLIO_ESTATE, "claiming jobs: folio.claim_jobs is missing (schema older than 007)");
+            folio_err_hint(err, "run: folio migrate (on a direct connection)");
+            return FOLIO_ESTATE;
+        }
         return db_err_from_result(r, c, "claiming jobs", err);
+    }
     int rows = PQntuples(r);
     for (int i = 0; i < rows && i < k; i++) {
         struct queue_job *j = &out[i];
@@ -201,6 +215,62 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
     return 0;
 }
 
+static const char COMPLETE_SQL[] =
+    "WITH d AS ("
+    "  UPDATE folio.jobs SET state = 'done', finished_at = now(), lease_token = NULL,"
+    "    lease_expires_at = NULL, last_error = NULL"
+    "   WHERE id = $1 AND lease_token = $2::uuid AND state = 'running'"
+    "   RETURNING id, document_id, model_key, attempts),"
+    " ins AS ("
+    "  INSERT INTO folio.results (document_id, model_key, label, confidence, needs_review,"
+    "    scores, engine_path, fallback_reason, ocr_text, ocr_confidence, ocr_orientation,"
+    "    ocr_pages, timings, worker_id, job_id, attempt, lease_token)"
+    "  SELECT d.document_id, d.model_key, $3, $4::real, $5::boolean, $6::jsonb, $7, $8, $9,"
+    "    $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, d.id, d.attempts, $2::uuid"
+    "    FROM d"
+    "  ON CONFLICT (document_id, model_key) DO NOTHING"
+    "  RETURNING id)"
+    " SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM ins),"
+    "   EXISTS (SELECT 1 FROM folio.jobs jj JOIN folio.results r"
+    "            ON r.document_id = jj.document_id AND r.model_key = jj.model_key"
+    "           WHERE jj.id = $1 AND r.lease_token = $2::uuid)";
+#define COMPLETE_NPARAMS 14
+
+/* Text of one completion's numbers; the values point into it. */
+struct complete_params {
+    char idb[24], conf[32], ocrc[32], orient[8], wb[24];
+    const char *v[COMPLETE_NPARAMS];
+};
+
+static void complete_params(struct complete_params *p, const struct queue_job *j, int64_t worker_id,
+                            const struct queue_result *res)
+{
+    snprintf(p->idb, sizeof p->idb, "%lld", (long long)j->id);
+    snprintf(p->conf, sizeof p->conf, "%.6f", res->confidence);
+    snprintf(p->ocrc, sizeof p->ocrc, "%.3f", res->ocr_confidence);
+    snprintf(p->orient, sizeof p->orient, "%d", res->ocr_orientation);
+    snprintf(p->wb, sizeof p->wb, "%lld", (long long)worker_id);
+    const char *v[COMPLETE_NPARAMS] = {p->idb,
+                                       j->token,
+                                       res->label,
+                                       p->conf,
+                                       res->needs_review ? "true" : "false",
+                                       res->scores_json ? res->scores_json : "{}",
+                                       res->engine_path,
+                                       res->fallback_reason,
+                                       res->ocr_text,
+                                       res->ocr_confidence >= 0 ? p->ocrc : NULL,
+                                       res->ocr_orientation >= 0 ? p->orient : NULL,
+                                       res->ocr_pages_json,
+                                       res->timings_json ? res->timings_json : "{}",
+                                       worker_id > 0 ? p->wb : NULL};
+    memcpy(p->v, v, sizeof v);
+}
+
+/* accepted: this statement moved the job to done, or a result written
+ * under this token is already there (a retry after a lost COMMIT ack). */
+static int complete_accepted(PGresult *r) { return atoi(PQgetvalue(r, 0, 0)) > 0 || PQgetvalue(r, 0, 2)[0] == 't'; }
+
 int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
                    const struct queue_result *res, int *accepted, struct folio_err *err)
 {
@@ -208,53 +278,94 @@ int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
     if (!j->token[0])
         return folio_err_set(err, FOLIO_ESTATE, "job %lld: completion without a lease token refused",
                              (long long)j->id);
-    static const char SQL[] =
-        "WITH d AS ("
-        "  UPDATE folio.jobs SET state = 'done', finished_at = now(), lease_token = NULL,"
-        "    lease_expires_at = NULL, last_error = NULL"
-        "   WHERE id = $1 AND lease_token = $2::uuid AND state = 'running'"
-        "   RETURNING id, document_id, model_key, attempts),"
-        " ins AS ("
-        "  INSERT INTO folio.results (document_id, model_key, label, confidence, needs_review,"
-        "    scores, engine_path, fallback_reason, ocr_text, ocr_confidence, ocr_orientation,"
-        "    ocr_pages, timings, worker_id, job_id, attempt, lease_token)"
-        "  SELECT d.document_id, d.model_key, $3, $4::real, $5::boolean, $6::jsonb, $7, $8, $9,"
-        "    $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, d.id, d.attempts, $2::uuid"
-        "    FROM d"
-        "  ON CONFLICT (document_id, model_key) DO NOTHING"
-        "  RETURNING id)"
-        " SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM ins),"
-        "   EXISTS (SELECT 1 FROM folio.jobs jj JOIN folio.results r"
-        "            ON r.document_id = jj.document_id AND r.model_key = jj.model_key"
-        "           WHERE jj.id = $1 AND r.lease_token = $2::uuid)";
-    char idb[24], conf[32], ocrc[32], orient[8], wb[24];
-    snprintf(idb, sizeof idb, "%lld", (long long)j->id);
-    snprintf(conf, sizeof conf, "%.6f", res->confidence);
-    snprintf(ocrc, sizeof ocrc, "%.3f", res->ocr_confidence);
-    snprintf(orient, sizeof orient, "%d", res->ocr_orientation);
-    snprintf(wb, sizeof wb, "%lld", (long long)worker_id);
-    const char *v[] = {idb,
-                       j->token,
-                       res->label,
-                       conf,
-                       res->needs_review ? "true" : "false",
-                       res->scores_json ? res->scores_json : "{}",
-                       res->engine_path,
-                       res->fallback_reason,
-                       res->ocr_text,
-                       res->ocr_confidence >= 0 ? ocrc : NULL,
-                       res->ocr_orientation >= 0 ? orient : NULL,
-                       res->ocr_pages_json,
-                       res->timings_json ? res->timings_json : "{}",
-                       worker_id > 0 ? wb : NULL};
-    PGresult *r = exec_hot(c, "folio_complete_v1", SQL, 14, v);
+    struct complete_params p;
+    complete_params(&p, j, worker_id, res);
+    PGresult *r = exec_hot(c, "folio_complete_v1", COMPLETE_SQL, COMPLETE_NPARAMS, p.v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "writing the result", err);
-    int updated = atoi(PQgetvalue(r, 0, 0));
-    int ours = PQgetvalue(r, 0, 2)[0] == 't';
-    *accepted = updated > 0 || ours;
+    *accepted = complete_accepted(r);
     PQclear(r);
     return 0;
+}
+
+/* Reads the pipeline's results up to and including the sync. Keeps the
+ * first error in err; returns 0 when every statement succeeded. */
+static int complete_many_results(PGconn *c, int n, int *accepted, struct folio_err *err)
+{
+    int rc = 0;
+    /* BEGIN, n completions, COMMIT: each ends with a NULL; then the sync. */
+    for (int q = 0; q < n + 2; q++) {
+        PGresult *r;
+        while ((r = PQgetResult(c)) != NULL) {
+            ExecStatusType st = PQresultStatus(r);
+            if (st == PGRES_FATAL_ERROR && !rc) {
+                rc = db_err_from_result(r, c, q == 0 ? "starting a batch of results"
+                                              : q <= n ? "writing a result of a batch"
+                                                       : "committing a batch of results", err);
+                continue;
+            }
+            if (st == PGRES_TUPLES_OK && q >= 1 && q <= n && PQntuples(r) == 1)
+                accepted[q - 1] = complete_accepted(r);
+            else if (st == PGRES_COMMAND_OK && q == n + 1 && strcmp(PQcmdStatus(r), "COMMIT") != 0 && !rc)
+                rc = folio_err_set(err, FOLIO_EDB, "a batch of results was rolled back");
+            PQclear(r);
+        }
+        if (db_conn_broken(c))
+            return rc ? rc : folio_err_set(err, FOLIO_EDB, "connection lost writing a batch of results");
+    }
+    PGresult *r = PQgetResult(c);
+    int synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+    if (!synced && !rc)
+        rc = folio_err_set(err, FOLIO_EDB, "batch of results out of step with the server: %s", PQerrorMessage(c));
+    return rc;
+}
+
+int queue_complete_many(PGconn *c, const struct queue_job *const *jobs, int64_t worker_id,
+                        const struct queue_result *const *res, int n, int *accepted, struct folio_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        accepted[i] = 0;
+        if (!jobs[i]->token[0])
+            return folio_err_set(err, FOLIO_ESTATE, "job %lld: completion without a lease token refused",
+                                 (long long)jobs[i]->id);
+    }
+    if (n == 0)
+        return 0;
+    if (n == 1)
+        return queue_complete(c, jobs[0], worker_id, res[0], &accepted[0], err);
+    struct complete_params *p = malloc(sizeof *p * (size_t)n);
+    if (!p)
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot build a batch of %d results", n);
+    if (PQenterPipelineMode(c) != 1) {
+        free(p);
+        return folio_err_set(err, FOLIO_EDB, "cannot enter pipeline mode: %s", PQerrorMessage(c));
+    }
+    /* Unnamed statements: a pipeline cannot take exec_hot's prepare-on-
+     * 26000 detour, and these plans are primary-key lookups. */
+    int sent = PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    for (int i = 0; sent && i < n; i++) {
+        complete_params(&p[i], jobs[i], worker_id, res[i]);
+        sent = PQsendQueryParams(c, COMPLETE_SQL, COMPLETE_NPARAMS, NULL, p[i].v, NULL, NULL, 0);
+    }
+    if (sent)
+        sent = PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    if (sent)
+        sent = PQpipelineSync(c);
+    int rc = sent ? complete_many_results(c, n, accepted, err)
+                  : folio_err_set(err, FOLIO_EDB, "sending a batch of results: %s", PQerrorMessage(c));
+    free(p);
+    if (!db_conn_broken(c) && PQexitPipelineMode(c) != 1 && !rc)
+        rc = folio_err_set(err, FOLIO_EDB, "cannot leave pipeline mode: %s", PQerrorMessage(c));
+    if (rc) {
+        /* Nothing of the batch committed (an error aborts the whole
+         * transaction): no result counts as written. */
+        for (int i = 0; i < n; i++)
+            accepted[i] = 0;
+        if (!db_conn_broken(c) && PQtransactionStatus(c) != PQTRANS_IDLE)
+            PQclear(PQexec(c, "ROLLBACK"));
+    }
+    return rc;
 }
 
 int queue_fail(PGconn *c, const struct queue_cfg *q, const struct queue_job *j, const char *error,

@@ -14,8 +14,17 @@
  *       in-flight jobs in one statement and refreshes the workers row.
  *
  * One slot per OCR thread. The dispatcher claims at most as many jobs as
- * there are free slots (capped by --batch): a claimed job never waits in a
- * local queue where a crash would strand it until its lease expires.
+ * there are free slots (capped by --claim-batch, in one statement): a
+ * claimed job never waits in a local queue where a crash would strand it
+ * until its lease expires. With --claim-batch > 1 results are also written
+ * in groups: an OCR thread that finishes while another thread's write is
+ * on the wire queues its result, and the next writer sends every queued
+ * result in one round trip and one transaction (queue_complete_many, each
+ * still token-checked); a failed group falls back to one write per job.
+ *
+ * Poolers: with --pooler transaction every connection is opened pooled
+ * (db_pooled: no named statements, no LISTEN); wake-ups then come from
+ * polling, or from LISTEN on --listen-db, a direct connection of its own.
  *
  * Lease safety: each slot carries the monotonic time until which its lease
  * is known to hold (claim or last renewal + lease). When a renewal reports
@@ -38,6 +47,8 @@
 #include "engine/ocr.h"
 #include "pipeline/docpage.h"
 #include "pipeline/doctext.h"
+#include "pipeline/metrics.h"
+#include "pipeline/service.h"
 #include "pipeline/pipeline.h"
 
 #include <errno.h>
@@ -68,6 +79,7 @@ struct slot {
 struct fault {
     char crash_prefix[65];   /* crash_on_document:<sha256 prefix> */
     int sleep_ms;            /* sleep_ms:<n> before OCR, cancellable */
+    int slow_results_ms;     /* slow_results_ms:<n>: a result write's round trip takes n ms longer */
 };
 
 struct worker {
@@ -84,6 +96,9 @@ struct worker {
     int64_t worker_id;
     struct engine_models *models; /* vision + ocr+lm tiers, shared by the threads (or NULL) */
     _Atomic long long done, failed, lost;
+    struct done_entry *done_head; /* results waiting for a group write (guarded by mu) */
+    int done_writing;             /* a thread is writing a group (guarded by mu) */
+    pthread_cond_t done_cv;       /* a group write ended */
     int wake_fd;
     struct fault fault;
     char host[256];
@@ -131,10 +146,12 @@ static void parse_faults(struct fault *f)
             snprintf(f->crash_prefix, sizeof f->crash_prefix, "%s", t + 18);
         else if (strncmp(t, "sleep_ms:", 9) == 0)
             f->sleep_ms = atoi(t + 9);
+        else if (strncmp(t, "slow_results_ms:", 16) == 0)
+            f->slow_results_ms = atoi(t + 16);
     }
-    if (f->crash_prefix[0] || f->sleep_ms)
-        folio_log(FOLIO_LOG_WARN, "fault_injection", "crash_on_document=%s sleep_ms=%d",
-                  f->crash_prefix[0] ? f->crash_prefix : "-", f->sleep_ms);
+    if (f->crash_prefix[0] || f->sleep_ms || f->slow_results_ms)
+        folio_log(FOLIO_LOG_WARN, "fault_injection", "crash_on_document=%s sleep_ms=%d slow_results_ms=%d",
+                  f->crash_prefix[0] ? f->crash_prefix : "-", f->sleep_ms, f->slow_results_ms);
 #endif
 }
 
@@ -163,7 +180,7 @@ static int ensure_conn(struct ocr_thread *t, struct slot *s)
         struct folio_err err = {0};
         char app[64];
         snprintf(app, sizeof app, "folio-worker-ocr%d", t->idx);
-        if (db_connect(t->w->o->conninfo, app, &t->conn, &err) == 0)
+        if (db_open(t->w->o->conninfo, t->w->o->pooler, app, &t->conn, &err) == 0)
             return 0;
         double left = slot_lease_until(t->w, s) - folio_mono_ms();
         char q[600];
@@ -176,18 +193,16 @@ static int ensure_conn(struct ocr_thread *t, struct slot *s)
     }
 }
 
-/* (Re)loads the active labels at most every LABELS_REFRESH_MS, so edits to
- * folio.labels reach running workers without a restart. */
-static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
+/* The active label set from folio.labels, in id order with its keywords. */
+static int load_label_set(PGconn *conn, struct engine_labels **out, struct folio_err *err)
 {
-    if (t->engine && folio_mono_ms() - t->labels_at_ms < LABELS_REFRESH_MS)
-        return 0;
-    PGresult *r = PQexec(t->conn,
+    *out = NULL;
+    PGresult *r = PQexec(conn,
                          "SELECT l.name, k.kw FROM folio.labels l"
                          " LEFT JOIN LATERAL unnest(l.keywords) WITH ORDINALITY AS k(kw, i) ON true"
                          " WHERE l.active ORDER BY l.id, k.i");
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return db_err_from_result(r, t->conn, "reading folio.labels", err);
+        return db_err_from_result(r, conn, "reading folio.labels", err);
     struct engine_labels *nl = engine_labels_new();
     int rc = nl ? 0 : folio_err_set(err, FOLIO_ENOMEM, "cannot allocate the label set");
     int rows = PQntuples(r);
@@ -205,11 +220,38 @@ static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
     }
     free(kw);
     PQclear(r);
+    if (rc) {
+        engine_labels_free(nl);
+        return rc;
+    }
+    *out = nl;
+    return 0;
+}
+
+/* (Re)loads the active labels at most every LABELS_REFRESH_MS, so edits to
+ * folio.labels reach running workers without a restart. */
+static int refresh_labels(struct ocr_thread *t, struct folio_err *err)
+{
+    if (t->engine && folio_mono_ms() - t->labels_at_ms < LABELS_REFRESH_MS)
+        return 0;
+    struct engine_labels *nl = NULL;
+    int rc = load_label_set(t->conn, &nl, err);
     struct engine *ne = NULL;
     if (!rc) {
         struct engine_config cfg = {.model_path = t->w->o->model_path, .mmproj_path = t->w->o->mmproj_path,
                                     .models = t->w->models};
         rc = engine_open(&cfg, nl, &ne, err);
+    }
+    if (rc == FOLIO_ELIMIT && t->engine) {
+        /* the model tiers refuse the new set (a label too long to score):
+         * say so once per refresh and keep classifying with the old one */
+        char q[600], qh[400];
+        folio_log(FOLIO_LOG_ERROR, "labels_refused", "reason=%s hint=%s kept=previous",
+                  folio_lq(q, sizeof q, err->msg), folio_lq(qh, sizeof qh, err->hint));
+        engine_labels_free(nl);
+        t->labels_at_ms = folio_mono_ms();
+        folio_err_clear(err);
+        return 0;
     }
     if (rc) {
         engine_labels_free(nl);
@@ -241,10 +283,7 @@ static void build_result_json(const struct engine_result *er, double fetch_ms, d
     json_raw(timings, ",\"total_ms\":");
     json_num(timings, total_ms);
     json_raw(timings, "}");
-    char b[160];
-    snprintf(b, sizeof b, "{\"total\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d}", pages_total,
-             er->text.pages_read, er->text.pages_skipped, er->text.pages_timed_out);
-    json_raw(pages, b);
+    worker_pages_json(&er->text, pages_total, pages);
 }
 
 /* Retries a database step across reconnects until the lease runs out.
@@ -263,6 +302,104 @@ static void build_result_json(const struct engine_result *er, double fetch_ms, d
             (t)->conn = NULL;                                                               \
         }                                                                                   \
     } while (0)
+
+/* ------------------------------------------------------------ grouped results */
+
+enum { DONE_WAITING, DONE_WRITTEN, DONE_ALONE };
+
+/* A finished job's result waiting for a group write. Lives on the stack of
+ * the OCR thread that produced it, which waits until state leaves
+ * DONE_WAITING. */
+struct done_entry {
+    struct done_entry *next;
+    const struct queue_job *job;
+    const struct queue_result *res;
+    int state;    /* DONE_*, guarded by worker.mu */
+    int accepted; /* valid when DONE_WRITTEN */
+};
+
+/* Writes a group of results on this thread's connection in one round
+ * trip. Entries whose write did not happen are marked DONE_ALONE: their
+ * threads complete them one by one with the usual retries. */
+static void write_group(struct ocr_thread *t, struct slot *s, struct done_entry *group)
+{
+    struct worker *w = t->w;
+    enum { MAX_GROUP = 256 }; /* = the most OCR threads (worker_run checks), so a group always fits */
+    const struct queue_job *jobs[MAX_GROUP];
+    const struct queue_result *res[MAX_GROUP];
+    int accepted[MAX_GROUP];
+    struct done_entry *ent[MAX_GROUP];
+    int n = 0;
+    for (struct done_entry *e = group; e && n < MAX_GROUP; e = e->next, n++) {
+        ent[n] = e;
+        jobs[n] = e->job;
+        res[n] = e->res;
+    }
+    struct folio_err err = {0};
+    double t0 = folio_mono_ms();
+    int rc = ensure_conn(t, s);
+#ifdef FOLIO_FAULT_INJECTION
+    if (w->fault.slow_results_ms)
+        folio_sleep_ms(w->fault.slow_results_ms);
+#endif
+    if (rc == 0)
+        rc = queue_complete_many(t->conn, jobs, w->worker_id, res, n, accepted, &err);
+    if (rc) {
+        char q[600];
+        folio_log(FOLIO_LOG_WARN, "results_group_failed", "jobs=%d error=%s msg=\"writing them one by one\"", n,
+                  folio_lq(q, sizeof q, err.msg[0] ? err.msg : "no database connection"));
+        if (t->conn && queue_err_transient(t->conn, &err)) {
+            PQfinish(t->conn);
+            t->conn = NULL;
+        }
+    } else {
+        folio_log(FOLIO_LOG_DEBUG, "results_group", "jobs=%d ms=%.2f", n, folio_mono_ms() - t0);
+    }
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < n; i++) {
+        ent[i]->accepted = rc ? 0 : accepted[i];
+        ent[i]->state = rc ? DONE_ALONE : DONE_WRITTEN;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Completes the slot's job: grouped with other threads' results when
+ * --claim-batch > 1 (group commit: whoever finds no write in flight
+ * writes everything queued so far), else, or when the group write
+ * failed, alone with retries across reconnects. */
+static int complete_job(struct ocr_thread *t, struct slot *s, const struct queue_result *res, int *accepted,
+                        struct folio_err *err)
+{
+    struct worker *w = t->w;
+    if (w->o->batch > 1 && w->nslots > 1) {
+        struct done_entry me = {.job = &s->job, .res = res, .state = DONE_WAITING};
+        pthread_mutex_lock(&w->mu);
+        me.next = w->done_head;
+        w->done_head = &me;
+        while (me.state == DONE_WAITING) {
+            if (w->done_writing) {
+                pthread_cond_wait(&w->done_cv, &w->mu);
+                continue;
+            }
+            w->done_writing = 1;
+            struct done_entry *group = w->done_head;
+            w->done_head = NULL;
+            pthread_mutex_unlock(&w->mu);
+            write_group(t, s, group);
+            pthread_mutex_lock(&w->mu);
+            w->done_writing = 0;
+            pthread_cond_broadcast(&w->done_cv);
+        }
+        int state = me.state;
+        *accepted = me.accepted;
+        pthread_mutex_unlock(&w->mu);
+        if (state == DONE_WRITTEN)
+            return 0;
+    }
+    int rc;
+    WITH_DB_RETRY(t, s, rc, err, queue_complete(t->conn, &s->job, w->worker_id, res, accepted, err));
+    return rc;
+}
 
 static void run_job(struct ocr_thread *t, struct slot *s)
 {
@@ -296,7 +433,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     if (rc == 0) {
         struct doc_text_ctx tc = {.ocr = t->ocr, .cancel = &s->cancel, .data = data, .len = len,
                                   .pages = j->pages, .max_pages = w->o->ocr_max_pages, .job_id = j->id,
-                                  .page_deadline_ms = w->o->page_deadline_ms};
+                                  .page_deadline_ms = w->o->page_deadline_ms,
+                                  .max_page_bytes = w->o->max_page_text, .max_doc_bytes = w->o->max_doc_text};
         struct doc_page_ctx pc = {.data = data, .len = len};
         struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
         rc = engine_classify(t->engine, &doc, &er, &err);
@@ -312,6 +450,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         /* Lease lost or the database was unreachable for a whole lease:
          * someone else may own the job now. Drop everything. */
         atomic_fetch_add(&w->lost, 1);
+        metrics_job(w->o->metrics, "lost", NULL, 0);
         folio_log(FOLIO_LOG_WARN, "job_dropped", "job=%lld attempt=%d reason=%s", (long long)j->id, j->attempt,
                   cancel == CANCEL_LOST ? "lease_lost" : "database_unreachable");
     } else if (rc == FOLIO_EDEVICELOST) {
@@ -322,11 +461,13 @@ static void run_job(struct ocr_thread *t, struct slot *s)
          * document cannot bounce here forever. */
         int released = 0;
         WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
+        metrics_job(w->o->metrics, "released", &er, 0);
         folio_log(FOLIO_LOG_WARN, "job_released", "job=%lld attempt=%d released=%d reason=device_lost",
                   (long long)j->id, j->attempt, released);
     } else if (cancel == CANCEL_SHUTDOWN) {
         int released = 0;
         WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
+        metrics_job(w->o->metrics, "released", &er, 0);
         folio_log(FOLIO_LOG_INFO, "job_released", "job=%lld attempt=%d released=%d", (long long)j->id,
                   j->attempt, released);
     } else if (rc) {
@@ -337,6 +478,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         int frc;
         WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
         atomic_fetch_add(&w->failed, 1);
+        metrics_job(w->o->metrics, "failed", &er, 0);
         folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d max_attempts=%d state=%s error=%s",
                   (long long)j->id, j->attempt, j->max_attempts, frc ? "unknown" : state,
                   folio_lq(q, sizeof q, msg));
@@ -362,9 +504,10 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         if (scores.oom || timings.oom || pages.oom)
             rc = folio_err_set(&err, FOLIO_ENOMEM, "cannot build the result JSON");
         else
-            WITH_DB_RETRY(t, s, rc, &err, queue_complete(t->conn, j, w->worker_id, &res, &accepted, &err));
+            rc = complete_job(t, s, &res, &accepted, &err);
         if (rc == 0 && accepted) {
             atomic_fetch_add(&w->done, 1);
+            metrics_job(w->o->metrics, "done", &er, total_ms);
             folio_log(FOLIO_LOG_INFO, "job_done", "job=%lld document=%lld attempt=%d label=%s confidence=%.3f ms=%.0f",
                       (long long)j->id, (long long)j->document_id, j->attempt, folio_lq(q, sizeof q, er.label),
                       er.confidence, total_ms);
@@ -378,10 +521,12 @@ static void run_job(struct ocr_thread *t, struct slot *s)
             int frc;
             WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
             atomic_fetch_add(&w->failed, 1);
+            metrics_job(w->o->metrics, "failed", &er, 0);
             folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d state=%s error=%s", (long long)j->id,
                       j->attempt, frc ? "unknown" : state, folio_lq(q, sizeof q, msg));
         } else {
             atomic_fetch_add(&w->lost, 1);
+            metrics_job(w->o->metrics, "lost", &er, 0);
             folio_log(FOLIO_LOG_WARN, "job_lost", "job=%lld attempt=%d msg=%s", (long long)j->id, j->attempt,
                       rc ? folio_lq(q, sizeof q, err.msg) : "\"lease no longer ours; result discarded\"");
         }
@@ -489,7 +634,7 @@ static void *heartbeat_main(void *arg)
             if (c)
                 PQfinish(c);
             c = NULL;
-            db_connect(o->conninfo, "folio-worker-heartbeat", &c, &err);
+            db_open(o->conninfo, o->pooler, "folio-worker-heartbeat", &c, &err);
         }
         struct queue_worker_stats st;
         /* the model tiers gave up after repeated GPU losses: say so */
@@ -574,6 +719,8 @@ struct dispatcher {
     struct worker *w;
     PGconn *c;
     double next_connect_ms, connect_backoff_ms;
+    PGconn *lc; /* --listen-db: a direct connection that only LISTENs */
+    double next_listen_ms, listen_backoff_ms;
     unsigned int seed;
 };
 
@@ -596,7 +743,11 @@ static int disp_connect(struct dispatcher *d)
     struct folio_err err = {0};
     if (folio_mono_ms() < d->next_connect_ms)
         return FOLIO_EDB;
-    if (db_connect(w->o->conninfo, "folio-worker", &d->c, &err) || queue_listen(d->c, &err)) {
+    /* Behind a transaction pooler a LISTEN would land on whichever server
+     * session ran it and be lost with it: wake-ups come from polling or
+     * from the --listen-db connection instead. */
+    if (db_open(w->o->conninfo, w->o->pooler, "folio-worker", &d->c, &err) ||
+        (!db_pooled(d->c) && !w->o->listen_conninfo && queue_listen(d->c, &err))) {
         disp_drop_conn(d, &err);
         return FOLIO_EDB;
     }
@@ -647,6 +798,34 @@ static int disp_connect(struct dispatcher *d)
     return 0;
 }
 
+/* (Re)opens the --listen-db connection and LISTENs on it, with jittered
+ * backoff between failures. Returns 1 when it just came up (notifications
+ * sent while it was down are gone: claim once at once). */
+static int disp_listen(struct dispatcher *d)
+{
+    const struct worker_opts *o = d->w->o;
+    if (!o->listen_conninfo || d->lc || folio_mono_ms() < d->next_listen_ms)
+        return 0;
+    struct folio_err err = {0};
+    if (db_open(o->listen_conninfo, DB_POOLER_NONE, "folio-worker-listen", &d->lc, &err) == 0 &&
+        queue_listen(d->lc, &err) == 0) {
+        d->listen_backoff_ms = 200;
+        folio_log(FOLIO_LOG_INFO, "listen_connected", "channel=%s", QUEUE_NOTIFY_CHANNEL);
+        return 1;
+    }
+    char q[600];
+    if (d->lc)
+        PQfinish(d->lc);
+    d->lc = NULL;
+    if (d->listen_backoff_ms < 200)
+        d->listen_backoff_ms = 200;
+    d->next_listen_ms = folio_mono_ms() + jitter(&d->seed, d->listen_backoff_ms);
+    folio_log(FOLIO_LOG_WARN, "listen_unavailable", "retry_ms=%.0f error=%s msg=\"polling meanwhile\"",
+              d->listen_backoff_ms, folio_lq(q, sizeof q, err.msg));
+    d->listen_backoff_ms = d->listen_backoff_ms * 2 > 5000 ? 5000 : d->listen_backoff_ms * 2;
+    return 0;
+}
+
 /* Claims up to min(batch, free slots) jobs and hands them to idle OCR
  * threads. Returns the number claimed, or FOLIO_EDB. */
 static int disp_claim(struct dispatcher *d, int *free_after)
@@ -667,13 +846,19 @@ static int disp_claim(struct dispatcher *d, int *free_after)
     int n = 0;
     struct folio_err err = {0};
     double start = folio_mono_ms();
-    if (queue_claim(d->c, &w->o->queue, w->worker_id, k, jobs, &n, &err)) {
+    int crc = queue_claim(d->c, &w->o->queue, w->worker_id, k, jobs, &n, &err);
+    /* One line per claim at debug level: ops/fleet-bench.sh reads claim
+     * latency from it. */
+    folio_log(FOLIO_LOG_DEBUG, "claim", "asked=%d got=%d ms=%.3f", k, n, folio_mono_ms() - start);
+    if (crc) {
         char q[600];
         folio_log(FOLIO_LOG_WARN, "claim_failed", "error=%s", folio_lq(q, sizeof q, err.msg));
         if (queue_err_transient(d->c, &err))
             disp_drop_conn(d, &err);
         return FOLIO_EDB;
     }
+    metrics_observe(w->o->metrics, M_CLAIM_SECONDS, NULL, (folio_mono_ms() - start) / 1000.0);
+    metrics_add(w->o->metrics, M_JOBS_CLAIMED, NULL, NULL, n);
     pthread_mutex_lock(&w->mu);
     for (int i = 0, s = 0; i < n; i++) {
         while (w->slots[s].state != SLOT_FREE)
@@ -720,6 +905,35 @@ static int busy_slots(struct worker *w)
     return n;
 }
 
+/* A label set the model tiers cannot score stops the worker at start, once,
+ * with the label and its token count, instead of failing those tiers on
+ * every document. Only that refusal: a database that is not reachable yet
+ * is the OCR threads' business (they retry). */
+static int check_start_labels(struct worker *w, struct folio_err *err)
+{
+    PGconn *c = NULL;
+    struct engine_labels *ls = NULL;
+    struct engine *e = NULL;
+    struct folio_err le = {0};
+    int rc = db_connect(w->o->conninfo, "folio-worker-labels", &c, &le);
+    if (!rc)
+        rc = load_label_set(c, &ls, &le);
+    if (!rc) {
+        struct engine_config cfg = {.model_path = w->o->model_path, .mmproj_path = w->o->mmproj_path,
+                                    .models = w->models};
+        rc = engine_open(&cfg, ls, &e, &le);
+    }
+    engine_close(e);
+    engine_labels_free(ls);
+    if (c)
+        PQfinish(c);
+    if (rc == FOLIO_ELIMIT) {
+        *err = le;
+        return rc;
+    }
+    return 0;
+}
+
 int worker_run(const struct worker_opts *o, struct folio_err *err)
 {
     if (o->ocr_threads < 1 || o->ocr_threads > 256 || o->batch < 1 || o->queue.lease_s < 0.5)
@@ -747,6 +961,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     pthread_cond_init(&w.hb_cv, NULL);
+    pthread_cond_init(&w.done_cv, NULL);
     parse_faults(&w.fault);
     if (gethostname(w.host, sizeof w.host - 1) != 0)
         snprintf(w.host, sizeof w.host, "unknown");
@@ -769,7 +984,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         struct engine_models_config mc = {.model_path = o->model_path, .mmproj_path = o->mmproj_path,
                                           .device = o->device, .allow_cpu = o->device != NULL,
                                           .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file,
-                                          .release_on_device_loss = o->release_on_device_loss};
+                                          .release_on_device_loss = o->release_on_device_loss,
+                                          .gpu_weights = o->gpu_weights};
         if (engine_models_open(&mc, &w.models, err)) {
             close(sfd);
             close(w.wake_fd);
@@ -777,7 +993,9 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             free(threads);
             return err->code ? err->code : FOLIO_ENOMEM;
         }
-        char q[400], why[320];
+        char q[400], why[320], rep[2048];
+        if (o->metrics && engine_models_report_json(w.models, rep, sizeof rep) == 0)
+            metrics_set_engine(o->metrics, rep);
         folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w.models),
                   folio_lq(q, sizeof q, (engine_models_reason(w.models, why, sizeof why), why)));
     }
@@ -803,6 +1021,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         rc = err->code ? err->code : FOLIO_EINVAL;
     }
     pthread_mutex_unlock(&w.mu);
+    if (!rc && w.models)
+        rc = check_start_labels(&w, err);
 
     pthread_t hb;
     int hb_started = 0;
@@ -813,17 +1033,30 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             hb_started = 1;
     }
 
-    struct dispatcher d = {.w = &w, .connect_backoff_ms = 200, .seed = (unsigned int)getpid() * 2654435761u};
+    struct dispatcher d = {.w = &w, .connect_backoff_ms = 200, .listen_backoff_ms = 200,
+                           .seed = (unsigned int)getpid() * 2654435761u};
     int stopping = 0;
     double grace_end = 0, next_maint = 0, next_poll = 0;
     int claim_now = 1;
     if (!rc)
-        folio_log(FOLIO_LOG_INFO, "worker_started", "ocr_threads=%d batch=%d lease_s=%.1f grace_s=%.1f model_key=%s",
-                  w.nslots, o->batch, o->queue.lease_s, o->grace_s, o->queue.model_key);
+        folio_log(FOLIO_LOG_INFO, "worker_started",
+                  "ocr_threads=%d claim_batch=%d lease_s=%.1f grace_s=%.1f model_key=%s pooler=%s listen=%s",
+                  w.nslots, o->batch, o->queue.lease_s, o->grace_s, o->queue.model_key,
+                  o->pooler == DB_POOLER_TRANSACTION ? "transaction" : "none",
+                  o->listen_conninfo ? "listen-db" : o->pooler == DB_POOLER_TRANSACTION ? "off" : "db");
+    struct service_watchdog wd;
+    service_watchdog_init(&wd);
+    if (!rc)
+        service_ready(w.models ? engine_models_paths(w.models) : "ocr+rules");
     while (!rc) {
         double now = folio_mono_ms();
+        service_watchdog_tick(&wd);
+        metrics_set_ready(o->metrics, 1, w.models ? engine_models_paths(w.models) : "ocr+rules");
+        metrics_set(o->metrics, M_JOBS_IN_FLIGHT, busy_slots(&w));
         if (!d.c)
             disp_connect(&d);
+        if (disp_listen(&d))
+            claim_now = 1;
         if (stopping) {
             if (busy_slots(&w) == 0)
                 break;
@@ -853,12 +1086,17 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             wait = d.next_connect_ms - folio_mono_ms();
         if (next_maint - folio_mono_ms() < wait)
             wait = next_maint - folio_mono_ms();
+        if (o->listen_conninfo && !d.lc && d.next_listen_ms - folio_mono_ms() < wait)
+            wait = d.next_listen_ms - folio_mono_ms();
         if (stopping)
             wait = wait > 50 ? 50 : wait;
+        if (wait > service_watchdog_max_wait_ms(&wd))
+            wait = service_watchdog_max_wait_ms(&wd);
         if (wait < 0)
             wait = 0;
-        struct pollfd pf[3] = {{sfd, POLLIN, 0}, {w.wake_fd, POLLIN, 0}, {d.c ? PQsocket(d.c) : -1, POLLIN, 0}};
-        int pr = poll(pf, 3, (int)wait);
+        struct pollfd pf[4] = {{sfd, POLLIN, 0}, {w.wake_fd, POLLIN, 0}, {d.c ? PQsocket(d.c) : -1, POLLIN, 0},
+                               {d.lc ? PQsocket(d.lc) : -1, POLLIN, 0}};
+        int pr = poll(pf, 4, (int)wait);
         if (pr < 0 && errno != EINTR) {
             rc = folio_err_set(err, FOLIO_EIO, "poll: %s", strerror(errno));
             break;
@@ -872,6 +1110,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                     _exit(FOLIO_EXIT_FAIL);
                 }
                 stopping = 1;
+                service_stopping();
                 grace_end = folio_mono_ms() + o->grace_s * 1000.0;
                 folio_log(FOLIO_LOG_INFO, "worker_draining", "signal=%u in_flight=%d grace_s=%.1f", si.ssi_signo,
                           busy_slots(&w), o->grace_s);
@@ -896,6 +1135,17 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                 disp_drop_conn(&d, NULL);
             else if (nn > 0)
                 claim_now = 1;
+        }
+        if (d.lc && pr > 0 && (pf[3].revents & (POLLIN | POLLERR | POLLHUP))) {
+            int nn = queue_drain_notifies(d.lc);
+            if (nn < 0 || db_conn_broken(d.lc)) {
+                PQfinish(d.lc);
+                d.lc = NULL;
+                d.next_listen_ms = folio_mono_ms() + jitter(&d.seed, d.listen_backoff_ms);
+                folio_log(FOLIO_LOG_WARN, "listen_lost", "msg=\"polling until it is back\"");
+            } else if (nn > 0) {
+                claim_now = 1;
+            }
         }
     }
 
@@ -930,6 +1180,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     }
     if (d.c)
         PQfinish(d.c);
+    if (d.lc)
+        PQfinish(d.lc);
     engine_models_close(w.models);
     close(sfd);
     close(w.wake_fd);
@@ -938,5 +1190,6 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
     pthread_cond_destroy(&w.hb_cv);
+    pthread_cond_destroy(&w.done_cv);
     return rc;
 }

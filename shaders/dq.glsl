@@ -9,6 +9,9 @@
 // dq4(row, k) returns elements k..k+3 of the weight row starting at byte
 // address `row`; k is a multiple of 4 and the 4 elements always share one
 // scale in every supported layout (GGUF / ggml block layouts).
+// dq1(row, k) returns element k alone: the path for float rows whose
+// length is not a multiple of 4 (quantized rows are whole blocks, so
+// there it only serves completeness).
 #ifndef FOLIO_DQ_GLSL
 #define FOLIO_DQ_GLSL
 
@@ -98,6 +101,17 @@ vec4 dq4(uint row, uint k)
         float d = f16(rd16(b + 208u));
         return d * sc * q;
     }
+}
+
+float dq1(uint row, uint k)
+{
+    if (DTYPE == DT_F32)
+        return uintBitsToFloat(W[(row >> 2) + k]);
+    else if (DTYPE == DT_F16)
+        return f16(rd16(row + k * 2u));
+    else if (DTYPE == DT_BF16)
+        return uintBitsToFloat(rd16(row + k * 2u) << 16);
+    return dq4(row, k & ~3u)[k & 3u];
 }
 
 #endif

@@ -4,13 +4,15 @@
 // per workgroup, K in steps of 32 (one Q8_0 block, one K-quant sub-block),
 // 256 threads each owning a 4x4 micro-tile strided by 16 so that shared
 // memory reads are conflict-free. Weights are dequantized to f32 as they
-// are staged; accumulation is f32 throughout.
+// are staged; accumulation is f32 throughout. Rows whose length is not a
+// multiple of 4 (float weights only) are staged element by element.
 #extension GL_EXT_control_flow_attributes : enable
 layout(constant_id = 0) const uint DTYPE = 0;
 layout(local_size_x = 256) in;
 
 layout(std430, binding = 0) readonly buffer BW { uint W[]; };
 layout(std430, binding = 1) readonly buffer BX { vec4 X4[]; };
+layout(std430, binding = 1) readonly buffer BX1 { float X1[]; };
 layout(std430, binding = 2) buffer BY { float Y[]; };
 layout(std430, binding = 3) readonly buffer BB { float B[]; };
 layout(push_constant) uniform P {
@@ -41,10 +43,19 @@ void main()
             uint r = idx >> 3, kq = (idx & 7u) * 4u;
             uint k = k0 + kq;
             vec4 w = vec4(0), x = vec4(0);
-            if (n0 + r < p.N && k < p.K)
-                w = dq4(p.w_skip + (n0 + r) * p.row_bytes, k);
-            if (m0 + r < p.M && k < p.K)
-                x = X4[(p.x_skip >> 2) + (m0 + r) * k4n + (k >> 2)];
+            if ((p.K & 3u) == 0u) {
+                if (n0 + r < p.N && k < p.K)
+                    w = dq4(p.w_skip + (n0 + r) * p.row_bytes, k);
+                if (m0 + r < p.M && k < p.K)
+                    x = X4[(p.x_skip >> 2) + (m0 + r) * k4n + (k >> 2)];
+            } else {
+                [[unroll]] for (uint i = 0; i < 4u; i++) {
+                    if (n0 + r < p.N && k + i < p.K)
+                        w[i] = dq1(p.w_skip + (n0 + r) * p.row_bytes, k + i);
+                    if (m0 + r < p.M && k + i < p.K)
+                        x[i] = X1[p.x_skip + (m0 + r) * p.K + k + i];
+                }
+            }
             [[unroll]] for (uint i = 0; i < 4u; i++) {
                 sB[kq + i][r] = w[i];
                 sA[kq + i][r] = x[i];

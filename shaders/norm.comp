@@ -5,9 +5,13 @@
 // LayerNorm uses the two-pass mean/variance, not E[x^2]-E[x]^2, which
 // cancels badly for rows with a large mean.
 layout(constant_id = 0) const uint MODE = 0;
+// 1: y in f16 (pairs packed in uint words), the input the tensor-core GEMM
+// reads without converting; statistics stay f32.
+layout(constant_id = 1) const uint OUT_F16 = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer BX { float X[]; };
 layout(std430, binding = 1) writeonly buffer BY { float Y[]; };
+layout(std430, binding = 1) writeonly buffer BYH { uint YH[]; };
 layout(std430, binding = 2) readonly buffer BW { float Wt[]; };
 layout(std430, binding = 3) readonly buffer BB { float Bs[]; };
 layout(push_constant) uniform P { uint n, rows, has_w, has_b; float eps; uint xs, ys; } p;
@@ -47,6 +51,18 @@ void main()
         s2 += d * d;
     }
     float inv = inversesqrt(wg_sum(s2) / float(p.n) + p.eps);
+    if (OUT_F16 != 0u) {
+        // n and ys even (host checks): element pairs per invocation
+        for (uint j = t; j < p.n / 2u; j += 256u) {
+            vec2 v = (vec2(X[base + 2u * j], X[base + 2u * j + 1u]) - mean) * inv;
+            if (p.has_w != 0u)
+                v *= vec2(Wt[2u * j], Wt[2u * j + 1u]);
+            if (p.has_b != 0u)
+                v += vec2(Bs[2u * j], Bs[2u * j + 1u]);
+            YH[(ybase >> 1) + j] = packHalf2x16(v);
+        }
+        return;
+    }
     for (uint i = t; i < p.n; i += 256u) {
         float v = (X[base + i] - mean) * inv;
         if (p.has_w != 0u)

@@ -200,8 +200,20 @@ struct gguf_load_item {
     int on_host; /* token_embd: rows gathered on the CPU per request */
 };
 
+/* A key the file lacks whose value folio supplied: `folio doctor` lists
+ * each as "assumed" so that no default is silent. */
+#define GGUF_MAX_ASSUMED 12
+struct gguf_assumed {
+    const char *key;  /* static string */
+    char value[32];   /* as printed */
+    const char *why;  /* where the value comes from */
+};
+
 struct gguf_model {
     struct gguf_file *file;
+    struct gguf_assumed assumed[GGUF_MAX_ASSUMED];
+    uint32_t n_assumed;
+    uint32_t n_ignored;    /* keys in the file folio does not read (debug-logged) */
     int is_vision;
     struct gguf_text_hparams text;
     struct gguf_vision_hparams vision;
@@ -221,6 +233,12 @@ int gguf_model_open_vision(const char *path, struct gguf_model **out, struct fol
 int gguf_model_check(struct gguf_file *f, int vision, struct gguf_model **out,
                      struct folio_err *err);
 void gguf_model_close(struct gguf_model *m);
+/* Device bytes the model's matrices (2-D device tensors) take once
+ * expanded to f16 (--gpu-weights). */
+uint64_t gguf_model_matrix_f16_bytes(const struct gguf_model *m);
+/* 1 when folio reads this key (or it is general.* metadata); the checks
+ * debug-log and count every other key and otherwise ignore it. */
+int gguf_key_used(const char *key);
 
 /* What `folio doctor --model F` / `--mmproj F` prints: container summary,
  * architecture, hyper-parameters, dtypes per tensor group and the device

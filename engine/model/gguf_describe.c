@@ -285,6 +285,23 @@ int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
                         tok_n_skipped_merges(tk));
             fprintf(out, ",\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64,
                     m->device_bytes, m->host_bytes);
+            fputs(",\"assumed\":[", out);
+            for (uint32_t i = 0; i < m->n_assumed; i++) {
+                fputs(i ? ",{\"key\":" : "{\"key\":", out);
+                json_cstr(out, m->assumed[i].key);
+                fputs(",\"value\":", out);
+                json_cstr(out, m->assumed[i].value);
+                fputs(",\"why\":", out);
+                json_cstr(out, m->assumed[i].why);
+                fputc('}', out);
+            }
+            fputs("],\"ignored_keys\":[", out);
+            for (uint64_t i = 0, k = 0; i < gguf_kv_count(f); i++)
+                if (!gguf_key_used(gguf_kv_key(f, i))) {
+                    fputs(k++ ? "," : "", out);
+                    json_cstr(out, gguf_kv_key(f, i));
+                }
+            fputc(']', out);
         }
         fputs(",\"groups\":[", out);
         for (size_t i = 0; i < gs.n; i++) {
@@ -321,6 +338,22 @@ int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
             if (tk)
                 fprintf(out, "              %u specials, %u merges (%u skipped: not tokens)\n",
                         tok_n_specials(tk), tok_n_merges(tk), tok_n_skipped_merges(tk));
+            /* no default is silent: each key the file lacks, with its value */
+            for (uint32_t i = 0; i < m->n_assumed; i++)
+                fprintf(out, "%s%s=%s assumed (not in the file: %s)\n",
+                        i ? "              " : "assumed       ", m->assumed[i].key,
+                        m->assumed[i].value, m->assumed[i].why);
+            if (m->n_ignored) {
+                fprintf(out, "ignored       %u keys folio does not read:", m->n_ignored);
+                for (uint64_t i = 0, k = 0; i < gguf_kv_count(f) && k < 8; i++) {
+                    const char *key = gguf_kv_key(f, i);
+                    char q[160];
+                    if (!gguf_key_used(key))
+                        fprintf(out, "%s %s", k++ ? "," : "",
+                                folio_lq_bytes(q, sizeof q, key, strlen(key) > 96 ? 96 : strlen(key)));
+                }
+                fputs(m->n_ignored > 8 ? ", ...\n" : "\n", out);
+            }
         }
         fprintf(out, "tensors       group                          count  dtypes\n");
         for (size_t i = 0; i < gs.n; i++) {

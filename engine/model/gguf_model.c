@@ -134,6 +134,33 @@ static int bad_hparam(struct ctx *c, const char *what)
     return FOLIO_EMODEL;
 }
 
+/* Optional keys: the file's value, or dflt recorded as an assumption (the
+ * doctor prints it; the engine logs it at open). */
+static void assume(struct ctx *c, const char *key, const char *why, const char *fmt, double v)
+{
+    struct gguf_model *m = c->m;
+    if (m->n_assumed >= GGUF_MAX_ASSUMED)
+        return;
+    struct gguf_assumed *a = &m->assumed[m->n_assumed++];
+    a->key = key;
+    a->why = why;
+    snprintf(a->value, sizeof a->value, fmt, v);
+}
+
+static int opt_u32(struct ctx *c, const char *key, uint32_t dflt, const char *why, uint32_t *out)
+{
+    if (!gguf_find(c->f, key))
+        assume(c, key, why, "%.0f", (double)dflt);
+    return gguf_get_u32_or(c->f, key, dflt, out, c->err);
+}
+
+static int opt_f32(struct ctx *c, const char *key, float dflt, const char *why, float *out)
+{
+    if (!gguf_find(c->f, key))
+        assume(c, key, why, "%g", (double)dflt);
+    return gguf_get_f32_or(c->f, key, dflt, out, c->err);
+}
+
 static int no_extras(struct ctx *c)
 {
     for (uint64_t i = 0; i < gguf_tensor_count(c->f); i++) {
@@ -179,10 +206,12 @@ static int text_hparams(struct ctx *c)
         (rc = gguf_get_u32(f, "qwen2vl.block_count", &h->n_layer, c->err)) ||
         (rc = gguf_get_u32(f, "qwen2vl.feed_forward_length", &h->n_ff, c->err)) ||
         (rc = gguf_get_u32(f, "qwen2vl.attention.head_count", &h->n_head, c->err)) ||
-        (rc = gguf_get_u32_or(f, "qwen2vl.attention.head_count_kv", h->n_head, &h->n_head_kv,
-                              c->err)) ||
-        (rc = gguf_get_u32_or(f, "qwen2vl.context_length", 0, &h->n_ctx_train, c->err)) ||
-        (rc = gguf_get_f32_or(f, "qwen2vl.rope.freq_base", 10000.0f, &h->rope_theta, c->err)) ||
+        (rc = opt_u32(c, "qwen2vl.attention.head_count_kv", h->n_head,
+                      "head_count: no grouped-query attention", &h->n_head_kv)) ||
+        (rc = opt_u32(c, "qwen2vl.context_length", 0, "unknown; not used by folio",
+                      &h->n_ctx_train)) ||
+        (rc = opt_f32(c, "qwen2vl.rope.freq_base", 10000.0f, "llama.cpp's default",
+                      &h->rope_theta)) ||
         (rc = gguf_get_f32(f, "qwen2vl.attention.layer_norm_rms_epsilon", &h->rms_eps, c->err)))
         return rc;
     if (h->n_embd == 0 || h->n_embd > 65536 || h->n_layer == 0 || h->n_layer > 1024 ||
@@ -193,8 +222,10 @@ static int text_hparams(struct ctx *c)
                              "divide head_count");
     h->head_dim = h->n_embd / h->n_head;
     uint32_t kl, rot;
-    if ((rc = gguf_get_u32_or(f, "qwen2vl.attention.key_length", h->head_dim, &kl, c->err)) ||
-        (rc = gguf_get_u32_or(f, "qwen2vl.rope.dimension_count", h->head_dim, &rot, c->err)))
+    if ((rc = opt_u32(c, "qwen2vl.attention.key_length", h->head_dim,
+                      "embedding_length / head_count", &kl)) ||
+        (rc = opt_u32(c, "qwen2vl.rope.dimension_count", h->head_dim,
+                      "the head size: rotary over whole heads", &rot)))
         return rc;
     if (kl != h->head_dim || rot != h->head_dim || h->head_dim % 2)
         return bad_hparam(c, "attention.key_length / rope.dimension_count differ from "
@@ -356,10 +387,10 @@ static int vision_hparams(struct ctx *c)
         (rc = gguf_get_u32(f, "clip.vision.attention.head_count", &h->n_head, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.patch_size", &h->patch_size, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.projection_dim", &h->proj_dim, c->err)) ||
-        (rc = gguf_get_u32_or(f, "clip.vision.spatial_merge_size", 2, &h->spatial_merge,
-                              c->err)) ||
-        (rc = gguf_get_f32_or(f, "clip.vision.attention.layer_norm_epsilon", 1e-6f, &h->eps,
-                              c->err)) ||
+        (rc = opt_u32(c, "clip.vision.spatial_merge_size", 2,
+                      "every released Qwen2-VL / Qwen2.5-VL merges 2x2", &h->spatial_merge)) ||
+        (rc = opt_f32(c, "clip.vision.attention.layer_norm_epsilon", 1e-6f,
+                      "every released Qwen2-VL / Qwen2.5-VL", &h->eps)) ||
         (rc = gguf_get_bool_or(f, "clip.use_silu", 0, &h->use_silu, c->err)) ||
         (rc = f32_triplet(c, "clip.vision.image_mean", h->image_mean)) ||
         (rc = f32_triplet(c, "clip.vision.image_std", h->image_std)))
@@ -374,7 +405,9 @@ static int vision_hparams(struct ctx *c)
             return bad_hparam(c, "image std must be positive");
     if (h->kind == GGUF_VISION_QWEN25VL) {
         if ((rc = gguf_get_u32(f, "clip.vision.n_wa_pattern", &h->n_wa_pattern, c->err)) ||
-            (rc = gguf_get_u32_or(f, "clip.vision.window_size", 112, &h->window_size, c->err)))
+            (rc = opt_u32(c, "clip.vision.window_size", 112,
+                          "every released Qwen2.5-VL; llama.cpp's converter does not write it",
+                          &h->window_size)))
             return rc;
         if (h->n_wa_pattern == 0 || h->window_size == 0 ||
             h->window_size % (h->patch_size * h->spatial_merge) != 0)
@@ -456,6 +489,51 @@ static int check_vision(struct ctx *c)
 
 /* ------------------------------------------------------------- public */
 
+/* Every key the checks and the tokenizer read. Anything else a file holds
+ * (the converter's tokenizer.chat_template, add_bos_token, clip.use_gelu,
+ * image_size, ...) does not change what folio computes; general.* is
+ * descriptive metadata. */
+static const char *const KNOWN_KEYS[] = {
+    "qwen2vl.context_length", "qwen2vl.embedding_length", "qwen2vl.block_count",
+    "qwen2vl.feed_forward_length", "qwen2vl.attention.head_count",
+    "qwen2vl.attention.head_count_kv", "qwen2vl.attention.key_length",
+    "qwen2vl.attention.layer_norm_rms_epsilon", "qwen2vl.rope.dimension_count",
+    "qwen2vl.rope.dimension_sections", "qwen2vl.rope.freq_base", "tokenizer.ggml.model",
+    "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+    "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.padding_token_id", "clip.has_vision_encoder", "clip.projector_type",
+    "clip.vision.projector_type", "clip.use_silu", "clip.vision.attention.head_count",
+    "clip.vision.attention.layer_norm_epsilon", "clip.vision.block_count",
+    "clip.vision.embedding_length", "clip.vision.feed_forward_length",
+    "clip.vision.image_mean", "clip.vision.image_std", "clip.vision.n_wa_pattern",
+    "clip.vision.patch_size", "clip.vision.projection_dim", "clip.vision.spatial_merge_size",
+    "clip.vision.window_size",
+};
+
+int gguf_key_used(const char *key)
+{
+    if (strncmp(key, "general.", 8) == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof KNOWN_KEYS / sizeof KNOWN_KEYS[0]; i++)
+        if (strcmp(key, KNOWN_KEYS[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The keys folio does not read: one debug line each, and a count. */
+static void note_ignored(struct gguf_model *m)
+{
+    for (uint64_t i = 0; i < gguf_kv_count(m->file); i++) {
+        const char *k = gguf_kv_key(m->file, i);
+        if (!k || gguf_key_used(k))
+            continue;
+        m->n_ignored++;
+        char q[160];
+        folio_log(FOLIO_LOG_DEBUG, "gguf_key_ignored", "path=%s key=%s",
+                  gguf_path(m->file), folio_lq_bytes(q, sizeof q, k, strlen(k) > 96 ? 96 : strlen(k)));
+    }
+}
+
 int gguf_model_check(struct gguf_file *f, int vision, struct gguf_model **out,
                      struct folio_err *err)
 {
@@ -482,6 +560,10 @@ int gguf_model_check(struct gguf_file *f, int vision, struct gguf_model **out,
         gguf_model_close(m);
         return rc;
     }
+    note_ignored(m);
+    for (uint32_t i = 0; i < m->n_assumed; i++)
+        folio_log(FOLIO_LOG_INFO, "gguf_key_assumed", "path=%s key=%s value=%s why=\"%s\"",
+                  gguf_path(f), m->assumed[i].key, m->assumed[i].value, m->assumed[i].why);
     *out = m;
     return 0;
 }
@@ -512,4 +594,13 @@ void gguf_model_close(struct gguf_model *m)
     gguf_close(m->file);
     free(m->items);
     free(m);
+}
+
+uint64_t gguf_model_matrix_f16_bytes(const struct gguf_model *m)
+{
+    uint64_t b = 0;
+    for (uint64_t i = 0; i < m->n_items; i++)
+        if (!m->items[i].on_host && m->items[i].t->n_dims == 2)
+            b += m->items[i].t->n_elems * 2;
+    return b;
 }

@@ -5,9 +5,10 @@
  * Memory is decided here, once: every activation tensor is sized for the
  * worst pass the configuration allows (batch x max_tokens prompt rows plus
  * every label row) and placed at open, so a request never allocates. The
- * KV cache is one tensor per layer (K and V), each bound whole by the
- * attention kernel, so open refuses a configuration whose cache would not
- * fit one binding and says which knob to turn.
+ * KV cache is one tensor per layer (K and V). A cache, a prompt's queries
+ * or a label scratch larger than one binding (maxStorageBufferRange) is
+ * attended to in query and key chunks (op_attention_ranged), for which a
+ * small split scratch is planned here.
  *
  * token_embd stays on the host (in the GGUF mapping): a prompt needs a few
  * thousand of its 152k rows, which the CPU dequantizes and uploads with the
@@ -33,7 +34,7 @@ static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, 
 int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                      struct vkr_pipeline_key *out, int max)
 {
-    struct vkr_pipeline_key all[64];
+    struct vkr_pipeline_key all[512];
     int n = 0;
     int types[8], nt = 0;
     for (uint64_t i = 0; i < m->n_items; i++) {
@@ -50,11 +51,16 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         n += ops_matmul_keys(vk, types[j], &all[n]);
     key(&all[n++], "gather", 1, QUANT_F32, 0);
     key(&all[n++], "norm", 1, 0, 0);
+    if (ops_gemm_available(vk))
+        key(&all[n++], "norm", 2, 0, 1);
     key(&all[n++], "softmax", 0, 0, 0);
     key(&all[n++], "rope", 1, OP_ROPE_MROPE, 0);
     n += ops_attention_keys(vk, m->text.head_dim, 0, &all[n]);
+    key(&all[n++], "attn_lse", 0, 0, 0); /* attention past one binding */
+    key(&all[n++], "attn_merge", 0, 0, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
     key(&all[n++], "elem", 1, OP_SWIGLU, 0);
+    n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
@@ -71,28 +77,17 @@ double lm_last_submit_ms(const struct lm *lm)
     return lm->last_ms;
 }
 
-static uint64_t gcd64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
+/* Matrices go through staging to be expanded to f16 (to_f16: ops_weights_f16). */
 static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct lm_w *w,
-                         struct folio_err *err)
+                         struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
-    int rc = vkr_arena_upload(lm->wa, t->data, t->n_bytes, &w->t, err);
-    if (rc) {
-        folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
-        return rc;
-    }
-    w->type = t->type;
     w->k = (uint32_t)t->ne[0];
     w->n = (uint32_t)(t->n_elems / t->ne[0]);
-    return 0;
+    int rc = ops_upload_weight(lm->vk, lm->wa, t->n_dims == 2 ? staging : NULL, t->data, t->type,
+                               w->n, w->k, to_f16, &w->t, &w->type, err);
+    if (rc)
+        folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
+    return rc;
 }
 
 static struct lm_w *slot_for(struct lm *lm, const char *name)
@@ -135,8 +130,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
 {
     const struct vkr_limits *lim = vkr_limits(lm->vk);
     uint64_t align = lim->min_ssbo_align ? lim->min_ssbo_align : 4;
-    uint64_t r1 = align / gcd64(align, (uint64_t)lm->QW * 4);
-    uint64_t r2 = align / gcd64(align, (uint64_t)lm->KW * 4);
+    uint64_t r1 = ops_align_rows(lm->vk, (uint64_t)lm->QW * 4);
+    uint64_t r2 = ops_align_rows(lm->vk, (uint64_t)lm->KW * 4);
     lm->ra = (uint32_t)(r1 > r2 ? r1 : r2);
     lm->ialign = (uint32_t)(align >= 4 ? align / 4 : 1);
     const struct lm_config *c = &lm->cfg;
@@ -164,20 +159,19 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     if (qp > lim->max_range / ((uint64_t)lm->QW * 4))
         qp = lim->max_range / ((uint64_t)lm->QW * 4);
     if (qp < one_qp)
-        return too_big(lm, "one label's padded queries", one_qp * lm->QW * 4, err);
+        qp = one_qp; /* past one binding: attended to in chunks */
     uint64_t ints = rows * 6 + B * NL * (T + LT) + lg + pg + 3 * (B * NL * one_qp + groups) +
                     (6 + 5 * groups) * lm->ialign;
     if (rows > UINT32_MAX / 8 || ints > UINT32_MAX / 8 || lg * lm->V > UINT32_MAX)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " rows per pass is too many",
                              rows);
-    if (kv * lm->KW * 4 > lim->max_range)
-        return too_big(lm, "the per-layer KV cache", kv * lm->KW * 4, err);
-    if (sc * lm->KW * 4 > lim->max_range)
-        return too_big(lm, "the label K/V scratch", sc * lm->KW * 4, err);
-    if (rows * lm->QW * 4 > lim->max_range)
-        return too_big(lm, "the attention queries", rows * lm->QW * 4, err);
-    if (lg * lm->E * 4 > lim->max_range)
-        return too_big(lm, "the logits rows", lg * lm->E * 4, err);
+    /* Attention operands past one binding go through the split path; its
+     * scratch is only worth its memory where that can happen. */
+    uint64_t asb[4] = {16, 16, 16, 16};
+    if (kv * lm->KW * 4 > lim->max_range || sc * lm->KW * 4 > lim->max_range ||
+        rows * lm->QW * 4 > lim->max_range || qp * lm->QW * 4 > lim->max_range)
+        op_attention_scratch_bytes(lm->vk, (uint32_t)(rows > qp ? rows : qp), lm->hp.n_head,
+                                   lm->D, asb);
     if ((uint64_t)lm->V * 4 > lim->max_range)
         return too_big(lm, "one logits row", (uint64_t)lm->V * 4, err);
     lm->rows_cap = (uint32_t)rows;
@@ -188,7 +182,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->ints_cap = (uint32_t)ints;
 
     uint64_t E = lm->E, QW = lm->QW, KW = lm->KW, F = lm->F, V = lm->V;
-    uint32_t nsz = 17 + 2 * lm->hp.n_layer;
+    uint32_t nsz = 21 + 2 * lm->hp.n_layer;
     uint64_t *sizes = malloc(nsz * sizeof *sizes);
     if (!sizes)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
@@ -208,8 +202,10 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     sizes[n++] = lg * E * 4;    /* lg_hn */
     sizes[n++] = lg * V * 4;    /* logits */
     sizes[n++] = lg * V * 4;    /* probs */
-    sizes[n++] = pg * 16;       /* pg */
+    sizes[n++] = pg * 4;        /* pg */
     sizes[n++] = ints * 4;      /* ints */
+    for (int i = 0; i < 4; i++)
+        sizes[n++] = asb[i];    /* split attention scratch */
     int fixed = n;
     for (uint32_t i = 0; i < lm->hp.n_layer; i++) {
         sizes[n++] = kv * KW * 4;
@@ -218,12 +214,16 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     int rc = vkr_arena_plan(lm->aa, sizes, n, err);
     if (rc) {
         free(sizes);
+        if (rc == FOLIO_ELIMIT) /* the arena's generic hint, in this model's knobs */
+            folio_err_hint(err, "lower --max-tokens or --batch (now %u tokens x %u sequences)",
+                           c->max_tokens, c->batch);
         return rc;
     }
     vkr_arena_reset(lm->aa);
     struct vkr_tensor *dst[] = {&lm->x, &lm->h, &lm->q, &lm->o, &lm->t2, &lm->gate, &lm->up,
                                 &lm->ks, &lm->vs, &lm->qp, &lm->op, &lm->lg_h, &lm->lg_hn, &lm->logits,
-                                &lm->probs, &lm->pg, &lm->ints};
+                                &lm->probs, &lm->pg, &lm->ints, &lm->asc.o, &lm->asc.lse,
+                                &lm->asc.lse_c, &lm->asc.ranges};
     for (int i = 0; i < fixed && !rc; i++)
         rc = vkr_arena_alloc(lm->aa, sizes[i], dst[i], err);
     for (uint32_t i = 0; i < lm->hp.n_layer && !rc; i++) {
@@ -241,7 +241,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->lab_ka = malloc((size_t)B * NL * sizeof *lm->lab_ka);
     lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
     lm->iv = malloc((size_t)ints * sizeof *lm->iv);
-    lm->pgh = malloc((size_t)pg * 4 * sizeof *lm->pgh);
+    lm->pgh = malloc((size_t)pg * sizeof *lm->pgh);
     lm->seq_start = calloc(B, sizeof *lm->seq_start);
     lm->seq_n = calloc(B, sizeof *lm->seq_n);
     lm->next_pos = calloc(B, sizeof *lm->next_pos);
@@ -293,9 +293,6 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
         rc = folio_err_set(err, FOLIO_EMODEL, "text model: M-RoPE sections %d+%d+%d do not cover "
                            "head_dim/2 = %u", h->mrope_sections[0], h->mrope_sections[1],
                            h->mrope_sections[2], lm->D / 2);
-    else if (lm->E % 4 || lm->V % 4)
-        rc = folio_err_set(err, FOLIO_EMODEL, "text model: width %u / vocabulary %u must be "
-                           "multiples of 4", lm->E, lm->V);
     lm->embd = gguf_find_tensor(m->file, "token_embd.weight");
     lm->L = calloc(h->n_layer ? h->n_layer : 1, sizeof *lm->L);
     if (!rc && (!lm->L || !lm->embd))
@@ -304,6 +301,12 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
         rc = vkr_arena_create(vk, "lm-weights", VKR_ARENA_WEIGHTS, &lm->wa, err);
     if (!rc)
         rc = vkr_arena_create(vk, "lm-activations", VKR_ARENA_ACTIVATIONS, &lm->aa, err);
+    char why[200];
+    struct vkr_arena *staging = NULL;
+    int to_f16 = 0;
+    if (!rc && (to_f16 = ops_weights_f16(vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
+                               gguf_model_matrix_f16_bytes(m), why, sizeof why)))
+        rc = vkr_arena_create(vk, "lm-staging", VKR_ARENA_WEIGHTS, &staging, err);
     for (uint64_t i = 0; !rc && i < m->n_items; i++) {
         const struct gguf_tensor_info *t = m->items[i].t;
         if (m->items[i].on_host)
@@ -313,10 +316,19 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
             rc = folio_err_set(err, FOLIO_EMODEL, "text model: unexpected tensor %s", t->name);
             break;
         }
-        rc = upload_tensor(lm, t, w, err);
+        rc = upload_tensor(lm, t, w, staging, to_f16, err);
     }
+    vkr_arena_destroy(staging);
     if (!rc && !lm->out_w.t.size)
         rc = folio_err_set(err, FOLIO_EMODEL, "text model: no LM head (output.weight)");
+    lm->gemm16 = !rc && ops_gemm_available(vk) && lm->E % 2 == 0 && lm->F % 2 == 0;
+    for (uint32_t i = 0; lm->gemm16 && i < h->n_layer; i++) {
+        const struct lm_layer *L = &lm->L[i];
+        lm->gemm16 = L->wq.type == QUANT_F16 && L->wk.type == QUANT_F16 &&
+                     L->wv.type == QUANT_F16 && L->wo.type == QUANT_F16 &&
+                     L->wg.type == QUANT_F16 && L->wu.type == QUANT_F16 &&
+                     L->wd.type == QUANT_F16;
+    }
     if (!rc)
         rc = plan_activations(lm, err);
     if (rc) {
@@ -325,9 +337,9 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
     }
     folio_log(FOLIO_LOG_INFO, "lm_open",
               "layers=%u embd=%u heads=%u/%u ff=%u vocab=%u weights_bytes=%" PRIu64
-              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u",
+              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u gpu_weights=\"%s\" f16_path=%d",
               h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, vkr_arena_used(lm->wa),
-              vkr_arena_capacity(lm->aa), lm->cfg.max_tokens, lm->cfg.batch);
+              vkr_arena_capacity(lm->aa), lm->cfg.max_tokens, lm->cfg.batch, why, lm->gemm16);
     *out = lm;
     return 0;
 }

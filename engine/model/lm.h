@@ -48,6 +48,9 @@ struct lm_config {
     /* Use the op library's own kernel pick for every matmul instead of
      * the tensor-core kernel from 9 rows up (benchmarks compare both). */
     int op_auto_kernels;
+    /* enum ops_gpu_weights: matrices expanded to f16 at load (auto = when
+     * the tensor-core GEMM exists and they fit), or kept as stored. */
+    int gpu_weights;
 };
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels
@@ -157,6 +160,7 @@ struct lm_bench_opts {
     uint32_t label_tokens;     /* tokens per label, 0 = 3 */
     uint32_t iters;            /* timed repetitions, 0 = 3 */
     int small;                 /* a small model instead of the 7B shape (CI smoke) */
+    int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
 };
 /* Builds a 7B-shaped Q4_K_M-like model in memory, measures the device's
  * matmul FLOP/s and memory bandwidth, then prefill tokens/s and label

@@ -238,6 +238,7 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
     /* ---- the model ---- */
     struct lm_config cfg = {.max_tokens = T, .batch = 1, .max_labels = NLB,
                             .max_label_tokens = LTK};
+    cfg.gpu_weights = o->gpu_weights;
     t0 = folio_mono_ms();
     rc = lm_open(vk, m, &cfg, &lm, err);
     if (rc)

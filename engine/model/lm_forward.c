@@ -28,7 +28,9 @@
  * keep that true. Pad rows carry zero embeddings and are never attended to.
  *
  * Scores: softmax of the needed logits rows on the GPU, then one gather
- * picks p(token) for every label token, so only a few floats come back.
+ * picks p(token) for every label token (the probabilities read as a table
+ * of one-float rows, so any vocabulary size works), so only a few floats
+ * come back.
  * A probability under 1e-30 has lost its precision in f32 (and underflows
  * at e^-103): that token's logits row is fetched and its log-probability
  * computed exactly on the host. The prompts' last logits rows are kept on
@@ -108,6 +110,20 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
         k = OP_MM_MATVEC;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
                           .y = y, .bias = bias ? &bias->t : NULL, .kernel = k};
+    return op_matmul(c, &a, err);
+}
+
+/* The f16 data path (weights expanded at load, tensor-core GEMM), as in
+ * vision.c: f16 GEMM inputs from the norms and the fused SwiGLU, residual
+ * sums in the GEMM epilogues, the residual stream in f32. */
+static int mm16(const struct lm_w *w, const struct lm_w *bias, struct vkr_tensor x, int xt,
+                struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
+                enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
+                struct folio_err *err)
+{
+    struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
+                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = OP_MM_GEMM,
+                          .xtype = xt, .ytype = yt, .res = res, .act = act, .gate = gate};
     return op_matmul(c, &a, err);
 }
 
@@ -384,7 +400,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             for (uint32_t j = prefill ? 0 : 1; j < labels[l].n; j++) {
                 uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
                 uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
-                iv[o_pg + pgc++] = (int32_t)(idx / 4);
+                iv[o_pg + pgc++] = (int32_t)(uint32_t)idx; /* < 2^32: lm.c plans it */
             }
     if (rc) {
         free(gr);
@@ -411,17 +427,36 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     const struct gguf_text_hparams *hp = &lm->hp;
     float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)lm->D);
     struct vkr_tensor pos = iview(lm, o_pos, nrows * 3);
+    /* f16 data path for every pass above matvec's 8 rows: a label pass of a
+     * few dozen rows is bound by reading the weights, which the GEMM does
+     * once where matvec reads them once per 8 rows (H200: 52 -> see
+     * BENCHMARKS.md). */
+    int f16 = lm->gemm16 && nrows > 8;
     for (uint32_t li = 0; li < hp->n_layer && !rc; li++) {
         struct lm_layer *L = &lm->L[li];
         struct vkr_tensor kv_k = view(L->kc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
         struct vkr_tensor kv_v = view(L->vc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
-        rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
-        if (!rc)
-            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
-        if (!rc)
-            rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
-        if (!rc)
-            rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+        if (f16) {
+            const int F16 = QUANT_F16, F32 = QUANT_F32;
+            rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->attn_norm.t, NULL, nrows, E, eps, err);
+            if (!rc)
+                rc = mm16(&L->wq, &L->bq, lm->h, F16, lm->q, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            if (!rc)
+                rc = mm16(&L->wk, &L->bk, lm->h, F16, kv_k, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            if (!rc)
+                rc = mm16(&L->wv, &L->bv, lm->h, F16, kv_v, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+        } else {
+            rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
+            if (!rc)
+                rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
+            if (!rc)
+                rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
+            if (!rc)
+                rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+        }
         struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
                              .d = lm->D, .mode = OP_ROPE_MROPE, .base = hp->rope_theta,
                              .sections = {(uint32_t)hp->mrope_sections[0],
@@ -439,7 +474,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
                                       .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
                                       .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
-            rc = op_attention(c, &at, err);
+            rc = op_attention_ranged(c, &at, &lm->asc, err);
         }
         for (uint32_t gi = 0; gi < ngr && !rc; gi++) {
             const struct group *g = &gr[gi];
@@ -456,12 +491,29 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                                       .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
                                       .causal = 0, .ranges = &rg};
             if (!rc)
-                rc = op_attention(c, &at, err);
+                rc = op_attention_ranged(c, &at, &lm->asc, err);
             if (!rc)
                 rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
                                iview(lm, g->back_off, g->nspan), g->nspan,
                                view(lm->o, (uint64_t)g->span0 * QW * 4,
                                     (uint64_t)g->nspan * QW * 4), err);
+        }
+        if (!rc && f16) {
+            const int F16 = QUANT_F16, F32 = QUANT_F32;
+            rc = mm16(&L->wo, NULL, lm->o, F32, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE, NULL, c,
+                      err);
+            if (!rc)
+                rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->ffn_norm.t, NULL, nrows, E, eps, err);
+            if (!rc)
+                rc = mm16(&L->wg, NULL, lm->h, F16, lm->gate, F32, nrows, NULL, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            if (!rc)
+                rc = mm16(&L->wu, NULL, lm->h, F16, lm->up, F16, nrows, NULL, OP_MM_ACT_SWIGLU,
+                          &lm->gate, c, err);
+            if (!rc)
+                rc = mm16(&L->wd, NULL, lm->up, F16, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE,
+                          NULL, c, err);
+            continue;
         }
         if (!rc)
             rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
@@ -493,7 +545,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         if (!rc && nsm)
             rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);
         if (!rc && npg)
-            rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V / 4), 4,
+            rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V), 1,
                            iview(lm, o_pg, npg), npg, lm->pg, err);
     }
     free(gr);
@@ -519,7 +571,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         rc = vkr_download(lm->vk, lm->logits, (uint64_t)nlast * V * 4, logits,
                           (uint64_t)nall * V * 4, err);
     if (!rc && npg)
-        rc = vkr_download(lm->vk, lm->pg, 0, lm->pgh, (uint64_t)npg * 16, err);
+        rc = vkr_download(lm->vk, lm->pg, 0, lm->pgh, (uint64_t)npg * 4, err);
     if (rc)
         return rc;
     pgc = 0;
@@ -533,8 +585,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                     continue;
                 }
                 uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
-                uint64_t idx = prow * V + tok;
-                float p = lm->pgh[(size_t)pgc++ * 4 + idx % 4];
+                float p = lm->pgh[pgc++];
                 if (p > 1e-30f) {
                     s += log((double)p);
                     continue;

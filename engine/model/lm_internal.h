@@ -27,6 +27,7 @@ struct lm {
     struct vkr_arena *wa, *aa;
     struct lm_layer *L;
     struct lm_w out_norm, out_w;
+    int gemm16; /* f16 data path: every layer matrix f16 and the GEMM available */
 
     /* capacities, fixed at open */
     uint32_t ra;          /* row granularity keeping every row view aligned */
@@ -40,6 +41,8 @@ struct lm {
 
     /* activations */
     struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
+    /* attention past one binding (op_attention_ranged); tiny when all fits */
+    struct op_attention_scratch asc;
 
     /* host staging for one pass */
     float *emb;

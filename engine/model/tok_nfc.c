@@ -11,6 +11,14 @@
  * ordering of combining marks, canonical composition. Hangul syllables
  * are decomposed and composed arithmetically. Invalid UTF-8 bytes pass
  * through untouched, as starters that compose with nothing.
+ *
+ * The tables are Unicode 9.0, those of the NFC the reference tokenizer
+ * runs (gen_unicode_nfc.py): a character assigned later has class 0 and no
+ * decomposition, so it is a starter here as it is there.
+ *
+ * Linear time on any input: each code point's class is looked up once, at
+ * decomposition; ordering sorts short runs of marks by insertion and long
+ * ones by counting; composition is one pass.
  */
 #include "engine/model/tokenizer.h"
 #include "engine/model/unicode_nfc.h"
@@ -71,6 +79,11 @@ static int flagged(uint32_t cp)
             return 1;
     }
     return 0;
+}
+
+const char *tok_unicode_nfc_version(void)
+{
+    return NFC_TABLE_VERSION;
 }
 
 int tok_nfc_quick(const char *text, size_t n)
@@ -143,8 +156,12 @@ static uint32_t compose_pair(uint32_t a, uint32_t b)
     return 0;
 }
 
+/* The decomposed text: code points and their combining classes, looked
+ * up once per code point (ordering and composition read k[], never the
+ * tables). */
 struct cps {
     uint32_t *v;
+    uint8_t *k;
     size_t n, cap;
 };
 
@@ -156,10 +173,64 @@ static int push(struct cps *c, uint32_t cp)
         if (!nv)
             return -1;
         c->v = nv;
+        uint8_t *nk = realloc(c->k, cap);
+        if (!nk)
+            return -1;
+        c->k = nk;
         c->cap = cap;
     }
+    c->k[c->n] = ccc_of(cp);
     c->v[c->n++] = cp;
     return 0;
+}
+
+static void cps_free(struct cps *c)
+{
+    free(c->v);
+    free(c->k);
+}
+
+/* Runs of non-starters up to this long are insertion-sorted (cheap, and
+ * real text rarely stacks more than three or four marks); longer runs are
+ * counting-sorted by class, which is stable and O(run + 256), so a hostile
+ * run of a million marks costs what a million letters do. */
+enum { SHORT_RUN = 32 };
+
+/* Sorts v/k[a..b) (all classes non-zero) by class, stably. tmp has room
+ * for b - a code points. */
+static void order_run(struct cps *c, size_t a, size_t b, uint32_t *tmp)
+{
+    uint32_t *v = c->v;
+    uint8_t *k = c->k;
+    if (b - a <= SHORT_RUN) {
+        for (size_t i = a + 1; i < b; i++) {
+            uint32_t cp = v[i];
+            uint8_t kk = k[i];
+            size_t j = i;
+            while (j > a && k[j - 1] > kk) {
+                v[j] = v[j - 1];
+                k[j] = k[j - 1];
+                j--;
+            }
+            v[j] = cp;
+            k[j] = kk;
+        }
+        return;
+    }
+    size_t start[257] = {0};
+    for (size_t i = a; i < b; i++)
+        start[k[i] + 1]++;
+    for (int q = 1; q < 257; q++)
+        start[q] += start[q - 1];
+    for (size_t i = a; i < b; i++)
+        tmp[start[k[i]]++] = v[i];
+    /* start[q] is now the end of class q's bucket: rebuild k[] from it */
+    size_t o = 0;
+    for (int q = 1; q < 256; q++)
+        for (; o < start[q]; o++) {
+            v[a + o] = tmp[o];
+            k[a + o] = (uint8_t)q;
+        }
 }
 
 /* Full canonical decomposition of cp appended to c. Decompositions nest
@@ -219,34 +290,43 @@ int tok_nfc(const char *text, size_t n, char **out, size_t *out_len)
         size_t l;
         uint32_t cp = dec(s, n, i, &l);
         if (decompose(&c, cp, 0)) {
-            free(c.v);
+            cps_free(&c);
             return FOLIO_ENOMEM;
         }
         i += l;
     }
-    /* 2. canonical order: stable insertion sort of each run of non-starters */
-    for (size_t i = 1; i < c.n; i++) {
-        uint8_t k = ccc_of(c.v[i]);
-        if (k == 0)
+    /* 2. canonical order: sort each maximal run of non-starters by class */
+    uint32_t *tmp = NULL;
+    for (size_t i = 0; i < c.n;) {
+        if (c.k[i] == 0) {
+            i++;
             continue;
-        size_t j = i;
-        uint32_t cp = c.v[i];
-        while (j > 0 && ccc_of(c.v[j - 1]) > k) {
-            c.v[j] = c.v[j - 1];
-            j--;
         }
-        c.v[j] = cp;
+        size_t b = i + 1;
+        while (b < c.n && c.k[b] != 0)
+            b++;
+        if (b - i > SHORT_RUN && !tmp) {
+            tmp = malloc(c.n * sizeof *tmp); /* once, big enough for any run */
+            if (!tmp) {
+                cps_free(&c);
+                return FOLIO_ENOMEM;
+            }
+        }
+        order_run(&c, i, b, tmp);
+        i = b;
     }
+    free(tmp);
     /* 3. compose: each character joins the last starter unless blocked by
-     * an intervening mark of the same or higher class */
+     * an intervening mark of the same or higher class. v[] is compacted
+     * in place (o <= i); k[] is only read, at input positions. */
     size_t o = 0;
     if (c.n) {
         size_t starter = 0;
-        int last = ccc_of(c.v[0]) ? 256 : 0;
+        int last = c.k[0] ? 256 : 0;
         o = 1;
         for (size_t i = 1; i < c.n; i++) {
             uint32_t cp = c.v[i];
-            int k = ccc_of(cp);
+            int k = c.k[i];
             uint32_t comp = compose_pair(c.v[starter], cp);
             if (comp && (last < k || last == 0)) {
                 c.v[starter] = comp;
@@ -260,14 +340,14 @@ int tok_nfc(const char *text, size_t n, char **out, size_t *out_len)
     }
     uint8_t *buf = malloc(o * 4 + 1);
     if (!buf) {
-        free(c.v);
+        cps_free(&c);
         return FOLIO_ENOMEM;
     }
     size_t k = 0;
     for (size_t i = 0; i < o; i++)
         k += enc(c.v[i], buf + k);
     buf[k] = 0;
-    free(c.v);
+    cps_free(&c);
     *out = (char *)buf;
     *out_len = k;
     return 0;

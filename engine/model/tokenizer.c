@@ -14,10 +14,14 @@
  * backtracking regex engine evaluates it — at each position the first
  * alternative that can match wins — but as straight-line code over
  * character classes (letter, number, whitespace, other). Letters and
- * numbers come from a generated table of Unicode general categories
+ * numbers come from a generated table of Unicode 16.0 general categories
  * (unicode_tables.h, see engine/tools/gen_unicode_tables.py for why a table
- * and not a library); whitespace is Unicode White_Space, as in the regex
- * engines the reference tokenizers use.
+ * and not a library, and why 16.0); whitespace is Unicode White_Space, as
+ * in the regex engines the reference tokenizers use. Every branch moves
+ * forward over what it scanned, except the whitespace one, which can hand
+ * back one character or stop after the run's last newline; the rest of the
+ * run then holds no newline, so each byte is scanned a bounded number of
+ * times (linear time on any text; the scaling test checks it).
  *
  * BPE: pieces of up to SMALL_PIECE bytes keep their pair ranks in small
  * stack arrays and look up only the pairs a merge changes; longer pieces (runs of punctuation or spaces in OCR
@@ -316,6 +320,11 @@ static size_t pretoken_end(const uint8_t *s, size_t n, size_t i)
         return last_start; /* leave the last space to prefix the next word */
     }
     return i + l0; /* not reached: every class is handled above */
+}
+
+const char *tok_unicode_regex_version(void)
+{
+    return UNI_TABLE_VERSION;
 }
 
 size_t tok_pretoken_end(const char *text, size_t len, size_t i)

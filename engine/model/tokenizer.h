@@ -13,6 +13,17 @@
  * tokenizer.json declares); (3) each piece's bytes are merged by BPE, lowest merge rank first (ties:
  * leftmost), and the resulting symbols are the ids.
  *
+ * Reference: Hugging Face tokenizers as the current transformers release
+ * installs it (>= 0.22; the same since 0.21.2). Its split regex runs on
+ * Oniguruma with Unicode 16.0 data, so \p{L} and \p{N} are Unicode 16.0; its
+ * NFC (the unicode-normalization-alignments crate) has Unicode 9.0 tables,
+ * so a mark assigned after 9.0 is a starter that NFC leaves in place. folio
+ * follows both (engine/tools/gen_unicode_common.py has the evidence).
+ *
+ * Cost is linear in the input, whatever it holds: NFC sorts long runs of
+ * combining marks by counting, the pre-tokenizer never rescans, and BPE on a
+ * long piece uses a heap (n log n).
+ *
  * A loaded tokenizer is immutable: one may be shared by threads, each with
  * its own output vectors.
  */
@@ -94,6 +105,11 @@ int tok_decode(const struct tok *t, const int32_t *ids, size_t n, int skip_speci
  * NUL-terminated; invalid UTF-8 bytes pass through. */
 int tok_nfc_quick(const char *text, size_t len);
 int tok_nfc(const char *text, size_t len, char **out, size_t *out_len);
+
+/* The Unicode versions the tables follow: "16.0.0" (pre-tokenizer letter
+ * and number classes) and "9.0.0" (NFC). */
+const char *tok_unicode_regex_version(void);
+const char *tok_unicode_nfc_version(void);
 
 /* The qwen2 pre-tokenizer alone: the end offset of the pre-token that
  * starts at byte i of text[0..len) (i < len). Exposed for tests and

@@ -44,11 +44,13 @@ struct vis {
     struct vis_config cfg;
     uint32_t D, H, Dh, F, MD, O, win;
     int v25;
+    int gemm16; /* f16 data path (record16): all matrices f16 and the GEMM available */
     struct vkr_arena *wa, *aa;
     struct vis_layer *L;
     struct vis_w patch, post, postb, mm0, mm0b, mm2, mm2b;
     uint32_t nmax, mmax;
     struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx;
+    struct op_attention_scratch asc;
     float *inbuf;
     int32_t *ibuf;
     int32_t *widx;
@@ -65,7 +67,7 @@ static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, 
 int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                       struct vkr_pipeline_key *out, int max)
 {
-    struct vkr_pipeline_key all[64];
+    struct vkr_pipeline_key all[512];
     int n = 0;
     int types[8] = {QUANT_F32}, nt = 1; /* the folded patch kernel is F32 */
     for (uint64_t i = 0; i < m->n_items; i++) {
@@ -81,13 +83,18 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
     key(&all[n++], "norm", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? 0 : 1, 0);
+    if (ops_gemm_available(vk))
+        key(&all[n++], "norm", 2, m->vision.kind == GGUF_VISION_QWEN25VL ? 0 : 1, 1);
     key(&all[n++], "rope", 1, OP_ROPE_VISION, 0);
     n += ops_attention_keys(vk, m->vision.head_dim, 0, &all[n]);
+    key(&all[n++], "attn_lse", 0, 0, 0); /* attention past one binding */
+    key(&all[n++], "attn_merge", 0, 0, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
     key(&all[n++], "elem", 1, m->vision.kind == GGUF_VISION_QWEN25VL ? OP_SWIGLU : OP_QUICK_GELU,
         0);
     key(&all[n++], "elem", 1, OP_GELU_ERF, 0);
     key(&all[n++], "scatter", 0, 0, 0);
+    n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
@@ -136,17 +143,18 @@ void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, 
 
 /* ------------------------------------------------------------------ open */
 
+/* Matrices go through staging to be expanded to f16 (to_f16: ops_weights_f16). */
 static int upload(struct vis *v, const struct gguf_tensor_info *t, struct vis_w *w,
-                  struct folio_err *err)
+                  struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
-    int rc = vkr_arena_upload(v->wa, t->data, t->n_bytes, &w->t, err);
+    w->k = (uint32_t)t->ne[0];
+    w->n = (uint32_t)(t->n_elems / t->ne[0]);
+    int rc = ops_upload_weight(v->vk, v->wa, t->n_dims == 2 ? staging : NULL, t->data, t->type,
+                               w->n, w->k, to_f16, &w->t, &w->type, err);
     if (rc) {
         folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;
     }
-    w->type = t->type;
-    w->k = (uint32_t)t->ne[0];
-    w->n = (uint32_t)(t->n_elems / t->ne[0]);
     w->set = 1;
     return 0;
 }
@@ -231,15 +239,12 @@ static int plan(struct vis *v, struct folio_err *err)
 {
     const struct vkr_limits *lim = vkr_limits(v->vk);
     uint64_t N = v->nmax, M = v->mmax, D = v->D, F = v->F, O = v->O, MD = v->MD;
-    if (N * D * 4 > lim->max_range) {
-        folio_err_set(err, FOLIO_ELIMIT, "vision: %" PRIu64 " patches x %u floats (%" PRIu64
-                      " bytes) exceed this device's binding range of %" PRIu64 " bytes",
-                      N, v->D, N * D * 4, lim->max_range);
-        folio_err_hint(err, "lower the largest image (at most %" PRIu64 " patches fit)",
-                       lim->max_range / (D * 4));
-        return FOLIO_ELIMIT;
-    }
-    uint64_t sizes[16];
+    /* Attention over more patches than one binding holds goes through the
+     * split path (op_attention_ranged); its scratch only where needed. */
+    uint64_t asb[4] = {16, 16, 16, 16};
+    if (N * D * 4 > lim->max_range)
+        op_attention_scratch_bytes(v->vk, (uint32_t)N, v->H, v->Dh, asb);
+    uint64_t sizes[20];
     int n = 0;
     sizes[n++] = N * PATCH_COLS * 4; /* in */
     for (int i = 0; i < 7; i++)
@@ -252,13 +257,16 @@ static int plan(struct vis *v, struct folio_err *err)
     sizes[n++] = N * 8;              /* pos */
     sizes[n++] = N * 8;              /* rng */
     sizes[n++] = M * 4;              /* sidx */
+    for (int i = 0; i < 4; i++)
+        sizes[n++] = asb[i];         /* split attention scratch */
     int rc = vkr_arena_plan(v->aa, sizes, n, err);
     if (rc)
         return rc;
     vkr_arena_reset(v->aa);
     struct vkr_tensor *dst[] = {&v->in, &v->x, &v->h, &v->q, &v->k, &v->v, &v->o, &v->t,
                                 &v->gate, &v->up, &v->z, &v->e, &v->out, &v->pos, &v->rng,
-                                &v->sidx};
+                                &v->sidx, &v->asc.o, &v->asc.lse, &v->asc.lse_c,
+                                &v->asc.ranges};
     for (int i = 0; i < n && !rc; i++)
         rc = vkr_arena_alloc(v->aa, sizes[i], dst[i], err);
     if (rc)
@@ -317,6 +325,17 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
         rc = vkr_arena_create(vk, "vision-weights", VKR_ARENA_WEIGHTS, &v->wa, err);
     if (!rc)
         rc = vkr_arena_create(vk, "vision-activations", VKR_ARENA_ACTIVATIONS, &v->aa, err);
+    char why[200];
+    struct vkr_arena *staging = NULL;
+    int to_f16 = 0;
+    /* f32_matmul asks for f32 precision through every matmul: no f16 weights. */
+    enum ops_gpu_weights gw = v->cfg.f32_matmul ? OPS_WEIGHTS_NATIVE
+                                                : (enum ops_gpu_weights)v->cfg.gpu_weights;
+    if (!rc && (to_f16 = ops_weights_f16(vk, gw,
+                               gguf_model_matrix_f16_bytes(m), why, sizeof why)))
+        rc = vkr_arena_create(vk, "vision-staging", VKR_ARENA_WEIGHTS, &staging, err);
+    if (!rc)
+        folio_log(FOLIO_LOG_INFO, "vis_weights", "gpu_weights=\"%s\"", why);
     const struct gguf_tensor_info *k0 = NULL, *k1 = NULL;
     for (uint64_t i = 0; !rc && i < m->n_items; i++) {
         const struct gguf_tensor_info *t = m->items[i].t;
@@ -332,8 +351,9 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
         if (!w)
             rc = folio_err_set(err, FOLIO_EMODEL, "vision: unexpected tensor %s", t->name);
         else
-            rc = upload(v, t, w, err);
+            rc = upload(v, t, w, staging, to_f16, err);
     }
+    vkr_arena_destroy(staging);
     if (!rc && (!k0 || !k1))
         rc = folio_err_set(err, FOLIO_EMODEL, "vision: no patch embedding (v.patch_embd.weight "
                            "and .weight.1)");
@@ -347,6 +367,16 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     }
     if (!rc && (!v->post.set || !v->mm0.set || !v->mm2.set || !v->mm0b.set || !v->mm2b.set))
         rc = folio_err_set(err, FOLIO_EMODEL, "vision: merger tensors missing");
+    /* The f16 data path needs every matrix in f16 (expanded or stored so). */
+    v->gemm16 = !rc && ops_gemm_available(vk) && !v->cfg.f32_matmul && v->mm0.type == QUANT_F16 &&
+                v->mm2.type == QUANT_F16 && v->D % 2 == 0;
+    for (uint32_t i = 0; v->gemm16 && i < h->n_layer; i++) {
+        const struct vis_layer *L = &v->L[i];
+        v->gemm16 = L->wq.type == QUANT_F16 && L->wk.type == QUANT_F16 &&
+                    L->wv.type == QUANT_F16 && L->wo.type == QUANT_F16 &&
+                    L->wu.type == QUANT_F16 && L->wd.type == QUANT_F16 &&
+                    (!v->v25 || L->wg.type == QUANT_F16);
+    }
     if (!rc)
         rc = plan(v, err);
     if (rc) {
@@ -355,9 +385,9 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     }
     folio_log(FOLIO_LOG_INFO, "vis_open",
               "family=%s blocks=%u embd=%u heads=%u ff=%u out=%u window=%u max_patches=%u "
-              "weights_bytes=%" PRIu64 " act_bytes=%" PRIu64,
+              "weights_bytes=%" PRIu64 " act_bytes=%" PRIu64 " f16_path=%d",
               v->v25 ? "qwen2.5vl" : "qwen2vl", h->n_layer, v->D, v->H, v->F, v->O, v->win,
-              v->nmax, vkr_arena_used(v->wa), vkr_arena_capacity(v->aa));
+              v->nmax, vkr_arena_used(v->wa), vkr_arena_capacity(v->aa), v->gemm16);
     *out = v;
     return 0;
 }
@@ -406,12 +436,34 @@ static int mm(struct vis *v, struct vkr_cmd *c, const struct vis_w *w, const str
     return op_matmul(c, &a, err);
 }
 
+/* The f16 data path (weights expanded at load, tensor-core GEMM): x is
+ * f32 or f16 (xt), y f32 or f16 (yt); res: residual summed into y in
+ * place; act / gate: the MLP activation fused into the epilogue. */
+static int mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, int xt,
+                struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
+                enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
+                struct folio_err *err)
+{
+    struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
+                          .y = y, .bias = b && b->set ? &b->t : NULL, .kernel = OP_MM_GEMM,
+                          .xtype = xt, .ytype = yt, .res = res, .act = act, .gate = gate};
+    return op_matmul(c, &a, err);
+}
+
 static int norm(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y,
                 const struct vis_w *w, const struct vis_w *b, uint32_t rows,
                 struct folio_err *err)
 {
     return op_norm(c, v->v25 ? 0 : 1, x, y, &w->t, !v->v25 && b->set ? &b->t : NULL, rows, v->D,
                    v->hp.eps, err);
+}
+
+static int norm16(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y,
+                  const struct vis_w *w, const struct vis_w *b, uint32_t rows,
+                  struct folio_err *err)
+{
+    return op_norm_to(c, v->v25 ? 0 : 1, x, y, QUANT_F16, &w->t,
+                      !v->v25 && b->set ? &b->t : NULL, rows, v->D, v->hp.eps, err);
 }
 
 /* Host side of one image: patch rows and integers in window order. */
@@ -457,6 +509,73 @@ static int stage(struct vis *v, const float *patches, uint32_t gh, uint32_t gw,
     return rc;
 }
 
+/* The f16 data path of record(): norms write f16 GEMM inputs, residual
+ * sums and MLP activations ride in the GEMM epilogues (no elementwise
+ * passes), the residual stream x stays f32 (qwen25vl.md §7.14: real
+ * towers outgrow f16 there). Called after the patch embedding. */
+static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
+                    struct folio_err *err)
+{
+    const struct gguf_vision_hparams *h = &v->hp;
+    uint32_t M = N / (h->spatial_merge * h->spatial_merge);
+    float scale = 1.0f / sqrtf((float)v->Dh);
+    const int F16 = QUANT_F16, F32 = QUANT_F32;
+    int rc = 0;
+    for (uint32_t i = 0; i < blocks && !rc; i++) {
+        const struct vis_layer *L = &v->L[i];
+        int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
+        rc = norm16(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
+        if (!rc)
+            rc = mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
+        if (!rc)
+            rc = mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
+        if (!rc)
+            rc = mm16(&L->wv, &L->bv, v->h, F16, v->v, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
+        struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
+                             .mode = OP_ROPE_VISION, .base = 10000.0f};
+        if (!rc)
+            rc = op_rope(c, &rq, err);
+        struct op_rope rk = rq;
+        rk.x = rk.y = v->k;
+        if (!rc)
+            rc = op_rope(c, &rk, err);
+        struct op_attention at = {.q = v->q, .k = v->k, .v = v->v, .o = v->o, .tq = N, .tk = N,
+                                  .hq = v->H, .hkv = v->H, .d = v->Dh, .scale = scale,
+                                  .causal = 0, .ranges = full ? NULL : &v->rng};
+        if (!rc)
+            rc = op_attention(c, &at, err);
+        if (!rc)
+            rc = mm16(&L->wo, &L->bo, v->o, F32, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c, err);
+        if (!rc)
+            rc = norm16(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
+        if (v->v25) {
+            if (!rc)
+                rc = mm16(&L->wg, &L->bg, v->h, F16, v->gate, F32, N, NULL, OP_MM_ACT_NONE, NULL,
+                          c, err);
+            if (!rc)
+                rc = mm16(&L->wu, &L->bu, v->h, F16, v->up, F16, N, NULL, OP_MM_ACT_SWIGLU,
+                          &v->gate, c, err);
+        } else if (!rc) {
+            rc = mm16(&L->wu, &L->bu, v->h, F16, v->up, F16, N, NULL, OP_MM_ACT_QUICK_GELU, NULL,
+                      c, err);
+        }
+        if (!rc)
+            rc = mm16(&L->wd, &L->bd, v->up, F16, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c,
+                      err);
+    }
+    if (!merger || rc)
+        return rc;
+    rc = norm16(v, c, v->x, v->h, &v->post, &v->postb, N, err);
+    if (!rc)
+        rc = mm16(&v->mm0, &v->mm0b, v->h, F16, v->z, F16, M, NULL, OP_MM_ACT_GELU_ERF, NULL, c,
+                  err);
+    if (!rc)
+        rc = mm16(&v->mm2, &v->mm2b, v->z, F16, v->e, F32, M, NULL, OP_MM_ACT_NONE, NULL, c, err);
+    if (!rc)
+        rc = op_scatter(c, v->e, v->sidx, M, v->O, v->out, M, err);
+    return rc;
+}
+
 static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
                   struct folio_err *err)
 {
@@ -465,6 +584,8 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
     float scale = 1.0f / sqrtf((float)v->Dh);
     uint64_t ND = (uint64_t)N * v->D, NF = (uint64_t)N * v->F;
     int rc = mm(v, c, &v->patch, NULL, v->in, v->x, N, err);
+    if (v->gemm16 && N >= 64)
+        return record16(v, c, N, blocks, merger, err);
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
         int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
@@ -487,7 +608,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
                                   .hq = v->H, .hkv = v->H, .d = v->Dh, .scale = scale,
                                   .causal = 0, .ranges = full ? NULL : &v->rng};
         if (!rc)
-            rc = op_attention(c, &at, err);
+            rc = op_attention_ranged(c, &at, &v->asc, err);
         if (!rc)
             rc = mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
         if (!rc)

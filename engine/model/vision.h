@@ -40,6 +40,7 @@ struct vis_config {
      * tensor-core kernel): the residual stream of real towers outgrows f16
      * (qwen25vl.md §7.14). Default 0 = the op library's pick. */
     int f32_matmul;
+    int gpu_weights; /* enum ops_gpu_weights, as lm_config */
 };
 
 /* Every pipeline vis_open's model can ask for on this device. */
@@ -100,6 +101,7 @@ struct vis_bench_opts {
     uint32_t iters;        /* 0 = 3 */
     int small;             /* tiny tower (CI smoke) instead of the 7B shape */
     int mat_type;          /* 0 = F16 */
+    int gpu_weights;       /* enum ops_gpu_weights (--gpu-weights) */
 };
 /* Builds a random tower (7B shape: 32 blocks of 1280, 16 heads, FFN 3420,
  * windows, merger to 3584), encodes a page of that size and prints JSON

@@ -243,7 +243,7 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
     if (!rc)
         rc = prep_image(px, side, side, (size_t)side * 3, 3, &pc, 1, &pi, err);
     double prep_ms = folio_mono_ms() - t0;
-    struct vis_config cfg = {.max_patches = pi.n_patches};
+    struct vis_config cfg = {.max_patches = pi.n_patches, .gpu_weights = o->gpu_weights};
     t0 = folio_mono_ms();
     if (!rc)
         rc = vis_open(vk, m, &cfg, &v, err);

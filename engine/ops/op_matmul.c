@@ -20,14 +20,199 @@ struct mm_push {
     uint32_t K, N, M, w_skip, row_bytes, x_skip, y_skip, ldy, y_col0, b_skip, has_bias;
 };
 
+/* The GEMM configuration AUTO uses (index into GEMM_CFG below), measured
+ * on the H200 (BENCHMARKS.md, bench ops --only gemm): 8 subgroups of
+ * 64x32 in a 128x128 tile beat every other shape at every model shape,
+ * the few-tile k/v projections included. */
+#define GEMM_AUTO 5
+
+int ops_gemm_available(const struct vkr *vk)
+{
+    return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") &&
+           vkr_features(vk)->storage_16bit && ops_gemm_config_fits(vk, GEMM_AUTO);
+}
+
 enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
 {
-    (void)wtype;
     if (m <= 8)
         return OP_MM_MATVEC;
+    if (m >= 64 && wtype == QUANT_F16 && ops_gemm_available(vk))
+        return OP_MM_GEMM;
     if (m >= 64 && ops_coopmat_available(vk))
         return OP_MM_COOPMAT;
     return OP_MM_TILED;
+}
+
+/* Tile configurations of gemm_cm: subgroups along M and N, 16x16
+ * fragments per subgroup along M and N, K per step, shared stages, probe
+ * (measurement-only variants, results not valid: never picked by AUTO). */
+static const uint32_t GEMM_CFG[][7] = {
+    {2, 2, 4, 4, 32, 2, 0}, /* 128x128, 4 subgroups of 64x64 */
+    {1, 2, 4, 4, 32, 2, 0}, /* 64x128: twice the workgroups for few output tiles */
+    {2, 4, 4, 4, 32, 1, 0}, /* 128x256, 8 subgroups, one stage */
+    {2, 2, 4, 4, 64, 1, 0}, /* 128x128, K step 64, one stage */
+    {4, 2, 2, 4, 32, 2, 0}, /* 128x128, 8 subgroups of 32x64 */
+    {2, 4, 4, 2, 32, 2, 0}, /* 128x128, 8 subgroups of 64x32 */
+    {1, 4, 4, 4, 32, 1, 0}, /* 64x256, one stage */
+    {1, 2, 2, 2, 32, 2, 0}, /* 32x64: label passes (a few dozen rows, weight-bound) */
+    {1, 4, 2, 2, 64, 1, 0}, /* 32x128, K step 64 */
+    {2, 4, 4, 2, 64, 1, 0}, /* AUTO's shape, K step 64, one stage: twice the bytes in flight */
+    {4, 2, 2, 4, 64, 1, 0}, /* 8 subgroups of 32x64, K step 64, one stage */
+    {4, 4, 2, 2, 64, 1, 0}, /* 16 subgroups of 32x32, K step 64, one stage */
+    {2, 4, 4, 2, 32, 1, 0}, /* AUTO's shape, K step 32, one stage */
+    {2, 4, 4, 2, 32, 2, 1}, /* probe: AUTO's shape, the tensor-core math alone */
+    {2, 4, 4, 2, 32, 2, 2}, /* probe: AUTO's shape, the global -> shared traffic alone */
+};
+
+#define GEMM_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
+
+int ops_gemm_configs(void) { return GEMM_NCFG; }
+
+static uint32_t cfg_bm(int c) { return 16 * GEMM_CFG[c][0] * GEMM_CFG[c][2]; }
+static uint32_t cfg_bn(int c) { return 16 * GEMM_CFG[c][1] * GEMM_CFG[c][3]; }
+
+void ops_gemm_config_name(int c, char *out, size_t n)
+{
+    static const char *const probe[] = {"", "+math-only", "+loads-only"};
+    if (c < 0 || c >= GEMM_NCFG) {
+        snprintf(out, n, "auto");
+        return;
+    }
+    snprintf(out, n, "%ux%u/%uw-%ux%u/bk%u/s%u%s", cfg_bm(c), cfg_bn(c),
+             GEMM_CFG[c][0] * GEMM_CFG[c][1], 16 * GEMM_CFG[c][2], 16 * GEMM_CFG[c][3],
+             GEMM_CFG[c][4], GEMM_CFG[c][5], probe[GEMM_CFG[c][6]]);
+}
+
+int ops_gemm_config_fits(const struct vkr *vk, int c)
+{
+    uint32_t kv = GEMM_CFG[c][4] / 8 + 1;
+    uint64_t stages_a = (uint64_t)GEMM_CFG[c][5] * cfg_bm(c) * kv;
+    uint64_t scratch = (uint64_t)GEMM_CFG[c][0] * GEMM_CFG[c][1] * 64;
+    /* the epilogue scratch lives in the A stages when they are large enough */
+    uint64_t vec = stages_a + (uint64_t)GEMM_CFG[c][5] * cfg_bn(c) * kv +
+                   (stages_a >= scratch ? 1 : scratch);
+    return vec * 16 <= vkr_limits(vk)->max_shared;
+}
+
+struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int c)
+{
+    struct vkr_pipeline_key k = ops_key("gemm_cm", 2, xtype, ytype);
+    k.nspec = 11;
+    k.spec[2] = align;
+    k.spec[3] = GEMM_CFG[c][0];
+    k.spec[4] = GEMM_CFG[c][1];
+    k.spec[5] = 32 * GEMM_CFG[c][0] * GEMM_CFG[c][1];
+    k.spec[6] = GEMM_CFG[c][2];
+    k.spec[7] = GEMM_CFG[c][3];
+    k.spec[8] = GEMM_CFG[c][4];
+    k.spec[9] = GEMM_CFG[c][5];
+    k.spec[10] = GEMM_CFG[c][6];
+    return k;
+}
+
+
+int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out)
+{
+    static const uint32_t aligns[] = {8, 4, 2};
+    int n = 0;
+    if (!ops_gemm_available(vk))
+        return 0;
+    for (int c = 0; c < GEMM_NCFG; c++) {
+        if ((!all_configs && c != GEMM_AUTO) || !ops_gemm_config_fits(vk, c))
+            continue;
+        /* AUTO's configuration in every form; the others as benchmarked */
+        for (uint32_t xt = c == GEMM_AUTO ? 0 : 1; xt < 2; xt++)
+            for (uint32_t yt = 0; yt < (c == GEMM_AUTO ? 2u : 1u); yt++)
+                for (int a = 0; a < 3; a++)
+                    out[n++] = ops_gemm_key(xt, yt, aligns[a], c);
+    }
+    return n;
+}
+
+int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out)
+{
+    return ops_gemm_keys_all(vk, 0, out);
+}
+
+struct gemm_push {
+    uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags;
+};
+
+/* The tensor-core GEMM: f16 weights, f32 or f16 activations. */
+static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    uint32_t xb = a->xtype == QUANT_F16 ? 2 : 4, yb = a->ytype == QUANT_F16 ? 2 : 4;
+    if (a->wtype != QUANT_F16 || a->k % 2 || (xb == 4 && a->k % 4) || (yb == 2 && a->n % 2))
+        return folio_err_set(err, FOLIO_EINVAL, "matmul: the tensor-core GEMM needs f16 weights, "
+                             "an even k (k %% 4 == 0 for f32 inputs) and an even n for f16 "
+                             "outputs; got %s, n=%u, k=%u", quant_type_name(a->wtype), a->n, a->k);
+    if ((a->act == OP_MM_ACT_SWIGLU) != (a->gate != NULL) || (a->res && a->gate) ||
+        (yb == 2 && a->res))
+        return folio_err_set(err, FOLIO_EINVAL, "matmul: SwiGLU needs a gate tensor (and no "
+                             "residual); a residual needs an f32 output");
+    const struct vkr_tensor *rt = a->res ? a->res : a->gate;
+    uint64_t wrb = (uint64_t)a->k * 2, xrb = (uint64_t)a->k * xb, yrb = (uint64_t)a->n * yb;
+    uint64_t rrb = (uint64_t)a->n * 4;
+    uint64_t n_per = vkr_rows_per_range(vk, wrb);
+    uint64_t mrb[3] = {xrb, yrb, rrb};
+    uint64_t m_per = ops_rows_per(vk, mrb, 3);
+    if (n_per == 0 || m_per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "matmul: one row (%u inputs, %u outputs) exceeds "
+                             "the binding range %" PRIu64, a->k, a->n, vkr_limits(vk)->max_range);
+    /* Keep ranged chunks whole tiles so only the last one has edges. */
+    if (n_per > 256)
+        n_per -= n_per % 256;
+    if (m_per > 256)
+        m_per -= m_per % 256;
+    int tile = a->gemm_config > 0 && a->gemm_config <= GEMM_NCFG ? a->gemm_config - 1 : GEMM_AUTO;
+    uint32_t bm = cfg_bm(tile), bn = cfg_bn(tile);
+    for (uint64_t m0 = 0; m0 < a->m; m0 += m_per) {
+        uint64_t m1 = m0 + m_per < a->m ? m0 + m_per : a->m;
+        struct vkr_bind b[5];
+        uint32_t xs, ys, rs = 0;
+        int rc = vkr_bind_rows(vk, a->x, xrb, m0, m1, &b[1], &xs, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, a->y, yrb, m0, m1, &b[2], &ys, err);
+        if (!rc && rt)
+            rc = vkr_bind_rows(vk, *rt, rrb, m0, m1, &b[4], &rs, err);
+        if (rc)
+            return rc;
+        if (!rt)
+            b[4] = b[2];
+        for (uint64_t n0 = 0; n0 < a->n; n0 += n_per) {
+            uint64_t n1 = n0 + n_per < a->n ? n0 + n_per : a->n;
+            uint32_t ws, bs = 0;
+            rc = vkr_bind_rows(vk, a->w, wrb, n0, n1, &b[0], &ws, err);
+            if (!rc && a->bias)
+                rc = vkr_bind_rows(vk, *a->bias, 4, n0, n1, &b[3], &bs, err);
+            if (rc)
+                return rc;
+            if (!a->bias)
+                b[3] = b[2];
+            /* Widest vector load every operand's row starts allow. */
+            uint32_t wsh = ws / 2, xsh = xs / xb, align = 8;
+            while (align > 2 && (a->k % align || wsh % align || (xb == 2 && xsh % align)))
+                align /= 2;
+            if (xb == 4 && xsh % 4)
+                return folio_err_set(err, FOLIO_EINVAL, "matmul: f32 input rows not 16-byte aligned");
+            uint32_t pid;
+            struct vkr_pipeline_key key = ops_gemm_key(a->xtype == QUANT_F16,
+                                                       a->ytype == QUANT_F16, align, tile);
+            rc = vkr_pipeline(vk, &key, &pid, err);
+            if (rc)
+                return rc;
+            static const uint32_t act_flag[] = {0, 4, 8, 16};
+            struct gemm_push pc = {a->k, (uint32_t)(n1 - n0), (uint32_t)(m1 - m0), wsh, xsh,
+                                   ys / yb, a->n, (uint32_t)n0, bs / 4, rs / 4,
+                                   (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3]};
+            uint32_t gx = (uint32_t)((n1 - n0 + bn - 1) / bn), gy = (uint32_t)((m1 - m0 + bm - 1) / bm);
+            rc = vkr_cmd_dispatch(c, pid, b, 5, &pc, sizeof pc, gx, gy, 1, "gemm", err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
 }
 
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)
@@ -37,8 +222,6 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: weight type %d is not supported",
                              a->wtype);
     uint32_t be = (uint32_t)quant_block_elems(a->wtype);
-    if (be < 4)
-        be = 4;
     if (a->k == 0 || a->k % be != 0)
         return folio_err_set(err, FOLIO_EINVAL, "matmul: k=%u is not a multiple of %u for %s",
                              a->k, be, quant_type_name(a->wtype));
@@ -47,14 +230,33 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
     uint64_t row_bytes = quant_row_bytes(a->wtype, a->k);
     int rc = ops_need(a->w, row_bytes * a->n, "matmul weights", err);
     if (!rc)
-        rc = ops_need(a->x, (uint64_t)a->m * a->k * 4, "matmul input", err);
+        rc = ops_need(a->x, (uint64_t)a->m * a->k * (a->xtype == QUANT_F16 ? 2 : 4), "matmul input", err);
     if (!rc)
-        rc = ops_need(a->y, (uint64_t)a->m * a->n * 4, "matmul output", err);
+        rc = ops_need(a->y, (uint64_t)a->m * a->n * (a->ytype == QUANT_F16 ? 2 : 4), "matmul output", err);
     if (!rc && a->bias)
         rc = ops_need(*a->bias, (uint64_t)a->n * 4, "matmul bias", err);
+    if (!rc && a->res)
+        rc = ops_need(*a->res, (uint64_t)a->m * a->n * 4, "matmul residual", err);
     if (rc)
         return rc;
     enum op_mm_kernel kern = a->kernel == OP_MM_AUTO ? op_matmul_pick(vk, a->wtype, a->m) : a->kernel;
+    if (kern == OP_MM_GEMM) {
+        if (!ops_gemm_available(vk))
+            return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: tensor-core GEMM not available "
+                                 "on this device or build");
+        return gemm(c, a, err);
+    }
+    if (a->xtype == QUANT_F16 || a->ytype == QUANT_F16 || a->res || a->act || a->gate)
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: f16 inputs/outputs and fused "
+                             "epilogues need the tensor-core GEMM (m >= 64, f16 weights)");
+    /* the cooperative-matrix kernel stages 4 elements at a time; float rows
+     * of other lengths take the tiled kernel's element-wise staging */
+    if (kern == OP_MM_COOPMAT && a->k % 4) {
+        if (a->kernel == OP_MM_COOPMAT)
+            return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: the cooperative-matrix kernel "
+                                 "needs k (%u) to be a multiple of 4", a->k);
+        kern = OP_MM_TILED;
+    }
     if (kern == OP_MM_COOPMAT && !ops_coopmat_available(vk))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: cooperative-matrix kernel not "
                              "available on this device or build");
@@ -109,4 +311,116 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------- weights in f16 form */
+
+struct dq_push {
+    uint32_t rows, K, row_bytes, w_skip, y_skip;
+};
+
+int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n, uint32_t k,
+                   struct vkr_tensor y, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    uint32_t be = quant_supported(wtype) ? (uint32_t)quant_block_elems(wtype) : 0;
+    if (be < 4)
+        be = 4;
+    if (!quant_supported(wtype) || k % be)
+        return folio_err_set(err, FOLIO_EINVAL, "dequant: %s rows of %u elements are not supported",
+                             quant_supported(wtype) ? quant_type_name(wtype) : "unknown type", k);
+    uint64_t rb = quant_row_bytes(wtype, k), yb = (uint64_t)k * 2;
+    int rc = ops_need(w, rb * n, "dequant input", err);
+    if (!rc)
+        rc = ops_need(y, yb * n, "dequant output", err);
+    if (rc)
+        return rc;
+    uint32_t pid, spec = (uint32_t)wtype;
+    rc = ops_pipe(vk, "dequant_f16", 1, &spec, &pid, err);
+    if (rc)
+        return rc;
+    uint64_t rbs[2] = {rb, yb};
+    uint64_t per = ops_rows_per(vk, rbs, 2);
+    if (per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "dequant: one row exceeds the binding range");
+    for (uint64_t r0 = 0; r0 < n; r0 += per) {
+        uint64_t r1 = r0 + per < n ? r0 + per : n;
+        struct vkr_bind b[2];
+        uint32_t ws, ys;
+        rc = vkr_bind_rows(vk, w, rb, r0, r1, &b[0], &ws, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, y, yb, r0, r1, &b[1], &ys, err);
+        if (rc)
+            return rc;
+        struct dq_push pc = {(uint32_t)(r1 - r0), k, (uint32_t)rb, ws, ys / 2};
+        uint32_t gx, gy;
+        ops_grid(r1 - r0, &gx, &gy);
+        rc = vkr_cmd_dispatch(c, pid, b, 2, &pc, sizeof pc, gx, gy, 1, "dequant", err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
+                    char *why, size_t why_n)
+{
+    const struct vkr_limits *L = vkr_limits(vk);
+    if (mode == OPS_WEIGHTS_NATIVE) {
+        snprintf(why, why_n, "native (--gpu-weights native)");
+        return 0;
+    }
+    if (mode == OPS_WEIGHTS_F16) {
+        snprintf(why, why_n, "f16 (--gpu-weights f16)");
+        return 2;
+    }
+    if (!ops_gemm_available(vk)) {
+        snprintf(why, why_n, "native (auto: no tensor-core GEMM on this device)");
+        return 0;
+    }
+    /* Leave room for the native copy being expanded, the activation plan
+     * and other processes: f16 weights may use at most 60 % of the
+     * device-local heap. */
+    if (L->device_local_bytes && f16_bytes > L->device_local_bytes / 10 * 6) {
+        snprintf(why, why_n, "native (auto: %" PRIu64 " MiB of f16 weights exceed 60 %% of the "
+                 "device's %" PRIu64 " MiB)", f16_bytes >> 20, L->device_local_bytes >> 20);
+        return 0;
+    }
+    snprintf(why, why_n, "f16 (auto: %" PRIu64 " MiB fit the device's %" PRIu64 " MiB; f32 "
+             "matrices stay f32)", f16_bytes >> 20, L->device_local_bytes >> 20);
+    return 1;
+}
+
+int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *staging, const void *src,
+                      int wtype, uint32_t n, uint32_t k, int to_f16, struct vkr_tensor *out,
+                      int *out_type, struct folio_err *err)
+{
+    uint64_t native = quant_row_bytes(wtype, k) * n;
+    /* A tensor never spans blocks: one whose f16 form would not fit a block
+     * (a 152k-row LM head) stays native; it is read by matvec anyway. */
+    int fits = (uint64_t)n * k * 2 <= vkr_limits(vk)->block_size;
+    if (!to_f16 || wtype == QUANT_F16 || !staging || (wtype == QUANT_F32 && to_f16 < 2) || !fits) {
+        *out_type = wtype;
+        return vkr_arena_upload(dst, src, native, out, err);
+    }
+    struct vkr_tensor raw;
+    vkr_arena_reset(staging);
+    int rc = vkr_arena_upload(staging, src, native, &raw, err);
+    if (!rc)
+        rc = vkr_arena_alloc(dst, (uint64_t)n * k * 2, out, err);
+    if (rc)
+        return rc;
+    struct vkr_cmd *c;
+    rc = vkr_cmd_begin(vk, &c, err);
+    if (rc)
+        return rc;
+    rc = op_dequant_f16(c, raw, wtype, n, k, *out, err);
+    if (rc) {
+        vkr_cmd_abort(c);
+        return rc;
+    }
+    rc = vkr_cmd_submit(c, err);
+    if (!rc)
+        *out_type = QUANT_F16;
+    return rc;
 }

@@ -18,16 +18,16 @@ struct softmax_push {
 /* Shared driver: chunks rows, binds x/y per chunk plus up to two whole
  * extra tensors, and dispatches one workgroup per row. */
 static int rows_dispatch(struct vkr_cmd *c, uint32_t pid, const char *label, struct vkr_tensor x,
-                         struct vkr_tensor y, const struct vkr_bind *extra, int nextra,
-                         uint32_t rows, uint32_t n, void *push, uint32_t push_bytes,
+                         struct vkr_tensor y, uint32_t y_elem, const struct vkr_bind *extra,
+                         int nextra, uint32_t rows, uint32_t n, void *push, uint32_t push_bytes,
                          uint32_t *push_rows, uint32_t *push_xs, uint32_t *push_ys,
                          struct folio_err *err)
 {
     struct vkr *vk = vkr_cmd_vkr(c);
-    uint64_t rb = (uint64_t)n * 4;
+    uint64_t rb = (uint64_t)n * 4, yrb = (uint64_t)n * y_elem;
     int rc = ops_need(x, rb * rows, label, err);
     if (!rc)
-        rc = ops_need(y, rb * rows, label, err);
+        rc = ops_need(y, yrb * rows, label, err);
     if (rc)
         return rc;
     uint64_t per = vkr_rows_per_range(vk, rb);
@@ -40,14 +40,14 @@ static int rows_dispatch(struct vkr_cmd *c, uint32_t pid, const char *label, str
         uint32_t xs, ys;
         rc = vkr_bind_rows(vk, x, rb, r0, r1, &b[0], &xs, err);
         if (!rc)
-            rc = vkr_bind_rows(vk, y, rb, r0, r1, &b[1], &ys, err);
+            rc = vkr_bind_rows(vk, y, yrb, r0, r1, &b[1], &ys, err);
         if (rc)
             return rc;
         for (int i = 0; i < nextra; i++)
             b[2 + i] = extra[i];
         *push_rows = (uint32_t)(r1 - r0);
         *push_xs = xs / 4;
-        *push_ys = ys / 4;
+        *push_ys = ys / y_elem;
         uint32_t gx, gy;
         ops_grid(r1 - r0, &gx, &gy);
         rc = vkr_cmd_dispatch(c, pid, b, 2 + nextra, push, push_bytes, gx, gy, 1, label, err);
@@ -61,11 +61,21 @@ int op_norm(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor
             const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
             float eps, struct folio_err *err)
 {
+    return op_norm_to(c, layer, x, y, QUANT_F32, w, b, rows, n, eps, err);
+}
+
+int op_norm_to(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y, int ytype,
+               const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
+               float eps, struct folio_err *err)
+{
     struct vkr *vk = vkr_cmd_vkr(c);
     if (rows == 0 || n == 0)
         return 0;
-    uint32_t pid, spec = layer ? 1u : 0u;
-    int rc = ops_pipe(vk, "norm", 1, &spec, &pid, err);
+    int f16 = ytype == QUANT_F16;
+    if (f16 && n % 2)
+        return folio_err_set(err, FOLIO_EINVAL, "norm: f16 output needs an even row width, got %u", n);
+    uint32_t pid, spec[2] = {layer ? 1u : 0u, (uint32_t)f16};
+    int rc = ops_pipe(vk, "norm", f16 ? 2 : 1, spec, &pid, err);
     if (rc)
         return rc;
     struct vkr_bind extra[2];
@@ -75,8 +85,8 @@ int op_norm(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor
     if (rc)
         return rc;
     struct norm_push pc = {n, 0, w != NULL, b != NULL, eps, 0, 0};
-    return rows_dispatch(c, pid, layer ? "layernorm" : "rmsnorm", x, y, extra, 2, rows, n, &pc,
-                         sizeof pc, &pc.rows, &pc.xs, &pc.ys, err);
+    return rows_dispatch(c, pid, layer ? "layernorm" : "rmsnorm", x, y, f16 ? 2 : 4, extra, 2,
+                         rows, n, &pc, sizeof pc, &pc.rows, &pc.xs, &pc.ys, err);
 }
 
 int op_softmax(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t rows,
@@ -90,6 +100,6 @@ int op_softmax(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint
     if (rc)
         return rc;
     struct softmax_push pc = {n, 0, scale, 0, 0};
-    return rows_dispatch(c, pid, "softmax", x, y, NULL, 0, rows, n, &pc, sizeof pc, &pc.rows,
+    return rows_dispatch(c, pid, "softmax", x, y, 4, NULL, 0, rows, n, &pc, sizeof pc, &pc.rows,
                          &pc.xs, &pc.ys, err);
 }

@@ -3,7 +3,8 @@
  * f32), scatter of rows into a sequence, and the patch merger's 2x2
  * concatenation. A table larger than one binding is gathered in ranged
  * dispatches: each covers table rows [r0, r1) and writes only the ids that
- * fall inside it.
+ * fall inside it. Scatter works the same way round (destination rows in
+ * ranges), and concat2x2 in bands of grid rows.
  */
 #include "engine/ops/ops_internal.h"
 
@@ -13,11 +14,85 @@ struct gather_push {
     uint32_t n_ids, K, row_bytes, w_skip, r0, r1, is, ys;
 };
 struct scatter_push {
-    uint32_t n, width, dst_rows;
+    uint32_t n, width, dst_rows, r0, r1, ss, is, ds;
 };
 struct concat_push {
-    uint32_t gh, gw, w;
+    uint32_t gh, gw, w, xs, ys;
 };
+
+/* The loop gather and scatter share: the per-id side (the ids and one
+ * tensor of rows in id order) in chunks that fit a binding, the indexed
+ * table in row ranges within each chunk, one workgroup per id; the shader
+ * touches only the ids whose table row falls in [r0, r1). Skips are bytes
+ * into each binding. */
+struct index_pass {
+    struct vkr_tensor ids, side, table;
+    uint64_t n, side_rb, table_rows, table_rb;
+    int side_slot, table_slot; /* the ids are slot 1 */
+};
+struct index_chunk {
+    uint32_t n, r0, r1, ids_skip, side_skip, table_skip;
+};
+
+static int by_index_ranges(struct vkr_cmd *c, uint32_t pid, const char *label,
+                           const struct index_pass *p,
+                           void (*fill)(const struct index_chunk *, void *), void *push,
+                           uint32_t push_bytes, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    uint64_t side_rb[2] = {p->side_rb, 4};
+    uint64_t per = ops_rows_per(vk, side_rb, 2), tper = vkr_rows_per_range(vk, p->table_rb);
+    if (per == 0 || tper == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "%s: a row exceeds the binding range", label);
+    for (uint64_t i0 = 0; i0 < p->n; i0 += per) {
+        uint64_t i1 = i0 + per < p->n ? i0 + per : p->n;
+        struct vkr_bind b[3];
+        struct index_chunk ch = {.n = (uint32_t)(i1 - i0)};
+        int rc = vkr_bind_rows(vk, p->ids, 4, i0, i1, &b[1], &ch.ids_skip, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, p->side, p->side_rb, i0, i1, &b[p->side_slot], &ch.side_skip, err);
+        if (rc)
+            return rc;
+        for (uint64_t r0 = 0; r0 < p->table_rows; r0 += tper) {
+            uint64_t r1 = r0 + tper < p->table_rows ? r0 + tper : p->table_rows;
+            rc = vkr_bind_rows(vk, p->table, p->table_rb, r0, r1, &b[p->table_slot], &ch.table_skip,
+                               err);
+            if (rc)
+                return rc;
+            ch.r0 = (uint32_t)r0;
+            ch.r1 = (uint32_t)r1;
+            fill(&ch, push);
+            uint32_t gx, gy;
+            ops_grid(ch.n, &gx, &gy);
+            rc = vkr_cmd_dispatch(c, pid, b, 3, push, push_bytes, gx, gy, 1, label, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static void gather_fill(const struct index_chunk *ch, void *push)
+{
+    struct gather_push *pc = push;
+    pc->n_ids = ch->n;
+    pc->w_skip = ch->table_skip;
+    pc->r0 = ch->r0;
+    pc->r1 = ch->r1;
+    pc->is = ch->ids_skip / 4;
+    pc->ys = ch->side_skip / 4;
+}
+
+static void scatter_fill(const struct index_chunk *ch, void *push)
+{
+    struct scatter_push *pc = push;
+    pc->n = ch->n;
+    pc->r0 = ch->r0;
+    pc->r1 = ch->r1;
+    pc->ss = ch->side_skip / 4;
+    pc->is = ch->ids_skip / 4;
+    pc->ds = ch->table_skip / 4;
+}
 
 int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t rows, uint32_t k,
               struct vkr_tensor ids, uint32_t n_ids, struct vkr_tensor y, struct folio_err *err)
@@ -26,8 +101,6 @@ int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t ro
     if (!quant_supported(wtype))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "gather: type %d not supported", wtype);
     uint32_t be = (uint32_t)quant_block_elems(wtype);
-    if (be < 4)
-        be = 4;
     if (k == 0 || k % be)
         return folio_err_set(err, FOLIO_EINVAL, "gather: row length %u is not a multiple of %u", k, be);
     if (n_ids == 0 || rows == 0)
@@ -40,42 +113,16 @@ int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t ro
     rc = ops_need(table, rb * rows, "gather table", err);
     if (rc)
         return rc;
-    uint64_t per = vkr_rows_per_range(vk, rb);
-    uint64_t out_rb[2] = {(uint64_t)k * 4, 4};
-    uint64_t per_id = ops_rows_per(vk, out_rb, 2);
     rc = ops_need(ids, (uint64_t)n_ids * 4, "gather ids", err);
     if (!rc)
         rc = ops_need(y, (uint64_t)n_ids * k * 4, "gather output", err);
     if (rc)
         return rc;
-    if (per == 0 || per_id == 0)
-        return folio_err_set(err, FOLIO_ELIMIT, "gather: a table row exceeds the binding range");
-    /* ids (and output rows) in chunks, table rows in ranges within each. */
-    for (uint64_t i0 = 0; i0 < n_ids; i0 += per_id) {
-        uint64_t i1 = i0 + per_id < n_ids ? i0 + per_id : n_ids;
-        struct vkr_bind b[3];
-        uint32_t is, ys;
-        rc = vkr_bind_rows(vk, ids, 4, i0, i1, &b[1], &is, err);
-        if (!rc)
-            rc = vkr_bind_rows(vk, y, (uint64_t)k * 4, i0, i1, &b[2], &ys, err);
-        if (rc)
-            return rc;
-        for (uint64_t r0 = 0; r0 < rows; r0 += per) {
-            uint64_t r1 = r0 + per < rows ? r0 + per : rows;
-            uint32_t ws;
-            rc = vkr_bind_rows(vk, table, rb, r0, r1, &b[0], &ws, err);
-            if (rc)
-                return rc;
-            struct gather_push pc = {(uint32_t)(i1 - i0), k, (uint32_t)rb, ws, (uint32_t)r0,
-                                     (uint32_t)r1, is / 4, ys / 4};
-            uint32_t gx, gy;
-            ops_grid(i1 - i0, &gx, &gy);
-            rc = vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "gather", err);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
+    struct index_pass ip = {.ids = ids, .side = y, .table = table, .n = n_ids,
+                            .side_rb = (uint64_t)k * 4, .table_rows = rows, .table_rb = rb,
+                            .side_slot = 2, .table_slot = 0};
+    struct gather_push pc = {.K = k, .row_bytes = (uint32_t)rb};
+    return by_index_ranges(c, pid, "gather", &ip, gather_fill, &pc, sizeof pc, err);
 }
 
 int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, uint32_t n,
@@ -88,18 +135,19 @@ int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, 
     int rc = ops_pipe(vk, "scatter", 0, NULL, &pid, err);
     if (rc)
         return rc;
-    struct vkr_bind b[3];
-    rc = ops_bind(vk, src, (uint64_t)n * width * 4, &b[0], "scatter source", err);
+    uint64_t rb = (uint64_t)width * 4;
+    rc = ops_need(src, (uint64_t)n * rb, "scatter source", err);
     if (!rc)
-        rc = ops_bind(vk, idx, (uint64_t)n * 4, &b[1], "scatter indices", err);
+        rc = ops_need(idx, (uint64_t)n * 4, "scatter indices", err);
     if (!rc)
-        rc = ops_bind(vk, dst, (uint64_t)dst_rows * width * 4, &b[2], "scatter destination", err);
+        rc = ops_need(dst, (uint64_t)dst_rows * rb, "scatter destination", err);
     if (rc)
         return rc;
-    struct scatter_push pc = {n, width, dst_rows};
-    uint32_t gx, gy;
-    ops_grid(n, &gx, &gy);
-    return vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "scatter", err);
+    struct index_pass ip = {.ids = idx, .side = src, .table = dst, .n = n, .side_rb = rb,
+                            .table_rows = dst_rows, .table_rb = rb, .side_slot = 0,
+                            .table_slot = 2};
+    struct scatter_push pc = {.width = width, .dst_rows = dst_rows};
+    return by_index_ranges(c, pid, "scatter", &ip, scatter_fill, &pc, sizeof pc, err);
 }
 
 int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t gh,
@@ -115,14 +163,33 @@ int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, ui
     int rc = ops_pipe(vk, "concat2x2", 0, NULL, &pid, err);
     if (rc)
         return rc;
-    struct vkr_bind b[2];
-    rc = ops_bind(vk, x, total * 4, &b[0], "concat input", err);
+    rc = ops_need(x, total * 4, "concat input", err);
     if (!rc)
-        rc = ops_bind(vk, y, total * 4, &b[1], "concat output", err);
+        rc = ops_need(y, total * 4, "concat output", err);
     if (rc)
         return rc;
-    struct concat_push pc = {gh, gw, w};
-    uint32_t gx, gy;
-    ops_grid((total + 255) / 256, &gx, &gy);
-    return vkr_cmd_dispatch(c, pid, b, 2, &pc, sizeof pc, gx, gy, 1, "concat2x2", err);
+    /* In bands of two grid rows: input and output of a band are the same
+     * contiguous 2 * gw * w floats. */
+    uint64_t band = 2ull * gw * w * 4;
+    uint64_t per = vkr_rows_per_range(vk, band);
+    if (per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "concat2x2: two grid rows (%" PRIu64 " bytes) "
+                             "exceed the binding range", band);
+    for (uint64_t b0 = 0; b0 < gh / 2; b0 += per) {
+        uint64_t b1 = b0 + per < gh / 2 ? b0 + per : gh / 2;
+        struct vkr_bind b[2];
+        uint32_t xs, ys;
+        rc = vkr_bind_rows(vk, x, band, b0, b1, &b[0], &xs, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, y, band, b0, b1, &b[1], &ys, err);
+        if (rc)
+            return rc;
+        struct concat_push pc = {(uint32_t)(2 * (b1 - b0)), gw, w, xs / 4, ys / 4};
+        uint32_t gx, gy;
+        ops_grid(((b1 - b0) * 2 * gw * w + 255) / 256, &gx, &gy);
+        rc = vkr_cmd_dispatch(c, pid, b, 2, &pc, sizeof pc, gx, gy, 1, "concat2x2", err);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }

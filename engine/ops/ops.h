@@ -31,8 +31,11 @@ struct vkr_pipeline_key ops_key(const char *shader, uint32_t nspec, uint32_t s0,
 /* The keys op_matmul may request for weights of wtype on this device
  * (matrix-vector, tiled, and cooperative matrix where available): models
  * pre-warm exactly these instead of restating the kernels' specialization
- * layout. Writes at most 3 keys to out; returns the count. */
+ * layout. Writes at most OPS_MATMUL_MAX_KEYS keys to out; returns the count. */
+#define OPS_MATMUL_MAX_KEYS 32
 int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *out);
+/* Drops repeated keys in place; returns the new count. */
+int ops_keys_unique(struct vkr_pipeline_key *k, int n);
 /* vkr_prewarm over ops_pipeline_keys. */
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
 /* Head sizes op_attention handles: any even size up to 256 (the scalar
@@ -43,30 +46,90 @@ int ops_attention_head_supported(uint32_t d);
  * available): models pre-warm exactly these. Writes at most 2 keys to out;
  * returns the count (0 when the head size is not supported). */
 int ops_attention_keys(const struct vkr *vk, uint32_t d, int f16, struct vkr_pipeline_key *out);
+/* The smallest row count r such that r rows of row_bytes end on the
+ * device's storage-buffer offset alignment: views that start at multiples
+ * of r rows can be bound directly. */
+uint64_t ops_align_rows(const struct vkr *vk, uint64_t row_bytes);
 /* 1 when the f16 cooperative-matrix matmul is built and the device has it. */
 int ops_coopmat_available(const struct vkr *vk);
 
 /* ---- matmul: y[m][n] = sum_k x[m][k] * w[n][k] (+ bias[n]) ---- */
-enum op_mm_kernel { OP_MM_AUTO, OP_MM_MATVEC, OP_MM_TILED, OP_MM_COOPMAT };
+/* Kernels: MATVEC (m <= 8, streams weights), TILED (scalar shared-memory
+ * tiles, every device), COOPMAT (tensor cores, dequantizes any weight type
+ * while staging) and GEMM (tensor cores, f16 weights, f16 or f32 inputs:
+ * the fast path once weights are expanded at load, ops_upload_weight). */
+enum op_mm_kernel { OP_MM_AUTO, OP_MM_MATVEC, OP_MM_TILED, OP_MM_COOPMAT, OP_MM_GEMM };
+enum op_mm_act { OP_MM_ACT_NONE = 0, OP_MM_ACT_SWIGLU, OP_MM_ACT_GELU_ERF, OP_MM_ACT_QUICK_GELU };
 struct op_matmul {
     struct vkr_tensor w;     /* n rows of k elements of wtype */
     int wtype;
-    uint32_t n, k;           /* k: multiple of the block size (4 for float types) */
-    struct vkr_tensor x;     /* m x k f32 */
+    uint32_t n, k;           /* k: multiple of the block size (any for float types) */
+    struct vkr_tensor x;     /* m x k of xtype */
     uint32_t m;
     struct vkr_tensor y;     /* m x n f32 */
     const struct vkr_tensor *bias; /* n f32 or NULL */
-    enum op_mm_kernel kernel;      /* AUTO: matvec for m <= 8, else tiled */
+    enum op_mm_kernel kernel;      /* AUTO: op_matmul_pick */
+    int xtype;                     /* QUANT_F32 (0, default) or QUANT_F16 (GEMM only) */
+    int ytype;                     /* QUANT_F32 (0, default) or QUANT_F16 (GEMM only, n even) */
+    enum op_mm_act act;            /* epilogue activation (GEMM only) */
+    /* OP_MM_ACT_SWIGLU: y = silu(gate) * (x w^T + bias); gate m x n f32 */
+    const struct vkr_tensor *gate;
+    /* m x n f32 added to the product in the epilogue (GEMM only; may be y
+     * itself for an in-place residual sum), or NULL. */
+    const struct vkr_tensor *res;
+    int gemm_config;               /* GEMM tile configuration + 1 (benchmarks); 0 = auto */
 };
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err);
 /* Which kernel AUTO picks for m rows on this device. */
 enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m);
+/* 1 when the f16 tensor-core GEMM (gemm_cm) is built and the device has it. */
+int ops_gemm_available(const struct vkr *vk);
+/* The GEMM's pipeline keys (every input type, alignment and tile shape a
+ * model can need; none where the GEMM is unavailable). Writes at most
+ * OPS_GEMM_MAX_KEYS; returns the count. */
+#define OPS_GEMM_MAX_KEYS 24
+int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
+/* Benchmarks: every tile configuration that fits the device's shared
+ * memory (all_configs), at most 12 keys per configuration. */
+int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out);
+int ops_gemm_configs(void);
+/* "128x128/8w-64x32/bk32/s2" (tile / subgroups-subgroup tile / K step /
+ * stages, "+math-only" for probes); "auto" for -1. */
+void ops_gemm_config_name(int config, char *out, size_t n);
+int ops_gemm_config_fits(const struct vkr *vk, int config);
+struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
+
+/* ---- weights in the form the fast kernel wants ---- */
+/* --gpu-weights: auto = f16 when the tensor-core GEMM exists and the
+ * expanded weights fit the device's memory plan, else native. */
+enum ops_gpu_weights { OPS_WEIGHTS_AUTO = 0, OPS_WEIGHTS_F16, OPS_WEIGHTS_NATIVE };
+/* Decides whether matmul weights totalling f16_bytes (once expanded) are
+ * kept in f16: 0 = native, 1 = expand every type but F32 (auto: files in
+ * F32 are chosen for precision), 2 = expand all (--gpu-weights f16). why
+ * gets the decision and its reason for logs and doctor. */
+int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
+                    char *why, size_t why_n);
+/* Uploads an n x k weight into dst: as it is, or (to_f16 as returned by
+ * ops_weights_f16) through staging (an arena the caller owns, reset here)
+ * and expanded to f16 on the device. *out_type gets the resulting type. */
+int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *staging,
+                      const void *src, int wtype, uint32_t n, uint32_t k, int to_f16,
+                      struct vkr_tensor *out, int *out_type, struct folio_err *err);
+/* y (n x k f16) = dequantized w (n rows of k elements of wtype). */
+int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n, uint32_t k,
+                   struct vkr_tensor y, struct folio_err *err);
 
 /* ---- row-wise ---- */
 /* RMSNorm (layer = 0) or LayerNorm (layer = 1) of rows x n; w, b may be NULL. */
 int op_norm(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y,
             const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
             float eps, struct folio_err *err);
+/* Same with the output in ytype: QUANT_F32 or QUANT_F16 (n even): the f16
+ * activations a following tensor-core GEMM reads (precision policy:
+ * statistics and the residual stream stay f32; only GEMM inputs are f16). */
+int op_norm_to(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y, int ytype,
+               const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
+               float eps, struct folio_err *err);
 /* y = softmax(scale * x) per row. */
 int op_softmax(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t rows,
                uint32_t n, float scale, struct folio_err *err);
@@ -105,6 +168,19 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
 /* Which kernel AUTO picks for head size d on this device: the tensor-core
  * kernel where it is built and fits, else the scalar one. */
 enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d);
+/* Attention whose q, k, v or o exceed one binding (maxStorageBufferRange),
+ * in query and key chunks whose partial results are merged through their
+ * log-sum-exp (op_attention_split.c). Same contract as op_attention; when
+ * everything fits it is one op_attention call and s may be NULL. Chunk
+ * starts keep views aligned; the caller's base tensors must be. */
+struct op_attention_scratch {
+    struct vkr_tensor o, lse, lse_c, ranges;
+};
+/* Scratch bytes (o, lse, lse_c, ranges) for up to tq queries of hq x d. */
+void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t d,
+                                uint64_t out[4]);
+int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
+                        const struct op_attention_scratch *s, struct folio_err *err);
 
 /* ---- element-wise ---- */
 enum op_elem_kind {
@@ -140,7 +216,7 @@ struct ops_tool_opts {
     int serial;           /* create pipelines on one thread */
     int quick;            /* bench: small shapes (CI / lavapipe) */
     int reps;             /* bench: timed repetitions, 0 = default */
-    const char *only;     /* bench: "roofline", "matmul" or "attention" */
+    const char *only;     /* bench: "roofline", "matmul", "gemm" or "attention" */
     const char *dtype;    /* bench: one weight type name ("q4_K") */
 };
 /* `doctor`: devices, limits, features, pipelines pre-warmed (and the

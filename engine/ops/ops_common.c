@@ -47,12 +47,41 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
     out[n++] = ops_key("matmul", 1, (uint32_t)wtype, 0);
     if (ops_coopmat_available(vk))
         out[n++] = ops_key("matmul_cm", 1, (uint32_t)wtype, 0);
-    return n;
+    if (wtype != QUANT_F16) {
+        /* --gpu-weights may expand this type to f16 at load: its expansion
+         * kernel and every f16 kernel are needed as well. */
+        out[n++] = ops_key("dequant_f16", 1, (uint32_t)wtype, 0);
+        return n + ops_matmul_keys(vk, QUANT_F16, &out[n]);
+    }
+    return n + ops_gemm_keys(vk, &out[n]);
+}
+
+static int key_eq(const struct vkr_pipeline_key *a, const struct vkr_pipeline_key *b)
+{
+    if (a->nspec != b->nspec || strcmp(a->shader, b->shader) != 0)
+        return 0;
+    for (uint32_t i = 0; i < a->nspec; i++)
+        if (a->spec[i] != b->spec[i])
+            return 0;
+    return 1;
+}
+
+int ops_keys_unique(struct vkr_pipeline_key *k, int n)
+{
+    int w = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < w && !seen; j++)
+            seen = key_eq(&k[j], &k[i]);
+        if (!seen)
+            k[w++] = k[i];
+    }
+    return w;
 }
 
 int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max)
 {
-    struct vkr_pipeline_key all[128];
+    struct vkr_pipeline_key all[512];
     int n = 0;
     for (size_t i = 0; i < sizeof WTYPES / sizeof WTYPES[0]; i++) {
         n += ops_matmul_keys(vk, WTYPES[i], &all[n]);
@@ -60,12 +89,16 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     }
     key(&all[n++], "norm", 1, 0, 0);
     key(&all[n++], "norm", 1, 1, 0);
+    key(&all[n++], "norm", 2, 0, 1);
+    key(&all[n++], "norm", 2, 1, 1);
     key(&all[n++], "softmax", 0, 0, 0);
     for (uint32_t m = 0; m < 3; m++)
         key(&all[n++], "rope", 1, m, 0);
     for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
         for (int f16 = 0; f16 < 2; f16++)
             n += ops_attention_keys(vk, HEADS[i], f16, &all[n]);
+    key(&all[n++], "attn_lse", 0, 0, 0);
+    key(&all[n++], "attn_merge", 0, 0, 0);
     for (uint32_t op = 0; op <= OP_SCALE; op++)
         key(&all[n++], "elem", 1, op, 0);
     key(&all[n++], "convert", 1, 0, 0);
@@ -74,6 +107,7 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     key(&all[n++], "concat2x2", 0, 0, 0);
     key(&all[n++], "peak_fma", 0, 0, 0);
     key(&all[n++], "peak_bw", 0, 0, 0);
+    n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
@@ -82,8 +116,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
 
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err)
 {
-    struct vkr_pipeline_key keys[128];
-    int n = ops_pipeline_keys(vk, keys, 128);
+    struct vkr_pipeline_key keys[512];
+    int n = ops_pipeline_keys(vk, keys, 512);
     return vkr_prewarm(vk, keys, n, failed, err);
 }
 

@@ -363,6 +363,83 @@ static int bench_matmul(struct bench *b, struct folio_err *err)
     return 0;
 }
 
+/* The tensor-core GEMM and the in-shader dequantizing kernel at the
+ * Qwen2.5-VL-7B prefill shapes (BASELINE.md's cuBLAS table): M = 1400 text
+ * rows, 5476 vision patches, 1369 merged tokens; N x K of every weight. */
+static int bench_gemm(struct bench *b, struct folio_err *err)
+{
+    static const struct {
+        const char *where;
+        uint32_t m, n, k;
+    } full[] = {{"text_qo", 1400, 3584, 3584},      {"text_kv", 1400, 512, 3584},
+                {"text_gate_up", 1400, 18944, 3584}, {"text_down", 1400, 3584, 18944},
+                {"vision_qkv", 5476, 3840, 1280},    {"vision_proj", 5476, 1280, 1280},
+                {"vision_gate_up", 5476, 3420, 1280}, {"vision_down", 5476, 1280, 3420},
+                {"merger_fc1", 1369, 5120, 5120},    {"merger_fc2", 1369, 3584, 5120},
+                {"labels_qo", 48, 3584, 3584},        {"labels_gate_up", 48, 18944, 3584},
+                {"labels_down", 48, 3584, 18944}},
+      quick[] = {{"quick_a", 130, 300, 512}, {"quick_b", 64, 96, 1280}};
+    static const int qtypes[] = {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    int nshape = b->o->quick ? 2 : 13;
+    for (int si = 0; si < nshape; si++) {
+        const char *where = b->o->quick ? quick[si].where : full[si].where;
+        uint32_t m = b->o->quick ? quick[si].m : full[si].m;
+        uint32_t n = b->o->quick ? quick[si].n : full[si].n;
+        uint32_t k = b->o->quick ? quick[si].k : full[si].k;
+        int ncfg = ops_gemm_configs();
+        for (int v = 0; v < 5 + ncfg; v++) {
+            /* v: 0 GEMM f32 x, 1 GEMM f16 x (auto tiles), 2..4 in-shader
+             * dequant of qtypes, then GEMM f16 x with each tile config */
+            int cfg = v >= 5 ? v - 4 : 0;
+            if (cfg && (!b->o->only || strcmp(b->o->only, "gemm") || !ops_gemm_config_fits(b->vk, cfg - 1)))
+                continue;
+            int xf16 = v == 1 || cfg;
+            int ty = v < 2 || cfg ? QUANT_F16 : qtypes[v - 2];
+            enum op_mm_kernel kern = v < 2 || cfg ? OP_MM_GEMM : OP_MM_COOPMAT;
+            if (kern == OP_MM_GEMM ? !ops_gemm_available(b->vk) : !ops_coopmat_available(b->vk))
+                continue;
+            if (k % (uint32_t)quant_block_elems(ty))
+                continue;
+            if (b->o->dtype && strcmp(b->o->dtype, quant_type_name(ty)) != 0)
+                continue;
+            struct vkr_arena *ar = NULL;
+            int rc = vkr_arena_create(b->vk, "bench-gemm", VKR_ARENA_WEIGHTS, &ar, err);
+            struct op_matmul a = {.wtype = ty, .n = n, .k = k, .m = m, .kernel = kern,
+                                  .xtype = xf16 ? QUANT_F16 : QUANT_F32, .gemm_config = cfg};
+            uint64_t wbytes = quant_row_bytes(ty, k) * n;
+            uint64_t xbytes = (uint64_t)m * k * (xf16 ? 2 : 4);
+            if (!rc)
+                rc = vkr_arena_alloc(ar, wbytes, &a.w, err);
+            if (!rc)
+                rc = upload_random(b, a.w, err);
+            if (!rc)
+                rc = vkr_arena_alloc(ar, xbytes, &a.x, err);
+            if (!rc)
+                rc = upload_random(b, a.x, err);
+            if (!rc)
+                rc = vkr_arena_alloc(ar, (uint64_t)m * n * 4, &a.y, err);
+            double ms = 0;
+            if (!rc)
+                rc = timed(b, rec_matmul, &a, &ms, err);
+            vkr_arena_destroy(ar);
+            if (rc)
+                return rc;
+            double flops = 2.0 * m * n * k;
+            char cname[64];
+            ops_gemm_config_name(cfg - 1, cname, sizeof cname);
+            fprintf(b->out,
+                    "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"%s\","
+                    "\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"%s\",\"xtype\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
+                    "\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
+                    where, kern == OP_MM_GEMM ? "gemm" : "coopmat", cfg, kern == OP_MM_GEMM ? cname : "-",
+                    quant_type_name(ty),
+                    xf16 ? "f16" : "f32", m, n, k, ms, flops / ms / 1e9, b->dev);
+            fflush(b->out);
+        }
+    }
+    return 0;
+}
+
 static int rec_attn(struct vkr_cmd *c, void *arg, struct folio_err *err)
 {
     return op_attention(c, arg, err);
@@ -484,6 +561,12 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     jesc(b.dev, sizeof b.dev, vkr_device(b.vk)->name);
     int failed = 0;
     rc = ops_prewarm(b.vk, &failed, err);
+    if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {
+        /* every GEMM tile configuration, compared at the model's shapes */
+        struct vkr_pipeline_key gk[256];
+        int ng = ops_gemm_keys_all(b.vk, 1, gk);
+        rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
+    }
     if (!rc) {
         struct folio_err e2 = {0};
         vkr_cache_save(b.vk, &e2);
@@ -497,6 +580,8 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     vkr_arena_destroy(act);
     if (!rc && (!o->only || strcmp(o->only, "matmul") == 0))
         rc = bench_matmul(&b, err);
+    if (!rc && (!o->only || strcmp(o->only, "gemm") == 0))
+        rc = bench_gemm(&b, err);
     if (!rc && (!o->only || strcmp(o->only, "attention") == 0))
         rc = bench_attention(&b, err);
     struct vkr_stats s;

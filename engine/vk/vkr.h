@@ -62,6 +62,9 @@ struct vkr_config {
 };
 
 int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *err);
+/* Sanitized builds: keeps the CPU driver and the validation layer loaded
+ * for the whole process so leak reports name them (no-op otherwise). */
+void vkr_pin_drivers_for_sanitizers(void);
 /* Waits for the device to go idle, saves nothing (see vkr_cache_save). */
 void vkr_close(struct vkr *vk);
 
@@ -167,7 +170,7 @@ int vkr_arena_upload(struct vkr_arena *a, const void *src, uint64_t len, struct 
 int vkr_fill(struct vkr *vk, struct vkr_tensor t, uint32_t pattern, struct folio_err *err);
 
 /* ---- pipelines ---- */
-#define VKR_MAX_SPEC 8
+#define VKR_MAX_SPEC 12
 #define VKR_MAX_BINDINGS 8
 #define VKR_PUSH_BYTES 128
 

@@ -13,6 +13,7 @@
 #include "engine/vk/vkr_internal.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,19 @@ static int has_instance_ext(const char *name)
     return found;
 }
 
+void vkr_pin_drivers_for_sanitizers(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    /* The loader unloads ICDs and layers when the instance goes, and
+     * LeakSanitizer then sees their own leaks as "<unknown module>" frames
+     * that no suppression (tests/lsan.supp) can name: keep them resident. */
+    static const char *const libs[] = {"libvulkan_lvp.so", "libVkLayer_khronos_validation.so"};
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+        if (!dlopen(libs[i], RTLD_LAZY | RTLD_NODELETE))
+            (void)dlerror();
+#endif
+}
+
 static int make_instance(struct vkr *vk, int validate, VkInstance *out, struct folio_err *err)
 {
     const char *layer = "VK_LAYER_KHRONOS_validation";
@@ -263,6 +277,7 @@ static int make_instance(struct vkr *vk, int validate, VkInstance *out, struct f
                                 .ppEnabledLayerNames = &layer,
                                 .enabledExtensionCount = nexts,
                                 .ppEnabledExtensionNames = exts};
+    vkr_pin_drivers_for_sanitizers();
     VkResult r = vkCreateInstance(&ici, vk ? &vk->ac : NULL, out);
     if (r != VK_SUCCESS) {
         folio_err_set(err, FOLIO_EDEVICE, "vkCreateInstance failed: %s", vkr_result_name(r));

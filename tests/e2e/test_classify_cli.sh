@@ -2,7 +2,8 @@
 # folio classify: no database, one JSON object per file; the known words
 # decide the label; a bad file gets an error object and exit 1 while the
 # other files are still classified; --labels replaces the label set; the
-# built-in default labels are exactly the ones schema 001 seeds.
+# built-in default labels are exactly the ones schema 001 seeds;
+# --max-text-bytes cuts the text the tiers see and the output says so.
 set -u
 F=${FOLIO_BIN:?run through ctest}
 SRC=${FOLIO_SOURCE_DIR:?}
@@ -35,6 +36,25 @@ s = sum(o["scores"].values())
 assert abs(s - 1) < 1e-3, s
 assert len(o["scores"]) == 16
 PY
+
+# --max-text-bytes: the page's text is cut to 10 bytes and the cut shown;
+# by default nothing is cut; a bad value is a usage error naming the option.
+python3 - "$full" <<'PY' || { echo "FAIL: default pages.text_cut"; fail=$((fail+1)); }
+import json, sys
+c = json.loads(sys.argv[1])["pages"]["text_cut"]
+assert c == {"pages": 0, "bytes": 0, "document": False}, c
+PY
+cut=$("$F" classify --json --max-text-bytes 10 "$D/memo.tif" 2>"$D/err")
+python3 - "$cut" <<'PY' || { echo "FAIL: --max-text-bytes 10: $cut"; fail=$((fail+1)); }
+import json, sys
+o = json.loads(sys.argv[1])
+c = o["pages"]["text_cut"]
+assert c["pages"] == 1 and c["bytes"] > 20 and c["document"] is False, c
+assert len(o["ocr_text"].encode()) <= 10 and o["ocr_text"].startswith("MEMO"), o["ocr_text"]
+PY
+ok 'grep -q "event=page_text_cut" "$D/err"' "no page_text_cut log line"
+"$F" classify --max-text-bytes 0 "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 2 ] && grep -q -- "--max-text-bytes" "$D/err"' "--max-text-bytes 0: rc $rc $(cat "$D/err")"
 
 printf '# custom set\nfacilities: heating, staff\nother: zebra\n' >"$D/labels.txt"
 out=$("$F" classify --labels "$D/labels.txt" "$D/memo.tif" 2>/dev/null)

@@ -43,10 +43,21 @@ ok 'case "$out" in *"\"engine_path\":\"ocr+lm\""*"cli gate test"*) true;; *) fal
 out=$("$F" classify "${common[@]}" "$P/images/img0.png" 2>/dev/null)
 ok 'case "$out" in *"\"engine_path\":\"ocr+rules\""*) true;; *) false;; esac' "no model: $out"
 
+# a label too long for the per-label token limit is refused once, when the
+# label set is loaded, naming it and its token count (issue 19)
+printf 'invoice\nquarterly consolidated statement of comprehensive income zz\n' >"$D/long.txt"
+"$F" classify --json --labels "$D/long.txt" --device llvmpipe --max-image-tokens 36 \
+    --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
+    "$P/images/img0.png" >"$D/long.json" 2>"$D/long.err"; rc=$?
+ok '[ "$rc" != 0 ] && grep -q "label \"quarterly consolidated statement of comprehensive income zz\" is [0-9]* tokens" "$D/long.err" && grep -q "at most 16" "$D/long.err"' \
+    "long label: exit $rc: $(tail -3 "$D/long.err")"
+
 # folio doctor shows the paths a worker would enable here, and why not
 out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
     --device llvmpipe --allow-cpu 2>/dev/null)
 ok 'printf "%s\n" "$out" | grep -q "^paths: vision,ocr+lm,ocr+rules"' "doctor paths: $(printf "%s\n" "$out" | tail -3)"
+# no silent default: the mmproj lacks clip.vision.window_size, so the doctor says 112 is assumed
+ok 'printf "%s\n" "$out" | grep -q "clip.vision.window_size=112 assumed"' "doctor assumed: $(printf "%s\n" "$out" | grep -A2 '^check')"
 out=$("$F" doctor --model "$P/qwen25vl/text-F32.gguf" --mmproj "$P/qwen25vl/mmproj-F32.gguf" \
     --device llvmpipe --allow-cpu --gate-file "$D/gate.conf" 2>/dev/null)
 ok 'printf "%s\n" "$out" | grep -q "^paths: ocr+lm,ocr+rules" && printf "%s\n" "$out" | grep -q "^disabled: .*cli gate test"' \

@@ -26,6 +26,18 @@ for sub in migrate ingest worker classify status doctor version; do
   check "$sub --help" 0 "$F" $sub --help
   expect_in "usage: folio $sub"
 done
+for sub in config jobs export show report; do
+  check "$sub --help" 0 "$F" $sub --help
+  expect_in "usage: folio $sub"
+done
+for sub in jobs export show report; do
+  check "$sub bad option" 2 "$F" $sub --no-such-option
+  expect_in "try 'folio $sub --help'"
+done
+check "worker bad --metrics-listen" 2 "$F" worker --metrics-listen nowhere
+expect_in "ADDR:PORT"
+check "ingest bad --metrics-listen port" 2 "$F" ingest --metrics-listen 127.0.0.1:99999 /tmp
+expect_in "not 0..65535"
 check "bench --help" 0 "$F" bench --help
 check "bench no subject" 2 "$F" bench
 check "bench unknown" 2 "$F" bench nonsense
@@ -36,6 +48,10 @@ done
 check "migrate stray arg" 2 "$F" migrate extra
 check "worker bad --on-device-loss" 2 "$F" worker --on-device-loss sometimes
 expect_in "fallback or release"
+check "worker bad --gpu-weights" 2 "$F" worker --gpu-weights bogus
+expect_in "auto, f16 or native"
+check "classify bad --gpu-weights" 2 "$F" classify --gpu-weights q4 x.png
+expect_in "auto, f16 or native"
 check "version extra" 2 "$F" version extra
 check "version" 0 "$F" version
 for lib in folio vulkan-headers libpq libjpeg-turbo tesseract leptonica; do expect_in "$lib"; done

@@ -384,7 +384,7 @@ static void bad_input(struct LT *t)
         CHECK(rc == 0 && lp[0] < 0, "good score after bad ones: %s (%f)", e.msg, lp[0]);
         lm_close(lm);
     }
-    /* a configuration whose KV cache cannot be bound is refused with the knob to turn */
+    /* a configuration whose activations cannot be placed is refused with the knob to turn */
     cfg.max_tokens = 1u << 24;
     rc = lm_open(t->vk, m, &cfg, &lm, &e);
     CHECK(rc == FOLIO_ELIMIT && strstr(e.hint, "--max-tokens"), "huge plan: rc %d %s", rc, e.msg);
@@ -470,6 +470,18 @@ static int run_lm(int ranged)
         s.tied = cfgs[i].tied;
         s.seed = base.seed + (uint64_t)i;
         run_model(&t, cfgs[i].name, &s);
+    }
+    {
+        /* A vocabulary and an MLP width that are not multiples of 4 (a
+         * fine-tune resized to its tokenizer, an odd intermediate size):
+         * the LM head has 509 rows, ffn_down rows of 510 floats. */
+        struct lm_synth s = base;
+        s.mat_type = QUANT_F32;
+        s.n_vocab = 509;
+        s.n_ff = 510;
+        s.tied = 1;
+        s.seed = 99;
+        run_model(&t, "f32-odd-vocab-and-ff", &s);
     }
     bad_input(&t);
 

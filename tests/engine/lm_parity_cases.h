@@ -16,6 +16,7 @@
  *  - zero pipeline creations after seal, zero validation messages.
  * test_lm_parity_ranged.c repeats it with lowered device limits.
  */
+#include "tests/support/parity_root.h"
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
 #include "common/common.h"
@@ -244,7 +245,8 @@ static int run_parity(int ranged)
     struct PT t = {.ranged = ranged};
     const char *src = getenv("FOLIO_SOURCE_DIR");
     char root[1024];
-    snprintf(root, sizeof root, "%s/tests/fixtures/parity", src && *src ? src : ".");
+    (void)src;
+    tu_parity_root(root, sizeof root);
     t.root = root;
     char mpath[1100];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", root);

@@ -7,6 +7,7 @@
  */
 #include "tests/support/testutil.h"
 #include "common/common.h"
+#include "engine/vk/vkr.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -80,6 +81,7 @@ int main(void)
                                 .ppEnabledLayerNames = &layer, .enabledExtensionCount = 1,
                                 .ppEnabledExtensionNames = exts};
     VkInstance inst;
+    vkr_pin_drivers_for_sanitizers();
     VKCHECK(vkCreateInstance(&ici, NULL, &inst));
     PFN_vkCreateDebugUtilsMessengerEXT mk =
         (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(inst, "vkCreateDebugUtilsMessengerEXT");

@@ -14,6 +14,7 @@
  *  - the engine became ready with a warm-up pass and a passing self-test,
  *    and no pipeline was requested after seal; no validation messages.
  */
+#include "tests/support/parity_root.h"
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
 #include "common/common.h"
@@ -119,7 +120,8 @@ int main(void)
 {
     const char *src = getenv("FOLIO_SOURCE_DIR");
     char rbuf[1024], mpath[1100];
-    snprintf(rbuf, sizeof rbuf, "%s/tests/fixtures/parity", src && *src ? src : ".");
+    (void)src;
+    tu_parity_root(rbuf, sizeof rbuf);
     root = rbuf;
     snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
     uint8_t *mb = NULL;

@@ -17,6 +17,7 @@
  *    a multiple of 2 with FOLIO_EINVAL;
  *  - zero pipeline creations after seal, zero validation messages.
  */
+#include "tests/support/parity_root.h"
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
 #include "common/common.h"
@@ -233,7 +234,8 @@ static int run_vision_parity(int ranged)
     (void)jints;
     const char *src = getenv("FOLIO_SOURCE_DIR");
     char root[1024], mpath[1100];
-    snprintf(root, sizeof root, "%s/tests/fixtures/parity", src && *src ? src : ".");
+    (void)src;
+    tu_parity_root(root, sizeof root);
     t.root = root;
     snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
     uint8_t *mb = NULL;

@@ -301,7 +301,56 @@ int main(void)
     CHECK(q1(a, "SELECT count(*) FROM folio.results") == 120, "results kept");
     REQUIRE_OK(queue_cleanup(a, 3 * 3600, 50, &deleted, &err) == 0 && deleted == 0, "young jobs kept");
 
-    /* 9. Worker registry. */
+    /* 9. Batched completion: one round trip, one transaction, each job
+     * still token-checked; a stale token in the batch is refused alone; a
+     * bad result rolls the batch back so nothing of it is written; a
+     * retried batch (lost COMMIT acknowledgement) is recognised. */
+    REQUIRE_OK(seed(a, 6, 5) == 0, "seed");
+    struct queue_job bj[6];
+    REQUIRE_OK(queue_claim(a, &q, 0, 6, bj, &n, &err) == 0 && n == 6, "batch claim: %s", err.msg);
+    CHECK(q1(a, "SELECT count(DISTINCT lease_token) FROM folio.jobs WHERE state = 'running'") == 6,
+          "one token per claimed job");
+    struct queue_result bres[6];
+    const struct queue_job *bjp[6];
+    const struct queue_result *brp[6];
+    int bacc[6];
+    for (int i = 0; i < 6; i++) {
+        bres[i] = simple_result();
+        bjp[i] = &bj[i];
+        brp[i] = &bres[i];
+    }
+    struct queue_job stale3 = bj[2];
+    snprintf(stale3.token, sizeof stale3.token, "00000000-0000-4000-8000-000000000000");
+    bjp[2] = &stale3;
+    REQUIRE_OK(queue_complete_many(b, bjp, 0, brp, 3, bacc, &err) == 0, "batch complete: %s", err.msg);
+    CHECK(bacc[0] == 1 && bacc[1] == 1 && bacc[2] == 0, "batch accepted %d %d %d, want 1 1 0", bacc[0], bacc[1],
+          bacc[2]);
+    CHECK(q1(a, "SELECT count(*) FROM folio.results") == 2, "stale member of a batch wrote a result");
+    CHECK(q1(a, "SELECT count(*) FROM folio.jobs WHERE state = 'running'") == 4, "stale member changed its job");
+    bjp[2] = &bj[2];
+    REQUIRE_OK(queue_complete_many(b, bjp, 0, brp, 3, bacc, &err) == 0, "batch retry: %s", err.msg);
+    CHECK(bacc[0] == 1 && bacc[1] == 1 && bacc[2] == 1, "retried batch %d %d %d, want 1 1 1", bacc[0], bacc[1],
+          bacc[2]);
+    CHECK(q1(a, "SELECT count(*) FROM folio.results") == 3, "retried batch duplicated results");
+    bres[4].scores_json = "{not json";
+    int brc = queue_complete_many(b, bjp + 3, 0, brp + 3, 3, bacc, &err);
+    CHECK(brc == FOLIO_EDB && bacc[0] == 0 && bacc[1] == 0 && bacc[2] == 0, "bad batch: rc %d accepted %d %d %d",
+          brc, bacc[0], bacc[1], bacc[2]);
+    CHECK(strstr(err.msg, "22P02") != NULL, "bad batch error names the SQLSTATE: %s", err.msg);
+    CHECK(q1(a, "SELECT count(*) FROM folio.results") == 3, "a rolled-back batch wrote results");
+    CHECK(q1(a, "SELECT count(*) FROM folio.jobs WHERE state = 'running'") == 3, "a rolled-back batch finished jobs");
+    CHECK(PQtransactionStatus(b) == PQTRANS_IDLE, "connection left in a transaction after a failed batch");
+    bres[4].scores_json = "{\"invoice\":0.9}";
+    REQUIRE_OK(queue_complete_many(b, bjp + 3, 0, brp + 3, 3, bacc, &err) == 0, "batch after failure: %s", err.msg);
+    CHECK(bacc[0] + bacc[1] + bacc[2] == 3, "batch after a failed one: %d accepted", bacc[0] + bacc[1] + bacc[2]);
+    CHECK(q1(a, "SELECT count(*) FROM folio.results r JOIN folio.jobs j ON j.id = r.job_id"
+                " WHERE j.state = 'done' AND r.lease_token = j.claim_token") == 6, "six results by their claims");
+    struct queue_job notok = bj[0];
+    notok.token[0] = '\0';
+    bjp[0] = &notok;
+    CHECK(queue_complete_many(b, bjp, 0, brp, 2, bacc, &err) == FOLIO_ESTATE, "token-less batch member accepted");
+
+    /* 10. Worker registry. */
     int64_t wid = 0;
     struct queue_worker_info wi = {.host = "testhost", .pid = 42, .state = "ocr-only",
                                    .paths_array = "{ocr+rules}",

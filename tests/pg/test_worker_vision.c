@@ -6,6 +6,7 @@
  *     log shows zero pipeline requests after the registry was sealed;
  *  2. a gate rule file matching lavapipe's driver (path=vision):
  *     'ocr+lm', with the rule's reason in fallback_reason;
+ *  1b. a label too long to score: the worker refuses to start, naming it;
  *  3. no mmproj: 'ocr+lm'; 4. no model: 'ocr+rules';
  *  5. FOLIO_FAULT=device_lost:2 (test builds): the second vision pass
  *     loses the device mid-run; the documents queued meanwhile are
@@ -121,6 +122,30 @@ int main(void)
           "no 'pipeline_requests_after_seal=0' in %s", log);
     CHECK(tu_sh("grep -q 'pipeline_requests_after_seal=[1-9]' %s", log) != 0, "pipelines built after seal: %s",
           log);
+
+    /* 1b. a label too long for the per-label token limit: the worker
+     * refuses the label set at start, once, naming it and its token
+     * count, and claims nothing (issue 19) */
+    REQUIRE_OK(ingest(c, dir, inbox) == 0, "ingest 1b");
+    REQUIRE_OK(sql_ok(c, "INSERT INTO folio.labels (name, keywords) VALUES"
+                         " ('quarterly consolidated statement of comprehensive income zz', '{}')") == 0,
+               "long label");
+    snprintf(log, sizeof log, "%s/longlabel.log", dir);
+    const char *long_args[] = {"--lease", "30", "--poll", "0.2", "--ocr-threads", "1", "--device",
+                               "llvmpipe", "--max-image-tokens", "64", "--model", g_model,
+                               "--mmproj", g_mmproj, NULL};
+    pid_t lw = wt_spawn_worker(g_db, NULL, log, long_args);
+    int lst = wt_wait_exit(lw, 240000);
+    CHECK(lst != 0 && lst != -1, "long label: worker exit status %d; see %s", lst, log);
+    if (lst == -1) {
+        kill(lw, SIGKILL);
+        wt_wait_exit(lw, 10000);
+    }
+    CHECK(tu_sh("grep -q 'label \"quarterly consolidated statement of comprehensive income zz\" is "
+                "[0-9]* tokens' %s", log) == 0, "long label: no refusal naming it in %s", log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued' AND attempts = 0") == NDOC,
+          "long label: jobs were claimed");
+    REQUIRE_OK(sql_ok(c, "DELETE FROM folio.labels WHERE name LIKE 'quarterly%'") == 0, "drop long label");
 
     /* 2. a gate rule matching lavapipe */
     snprintf(gate, sizeof gate, "%s/gate.conf", dir);

@@ -89,6 +89,17 @@ static inline long long wt_q1(PGconn *c, const char *sql)
     return v;
 }
 
+/* Runs statements that return nothing or ignored rows; 1 when they ran. */
+static inline int wt_exec(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        fprintf(stderr, "sql failed: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    return ok;
+}
+
 /* Waits until `sql` returns `want` (polling), up to timeout_ms. */
 static inline int wt_wait_for(PGconn *c, const char *sql, long long want, int timeout_ms)
 {

@@ -1,7 +1,9 @@
 /* The text provider shared by the worker and `folio classify`: a
  * three-page TIFF read through the ingest decoder is OCR'd page by page,
  * pages beyond the cap are skipped and counted, page texts are joined with
- * form feeds in order. */
+ * form feeds in order; the per-page and per-document text caps cut at a
+ * character boundary, stop reading once the document is full, and say so
+ * (fields and the pages JSON). */
 #include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
@@ -56,6 +58,58 @@ int main(void)
     CHECK(t.confidence > 50 && t.ocr_ms > 0 && t.decode_ms > 0, "conf %.1f ocr %.1f decode %.1f", t.confidence,
           t.ocr_ms, t.decode_ms);
     free(t.text);
+
+    /* Text caps. Default: nothing cut, and the pages JSON says so. */
+    CHECK(t.pages_text_cut == 0 && t.text_bytes_cut == 0 && !t.text_doc_cut, "default caps cut text");
+    /* Per page: 8 bytes of each page's text, both pages marked. */
+    struct doc_text_ctx pc = {.ocr = ocr, .data = data, .len = len, .pages = 3, .max_pages = 2,
+                              .max_page_bytes = 8};
+    memset(&t, 0, sizeof t);
+    rc = worker_doc_text(&pc, &t, &err);
+    REQUIRE(rc == 0, "doc text: %s", err.msg);
+    ff = strchr(t.text, '\f');
+    CHECK(ff && ff - t.text <= 8 && strlen(ff + 1) <= 8 && !strchr(ff + 1, '\f'),
+          "page cap 8 not kept: [%s]", t.text);
+    CHECK(strncmp(t.text, "Page", 4) == 0, "the cut keeps the start of the page: [%s]", t.text);
+    CHECK(t.pages_read == 2 && t.pages_text_cut == 2 && t.text_bytes_cut > 20 && !t.text_doc_cut,
+          "read %d cut %d bytes %zu doc %d", t.pages_read, t.pages_text_cut, t.text_bytes_cut,
+          t.text_doc_cut);
+    struct json_buf pj;
+    json_init(&pj);
+    worker_pages_json(&t, 3, &pj);
+    char want[200];
+    snprintf(want, sizeof want, "{\"total\":3,\"read\":2,\"skipped\":1,\"timed_out\":0,"
+             "\"text_cut\":{\"pages\":2,\"bytes\":%zu,\"document\":false}}", t.text_bytes_cut);
+    CHECK(pj.s && strcmp(pj.s, want) == 0, "pages json %s", pj.s ? pj.s : "(null)");
+    json_free(&pj);
+    free(t.text);
+    /* Per document: page 1 fits, page 2 is cut to what is left, page 3 is
+     * not read at all (skipped). */
+    struct doc_text_ctx dc = {.ocr = ocr, .data = data, .len = len, .pages = 3, .max_pages = 3,
+                              .max_doc_bytes = 30};
+    memset(&t, 0, sizeof t);
+    rc = worker_doc_text(&dc, &t, &err);
+    REQUIRE(rc == 0, "doc text: %s", err.msg);
+    CHECK(strlen(t.text) <= 30 && strstr(t.text, "ALPHA") && !strstr(t.text, "CHARLIE"),
+          "document cap 30 not kept: [%s]", t.text);
+    CHECK(t.pages_read == 2 && t.pages_skipped == 1 && t.text_doc_cut && t.text_bytes_cut > 0 &&
+              t.pages_text_cut == 0, "read %d skipped %d doc %d bytes %zu page cuts %d",
+          t.pages_read, t.pages_skipped, t.text_doc_cut, t.text_bytes_cut, t.pages_text_cut);
+    free(t.text);
+    /* The cut never splits a character; the option parses as documented. */
+    CHECK(folio_utf8_prefix("ab\xc3\xa9", 4, 3) == 2 && folio_utf8_prefix("ab\xc3\xa9", 4, 4) == 4 &&
+              folio_utf8_prefix("\xe2\x82\xac\xe2\x82\xac", 6, 5) == 3 &&
+              folio_utf8_prefix("\xf0\x9f\x93\x84", 4, 3) == 0 && folio_utf8_prefix("abc", 3, 1) == 1,
+          "utf8 prefix");
+    size_t cp = 0, cd = 0;
+    CHECK(doc_text_parse_caps("64KiB,512KiB", &cp, &cd) == 0 && cp == 65536 && cd == 524288,
+          "PAGE,DOC: %zu %zu", cp, cd);
+    CHECK(doc_text_parse_caps("1MiB", &cp, &cd) == 0 && cp == 1048576 && cd == 1048576, "N: %zu %zu", cp,
+          cd);
+    static const char *const bad_caps[] = {"0", "", ",5", "5,", "1,2,3", "x", "65MiB", "4,0"};
+    for (size_t i = 0; i < sizeof bad_caps / sizeof bad_caps[0]; i++)
+        CHECK(doc_text_parse_caps(bad_caps[i], &cp, &cd) != 0, "accepted --max-text-bytes '%s'",
+              bad_caps[i]);
 
     /* A corrupt document is an error naming the page, not a crash. */
     data[len / 2] ^= 0xff;

@@ -644,6 +644,17 @@ static void test_vision_model(void)
             CHECK(h->use_silu == (variant == 0) && h->ffn_swapped == (variant == 2),
                   "silu/swapped");
             CHECK(variant || (h->n_wa_pattern == 2 && h->window_size == 112), "window");
+            /* the file has neither key: both defaults are reported as assumed */
+            int win = 0, merge = 0;
+            for (uint32_t i = 0; i < m->n_assumed; i++) {
+                win |= !strcmp(m->assumed[i].key, "clip.vision.window_size") &&
+                       !strcmp(m->assumed[i].value, "112");
+                merge |= !strcmp(m->assumed[i].key, "clip.vision.spatial_merge_size") &&
+                         !strcmp(m->assumed[i].value, "2");
+            }
+            CHECK(win == (variant == 0) && merge, "variant %d: assumed window %d merge %d (%u)",
+                  variant, win, merge, m->n_assumed);
+            CHECK(m->n_ignored == 1, "ignored keys %u (clip.vision.image_size)", m->n_ignored);
             CHECK(fabsf(h->image_std[2] - 0.27577711f) < 1e-7f, "image std");
             uint64_t want = 2 + (uint64_t)TINY_VLAYERS * 16 + (variant ? 2 : 1) + 4;
             CHECK(m->n_items == want, "vision items %llu want %llu",
@@ -735,6 +746,33 @@ static void test_describe(void)
     CHECK(strstr(text, "FAILED") && strstr(text, "output_norm.weight") &&
               strstr(text, "blk.*.ffn_up.weight"), "describe broken text:\n%s", text);
     fclose(fo);
+
+    /* an mmproj without clip.vision.window_size: the doctor says 112 is assumed */
+    struct tiny_opts vo = {0};
+    NEED(tiny_vision(&vo, &buf, &len) == 0, "tiny vision");
+    NEED(folio_write_file_atomic(path, buf, len, &e) == 0, "write");
+    free(buf);
+    fo = fopen(out_path, "w+");
+    NEED(fo != NULL, "fopen");
+    CHECK(gguf_describe(path, 0, fo, &e) == 0, "describe vision: %s", e.msg);
+    rewind(fo);
+    n = fread(text, 1, sizeof text - 1, fo);
+    text[n] = 0;
+    CHECK(strstr(text, "check         ok") &&
+              strstr(text, "clip.vision.window_size=112 assumed (not in the file") &&
+              strstr(text, "clip.vision.spatial_merge_size=2 assumed") &&
+              strstr(text, "ignored       1 keys folio does not read: clip.vision.image_size"),
+          "describe vision text:\n%s", text);
+    fclose(fo);
+    fo = fopen(out_path, "w+");
+    NEED(fo != NULL, "fopen");
+    CHECK(gguf_describe(path, 1, fo, &e) == 0, "describe vision json: %s", e.msg);
+    fclose(fo);
+    CHECK(tu_sh("python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                "a={x[\"key\"]: x[\"value\"] for x in d[\"assumed\"]}; "
+                "assert a[\"clip.vision.window_size\"]==\"112\" and "
+                "d[\"ignored_keys\"]==[\"clip.vision.image_size\"], d' %s", out_path) == 0,
+          "describe vision json lacks the assumed window size");
 
     snprintf(path, sizeof path, "%s/missing.gguf", dir);
     fo = fopen(out_path, "w+");

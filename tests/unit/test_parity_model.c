@@ -11,6 +11,7 @@
  *    Q8_0 quantises to the reference blocks bit for bit.
  * When the fixtures are absent the test says so and passes (nothing to
  * compare); manifest.json is read with the small JSON reader below. */
+#include "tests/support/parity_root.h"
 #include "engine/model/gguf.h"
 #include "engine/model/prompt.h"
 #include "engine/model/quant.h"
@@ -603,7 +604,7 @@ int main(void)
         CHECK(0, "FOLIO_SOURCE_DIR unset");
         return tu_finish();
     }
-    snprintf(fx, sizeof fx, "%s/tests/fixtures/parity", src);
+    tu_parity_root(fx, sizeof fx);
     char man_path[1100];
     snprintf(man_path, sizeof man_path, "%s/manifest.json", fx);
     if (access(man_path, R_OK) != 0) {

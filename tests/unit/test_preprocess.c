@@ -11,6 +11,7 @@
  *    folded 588-column layout equals either temporal half;
  *  - gray input equals the same pixels given as RGB.
  */
+#include "tests/support/parity_root.h"
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
 #include "common/common.h"
@@ -68,7 +69,8 @@ int main(void)
     resize_cases();
     const char *src = getenv("FOLIO_SOURCE_DIR");
     char root[1024], mpath[1100];
-    snprintf(root, sizeof root, "%s/tests/fixtures/parity", src && *src ? src : ".");
+    (void)src;
+    tu_parity_root(root, sizeof root);
     snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
     uint8_t *mb = NULL;
     size_t mn = 0;

@@ -7,11 +7,13 @@
  * exactly the reference ids and decode back to the same bytes. */
 #include "engine/model/gguf.h"
 #include "engine/model/tokenizer.h"
+#include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
 
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NEED(cond, ...)                                                                      \
     do {                                                                                     \
@@ -494,6 +496,209 @@ static void test_nfc(void)
     tok_free(t);
 }
 
+/* The Unicode versions of the reference (tokenizer.h): one case per class
+ * of difference from the 14.0 tables folio had before. Each would split or
+ * normalise differently with those tables (noted per case). */
+static void test_unicode_version(void)
+{
+    CHECK(strcmp(tok_unicode_regex_version(), "16.0.0") == 0, "regex tables %s",
+          tok_unicode_regex_version());
+    CHECK(strcmp(tok_unicode_nfc_version(), "9.0.0") == 0, "NFC tables %s",
+          tok_unicode_nfc_version());
+    static const struct {
+        const char *in, *want; /* pieces joined by \001 */
+    } P[] = {
+        /* U+1E4D0 NAG MUNDARI LETTER O (15.0) continues an ASCII word
+         * (14.0: "ab" | U+1E4D0 "cd") */
+        {"ab\xf0\x9e\x93\x90" "cd", "ab\xf0\x9e\x93\x90" "cd"},
+        /* U+105C0 TODHRI LETTER A (16.0) after a space is a word of its own
+         * (14.0: one punctuation run " X!") */
+        {" \xf0\x90\x97\x80!", " \xf0\x90\x97\x80\001!"},
+        /* U+1E4F0 NAG MUNDARI DIGIT ZERO (15.0), U+10D40 GARAY DIGIT ZERO
+         * (16.0): one \p{N} each, the space alone (14.0: " XY" as one) */
+        {"x \xf0\x9e\x93\xb0\xf0\x90\xb5\x80", "x\001 \001\xf0\x9e\x93\xb0\001\xf0\x90\xb5\x80"},
+    };
+    for (size_t k = 0; k < sizeof P / sizeof P[0]; k++) {
+        const char *s = P[k].in;
+        size_t n = strlen(s), g = 0;
+        char got[128];
+        for (size_t i = 0; i < n && g + 2 < sizeof got;) {
+            size_t e = tok_pretoken_end(s, n, i);
+            NEED(e > i && e <= n && g + (e - i) + 2 < sizeof got, "pretoken_end(%zu) = %zu", i, e);
+            if (i)
+                got[g++] = '\001';
+            memcpy(got + g, s + i, e - i);
+            g += e - i;
+            i = e;
+        }
+        got[g] = 0;
+        CHECK(strcmp(got, P[k].want) == 0, "unicode split case %zu: got %s", k, got);
+    }
+    /* Marks assigned after 9.0 are starters to the reference's NFC: they
+     * block composition and are never reordered. */
+    static const char *const SAME[] = {
+        /* U+1DF9 (10.0, class 220 since) between a and U+0301: stays
+         * (14.0: a-acute U+1DF9) */
+        "a\xe1\xb7\xb9\xcc\x81",
+        /* U+1DFA (14.0, class 218) after U+0301 (230): not moved before it
+         * (14.0: x U+1DFA U+0301) */
+        "x\xcc\x81\xe1\xb7\xba",
+    };
+    struct folio_err e = {0};
+    struct vocab_opts o = {.drop_byte = -1};
+    struct tok *t = load(&o, &e);
+    NEED(t != NULL, "load: %s", e.msg);
+    for (size_t k = 0; k < sizeof SAME / sizeof SAME[0]; k++) {
+        char *out = NULL, *back = NULL;
+        size_t n = 0, blen = 0, bcap = 0, len = strlen(SAME[k]);
+        struct tok_ids ids = {0};
+        CHECK(tok_nfc(SAME[k], len, &out, &n) == 0 && n == len && memcmp(out, SAME[k], n) == 0,
+              "NFC changed new-mark case %zu", k);
+        CHECK(tok_encode(t, SAME[k], len, 0, &ids, &e) == 0 &&
+                  tok_decode(t, ids.v, ids.n, 0, &back, &blen, &bcap, &e) == 0 && blen == len &&
+                  memcmp(back, SAME[k], len) == 0, "encode changed new-mark case %zu", k);
+        free(out);
+        free(back);
+        tok_ids_free(&ids);
+    }
+    tok_free(t);
+}
+
+/* Canonical ordering of runs of every length, against a stable insertion
+ * sort written here over classes written here: short runs take the
+ * insertion path in tok_nfc.c, long ones (> 32) the counting sort. */
+static void test_nfc_mark_runs(void)
+{
+    static const struct {
+        const char *utf8;
+        int ccc;
+    } M[] = {{"\xcc\x81", 230}, {"\xcc\xa3", 220}, {"\xcc\xa7", 202}, {"\xcc\x9b", 216},
+             {"\xcd\x85", 240}, {"\xd6\xb0", 10},  {"\xe0\xbd\xb1", 129},
+             {"\xe3\x80\xaa", 218}, {"\xcc\xb4", 1}, {"\xe0\xa4\xbc", 7}};
+    enum { NM = sizeof M / sizeof M[0] };
+    static const size_t LENS[] = {1, 2, 3, 5, 31, 32, 33, 34, 100, 1000, 5000};
+    uint64_t r = 7;
+    for (size_t li = 0; li < sizeof LENS / sizeof LENS[0]; li++) {
+        size_t L = LENS[li];
+        int *pick = malloc(L * sizeof *pick);
+        char *in = malloc(2 * (1 + 3 * L) + 1), *want = malloc(2 * (1 + 3 * L) + 1);
+        NEED(pick && in && want, "oom");
+        /* "x" + L marks, twice: two runs in one text */
+        size_t a = 0, b = 0;
+        for (int rep = 0; rep < 2; rep++) {
+            in[a++] = want[b++] = 'x';
+            for (size_t i = 0; i < L; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                pick[i] = (int)((r >> 33) % NM);
+                size_t ml = strlen(M[pick[i]].utf8);
+                memcpy(in + a, M[pick[i]].utf8, ml);
+                a += ml;
+            }
+            for (size_t i = 1; i < L; i++) /* stable: equal classes keep their order */
+                for (size_t j = i; j > 0 && M[pick[j - 1]].ccc > M[pick[j]].ccc; j--) {
+                    int tmp = pick[j];
+                    pick[j] = pick[j - 1];
+                    pick[j - 1] = tmp;
+                }
+            for (size_t i = 0; i < L; i++) {
+                size_t ml = strlen(M[pick[i]].utf8);
+                memcpy(want + b, M[pick[i]].utf8, ml);
+                b += ml;
+            }
+        }
+        char *out = NULL;
+        size_t n = 0;
+        CHECK(tok_nfc(in, a, &out, &n) == 0 && n == b && memcmp(out, want, b) == 0,
+              "run of %zu marks misordered", L);
+        free(out);
+        free(pick);
+        free(in);
+        free(want);
+    }
+}
+
+/* ------------------------------------------------------- linear time */
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Best-of-reps CPU time to encode text; 0 on failure. */
+static double encode_cpu_s(const struct tok *t, const char *text, size_t len, int reps)
+{
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        struct tok_ids ids = {0};
+        struct folio_err e = {0};
+        double t0 = thread_cpu_s();
+        int rc = tok_encode(t, text, len, 1, &ids, &e);
+        double el = thread_cpu_s() - t0;
+        tok_ids_free(&ids);
+        if (rc)
+            return 0;
+        if (el < best)
+            best = el;
+    }
+    return best;
+}
+
+/* Encoding is linear in the input on hostile text (the bench's scaling
+ * texts, pipeline/bench_tokenizer.c): 1 MiB costs about 8
+ * times what 128 KiB costs (the old insertion sort made the marks case
+ * 64 times, and 1 MiB of it minutes). Compared within one run, by CPU
+ * time, best of three; the bound (24) leaves room for n log n BPE on the
+ * long pieces and a noisy shared machine, and is far below quadratic. */
+static void test_linear_time(void)
+{
+    struct folio_err e = {0};
+    struct vocab_opts o = {.drop_byte = -1};
+    struct tok *t = load(&o, &e);
+    NEED(t != NULL, "load: %s", e.msg);
+    for (int kind = 0; kind < TOK_HOSTILE_N; kind++) {
+        size_t ls, lb;
+        char *small = bench_tok_hostile(kind, 128u << 10, &ls);
+        char *big = bench_tok_hostile(kind, 1u << 20, &lb);
+        NEED(small && big, "oom");
+        double ts = encode_cpu_s(t, small, ls, 3), tb = encode_cpu_s(t, big, lb, 3);
+        CHECK(ts > 0 && tb > 0, "%s: encode failed", bench_tok_hostile_name(kind));
+        fprintf(stderr, "linear_time case=%s small_s=%.4f big_s=%.4f ratio=%.1f\n",
+                bench_tok_hostile_name(kind), ts, tb, ts > 0 ? tb / ts : 0.0);
+        if (ts > 0 && tb > 0)
+            CHECK(tb < 24 * ts, "%s: 1 MiB took %.4f s, 128 KiB %.4f s (x%.1f; linear is x8)",
+                  bench_tok_hostile_name(kind), tb, ts, tb / ts);
+        if (kind == TOK_HOSTILE_MARKS) {
+            /* and the answer is right: sorted by class (202, 216, 220, 230),
+             * the first U+0323 composed into U+1EA1, nothing else composes */
+            size_t q = (lb - 1) / 8, wl = 0;
+            char *want = malloc(lb + 16), *back = NULL;
+            NEED(want != NULL, "oom");
+            memcpy(want, "\xe1\xba\xa1", 3);
+            wl = 3;
+            static const char *const order[] = {"\xcc\xa7", "\xcc\x9b", "\xcc\xa3", "\xcc\x81"};
+            for (int c = 0; c < 4; c++)
+                for (size_t i = c == 2 ? 1 : 0; i < q; i++) {
+                    memcpy(want + wl, order[c], 2);
+                    wl += 2;
+                }
+            struct tok_ids ids = {0};
+            size_t blen = 0, bcap = 0;
+            CHECK(tok_encode(t, big, lb, 0, &ids, &e) == 0 &&
+                      tok_decode(t, ids.v, ids.n, 0, &back, &blen, &bcap, &e) == 0 && blen == wl &&
+                      memcmp(back, want, wl) == 0, "1 MiB of marks: wrong NFC (%zu bytes, want %zu)",
+                  blen, wl);
+            tok_ids_free(&ids);
+            free(back);
+            free(want);
+        }
+        free(small);
+        free(big);
+    }
+    tok_free(t);
+}
+
 /* Every fuzz seed and saved crash input round-trips through encode/decode. */
 static void test_fuzz_inputs(void)
 {
@@ -547,6 +752,9 @@ int main(void)
     test_bpe_random();
     test_load_errors();
     test_nfc();
+    test_unicode_version();
+    test_nfc_mark_runs();
+    test_linear_time();
     test_fuzz_inputs();
     return tu_finish();
 }

@@ -1,0 +1,82 @@
+#version 450
+// Split attention, part 1 of 2 (engine/ops/op_attention_split.c): for one
+// key chunk of an attention whose keys exceed one binding, the
+// log-sum-exp of every query's visible scores, and the query's key range
+// made relative to the chunk (what attention.comp reads next).
+//
+// The absolute per-query range (or [0, inf) when there is none) is clipped
+// to the chunk [k0, k0 + Tk) and the causal limit applied, so the fused
+// kernel then sees exactly this chunk's share of each query's keys. A
+// query with no key in the chunk gets the empty range and NEG, which the
+// merge (attn_merge.comp) weighs as zero. Head size is a push constant:
+// this path serves every head size the fused kernel does.
+// One workgroup per (query, head); 64 threads stride over the keys.
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer BQ { float Qb[]; };
+layout(std430, binding = 1) readonly buffer BK { float Kb[]; };
+layout(std430, binding = 2) readonly buffer BRI { uint Ri[]; };
+layout(std430, binding = 3) writeonly buffer BRO { uint Ro[]; };
+layout(std430, binding = 4) writeonly buffer BL { float L[]; };
+layout(push_constant) uniform P {
+    uint Tq, Tk, Hq, Hkv, D, qs, ks, causal, has_ranges, k0;
+    int kv_off; // causal: key j (chunk-relative) visible to query q when j <= q + kv_off
+    float scale;
+} p;
+
+#define NEG (-3.402823466e38)
+shared float sM[64], sS[64];
+
+void main()
+{
+    uint q = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x, h = gl_WorkGroupID.z;
+    if (q >= p.Tq)
+        return;
+    uint t = gl_LocalInvocationID.x;
+    uint lo_a = 0u, hi_a = 0xFFFFFFFFu;
+    if (p.has_ranges != 0u) {
+        lo_a = Ri[2u * q];
+        hi_a = Ri[2u * q + 1u];
+    }
+    uint lo = lo_a > p.k0 ? lo_a - p.k0 : 0u;
+    uint hi = hi_a > p.k0 ? min(hi_a - p.k0, p.Tk) : 0u;
+    if (p.causal != 0u)
+        hi = min(hi, uint(max(int(q) + p.kv_off + 1, 0)));
+    if (lo >= hi)
+        lo = hi = 0u;
+    if (h == 0u && t == 0u) {
+        Ro[2u * q] = lo;
+        Ro[2u * q + 1u] = hi;
+    }
+    uint kvh = h / (p.Hq / p.Hkv), qb = q * p.qs + h * p.D;
+    float m = NEG, s = 0.0;
+    for (uint j = lo + t; j < hi; j += 64u) {
+        uint kb = j * p.ks + kvh * p.D;
+        float x = 0.0;
+        for (uint d = 0u; d < p.D; d++)
+            x += Qb[qb + d] * p.scale * Kb[kb + d];
+        if (x > m) {
+            s = s * exp(m - x) + 1.0;
+            m = x;
+        } else {
+            s += exp(x - m);
+        }
+    }
+    sM[t] = m;
+    sS[t] = s;
+    barrier();
+    for (uint w = 32u; w > 0u; w >>= 1) {
+        if (t < w) {
+            float m1 = sM[t], m2 = sM[t + w];
+            float mx = max(m1, m2);
+            if (mx > NEG) {
+                float a = m1 > NEG ? sS[t] * exp(m1 - mx) : 0.0;
+                float b = m2 > NEG ? sS[t + w] * exp(m2 - mx) : 0.0;
+                sM[t] = mx;
+                sS[t] = a + b;
+            }
+        }
+        barrier();
+    }
+    if (t == 0u)
+        L[q * p.Hq + h] = sM[0] > NEG ? sM[0] + log(sS[0]) : NEG;
+}

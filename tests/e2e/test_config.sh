@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The configuration file: `folio config check` names the line of every
+# problem (syntax, unknown section or key, bad flag value, a value the
+# command itself refuses, a key set twice) and exits 1; a valid file (the
+# shipped ops/folio.conf too) exits 0. Precedence command line > FOLIO_*
+# environment > [CMD.NAME] > [CMD] > top level is shown by `config show` and
+# by its effect: `folio status` reaches the database only when the setting
+# that wins points at it.
+set -u
+F=${FOLIO_BIN:?run through ctest}
+S=${FOLIO_TEST_SCRATCH:?run through ctest}/e2e_config
+SRC=${FOLIO_SOURCE_DIR:?}
+rm -rf "$S"; mkdir -p "$S"
+unset FOLIO_CONFIG FOLIO_DB
+. "${FOLIO_SOURCE_DIR:?}/tests/support/e2e_lib.sh"
+
+cat > "$S/bad.conf" <<'CONF'
+# comment
+db = host=/nonexistent
+[worker]
+ocr-threads = lots
+batch = 2
+wat = 1
+[ingest.scans]
+dir = /tmp
+watch = maybe
+[frob]
+x = 1
+[status]
+db = one
+db = two
+not a setting
+--lease = 5
+[ingest.bad name]
+CONF
+check "check bad file" 1 "$F" config check --config "$S/bad.conf"
+expect_in "bad.conf:4: [worker] ocr-threads: --ocr-threads wants 1..256, got 'lots'"
+expect_in "bad.conf:6: unknown key 'wat' in [worker]"
+expect_in "bad.conf:9: [ingest.scans] 'watch' is a flag"
+expect_in "bad.conf:10: unknown section [frob]"
+expect_in "bad.conf:14: 'db' is set twice in [status] (first on line 13)"
+expect_in "bad.conf:15: expected 'key = value'"
+expect_in "bad.conf:16: write keys without dashes"
+expect_in "bad.conf:17: section [ingest.bad name]"
+expect_in "8 problems"
+# In line order, whichever check found them.
+checks=$((checks+1))
+[ "$(printf '%s\n' "$LAST_OUT" | grep -o 'bad.conf:[0-9][0-9]*' | cut -d: -f2 | tr '\n' ' ')" = "4 6 9 10 14 15 16 17 " ] ||
+  { echo "FAIL: problems not in line order: $LAST_OUT"; fail=$((fail+1)); }
+# A command refuses to start on a bad file, pointing at config check.
+check "status with bad file" 2 "$F" status --config "$S/bad.conf"
+expect_in "folio config check"
+check "missing explicit file" 1 "$F" config check --config "$S/nope.conf"
+expect_in "cannot read the configuration file"
+check "check shipped example" 0 "$F" config check --config "$SRC/ops/folio.conf"
+expect_in "ok ("
+check "FOLIO_CONFIG names the file" 0 env FOLIO_CONFIG="$SRC/ops/folio.conf" "$F" config check
+check "config help" 0 "$F" config --help
+expect_in "Precedence"
+
+# Precedence as arguments: file < [ingest] < [ingest.scans] < env < flags.
+cat > "$S/good.conf" <<'CONF'
+db = dbname=top
+rescan = 11
+[ingest]
+rescan = 22
+stable-ms = 100
+[ingest.scans]
+dir = /srv/folio/scans
+rescan = 33
+watch = true
+[worker]
+batch = 2
+CONF
+check "show ingest" 0 "$F" config show ingest --config "$S/good.conf" --instance scans
+expect_in "folio ingest --db=dbname=top --rescan=11 --rescan=22 --stable-ms=100 --rescan=33 --watch /srv/folio/scans"
+check "show ingest env+flag" 0 env FOLIO_RESCAN=44 FOLIO_WATCH=0 "$F" config show ingest --config "$S/good.conf" --instance scans --rescan 55 /other
+expect_in "--rescan=33 --watch --rescan=44 --rescan 55 /other"
+expect_not "/srv/folio/scans"
+expect_in "# environment FOLIO_RESCAN"
+check "ingest instance must exist" 2 "$F" ingest --config "$S/good.conf" --instance nope
+expect_in "has no section [ingest.nope]"
+check "worker instance optional" 0 "$F" config show worker --config "$S/good.conf" --instance 7
+expect_in "--batch=2"
+check "bad flag in env" 2 env FOLIO_WATCH=sometimes "$F" ingest --config "$S/good.conf" --instance scans
+expect_in "FOLIO_WATCH"
+# The winning value is what the command uses.
+check "ingest --help through config" 0 "$F" ingest --config "$S/good.conf" --instance scans --help
+
+# Effect: the db setting that wins decides whether status reaches PostgreSQL.
+GOOD="host=${FOLIO_TEST_PGHOST:?} port=${FOLIO_TEST_PGPORT:?} dbname=postgres user=$( [ "$(id -u)" = 0 ] && echo postgres || id -un) connect_timeout=3"
+BAD="host=/nonexistent port=1 dbname=x connect_timeout=1"
+printf 'db = %s\n' "$GOOD" > "$S/db-good.conf"
+printf 'db = %s\n' "$BAD" > "$S/db-bad.conf"
+printf '[status]\ndb = %s\n' "$GOOD" > "$S/db-section.conf"
+check "status db from file" 1 "$F" status --config "$S/db-good.conf"  # reaches the server: the schema is missing there
+expect_in "folio migrate"
+check "status db from [status]" 1 "$F" status --config "$S/db-section.conf"
+expect_in "folio migrate"
+check "env beats file" 1 env FOLIO_DB="$BAD" "$F" status --config "$S/db-good.conf"
+expect_in "cannot connect to PostgreSQL"
+check "env beats file (2)" 1 env FOLIO_DB="$GOOD" "$F" status --config "$S/db-bad.conf"
+expect_in "folio migrate"
+check "flag beats env" 1 env FOLIO_DB="$GOOD" "$F" status --config "$S/db-good.conf" --db "$BAD"
+expect_in "cannot connect to PostgreSQL"
+
+e2e_done

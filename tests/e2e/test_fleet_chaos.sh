@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# A small fleet through PgBouncer in transaction mode under faults, with
+# ops/fleet-bench.sh (its own PostgreSQL and PgBouncer in a private folder):
+# 12 worker processes with 2 OCR threads and --claim-batch 2 (grouped result
+# writes), ingest feeding 200 documents, kill -9 of a random worker every 2 s
+# and one hard PgBouncer restart. Every job must end done with exactly one
+# result, written by the job's final claim: 0 lost, 0 doubled, 0 stale.
+set -u
+SRC=${FOLIO_SOURCE_DIR:?run through ctest}
+D=${FOLIO_TEST_SCRATCH:?}/fleet_chaos
+rm -rf "$D"; mkdir -p "$D"
+fail=0; checks=0
+ok() { checks=$((checks+1)); if ! eval "$1"; then echo "FAIL: $2"; fail=$((fail+1)); fi; }
+
+out=$(bash "$SRC/ops/fleet-bench.sh" --workers 12 --docs 200 --mode pooler --ocr-threads 2 --claim-batch 2 \
+      --pool-size 4 --chaos --max-s 400 --dir "/tmp/folio-fleet-chaos-$$" 2>"$D/err")
+echo "$out"
+j() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2]))" "$out" "$1" 2>/dev/null; }
+ok '[ -n "$out" ]' "no result line; stderr: $(tail -5 "$D/err")"
+ok '[ "$(j "d[\"lost\"]")" = 0 ]' "lost jobs: $(j 'd["lost"]')"
+ok '[ "$(j "d[\"doubled\"]")" = 0 ]' "doubled results: $(j 'd["doubled"]')"
+ok '[ "$(j "d[\"stale\"]")" = 0 ]' "results not by the final claim: $(j 'd["stale"]')"
+ok '[ "$(j "d[\"chaos\"][\"pgbouncer_restarts\"]")" = 1 ]' "PgBouncer restarts: $(j 'd["chaos"]["pgbouncer_restarts"]')"
+ok '[ "$(j "d[\"chaos\"][\"kill9\"] >= 3")" = True ]' "kill -9 count: $(j 'd["chaos"]["kill9"]')"
+ok '[ "$(j "d[\"retried\"] >= 1")" = True ]' "no job was retried: the kills hit nothing in flight"
+echo "$checks checks, $fail failed"
+[ "$fail" = 0 ]
