@@ -688,6 +688,20 @@ static void test_attention_errors(struct T *t)
     a.q = a.k = a.v = a.o = x;
     a.k.offset += 4, a.k.size -= 4;
     attn_refused(t, &a, FOLIO_EINVAL, "8-byte aligned");
+    if (t->ranged) { /* past one binding: the split path is f32 only */
+        struct op_attention big = {.tq = 200, .tk = 200, .hq = 2, .hkv = 1, .d = 64, .f16 = 1,
+                                   .scale = 1.0f};
+        big.q = big.k = big.v = big.o = x;
+        struct folio_err e = {0};
+        struct vkr_cmd *c = NULL;
+        int rc = vkr_cmd_begin(t->vk, &c, &e);
+        if (!rc) {
+            rc = op_attention_ranged(c, &big, NULL, &e);
+            vkr_cmd_abort(c);
+        }
+        CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "f16 tensors past one binding"),
+              "f16 split: rc %d \"%s\"", rc, e.msg);
+    }
     struct vkr_pipeline_key k[2];
     CHECK(ops_attention_keys(t->vk, 65, 0, k) == 0, "odd head sizes have no kernel");
     int n = ops_attention_keys(t->vk, 80, 1, k);
