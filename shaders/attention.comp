@@ -11,15 +11,27 @@
 // the union of its queries' key ranges, so windowed layers cost O(N * w).
 // Rows with no visible key produce zeros.
 //
-// Workgroup: BR = 16 queries of one head, K/V tiles of BC = 32 keys padded
-// to D+1 floats per key (bank-conflict free), 256 threads.
+// Workgroup: BR = 16 queries of one head, K/V tiles of BC keys padded to
+// D+1 floats per key (bank-conflict free), 256 threads. This is the path
+// for devices without cooperative matrices (and lavapipe); the op picks BC
+// (32, 16 or 8) from the head size so that the tiles fit the device's
+// shared memory. Any even head size up to 256: each thread accumulates
+// output pairs (d, d+1), at most 8 pairs (16 x 256 / 2 / 256).
+//
+// Element type of q/k/v/o: f32 or f16 (IO_F16; f16 is read through a uint
+// view and unpacked, so no 16-bit storage feature is needed), moved in
+// pairs (the op checks that offsets and strides are even). Math in f32.
 #extension GL_EXT_control_flow_attributes : enable
-layout(constant_id = 0) const uint D = 128;
+layout(constant_id = 0) const uint D = 128;     // even, <= 256
+layout(constant_id = 1) const uint BC = 32;     // keys per tile
+layout(constant_id = 2) const uint IO_F16 = 0;  // 1: q, k, v, o are f16
 layout(local_size_x = 256) in;
-layout(std430, binding = 0) readonly buffer BQ { float Qb[]; };
-layout(std430, binding = 1) readonly buffer BK { float Kb[]; };
-layout(std430, binding = 2) readonly buffer BV { float Vb[]; };
-layout(std430, binding = 3) writeonly buffer BO { float Ob[]; };
+// One 32-bit view per binding (no aliased declarations: lavapipe leaks on
+// those at pipeline creation).
+layout(std430, binding = 0) readonly buffer BQ { uint Qw[]; };
+layout(std430, binding = 1) readonly buffer BK { uint Kw[]; };
+layout(std430, binding = 2) readonly buffer BV { uint Vw[]; };
+layout(std430, binding = 3) writeonly buffer BO { uint Ow[]; };
 layout(std430, binding = 4) readonly buffer BR_ { uint Rg[]; };
 layout(push_constant) uniform P {
     uint Tq, Tk, Hq, Hkv, qs, ks, vs, os;
@@ -29,24 +41,34 @@ layout(push_constant) uniform P {
 } p;
 
 #define BR 16u
-#define BC 32u
+#define NPAIR 8u   // output pairs per thread: BR * 256 / 2 / 256
 #define DP (D + 1u)
 #define NEG (-3.402823466e38)
 shared float sQ[BR * D];
 shared float sKV[BC * DP];
-shared float sS[BR][BC + 1u];
+#define SP (BC + 1u)
+shared float sS[BR * SP];   // scores, then weights; row stride SP
 shared float sM[BR], sL[BR], sAlpha[BR];
 shared uint sLo[BR], sHi[BR];
 shared uint sKmin, sKmax;
+
+// Element pairs (e even): one word of f16 or two words of f32.
+#define LD2(W, e) (IO_F16 != 0u ? unpackHalf2x16(W[(e) >> 1]) \
+                               : vec2(uintBitsToFloat(W[e]), uintBitsToFloat(W[(e) + 1u])))
+vec2 ld_q(uint e) { return LD2(Qw, e); }
+vec2 ld_k(uint e) { return LD2(Kw, e); }
+vec2 ld_v(uint e) { return LD2(Vw, e); }
 
 void main()
 {
     uint t = gl_LocalInvocationID.x;
     uint q0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y;
     uint kvh = h / (p.Hq / p.Hkv);
-    for (uint e = t; e < BR * D; e += 256u) {
-        uint r = e / D, d = e % D, q = q0 + r;
-        sQ[e] = q < p.Tq ? Qb[q * p.qs + h * D + d] * p.scale : 0.0;
+    for (uint e = t; e < BR * (D / 2u); e += 256u) {
+        uint r = e / (D / 2u), d = (e % (D / 2u)) * 2u, q = q0 + r;
+        vec2 x = q < p.Tq ? ld_q(q * p.qs + h * D + d) * p.scale : vec2(0);
+        sQ[r * D + d] = x.x;
+        sQ[r * D + d + 1u] = x.y;
     }
     if (t < BR) {
         uint q = q0 + t, lo = 0u, hi = 0u;
@@ -77,11 +99,16 @@ void main()
     }
     barrier();
     uint kmin = sKmin, kmax = sKmax;
-    float o[8] = float[8](0, 0, 0, 0, 0, 0, 0, 0);
+    // Output pairs owned by this thread: pair e -> row e / (D/2), column 2 (e % (D/2)).
+    vec2 o[NPAIR];
+    [[unroll]] for (uint i = 0u; i < NPAIR; i++)
+        o[i] = vec2(0);
     for (uint k0 = kmin; k0 < kmax; k0 += BC) {
-        for (uint e = t; e < BC * D; e += 256u) {
-            uint c = e / D, d = e % D, kk = k0 + c;
-            sKV[c * DP + d] = kk < p.Tk ? Kb[kk * p.ks + kvh * D + d] : 0.0;
+        for (uint e = t; e < BC * (D / 2u); e += 256u) {
+            uint c = e / (D / 2u), d = (e % (D / 2u)) * 2u, kk = k0 + c;
+            vec2 x = kk < p.Tk ? ld_k(kk * p.ks + kvh * D + d) : vec2(0);
+            sKV[c * DP + d] = x.x;
+            sKV[c * DP + d + 1u] = x.y;
         }
         barrier();
         for (uint e = t; e < BR * BC; e += 256u) {
@@ -92,24 +119,24 @@ void main()
                 for (uint d = 0u; d < D; d++)
                     s += sQ[r * D + d] * sKV[c * DP + d];
             }
-            sS[r][c] = s;
+            sS[r * SP + c] = s;
         }
         barrier();
         if (t < BR) {
             float mold = sM[t], mx = mold;
             for (uint c = 0u; c < BC; c++)
-                mx = max(mx, sS[t][c]);
+                mx = max(mx, sS[t * SP + c]);
             float alpha = 1.0;
             if (mx == NEG) {
                 for (uint c = 0u; c < BC; c++)
-                    sS[t][c] = 0.0;
+                    sS[t * SP + c] = 0.0;
             } else {
                 alpha = exp(mold - mx);
                 float sum = 0.0;
                 for (uint c = 0u; c < BC; c++) {
-                    float s = sS[t][c];
+                    float s = sS[t * SP + c];
                     float pv = s == NEG ? 0.0 : exp(s - mx);
-                    sS[t][c] = pv;
+                    sS[t * SP + c] = pv;
                     sum += pv;
                 }
                 sL[t] = sL[t] * alpha + sum;
@@ -118,29 +145,39 @@ void main()
             sAlpha[t] = alpha;
         }
         barrier();
-        for (uint e = t; e < BC * D; e += 256u) {
-            uint c = e / D, d = e % D, kk = k0 + c;
-            sKV[c * DP + d] = kk < p.Tk ? Vb[kk * p.vs + kvh * D + d] : 0.0;
+        for (uint e = t; e < BC * (D / 2u); e += 256u) {
+            uint c = e / (D / 2u), d = (e % (D / 2u)) * 2u, kk = k0 + c;
+            vec2 x = kk < p.Tk ? ld_v(kk * p.vs + kvh * D + d) : vec2(0);
+            sKV[c * DP + d] = x.x;
+            sKV[c * DP + d + 1u] = x.y;
         }
         barrier();
-        [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        [[unroll]] for (uint i = 0u; i < NPAIR; i++) {
             uint e = t + 256u * i;
-            if (e < BR * D) {
-                uint r = e / D, d = e % D;
-                float acc = o[i] * sAlpha[r];
+            if (e < BR * (D / 2u)) {
+                uint r = e / (D / 2u), d = (e % (D / 2u)) * 2u;
+                vec2 acc = o[i] * sAlpha[r];
                 for (uint c = 0u; c < BC; c++)
-                    acc += sS[r][c] * sKV[c * DP + d];
+                    acc += sS[r * SP + c] * vec2(sKV[c * DP + d], sKV[c * DP + d + 1u]);
                 o[i] = acc;
             }
         }
         barrier();
     }
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+    [[unroll]] for (uint i = 0u; i < NPAIR; i++) {
         uint e = t + 256u * i;
-        if (e < BR * D) {
-            uint r = e / D, d = e % D, q = q0 + r;
-            if (q < p.Tq)
-                Ob[q * p.os + h * D + d] = sL[r] > 0.0 ? o[i] / sL[r] : 0.0;
+        if (e < BR * (D / 2u)) {
+            uint r = e / (D / 2u), d = (e % (D / 2u)) * 2u, q = q0 + r;
+            if (q < p.Tq) {
+                vec2 v = sL[r] > 0.0 ? o[i] / sL[r] : vec2(0);
+                uint oe = q * p.os + h * D + d;
+                if (IO_F16 != 0u) {
+                    Ow[oe >> 1] = packHalf2x16(v);
+                } else {
+                    Ow[oe] = floatBitsToUint(v.x);
+                    Ow[oe + 1u] = floatBitsToUint(v.y);
+                }
+            }
         }
     }
 }

@@ -55,7 +55,7 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         key(&all[n++], "norm", 2, 0, 1);
     key(&all[n++], "softmax", 0, 0, 0);
     key(&all[n++], "rope", 1, OP_ROPE_MROPE, 0);
-    key(&all[n++], "attention", 1, m->text.head_dim, 0);
+    n += ops_attention_keys(vk, m->text.head_dim, 0, &all[n]);
     key(&all[n++], "attn_lse", 0, 0, 0); /* attention past one binding */
     key(&all[n++], "attn_merge", 0, 0, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
@@ -288,7 +288,7 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
     int rc = 0;
     if (!ops_attention_head_supported(lm->D))
         rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "text model: head size %u has no attention "
-                           "kernel (32, 64, 72, 80, 96, 128 are built)", lm->D);
+                           "kernel (even sizes up to 256 are supported)", lm->D);
     else if (h->mrope_sections[0] + h->mrope_sections[1] + h->mrope_sections[2] != (int)lm->D / 2)
         rc = folio_err_set(err, FOLIO_EMODEL, "text model: M-RoPE sections %d+%d+%d do not cover "
                            "head_dim/2 = %u", h->mrope_sections[0], h->mrope_sections[1],

@@ -86,7 +86,7 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     if (ops_gemm_available(vk))
         key(&all[n++], "norm", 2, m->vision.kind == GGUF_VISION_QWEN25VL ? 0 : 1, 1);
     key(&all[n++], "rope", 1, OP_ROPE_VISION, 0);
-    key(&all[n++], "attention", 1, m->vision.head_dim, 0);
+    n += ops_attention_keys(vk, m->vision.head_dim, 0, &all[n]);
     key(&all[n++], "attn_lse", 0, 0, 0); /* attention past one binding */
     key(&all[n++], "attn_merge", 0, 0, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
@@ -314,7 +314,7 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
                            "14 / 2)", h->patch_size, S);
     else if (!ops_attention_head_supported(v->Dh))
         rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: head size %u has no attention "
-                           "kernel (32, 64, 72, 80, 96, 128 are built)", v->Dh);
+                           "kernel (even sizes up to 256 are supported)", v->Dh);
     else if (v->mmax == 0)
         rc = folio_err_set(err, FOLIO_EINVAL, "vision: max_patches %u is below one merged "
                            "token", v->cfg.max_patches);

@@ -1,8 +1,21 @@
 /*
- * Fused flash-style attention (shaders/attention.comp): causal or not,
- * grouped-query heads, optional per-query key ranges for block-diagonal
- * (windowed) attention. Q, K, V and O are each bound whole, so each must
- * fit maxStorageBufferRange (5000 vision tokens x 1280 f32 = 25 MB).
+ * Fused flash attention: causal or not, grouped-query heads, optional
+ * per-query key ranges for block-diagonal (windowed) attention and label
+ * scoring, q/k/v/o in f32 or f16. Q, K, V and O are each bound whole, so
+ * each must fit maxStorageBufferRange (5476 vision tokens x 1280 f32 =
+ * 28 MB).
+ *
+ * Two kernels with one contract:
+ *  - flash_attn_cm (GL_NV_cooperative_matrix, tensor cores): 16 queries per
+ *    subgroup, 8 or 4 subgroups per workgroup, f16 products with f32
+ *    accumulation and softmax; head sizes that are multiples of 16 up to
+ *    128.
+ *  - attention (scalar f32, any device, lavapipe): 16 queries per
+ *    workgroup; any even head size up to 256.
+ * Both are specialised by head size and tile shape; the shape is derived
+ * from the head size and the device's shared memory, so
+ * ops_attention_keys() and the dispatch agree on the pipeline without a
+ * list of sizes.
  */
 #include "engine/ops/ops_internal.h"
 
@@ -13,31 +26,155 @@ struct attn_push {
     int32_t kv_off;
 };
 
-int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err)
+#define SCALAR_BR 16u
+#define MAX_SCALAR_D 256u
+#define MAX_CM_D 128u
+
+/* Shared bytes of the scalar kernel (shaders/attention.comp declarations). */
+static uint64_t scalar_shared(uint32_t d, uint32_t bc)
 {
-    struct vkr *vk = vkr_cmd_vkr(c);
+    return 4ull * (SCALAR_BR * d + (uint64_t)bc * (d + 1) + SCALAR_BR * (bc + 1) + 5 * SCALAR_BR + 2);
+}
+
+/* Shared bytes of the cooperative-matrix kernel (flash_attn_cm.comp) with
+ * nw subgroups and key tiles of bc. */
+static uint64_t cm_shared(uint32_t d, uint32_t bc, uint32_t nw)
+{
+    return 2ull * 2 * bc * (d + 8) + 4ull * nw * 16 * (bc + 4) + 2ull * nw * 16 * (bc + 8) +
+           4ull * nw * 16 + 8ull * nw;
+}
+
+/* Widest key tile that fits the device; 0 when none does. */
+static uint32_t scalar_bc(const struct vkr *vk, uint32_t d)
+{
+    static const uint32_t bcs[] = {32, 16, 8};
+    for (size_t i = 0; i < sizeof bcs / sizeof bcs[0]; i++)
+        if (scalar_shared(d, bcs[i]) <= vkr_limits(vk)->max_shared)
+            return bcs[i];
+    return 0;
+}
+
+/* The first tile shape that fits: 8 subgroups share each K/V tile (half
+ * the K/V traffic of 4), then wider key tiles (fewer barriers per key).
+ * 0 when none fits. */
+static int cm_shape(const struct vkr *vk, uint32_t d, uint32_t *bc, uint32_t *nw)
+{
+    static const uint32_t shapes[][2] = {{64, 8}, {32, 8}, {64, 4}, {32, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (cm_shared(d, shapes[i][0], shapes[i][1]) <= vkr_limits(vk)->max_shared) {
+            *bc = shapes[i][0];
+            *nw = shapes[i][1];
+            return 1;
+        }
+    return 0;
+}
+
+int ops_attention_head_supported(uint32_t d)
+{
+    return d >= 2 && d <= MAX_SCALAR_D && d % 2 == 0;
+}
+
+/* The tensor-core kernel also uses subgroup min/max and shuffles. */
+static int cm_ok(const struct vkr *vk, uint32_t d)
+{
+    const struct vkr_features *f = vkr_features(vk);
+    uint32_t bc, nw;
+    return ops_coopmat_available(vk) && vkr_has_shader("flash_attn_cm") && f->subgroup_arith &&
+           f->subgroup_shuffle && d % 16 == 0 && d <= MAX_CM_D && cm_shape(vk, d, &bc, &nw);
+}
+
+enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d)
+{
+    return cm_ok(vk, d) ? OP_ATTN_COOPMAT : OP_ATTN_SCALAR;
+}
+
+static struct vkr_pipeline_key attn_key(const struct vkr *vk, enum op_attn_kernel kern, uint32_t d,
+                                        int f16)
+{
+    if (kern == OP_ATTN_SCALAR) {
+        struct vkr_pipeline_key k = ops_key("attention", 3, d, scalar_bc(vk, d));
+        k.spec[2] = f16 != 0;
+        return k;
+    }
+    uint32_t bc = 0, nw = 0;
+    (void)cm_shape(vk, d, &bc, &nw); /* callers checked cm_ok */
+    struct vkr_pipeline_key k = ops_key("flash_attn_cm", 4, d, bc);
+    k.spec[2] = f16 != 0;
+    k.spec[3] = 32 * nw; /* workgroup size */
+    return k;
+}
+
+int ops_attention_keys(const struct vkr *vk, uint32_t d, int f16, struct vkr_pipeline_key *out)
+{
+    int n = 0;
+    if (ops_attention_head_supported(d) && scalar_bc(vk, d))
+        out[n++] = attn_key(vk, OP_ATTN_SCALAR, d, f16);
+    if (cm_ok(vk, d))
+        out[n++] = attn_key(vk, OP_ATTN_COOPMAT, d, f16);
+    return n;
+}
+
+/* Checks the shape and picks the kernel; fills the strides. */
+static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn_kernel *kern,
+                      uint32_t st[4], struct folio_err *err)
+{
     if (!ops_attention_head_supported(a->d))
-        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: head size %u is not built "
-                             "(32, 64, 72, 80, 96, 128)", a->d);
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: head size %u is not supported "
+                             "(even sizes up to %u)", a->d, MAX_SCALAR_D);
     if (a->hkv == 0 || a->hq % a->hkv != 0)
         return folio_err_set(err, FOLIO_EINVAL, "attention: %u query heads are not a multiple of "
                              "%u KV heads", a->hq, a->hkv);
-    if (a->tq == 0)
-        return 0;
+    *kern = a->kernel == OP_ATTN_AUTO ? op_attention_pick(vk, a->d) : a->kernel;
+    if (*kern == OP_ATTN_COOPMAT && !cm_ok(vk, a->d))
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the cooperative-matrix kernel "
+                             "is not available for head size %u on this device or build (needs "
+                             "VK_NV_cooperative_matrix and a multiple of 16 up to %u)", a->d,
+                             MAX_CM_D);
+    if (*kern == OP_ATTN_SCALAR && !scalar_bc(vk, a->d))
+        return folio_err_set(err, FOLIO_ELIMIT, "attention: head size %u needs %llu bytes of "
+                             "shared memory, the device has %u", a->d,
+                             (unsigned long long)scalar_shared(a->d, 8), vkr_limits(vk)->max_shared);
+    st[0] = a->q_stride ? a->q_stride : a->hq * a->d;
+    st[1] = a->k_stride ? a->k_stride : a->hkv * a->d;
+    st[2] = a->v_stride ? a->v_stride : a->hkv * a->d;
+    st[3] = a->o_stride ? a->o_stride : a->hq * a->d;
+    if (st[0] < a->hq * a->d || st[3] < a->hq * a->d || st[1] < a->hkv * a->d ||
+        st[2] < a->hkv * a->d)
+        return folio_err_set(err, FOLIO_EINVAL, "attention: a row stride is shorter than its heads");
+    /* Both kernels move element pairs (f16 in 32-bit words, f32 outputs as
+     * vec2), so every row must start at an even element. */
+    if ((st[0] | st[1] | st[2] | st[3]) & 1)
+        return folio_err_set(err, FOLIO_EINVAL, "attention: row strides %u/%u/%u/%u must be even",
+                             st[0], st[1], st[2], st[3]);
+    return 0;
+}
+
+int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    enum op_attn_kernel kern;
+    uint32_t st[4];
+    int rc = attn_check(vk, a, &kern, st, err);
+    if (rc || a->tq == 0)
+        return rc;
+    /* f32 pairs are vec2 loads and stores: 8-byte aligned tensors. */
+    if ((a->q.offset | a->k.offset | a->v.offset | a->o.offset) & 7)
+        return folio_err_set(err, FOLIO_EINVAL, "attention: q/k/v/o must start 8-byte aligned "
+                             "(offsets %llu/%llu/%llu/%llu)", (unsigned long long)a->q.offset,
+                             (unsigned long long)a->k.offset, (unsigned long long)a->v.offset,
+                             (unsigned long long)a->o.offset);
+    struct vkr_pipeline_key key = attn_key(vk, kern, a->d, a->f16);
     uint32_t pid;
-    int rc = ops_pipe(vk, "attention", 1, &a->d, &pid, err);
+    rc = ops_pipe(vk, key.shader, key.nspec, key.spec, &pid, err);
     if (rc)
         return rc;
-    struct vkr_bind b[5];
-    uint32_t qs = a->q_stride ? a->q_stride : a->hq * a->d, ks = a->k_stride ? a->k_stride : a->hkv * a->d;
-    uint32_t vs = a->v_stride ? a->v_stride : a->hkv * a->d, os = a->o_stride ? a->o_stride : a->hq * a->d;
-    if (qs < a->hq * a->d || os < a->hq * a->d || ks < a->hkv * a->d || vs < a->hkv * a->d)
-        return folio_err_set(err, FOLIO_EINVAL, "attention: a row stride is shorter than its heads");
+    uint64_t es = a->f16 ? 2 : 4;
     /* Bytes up to the end of the last token's heads. */
-    uint64_t qb = ((uint64_t)(a->tq - 1) * qs + (uint64_t)a->hq * a->d) * 4;
-    uint64_t ob = ((uint64_t)(a->tq - 1) * os + (uint64_t)a->hq * a->d) * 4;
-    uint64_t kb = a->tk ? ((uint64_t)(a->tk - 1) * ks + (uint64_t)a->hkv * a->d) * 4 : 4;
-    uint64_t vb = a->tk ? ((uint64_t)(a->tk - 1) * vs + (uint64_t)a->hkv * a->d) * 4 : 4;
+    uint64_t qb = ((uint64_t)(a->tq - 1) * st[0] + (uint64_t)a->hq * a->d) * es;
+    uint64_t ob = ((uint64_t)(a->tq - 1) * st[3] + (uint64_t)a->hq * a->d) * es;
+    uint64_t kb = a->tk ? ((uint64_t)(a->tk - 1) * st[1] + (uint64_t)a->hkv * a->d) * es : 4;
+    uint64_t vb = a->tk ? ((uint64_t)(a->tk - 1) * st[2] + (uint64_t)a->hkv * a->d) * es : 4;
+    struct vkr_bind b[5];
     rc = ops_bind(vk, a->q, qb, &b[0], "attention q", err);
     if (!rc)
         rc = ops_bind(vk, a->k, kb, &b[1], "attention k", err);
@@ -50,9 +187,10 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
                       "attention ranges", err);
     if (rc)
         return rc;
-    struct attn_push pc = {a->tq, a->tk, a->hq, a->hkv, qs, ks, vs, os, a->scale, a->causal != 0,
-                           a->ranges != NULL, (int32_t)a->tk - (int32_t)a->tq};
-    uint32_t gx = (a->tq + 15) / 16;
+    struct attn_push pc = {a->tq, a->tk, a->hq, a->hkv, st[0], st[1], st[2], st[3], a->scale,
+                           a->causal != 0, a->ranges != NULL, (int32_t)a->tk - (int32_t)a->tq};
+    uint32_t br = kern == OP_ATTN_COOPMAT ? key.spec[3] / 2 : SCALAR_BR; /* 16 rows per 32 lanes */
+    uint32_t gx = (a->tq + br - 1) / br;
     if (gx > vkr_limits(vk)->max_wg_count[0] || a->hq > vkr_limits(vk)->max_wg_count[1])
         return folio_err_set(err, FOLIO_ELIMIT, "attention: %u queries x %u heads exceed the "
                              "dispatch limits", a->tq, a->hq);

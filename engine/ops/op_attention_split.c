@@ -101,6 +101,9 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
     uint64_t kb = (uint64_t)a->tk * ks * 4, vb = (uint64_t)a->tk * vs * 4;
     if (qb <= R && ob <= R && kb <= R && vb <= R && (uint64_t)a->tq * 8 <= R)
         return op_attention(c, a, err);
+    if (a->f16) /* attn_lse / attn_merge read and write f32 */
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: f16 tensors past one binding "
+                             "(%u queries x %u keys) are not split; use f32 here", a->tq, a->tk);
     if (!s)
         return folio_err_set(err, FOLIO_ELIMIT, "attention: %u queries x %u keys exceed one "
                              "binding (%" PRIu64 " bytes) and no split scratch was planned",

@@ -38,8 +38,14 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
 int ops_keys_unique(struct vkr_pipeline_key *k, int n);
 /* vkr_prewarm over ops_pipeline_keys. */
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
-/* Head sizes the attention kernel is built for (pre-warmed). */
+/* Head sizes op_attention handles: any even size up to 256 (the scalar
+ * kernel; multiples of 16 up to 128 also on the tensor cores). */
 int ops_attention_head_supported(uint32_t d);
+/* The keys op_attention may request for head size d with f32 (f16 = 0) or
+ * f16 tensors on this device (scalar, and cooperative matrix where
+ * available): models pre-warm exactly these. Writes at most 2 keys to out;
+ * returns the count (0 when the head size is not supported). */
+int ops_attention_keys(const struct vkr *vk, uint32_t d, int f16, struct vkr_pipeline_key *out);
 /* The smallest row count r such that r rows of row_bytes end on the
  * device's storage-buffer offset alignment: views that start at multiples
  * of r rows can be bound directly. */
@@ -144,18 +150,24 @@ struct op_rope {
 int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
 
 /* ---- attention ---- */
+enum op_attn_kernel { OP_ATTN_AUTO, OP_ATTN_SCALAR, OP_ATTN_COOPMAT };
 struct op_attention {
     struct vkr_tensor q, k, v, o;  /* q, o: tq x hq x d; k, v: tk x hkv x d */
-    uint32_t tq, tk, hq, hkv, d;   /* hq multiple of hkv; d in ops_attention_head_supported */
+    uint32_t tq, tk, hq, hkv, d;   /* hq multiple of hkv; d: ops_attention_head_supported */
     float scale;                   /* usually 1/sqrt(d) */
     int causal;                    /* key j visible to query i when j <= i + (tk - tq) */
     const struct vkr_tensor *ranges; /* NULL or tq pairs of uint32 [lo, hi): visible keys */
     /* Floats from one token's row to the next; 0 = packed (h x d). Lets q,
      * k and v be slices of one fused QKV output (a tensor whose offset is
      * moved to the slice, 16-byte aligned). */
-    uint32_t q_stride, k_stride, v_stride, o_stride;
+    uint32_t q_stride, k_stride, v_stride, o_stride; /* even */
+    int f16;                       /* q, k, v and o hold f16 (else f32); math in f32 */
+    enum op_attn_kernel kernel;    /* AUTO: op_attention_pick */
 };
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err);
+/* Which kernel AUTO picks for head size d on this device: the tensor-core
+ * kernel where it is built and fits, else the scalar one. */
+enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d);
 /* Attention whose q, k, v or o exceed one binding (maxStorageBufferRange),
  * in query and key chunks whose partial results are merged through their
  * log-sum-exp (op_attention_split.c). Same contract as op_attention; when
@@ -224,6 +236,12 @@ void ops_ref_softmax(const float *x, float *y, uint32_t rows, uint32_t n, float 
 void ops_ref_rope(const struct op_rope *a, const float *x, const int32_t *pos, float *y);
 void ops_ref_attention(const struct op_attention *a, const float *q, const float *k,
                        const float *v, const uint32_t *ranges, float *o);
+/* The same with the f16 rounding of the tensor-core kernel: Q * scale *
+ * log2(e), K, V and the softmax weights P rounded to f16 for the products;
+ * max, sums and accumulation in double. Tests bound the cooperative-matrix
+ * kernel against this. */
+void ops_ref_attention_f16mm(const struct op_attention *a, const float *q, const float *k,
+                             const float *v, const uint32_t *ranges, float *o);
 void ops_ref_elem(enum op_elem_kind op, const float *a, const float *b, float *y, uint64_t n,
                   uint64_t nb, float s, float c0);
 void ops_ref_scatter(const float *src, const int32_t *idx, uint32_t n, uint32_t width, float *dst,

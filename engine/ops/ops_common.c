@@ -11,15 +11,10 @@
 
 static const int WTYPES[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
                              QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-static const uint32_t HEADS[] = {32, 64, 72, 80, 96, 128};
-
-int ops_attention_head_supported(uint32_t d)
-{
-    for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
-        if (HEADS[i] == d)
-            return 1;
-    return 0;
-}
+/* Head sizes pre-warmed for the generic list (tests, doctor, bench): each
+ * class of both kernels. A model pre-warms its own head size through
+ * ops_attention_keys, whatever it is. */
+static const uint32_t HEADS[] = {16, 32, 64, 72, 80, 96, 128, 256};
 
 int ops_coopmat_available(const struct vkr *vk)
 {
@@ -100,7 +95,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     for (uint32_t m = 0; m < 3; m++)
         key(&all[n++], "rope", 1, m, 0);
     for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
-        key(&all[n++], "attention", 1, HEADS[i], 0);
+        for (int f16 = 0; f16 < 2; f16++)
+            n += ops_attention_keys(vk, HEADS[i], f16, &all[n]);
     key(&all[n++], "attn_lse", 0, 0, 0);
     key(&all[n++], "attn_merge", 0, 0, 0);
     for (uint32_t op = 0; op <= OP_SCALE; op++)

@@ -94,9 +94,14 @@ void ops_ref_rope(const struct op_rope *a, const float *x, const int32_t *pos, f
             }
 }
 
-void ops_ref_attention(const struct op_attention *a, const float *q, const float *k,
-                       const float *v, const uint32_t *ranges, float *o)
+static float r16(float x) { return quant_f16_to_f32(quant_f32_to_f16(x)); }
+
+/* f16mm: the operands of the products rounded as flash_attn_cm.comp rounds
+ * them (scores in the log2 domain, P rounded, the row sum not). */
+static void ref_attention(const struct op_attention *a, const float *q, const float *k,
+                          const float *v, const uint32_t *ranges, float *o, int f16mm)
 {
+    float qsc = a->scale * (float)1.4426950408889634;
     uint32_t group = a->hq / a->hkv, d = a->d;
     uint32_t qs = a->q_stride ? a->q_stride : a->hq * d, ks = a->k_stride ? a->k_stride : a->hkv * d;
     uint32_t vs = a->v_stride ? a->v_stride : a->hkv * d, os = a->o_stride ? a->o_stride : a->hq * d;
@@ -130,23 +135,39 @@ void ops_ref_attention(const struct op_attention *a, const float *q, const float
                 const float *kr = k + (size_t)j * ks + (size_t)kh * d;
                 double dot = 0.0;
                 for (uint32_t e = 0; e < d; e++)
-                    dot += (double)qr[e] * kr[e];
-                sc[j - lo] = dot * a->scale;
+                    dot += f16mm ? (double)r16(qr[e] * qsc) * r16(kr[e]) : (double)qr[e] * kr[e];
+                sc[j - lo] = f16mm ? dot : dot * a->scale;
                 if (sc[j - lo] > m)
                     m = sc[j - lo];
             }
             for (uint32_t j = lo; j < hi; j++) {
-                sc[j - lo] = exp(sc[j - lo] - m);
+                sc[j - lo] = f16mm ? exp2(sc[j - lo] - m) : exp(sc[j - lo] - m);
                 s += sc[j - lo];
+                if (f16mm)
+                    sc[j - lo] = r16((float)sc[j - lo]);
             }
             for (uint32_t e = 0; e < d; e++) {
                 double acc = 0.0;
-                for (uint32_t j = lo; j < hi; j++)
-                    acc += sc[j - lo] * v[(size_t)j * vs + (size_t)kh * d + e];
+                for (uint32_t j = lo; j < hi; j++) {
+                    float ve = v[(size_t)j * vs + (size_t)kh * d + e];
+                    acc += sc[j - lo] * (f16mm ? r16(ve) : ve);
+                }
                 orow[e] = (float)(acc / s);
             }
         }
     free(sc);
+}
+
+void ops_ref_attention(const struct op_attention *a, const float *q, const float *k,
+                       const float *v, const uint32_t *ranges, float *o)
+{
+    ref_attention(a, q, k, v, ranges, o, 0);
+}
+
+void ops_ref_attention_f16mm(const struct op_attention *a, const float *q, const float *k,
+                             const float *v, const uint32_t *ranges, float *o)
+{
+    ref_attention(a, q, k, v, ranges, o, 1);
 }
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }

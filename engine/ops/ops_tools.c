@@ -445,24 +445,33 @@ static int rec_attn(struct vkr_cmd *c, void *arg, struct folio_err *err)
     return op_attention(c, arg, err);
 }
 
+/* One line per (case, kernel, element type): the model's attention shapes
+ * (Qwen2.5-VL-7B on a 1024x1024 page: 5,476 patches, 16 heads x 80, full
+ * and 64-patch windows; text prefill of 1,400 tokens, 28 / 4 heads x 128,
+ * causal; 16 labels x 3 tokens after a 1,429-token page, laid out as
+ * lm_forward gathers them: each label's K/V is the page then its own
+ * tokens; one decode step).
+ * FLOPs count the visible query-key pairs only (4 * pairs * d * heads). */
 static int bench_attention(struct bench *b, struct folio_err *err)
 {
     struct attn_case {
         const char *name;
         uint32_t tq, tk, hq, hkv, d;
-        int causal, window;
+        int causal, window, labels;
     } full[] = {
-        {"vision_full", 5000, 5000, 16, 16, 80, 0, 0},
-        {"vision_window64", 5000, 5000, 16, 16, 80, 0, 64},
-        {"text_prefill", 2048, 2048, 28, 4, 128, 1, 0},
-        {"text_decode", 1, 4096, 28, 4, 128, 1, 0},
+        {"vision_full", 5476, 5476, 16, 16, 80, 0, 0, 0},
+        {"vision_window64", 5476, 5476, 16, 16, 80, 0, 64, 0},
+        {"text_prefill", 1400, 1400, 28, 4, 128, 1, 0, 0},
+        {"label_scoring", 16 * 3, 16 * (1429 + 3), 28, 4, 128, 0, 0, 16},
+        {"text_decode", 1, 1429, 28, 4, 128, 1, 0, 0},
     }, quick[] = {
-        {"vision_full", 96, 96, 2, 2, 80, 0, 0},
-        {"vision_window64", 128, 128, 2, 2, 80, 0, 64},
-        {"text_prefill", 64, 64, 2, 1, 128, 1, 0},
-        {"text_decode", 1, 128, 2, 1, 128, 1, 0},
+        {"vision_full", 96, 96, 2, 2, 80, 0, 0, 0},
+        {"vision_window64", 128, 128, 2, 2, 80, 0, 64, 0},
+        {"text_prefill", 64, 64, 2, 1, 128, 1, 0, 0},
+        {"label_scoring", 4 * 3, 4 * (40 + 3), 2, 1, 128, 0, 0, 4},
+        {"text_decode", 1, 128, 2, 1, 128, 1, 0, 0},
     };
-    for (int ci = 0; ci < 4; ci++) {
+    for (int ci = 0; ci < 5; ci++) {
         const struct attn_case *cs = b->o->quick ? &quick[ci] : &full[ci];
         struct vkr_arena *act = NULL;
         int rc = vkr_arena_create(b->vk, "bench-attn", VKR_ARENA_WEIGHTS, &act, err);
@@ -480,6 +489,7 @@ static int bench_attention(struct bench *b, struct folio_err *err)
             rc = vkr_arena_alloc(act, qb, &a.o, err);
         if (!rc)
             rc = vkr_arena_alloc(act, (uint64_t)a.tq * 8, &rg, err);
+        /* 0x3c00 is 1.0 in f16 and a small normal number in f32: finite either way. */
         if (!rc)
             rc = vkr_fill(b->vk, a.q, 0x3c003c00u, err);
         if (!rc)
@@ -490,36 +500,50 @@ static int bench_attention(struct bench *b, struct folio_err *err)
         uint32_t *r = calloc((size_t)a.tq * 2, sizeof *r);
         if (!r)
             rc = rc ? rc : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+        uint32_t per = cs->labels ? a.tq / cs->labels : 1, blk = cs->labels ? a.tk / cs->labels : 0;
         for (uint32_t i = 0; r && i < a.tq; i++) {
             uint32_t lo = 0, hi = a.tk;
             if (cs->window) {
                 lo = i / cs->window * cs->window;
                 hi = lo + cs->window < a.tk ? lo + cs->window : a.tk;
             }
+            if (cs->labels) { /* the page, then the label's own earlier tokens */
+                lo = i / per * blk;
+                hi = lo + blk - per + i % per + 1;
+            }
             if (a.causal && (uint64_t)i + a.tk - a.tq + 1 < hi)
                 hi = i + a.tk - a.tq + 1;
             r[2 * i] = lo, r[2 * i + 1] = hi;
             visible += hi > lo ? hi - lo : 0;
         }
-        if (!rc && cs->window) {
+        if (!rc && (cs->window || cs->labels)) {
             rc = vkr_upload(b->vk, rg, 0, r, (uint64_t)a.tq * 8, err);
             a.ranges = &rg;
         }
         free(r);
-        double ms = 0;
-        if (!rc)
-            rc = timed(b, rec_attn, &a, &ms, err);
-        if (!rc) {
-            double flops = 4.0 * visible * a.d * a.hq;
-            double bytes = 2.0 * (double)qb + 2.0 * (double)kb;
-            fprintf(b->out,
-                    "{\"bench\":\"ops\",\"op\":\"attention\",\"case\":\"%s\",\"tq\":%u,\"tk\":%u,"
-                    "\"hq\":%u,\"hkv\":%u,\"d\":%u,\"causal\":%d,\"window\":%d,\"ms\":%.4f,"
-                    "\"gflops\":%.1f,\"gbps\":%.1f,\"roofline_frac\":%.3f,\"device\":\"%s\"}\n",
-                    cs->name, a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window, ms,
-                    flops / ms / 1e6, bytes / ms / 1e6, roof_frac(b, flops, bytes, ms), b->dev);
-            fflush(b->out);
-        }
+        for (int kern = OP_ATTN_SCALAR; !rc && kern <= OP_ATTN_COOPMAT; kern++)
+            for (int f16 = 0; !rc && f16 < 2; f16++) {
+                if (kern == OP_ATTN_COOPMAT && op_attention_pick(b->vk, a.d) != OP_ATTN_COOPMAT)
+                    continue;
+                a.kernel = (enum op_attn_kernel)kern;
+                a.f16 = f16;
+                double ms = 0;
+                rc = timed(b, rec_attn, &a, &ms, err);
+                if (rc)
+                    break;
+                double flops = 4.0 * visible * a.d * a.hq;
+                double bytes = (2.0 * (double)qb + 2.0 * (double)kb) / (f16 ? 2 : 1);
+                fprintf(b->out,
+                        "{\"bench\":\"ops\",\"op\":\"attention\",\"case\":\"%s\",\"kernel\":\"%s\","
+                        "\"dtype\":\"%s\",\"tq\":%u,\"tk\":%u,\"hq\":%u,\"hkv\":%u,\"d\":%u,"
+                        "\"causal\":%d,\"window\":%d,\"labels\":%d,\"ms\":%.4f,\"tflops\":%.2f,"
+                        "\"gflops\":%.1f,\"gbps\":%.1f,\"roofline_frac\":%.3f,\"device\":\"%s\"}\n",
+                        cs->name, kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
+                        f16 ? "f16" : "f32", a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window,
+                        cs->labels, ms, flops / ms / 1e9, flops / ms / 1e6, bytes / ms / 1e6,
+                        roof_frac(b, flops, bytes, ms), b->dev);
+                fflush(b->out);
+            }
         vkr_arena_destroy(act);
         if (rc)
             return rc;
