@@ -489,7 +489,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
                                       .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
                                       .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
-                                      .causal = 0, .ranges = &rg};
+                                      .causal = 0, .ranges = &rg,
+                                      /* labels: a few rows each against the whole page;
+                                       * the tensor-core kernel's 16-row fragments are
+                                       * mostly padding there (H200: 46.6 vs 17.6 ms for
+                                       * 16 labels, BENCHMARKS.md issue 13) */
+                                      .kernel = OP_ATTN_SCALAR};
             if (!rc)
                 rc = op_attention_ranged(c, &at, &lm->asc, err);
             if (!rc)

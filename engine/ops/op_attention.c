@@ -88,6 +88,15 @@ enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d)
     return cm_ok(vk, d) ? OP_ATTN_COOPMAT : OP_ATTN_SCALAR;
 }
 
+/* AUTO for a pass of tq query rows: a label pass (a few dozen rows against
+ * many keys) ran 2.3x slower on the tensor-core kernel on the H200 (16
+ * labels x 3 tokens: 3.6 vs 1.5 ms, BENCHMARKS.md issue 13): its 16-row
+ * fragments and key tiles are mostly padding there. */
+static enum op_attn_kernel pick_for(const struct vkr *vk, uint32_t d, uint32_t tq)
+{
+    return tq < 128 ? OP_ATTN_SCALAR : op_attention_pick(vk, d);
+}
+
 static struct vkr_pipeline_key attn_key(const struct vkr *vk, enum op_attn_kernel kern, uint32_t d,
                                         int f16)
 {
@@ -124,7 +133,7 @@ static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn
     if (a->hkv == 0 || a->hq % a->hkv != 0)
         return folio_err_set(err, FOLIO_EINVAL, "attention: %u query heads are not a multiple of "
                              "%u KV heads", a->hq, a->hkv);
-    *kern = a->kernel == OP_ATTN_AUTO ? op_attention_pick(vk, a->d) : a->kernel;
+    *kern = a->kernel == OP_ATTN_AUTO ? pick_for(vk, a->d, a->tq) : a->kernel;
     if (*kern == OP_ATTN_COOPMAT && !cm_ok(vk, a->d))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the cooperative-matrix kernel "
                              "is not available for head size %u on this device or build (needs "
@@ -152,8 +161,8 @@ static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err)
 {
     struct vkr *vk = vkr_cmd_vkr(c);
-    enum op_attn_kernel kern;
-    uint32_t st[4];
+    enum op_attn_kernel kern = OP_ATTN_SCALAR;
+    uint32_t st[4] = {0, 0, 0, 0};
     int rc = attn_check(vk, a, &kern, st, err);
     if (rc || a->tq == 0)
         return rc;

@@ -192,6 +192,10 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
             ac.causal = 0;
             struct vkr_tensor rr = view(s->ranges, 0, nq * 8);
             ac.ranges = &rr;
+            /* The chunks' outputs are merged by attn_lse's f32 log-sum-exp:
+             * they must be normalised by the same f32 scores, which the
+             * tensor-core kernel (f16 Q*K products) does not give. */
+            ac.kernel = OP_ATTN_SCALAR;
             rc = op_attention(c, &ac, err);
             if (rc)
                 return rc;

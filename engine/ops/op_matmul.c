@@ -240,6 +240,11 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
     if (rc)
         return rc;
     enum op_mm_kernel kern = a->kernel == OP_MM_AUTO ? op_matmul_pick(vk, a->wtype, a->m) : a->kernel;
+    /* AUTO: rows the GEMM cannot stage (f32 inputs need k % 4 == 0, f16
+     * inputs an even k) take the tiled kernel */
+    if (kern == OP_MM_GEMM && a->kernel == OP_MM_AUTO &&
+        (a->k % (a->xtype == QUANT_F16 ? 2 : 4) || (a->ytype == QUANT_F16 && a->n % 2)))
+        kern = OP_MM_TILED;
     if (kern == OP_MM_GEMM) {
         if (!ops_gemm_available(vk))
             return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: tensor-core GEMM not available "
