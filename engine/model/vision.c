@@ -509,6 +509,27 @@ static int stage(struct vis *v, const float *patches, uint32_t gh, uint32_t gw,
     return rc;
 }
 
+/* 2-D RoPE on q and k, then attention over the whole image (full) or its
+ * windows; shared by both data paths. */
+static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
+                          struct folio_err *err)
+{
+    struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
+                         .mode = OP_ROPE_VISION, .base = 10000.0f};
+    int rc = op_rope(c, &rq, err);
+    struct op_rope rk = rq;
+    rk.x = rk.y = v->k;
+    if (!rc)
+        rc = op_rope(c, &rk, err);
+    struct op_attention at = {.q = v->q, .k = v->k, .v = v->v, .o = v->o, .tq = N, .tk = N,
+                              .hq = v->H, .hkv = v->H, .d = v->Dh,
+                              .scale = 1.0f / sqrtf((float)v->Dh), .causal = 0,
+                              .ranges = full ? NULL : &v->rng};
+    if (!rc)
+        rc = op_attention_ranged(c, &at, &v->asc, err);
+    return rc;
+}
+
 /* The f16 data path of record(): norms write f16 GEMM inputs, residual
  * sums and MLP activations ride in the GEMM epilogues (no elementwise
  * passes), the residual stream x stays f32 (qwen25vl.md §7.14: real
@@ -518,7 +539,6 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
 {
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t M = N / (h->spatial_merge * h->spatial_merge);
-    float scale = 1.0f / sqrtf((float)v->Dh);
     const int F16 = QUANT_F16, F32 = QUANT_F32;
     int rc = 0;
     for (uint32_t i = 0; i < blocks && !rc; i++) {
@@ -531,19 +551,8 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
             rc = mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
         if (!rc)
             rc = mm16(&L->wv, &L->bv, v->h, F16, v->v, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
-        struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
-                             .mode = OP_ROPE_VISION, .base = 10000.0f};
         if (!rc)
-            rc = op_rope(c, &rq, err);
-        struct op_rope rk = rq;
-        rk.x = rk.y = v->k;
-        if (!rc)
-            rc = op_rope(c, &rk, err);
-        struct op_attention at = {.q = v->q, .k = v->k, .v = v->v, .o = v->o, .tq = N, .tk = N,
-                                  .hq = v->H, .hkv = v->H, .d = v->Dh, .scale = scale,
-                                  .causal = 0, .ranges = full ? NULL : &v->rng};
-        if (!rc)
-            rc = op_attention(c, &at, err);
+            rc = rope_attention(v, c, N, full, err);
         if (!rc)
             rc = mm16(&L->wo, &L->bo, v->o, F32, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c, err);
         if (!rc)
@@ -581,7 +590,6 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
 {
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t M = N / (h->spatial_merge * h->spatial_merge);
-    float scale = 1.0f / sqrtf((float)v->Dh);
     uint64_t ND = (uint64_t)N * v->D, NF = (uint64_t)N * v->F;
     int rc = mm(v, c, &v->patch, NULL, v->in, v->x, N, err);
     if (v->gemm16 && N >= 64)
@@ -596,19 +604,8 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
             rc = mm(v, c, &L->wk, &L->bk, v->h, v->k, N, err);
         if (!rc)
             rc = mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
-        struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
-                             .mode = OP_ROPE_VISION, .base = 10000.0f};
         if (!rc)
-            rc = op_rope(c, &rq, err);
-        struct op_rope rk = rq;
-        rk.x = rk.y = v->k;
-        if (!rc)
-            rc = op_rope(c, &rk, err);
-        struct op_attention at = {.q = v->q, .k = v->k, .v = v->v, .o = v->o, .tq = N, .tk = N,
-                                  .hq = v->H, .hkv = v->H, .d = v->Dh, .scale = scale,
-                                  .causal = 0, .ranges = full ? NULL : &v->rng};
-        if (!rc)
-            rc = op_attention_ranged(c, &at, &v->asc, err);
+            rc = rope_attention(v, c, N, full, err);
         if (!rc)
             rc = mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
         if (!rc)

@@ -56,23 +56,13 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
     return n + ops_gemm_keys(vk, &out[n]);
 }
 
-static int key_eq(const struct vkr_pipeline_key *a, const struct vkr_pipeline_key *b)
-{
-    if (a->nspec != b->nspec || strcmp(a->shader, b->shader) != 0)
-        return 0;
-    for (uint32_t i = 0; i < a->nspec; i++)
-        if (a->spec[i] != b->spec[i])
-            return 0;
-    return 1;
-}
-
 int ops_keys_unique(struct vkr_pipeline_key *k, int n)
 {
     int w = 0;
     for (int i = 0; i < n; i++) {
         int seen = 0;
         for (int j = 0; j < w && !seen; j++)
-            seen = key_eq(&k[j], &k[i]);
+            seen = vkr_pipeline_key_equal(&k[j], &k[i]);
         if (!seen)
             k[w++] = k[i];
     }

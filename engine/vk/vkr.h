@@ -186,6 +186,8 @@ struct vkr_pipeline_key {
  * *failed (may be NULL) gets the count of unavailable pipelines. */
 int vkr_prewarm(struct vkr *vk, const struct vkr_pipeline_key *keys, int n, int *failed,
                 struct folio_err *err);
+/* 1 when two keys name the same pipeline (shader and every constant). */
+int vkr_pipeline_key_equal(const struct vkr_pipeline_key *a, const struct vkr_pipeline_key *b);
 /* After this no pipeline is ever created. */
 void vkr_seal(struct vkr *vk);
 /* Returns the pipeline's id. Before seal a missing pipeline is created;

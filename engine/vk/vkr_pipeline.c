@@ -288,7 +288,7 @@ void vkr_pipelines_destroy(struct vkr *vk)
         vkDestroyDescriptorSetLayout(vk->dev, vk->dsl, &vk->ac);
 }
 
-static int key_eq(const struct vkr_pipeline_key *a, const struct vkr_pipeline_key *b)
+int vkr_pipeline_key_equal(const struct vkr_pipeline_key *a, const struct vkr_pipeline_key *b)
 {
     if (a->nspec != b->nspec || strcmp(a->shader, b->shader) != 0)
         return 0;
@@ -301,7 +301,7 @@ static int key_eq(const struct vkr_pipeline_key *a, const struct vkr_pipeline_ke
 static int find_pipe(struct vkr *vk, const struct vkr_pipeline_key *k)
 {
     for (uint32_t i = 0; i < vk->npipes; i++)
-        if (key_eq(&vk->pipes[i].key, k))
+        if (vkr_pipeline_key_equal(&vk->pipes[i].key, k))
             return (int)i;
     return -1;
 }
