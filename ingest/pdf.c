@@ -414,7 +414,12 @@ int ingest_pdf_page_size(const struct ingest_pdf *p, int page, double *w_pt, dou
 static uint64_t px_at(double pt, double dpi)
 {
     double v = pt * dpi / 72.0 - 0.01;
-    return v <= 0 ? 0 : (uint64_t)v + 1;
+    /* a hostile MediaBox can be any double: saturate (the pixel limit then
+     * refuses the page) instead of an undefined conversion (found by
+     * fuzz_ingest_probe under UBSan) */
+    if (!(v > 0))
+        return 0;
+    return v >= 1e15 ? (uint64_t)1e15 : (uint64_t)v + 1;
 }
 
 int ingest_pdf_page_pixels(const struct ingest_pdf *p, int page, double dpi, uint32_t *w, uint32_t *h)
