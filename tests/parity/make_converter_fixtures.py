@@ -64,7 +64,9 @@ CONVERTER_CONFIGS = [
         "text": {"hidden": 96, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 160,
                  "mrope_section": [4, 4, 4], "rope_theta": 1000000.0, "rms_eps": 1e-6,
                  "max_pos": 4096, "tied": True},
-        "vision": {"depth": 2, "hidden": 48, "heads": 2, "mlp_ratio": 3, "act": "quick_gelu"},
+        # depth 3, not 2: the converter maps merger.mlp.{bid} only for bid < the vision depth,
+        # so with 2 blocks it cannot name the merger's second linear (merger.mlp.2)
+        "vision": {"depth": 3, "hidden": 48, "heads": 2, "mlp_ratio": 3, "act": "quick_gelu"},
         "text_variants": ["F32", "F16", "Q8_0"],
         "mmproj_variants": ["F32", "F16"],
     },
