@@ -508,6 +508,7 @@ static void test_models(const struct jv *cfg, const char *cname)
               "%s: hyper-parameters differ from the config", path);
         /* quantised variants: every large 2-D weight in the named type */
         int want = strcmp(tg->keys[i], "F32") == 0    ? QUANT_F32
+                   : strcmp(tg->keys[i], "F16") == 0  ? QUANT_F16
                    : strcmp(tg->keys[i], "Q8_0") == 0 ? QUANT_Q8_0
                    : strcmp(tg->keys[i], "Q4_K") == 0 ? QUANT_Q4_K
                    : strcmp(tg->keys[i], "Q5_K") == 0 ? QUANT_Q5_K
