@@ -155,6 +155,12 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
     uint64_t wrb = (uint64_t)a->k * 2, xrb = (uint64_t)a->k * xb, yrb = (uint64_t)a->n * yb;
     uint64_t rrb = (uint64_t)a->n * 4;
     uint64_t n_per = vkr_rows_per_range(vk, wrb);
+    /* f16 outputs are stored as pairs of halves: a weight-row chunk that
+     * starts on an odd column shares a pair with its neighbour, and one of
+     * the two stores clobbers the other (found on the H200 with 16 KiB
+     * ranges), so chunks keep an even width */
+    if (yb == 2)
+        n_per -= n_per % 2;
     uint64_t mrb[3] = {xrb, yrb, rrb};
     uint64_t m_per = ops_rows_per(vk, mrb, 3);
     if (n_per == 0 || m_per == 0)

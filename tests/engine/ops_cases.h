@@ -246,6 +246,93 @@ static void test_expand_f16(struct T *t)
 /* The tensor-core GEMM (f16 weights; f32 or f16 inputs; bias and residual
  * epilogues; every alignment class of k and both tile shapes) against the
  * C reference. Runs where the device has it (the H200; not lavapipe). */
+/* The GEMM's f16 outputs and activation epilogues (SwiGLU against an f32
+ * gate, GELU, quick-GELU), on the vision tower's small shapes too: under
+ * lowered binding ranges (ranged mode) these rows are dispatched in chunks
+ * of 45 or 91 rows, which is where an f16 store of a chunk edge would
+ * clobber its neighbour. */
+static void test_gemm_epilogues(struct T *t)
+{
+    if (!ops_gemm_available(t->vk)) {
+        fprintf(stderr, "ops: tensor-core GEMM not on this device; GEMM epilogue cases not run\n");
+        return;
+    }
+    static const uint32_t shapes[][3] = {{160, 90, 64}, {160, 64, 90}, {45, 256, 256},
+                                         {161, 130, 1176}, {300, 96, 520}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int act = 0; act < 4; act++)
+            for (int yt = 0; yt < 2; yt++) {
+                uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+                if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size)
+                    continue;
+                struct vkr_arena *ar = NULL;
+                struct folio_err ae = {0};
+                if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
+                    CHECK(0, "gemm arena: %s", ae.msg);
+                    return;
+                }
+                size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
+                float *wf = malloc(sizeof(float) * nk), *wd = malloc(sizeof(float) * nk);
+                float *x = malloc(sizeof(float) * mk), *xd = malloc(sizeof(float) * mk);
+                float *bias = malloc(sizeof(float) * n), *gate = malloc(sizeof(float) * mn);
+                float *yr = malloc(sizeof(float) * mn), *yg = malloc(sizeof(float) * mn);
+                float *sc = malloc(sizeof(float) * mn);
+                uint8_t *wh = malloc(nk * 2), *xh = malloc(mk * 2), *yh = malloc(mn * 2);
+                fill(t, wf, nk, 1.0f);
+                fill(t, x, mk, 1.0f);
+                fill(t, bias, n, 1.0f);
+                fill(t, gate, mn, 3.0f);
+                quant_quantize_row(QUANT_F16, wf, wh, (int64_t)nk);
+                quant_dequantize_row(QUANT_F16, wh, wd, (int64_t)nk);
+                quant_quantize_row(QUANT_F16, x, xh, (int64_t)mk);
+                quant_dequantize_row(QUANT_F16, xh, xd, (int64_t)mk);
+                ops_ref_matmul(wd, xd, bias, yr, m, n, k);
+                for (size_t i = 0; i < mn; i++) {
+                    double s = 0, v = yr[i];
+                    for (uint32_t q = 0; q < k; q++)
+                        s += fabs((double)wd[(i % n) * k + q] * xd[(i / n) * k + q]);
+                    double g = gate[i], slope = 1.2; /* |d act / d v| bound for GELU, quick-GELU */
+                    if (act == OP_MM_ACT_SWIGLU) {
+                        slope = fabs(g / (1.0 + exp(-g)));
+                        v *= g / (1.0 + exp(-g));
+                    } else if (act == OP_MM_ACT_GELU_ERF) {
+                        v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752));
+                    } else if (act == OP_MM_ACT_QUICK_GELU) {
+                        v = v / (1.0 + exp(-1.702 * v));
+                    } else {
+                        slope = 1.0;
+                    }
+                    yr[i] = (float)v;
+                    /* f16 operands, f32 accumulation; an f16 output adds its own rounding */
+                    sc[i] = (float)(s * slope + (yt ? fabs(v) * 0.5 : 0.0));
+                }
+                struct vkr_tensor gt = put(t, ar, gate, sizeof(float) * mn);
+                struct vkr_tensor bt = put(t, ar, bias, sizeof(float) * n);
+                struct op_matmul a = {.w = put(t, ar, wh, nk * 2), .wtype = QUANT_F16, .n = n,
+                                      .k = k, .m = m, .kernel = OP_MM_GEMM, .xtype = QUANT_F16,
+                                      .ytype = yt ? QUANT_F16 : QUANT_F32, .bias = &bt,
+                                      .act = (enum op_mm_act)act,
+                                      .gate = act == OP_MM_ACT_SWIGLU ? &gt : NULL};
+                a.x = put(t, ar, xh, mk * 2);
+                a.y = put(t, ar, NULL, mn * (yt ? 2 : 4));
+                RUN(t, op_matmul(c, &a, e));
+                if (yt) {
+                    get(t, a.y, yh, mn * 2);
+                    quant_dequantize_row(QUANT_F16, yh, yg, (int64_t)mn);
+                } else {
+                    get(t, a.y, yg, sizeof(float) * mn);
+                }
+                size_t at = 0;
+                double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
+                CHECK(wv <= 1.0, "gemm epilogue m=%u n=%u k=%u act=%d y=%s: worst %.3g at %zu "
+                      "(row %zu col %zu: gpu %g ref %g)", m, n, k, act, yt ? "f16" : "f32", wv,
+                      at, at / n, at % n, (double)yg[at], (double)yr[at]);
+                free(wf), free(wd), free(x), free(xd), free(bias), free(gate), free(yr), free(yg);
+                free(sc), free(wh), free(xh), free(yh);
+                vkr_arena_destroy(ar);
+            }
+}
+
 static void test_gemm(struct T *t)
 {
     if (!ops_gemm_available(t->vk)) {
@@ -946,7 +1033,7 @@ static int run_all(int ranged)
     rc = vkr_arena_plan(t.act, plan, 1, &e);
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
-    static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm,
+    static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm, test_gemm_epilogues,
                                                  test_norm_softmax, test_rope, test_attention,
                                                  test_attention_fused, test_attention_errors,
                                                  test_attention_split, test_elem, test_rows};
