@@ -149,8 +149,12 @@ struct lm_synth {
     /* 0: every row random. Else each tensor's rows repeat a pool of this
      * many random rows, so a 7B-shaped file is made in seconds. */
     uint32_t pool_rows;
+    /* Qwen3-VL (architecture qwen3vl): q/k norms, no biases, head_dim of
+     * its own (0 = n_embd / n_head), n_deepstack DeepStack layers */
+    int qwen3;
+    uint32_t head_dim, n_deepstack;
 };
-/* A complete qwen2vl text GGUF (malloc'd) that gguf_model_check accepts. */
+/* A complete qwen2vl / qwen3vl text GGUF (malloc'd) that gguf_model_check accepts. */
 int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct folio_err *err);
 
 /* ---- benchmark (folio bench engine --text and the engine-only tool) ---- */

@@ -89,6 +89,10 @@ struct vis_synth {
     uint32_t n_embd, n_layer, n_head, n_ff, proj_dim;
     int mat_type;          /* QUANT_F32 / F16 / BF16 for the 2-D weights */
     uint64_t seed;
+    /* Qwen3-VL (qwen3vl_merger, patch 16): a pos_side^2 position table and
+     * DeepStack mergers after blocks deepstack[0..n_deepstack-1] */
+    int qwen3;
+    uint32_t pos_side, n_deepstack, deepstack[8];
 };
 /* A complete mmproj GGUF (malloc'd) that gguf_model_check accepts. */
 int vis_synth_gguf(const struct vis_synth *s, uint8_t **out, size_t *len, struct folio_err *err);

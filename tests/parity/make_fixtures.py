@@ -115,6 +115,9 @@ TEST_IMAGES = [
 ]
 PROMPT_IMAGE = "img0"
 SYSTEM_PROMPT = "You are a helpful assistant."
+# Qwen2(.5)-VL's chat template inserts this system turn by default; Qwen3-VL's has none
+# (make_qwen3vl_fixtures.py sets False).
+SYSTEM_TURN = True
 LABELS = ["invoice", "invoice copy", "receipt", "resume", "datasheet", "letter"]
 USER_TEXT = ("Classify this document. Answer with one label: " + ", ".join(LABELS) + ".")
 # Text-only prompt (the OCR fallback path): lets the text model be checked without vision.
@@ -1560,7 +1563,8 @@ def run_config(cfg, out, vocab, images, img_meta, tok, dry):
     # Prompt ------------------------------------------------------------------------------------
     pm = M_of[PROMPT_IMAGE]
     rgb, pv, grid = images[PROMPT_IMAGE]
-    prompt_template = ("<|im_start|>system\n" + SYSTEM_PROMPT + "<|im_end|>\n<|im_start|>user\n"
+    system_turn = ("<|im_start|>system\n" + SYSTEM_PROMPT + "<|im_end|>\n") if SYSTEM_TURN else ""
+    prompt_template = (system_turn + "<|im_start|>user\n"
                        "<|vision_start|><|image_pad|><|vision_end|>" + USER_TEXT +
                        "<|im_end|>\n<|im_start|>assistant\n")
     prompt = prompt_template.replace("<|image_pad|>", "<|image_pad|>" * pm["n_merged"])

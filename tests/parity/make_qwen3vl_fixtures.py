@@ -348,6 +348,7 @@ def main():
     mf.IMAGE_MEAN, mf.IMAGE_STD = IMAGE_MEAN, IMAGE_STD
     mf.MIN_PIXELS, mf.MAX_PIXELS = MIN_PIXELS, MAX_PIXELS
     mf.TEST_IMAGES = TEST_IMAGES
+    mf.SYSTEM_TURN = False  # Qwen3-VL's chat template has no default system turn
     mf.FIXTURE_LIMIT_BYTES = 8 * 1024 * 1024
     check_images()
     for fn in (text_param_shapes, vision_param_shapes, vision_dims, init_param, hf_config,
