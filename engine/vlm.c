@@ -326,8 +326,11 @@ static void qwen3vl_pixels(struct vlm *v)
     uint64_t plan_px = (uint64_t)c->max_image_tokens * f * f;
     if (v->prep.max_pixels > plan_px)
         v->prep.max_pixels = (uint32_t)plan_px;
-    if (v->prep.min_pixels > v->prep.max_pixels)
-        v->prep.min_pixels = v->prep.max_pixels;
+    /* an upscale rounds each side up to 32 px: with min at a quarter of the
+     * plan that stays inside it (a large min would ask for more patches
+     * than planned and the page would be refused) */
+    if (v->prep.min_pixels > v->prep.max_pixels / 4)
+        v->prep.min_pixels = v->prep.max_pixels / 4;
 }
 
 static int warmup(struct vlm *v, struct folio_err *err)

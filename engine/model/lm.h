@@ -153,6 +153,10 @@ struct lm_synth {
      * its own (0 = n_embd / n_head), n_deepstack DeepStack layers */
     int qwen3;
     uint32_t head_dim, n_deepstack;
+    /* A vocabulary the tokenizer can encode text with: the 256 byte-level
+     * tokens, then Qwen's chat and vision specials (control), then fillers
+     * (n_vocab >= 262). Tests that run whole pages through vlm use it. */
+    int byte_vocab;
 };
 /* A complete qwen2vl / qwen3vl text GGUF (malloc'd) that gguf_model_check accepts. */
 int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct folio_err *err);

@@ -131,16 +131,53 @@ int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct f
         gguf_writer_free(w);
         return folio_err_set(err, FOLIO_ENOMEM, "synthetic model: out of host memory");
     }
+    static const char *const specials[6] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                                            "<|vision_start|>", "<|vision_end|>",
+                                            "<|image_pad|>"};
+    int32_t *types = s->byte_vocab ? malloc((size_t)s->n_vocab * sizeof *types) : NULL;
+    if (s->byte_vocab && (!types || s->n_vocab < 262)) {
+        free(toks);
+        free(tb);
+        free(types);
+        gguf_writer_free(w);
+        return folio_err_set(err, FOLIO_EINVAL, "synthetic model: a byte vocabulary needs "
+                             ">= 262 tokens");
+    }
     for (uint32_t i = 0; i < s->n_vocab; i++) {
         toks[i] = tb + (size_t)i * 12;
         snprintf(toks[i], 12, "t%u", i);
+        if (!s->byte_vocab)
+            continue;
+        types[i] = 1;
+        if (i < 256) { /* GPT-2's byte -> code point map, UTF-8 */
+            uint32_t cp = i, n = 0;
+            if (!((i >= 33 && i <= 126) || (i >= 161 && i <= 172) || i >= 174))
+                for (uint32_t b = 0; b < i; b++)
+                    n += !((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174);
+            if (!((i >= 33 && i <= 126) || (i >= 161 && i <= 172) || i >= 174))
+                cp = 256 + n;
+            if (cp < 0x80) {
+                toks[i][0] = (char)cp;
+                toks[i][1] = 0;
+            } else {
+                toks[i][0] = (char)(0xC0 | (cp >> 6));
+                toks[i][1] = (char)(0x80 | (cp & 0x3F));
+                toks[i][2] = 0;
+            }
+        } else if (i < 262) {
+            toks[i] = (char *)specials[i - 256];
+            types[i] = 3;
+        }
     }
     gguf_w_array_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, s->n_vocab);
+    if (types)
+        gguf_w_array(w, "tokenizer.ggml.token_type", GGUF_I32, types, s->n_vocab);
     free(toks);
     free(tb);
-    const char *merges[1] = {"t 0"};
+    free(types);
+    const char *merges[1] = {s->byte_vocab ? "a b" : "t 0"};
     gguf_w_array_str(w, "tokenizer.ggml.merges", merges, 1);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", s->n_vocab > 1 ? 1 : 0);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", s->byte_vocab ? 258 : s->n_vocab > 1 ? 1 : 0);
 
     int mt = s->mat_type;
     uint64_t E = s->n_embd, Q = (uint64_t)s->n_head * D, KV = (uint64_t)s->n_head_kv * D,
