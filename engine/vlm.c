@@ -326,11 +326,12 @@ static void qwen3vl_pixels(struct vlm *v)
     uint64_t plan_px = (uint64_t)c->max_image_tokens * f * f;
     if (v->prep.max_pixels > plan_px)
         v->prep.max_pixels = (uint32_t)plan_px;
-    /* an upscale rounds each side up to 32 px: with min at a quarter of the
-     * plan that stays inside it (a large min would ask for more patches
-     * than planned and the page would be refused) */
-    if (v->prep.min_pixels > v->prep.max_pixels / 4)
-        v->prep.min_pixels = v->prep.max_pixels / 4;
+    /* an upscale rounds each side up to 32 px: with the default min at most a
+     * quarter of the plan that stays inside it (a min near the plan would
+     * ask for more patches than planned and the page would be refused) */
+    uint32_t min_cap = c->min_pixels ? v->prep.max_pixels : v->prep.max_pixels / 4;
+    if (v->prep.min_pixels > min_cap)
+        v->prep.min_pixels = min_cap;
 }
 
 static int warmup(struct vlm *v, struct folio_err *err)

@@ -171,6 +171,7 @@ struct lm_bench_opts {
     uint32_t iters;            /* timed repetitions, 0 = 3 */
     int small;                 /* a small model instead of the 7B shape (CI smoke) */
     int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
+    int qwen3;                 /* the Qwen3-VL-8B shape (--family qwen3vl) */
 };
 /* Builds a 7B-shaped Q4_K_M-like model in memory, measures the device's
  * matmul FLOP/s and memory bandwidth, then prefill tokens/s and label

@@ -106,6 +106,7 @@ struct vis_bench_opts {
     int small;             /* tiny tower (CI smoke) instead of the 7B shape */
     int mat_type;          /* 0 = F16 */
     int gpu_weights;       /* enum ops_gpu_weights (--gpu-weights) */
+    int qwen3;             /* the Qwen3-VL-8B tower (--family qwen3vl) */
 };
 /* Builds a random tower (7B shape: 32 blocks of 1280, 16 heads, FFN 3420,
  * windows, merger to 3584), encodes a page of that size and prints JSON

@@ -14,6 +14,7 @@
  */
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"
+#include "engine/model/qwen3vl.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 
@@ -280,7 +281,8 @@ static double page_flops(const struct gguf_vision_hparams *h, uint32_t gh, uint3
                 double n = 4.0 * ((r + win <= rows ? win : rows - r) * (c + win <= cols ? win : cols - c));
                 win_sq += n * n;
             }
-    double total = 2 * N * 588 * D + 2 * M * (MD * MD + MD * h->proj_dim);
+    double PC = 3.0 * h->patch_size * h->patch_size; /* folded kernel: 588 or 768 */
+    double total = 2 * N * PC * D + 2 * M * (MD * MD + MD * h->proj_dim) * (1 + h->n_deepstack);
     for (uint32_t i = 0; i < h->n_layer; i++) {
         int full = !win || (i + 1) % h->n_wa_pattern == 0;
         total += lin + 4 * D * (full ? N * N : win_sq);
@@ -305,6 +307,8 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
     if (o->small)
         sy = (struct vis_synth){.qwen25 = 1, .n_embd = 128, .n_layer = 4, .n_head = 2,
                                 .n_ff = 256, .proj_dim = 256, .mat_type = sy.mat_type, .seed = 77};
+    if (o->qwen3) /* --family qwen3vl */
+        q3_synth_shapes(o->small, NULL, &sy);
     struct vkr_config vc = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = 0,
                             .timestamps = 1, .cache_dir = ""};
     struct vkr *vk = NULL;
@@ -346,7 +350,10 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (size_t i = 0; !rc && i < (size_t)side * side * 3; i++)
         px[i] = (uint8_t)(((i / (side * 3)) % 40 < 4 ? 30 : 220) ^ (i * 2654435761u >> 29));
-    struct prep_config pc = {0};
+    struct prep_config pc = {.patch = o->qwen3 ? 16 : 0};
+    if (o->qwen3) /* Qwen3-VL's processor: mean/std 0.5 (the tower's own file says so too) */
+        for (int i = 0; i < 3; i++)
+            pc.mean[i] = pc.std[i] = 0.5f;
     t0 = folio_mono_ms();
     if (!rc)
         rc = prep_image(px, side, side, (size_t)side * 3, 3, &pc, 1, &pi, err);

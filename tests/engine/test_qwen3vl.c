@@ -20,6 +20,8 @@
  *  - vlm_open pairs a Qwen3-VL text model with its tower (self-test
  *    passing: LayerNorm, GELU(tanh)) and refuses a Qwen2.5-VL tower for it
  *    (DeepStack layers differ: vision disabled, with the reason);
+ *  - `bench engine --family qwen3vl` (vlm_bench, small shape) runs a page
+ *    and prints its JSON lines;
  *  - no validation messages (the parity test also proves nothing is built
  *    after seal).
  */
@@ -570,6 +572,30 @@ static void test_vlm_pairing(void)
     vlm_close(v);
 }
 
+static void test_bench(void)
+{
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    struct vlm_bench_opts o = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                               .small = 1, .iters = 1, .image = 112, .qwen3 = 1};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        CHECK(0, "open_memstream");
+        return;
+    }
+    struct folio_err e = {0};
+    int rc = vlm_bench(&o, mem, &e);
+    fclose(mem);
+    CHECK(rc == 0, "vlm_bench --family qwen3vl: %s / %s", e.msg, e.detail);
+    fputs(buf ? buf : "", stdout);
+    /* 112 px -> 128 x 128 in 32-px steps: 8 x 8 patches, 16 image tokens */
+    CHECK(buf && strstr(buf, "\"what\":\"pages\"") && strstr(buf, "\"image_tokens\":16,") &&
+              strstr(buf, "\"what\":\"lm_split\""),
+          "missing or wrong JSON lines");
+    free(buf);
+}
+
 int main(void)
 {
     test_interpolate();
@@ -590,5 +616,6 @@ int main(void)
           (unsigned long long)s.validation_messages);
     vkr_close(vk);
     test_vlm_pairing();
+    test_bench();
     return tu_finish();
 }
