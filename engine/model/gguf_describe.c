@@ -157,6 +157,9 @@ static void print_hparams_text(FILE *out, const struct gguf_model *m)
 {
     if (!m->is_vision) {
         const struct gguf_text_hparams *h = &m->text;
+        if (h->family == GGUF_TEXT_QWEN3VL)
+            fprintf(out, "qwen3vl       per-head q/k RMSNorm, interleaved M-RoPE, %u DeepStack "
+                    "layers\n", h->n_deepstack);
         fprintf(out,
                 "hparams       n_embd=%u n_layer=%u n_ff=%u n_head=%u n_head_kv=%u "
                 "head_dim=%u n_vocab=%u n_ctx_train=%u\n"
@@ -182,6 +185,13 @@ static void print_hparams_text(FILE *out, const struct gguf_model *m)
                 h->use_silu ? "swiglu" : h->kind == GGUF_VISION_QWEN3VL ? "gelu" : "quick-gelu",
                 (double)h->eps,
                 h->n_wa_pattern, h->window_size, h->ffn_swapped ? " (legacy ffn names)" : "");
+        if (h->kind == GGUF_VISION_QWEN3VL) {
+            fprintf(out, "qwen3vl       position table %ux%u, DeepStack after blocks", h->pos_side,
+                    h->pos_side);
+            for (uint32_t j = 0; j < h->n_deepstack; j++)
+                fprintf(out, " %u", h->deepstack_layers[j]);
+            fputs(h->n_deepstack ? "\n" : " (none)\n", out);
+        }
     }
 }
 
