@@ -363,6 +363,16 @@ def main():
          "odd_shapes": "text head sizes 32/24 with heads x head_dim != hidden, vocabulary 381, "
                        "vision heads 16/24, vision MLP 90, position tables 7x7/6x6 against grids "
                        "6x8, 8x4, 6x4, DeepStack blocks [0,2] and [1]"})
+    readme = os.path.join(args.out, "README.md")
+    with open(readme) as f:
+        text = f.read()
+    text = text.replace("Made by `tests/parity/make_fixtures.py` (seed",
+                        "Made by `tests/parity/make_qwen3vl_fixtures.py` (make_fixtures.py's "
+                        "pipeline, GGUFs by llama.cpp's\nconverter; seed", 1)
+    text = text.replace("Validated in CI by `tests/py/test_parity_fixtures.py`.",
+                        "Read by `engine_qwen3vl_parity` and `engine_vlm_parity_qwen3vl`.", 1)
+    with open(readme, "w") as f:
+        f.write(text)
     total = 0
     for root, _, files in os.walk(args.out):
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
