@@ -20,6 +20,9 @@
  *  - vlm_open pairs a Qwen3-VL text model with its tower (self-test
  *    passing: LayerNorm, GELU(tanh)) and refuses a Qwen2.5-VL tower for it
  *    (DeepStack layers differ: vision disabled, with the reason);
+ *  - the OCR-text tier's prompt for a Qwen3-VL model has no system turn: it
+ *    is exactly that turn's tokens shorter than a Qwen2-VL model's with the
+ *    same vocabulary;
  *  - `bench engine --family qwen3vl` (vlm_bench, small shape) runs a page
  *    and prints its JSON lines;
  *  - no validation messages (the parity test also proves nothing is built
@@ -31,6 +34,7 @@
 #include "engine/model/lm.h"
 #include "engine/model/quant.h"
 #include "engine/model/qwen3vl.h"
+#include "engine/model/tokenizer.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
@@ -579,6 +583,59 @@ static void test_vlm_pairing(void)
     vlm_close(v);
 }
 
+/* prompt_tokens of the OCR-text tier for one synthetic model */
+static uint32_t text_tier_tokens(int qwen3, uint32_t *sys_tokens)
+{
+    struct lm_synth s = {.qwen3 = qwen3, .n_embd = 64, .n_layer = 1, .n_head = 2, .n_head_kv = 1,
+                         .n_ff = 64, .n_vocab = 300, .mat_type = QUANT_F32, .seed = 11,
+                         .byte_vocab = 1};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    struct folio_err e = {0};
+    struct gguf_model *m = lm_synth_gguf(&s, &buf, &len, &e) == 0 ? check_buf(buf, len, 0, &e)
+                                                                   : NULL;
+    struct tok *tok = NULL;
+    struct lm *lm = NULL;
+    uint32_t n = 0;
+    struct vkr_pipeline_key keys[128];
+    int failed = -1;
+    struct lm_config lc = {.max_tokens = 256, .batch = 1, .max_labels = 2,
+                           .max_label_tokens = 12};
+    int rc = m ? tok_load(m->file, &tok, &e) : FOLIO_EMODEL;
+    if (!rc)
+        rc = vkr_prewarm(vk, keys, lm_pipeline_keys(vk, m, keys, 128), &failed, &e);
+    if (!rc)
+        rc = lm_open(vk, m, &lc, &lm, &e);
+    static const char *const labels[2] = {"invoice", "letter"};
+    const char *txt = "INVOICE 42";
+    struct lm_text_result r;
+    memset(&r, 0, sizeof r);
+    if (!rc)
+        rc = lm_text_classify(lm, tok, &txt, NULL, 1, labels, 2, 0, &r, &e);
+    CHECK(rc == 0, "text tier (qwen3 %d): %s / %s", qwen3, e.msg, e.detail);
+    if (!rc)
+        n = r.prompt_tokens;
+    if (!rc && sys_tokens) {
+        static const char sys[] = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+        struct tok_ids ids = {0};
+        if (tok_encode(tok, sys, sizeof sys - 1, 1, &ids, &e) == 0)
+            *sys_tokens = (uint32_t)ids.n;
+        tok_ids_free(&ids);
+    }
+    lm_close(lm);
+    tok_free(tok);
+    gguf_model_close(m);
+    free(buf);
+    return n;
+}
+
+static void test_text_tier(void)
+{
+    uint32_t sys = 0, q2 = text_tier_tokens(0, &sys), q3 = text_tier_tokens(1, NULL);
+    CHECK(sys > 0 && q3 > 0 && q2 == q3 + sys, "text-tier prompt: Qwen2-VL %u tokens, Qwen3-VL "
+          "%u, system turn %u", q2, q3, sys);
+}
+
 static void test_bench(void)
 {
     const char *dev = getenv("FOLIO_TEST_DEVICE");
@@ -619,6 +676,7 @@ int main(void)
     test_text(QUANT_F16);
     test_vision(QUANT_F32);
     test_vision(QUANT_F16);
+    test_text_tier();
     struct vkr_stats s;
     vkr_get_stats(vk, &s);
     CHECK(s.validation_messages == 0, "%llu validation messages",
