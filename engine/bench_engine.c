@@ -31,6 +31,8 @@ static const char USAGE[] =
     "  --label-tokens N  tokens per label (default 3)\n"
     "  --iters N         timed repetitions, best reported (default 3)\n"
     "  --small           small models instead of the 7B shape (smoke test)\n"
+    "  --family F        qwen2.5vl (default: the Qwen2.5-VL-7B shape) or qwen3vl\n"
+    "                    (the Qwen3-VL-8B shape: DeepStack, 16-px patches)\n"
     "  --gpu-weights M   auto | f16 | native: matrices expanded to f16 at load for\n"
     "                    the tensor-core GEMM, or kept as stored (default auto)\n";
 
@@ -60,9 +62,10 @@ int engine_bench_main(int argc, char **argv, FILE *out)
         {"labels", required_argument, NULL, 'l'},  {"label-tokens", required_argument, NULL, 'k'},
         {"iters", required_argument, NULL, 'i'},   {"small", no_argument, NULL, 's'},
         {"gpu-weights", required_argument, NULL, 'w'},
+        {"family", required_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *device = NULL;
-    int allow_cpu = 0, small = 0, text = 0, vision = 0, ch, gw = 0;
+    int allow_cpu = 0, small = 0, text = 0, vision = 0, ch, gw = 0, qwen3 = 0;
     uint32_t image = 0, tokens = 0, labels = 0, label_tokens = 0, iters = 0;
     optind = 1;
     opterr = 0;
@@ -97,6 +100,14 @@ int engine_bench_main(int argc, char **argv, FILE *out)
             if ((gw = engine_gpu_weights_parse(optarg)) < 0)
                 return usage_error("--gpu-weights: '%s' is not auto, f16 or native", optarg);
             break;
+        case 'f':
+            if (strcmp(optarg, "qwen3vl") == 0)
+                qwen3 = 1;
+            else if (strcmp(optarg, "qwen2.5vl") != 0)
+                return usage_error("--family: '%s' is not qwen2.5vl or qwen3vl", optarg);
+            else
+                qwen3 = 0;
+            break;
         case 'h': fputs(USAGE, out); return 0;
         default: return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -111,16 +122,18 @@ int engine_bench_main(int argc, char **argv, FILE *out)
         struct lm_bench_opts o = {.device = device, .allow_cpu = allow_cpu,
                                   .prompt_tokens = tokens, .labels = labels,
                                   .label_tokens = label_tokens, .iters = iters, .small = small,
-                                  .gpu_weights = gw};
+                                  .gpu_weights = gw, .qwen3 = qwen3};
         rc = lm_bench(&o, out, &err);
     } else if (vision) {
         struct vis_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
-                                   .iters = iters, .small = small, .gpu_weights = gw};
+                                   .iters = iters, .small = small, .gpu_weights = gw,
+                                   .qwen3 = qwen3};
         rc = vis_bench(&o, out, &err);
     } else {
         struct vlm_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
                                    .labels = labels, .label_tokens = label_tokens,
-                                   .iters = iters, .small = small, .gpu_weights = gw};
+                                   .iters = iters, .small = small, .gpu_weights = gw,
+                                   .qwen3 = qwen3};
         rc = vlm_bench(&o, out, &err);
     }
     if (rc != 0) {

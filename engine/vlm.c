@@ -313,6 +313,27 @@ static int load_gate(const struct vlm_config *c, struct vlm_gate_rule *rules, in
     return rc;
 }
 
+/* Qwen3-VL hook: its preprocessing (16-px patches, so 32-px resize steps;
+ * preprocessor_config min 65536 / max 16777216 pixels) and the pixel cap of
+ * the plan in its own patches. */
+static void qwen3vl_pixels(struct vlm *v)
+{
+    const struct vlm_config *c = &v->cfg;
+    uint32_t f = v->vm->vision.patch_size * 2;
+    v->prep.patch = v->vm->vision.patch_size;
+    v->prep.min_pixels = c->min_pixels ? c->min_pixels : 65536u;
+    v->prep.max_pixels = c->max_pixels ? c->max_pixels : 16777216u;
+    uint64_t plan_px = (uint64_t)c->max_image_tokens * f * f;
+    if (v->prep.max_pixels > plan_px)
+        v->prep.max_pixels = (uint32_t)plan_px;
+    /* an upscale rounds each side up to 32 px: with the default min at most a
+     * quarter of the plan that stays inside it (a min near the plan would
+     * ask for more patches than planned and the page would be refused) */
+    uint32_t min_cap = c->min_pixels ? v->prep.max_pixels : v->prep.max_pixels / 4;
+    if (v->prep.min_pixels > min_cap)
+        v->prep.min_pixels = min_cap;
+}
+
 static int warmup(struct vlm *v, struct folio_err *err)
 {
     /* a mid-gray page with a darker band: big enough for several windows */
@@ -431,6 +452,14 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
             snprintf(m, sizeof m, "vision projector outputs %u-wide rows; the text model is %u "
                      "wide (they are not a pair)", v->vm->vision.proj_dim, v->tm->text.n_embd);
             disable_vision(v, m);
+        } else if (v->vm->vision.n_deepstack != v->tm->text.n_deepstack) { /* Qwen3-VL */
+            char m[256];
+            snprintf(m, sizeof m, "vision projector has %u DeepStack layers; the text model "
+                     "takes %u (they are not a pair)", v->vm->vision.n_deepstack,
+                     v->tm->text.n_deepstack);
+            disable_vision(v, m);
+        } else if (v->vm->vision.kind == GGUF_VISION_QWEN3VL) {
+            qwen3vl_pixels(v);
         }
         if (!v->rep.vision_enabled) {
             gguf_model_close(v->vm);
@@ -725,7 +754,10 @@ int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *
     struct prompt_item items[2] = {
         {.kind = PROMPT_IMAGE, .grid_h = pi.grid_h, .grid_w = pi.grid_w},
         {.kind = PROMPT_TEXT, .text = instr, .len = ilen}};
-    rc = prompt_chat(v->tok, NULL, items, 2, 2, 1, &p, err);
+    /* Qwen3-VL's chat template has no default system turn (Qwen2's has) */
+    struct prompt_opts po = {.no_system = vis_hparams(v->vis)->kind == GGUF_VISION_QWEN3VL,
+                             .merge = 2, .generation_prompt = 1};
+    rc = prompt_chat_ex(v->tok, &po, items, 2, &p, err);
     for (uint32_t l = 0; !rc && l < nl; l++) {
         rc = prompt_continuation(v->tok, &p, labels[l], strlen(labels[l]), 1, &cont[l], err);
         if (!rc && cont[l].ids.n > v->cfg.max_label_tokens)

@@ -159,6 +159,7 @@ struct vlm_bench_opts {
     int small;                 /* tiny models (CI smoke) instead of the 7B shape */
     const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
     int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
+    int qwen3;                 /* Qwen3-VL-8B-shaped models instead (--family qwen3vl) */
 };
 /* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
  * ready time cold and with the pipeline cache warm, pages/s with the

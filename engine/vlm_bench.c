@@ -22,6 +22,7 @@
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"
+#include "engine/model/qwen3vl.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
@@ -58,6 +59,10 @@ static int make_models(const struct vlm_bench_opts *o, struct models *m, struct 
                                .seed = 1234, .pool_rows = 64};
         vs = (struct vis_synth){.qwen25 = 1, .n_embd = 128, .n_layer = 4, .n_head = 2,
                                 .n_ff = 256, .proj_dim = 256, .mat_type = QUANT_F16, .seed = 77};
+    }
+    if (o->qwen3) { /* --family qwen3vl: the 8B shape, same weight types */
+        q3_synth_shapes(o->small, &ls, &vs);
+        ls.byte_vocab = 0;
     }
     size_t tl = 0, vl = 0;
     struct gguf_file *f = NULL;
@@ -183,7 +188,9 @@ static int run_page(struct engine *e, const uint8_t *px, uint32_t side, const st
                     uint32_t nl, double *lp, struct page_times *pt, struct folio_err *err)
 {
     double t0 = folio_mono_ms();
-    struct prep_config pc = {0};
+    struct prep_config pc = {.patch = vis_hparams(e->vis)->patch_size};
+    memcpy(pc.mean, vis_hparams(e->vis)->image_mean, sizeof pc.mean);
+    memcpy(pc.std, vis_hparams(e->vis)->image_std, sizeof pc.std);
     struct prep_image pi;
     int rc = prep_image(px, side, side, (size_t)side * 3, 3, &pc, 1, &pi, err);
     if (rc)
@@ -248,12 +255,12 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
             ltok[l * LTK + j] = (int32_t)((l * 131u + j * 17u + 5u) % m.tm->text.n_vocab);
         lab[l] = (struct lm_label){ltok + l * LTK, LTK};
     }
-    uint32_t gh = 0, gw = 0;
-    struct prep_config pc = {0};
+    uint32_t gh = 0, gw = 0, P = o->qwen3 ? 16 : 14;
+    struct prep_config pc = {.patch = P};
     if (!rc)
         rc = prep_smart_resize(side, side, &pc, &gh, &gw, err);
-    gh /= 14;
-    gw /= 14;
+    gh /= P;
+    gw /= P;
     uint32_t N = gh * gw, T = 20 + 1 + N / 4 + 1 + 40 + 5;
     /* cold: a fresh, empty cache directory (unless the caller names one) */
     char cache[512];
@@ -307,11 +314,14 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
             /* vision FLOPs as vis_bench counts them: linear + attention + merger */
             const struct gguf_vision_hparams *h = vis_hparams(e.vis);
             double n = N, D = h->n_embd;
-            vf = 2 * n * 588 * D + 2 * (n / 4) * ((double)h->merger_dim * h->merger_dim +
-                                                  (double)h->merger_dim * h->proj_dim);
-            for (uint32_t i = 0; i < h->n_layer; i++)
-                vf += 2 * n * (4 * D * D + 3 * D * h->n_ff) +
-                      ((i + 1) % h->n_wa_pattern == 0 ? 4 * D * n * n : 4 * D * n * 64);
+            vf = 2 * n * 3.0 * h->patch_size * h->patch_size * D +
+                 2 * (n / 4) * ((double)h->merger_dim * h->merger_dim +
+                                (double)h->merger_dim * h->proj_dim) * (1 + h->n_deepstack);
+            int mlp = h->kind == GGUF_VISION_QWEN25VL ? 3 : 2; /* SwiGLU or one up/down */
+            for (uint32_t i = 0; i < h->n_layer; i++) /* no windows: every block full */
+                vf += 2 * n * (4 * D * D + mlp * D * h->n_ff) +
+                      (!h->n_wa_pattern || (i + 1) % h->n_wa_pattern == 0 ? 4 * D * n * n
+                                                                          : 4 * D * n * 64);
         }
         double lf = lm_flops(lm_hparams(e.lm), T) +
                     lm_flops(lm_hparams(e.lm), 1) * NLB * (LTK - 1);

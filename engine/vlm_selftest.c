@@ -76,7 +76,7 @@ int vlm_selftest(struct vlm *v, struct folio_err *err)
     struct vis *vis = vlm_vis_handle(v);
     const struct gguf_model *tm = vlm_text_model(v);
     const struct gguf_vision_hparams *vh = vis ? vis_hparams(vis) : NULL;
-    int layer = vh && vh->kind == GGUF_VISION_QWEN2VL;
+    int layer = vh && vh->kind != GGUF_VISION_QWEN25VL; /* LayerNorm: Qwen2-VL, Qwen3-VL */
     uint32_t H = 2, Dh = vh ? vh->head_dim : tm->text.head_dim;
     enum op_rope_mode rmode = vh ? OP_ROPE_VISION : OP_ROPE_MROPE;
     /* the text model's weight type, quantised here, through matvec */
@@ -168,7 +168,9 @@ int vlm_selftest(struct vlm *v, struct folio_err *err)
                               .scale = 1.0f / sqrtf((float)Dh), .causal = 0,
                               .ranges = &t[B_AR]};
     enum op_elem_kind e1 = vh ? OP_GELU_ERF : OP_ADD;
-    enum op_elem_kind e2 = !vh || vh->kind == GGUF_VISION_QWEN25VL ? OP_SWIGLU : OP_QUICK_GELU;
+    enum op_elem_kind e2 = !vh || vh->kind == GGUF_VISION_QWEN25VL ? OP_SWIGLU
+                           : vh->kind == GGUF_VISION_QWEN3VL        ? OP_GELU_TANH
+                                                                    : OP_QUICK_GELU;
     int fpv = !vh || !layer; /* norm without bias: RMSNorm */
     if (vh)
         rc = op_matmul(c, &m1, err);

@@ -8,6 +8,9 @@
 //   2 vision: half = D/2; j < half/2 uses the patch row, else the column,
 //             with the exponent restarting: base^(-2 f / half), f = j mod
 //             half/2 (qwen25vl.md §3.5)
+//   3 interleaved M-RoPE (Qwen3-VL): c = 1 (height) when j % 3 == 1 and
+//             j < 3*s0, 2 (width) when j % 3 == 2 and j < 3*s1, else 0;
+//             s0, s1 carry sections[1], sections[2]; NeoX frequencies
 // One thread per (token, head, pair); out of place.
 layout(constant_id = 0) const uint MODE = 0;
 layout(local_size_x = 64) in;
@@ -30,6 +33,11 @@ void main()
         expo = 2.0 * float(j) / float(p.D);
     } else if (MODE == 1u) {
         uint c = j < p.s0 ? 0u : (j < p.s0 + p.s1 ? 1u : 2u);
+        pos = float(Pos[p.ps + t * 3u + c]);
+        expo = 2.0 * float(j) / float(p.D);
+    } else if (MODE == 3u) {
+        uint m = j % 3u;
+        uint c = (m == 1u && j < 3u * p.s0) ? 1u : ((m == 2u && j < 3u * p.s1) ? 2u : 0u);
         pos = float(Pos[p.ps + t * 3u + c]);
         expo = 2.0 * float(j) / float(p.D);
     } else {

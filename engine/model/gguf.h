@@ -171,7 +171,14 @@ int gguf_w_finish(struct gguf_writer *w, uint8_t **out, size_t *out_len, struct 
 int gguf_w_write_file(struct gguf_writer *w, const char *path, struct folio_err *err);
 
 /* ---- Qwen2-VL / Qwen2.5-VL model files ---- */
+/* Text architectures (general.architecture): qwen2vl (Qwen2-VL, Qwen2.5-VL)
+ * and qwen3vl (Qwen3-VL dense: per-head q/k RMSNorm, no q/k/v biases, a
+ * head size of its own, interleaved M-RoPE, DeepStack inputs). */
+enum gguf_text_family { GGUF_TEXT_QWEN2VL = 0, GGUF_TEXT_QWEN3VL = 3 };
+
 struct gguf_text_hparams {
+    enum gguf_text_family family;
+    uint32_t n_deepstack;   /* Qwen3-VL: layers 0..n-1 add a DeepStack row at image tokens */
     uint32_t n_vocab;       /* token_embd rows */
     uint32_t n_tokens;      /* tokenizer.ggml.tokens length (<= n_vocab) */
     uint32_t n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx_train;
@@ -181,7 +188,8 @@ struct gguf_text_hparams {
     int32_t bos_id, eos_id, pad_id; /* -1 when absent */
 };
 
-enum gguf_vision_kind { GGUF_VISION_QWEN2VL = 2, GGUF_VISION_QWEN25VL = 25 };
+enum gguf_vision_kind { GGUF_VISION_QWEN2VL = 2, GGUF_VISION_QWEN25VL = 25, GGUF_VISION_QWEN3VL = 3 };
+#define GGUF_MAX_DEEPSTACK 8
 
 struct gguf_vision_hparams {
     enum gguf_vision_kind kind;
@@ -192,6 +200,10 @@ struct gguf_vision_hparams {
     int ffn_swapped;                     /* legacy file with ffn_up/down names swapped */
     float eps;
     float image_mean[3], image_std[3];
+    /* Qwen3-VL: learned position table of n_pos = side^2 rows (interpolated
+     * to the patch grid), DeepStack mergers after these blocks (ascending) */
+    uint32_t n_pos, pos_side;
+    uint32_t n_deepstack, deepstack_layers[GGUF_MAX_DEEPSTACK];
 };
 
 /* One tensor the engine must upload (or, for host tensors, keep mapped). */
@@ -223,10 +235,11 @@ struct gguf_model {
     uint64_t host_bytes;
 };
 
-/* Opens path and checks it is a Qwen2-VL text model (architecture qwen2vl)
+/* Opens path and checks it is a Qwen2-VL / Qwen3-VL text model (architecture qwen2vl / qwen3vl)
  * with every expected tensor in the right dtype and shape. */
 int gguf_model_open_text(const char *path, struct gguf_model **out, struct folio_err *err);
-/* Same for an mmproj (clip, projector qwen2vl_merger / qwen2.5vl_merger). */
+/* Same for an mmproj (clip, projector qwen2vl_merger / qwen2.5vl_merger /
+ * qwen3vl_merger). */
 int gguf_model_open_vision(const char *path, struct gguf_model **out, struct folio_err *err);
 /* The checks alone, on an already-open file (takes ownership of f on success
  * and on failure). */

@@ -173,7 +173,7 @@ static int no_extras(struct ctx *c)
                              c->m->n_items);
             folio_err_hint(c->err, "this is a variant of the model folio does not implement "
                                    "(e.g. fused QKV); use a llama.cpp conversion of "
-                                   "Qwen2-VL or Qwen2.5-VL");
+                                   "Qwen2-VL, Qwen2.5-VL or Qwen3-VL");
             return FOLIO_EMODEL;
         }
     }
@@ -197,43 +197,76 @@ static int arch_is(struct ctx *c, const char *want, const char *what_hint)
 
 /* ---------------------------------------------------------------- text */
 
-static int text_hparams(struct ctx *c)
+/* The text keys per architecture (static strings: the assumption list
+ * keeps the pointers). */
+struct text_keys {
+    const char *embd, *blocks, *ff, *heads, *heads_kv, *ctx, *theta, *eps, *key_len, *val_len,
+        *rot, *sections, *deepstack;
+};
+static const struct text_keys KEYS_QWEN2VL = {
+    "qwen2vl.embedding_length", "qwen2vl.block_count", "qwen2vl.feed_forward_length",
+    "qwen2vl.attention.head_count", "qwen2vl.attention.head_count_kv", "qwen2vl.context_length",
+    "qwen2vl.rope.freq_base", "qwen2vl.attention.layer_norm_rms_epsilon",
+    "qwen2vl.attention.key_length", NULL, "qwen2vl.rope.dimension_count",
+    "qwen2vl.rope.dimension_sections", NULL};
+/* Qwen3-VL (llama.cpp's conversion/qwen3vl.py, Qwen3VLTextModel). */
+static const struct text_keys KEYS_QWEN3VL = {
+    "qwen3vl.embedding_length", "qwen3vl.block_count", "qwen3vl.feed_forward_length",
+    "qwen3vl.attention.head_count", "qwen3vl.attention.head_count_kv", "qwen3vl.context_length",
+    "qwen3vl.rope.freq_base", "qwen3vl.attention.layer_norm_rms_epsilon",
+    "qwen3vl.attention.key_length", "qwen3vl.attention.value_length",
+    "qwen3vl.rope.dimension_count", "qwen3vl.rope.dimension_sections",
+    "qwen3vl.n_deepstack_layers"};
+
+static int text_hparams(struct ctx *c, const struct text_keys *K)
 {
     struct gguf_text_hparams *h = &c->m->text;
     struct gguf_file *f = c->f;
+    int q3 = h->family == GGUF_TEXT_QWEN3VL;
     int rc;
-    if ((rc = gguf_get_u32(f, "qwen2vl.embedding_length", &h->n_embd, c->err)) ||
-        (rc = gguf_get_u32(f, "qwen2vl.block_count", &h->n_layer, c->err)) ||
-        (rc = gguf_get_u32(f, "qwen2vl.feed_forward_length", &h->n_ff, c->err)) ||
-        (rc = gguf_get_u32(f, "qwen2vl.attention.head_count", &h->n_head, c->err)) ||
-        (rc = opt_u32(c, "qwen2vl.attention.head_count_kv", h->n_head,
-                      "head_count: no grouped-query attention", &h->n_head_kv)) ||
-        (rc = opt_u32(c, "qwen2vl.context_length", 0, "unknown; not used by folio",
-                      &h->n_ctx_train)) ||
-        (rc = opt_f32(c, "qwen2vl.rope.freq_base", 10000.0f, "llama.cpp's default",
-                      &h->rope_theta)) ||
-        (rc = gguf_get_f32(f, "qwen2vl.attention.layer_norm_rms_epsilon", &h->rms_eps, c->err)))
+    if ((rc = gguf_get_u32(f, K->embd, &h->n_embd, c->err)) ||
+        (rc = gguf_get_u32(f, K->blocks, &h->n_layer, c->err)) ||
+        (rc = gguf_get_u32(f, K->ff, &h->n_ff, c->err)) ||
+        (rc = gguf_get_u32(f, K->heads, &h->n_head, c->err)) ||
+        (rc = opt_u32(c, K->heads_kv, h->n_head, "head_count: no grouped-query attention",
+                      &h->n_head_kv)) ||
+        (rc = opt_u32(c, K->ctx, 0, "unknown; not used by folio", &h->n_ctx_train)) ||
+        (rc = opt_f32(c, K->theta, 10000.0f, "llama.cpp's default", &h->rope_theta)) ||
+        (rc = gguf_get_f32(f, K->eps, &h->rms_eps, c->err)))
         return rc;
     if (h->n_embd == 0 || h->n_embd > 65536 || h->n_layer == 0 || h->n_layer > 1024 ||
-        h->n_ff == 0 || h->n_ff > (1u << 20) || h->n_head == 0 || h->n_head_kv == 0)
+        h->n_ff == 0 || h->n_ff > (1u << 20) || h->n_head == 0 || h->n_head_kv == 0 ||
+        h->n_head > 1024)
         return bad_hparam(c, "a size is 0 or implausibly large");
-    if (h->n_embd % h->n_head || h->n_head % h->n_head_kv)
+    /* Qwen3's head size is its own (key_length): 4B has 32 x 128 heads on a
+     * 2560-wide stream. Qwen2's is embedding_length / head_count. */
+    if ((!q3 && h->n_embd % h->n_head) || h->n_head % h->n_head_kv)
         return bad_hparam(c, "head_count must divide embedding_length and head_count_kv must "
                              "divide head_count");
     h->head_dim = h->n_embd / h->n_head;
-    uint32_t kl, rot;
-    if ((rc = opt_u32(c, "qwen2vl.attention.key_length", h->head_dim,
-                      "embedding_length / head_count", &kl)) ||
-        (rc = opt_u32(c, "qwen2vl.rope.dimension_count", h->head_dim,
-                      "the head size: rotary over whole heads", &rot)))
+    uint32_t kl, vl, rot;
+    if ((rc = opt_u32(c, K->key_len, h->head_dim, "embedding_length / head_count", &kl)))
         return rc;
-    if (kl != h->head_dim || rot != h->head_dim || h->head_dim % 2)
-        return bad_hparam(c, "attention.key_length / rope.dimension_count differ from "
-                             "embedding_length / head_count (or it is odd)");
+    if (q3 && kl)
+        h->head_dim = kl;
+    vl = h->head_dim;
+    if ((K->val_len && (rc = opt_u32(c, K->val_len, h->head_dim, "attention.key_length", &vl))) ||
+        (rc = opt_u32(c, K->rot, h->head_dim, "the head size: rotary over whole heads", &rot)))
+        return rc;
+    if (kl != h->head_dim || vl != h->head_dim || rot != h->head_dim || h->head_dim % 2 ||
+        h->head_dim == 0 || h->head_dim > 1024)
+        return bad_hparam(c, "attention.key_length / value_length / rope.dimension_count differ "
+                             "from the head size (or it is odd)");
+    if (K->deepstack) {
+        if ((rc = gguf_get_u32_or(f, K->deepstack, 0, &h->n_deepstack, c->err)))
+            return rc;
+        if (h->n_deepstack > h->n_layer || h->n_deepstack > GGUF_MAX_DEEPSTACK)
+            return bad_hparam(c, "n_deepstack_layers exceeds the block count (or 8)");
+    }
     if (!(h->rms_eps > 0 && h->rms_eps < 1) || !(h->rope_theta > 0) || isinf(h->rope_theta))
         return bad_hparam(c, "rms epsilon or rope base out of range");
     const struct gguf_value *sec;
-    if ((rc = gguf_get_array(f, "qwen2vl.rope.dimension_sections", GGUF_I64, &sec, c->err)))
+    if ((rc = gguf_get_array(f, K->sections, GGUF_I64, &sec, c->err)))
         return rc;
     if (gguf_array_len(sec) != 4)
         return bad_hparam(c, "rope.dimension_sections must have 4 entries");
@@ -293,15 +326,71 @@ static int text_tokenizer(struct ctx *c)
     return 0;
 }
 
+/* general.architecture -> family; Qwen3-VL's mixture-of-experts text model
+ * (qwen3vlmoe) is refused by name: its expert layers are not implemented. */
+static int text_family(struct ctx *c)
+{
+    struct gguf_str a;
+    if (gguf_get_str(c->f, "general.architecture", &a, c->err) == 0) {
+        if (gguf_str_eq(a, "qwen3vl")) {
+            c->m->text.family = GGUF_TEXT_QWEN3VL;
+            return 0;
+        }
+        if (gguf_str_eq(a, "qwen3vlmoe")) {
+            folio_err_set(c->err, FOLIO_EUNSUPPORTED, "model file '%s' is a Qwen3-VL "
+                          "mixture-of-experts model (architecture qwen3vlmoe); folio runs the "
+                          "dense Qwen3-VL models only", gguf_path(c->f));
+            folio_err_hint(c->err, "use a dense Qwen3-VL GGUF (2B, 4B, 8B or 32B), or Qwen2.5-VL");
+            return FOLIO_EUNSUPPORTED;
+        }
+    }
+    c->m->text.family = GGUF_TEXT_QWEN2VL;
+    return arch_is(c, "qwen2vl",
+                   gguf_find(c->f, "clip.projector_type")
+                       ? "this is a vision projector (mmproj) file: pass it with --mmproj"
+                       : "folio runs Qwen2-VL / Qwen2.5-VL (architecture qwen2vl) and dense "
+                         "Qwen3-VL (qwen3vl) text GGUFs");
+}
+
+/* One Qwen3-VL decoder layer (llama.cpp's qwen3vl graph): q/k RMSNorm
+ * weights over one head, no q/k/v biases (HF attention_bias false; a file
+ * that has them is still run with them). */
+static int check_text_layer_q3(struct ctx *c, uint32_t i, uint64_t E, uint64_t Q, uint64_t KV,
+                               uint64_t F)
+{
+    uint64_t D = c->m->text.head_dim;
+    char nm[3][GGUF_MAX_NAME + 32];
+    static const char *const bias[3] = {"attn_q", "attn_k", "attn_v"};
+    const uint64_t bw[3] = {Q, KV, KV};
+    int rc;
+    if ((rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.attn_norm.weight", i)) ||
+        (rc = expectf(c, D_MAT, 2, E, Q, "blk.%u.attn_q.weight", i)) ||
+        (rc = expectf(c, D_VEC, 1, D, 1, "blk.%u.attn_q_norm.weight", i)) ||
+        (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_k.weight", i)) ||
+        (rc = expectf(c, D_VEC, 1, D, 1, "blk.%u.attn_k_norm.weight", i)) ||
+        (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_v.weight", i)) ||
+        (rc = expectf(c, D_MAT, 2, Q, E, "blk.%u.attn_output.weight", i)) ||
+        (rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.ffn_norm.weight", i)) ||
+        (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_gate.weight", i)) ||
+        (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_up.weight", i)) ||
+        (rc = expectf(c, D_MAT, 2, F, E, "blk.%u.ffn_down.weight", i)))
+        return rc;
+    for (int k = 0; k < 3; k++) {
+        snprintf(nm[k], sizeof nm[k], "blk.%u.%s.bias", i, bias[k]);
+        if ((rc = expect(c, nm[k], D_VEC, 0, 1, bw[k], 1, 1, 1, 1, NULL)))
+            return rc;
+    }
+    return 0;
+}
+
 static int check_text(struct ctx *c)
 {
     struct gguf_text_hparams *h = &c->m->text;
     struct gguf_file *f = c->f;
-    int rc = arch_is(c, "qwen2vl",
-                     gguf_find(f, "clip.projector_type")
-                         ? "this is a vision projector (mmproj) file: pass it with --mmproj"
-                         : "folio runs Qwen2-VL / Qwen2.5-VL text GGUFs (architecture qwen2vl)");
-    if (rc || (rc = text_hparams(c)) || (rc = text_tokenizer(c)))
+    int rc = text_family(c);
+    int q3 = h->family == GGUF_TEXT_QWEN3VL;
+    if (rc || (rc = text_hparams(c, q3 ? &KEYS_QWEN3VL : &KEYS_QWEN2VL)) ||
+        (rc = text_tokenizer(c)))
         return rc;
 
     const struct gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
@@ -317,7 +406,10 @@ static int check_text(struct ctx *c)
     if ((rc = expect(c, "token_embd.weight", D_MAT, !h->tied_output, 2, E, h->n_vocab, 1, 1, 0,
                      NULL)))
         return rc;
-    for (uint32_t i = 0; i < h->n_layer; i++) {
+    for (uint32_t i = 0; i < h->n_layer && q3; i++)
+        if ((rc = check_text_layer_q3(c, i, E, Q, KV, F)))
+            return rc;
+    for (uint32_t i = 0; i < h->n_layer && !q3; i++) {
         if ((rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.attn_norm.weight", i)) ||
             (rc = expectf(c, D_MAT, 2, E, Q, "blk.%u.attn_q.weight", i)) ||
             (rc = expectf(c, D_VEC, 1, Q, 1, "blk.%u.attn_q.bias", i)) ||
@@ -357,6 +449,33 @@ static int f32_triplet(struct ctx *c, const char *key, float out[3])
     return 0;
 }
 
+/* Qwen3-VL: clip.vision.is_deepstack_layers, one bool per block (the
+ * converter's flags for deepstack_visual_indexes); absent = none. */
+static int deepstack_layers(struct ctx *c)
+{
+    struct gguf_vision_hparams *h = &c->m->vision;
+    h->n_deepstack = 0;
+    if (!gguf_find(c->f, "clip.vision.is_deepstack_layers"))
+        return 0;
+    const struct gguf_value *v;
+    int rc = gguf_get_array(c->f, "clip.vision.is_deepstack_layers", -1, &v, c->err);
+    if (rc)
+        return rc;
+    if (gguf_array_len(v) != h->n_layer)
+        return bad_hparam(c, "clip.vision.is_deepstack_layers must have one entry per block");
+    for (uint32_t i = 0; i < h->n_layer; i++) {
+        int64_t b;
+        if (gguf_array_i64(v, i, &b))
+            return bad_hparam(c, "clip.vision.is_deepstack_layers entries must be booleans");
+        if (!b)
+            continue;
+        if (h->n_deepstack >= GGUF_MAX_DEEPSTACK)
+            return bad_hparam(c, "more than 8 DeepStack layers");
+        h->deepstack_layers[h->n_deepstack++] = i;
+    }
+    return 0;
+}
+
 static int vision_hparams(struct ctx *c)
 {
     struct gguf_vision_hparams *h = &c->m->vision;
@@ -375,10 +494,13 @@ static int vision_hparams(struct ctx *c)
         h->kind = GGUF_VISION_QWEN2VL;
     } else if (gguf_str_eq(pt, "qwen2.5vl_merger") || gguf_str_eq(pt, "qwen2.5o")) {
         h->kind = GGUF_VISION_QWEN25VL;
+    } else if (gguf_str_eq(pt, "qwen3vl_merger")) {
+        h->kind = GGUF_VISION_QWEN3VL;
     } else {
         char q[160];
         folio_err_set(c->err, FOLIO_EMODEL, "mmproj '%s' has projector type %s; folio runs "
-                      "qwen2vl_merger (Qwen2-VL) and qwen2.5vl_merger (Qwen2.5-VL)",
+                      "qwen2vl_merger (Qwen2-VL), qwen2.5vl_merger (Qwen2.5-VL) and "
+                      "qwen3vl_merger (Qwen3-VL)",
                       gguf_path(f), folio_lq_bytes(q, sizeof q, pt.p, pt.n > 64 ? 64 : pt.n));
         return FOLIO_EMODEL;
     }
@@ -414,12 +536,85 @@ static int vision_hparams(struct ctx *c)
             return bad_hparam(c, "n_wa_pattern / window_size invalid (the window must be a "
                                  "multiple of patch_size * spatial_merge_size)");
         h->use_silu = 1; /* Qwen2.5-VL's MLP is SwiGLU whatever the flag says */
+    } else if (h->kind == GGUF_VISION_QWEN3VL) {
+        h->use_silu = 0; /* GELU (tanh) MLP: the converter writes clip.use_gelu */
+        if ((rc = deepstack_layers(c)))
+            return rc;
     } else {
         h->use_silu = 0;
     }
     h->head_dim = h->n_embd / h->n_head;
     h->merger_dim = h->n_embd * h->spatial_merge * h->spatial_merge;
     return 0;
+}
+
+/* The Qwen3-VL tower as llama.cpp's converter writes it (conversion/qwen3vl.py):
+ * Conv3D split into two kernels plus its bias, a learned position table
+ * (kept on the host: it is interpolated to each image's grid there), fused
+ * QKV, LayerNorms with biases, a GELU MLP with biases, the merger
+ * (v.post_ln + mm.0/mm.2) and one DeepStack merger per flagged block
+ * (v.deepstack.<block>.{norm,fc1,fc2}, its norm over the 4 merged rows). */
+static int check_vision_q3(struct ctx *c)
+{
+    struct gguf_vision_hparams *h = &c->m->vision;
+    struct gguf_file *f = c->f;
+    const struct gguf_tensor_info *up = gguf_find_tensor(f, "v.blk.0.ffn_up.weight");
+    const struct gguf_tensor_info *pe = gguf_find_tensor(f, "v.position_embd.weight");
+    if (!up || up->n_dims != 2)
+        return expect(c, "v.blk.0.ffn_up.weight", D_MAT, 0, 2, h->n_embd, 0, 1, 1, 0, NULL);
+    if (!pe || pe->n_dims != 2)
+        return expect(c, "v.position_embd.weight", D_MAT, 1, 2, h->n_embd, 0, 1, 1, 0, NULL);
+    if (up->ne[1] == 0 || up->ne[1] > (1u << 20))
+        return bad_hparam(c, "vision FFN width implausible");
+    h->n_ff = (uint32_t)up->ne[1];
+    uint64_t np = pe->ne[1], side = (uint64_t)sqrt((double)np);
+    while (side * side > np)
+        side--;
+    while ((side + 1) * (side + 1) <= np)
+        side++;
+    if (np == 0 || side * side != np || side > 4096)
+        return bad_hparam(c, "v.position_embd.weight must have a square number of rows");
+    h->n_pos = (uint32_t)np;
+    h->pos_side = (uint32_t)side;
+    uint64_t E = h->n_embd, F = h->n_ff, P = h->patch_size, M = h->merger_dim, O = h->proj_dim;
+    int rc;
+    if ((rc = expect(c, "v.patch_embd.weight", D_FLOAT, 0, 4, P, P, 3, E, 0, NULL)) ||
+        (rc = expect(c, "v.patch_embd.weight.1", D_FLOAT, 0, 4, P, P, 3, E, 0, NULL)) ||
+        (rc = expect(c, "v.patch_embd.bias", D_VEC, 0, 1, E, 1, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "v.position_embd.weight", D_MAT, 1, 2, E, np, 1, 1, 0, NULL)))
+        return rc;
+    for (uint32_t i = 0; i < h->n_layer; i++)
+        if ((rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln1.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln1.bias", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, 3 * E, "v.blk.%u.attn_qkv.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, 3 * E, 1, "v.blk.%u.attn_qkv.bias", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, E, "v.blk.%u.attn_out.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.attn_out.bias", i)) ||
+            (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln2.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ln2.bias", i)) ||
+            (rc = expectf(c, D_MAT, 2, E, F, "v.blk.%u.ffn_up.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, F, 1, "v.blk.%u.ffn_up.bias", i)) ||
+            (rc = expectf(c, D_MAT, 2, F, E, "v.blk.%u.ffn_down.weight", i)) ||
+            (rc = expectf(c, D_VEC, 1, E, 1, "v.blk.%u.ffn_down.bias", i)))
+            return rc;
+    if ((rc = expect(c, "v.post_ln.weight", D_VEC, 0, 1, E, 1, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "v.post_ln.bias", D_VEC, 0, 1, E, 1, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "mm.0.weight", D_MAT, 0, 2, M, M, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "mm.0.bias", D_VEC, 0, 1, M, 1, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "mm.2.weight", D_MAT, 0, 2, M, O, 1, 1, 0, NULL)) ||
+        (rc = expect(c, "mm.2.bias", D_VEC, 0, 1, O, 1, 1, 1, 0, NULL)))
+        return rc;
+    for (uint32_t j = 0; j < h->n_deepstack; j++) {
+        uint32_t b = h->deepstack_layers[j];
+        if ((rc = expectf(c, D_VEC, 1, M, 1, "v.deepstack.%u.norm.weight", b)) ||
+            (rc = expectf(c, D_VEC, 1, M, 1, "v.deepstack.%u.norm.bias", b)) ||
+            (rc = expectf(c, D_MAT, 2, M, M, "v.deepstack.%u.fc1.weight", b)) ||
+            (rc = expectf(c, D_VEC, 1, M, 1, "v.deepstack.%u.fc1.bias", b)) ||
+            (rc = expectf(c, D_MAT, 2, M, O, "v.deepstack.%u.fc2.weight", b)) ||
+            (rc = expectf(c, D_VEC, 1, O, 1, "v.deepstack.%u.fc2.bias", b)))
+            return rc;
+    }
+    return no_extras(c);
 }
 
 static int check_vision(struct ctx *c)
@@ -432,6 +627,8 @@ static int check_vision(struct ctx *c)
                          : "pass the mmproj GGUF that belongs to the Qwen2-VL / Qwen2.5-VL model");
     if (rc || (rc = vision_hparams(c)))
         return rc;
+    if (h->kind == GGUF_VISION_QWEN3VL)
+        return check_vision_q3(c);
     int v25 = h->kind == GGUF_VISION_QWEN25VL;
 
     /* FFN width from shapes (Qwen2-VL's feed_forward_length metadata is the
@@ -508,6 +705,13 @@ static const char *const KNOWN_KEYS[] = {
     "clip.vision.image_mean", "clip.vision.image_std", "clip.vision.n_wa_pattern",
     "clip.vision.patch_size", "clip.vision.projection_dim", "clip.vision.spatial_merge_size",
     "clip.vision.window_size",
+    /* Qwen3-VL */
+    "qwen3vl.context_length", "qwen3vl.embedding_length", "qwen3vl.block_count",
+    "qwen3vl.feed_forward_length", "qwen3vl.attention.head_count",
+    "qwen3vl.attention.head_count_kv", "qwen3vl.attention.key_length",
+    "qwen3vl.attention.value_length", "qwen3vl.attention.layer_norm_rms_epsilon",
+    "qwen3vl.rope.dimension_count", "qwen3vl.rope.dimension_sections", "qwen3vl.rope.freq_base",
+    "qwen3vl.n_deepstack_layers", "clip.vision.is_deepstack_layers",
 };
 
 int gguf_key_used(const char *key)

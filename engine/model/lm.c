@@ -16,6 +16,7 @@
  */
 #include "engine/model/lm_internal.h"
 #include "engine/model/quant.h"
+#include "engine/model/qwen3vl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -60,6 +61,8 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     key(&all[n++], "attn_merge", 0, 0, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
     key(&all[n++], "elem", 1, OP_SWIGLU, 0);
+    if (m->text.family == GGUF_TEXT_QWEN3VL) /* Qwen3-VL hook (qwen3vl.c) */
+        n += q3_lm_keys(&all[n]);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
@@ -103,13 +106,15 @@ static struct lm_w *slot_for(struct lm *lm, const char *name)
     if (sscanf(name, "blk.%u.%63s", &li, rest) != 2 || li >= lm->hp.n_layer)
         return NULL;
     struct lm_layer *L = &lm->L[li];
-    static const char *const names[12] = {
+    static const char *const names[14] = {
         "attn_norm.weight", "attn_q.weight", "attn_q.bias", "attn_k.weight",
         "attn_k.bias", "attn_v.weight", "attn_v.bias", "attn_output.weight",
-        "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
-    struct lm_w *slots[12] = {&L->attn_norm, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
-                              &L->bv, &L->wo, &L->ffn_norm, &L->wg, &L->wu, &L->wd};
-    for (int i = 0; i < 12; i++)
+        "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
+        "attn_q_norm.weight", "attn_k_norm.weight"};
+    struct lm_w *slots[14] = {&L->attn_norm, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
+                              &L->bv, &L->wo, &L->ffn_norm, &L->wg, &L->wu, &L->wd,
+                              &L->qn, &L->kn};
+    for (int i = 0; i < 14; i++)
         if (strcmp(rest, names[i]) == 0)
             return slots[i];
     return NULL;
@@ -285,6 +290,8 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
     lm->KW = h->n_head_kv * h->head_dim;
     lm->F = h->n_ff;
     lm->V = h->n_vocab;
+    lm->Ein = lm->E * (1 + h->n_deepstack);
+    lm->rope_mode = h->family == GGUF_TEXT_QWEN3VL ? OP_ROPE_IMROPE : OP_ROPE_MROPE;
     int rc = 0;
     if (!ops_attention_head_supported(lm->D))
         rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "text model: head size %u has no attention "
@@ -331,6 +338,8 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
     }
     if (!rc)
         rc = plan_activations(lm, err);
+    if (!rc)
+        rc = q3_lm_open(lm, err); /* Qwen3-VL: DeepStack rows; nothing otherwise */
     if (rc) {
         lm_close(lm);
         return rc;
@@ -372,6 +381,7 @@ void lm_close(struct lm *lm)
 {
     if (!lm)
         return;
+    q3_lm_close(lm);
     if (lm->aa)
         vkr_arena_destroy(lm->aa);
     if (lm->wa)

@@ -72,7 +72,9 @@ const struct gguf_text_hparams *lm_hparams(const struct lm *lm);
 void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
 
 /* One prompt. Text tokens index token_embd; a row whose token is negative
- * takes its embedding from embd (n x n_embd f32, e.g. vision-tower outputs).
+ * takes its embedding from embd (n rows of n_embd * (1 + n_deepstack) f32,
+ * e.g. vision-tower outputs; Qwen3-VL's DeepStack features follow the main
+ * embedding in each row, qwen3vl.h).
  * pos: NULL for text-only positions 0..n-1, else n x 3 int32 (t, h, w)
  * M-RoPE positions (qwen25vl.md §4.3) with next_pos the first position
  * after the prompt (where labels start). */
@@ -147,8 +149,16 @@ struct lm_synth {
     /* 0: every row random. Else each tensor's rows repeat a pool of this
      * many random rows, so a 7B-shaped file is made in seconds. */
     uint32_t pool_rows;
+    /* Qwen3-VL (architecture qwen3vl): q/k norms, no biases, head_dim of
+     * its own (0 = n_embd / n_head), n_deepstack DeepStack layers */
+    int qwen3;
+    uint32_t head_dim, n_deepstack;
+    /* A vocabulary the tokenizer can encode text with: the 256 byte-level
+     * tokens, then Qwen's chat and vision specials (control), then fillers
+     * (n_vocab >= 262). Tests that run whole pages through vlm use it. */
+    int byte_vocab;
 };
-/* A complete qwen2vl text GGUF (malloc'd) that gguf_model_check accepts. */
+/* A complete qwen2vl / qwen3vl text GGUF (malloc'd) that gguf_model_check accepts. */
 int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct folio_err *err);
 
 /* ---- benchmark (folio bench engine --text and the engine-only tool) ---- */
@@ -161,6 +171,7 @@ struct lm_bench_opts {
     uint32_t iters;            /* timed repetitions, 0 = 3 */
     int small;                 /* a small model instead of the 7B shape (CI smoke) */
     int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
+    int qwen3;                 /* the Qwen3-VL-8B shape (--family qwen3vl) */
 };
 /* Builds a 7B-shaped Q4_K_M-like model in memory, measures the device's
  * matmul FLOP/s and memory bandwidth, then prefill tokens/s and label

@@ -16,6 +16,7 @@
  * Each result is one JSON object per line on out.
  */
 #include "engine/model/lm_internal.h"
+#include "engine/model/qwen3vl.h"
 #include "engine/model/quant.h"
 
 #include <inttypes.h>
@@ -136,6 +137,8 @@ static void synth_shape(const struct lm_bench_opts *o, struct lm_synth *s)
         *s = (struct lm_synth){.n_embd = 3584, .n_layer = 28, .n_head = 28, .n_head_kv = 4,
                                .n_ff = 18944, .n_vocab = 152064};
     }
+    if (o->qwen3) /* --family qwen3vl */
+        q3_synth_shapes(o->small, s, NULL);
     s->mat_type = QUANT_Q4_K;
     s->q4km = 1;
     s->seed = 1234;
@@ -306,7 +309,8 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
             ",\"activation_bytes\":%" PRIu64 ",\"tokens\":%u,\"ms\":%.2f,\"gpu_ms\":%.2f,"
             "\"tokens_per_s\":%.0f,\"tflops\":%.4g,\"fraction_of_matmul_peak\":%.3f,"
             "\"synth_ms\":%.0f,\"open_ms\":%.0f}\n",
-            dev, o->small ? "small-q4_k_m" : "qwen2.5-vl-7b-shape-q4_k_m", h->n_layer, h->n_embd,
+            dev, o->qwen3 ? (o->small ? "small-qwen3vl-q4_k_m" : "qwen3-vl-8b-shape-q4_k_m")
+                 : o->small ? "small-q4_k_m" : "qwen2.5-vl-7b-shape-q4_k_m", h->n_layer, h->n_embd,
             h->n_ff, h->n_vocab, wbytes, abytes, T, pre_ms, pre_gpu, T / (pre_ms * 1e-3), tf,
             tf / peak_tf, synth_ms, open_ms);
     /* Label scoring reads every weight once for its rows: bandwidth-bound. */

@@ -38,6 +38,7 @@
  */
 #include "engine/model/lm_internal.h"
 #include "engine/model/quant.h"
+#include "engine/model/qwen3vl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -109,7 +110,7 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
     if (!lm->cfg.op_auto_kernels && m > 8 && m <= 32)
         k = OP_MM_MATVEC;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
-                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = k};
+                          .y = y, .bias = bias && bias->t.size ? &bias->t : NULL, .kernel = k};
     return op_matmul(c, &a, err);
 }
 
@@ -122,7 +123,8 @@ static int mm16(const struct lm_w *w, const struct lm_w *bias, struct vkr_tensor
                 struct folio_err *err)
 {
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
-                          .y = y, .bias = bias ? &bias->t : NULL, .kernel = OP_MM_GEMM,
+                          .y = y, .bias = bias && bias->t.size ? &bias->t : NULL,
+                          .kernel = OP_MM_GEMM,
                           .xtype = xt, .ytype = yt, .res = res, .act = act, .gate = gate};
     return op_matmul(c, &a, err);
 }
@@ -333,7 +335,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             if (s->tokens[i] >= 0)
                 rc = embed_row(lm, s->tokens[i], dst, err);
             else
-                memcpy(dst, s->embd + (size_t)i * E, (size_t)E * sizeof *dst);
+                memcpy(dst, s->embd + (size_t)i * lm->Ein, (size_t)E * sizeof *dst);
             if (s->pos)
                 memcpy(iv + o_pos + (r0 + i) * 3, s->pos + (size_t)i * 3, 3 * sizeof *iv);
             else
@@ -402,6 +404,8 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                 uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
                 iv[o_pg + pgc++] = (int32_t)(uint32_t)idx; /* < 2^32: lm.c plans it */
             }
+    if (!rc) /* Qwen3-VL: the image rows' DeepStack features (qwen3vl.c) */
+        rc = q3_lm_stage(lm, seqs, nseq, prefill, err);
     if (rc) {
         free(gr);
         free(lgi);
@@ -457,8 +461,11 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             if (!rc)
                 rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
         }
+        if (!rc && L->qn.t.size) /* Qwen3-VL: per-head q/k RMSNorm before RoPE */
+            rc = q3_lm_qk_norm(lm, c, L, lm->q, kv_k, nrows, err);
         struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
-                             .d = lm->D, .mode = OP_ROPE_MROPE, .base = hp->rope_theta,
+                             .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
+                             .base = hp->rope_theta,
                              .sections = {(uint32_t)hp->mrope_sections[0],
                                           (uint32_t)hp->mrope_sections[1],
                                           (uint32_t)hp->mrope_sections[2]}};
@@ -518,6 +525,8 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             if (!rc)
                 rc = mm16(&L->wd, NULL, lm->up, F16, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE,
                           NULL, c, err);
+            if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
+                rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
             continue;
         }
         if (!rc)
@@ -539,6 +548,8 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         if (!rc)
             rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
                          (uint64_t)nrows * E, 1.0f, 0.0f, err);
+        if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
+            rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
     }
     if (!rc && nlg) {
         rc = op_gather(c, lm->x, QUANT_F32, nrows, E, iview(lm, o_lg, nlg), nlg, lm->lg_h, err);

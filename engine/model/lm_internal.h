@@ -13,6 +13,7 @@ struct lm_w {
 
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
+    struct lm_w qn, kn; /* Qwen3-VL: per-head q/k RMSNorm weights (qwen3vl.c) */
     struct vkr_tensor kc, vc; /* KV cache: kv_cap slots x KW f32 each */
 };
 
@@ -28,6 +29,17 @@ struct lm {
     struct lm_layer *L;
     struct lm_w out_norm, out_w;
     int gemm16; /* f16 data path: every layer matrix f16 and the GEMM available */
+    /* Qwen3-VL (qwen3vl.c): embedding rows of lm_seq.embd are Ein = E * (1 +
+     * n_deepstack) wide; rope_mode OP_ROPE_IMROPE; DeepStack rows per pass */
+    uint32_t Ein;
+    int rope_mode;
+    struct {
+        uint32_t n, cap, rows;
+        struct vkr_arena *a;
+        struct vkr_tensor feat[GGUF_MAX_DEEPSTACK], idx, tmp; /* cap x E each, cap int32, cap x E */
+        float *host;
+        int32_t *hidx;
+    } ds;
 
     /* capacities, fixed at open */
     uint32_t ra;          /* row granularity keeping every row view aligned */

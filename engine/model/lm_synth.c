@@ -83,31 +83,44 @@ int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct f
 {
     *out = NULL;
     *len = 0;
-    if (!s->n_head || !s->n_head_kv || s->n_embd % s->n_head || s->n_head % s->n_head_kv ||
-        !s->n_layer || !s->n_vocab || !s->n_ff)
+    if (!s->n_head || !s->n_head_kv || (!s->head_dim && s->n_embd % s->n_head) ||
+        s->n_head % s->n_head_kv || !s->n_layer || !s->n_vocab || !s->n_ff ||
+        (s->qwen3 ? s->n_deepstack > s->n_layer : s->head_dim || s->n_deepstack))
         return folio_err_set(err, FOLIO_EINVAL, "synthetic model: inconsistent shape");
-    uint32_t D = s->n_embd / s->n_head, half = D / 2;
+    uint32_t D = s->head_dim ? s->head_dim : s->n_embd / s->n_head, half = D / 2;
+    const char *A = s->qwen3 ? "qwen3vl" : "qwen2vl";
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", A, suffix), key)
     struct gguf_writer *w;
     int rc = gguf_writer_new(3, 32, &w, err);
     if (rc)
         return rc;
     struct rng r = {s->seed ? s->seed : 0x9E3779B97F4A7C15ull};
-    gguf_w_str(w, "general.architecture", "qwen2vl");
+    gguf_w_str(w, "general.architecture", A);
     gguf_w_str(w, "general.type", "model");
-    gguf_w_str(w, "general.name", "folio synthetic qwen2vl");
-    gguf_w_u32(w, "qwen2vl.context_length", 32768);
-    gguf_w_u32(w, "qwen2vl.embedding_length", s->n_embd);
-    gguf_w_u32(w, "qwen2vl.block_count", s->n_layer);
-    gguf_w_u32(w, "qwen2vl.feed_forward_length", s->n_ff);
-    gguf_w_u32(w, "qwen2vl.attention.head_count", s->n_head);
-    gguf_w_u32(w, "qwen2vl.attention.head_count_kv", s->n_head_kv);
-    gguf_w_f32(w, "qwen2vl.rope.freq_base", 1000000.0f);
-    gguf_w_f32(w, "qwen2vl.attention.layer_norm_rms_epsilon", 1e-6f);
-    /* Qwen2.5-VL's [16, 24, 24] of 64 pairs, scaled to this head size. */
+    gguf_w_str(w, "general.name", s->qwen3 ? "folio synthetic qwen3vl" : "folio synthetic qwen2vl");
+    gguf_w_u32(w, KEY("context_length"), 32768);
+    gguf_w_u32(w, KEY("embedding_length"), s->n_embd);
+    gguf_w_u32(w, KEY("block_count"), s->n_layer);
+    gguf_w_u32(w, KEY("feed_forward_length"), s->n_ff);
+    gguf_w_u32(w, KEY("attention.head_count"), s->n_head);
+    gguf_w_u32(w, KEY("attention.head_count_kv"), s->n_head_kv);
+    gguf_w_f32(w, KEY("rope.freq_base"), s->qwen3 ? 5000000.0f : 1000000.0f);
+    gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    /* Qwen2.5-VL's [16, 24, 24] (Qwen3-VL's [24, 20, 20]) of 64 pairs,
+     * scaled to this head size. */
     int32_t sec[4] = {(int32_t)(half / 4), 0, 0, 0};
     sec[1] = (int32_t)(half - (uint32_t)sec[0]) / 2;
     sec[2] = (int32_t)half - sec[0] - sec[1];
-    gguf_w_array(w, "qwen2vl.rope.dimension_sections", GGUF_I32, sec, 4);
+    if (s->qwen3) {
+        sec[1] = sec[2] = (int32_t)(half * 20 / 64);
+        sec[0] = (int32_t)half - 2 * sec[1];
+        gguf_w_u32(w, KEY("attention.key_length"), D);
+        gguf_w_u32(w, KEY("attention.value_length"), D);
+        gguf_w_u32(w, KEY("n_deepstack_layers"), s->n_deepstack);
+    }
+    gguf_w_array(w, KEY("rope.dimension_sections"), GGUF_I32, sec, 4);
+#undef KEY
     gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", "qwen2");
     char **toks = malloc((size_t)s->n_vocab * sizeof *toks);
@@ -118,16 +131,53 @@ int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct f
         gguf_writer_free(w);
         return folio_err_set(err, FOLIO_ENOMEM, "synthetic model: out of host memory");
     }
+    static const char *const specials[6] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                                            "<|vision_start|>", "<|vision_end|>",
+                                            "<|image_pad|>"};
+    int32_t *types = s->byte_vocab ? malloc((size_t)s->n_vocab * sizeof *types) : NULL;
+    if (s->byte_vocab && (!types || s->n_vocab < 262)) {
+        free(toks);
+        free(tb);
+        free(types);
+        gguf_writer_free(w);
+        return folio_err_set(err, FOLIO_EINVAL, "synthetic model: a byte vocabulary needs "
+                             ">= 262 tokens");
+    }
     for (uint32_t i = 0; i < s->n_vocab; i++) {
         toks[i] = tb + (size_t)i * 12;
         snprintf(toks[i], 12, "t%u", i);
+        if (!s->byte_vocab)
+            continue;
+        types[i] = 1;
+        if (i < 256) { /* GPT-2's byte -> code point map, UTF-8 */
+            uint32_t cp = i, n = 0;
+            if (!((i >= 33 && i <= 126) || (i >= 161 && i <= 172) || i >= 174))
+                for (uint32_t b = 0; b < i; b++)
+                    n += !((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174);
+            if (!((i >= 33 && i <= 126) || (i >= 161 && i <= 172) || i >= 174))
+                cp = 256 + n;
+            if (cp < 0x80) {
+                toks[i][0] = (char)cp;
+                toks[i][1] = 0;
+            } else {
+                toks[i][0] = (char)(0xC0 | (cp >> 6));
+                toks[i][1] = (char)(0x80 | (cp & 0x3F));
+                toks[i][2] = 0;
+            }
+        } else if (i < 262) {
+            toks[i] = (char *)specials[i - 256];
+            types[i] = 3;
+        }
     }
     gguf_w_array_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, s->n_vocab);
+    if (types)
+        gguf_w_array(w, "tokenizer.ggml.token_type", GGUF_I32, types, s->n_vocab);
     free(toks);
     free(tb);
-    const char *merges[1] = {"t 0"};
+    free(types);
+    const char *merges[1] = {s->byte_vocab ? "a b" : "t 0"};
     gguf_w_array_str(w, "tokenizer.ggml.merges", merges, 1);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", s->n_vocab > 1 ? 1 : 0);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", s->byte_vocab ? 258 : s->n_vocab > 1 ? 1 : 0);
 
     int mt = s->mat_type;
     uint64_t E = s->n_embd, Q = (uint64_t)s->n_head * D, KV = (uint64_t)s->n_head_kv * D,
@@ -149,7 +199,16 @@ int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct f
             {"ffn_norm.weight", QUANT_F32, E, 1, F_NORM},  {"ffn_gate.weight", mt, E, F, F_MAT},
             {"ffn_up.weight", mt, E, F, F_MAT},            {"ffn_down.weight", vt, F, E, F_MAT},
         };
+        if (s->qwen3) { /* no biases; q/k norms over one head */
+            t[2].n = "attn_q_norm.weight";
+            t[4].n = "attn_k_norm.weight";
+            t[2].k = t[4].k = D;
+            t[2].how = t[4].how = F_NORM;
+            t[6].n = NULL;
+        }
         for (int j = 0; j < 12 && !rc; j++) {
+            if (!t[j].n)
+                continue;
             snprintf(nm, sizeof nm, "blk.%u.%s", i, t[j].n);
             rc = add(w, &r, s, nm, t[j].type, t[j].k, t[j].rows, t[j].how, err);
         }

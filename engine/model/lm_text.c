@@ -20,8 +20,8 @@
 #define INSTRUCTION "Classify this document. Answer with one label: "
 
 /* The user turn: instruction, label list, then the (cut) OCR text. */
-static int build(const struct tok *tok, const char *const *labels, uint32_t nl, const char *text,
-                 size_t len, struct prompt *p, struct folio_err *err)
+static int build(const struct tok *tok, int no_system, const char *const *labels, uint32_t nl,
+                 const char *text, size_t len, struct prompt *p, struct folio_err *err)
 {
     size_t cap = sizeof INSTRUCTION + 32 + len;
     for (uint32_t l = 0; l < nl; l++)
@@ -48,7 +48,9 @@ static int build(const struct tok *tok, const char *const *labels, uint32_t nl, 
     n += len;
     struct prompt_item it = {.kind = PROMPT_TEXT, .text = u, .len = n};
     prompt_free(p);
-    int rc = prompt_chat(tok, NULL, &it, 1, 2, 1, p, err);
+    /* Qwen3-VL's chat template has no default system turn (Qwen2's has) */
+    struct prompt_opts po = {.no_system = no_system, .merge = 2, .generation_prompt = 1};
+    int rc = prompt_chat_ex(tok, &po, &it, 1, p, err);
     free(u);
     return rc;
 }
@@ -75,7 +77,7 @@ static int doc_prompt(struct lm *lm, const struct tok *tok, const char *text, si
             ulen = blen;
             *cut = 1;
         }
-        rc = build(tok, labels, nl, use, ulen, p, err);
+        rc = build(tok, lm->hp.family == GGUF_TEXT_QWEN3VL, labels, nl, use, ulen, p, err);
         if (rc || p->ids.n <= lm->cfg.max_tokens)
             break;
         size_t over = p->ids.n - lm->cfg.max_tokens;

@@ -15,6 +15,7 @@
  */
 #include "engine/model/vision.h"
 #include "engine/model/quant.h"
+#include "engine/model/qwen3vl.h"
 #include "engine/ops/ops.h"
 
 #include <inttypes.h>
@@ -37,6 +38,7 @@ struct vis_layer {
 };
 
 struct vis {
+    struct q3vis *q3; /* Qwen3-VL: its own tower (qwen3vl_vision.c); the rest unused */
     struct vkr *vk;
     const struct gguf_model *m;
     struct gguf_model *owned;
@@ -67,6 +69,8 @@ static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, 
 int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                       struct vkr_pipeline_key *out, int max)
 {
+    if (m->vision.kind == GGUF_VISION_QWEN3VL) /* Qwen3-VL hook */
+        return q3vis_pipeline_keys(vk, m, out, max);
     struct vkr_pipeline_key all[512];
     int n = 0;
     int types[8] = {QUANT_F32}, nt = 1; /* the folded patch kernel is F32 */
@@ -101,13 +105,21 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     return k;
 }
 
+/* Qwen3-VL hooks: its tower answers for itself */
 const struct gguf_vision_hparams *vis_hparams(const struct vis *v) { return &v->hp; }
-uint32_t vis_max_patches(const struct vis *v) { return v->nmax; }
-uint32_t vis_out_dim(const struct vis *v) { return v->O; }
-double vis_last_submit_ms(const struct vis *v) { return v->last_ms; }
+uint32_t vis_max_patches(const struct vis *v) { return v->q3 ? q3vis_max_patches(v->q3) : v->nmax; }
+uint32_t vis_out_dim(const struct vis *v) { return v->q3 ? q3vis_out_dim(v->q3) : v->O; }
+double vis_last_submit_ms(const struct vis *v)
+{
+    return v->q3 ? q3vis_last_submit_ms(v->q3) : v->last_ms;
+}
 
 void vis_memory(const struct vis *v, uint64_t *weights, uint64_t *activations)
 {
+    if (v->q3) {
+        q3vis_memory(v->q3, weights, activations);
+        return;
+    }
     if (weights)
         *weights = v->wa ? vkr_arena_used(v->wa) : 0;
     if (activations)
@@ -295,6 +307,15 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     v->hp = m->vision;
     if (cfg)
         v->cfg = *cfg;
+    if (v->hp.kind == GGUF_VISION_QWEN3VL) { /* Qwen3-VL hook */
+        int rq = q3vis_open(vk, m, cfg, &v->q3, err);
+        if (rq) {
+            free(v);
+            return rq;
+        }
+        *out = v;
+        return 0;
+    }
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t S = h->spatial_merge;
     v->nmax = v->cfg.max_patches ? v->cfg.max_patches : DEFAULT_MAX_PATCHES;
@@ -412,6 +433,7 @@ void vis_close(struct vis *v)
 {
     if (!v)
         return;
+    q3vis_close(v->q3);
     vkr_arena_destroy(v->aa);
     vkr_arena_destroy(v->wa);
     free(v->L);
@@ -680,12 +702,16 @@ static int run(struct vis *v, const float *patches, uint32_t gh, uint32_t gw, ui
 int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
                struct folio_err *err)
 {
+    if (v->q3)
+        return q3vis_encode(v->q3, patches, grid_h, grid_w, out, err);
     return run(v, patches, grid_h, grid_w, v->hp.n_layer, 1, out, err);
 }
 
 int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
                        uint32_t blocks, float *x, struct folio_err *err)
 {
+    if (v->q3)
+        return q3vis_encode_partial(v->q3, patches, grid_h, grid_w, blocks, x, err);
     if (blocks > v->hp.n_layer)
         blocks = v->hp.n_layer;
     return run(v, patches, grid_h, grid_w, blocks, 0, x, err);

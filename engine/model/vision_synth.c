@@ -14,6 +14,7 @@
  */
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"
+#include "engine/model/qwen3vl.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 
@@ -77,12 +78,120 @@ static int add(struct gguf_writer *w, struct rng *r, int type, enum fill how, ui
     return rc;
 }
 
+/* The Qwen3-VL tower as llama.cpp's converter lays it out (gguf_model.c
+ * check_vision_q3). */
+static int synth_q3(struct gguf_writer *w, const struct vis_synth *s, struct folio_err *err)
+{
+    uint32_t E = s->n_embd, F = s->n_ff, O = s->proj_dim, M = E * 4, P = 16;
+    int mt = s->mat_type ? s->mat_type : QUANT_F16, rc = 0;
+    if (!s->pos_side || s->n_deepstack > 8)
+        return folio_err_set(err, FOLIO_EINVAL, "synthetic tower: Qwen3-VL shape");
+    gguf_w_str(w, "clip.projector_type", "qwen3vl_merger");
+    gguf_w_bool(w, "clip.use_gelu", 1);
+    gguf_w_u32(w, "clip.vision.image_size", s->pos_side * P);
+    gguf_w_u32(w, "clip.vision.patch_size", P);
+    gguf_w_u32(w, "clip.vision.spatial_merge_size", 2);
+    gguf_w_u32(w, "clip.vision.embedding_length", E);
+    gguf_w_u32(w, "clip.vision.feed_forward_length", F);
+    gguf_w_u32(w, "clip.vision.block_count", s->n_layer);
+    gguf_w_u32(w, "clip.vision.attention.head_count", s->n_head);
+    gguf_w_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-6f);
+    gguf_w_u32(w, "clip.vision.projection_dim", O);
+    static const float half[3] = {0.5f, 0.5f, 0.5f};
+    gguf_w_array(w, "clip.vision.image_mean", GGUF_F32, half, 3);
+    gguf_w_array(w, "clip.vision.image_std", GGUF_F32, half, 3);
+    uint8_t *flags = calloc(s->n_layer ? s->n_layer : 1, 1);
+    if (!flags)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    for (uint32_t j = 0; j < s->n_deepstack; j++)
+        if (s->deepstack[j] < s->n_layer)
+            flags[s->deepstack[j]] = 1;
+    if (s->n_deepstack)
+        gguf_w_array(w, "clip.vision.is_deepstack_layers", GGUF_BOOL, flags, s->n_layer);
+    struct rng r = {s->seed ? s->seed : 0x5eed};
+    uint64_t pk[4] = {P, P, 3, E}, vE[1] = {E}, vF[1] = {F}, vM[1] = {M}, vO[1] = {O}, v3[1] = {3 * (uint64_t)E};
+    uint64_t mE3[2] = {E, 3 * (uint64_t)E}, mEE[2] = {E, E}, mEF[2] = {E, F}, mFE[2] = {F, E},
+             mMM[2] = {M, M}, mMO[2] = {M, O}, pt[2] = {E, (uint64_t)s->pos_side * s->pos_side};
+    int kt = mt == QUANT_BF16 ? QUANT_F32 : mt;
+    rc = add(w, &r, kt, F_MAT, 4, pk, err, "v.patch_embd.weight");
+    if (!rc)
+        rc = add(w, &r, kt, F_MAT, 4, pk, err, "v.patch_embd.weight.1");
+    if (!rc)
+        rc = add(w, &r, QUANT_F32, F_BIAS, 1, vE, err, "v.patch_embd.bias");
+    if (!rc) /* the table's rows ~ U(-1,1) like an embedding, not a projection */
+        rc = add(w, &r, mt, F_ONE, 2, pt, err, "v.position_embd.weight");
+    for (uint32_t i = 0; i < s->n_layer && !rc; i++) {
+        rc = add(w, &r, QUANT_F32, F_ONE, 1, vE, err, "v.blk.%u.ln1.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vE, err, "v.blk.%u.ln1.bias", i);
+        if (!rc)
+            rc = add(w, &r, mt, F_MAT, 2, mE3, err, "v.blk.%u.attn_qkv.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, v3, err, "v.blk.%u.attn_qkv.bias", i);
+        if (!rc)
+            rc = add(w, &r, mt, F_MAT, 2, mEE, err, "v.blk.%u.attn_out.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vE, err, "v.blk.%u.attn_out.bias", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_ONE, 1, vE, err, "v.blk.%u.ln2.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vE, err, "v.blk.%u.ln2.bias", i);
+        if (!rc)
+            rc = add(w, &r, mt, F_MAT, 2, mEF, err, "v.blk.%u.ffn_up.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vF, err, "v.blk.%u.ffn_up.bias", i);
+        if (!rc)
+            rc = add(w, &r, mt, F_MAT, 2, mFE, err, "v.blk.%u.ffn_down.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vE, err, "v.blk.%u.ffn_down.bias", i);
+    }
+    if (!rc)
+        rc = add(w, &r, QUANT_F32, F_ONE, 1, vE, err, "v.post_ln.weight");
+    if (!rc)
+        rc = add(w, &r, QUANT_F32, F_BIAS, 1, vE, err, "v.post_ln.bias");
+    if (!rc)
+        rc = add(w, &r, mt, F_MAT, 2, mMM, err, "mm.0.weight");
+    if (!rc)
+        rc = add(w, &r, QUANT_F32, F_BIAS, 1, vM, err, "mm.0.bias");
+    if (!rc)
+        rc = add(w, &r, mt, F_MAT, 2, mMO, err, "mm.2.weight");
+    if (!rc)
+        rc = add(w, &r, QUANT_F32, F_BIAS, 1, vO, err, "mm.2.bias");
+    for (uint32_t i = 0; i < s->n_layer && !rc; i++) {
+        if (!flags[i])
+            continue;
+        rc = add(w, &r, QUANT_F32, F_ONE, 1, vM, err, "v.deepstack.%u.norm.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vM, err, "v.deepstack.%u.norm.bias", i);
+        if (!rc)
+            rc = add(w, &r, mt, F_MAT, 2, mMM, err, "v.deepstack.%u.fc1.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vM, err, "v.deepstack.%u.fc1.bias", i);
+        if (!rc)
+            rc = add(w, &r, mt, F_MAT, 2, mMO, err, "v.deepstack.%u.fc2.weight", i);
+        if (!rc)
+            rc = add(w, &r, QUANT_F32, F_BIAS, 1, vO, err, "v.deepstack.%u.fc2.bias", i);
+    }
+    free(flags);
+    return rc;
+}
+
 int vis_synth_gguf(const struct vis_synth *s, uint8_t **out, size_t *len, struct folio_err *err)
 {
     struct gguf_writer *w = NULL;
     int rc = gguf_writer_new(3, 32, &w, err);
     if (rc)
         return rc;
+    if (s->qwen3) {
+        gguf_w_str(w, "general.architecture", "clip");
+        gguf_w_str(w, "general.type", "mmproj");
+        gguf_w_bool(w, "clip.has_vision_encoder", 1);
+        rc = synth_q3(w, s, err);
+        if (!rc)
+            rc = gguf_w_finish(w, out, len, err);
+        gguf_writer_free(w);
+        return rc;
+    }
     uint32_t E = s->n_embd, F = s->n_ff, O = s->proj_dim, M = E * 4;
     int v25 = s->qwen25, mt = s->mat_type ? s->mat_type : QUANT_F16;
     gguf_w_str(w, "general.architecture", "clip");
@@ -172,7 +281,8 @@ static double page_flops(const struct gguf_vision_hparams *h, uint32_t gh, uint3
                 double n = 4.0 * ((r + win <= rows ? win : rows - r) * (c + win <= cols ? win : cols - c));
                 win_sq += n * n;
             }
-    double total = 2 * N * 588 * D + 2 * M * (MD * MD + MD * h->proj_dim);
+    double PC = 3.0 * h->patch_size * h->patch_size; /* folded kernel: 588 or 768 */
+    double total = 2 * N * PC * D + 2 * M * (MD * MD + MD * h->proj_dim) * (1 + h->n_deepstack);
     for (uint32_t i = 0; i < h->n_layer; i++) {
         int full = !win || (i + 1) % h->n_wa_pattern == 0;
         total += lin + 4 * D * (full ? N * N : win_sq);
@@ -197,6 +307,8 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
     if (o->small)
         sy = (struct vis_synth){.qwen25 = 1, .n_embd = 128, .n_layer = 4, .n_head = 2,
                                 .n_ff = 256, .proj_dim = 256, .mat_type = sy.mat_type, .seed = 77};
+    if (o->qwen3) /* --family qwen3vl */
+        q3_synth_shapes(o->small, NULL, &sy);
     struct vkr_config vc = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = 0,
                             .timestamps = 1, .cache_dir = ""};
     struct vkr *vk = NULL;
@@ -238,7 +350,10 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (size_t i = 0; !rc && i < (size_t)side * side * 3; i++)
         px[i] = (uint8_t)(((i / (side * 3)) % 40 < 4 ? 30 : 220) ^ (i * 2654435761u >> 29));
-    struct prep_config pc = {0};
+    struct prep_config pc = {.patch = o->qwen3 ? 16 : 0};
+    if (o->qwen3) /* Qwen3-VL's processor: mean/std 0.5 (the tower's own file says so too) */
+        for (int i = 0; i < 3; i++)
+            pc.mean[i] = pc.std[i] = 0.5f;
     t0 = folio_mono_ms();
     if (!rc)
         rc = prep_image(px, side, side, (size_t)side * 3, 3, &pc, 1, &pi, err);

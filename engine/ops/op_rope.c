@@ -18,7 +18,8 @@ int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
     if (a->d == 0 || a->d % 2 || (a->mode == OP_ROPE_VISION && a->d % 4))
         return folio_err_set(err, FOLIO_EINVAL, "rope: head size %u must be even (a multiple of "
                              "4 for vision)", a->d);
-    if (a->mode == OP_ROPE_MROPE && a->sections[0] + a->sections[1] + a->sections[2] != a->d / 2)
+    if ((a->mode == OP_ROPE_MROPE || a->mode == OP_ROPE_IMROPE) &&
+        a->sections[0] + a->sections[1] + a->sections[2] != a->d / 2)
         return folio_err_set(err, FOLIO_EINVAL, "rope: M-RoPE sections %u+%u+%u must sum to d/2 = %u",
                              a->sections[0], a->sections[1], a->sections[2], a->d / 2);
     if (a->t == 0 || a->h == 0)
@@ -27,7 +28,7 @@ int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
     int rc = ops_pipe(vk, "rope", 1, &spec, &pid, err);
     if (rc)
         return rc;
-    uint32_t streams = a->mode == OP_ROPE_NEOX ? 1 : a->mode == OP_ROPE_MROPE ? 3 : 2;
+    uint32_t streams = a->mode == OP_ROPE_NEOX ? 1 : a->mode == OP_ROPE_VISION ? 2 : 3;
     uint64_t rb[2] = {(uint64_t)a->h * a->d * 4, streams * 4u};
     rc = ops_need(a->x, rb[0] * a->t, "rope input", err);
     if (!rc)
@@ -50,8 +51,10 @@ int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
             rc = vkr_bind_rows(vk, a->pos, rb[1], t0, t1, &b[2], &ps, err);
         if (rc)
             return rc;
-        struct rope_push pc = {(uint32_t)(t1 - t0), a->h, a->d, a->sections[0], a->sections[1],
-                               a->base, xs / 4, ys / 4, ps / 4};
+        /* interleaved M-RoPE needs only the h and w counts */
+        int im = a->mode == OP_ROPE_IMROPE;
+        struct rope_push pc = {(uint32_t)(t1 - t0), a->h, a->d, a->sections[im ? 1 : 0],
+                               a->sections[im ? 2 : 1], a->base, xs / 4, ys / 4, ps / 4};
         uint64_t threads = (t1 - t0) * a->h * (a->d / 2);
         uint32_t gx, gy;
         ops_grid((threads + 63) / 64, &gx, &gy);

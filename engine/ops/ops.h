@@ -139,6 +139,10 @@ enum op_rope_mode {
     OP_ROPE_NEOX = 0,   /* pos: T int32 */
     OP_ROPE_MROPE = 1,  /* pos: T x 3 int32 (t, h, w); sections in frequency pairs */
     OP_ROPE_VISION = 2, /* pos: T x 2 int32 (row, col) in patch units */
+    /* Qwen3-VL's interleaved M-RoPE (HF apply_interleaved_mrope): pos T x 3;
+     * pair j takes h when j % 3 == 1 and j < 3 * sections[1], w when
+     * j % 3 == 2 and j < 3 * sections[2], else t; NeoX frequencies. */
+    OP_ROPE_IMROPE = 3,
 };
 struct op_rope {
     struct vkr_tensor x, y, pos; /* x, y: T x H x D f32 */

@@ -82,7 +82,7 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     key(&all[n++], "norm", 2, 0, 1);
     key(&all[n++], "norm", 2, 1, 1);
     key(&all[n++], "softmax", 0, 0, 0);
-    for (uint32_t m = 0; m < 3; m++)
+    for (uint32_t m = 0; m < 4; m++)
         key(&all[n++], "rope", 1, m, 0);
     for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
         for (int f16 = 0; f16 < 2; f16++)

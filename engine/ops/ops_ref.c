@@ -73,6 +73,16 @@ void ops_ref_rope(const struct op_rope *a, const float *x, const int32_t *pos, f
                 if (a->mode == OP_ROPE_NEOX) {
                     p = pos[t];
                     expo = 2.0 * j / a->d;
+                } else if (a->mode == OP_ROPE_IMROPE) {
+                    /* HF apply_interleaved_mrope: t everywhere, then h on
+                     * pairs 1, 4, ... below 3*s1 and w on 2, 5, ... below 3*s2 */
+                    uint32_t c = 0;
+                    if (j % 3 == 1 && j < 3 * a->sections[1])
+                        c = 1;
+                    else if (j % 3 == 2 && j < 3 * a->sections[2])
+                        c = 2;
+                    p = pos[t * 3 + c];
+                    expo = 2.0 * j / a->d;
                 } else if (a->mode == OP_ROPE_MROPE) {
                     /* §4.2: component t for the first s0 pairs, h for the next
                      * s1, w for the rest; no exponent restart. */

@@ -484,10 +484,13 @@ static void test_rope(struct T *t)
         {.t = 9, .h = 4, .d = 128, .mode = OP_ROPE_MROPE, .base = 1e6f, .sections = {16, 24, 24}},
         {.t = 12, .h = 2, .d = 80, .mode = OP_ROPE_VISION, .base = 1e4f},
         {.t = 1, .h = 1, .d = 4, .mode = OP_ROPE_VISION, .base = 1e4f},
+        /* Qwen3-VL-8B's layout, and a tiny one whose last pairs fall back to t */
+        {.t = 9, .h = 4, .d = 128, .mode = OP_ROPE_IMROPE, .base = 5e6f, .sections = {24, 20, 20}},
+        {.t = 5, .h = 2, .d = 24, .mode = OP_ROPE_IMROPE, .base = 5e6f, .sections = {6, 3, 3}},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         struct op_rope a = cases[ci];
-        uint32_t streams = a.mode == OP_ROPE_NEOX ? 1 : a.mode == OP_ROPE_MROPE ? 3 : 2;
+        uint32_t streams = a.mode == OP_ROPE_NEOX ? 1 : a.mode == OP_ROPE_VISION ? 2 : 3;
         size_t nx = (size_t)a.t * a.h * a.d;
         float *x = malloc(sizeof(float) * nx), *g = malloc(sizeof(float) * nx), *r = malloc(sizeof(float) * nx);
         int32_t *pos = malloc(sizeof(int32_t) * a.t * streams);

@@ -184,32 +184,30 @@ def conv_mmproj_gguf(cfg, params, var):
     return convert(cfg, var, True, None, deq, special), deq
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--llama-cpp", required=True,
-                    help="llama.cpp tree (git clone node-llama-cpp's llama/gitRelease.bundle)")
-    ap.add_argument("--out", required=True, help="output folder (emptied first)")
-    args = ap.parse_args()
-    llama = os.path.abspath(args.llama_cpp)
-    if not os.path.isfile(os.path.join(llama, "convert_hf_to_gguf.py")):
-        raise SystemExit("%s has no convert_hf_to_gguf.py" % llama)
-    STATE["llama"] = llama
-    # the tree's commit: from git, or a COMMIT file written where the tree was cloned
+def tree_commit(llama):
+    """The tree's commit: a COMMIT file written where the tree was cloned, or git."""
     cf = os.path.join(llama, "COMMIT")
     if os.path.isfile(cf):
         with open(cf) as f:
-            STATE["commit"] = f.read().strip() or None
-    else:
-        try:
-            STATE["commit"] = subprocess.run(["git", "-C", llama, "rev-parse", "HEAD"],
-                                             capture_output=True, text=True).stdout.strip() or None
-        except OSError:
-            STATE["commit"] = None
-    STATE["work"] = tempfile.mkdtemp(prefix="folio-converter-")
+            return f.read().strip() or None
+    try:
+        return subprocess.run(["git", "-C", llama, "rev-parse", "HEAD"],
+                              capture_output=True, text=True).stdout.strip() or None
+    except OSError:
+        return None
 
-    # make_fixtures.py's pipeline, with these shapes and the converter as the GGUF writer
-    mf.CONFIGS = CONVERTER_CONFIGS
-    mf.VOCAB_SIZE = CONVERTER_VOCAB
+
+def install(llama_dir, configs, vocab_size):
+    """Point make_fixtures.py's pipeline at these configs with the converter as GGUF writer
+    (shared with make_qwen3vl_fixtures.py)."""
+    llama = os.path.abspath(llama_dir)
+    if not os.path.isfile(os.path.join(llama, "convert_hf_to_gguf.py")):
+        raise SystemExit("%s has no convert_hf_to_gguf.py" % llama)
+    STATE["llama"] = llama
+    STATE["commit"] = tree_commit(llama)
+    STATE["work"] = tempfile.mkdtemp(prefix="folio-converter-")
+    mf.CONFIGS = configs
+    mf.VOCAB_SIZE = vocab_size
     build_tokenizer = mf.build_tokenizer
 
     def keep_tokenizer():
@@ -221,27 +219,43 @@ def main():
     mf.build_tokenizer = keep_tokenizer
     mf.text_gguf = conv_text_gguf
     mf.mmproj_gguf = conv_mmproj_gguf
-    sys.argv = [sys.argv[0], "--out", args.out]
-    mf.main()
 
-    path = os.path.join(args.out, "manifest.json")
+
+def finish_manifest(out, generator, converter_extra):
+    """Record the converter in the manifest make_fixtures.py wrote."""
+    path = os.path.join(out, "manifest.json")
     with open(path) as f:
         man = json.load(f)
-    man["generator"] = "tests/parity/make_converter_fixtures.py (make_fixtures.py's pipeline)"
+    man["generator"] = generator
     man["conventions"]["gguf"] = ("written by llama.cpp convert_hf_to_gguf.py from HF checkpoints "
                                   "saved by transformers (safetensors)")
     man["conventions"]["quantised_variants"] = (
         "converter --outtype f16 / q8_0; HF weights first put on the variant's grid so the "
         "converter's rounding is exact")
-    man["converter"] = {"tree": "node-llama-cpp llama/gitRelease.bundle", "commit": STATE["commit"],
-                        "pre_tokenizer": "declared qwen2 (tiny tokenizer, Qwen2's regex; the "
-                                         "converter's hash list knows released vocabularies only)",
-                        "window_size_written": False,
-                        "odd_shapes": "text head sizes 16/24, vocabulary 381, Qwen2.5-VL vision "
-                                      "MLP 90, vision heads 16/24"}
+    man["converter"] = dict({"tree": "node-llama-cpp llama/gitRelease.bundle",
+                             "commit": STATE["commit"],
+                             "pre_tokenizer": "declared qwen2 (tiny tokenizer, Qwen2's regex; the "
+                                              "converter's hash list knows released vocabularies "
+                                              "only)"}, **converter_extra)
     with open(path, "w") as f:
         f.write(json.dumps(man, indent=1, ensure_ascii=False) + "\n")
-    print("converter fixtures in %s (llama.cpp %s)" % (args.out, STATE["commit"]))
+    print("converter fixtures in %s (llama.cpp %s)" % (out, STATE["commit"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--llama-cpp", required=True,
+                    help="llama.cpp tree (git clone node-llama-cpp's llama/gitRelease.bundle)")
+    ap.add_argument("--out", required=True, help="output folder (emptied first)")
+    args = ap.parse_args()
+    # make_fixtures.py's pipeline, with these shapes and the converter as the GGUF writer
+    install(args.llama_cpp, CONVERTER_CONFIGS, CONVERTER_VOCAB)
+    sys.argv = [sys.argv[0], "--out", args.out]
+    mf.main()
+    finish_manifest(args.out, "tests/parity/make_converter_fixtures.py (make_fixtures.py's pipeline)",
+                    {"window_size_written": False,
+                     "odd_shapes": "text head sizes 16/24, vocabulary 381, Qwen2.5-VL vision "
+                                   "MLP 90, vision heads 16/24"})
 
 
 if __name__ == "__main__":

@@ -115,6 +115,9 @@ TEST_IMAGES = [
 ]
 PROMPT_IMAGE = "img0"
 SYSTEM_PROMPT = "You are a helpful assistant."
+# Qwen2(.5)-VL's chat template inserts this system turn by default; Qwen3-VL's has none
+# (make_qwen3vl_fixtures.py sets False).
+SYSTEM_TURN = True
 LABELS = ["invoice", "invoice copy", "receipt", "resume", "datasheet", "letter"]
 USER_TEXT = ("Classify this document. Answer with one label: " + ", ".join(LABELS) + ".")
 # Text-only prompt (the OCR fallback path): lets the text model be checked without vision.
@@ -613,7 +616,11 @@ def make_image(name, w, h):
     return np.clip(np.rint(img), 0, 255).astype(np.uint8)
 
 
-def smart_resize_own(h, w, factor=PATCH * MERGE, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS):
+def smart_resize_own(h, w, factor=None, min_pixels=None, max_pixels=None):
+    # defaults read at call time: make_qwen3vl_fixtures.py changes PATCH and the pixel bounds
+    factor = factor or PATCH * MERGE
+    min_pixels = min_pixels or MIN_PIXELS
+    max_pixels = max_pixels or MAX_PIXELS
     hb = round(h / factor) * factor
     wb = round(w / factor) * factor
     if hb * wb > max_pixels:
@@ -1092,13 +1099,18 @@ def hf_config(cfg, special):
                    vision_start_token_id=special["<|vision_start|>"],
                    vision_end_token_id=special["<|vision_end|>"],
                    tie_word_embeddings=t["tied"])
+    set_eager(conf)
+    return conf, cls_model
+
+
+def set_eager(conf):
+    """Eager attention everywhere: the reference the fixtures record."""
     for c in (conf, getattr(conf, "text_config", None), getattr(conf, "vision_config", None)):
         if c is not None:
             try:
                 c._attn_implementation = "eager"
             except Exception:
                 pass
-    return conf, cls_model
 
 
 def submodules(model):
@@ -1157,6 +1169,24 @@ def vision_forward(vis, pixel_values, grid, n_merged, out_dim):
             return c
     raise SystemExit("vision tower output has no [%d,%d] tensor: %s" % (
         n_merged, out_dim, [None if c is None else tuple(c.shape) for c in cands]))
+
+
+def vision_outputs(vis, pixel_values, grid, n_merged, out_dim):
+    """(tower output [n_merged, out_dim], {name: extra [n_merged, ...] tensor}).  Qwen2-VL and
+    Qwen2.5-VL have no extras; make_qwen3vl_fixtures.py replaces this for DeepStack features."""
+    return vision_forward(vis, pixel_values, grid, n_merged, out_dim), {}
+
+
+def spliced_logits(model, lm, inp, emb, pos, image_rows, extras):
+    """Logits from our spliced decoder input and our M-RoPE positions (image rows: the
+    prompt's image token positions; extras: vision_outputs' extras for the prompt image)."""
+    import torch
+    return model(inputs_embeds=emb, position_ids=pos, attention_mask=torch.ones_like(inp),
+                 use_cache=False).logits[0]
+
+
+# Descriptions of intermediates that a family adds (key -> one line); see run_config.
+EXTRA_INTERMEDIATE_DESCS = {}
 
 
 def forward_logits(model, ids, pixel_values, grid, image_token_id):
@@ -1462,7 +1492,7 @@ def run_config(cfg, out, vocab, images, img_meta, tok, dry):
     res = {"name": name, "family": cfg["family"], "text": dict(t),
            "vision": dict(cfg["vision"], hidden=D, ffn=F, patch_size=PATCH, merge_size=MERGE,
                           temporal_patch_size=TEMPORAL),
-           "head_dim": t["hidden"] // t["heads"], "vocab_size": VOCAB_SIZE}
+           "head_dim": t.get("head_dim", t["hidden"] // t["heads"]), "vocab_size": VOCAB_SIZE}
     text_deq, vis_deq = {}, {}
     res["text_gguf"] = {}
     for var in cfg["text_variants"]:
@@ -1496,18 +1526,27 @@ def run_config(cfg, out, vocab, images, img_meta, tok, dry):
     load_params(tp, text_deq["F32"])
     res["vision_embeddings"] = {}
     vis_f32 = {}
+    prompt_extras = {}
     for var in cfg["mmproj_variants"]:
         load_params(vp, vis_deq[var])
         res["vision_embeddings"][var] = {}
         for iname, (rgb, pv, grid) in images.items():
-            e = vision_forward(vis, torch.from_numpy(pv), torch.tensor([grid]),
-                               M_of[iname]["n_merged"], t["hidden"])
+            e, extras = vision_outputs(vis, torch.from_numpy(pv), torch.tensor([grid]),
+                                       M_of[iname]["n_merged"], t["hidden"])
             e = e.detach().float().numpy()
             rel = "%s/vision.%s.%s.f32" % (name, var, iname)
             out.array(rel, e, "[n_merged, text hidden] vision tower output, raster merged order")
             res["vision_embeddings"][var][iname] = rel
+            for xk in sorted(extras):
+                xrel = "%s/vision.%s.%s.%s.f32" % (name, var, iname, xk)
+                out.array(xrel, extras[xk].detach().float().numpy(),
+                          "[n_merged, text hidden] vision %s output, raster merged order" % xk)
+                res.setdefault("vision_extras", {}).setdefault(var, {}).setdefault(
+                    iname, {})[xk] = xrel
             if var == "F32":
                 vis_f32[iname] = e
+                if iname == PROMPT_IMAGE:
+                    prompt_extras = extras
     load_params(vp, vis_deq["F32"])
 
     # Window index cross-check (Qwen2.5-VL) ----------------------------------------------------
@@ -1524,7 +1563,8 @@ def run_config(cfg, out, vocab, images, img_meta, tok, dry):
     # Prompt ------------------------------------------------------------------------------------
     pm = M_of[PROMPT_IMAGE]
     rgb, pv, grid = images[PROMPT_IMAGE]
-    prompt_template = ("<|im_start|>system\n" + SYSTEM_PROMPT + "<|im_end|>\n<|im_start|>user\n"
+    system_turn = ("<|im_start|>system\n" + SYSTEM_PROMPT + "<|im_end|>\n") if SYSTEM_TURN else ""
+    prompt_template = (system_turn + "<|im_start|>user\n"
                        "<|vision_start|><|image_pad|><|vision_end|>" + USER_TEXT +
                        "<|im_end|>\n<|im_start|>assistant\n")
     prompt = prompt_template.replace("<|image_pad|>", "<|image_pad|>" * pm["n_merged"])
@@ -1616,8 +1656,8 @@ def run_config(cfg, out, vocab, images, img_meta, tok, dry):
             emb = lm.embed_tokens(inp).clone()
             emb[0, first_img:first_img + pm["n_merged"]] = torch.from_numpy(vis_f32[PROMPT_IMAGE])
             pos = torch.tensor(positions, dtype=torch.long)[:, None, :]
-            man = model(inputs_embeds=emb, position_ids=pos, attention_mask=torch.ones_like(inp),
-                        use_cache=False).logits[0]
+            man = spliced_logits(model, lm, inp, emb, pos,
+                                 (first_img, first_img + pm["n_merged"]), prompt_extras)
         diag["manual_splice_vs_hf_logits_max_abs"] = float((man - logits32).abs().max())
     except Exception as e:
         diag["manual_splice_error"] = repr(e)
@@ -1629,8 +1669,8 @@ def run_config(cfg, out, vocab, images, img_meta, tok, dry):
         m64 = copy.deepcopy(model).double()
         l64 = forward_logits(m64, ids, pvt.double(), gridt, image_token_id)
         diag["f32_vs_f64_logits_max_abs"] = float((l64 - logits32.double()).abs().max())
-        v64 = vision_forward(submodules(m64)[0], pvt.double(), gridt, pm["n_merged"],
-                             t["hidden"])
+        v64 = vision_outputs(submodules(m64)[0], pvt.double(), gridt, pm["n_merged"],
+                             t["hidden"])[0]
         diag["f32_vs_f64_vision_max_abs"] = float(
             (v64 - torch.from_numpy(vis_f32[PROMPT_IMAGE]).double()).abs().max())
         del m64
@@ -1646,8 +1686,11 @@ def run_config(cfg, out, vocab, images, img_meta, tok, dry):
     descs = {"vision.patch_embed": "[n_patches, D] patch embedding, merge-group order",
              "vision.merger": "[n_merged, out] merger output in " + order + " (before un-permute)",
              "text.input_embeds": "[n_tokens, hidden] decoder input after splicing image rows"}
+    descs.update(EXTRA_INTERMEDIATE_DESCS)
     for k in sorted(caps):
-        if k.startswith("vision.block"):
+        if k in descs:
+            d = descs[k]
+        elif k.startswith("vision.block"):
             d = "[n_patches, D] output of vision block %s, %s" % (k[12:], order)
         elif k.startswith("text.layer"):
             d = "[n_tokens, hidden] output of decoder layer %s (residual stream)" % k[10:]

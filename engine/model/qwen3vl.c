@@ -1,0 +1,175 @@
+/*
+ * Qwen3-VL, text side: the decoder hooks of qwen3vl.h (q/k norm, DeepStack).
+ * The vision tower is qwen3vl_vision.c.
+ *
+ * DeepStack rows travel with the pass: q3_lm_stage collects, for every
+ * prompt row whose token is negative (an image row), its n_deepstack
+ * feature rows from the embedding row's extra columns, and uploads them
+ * with the rows' indices. After layer l the pass gathers x at those rows,
+ * adds feature l and scatters them back: three small dispatches per
+ * DeepStack layer, O(image rows x width), next to the layer's matmuls.
+ */
+#include "engine/model/qwen3vl.h"
+#include "engine/model/lm_internal.h"
+#include "engine/model/vision.h"
+#include "engine/ops/ops.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+void q3_synth_shapes(int small, struct lm_synth *ls, struct vis_synth *vs)
+{
+    if (ls) {
+        ls->qwen3 = 1;
+        ls->n_embd = small ? 256 : 4096;
+        ls->n_layer = small ? 2 : 36;
+        ls->n_head = small ? 4 : 32;
+        ls->n_head_kv = small ? 2 : 8;
+        ls->head_dim = small ? 64 : 128;
+        ls->n_ff = small ? 512 : 12288;
+        ls->n_vocab = small ? 1024 : 151936;
+        ls->n_deepstack = small ? 1 : 3;
+        ls->tied = 0;
+    }
+    if (vs) {
+        vs->qwen3 = 1;
+        vs->qwen25 = 0;
+        vs->n_embd = small ? 128 : 1152;
+        vs->n_layer = small ? 4 : 27;
+        vs->n_head = small ? 2 : 16;
+        vs->n_ff = small ? 256 : 4304;
+        vs->proj_dim = small ? 256 : 4096;
+        vs->pos_side = small ? 8 : 48;
+        vs->n_deepstack = small ? 1 : 3;
+        vs->deepstack[0] = small ? 1 : 8;
+        vs->deepstack[1] = 16;
+        vs->deepstack[2] = 24;
+    }
+}
+
+int q3_lm_keys(struct vkr_pipeline_key *out)
+{
+    out[0] = ops_key("rope", 1, OP_ROPE_IMROPE, 0);
+    out[1] = ops_key("scatter", 0, 0, 0);
+    out[2] = ops_key("gather", 1, QUANT_F32, 0);
+    out[3] = ops_key("elem", 1, OP_ADD, 0);
+    out[4] = ops_key("norm", 1, 0, 0);
+    return 5;
+}
+
+int q3_lm_open(struct lm *lm, struct folio_err *err)
+{
+    lm->ds.n = lm->hp.n_deepstack;
+    if (!lm->ds.n)
+        return 0;
+    /* every prompt row of a full batch may be an image row */
+    uint64_t cap = (uint64_t)lm->cfg.batch * lm->cfg.max_tokens, E = lm->E;
+    /* one tensor per layer: every view starts at a binding's alignment */
+    uint32_t n = lm->ds.n;
+    uint64_t sizes[GGUF_MAX_DEEPSTACK + 2];
+    if (cap > UINT32_MAX / 4 || cap * E > UINT32_MAX)
+        return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " DeepStack rows", cap);
+    for (uint32_t l = 0; l < n; l++)
+        sizes[l] = cap * E * 4;
+    sizes[n] = cap * 4;
+    sizes[n + 1] = cap * E * 4;
+    lm->ds.cap = (uint32_t)cap;
+    int rc = vkr_arena_create(lm->vk, "lm-deepstack", VKR_ARENA_ACTIVATIONS, &lm->ds.a, err);
+    if (!rc)
+        rc = vkr_arena_plan(lm->ds.a, sizes, (int)n + 2, err);
+    if (!rc)
+        vkr_arena_reset(lm->ds.a);
+    for (uint32_t l = 0; !rc && l < n; l++)
+        rc = vkr_arena_alloc(lm->ds.a, sizes[l], &lm->ds.feat[l], err);
+    if (!rc)
+        rc = vkr_arena_alloc(lm->ds.a, sizes[n], &lm->ds.idx, err);
+    if (!rc)
+        rc = vkr_arena_alloc(lm->ds.a, sizes[n + 1], &lm->ds.tmp, err);
+    if (rc) {
+        if (rc == FOLIO_ELIMIT)
+            folio_err_hint(err, "lower --max-tokens or --batch (now %u tokens x %u sequences)",
+                           lm->cfg.max_tokens, lm->cfg.batch);
+        return rc;
+    }
+    lm->ds.host = malloc((size_t)n * sizes[0]);
+    lm->ds.hidx = malloc((size_t)sizes[n]);
+    if (!lm->ds.host || !lm->ds.hidx)
+        return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
+                             " DeepStack rows", cap);
+    return 0;
+}
+
+void q3_lm_close(struct lm *lm)
+{
+    vkr_arena_destroy(lm->ds.a);
+    lm->ds.a = NULL;
+    free(lm->ds.host);
+    free(lm->ds.hidx);
+    lm->ds.host = NULL;
+    lm->ds.hidx = NULL;
+}
+
+int q3_lm_stage(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int prefill,
+                struct folio_err *err)
+{
+    lm->ds.rows = 0;
+    if (!lm->ds.n || !prefill)
+        return 0;
+    const uint32_t E = lm->E, cap = lm->ds.cap;
+    uint32_t k = 0;
+    for (uint32_t b = 0; b < nseq; b++) {
+        const struct lm_seq *s = &seqs[b];
+        for (uint32_t i = 0; i < s->n; i++) {
+            if (s->tokens[i] >= 0)
+                continue;
+            if (k >= cap)
+                return folio_err_set(err, FOLIO_ELIMIT, "text model: more than %u image rows",
+                                     cap);
+            lm->ds.hidx[k] = (int32_t)(lm->seq_start[b] + i);
+            const float *row = s->embd + (size_t)i * lm->Ein;
+            for (uint32_t l = 0; l < lm->ds.n; l++)
+                memcpy(lm->ds.host + ((size_t)l * cap + k) * E, row + (size_t)(1 + l) * E,
+                       (size_t)E * sizeof(float));
+            k++;
+        }
+    }
+    lm->ds.rows = k;
+    if (!k)
+        return 0;
+    int rc = vkr_upload(lm->vk, lm->ds.idx, 0, lm->ds.hidx, (uint64_t)k * 4, err);
+    for (uint32_t l = 0; !rc && l < lm->ds.n; l++)
+        rc = vkr_upload(lm->vk, lm->ds.feat[l], 0, lm->ds.host + (size_t)l * cap * E,
+                        (uint64_t)k * E * 4, err);
+    return rc;
+}
+
+int q3_lm_qk_norm(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, struct vkr_tensor q,
+                  struct vkr_tensor k, uint32_t nrows, struct folio_err *err)
+{
+    /* each head's D values are one row of the norm (HF: q_norm over head_dim) */
+    const struct gguf_text_hparams *h = &lm->hp;
+    int rc = op_norm(c, 0, q, q, &L->qn.t, NULL, nrows * h->n_head, lm->D, h->rms_eps, err);
+    if (!rc)
+        rc = op_norm(c, 0, k, k, &L->kn.t, NULL, nrows * h->n_head_kv, lm->D, h->rms_eps, err);
+    return rc;
+}
+
+int q3_lm_deepstack_add(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32_t nrows,
+                        struct folio_err *err)
+{
+    if (layer >= lm->ds.n || lm->ds.rows == 0)
+        return 0;
+    const uint32_t E = lm->E, k = lm->ds.rows;
+    struct vkr_tensor idx = lm->ds.idx, feat = lm->ds.feat[layer], tmp = lm->ds.tmp;
+    idx.size = (uint64_t)k * 4;
+    feat.size = (uint64_t)k * E * 4;
+    tmp.size = (uint64_t)k * E * 4;
+    int rc = op_gather(c, lm->x, QUANT_F32, nrows, E, idx, k, tmp, err);
+    if (!rc)
+        rc = op_elem(c, OP_ADD, tmp, &feat, tmp, (uint64_t)k * E, (uint64_t)k * E, 1.0f, 0.0f,
+                     err);
+    if (!rc)
+        rc = op_scatter(c, tmp, idx, k, E, lm->x, nrows, err);
+    return rc;
+}
