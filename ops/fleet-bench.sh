@@ -156,7 +156,7 @@ cpu_tree_s() {
 run_mode() {
   local mode=$1 db args=() log=$DIR/$1.log
   if [ "$mode" = pooler ]; then db=$POOLED; args=(--pooler transaction); else db=$DIRECT; fi
-  q "TRUNCATE folio.results, folio.jobs, folio.blobs, folio.document_sources, folio.documents, folio.workers CASCADE"
+  q "SET client_min_messages = warning; TRUNCATE folio.results, folio.jobs, folio.blobs, folio.document_sources, folio.documents, folio.workers CASCADE"
   [ "$BLOBS" = fs ] && rm -rf "${DIR:?}/blobs/sha256"
   q "CHECKPOINT" >/dev/null
   local stage=$DIR/stage inbox=$DIR/inbox-$mode
@@ -257,7 +257,7 @@ run_mode() {
   local per_host
   per_host=$(q "SELECT coalesce(json_object_agg(h, n), '{}') FROM (SELECT m.h, count(*) AS n FROM folio.results r
       JOIN folio.workers w ON w.id = r.worker_id
-      JOIN (VALUES $(awk '{printf "%s(%d,%d)", NR > 1 ? "," : "", $1, $2}' "$DIR/worker-hosts")) AS m(pid, h)
+      JOIN (VALUES $(awk '{printf "%s(%d,%d)", (NR > 1 ? "," : ""), $1, $2}' "$DIR/worker-hosts")) AS m(pid, h)
         ON m.pid = w.pid GROUP BY m.h) x")
   python3 - "$log" "$mode" "$W" "$DOCS" "$CB" "$POOL" "$CHAOS" "$kills" "$restarts" "$t0" "$t1" \
       "$cpu0" "$cpu1" "$pgbcpu" "$wal_bytes" "$facts" "$OCRT" "$HOSTS" "$per_host" "$BLOBS" <<'EOF'
