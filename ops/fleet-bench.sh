@@ -31,7 +31,9 @@
 # statement, from the workers' debug log lines), completions/s (between 10 %
 # and 90 % of results, by the database clock), server and PgBouncer CPU
 # seconds, WAL bytes per job, bytes per document in blobs and results, and
-# the integrity checks: lost (jobs not done), doubled (results beyond one
+# the integrity checks: lost (jobs neither done nor dead), dead (attempts
+# used up; under --chaos a job in flight at max_attempts kills ends there by
+# design, and dead_not_by_kills counts the others), doubled (results beyond one
 # per document), stale (a result not written by the job's final claim).
 # Everything it starts is stopped at the end (trap), and DIR is removed
 # unless --keep.
@@ -240,7 +242,10 @@ run_mode() {
   local facts
   facts=$(q "SELECT json_build_object(
       'done', (SELECT count(*) FROM folio.jobs WHERE state = 'done'),
-      'lost', $DOCS - (SELECT count(*) FROM folio.jobs WHERE state = 'done'),
+      'lost', $DOCS - (SELECT count(*) FROM folio.jobs WHERE state IN ('done', 'dead')),
+      'dead', (SELECT count(*) FROM folio.jobs WHERE state = 'dead'),
+      'dead_not_by_kills', (SELECT count(*) FROM folio.jobs WHERE state = 'dead'
+                             AND (last_error IS NULL OR last_error NOT LIKE 'lease expired%')),
       'doubled', (SELECT count(*) - count(DISTINCT (document_id, model_key)) FROM folio.results),
       'stale', (SELECT count(*) FROM folio.results r JOIN folio.jobs j ON j.id = r.job_id
                  WHERE r.lease_token IS DISTINCT FROM j.claim_token OR r.attempt <> j.attempts),
@@ -294,7 +299,7 @@ out = {"bench": "fleet", "mode": mode, "workers": int(w), "docs": int(docs), "cl
        "wal_bytes_per_job": round(float(wal) / max(1, f["done"])),
        "bytes_per_doc": {k[:-len("_bytes_per_doc")]: f[k] for k in f if k.endswith("_bytes_per_doc")},
        "result_writes": len(groups), "results_in_group_writes": sum(g for g in groups if g > 1),
-       "lost": f["lost"], "doubled": f["doubled"], "stale": f["stale"], "retried": f["retried"]}
+       "lost": f["lost"], "dead": f["dead"], "dead_not_by_kills": f["dead_not_by_kills"], "doubled": f["doubled"], "stale": f["stale"], "retried": f["retried"]}
 print(json.dumps(out))
 EOF
 }
