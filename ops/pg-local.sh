@@ -10,7 +10,9 @@
 # run as root: as root, the cluster is created and run as the `postgres`
 # user. --fast turns off fsync/full_page_writes: for throwaway test data
 # only, never for data you keep. FOLIO_PG_MAX_CONNECTIONS (default 300) for
-# large fleets on direct connections (ops/fleet-bench.sh).
+# large fleets on direct connections (ops/fleet-bench.sh). FOLIO_PG_LISTEN
+# (comma-separated addresses) also listens on TCP there, trusting clients
+# on the server's own subnets (samenet): the fleet bench's simulated hosts.
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop|status DIR [PORT] [--fast]" >&2; exit 2; }
@@ -79,7 +81,10 @@ case "$CMD" in
     fi
     if ! running; then
       echo "$PORT" >"$DIR/port"
-      OPTS="-c listen_addresses='' -c unix_socket_directories='$DIR' -c port=$PORT -c max_connections=${FOLIO_PG_MAX_CONNECTIONS:-300}"
+      OPTS="-c listen_addresses='${FOLIO_PG_LISTEN:-}' -c unix_socket_directories='$DIR' -c port=$PORT -c max_connections=${FOLIO_PG_MAX_CONNECTIONS:-300}"
+      if [ -n "${FOLIO_PG_LISTEN:-}" ] && ! grep -q '^host all all samenet trust' "$DATA/pg_hba.conf"; then
+        echo 'host all all samenet trust' >>"$DATA/pg_hba.conf"
+      fi
       OPTS="$OPTS -c shared_buffers=128MB -c log_min_messages=warning -c log_min_duration_statement=-1"
       if [ "$FAST" = 1 ]; then
         OPTS="$OPTS -c fsync=off -c synchronous_commit=off -c full_page_writes=off"

@@ -2,12 +2,13 @@
 # Throwaway local PgBouncer (Debian 12: 1.18) in transaction mode in front of
 # a local PostgreSQL, for tests and benches of `--pooler transaction`.
 #
-#   ops/pgbouncer-local.sh start DIR PGHOST PGPORT PORT [--pool-size N]
+#   ops/pgbouncer-local.sh start DIR PGHOST PGPORT PORT [--pool-size N] [--listen ADDR,...]
 #                                        write DIR/pgbouncer.ini, start, print conninfo
 #   ops/pgbouncer-local.sh stop  DIR     stop (SIGINT: connections cut, like a crash for clients)
 #   ops/pgbouncer-local.sh restart DIR   stop, then start again with the same config
 #
-# Listens on a unix socket in DIR only (no TCP). Every database name is
+# Listens on a unix socket in DIR only (no TCP; --listen adds TCP on those
+# addresses, e.g. the host ends of ops/fleet-bench.sh's veths). Every database name is
 # passed through to PGHOST:PGPORT ("*" entry), so a test's fresh database
 # works through it. --pool-size is the server connections per (database,
 # user): small sizes make clients share server sessions, which is what
@@ -18,11 +19,13 @@ set -euo pipefail
 usage() { echo "usage: $0 start DIR PGHOST PGPORT PORT [--pool-size N] | stop DIR | restart DIR" >&2; exit 2; }
 
 POOL=20
+LISTEN=
 ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --pool-size) [ $# -ge 2 ] || usage; POOL=$2; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --listen) [ $# -ge 2 ] || usage; LISTEN=$2; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) ARGS+=("$1") ;;
   esac
   shift
@@ -85,7 +88,7 @@ case "$CMD" in
 * = host=$PGHOST_ port=$PGPORT_
 
 [pgbouncer]
-listen_addr =
+listen_addr = $LISTEN
 listen_port = $PORT
 unix_socket_dir = $DIR
 auth_type = trust

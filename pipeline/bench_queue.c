@@ -25,7 +25,9 @@
  */
 #include "pipeline/pipeline.h"
 
+#include <dirent.h>
 #include <getopt.h>
+#include <sys/resource.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -48,6 +50,11 @@ static const char USAGE[] =
     "  --claim-batch K   jobs per claim statement, completed in one round trip (default 1)\n"
     "  --think-ms MS     each worker pauses this long after a cycle, as if a GPU were\n"
     "                    classifying (default 0: a saturation test)\n"
+    "  --rounds R        with --pooler-db: run each level's direct/pooled pair R times,\n"
+    "                    alternating, and print the median ratio (load on a shared\n"
+    "                    machine drifts; adjacent pairs see about the same load)\n"
+    "  --pgbouncer-pidfile FILE  PgBouncer's pid file: its CPU per job in the pooled\n"
+    "                    lines (the server's is read from /proc when it runs here)\n"
     "  --no-pgbench      skip the pgbench comparison\n";
 
 #define BENCH_MAX_BATCH 64
@@ -252,6 +259,86 @@ static double run_pgbench(const char *conninfo, const char *mk, int clients, int
     return tps;
 }
 
+/* CPU seconds of a process and its reaped children (/proc/PID/stat fields
+ * 14-17); -1 when it cannot be read. */
+static double proc_cpu_s(long pid, long *ppid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    char state;
+    long pp;
+    unsigned long long ut, st;
+    long long cut, cst;
+    if (!p || sscanf(p + 1, " %c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &pp, &ut, &st,
+                     &cut, &cst) != 6)
+        return -1;
+    if (ppid)
+        *ppid = pp;
+    return (double)(ut + st + (unsigned long long)cut + (unsigned long long)cst) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The server's CPU: the postmaster, its reaped children (backends that
+ * exited) and its live children. -1 when the server is not on this host. */
+static double server_cpu_s(long postmaster)
+{
+    if (postmaster <= 0)
+        return -1;
+    double t = proc_cpu_s(postmaster, NULL);
+    DIR *d = t < 0 ? NULL : opendir("/proc");
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long pid = strtol(e->d_name, NULL, 10), pp = 0;
+        if (pid <= 0)
+            continue;
+        double c = proc_cpu_s(pid, &pp);
+        if (c > 0 && pp == postmaster)
+            t += c;
+    }
+    closedir(d);
+    return t;
+}
+
+/* First line of a pid file (postmaster.pid, pgbouncer.pid); 0 if unreadable. */
+static long pidfile(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return pid;
+}
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+/* CPU of the three parties at one moment (-1: not measurable here). */
+struct cpu_snap {
+    double client, server, pooler;
+};
+static struct cpu_snap cpu_snap(long postmaster, long pgbouncer)
+{
+    struct cpu_snap s = {self_cpu_s(), server_cpu_s(postmaster), pgbouncer > 0 ? proc_cpu_s(pgbouncer, NULL) : -1};
+    return s;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -263,6 +350,7 @@ struct bench_target {
     const char *conninfo;
     enum db_pooler pooler;
     const char *name; /* "direct" | "pgbouncer" */
+    long postmaster, pgbouncer; /* pids for CPU accounting; 0 = unknown */
 };
 
 /* One level: seeds, runs W threads for `seconds`, prints the folio line.
@@ -304,6 +392,7 @@ static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, i
     double t0 = folio_mono_ms();
     for (int i = 0; i < W; i++)
         bt[i].end_ms = t0 + seconds * 1000.0;
+    struct cpu_snap c0 = cpu_snap(tg->postmaster, tg->pgbouncer);
     atomic_store(&go, 1);
     long long cycles = 0, claims = 0;
     double claim = 0, complete = 0;
@@ -323,6 +412,8 @@ static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, i
         ns += bt[i].nsamples;
     }
     double secs = (folio_mono_ms() - t0) / 1000.0;
+    folio_sleep_ms(300); /* closed backends exit and are reaped into the postmaster's time */
+    struct cpu_snap c1 = cpu_snap(tg->postmaster, tg->pgbouncer);
     qsort(samples, (size_t)ns, sizeof *samples, cmp_double);
     *rate = cycles / secs;
     struct json_buf b;
@@ -359,6 +450,20 @@ static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, i
     json_num(&b, claims ? complete / claims : NAN);
     json_raw(&b, ",\"errors\":");
     json_num(&b, errors);
+    /* CPU per job of each party over the measured window: on a machine
+     * where other work comes and goes, a steadier view of what the pooler
+     * costs than the rates (which follow whatever CPU was left over). */
+    if (cycles > 0) {
+        double cl = c1.client - c0.client, sv = c0.server >= 0 && c1.server >= 0 ? c1.server - c0.server : NAN;
+        double pg = c0.pooler >= 0 && c1.pooler >= 0 ? c1.pooler - c0.pooler : NAN;
+        json_raw(&b, ",\"cpu_ms_per_job\":{\"client\":");
+        json_num(&b, 1000 * cl / (double)cycles);
+        json_raw(&b, ",\"server\":");
+        json_num(&b, 1000 * sv / (double)cycles);
+        json_raw(&b, ",\"pgbouncer\":");
+        json_num(&b, tg->pgbouncer > 0 ? 1000 * pg / (double)cycles : NAN);
+        json_raw(&b, "}");
+    }
     if (why) {
         json_raw(&b, ",\"note\":");
         json_str(&b, why);
@@ -382,10 +487,12 @@ int bench_queue(int argc, char **argv)
                                          {"pooler-db", required_argument, 0, 1004},
                                          {"claim-batch", required_argument, 0, 1005},
                                          {"think-ms", required_argument, 0, 1006},
+                                         {"rounds", required_argument, 0, 1007},
+                                         {"pgbouncer-pidfile", required_argument, 0, 1008},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *db = NULL, *wl = "1,4,16", *pooler_db = NULL;
-    int seconds = 5, pgb = 1, batch = 1, think_ms = 0, ch;
+    const char *db = NULL, *wl = "1,4,16", *pooler_db = NULL, *pgb_pidfile = NULL;
+    int seconds = 5, pgb = 1, batch = 1, think_ms = 0, rounds = 1, ch;
     long long v;
     optind = 1;
     opterr = 0;
@@ -411,6 +518,12 @@ int bench_queue(int argc, char **argv)
                 return cli_usage_error("bench queue", "--think-ms wants 0..600000, got '%s'", optarg);
             think_ms = (int)v;
             break;
+        case 1008: pgb_pidfile = optarg; break;
+        case 1007:
+            if (folio_parse_int(optarg, 1, 100, &v))
+                return cli_usage_error("bench queue", "--rounds wants 1..100, got '%s'", optarg);
+            rounds = (int)v;
+            break;
         default: return cli_usage_error("bench queue", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
@@ -433,17 +546,51 @@ int bench_queue(int argc, char **argv)
     char mk[32], mkp[40];
     snprintf(mk, sizeof mk, "bench-%d", (int)getpid());
     snprintf(mkp, sizeof mkp, "%s-pgbench", mk);
-    const struct bench_target direct = {conninfo, DB_POOLER_NONE, "direct"};
-    const struct bench_target pooled = {pooler_db, DB_POOLER_TRANSACTION, "pgbouncer"};
+    /* the server's pid, when it runs on this host and its data directory is readable */
+    long postmaster = 0;
+    PGresult *dr = PQexec(c, "SELECT current_setting('data_directory')");
+    if (PQresultStatus(dr) == PGRES_TUPLES_OK && PQntuples(dr) == 1) {
+        char pf[1200];
+        snprintf(pf, sizeof pf, "%s/postmaster.pid", PQgetvalue(dr, 0, 0));
+        postmaster = pidfile(pf);
+    }
+    PQclear(dr);
+    long pgbouncer = pgb_pidfile ? pidfile(pgb_pidfile) : 0;
+    const struct bench_target direct = {conninfo, DB_POOLER_NONE, "direct", postmaster, 0};
+    const struct bench_target pooled = {pooler_db, DB_POOLER_TRANSACTION, "pgbouncer", postmaster, pgbouncer};
     int rc = 0;
     for (int li = 0; li < nl && !rc; li++) {
         int W = levels[li];
-        double rate = 0, prate = 0;
-        rc = run_level(c, &direct, mk, W, seconds, batch, think_ms, 0, &rate, &err);
-        if (!rc && pooler_db)
-            rc = run_level(c, &pooled, mk, W, seconds, batch, think_ms, rate, &prate, &err);
+        double rate = 0, prate = 0, ratios[100], drates[100], prates[100];
+        int nr = pooler_db ? rounds : 1;
+        for (int r = 0; r < nr && !rc; r++) {
+            rc = run_level(c, &direct, mk, W, seconds, batch, think_ms, 0, &rate, &err);
+            if (!rc && pooler_db)
+                rc = run_level(c, &pooled, mk, W, seconds, batch, think_ms, rate, &prate, &err);
+            drates[r] = rate;
+            prates[r] = prate;
+            ratios[r] = rate > 0 ? prate / rate : NAN;
+        }
         if (rc)
             break;
+        if (nr > 1) {
+            struct json_buf b;
+            json_init(&b);
+            json_raw(&b, "{\"bench\":\"queue\",\"impl\":\"folio\",\"summary\":\"median of rounds\",\"workers\":");
+            json_num(&b, W);
+            json_raw(&b, ",\"claim_batch\":");
+            json_num(&b, batch);
+            json_raw(&b, ",\"rounds\":");
+            json_num(&b, nr);
+            json_raw(&b, ",\"direct_cycles_per_s\":");
+            json_num(&b, folio_median(drates, nr));
+            json_raw(&b, ",\"pgbouncer_cycles_per_s\":");
+            json_num(&b, folio_median(prates, nr));
+            json_raw(&b, ",\"ratio_to_direct\":");
+            json_num(&b, folio_median(ratios, nr));
+            json_raw(&b, "}");
+            json_emit_line(&b);
+        }
         if (pgb) {
             long long want = (long long)seconds * 5000LL + 2000;
             rc = cleanup(c, mkp, &err);

@@ -1,4 +1,5 @@
 /* folio ingest: options -> struct ingest_run_opts -> ingest_run (ingest_run.c). */
+#include "pipeline/blobstore.h"
 #include "pipeline/ingest_run.h"
 #include "pipeline/metrics.h"
 
@@ -16,6 +17,9 @@ static const char USAGE[] =
     "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
     "  --pooler MODE        transaction: --db is a transaction-mode pooler such as\n"
     "                       PgBouncer (default $FOLIO_DB_POOLER, else none)\n"
+    "  --blob-store STORE   where document bytes live: pg (folio.blobs, default) or\n"
+    "                       fs:/PATH, a content-addressed directory shared by ingest\n"
+    "                       and the workers (docs/SCALING.md)\n"
     "  --watch              keep running: inotify plus periodic rescans\n"
     "  --recursive          descend into subdirectories\n"
     "  --rescan SECONDS     full rescan period in --watch mode (default 60)\n"
@@ -70,6 +74,7 @@ static const struct option opts[] = {
         {"pdf-page-ms", required_argument, 0, 1150},
         {"pdf-memory-mb", required_argument, 0, 1151},
         {"allow-root", required_argument, 0, 1031},
+        {"blob-store", required_argument, 0, 1180},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -79,7 +84,7 @@ int cmd_ingest(int argc, char **argv)
 {
     struct ingest_run_opts o;
     ingest_run_opts_default(&o);
-    const char *db = NULL, *pooler = NULL;
+    const char *db = NULL, *pooler = NULL, *blob_store = NULL;
     const char *metrics_listen = NULL;
     const char *roots[17] = {0}; /* NULL-terminated --allow-root list */
     size_t n_roots = 0;
@@ -94,6 +99,7 @@ int cmd_ingest(int argc, char **argv)
             return FOLIO_EXIT_OK;
         case 1000: db = optarg; break;
         case 1030: pooler = optarg; break;
+        case 1180: blob_store = optarg; break;
         case 1001: o.watch = 1; break;
         case 1002: o.recursive = 1; break;
         case 1003:
@@ -197,6 +203,13 @@ int cmd_ingest(int argc, char **argv)
         return FOLIO_EXIT_USAGE;
     }
 
+    struct blobstore *blobs = NULL;
+    if (blobstore_open(blob_store, &blobs, &perr)) {
+        folio_err_print(stderr, &perr);
+        return FOLIO_EXIT_USAGE;
+    }
+    o.blobs = blobs;
+
     struct ingest_run_stats st;
     struct folio_err err = {0};
     if (metrics_listen) {
@@ -204,11 +217,13 @@ int cmd_ingest(int argc, char **argv)
                                  .model_key = o.model_key, .device = NULL};
         if (metrics_start(&mc, &o.metrics, NULL, &err)) {
             folio_err_print(stderr, &err);
+            blobstore_close(blobs);
             return FOLIO_EXIT_FAIL;
         }
     }
     int rc = ingest_run(&o, &st, &err);
     metrics_stop(o.metrics);
+    blobstore_close(blobs);
     folio_log(FOLIO_LOG_INFO, "ingest_summary",
               "files=%llu accepted=%llu new_documents=%llu duplicates=%llu rejected=%llu bytes=%llu "
               "batches=%llu db_retries=%llu seconds=%.2f files_per_s=%.1f",

@@ -1,5 +1,6 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
 #include "engine/engine.h"
+#include "pipeline/blobstore.h"
 #include "pipeline/doctext.h"
 #include "pipeline/metrics.h"
 #include "pipeline/pipeline.h"
@@ -22,6 +23,9 @@ static const char USAGE[] =
     "                       there (default $FOLIO_DB_POOLER, else none)\n"
     "  --listen-db CONNINFO a direct connection used only to LISTEN for new jobs (wakes\n"
     "                       workers behind a transaction pooler; polling stays the fallback)\n"
+    "  --blob-store STORE   where document bytes live: pg (folio.blobs, default) or\n"
+    "                       fs:/PATH, a content-addressed directory shared by ingest\n"
+    "                       and the workers (docs/SCALING.md)\n"
     "  --claim-batch N      jobs claimed in one statement, at most one per free OCR thread;\n"
     "                       N > 1 also writes results that finish together in one round\n"
     "                       trip (default 1; --batch is the old name)\n"
@@ -146,6 +150,7 @@ static const struct option opts[] = {
         {"osd-min-conf", required_argument, 0, 1160},
         {"review-below", required_argument, 0, 1161},
         {"retrain-after", required_argument, 0, 1162},
+        {"blob-store", required_argument, 0, 1180},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -155,7 +160,7 @@ int cmd_worker(int argc, char **argv)
 {
     struct worker_opts o;
     worker_opts_default(&o);
-    const char *db = NULL, *pooler = NULL;
+    const char *db = NULL, *pooler = NULL, *blob_store = NULL;
     const char *metrics_listen = NULL;
     optind = 1;
     opterr = 0;
@@ -220,6 +225,7 @@ int cmd_worker(int argc, char **argv)
                 return cli_usage_error("worker", "--on-device-loss takes fallback or release, not '%s'", optarg);
             break;
         case 1042: pooler = optarg; break;
+        case 1180: blob_store = optarg; break;
         case 1043:
             if (!optarg[0])
                 return cli_usage_error("worker", "--listen-db wants a conninfo, got an empty string");
@@ -307,6 +313,12 @@ int cmd_worker(int argc, char **argv)
         folio_err_print(stderr, &perr);
         return FOLIO_EXIT_USAGE;
     }
+    struct blobstore *blobs = NULL;
+    if (blobstore_open(blob_store, &blobs, &perr)) {
+        folio_err_print(stderr, &perr);
+        return FOLIO_EXIT_USAGE;
+    }
+    o.blobs = blobs;
     /* Expired leases are noticed within a lease plus a reaper period. */
     o.reap_s = o.queue.lease_s / 2 < 10 ? o.queue.lease_s / 2 : 10;
     struct folio_err err = {0};
@@ -315,12 +327,14 @@ int cmd_worker(int argc, char **argv)
                                  .model_key = o.queue.model_key, .device = o.device};
         if (metrics_start(&mc, &o.metrics, NULL, &err)) {
             folio_err_print(stderr, &err);
+            blobstore_close(blobs);
             return FOLIO_EXIT_FAIL;
         }
     }
     int rc = (o.model_path && cli_check_gguf("--model", o.model_path, &err)) ||
              (o.mmproj_path && cli_check_gguf("--mmproj", o.mmproj_path, &err)) || worker_run(&o, &err);
     metrics_stop(o.metrics);
+    blobstore_close(blobs);
     if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;

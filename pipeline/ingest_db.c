@@ -24,6 +24,7 @@
  * sha256 key: the loser's statement snapshot cannot see the winner's row,
  * so it finds no document; that file's statement is simply run again.
  */
+#include "pipeline/blobstore.h"
 #include "pipeline/ingest_run.h"
 
 #include <stdbool.h>
@@ -42,10 +43,10 @@
 static const char SQL_ENQ[] =
     "WITH ins AS ("
     "  INSERT INTO folio.documents (sha256, media_type, bytes, pages, width, height,"
-    "                               exif_orientation, decode_warning)"
-    "  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    "                               exif_orientation, decode_warning, blob_store)"
+    "  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $18)"
     "  ON CONFLICT (sha256) DO NOTHING RETURNING id),"
-    " blob AS (INSERT INTO folio.blobs (sha256, data) SELECT $1, $9 FROM ins),"
+    " blob AS (INSERT INTO folio.blobs (sha256, data) SELECT $1, $9 FROM ins WHERE $18 = 'pg'),"
     " doc AS (SELECT id, false AS dup FROM ins"
     "         UNION ALL SELECT id, true FROM folio.documents WHERE sha256 = $1),"
     /* Known content gets a job only for a model key it has none for. */
@@ -60,9 +61,9 @@ static const char SQL_ENQ[] =
     "         RETURNING id)"
     " SELECT (SELECT id FROM doc LIMIT 1), (SELECT count(*) FROM ins), (SELECT count(*) FROM src),"
     "        (SELECT count(*) FROM job)";
-static const Oid ENQ_TYPES[17] = {OID_BYTEA, OID_TEXT,  OID_INT8,  OID_INT4,  OID_INT4,  OID_INT4,
+static const Oid ENQ_TYPES[18] = {OID_BYTEA, OID_TEXT,  OID_INT8,  OID_INT4,  OID_INT4,  OID_INT4,
                                   OID_INT2,  OID_TEXT,  OID_BYTEA, OID_TEXT,  OID_BYTEA, OID_TEXT,
-                                  OID_TEXT,  OID_FLOAT8, OID_TEXT, OID_TEXT,  OID_INT8};
+                                  OID_TEXT,  OID_FLOAT8, OID_TEXT, OID_TEXT,  OID_INT8,  OID_TEXT};
 
 static const char SQL_REJ[] =
     "INSERT INTO folio.rejections (path, path_display, name_display, host, reason, message, detail,"
@@ -92,15 +93,16 @@ int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *
     int rc = db_open(conninfo, d->pooler, "folio-ingest", &c, err);
     if (rc)
         return rc;
-    /* The columns migration 002 adds are what this writer needs. */
+    /* The columns migrations 002 and 009 add are what this writer needs. */
     PGresult *r = PQexec(c, "SELECT 1 FROM information_schema.columns WHERE table_schema = 'folio'"
-                            " AND table_name = 'rejections' AND column_name = 'file_mtime'");
+                            " AND ((table_name = 'rejections' AND column_name = 'file_mtime')"
+                            "   OR (table_name = 'documents' AND column_name = 'blob_store'))");
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         db_err_from_result(r, c, "checking the folio schema", err);
         PQfinish(c);
         return FOLIO_EDB;
     }
-    int ok = PQntuples(r) == 1;
+    int ok = PQntuples(r) == 2;
     PQclear(r);
     if (!ok) {
         PQfinish(c);
@@ -112,7 +114,7 @@ int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *
         d->c = c;
         return 0;
     }
-    r = PQprepare(c, "folio_ingest_enq", SQL_ENQ, 17, ENQ_TYPES);
+    r = PQprepare(c, "folio_ingest_enq", SQL_ENQ, 18, ENQ_TYPES);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         db_err_from_result(r, c, "preparing the enqueue statement", err);
         PQfinish(c);
@@ -184,9 +186,9 @@ void ingest_reject_json(const struct ingest_item *it, const char *host, char *bu
 
 /* Per-statement parameter storage: text numbers live here. */
 struct params {
-    const char *v[17];
-    int len[17];
-    int fmt[17];
+    const char *v[18];
+    int len[18];
+    int fmt[18];
     char num[6][32];
     char mtime[40];
     char json[4096];
@@ -231,7 +233,10 @@ static int send_item(struct ingest_db *d, struct ingest_item *it, enum ingest_af
         p->v[5] = p->num[3];
         p->v[6] = it->info.exif_orientation ? p->num[4] : NULL;
         p->v[7] = it->info.warning[0] ? it->info.warning : NULL;
-        p->v[8] = (const char *)it->data; p->len[8] = (int)it->len; p->fmt[8] = 1;
+        /* fs: the bytes are in the store already (put_blobs); only the
+         * location travels. */
+        int in_pg = blobstore_in_pg(d->blobs);
+        p->v[8] = in_pg ? (const char *)it->data : NULL; p->len[8] = (int)it->len; p->fmt[8] = 1;
         p->v[9] = d->model_key;
         p->v[10] = path; p->len[10] = (int)strlen(path); p->fmt[10] = 1;
         p->v[11] = it->path_display;
@@ -240,9 +245,10 @@ static int send_item(struct ingest_db *d, struct ingest_item *it, enum ingest_af
         p->v[14] = d->host;
         p->v[15] = disposition_name(after);
         p->v[16] = p->num[5];
+        p->v[17] = blobstore_kind(d->blobs);
         if (db_pooled(d->c))
-            return PQsendQueryParams(d->c, SQL_ENQ, 17, ENQ_TYPES, p->v, p->len, p->fmt, 0);
-        return PQsendQueryPrepared(d->c, "folio_ingest_enq", 17, p->v, p->len, p->fmt, 0);
+            return PQsendQueryParams(d->c, SQL_ENQ, 18, ENQ_TYPES, p->v, p->len, p->fmt, 0);
+        return PQsendQueryPrepared(d->c, "folio_ingest_enq", 18, p->v, p->len, p->fmt, 0);
     }
     ingest_reject_json(it, d->host, p->json, sizeof p->json);
     snprintf(p->num[0], 32, "%llu", (unsigned long long)it->cand.sig.size);
@@ -315,9 +321,32 @@ static int run_sync(struct ingest_db *d, struct ingest_item *it, enum ingest_aft
     return kind;
 }
 
+/* fs store: every accepted file's bytes are durable in the store before
+ * the transaction that points at them commits. A crash in between leaves
+ * an unreferenced blob, which the re-run's put finds and keeps. A store
+ * that cannot be written (full, unmounted) is retried like a database
+ * outage: the files stay where they are. */
+static int put_blobs(struct ingest_db *d, struct ingest_item **items, size_t n, struct folio_err *err)
+{
+    if (blobstore_in_pg(d->blobs))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i]->status != ITEM_ACCEPT)
+            continue;
+        int rc = blobstore_put(d->blobs, items[i]->sha, items[i]->data, items[i]->len, err);
+        if (rc) {
+            folio_err_prefix(err, "writing %s to the blob store: ", items[i]->path_display);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int ingest_db_commit(struct ingest_db *d, struct ingest_item **items, size_t n, struct folio_err *err)
 {
     PGconn *c = d->c;
+    if (put_blobs(d, items, n, err))
+        return INGEST_DB_TRANSIENT;
     enum ingest_after after = (enum ingest_after)d->after;
     struct params *p = malloc(sizeof *p);
     if (!p) {

@@ -549,7 +549,8 @@ static void *writer_main(void *arg)
 {
     struct run *R = arg;
     const struct ingest_run_opts *o = R->o;
-    struct ingest_db db = {.c = NULL, .model_key = o->model_key, .after = (int)o->after, .pooler = o->pooler};
+    struct ingest_db db = {.c = NULL, .model_key = o->model_key, .after = (int)o->after, .pooler = o->pooler,
+                           .blobs = o->blobs};
     size_t cap = (size_t)(o->batch_max > 0 ? o->batch_max : 64);
     struct ingest_item **batch = calloc(cap, sizeof *batch);
     int64_t outage_since = 0;

@@ -30,6 +30,7 @@ struct ingest_run_opts {
     int batch_max;        /* files per transaction (64) */
     int batch_ms;         /* longest wait to fill a batch (100) */
     struct metrics *metrics; /* --metrics-listen (pipeline/metrics.h); NULL = off */
+    const struct blobstore *blobs; /* --blob-store (pipeline/blobstore.h); NULL = pg */
 };
 void ingest_run_opts_default(struct ingest_run_opts *o);
 
@@ -85,6 +86,7 @@ struct ingest_db {
     const char *model_key;
     int after; /* enum ingest_after: recorded as the source's disposition */
     enum db_pooler pooler; /* transaction: statements are sent unnamed */
+    const struct blobstore *blobs; /* NULL = pg: bytes in folio.blobs */
 };
 /* Connects, checks the schema is migrated far enough (FOLIO_ESTATE when
  * not), prepares statements (not behind a transaction pooler). */

@@ -250,6 +250,14 @@ int queue_worker_stopped(PGconn *c, int64_t id, const struct queue_worker_stats 
 /* Document bytes for a job (blobs.data), malloc'd. */
 int queue_fetch_blob(PGconn *c, int64_t document_id, uint8_t **data, size_t *len,
                      struct folio_err *err);
+/* The same from wherever documents.blob_store says the bytes are: folio.blobs,
+ * or the fs store `store` (pipeline/blobstore.h; NULL = none configured, a
+ * clear error for an fs document). A missing or corrupt blob is an error
+ * about this document (FOLIO_EIO / FOLIO_EFORMAT, never FOLIO_EDB), so the
+ * job fails with the reason and the worker goes on. */
+struct blobstore;
+int queue_fetch_document(PGconn *c, const struct blobstore *store, int64_t document_id, uint8_t **data,
+                         size_t *len, struct folio_err *err);
 
 /* ---- worker (pipeline/worker.c) ---- */
 struct worker_opts {
@@ -282,6 +290,7 @@ struct worker_opts {
     double osd_min_conf;        /* --osd-min-conf: OSD confidence a page turn needs */
     double review_below;        /* --review-below P; < 0 = the stored/default policy */
     int retrain_after;          /* --retrain-after N new corrections (0 = never) */
+    const struct blobstore *blobs; /* --blob-store (pipeline/blobstore.h); NULL = pg */
 };
 void worker_opts_default(struct worker_opts *o);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A

@@ -508,7 +508,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     int rc;
     char q[900];
 
-    WITH_DB_RETRY(t, s, rc, &err, queue_fetch_blob(t->conn, j->document_id, &data, &len, &err));
+    WITH_DB_RETRY(t, s, rc, &err, queue_fetch_document(t->conn, w->o->blobs, j->document_id, &data, &len, &err));
     double fetch_ms = folio_mono_ms() - t0;
     if (rc == 0)
         WITH_DB_RETRY(t, s, rc, &err, refresh_labels(t, &err));

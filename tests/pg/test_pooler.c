@@ -137,6 +137,21 @@ int main(void)
           "claim without schema 007: %s / %s", err.msg, err.hint);
     REQUIRE_OK(wt_exec(d, "ALTER FUNCTION folio.claim_jobs_hidden(text, float8, bigint, integer, integer)"
                          " RENAME TO claim_jobs"), "restore claim_jobs");
+    /* the pooled completion runs in folio.complete_job (schema 009): its
+     * plan stays in the server session instead of being made per call */
+    REQUIRE_OK(queue_claim(a, &q, 0, 1, j, &n, &err) == 0 && n == 1, "claim for the completion: %s", err.msg);
+    REQUIRE_OK(wt_exec(d, "ALTER FUNCTION folio.complete_job RENAME TO complete_job_hidden"), "hide complete_job");
+    CHECK(queue_complete(a, &j[0], 0, &res, &acc[0], &err) == FOLIO_ESTATE && !acc[0] &&
+              strstr(err.msg, "complete_job") && strstr(err.hint, "folio migrate"),
+          "pooled completion without schema 009: %s / %s", err.msg, err.hint);
+    REQUIRE_OK(wt_exec(d, "ALTER FUNCTION folio.complete_job_hidden RENAME TO complete_job"), "restore complete_job");
+    CHECK(queue_complete(a, &j[0], 0, &res, &acc[0], &err) == 0 && acc[0], "pooled complete via the function: %s",
+          err.msg);
+    CHECK(queue_complete(b, &j[0], 0, &res, &acc[0], &err) == 0 && acc[0],
+          "a retried pooled completion (lost COMMIT ack) is recognised as written: %s", err.msg);
+    j[0].token[0] = j[0].token[0] == 'a' ? 'b' : 'a';
+    CHECK(queue_complete(b, &j[0], 0, &res, &acc[0], &err) == 0 && !acc[0],
+          "a pooled completion with a foreign token is refused");
     PQclear(PQexec(d, "TRUNCATE folio.results, folio.jobs, folio.documents CASCADE"));
 
     /* 2. ingest + worker through the pooler, LISTEN on a direct connection */
