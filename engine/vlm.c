@@ -16,6 +16,7 @@
  * the plan, so an oversized page is downscaled by smart resize instead of
  * refused.
  */
+#include "common/json.h"
 #include "engine/vlm_internal.h"
 #include "engine/model/gguf.h"
 #include "engine/model/lm.h"
@@ -785,23 +786,6 @@ done:
         r->n_prompt = 0;
     }
     return lost(v, rc, err);
-}
-
-static void json_escape(char *out, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 7 < n; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            out[k++] = '\\';
-            out[k++] = (char)ch;
-        } else if (ch < 0x20) {
-            k += (size_t)snprintf(out + k, n - k, "\\u%04x", ch);
-        } else {
-            out[k++] = (char)ch;
-        }
-    }
-    out[k] = 0;
 }
 
 int vlm_report_json(const struct vlm *v, char *buf, size_t n)

@@ -6,6 +6,7 @@
 #define FOLIO_PIPELINE_H
 
 #include "common/common.h"
+#include "common/json.h"
 
 #include <libpq-fe.h>
 
@@ -297,23 +298,5 @@ int worker_run(const struct worker_opts *o, struct folio_err *err);
  * needed (or exec failed, which is logged). Call first thing in main for
  * subcommands that OCR. */
 void worker_ensure_omp_limit(char **argv);
-
-/* ---- JSON output helpers (pipeline/json.c) ---- */
-struct json_buf {
-    char *s;
-    size_t len, cap;
-    int oom;
-};
-void json_init(struct json_buf *b);
-void json_free(struct json_buf *b);
-void json_raw(struct json_buf *b, const char *s);
-void json_str(struct json_buf *b, const char *s); /* quoted, escaped; invalid UTF-8 → U+FFFD */
-void json_num(struct json_buf *b, double v);      /* NaN/inf → null */
-void json_key(struct json_buf *b, const char *k); /* "k": */
-/* Writes b as one line to f (nothing when it ran out of memory), frees it. */
-void json_print_line(struct json_buf *b, FILE *f);
-/* The bench output line: prints b and a newline to stdout (nothing when it
- * ran out of memory), flushes, frees b. */
-void json_emit_line(struct json_buf *b);
 
 #endif

@@ -10,27 +10,13 @@
  * the whole pass otherwise), averaged over the repetitions after one
  * warm-up pass. Weights are random bytes: speed does not depend on values.
  */
+#include "common/json.h"
 #include "engine/ops/ops_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void jesc(char *o, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 7 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            k += (size_t)snprintf(o + k, n - k, "\\%c", c);
-        else if (c < 0x20)
-            k += (size_t)snprintf(o + k, n - k, "\\u%04x", c);
-        else
-            o[k++] = (char)c;
-    }
-    o[k] = 0;
-}
 
 static int open_for_tool(const struct ops_tool_opts *o, int timestamps, struct vkr **vk,
                          struct folio_err *err)
@@ -90,7 +76,7 @@ int ops_doctor(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         fprintf(out, "{\"devices\":[");
         for (int i = 0; i < ndev && i < 16; i++) {
             char nm[600];
-            jesc(nm, sizeof nm, devs[i].name);
+            json_escape(nm, sizeof nm, devs[i].name);
             fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
                     devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
         }
@@ -333,7 +319,7 @@ static int bench_matmul(struct bench *b, struct folio_err *err)
                     if (rc == FOLIO_EUNSUPPORTED || rc == FOLIO_ELIMIT) {
                         /* One unavailable path is a result, not the end of the bench. */
                         char em[600];
-                        jesc(em, sizeof em, err->msg);
+                        json_escape(em, sizeof em, err->msg);
                         fprintf(b->out, "{\"bench\":\"ops\",\"op\":\"matmul\",\"dtype\":\"%s\","
                                         "\"kernel\":%d,\"m\":%u,\"n\":%u,\"k\":%u,\"error\":\"%s\"}\n",
                                 quant_type_name(ty), (int)a.kernel, a.m, n, k, em);
@@ -558,7 +544,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     int rc = open_for_tool(o, 1, &b.vk, err);
     if (rc)
         return rc;
-    jesc(b.dev, sizeof b.dev, vkr_device(b.vk)->name);
+    json_escape(b.dev, sizeof b.dev, vkr_device(b.vk)->name);
     int failed = 0;
     rc = ops_prewarm(b.vk, &failed, err);
     if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {

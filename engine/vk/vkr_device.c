@@ -10,6 +10,7 @@
  * when the caller allows them, so a misconfigured GPU box never silently
  * classifies on the CPU.
  */
+#include "common/json.h"
 #include "engine/vk/vkr_internal.h"
 
 #include <ctype.h>
@@ -831,22 +832,6 @@ void vkr_get_stats(const struct vkr *vk, struct vkr_stats *s)
     s->dispatches = vk->dispatches;
 }
 
-/* JSON string escaping for names that come from drivers. */
-static void jstr(char *o, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 7 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            k += (size_t)snprintf(o + k, n - k, "\\%c", c);
-        else if (c < 0x20)
-            k += (size_t)snprintf(o + k, n - k, "\\u%04x", c);
-        else
-            o[k++] = (char)c;
-    }
-    o[k] = 0;
-}
-
 int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
 {
     struct vkr_stats s;
@@ -854,10 +839,10 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
     const struct vkr_limits *L = &vk->lim;
     const struct vkr_features *F = &vk->feat;
     char name[300], drv[200], reason[200], path[1100];
-    jstr(name, sizeof name, vk->info.name);
-    jstr(drv, sizeof drv, vk->info.driver_info);
-    jstr(reason, sizeof reason, s.cache_miss_reason);
-    jstr(path, sizeof path, s.cache_path);
+    json_escape(name, sizeof name, vk->info.name);
+    json_escape(drv, sizeof drv, vk->info.driver_info);
+    json_escape(reason, sizeof reason, s.cache_miss_reason);
+    json_escape(path, sizeof path, s.cache_path);
     return folio_snprintf(
         buf, n,
         "{\"device\":{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\","
