@@ -113,9 +113,6 @@ int bench_pdf(int argc, char **argv);
 uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len);
 int bench_accuracy(int argc, char **argv);
 
-/* Prints the standard "not built yet" error for a feature that belongs to a
- * later issue; returns FOLIO_EXIT_FAIL. */
-int cli_not_built(const char *what, const char *which_issue);
 /* Prints "folio CMD: MSG" plus "try 'folio CMD --help'"; returns FOLIO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* db_connect for a command: --db value (or $FOLIO_DB ...); on failure prints

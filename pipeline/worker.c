@@ -43,6 +43,7 @@
  * (token-checked, attempt not counted). The workers row is marked stopped
  * and worker_run returns 0. A second signal exits at once: leases cover it.
  */
+#include "common/fault.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
@@ -155,20 +156,9 @@ static void parse_faults(struct fault *f)
 {
     memset(f, 0, sizeof *f);
 #ifdef FOLIO_FAULT_INJECTION
-    const char *s = getenv("FOLIO_FAULT");
-    if (!s)
-        return;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (strncmp(t, "crash_on_document:", 18) == 0)
-            snprintf(f->crash_prefix, sizeof f->crash_prefix, "%s", t + 18);
-        else if (strncmp(t, "sleep_ms:", 9) == 0)
-            f->sleep_ms = atoi(t + 9);
-        else if (strncmp(t, "slow_results_ms:", 16) == 0)
-            f->slow_results_ms = atoi(t + 16);
-    }
+    folio_fault_arg(FOLIO_FAULT_crash_on_document, f->crash_prefix, sizeof f->crash_prefix);
+    f->sleep_ms = (int)folio_fault_num(FOLIO_FAULT_sleep_ms);
+    f->slow_results_ms = (int)folio_fault_num(FOLIO_FAULT_slow_results_ms);
     if (f->crash_prefix[0] || f->sleep_ms || f->slow_results_ms)
         folio_log(FOLIO_LOG_WARN, "fault_injection", "crash_on_document=%s sleep_ms=%d slow_results_ms=%d",
                   f->crash_prefix[0] ? f->crash_prefix : "-", f->sleep_ms, f->slow_results_ms);

@@ -11,6 +11,7 @@
  * warm-up pass. Weights are random bytes: speed does not depend on values.
  */
 #include "common/json.h"
+#include "common/rng.h"
 #include "engine/ops/ops_internal.h"
 
 #include <inttypes.h>
@@ -128,7 +129,7 @@ struct bench {
     int reps;
     double peak_gflops, peak_gbps;
     char dev[300];
-    uint64_t rng;
+    struct folio_rng rng;
 };
 
 /* Uploads pseudo-random bytes in staging-sized chunks. */
@@ -142,11 +143,8 @@ static int upload_random(struct bench *b, struct vkr_tensor t, struct folio_err 
     for (uint64_t off = 0; off < t.size && !rc; off += chunk) {
         uint64_t n = t.size - off < chunk ? t.size - off : chunk;
         for (uint64_t i = 0; i < (n + 7) / 8; i++) {
-            b->rng ^= b->rng << 13;
-            b->rng ^= b->rng >> 7;
-            b->rng ^= b->rng << 17;
             /* keep f16/bf16/f32 exponents tame: clear the top exponent bits */
-            buf[i] = b->rng & 0x3fff3fff3fff3fffull;
+            buf[i] = folio_rng_next(&b->rng) & 0x3fff3fff3fff3fffull;
         }
         rc = vkr_upload(b->vk, t, off, buf, n, err);
     }
@@ -540,7 +538,7 @@ static int bench_attention(struct bench *b, struct folio_err *err)
 int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
 {
     struct bench b = {.out = out, .o = o, .reps = o->reps > 0 ? o->reps : (o->quick ? 2 : 5),
-                      .rng = 0x2545F4914F6CDD1Dull};
+                      .rng = {0x2545F4914F6CDD1Dull}};
     int rc = open_for_tool(o, 1, &b.vk, err);
     if (rc)
         return rc;
