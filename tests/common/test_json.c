@@ -12,18 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int valid_utf8(const char *s)
-{
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        size_t l = folio_utf8_seq_len((const unsigned char *)s + i, n - i);
-        if (!l)
-            return 0;
-        i += l;
-    }
-    return 1;
-}
-
 /* 1 when Python's json module parses text and finds `expect` (a Python
  * expression) equal to it. */
 static int python_agrees(const char *text, const char *expect)
@@ -66,7 +54,7 @@ static void test_escaping(void)
     CHECK(b.s && strcmp(b.s, "\"\\u009b\\u0085\\u202e\\u2066|\\ufffd|\\ufffd\\ufffd|\\ufffd\\ufffd|"
                              "\\ufffd\\ufffd\\ufffd|\xc3\xa9\xf0\x9f\x93\x84\"") == 0,
           "got %s", b.s);
-    CHECK(valid_utf8(b.s), "output is UTF-8");
+    CHECK(tu_valid_utf8(b.s), "output is UTF-8");
     json_free(&b);
 
     /* counted strings keep NUL bytes, as \u0000 */
@@ -143,7 +131,7 @@ static void test_fixed(void)
     json_init_fixed(&b, buf, sizeof buf);
     json_str(&b, "abc\xc3\xa9\xc3\xa9\n\n\n\n\n\n");
     CHECK(json_status(&b) == FOLIO_ELIMIT && b.oom, "overflow reported: %d", json_status(&b));
-    CHECK(strlen(buf) < sizeof buf && valid_utf8(buf), "prefix: %s", buf);
+    CHECK(strlen(buf) < sizeof buf && tu_valid_utf8(buf), "prefix: %s", buf);
     size_t l = strlen(buf), bs = 0;
     for (size_t i = l; i > 0 && buf[i - 1] == '\\'; i--)
         bs++;
