@@ -28,7 +28,7 @@ enum folio_errcode {
     FOLIO_EUNSUPPORTED = -7,/* valid but not handled (format, feature) */
     FOLIO_EDEVICE = -8,     /* Vulkan / device error */
     FOLIO_EDEVICELOST = -9, /* device lost: engine must be re-opened */
-    FOLIO_ENOTBUILT = -10,  /* subcommand or path not built yet */
+    /* -10 was "not built yet" (every subcommand is built); not reused */
     FOLIO_ESTATE = -11,     /* operation invalid in current state (e.g. lease lost) */
     FOLIO_ETIMEOUT = -12,   /* a deadline passed */
     FOLIO_EMODEL = -13,     /* model file does not match expectations */
@@ -39,9 +39,12 @@ struct folio_err {
     char msg[512];    /* one line: what went wrong */
     char detail[768]; /* the facts that prove it */
     char hint[384];   /* what the user can do */
+    char context[512];/* where it happened, innermost first, "; "-separated
+                       * ("uploading tensor blk.3.ffn_up; loading the text
+                       * model"): callers add to it, never over the detail */
 };
 
-/* Sets code and message; clears detail and hint. Returns code so that a
+/* Sets code and message; clears detail, hint and context. Returns code so that a
  * failing function can `return folio_err_set(err, FOLIO_EIO, ...)`.
  * err may be NULL (the error is then only returned). */
 int folio_err_set(struct folio_err *err, int code, const char *fmt, ...)
@@ -50,12 +53,17 @@ void folio_err_detail(struct folio_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void folio_err_hint(struct folio_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Adds a line to the context chain (PostgreSQL's CONTEXT: where the error
+ * happened), after what is there: the callee's detail stays as it was.
+ * What does not fit the chain is cut, the earlier (inner) lines kept. */
+void folio_err_context(struct folio_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Prepends context ("loading model: ") to the message, keeping the rest. */
 void folio_err_prefix(struct folio_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void folio_err_clear(struct folio_err *err);
 const char *folio_errcode_name(int code);
-/* Prints "folio: error: msg\n  detail: ...\n  hint: ..." to f. */
+/* Prints "folio: error: msg\n  detail: ...\n  context: ...\n  hint: ..." to f. */
 void folio_err_print(FILE *f, const struct folio_err *err);
 
 /* ---- logging: logfmt, one line per event, to stderr ---- */

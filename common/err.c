@@ -19,6 +19,7 @@ int folio_err_set(struct folio_err *err, int code, const char *fmt, ...)
     err->code = code;
     err->detail[0] = '\0';
     err->hint[0] = '\0';
+    err->context[0] = '\0';
     va_list ap;
     va_start(ap, fmt);
     vset(err->msg, sizeof err->msg, fmt, ap);
@@ -46,6 +47,21 @@ void folio_err_hint(struct folio_err *err, const char *fmt, ...)
     va_end(ap);
 }
 
+void folio_err_context(struct folio_err *err, const char *fmt, ...)
+{
+    if (!err)
+        return;
+    char line[sizeof err->context];
+    va_list ap;
+    va_start(ap, fmt);
+    vset(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t used = strlen(err->context);
+    if (used + 3 >= sizeof err->context)
+        return; /* full: the inner lines, nearest the failure, are the ones to keep */
+    snprintf(err->context + used, sizeof err->context - used, "%s%s", used ? "; " : "", line);
+}
+
 void folio_err_prefix(struct folio_err *err, const char *fmt, ...)
 {
     if (!err)
@@ -65,7 +81,7 @@ void folio_err_clear(struct folio_err *err)
     if (!err)
         return;
     err->code = 0;
-    err->msg[0] = err->detail[0] = err->hint[0] = '\0';
+    err->msg[0] = err->detail[0] = err->hint[0] = err->context[0] = '\0';
 }
 
 const char *folio_errcode_name(int code)
@@ -81,7 +97,6 @@ const char *folio_errcode_name(int code)
     case FOLIO_EUNSUPPORTED: return "unsupported";
     case FOLIO_EDEVICE: return "device_error";
     case FOLIO_EDEVICELOST: return "device_lost";
-    case FOLIO_ENOTBUILT: return "not_built";
     case FOLIO_ESTATE: return "bad_state";
     case FOLIO_ETIMEOUT: return "timeout";
     case FOLIO_EMODEL: return "model_mismatch";
@@ -94,6 +109,8 @@ void folio_err_print(FILE *f, const struct folio_err *err)
     fprintf(f, "folio: error: %s\n", err->msg[0] ? err->msg : folio_errcode_name(err->code));
     if (err->detail[0])
         fprintf(f, "  detail: %s\n", err->detail);
+    if (err->context[0])
+        fprintf(f, "  context: %s\n", err->context);
     if (err->hint[0])
         fprintf(f, "  hint: %s\n", err->hint);
 }

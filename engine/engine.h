@@ -21,9 +21,9 @@ const char *engine_vulkan_header_version(void);
  * Classification (DESIGN.md §6.4). One API for every tier: the caller
  * describes a document and how to get its text; the engine walks the
  * fallback chain (vision → OCR text + LM → OCR text + keyword rules),
- * records which tier answered and why the higher ones were skipped.
- * Today only the rules tier exists; the vision and LM tiers plug in
- * behind engine_classify() without changing callers.
+ * records which tier answered and why the higher ones were skipped:
+ * vision and OCR text + LM (tiers.c, when a model is open), the learned
+ * classifier (learned.c, when one is loaded), then the keyword rules.
  * =================================================================== */
 
 #define ENGINE_LABEL_MAX 64

@@ -17,6 +17,7 @@
  * models stay off until restart: the worker keeps running on OCR + rules
  * and engine_models_paths() says so (the workers row shows it).
  */
+#include "common/json.h"
 #include "engine/engine.h"
 #include "engine/model/lm.h"
 #include "engine/tiers.h"
@@ -138,13 +139,7 @@ int engine_models_report_json(struct engine_models *m, char *buf, size_t n)
         rc = vlm_report_json(m->vlm, buf, n);
     } else {
         char r[400];
-        size_t k = 0;
-        for (const char *s = m->reason; *s && k + 2 < sizeof r; s++) {
-            if (*s == '"' || *s == '\\')
-                r[k++] = '\\';
-            r[k++] = (unsigned char)*s < 0x20 ? ' ' : *s;
-        }
-        r[k] = 0;
+        json_escape(r, sizeof r, m->reason);
         rc = snprintf(buf, n, "{\"vision\":false,\"gpu\":false,\"reason\":\"%s\"}", r) >= (int)n
                  ? FOLIO_ELIMIT
                  : 0;

@@ -16,6 +16,8 @@
  * the plan, so an oversized page is downscaled by smart resize instead of
  * refused.
  */
+#include "common/fault.h"
+#include "common/json.h"
 #include "engine/vlm_internal.h"
 #include "engine/model/gguf.h"
 #include "engine/model/lm.h"
@@ -303,7 +305,7 @@ static int load_gate(const struct vlm_config *c, struct vlm_gate_rule *rules, in
         }
         free(b);
         if (rc)
-            folio_err_detail(err, "in driver-gate file %s", c->gate_file);
+            folio_err_context(err, "reading driver-gate file %s", c->gate_file);
     }
     if (!rc && c->gate_rules) {
         int m = 0;
@@ -364,14 +366,7 @@ static int warmup(struct vlm *v, struct folio_err *err)
 
 static void fault_setup(struct vlm *v)
 {
-#ifdef FOLIO_FAULT_INJECTION
-    const char *f = getenv("FOLIO_FAULT");
-    const char *h = f ? strstr(f, "device_lost:") : NULL;
-    if (h)
-        v->fault_after = (uint32_t)strtoul(h + 12, NULL, 10);
-#else
-    (void)v;
-#endif
+    v->fault_after = (uint32_t)folio_fault_num(FOLIO_FAULT_device_lost);
 }
 
 int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *err)
@@ -543,7 +538,7 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         rc = warmup(v, err);
         v->rep.warmup_ms = folio_mono_ms() - t;
         if (rc) {
-            folio_err_detail(err, "during the warm-up pass");
+            folio_err_context(err, "the warm-up pass");
             goto fail;
         }
     }
@@ -679,7 +674,7 @@ int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl
         size_t n = cont.ids.n;
         prompt_free(&cont);
         if (rc) {
-            folio_err_detail(err, "while tokenizing label \"%s\"", labels[l]);
+            folio_err_context(err, "tokenizing label \"%s\"", labels[l]);
             return rc;
         }
         if (n > v->cfg.max_label_tokens) {
@@ -817,23 +812,6 @@ done:
         r->n_prompt = 0;
     }
     return lost(v, rc, err);
-}
-
-static void json_escape(char *out, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 7 < n; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            out[k++] = '\\';
-            out[k++] = (char)ch;
-        } else if (ch < 0x20) {
-            k += (size_t)snprintf(out + k, n - k, "\\u%04x", ch);
-        } else {
-            out[k++] = (char)ch;
-        }
-    }
-    out[k] = 0;
 }
 
 int vlm_report_json(const struct vlm *v, char *buf, size_t n)

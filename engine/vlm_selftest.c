@@ -12,6 +12,7 @@
  * A failure names the op and the numbers; vlm_open then disables the
  * vision path (or refuses the GPU when the text model's ops fail).
  */
+#include "common/rng.h"
 #include "engine/vlm_internal.h"
 #include "engine/model/gguf.h"
 #include "engine/model/lm.h"
@@ -32,22 +33,10 @@
 #define QM 4u   /* matvec rows */
 #define NE 256u /* element-wise count */
 
-struct st {
-    uint64_t seed;
-};
-
-static float rnd(struct st *s)
-{
-    s->seed ^= s->seed << 13;
-    s->seed ^= s->seed >> 7;
-    s->seed ^= s->seed << 17;
-    return (float)((s->seed >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
-
-static void fill(struct st *s, float *x, size_t n, float scale)
+static void fill(struct folio_rng *s, float *x, size_t n, float scale)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = rnd(s) * scale;
+        x[i] = folio_rng_signed(s) * scale;
 }
 
 static int compare(const char *op, const float *g, const float *r, size_t n,
@@ -114,7 +103,7 @@ int vlm_selftest(struct vlm *v, struct folio_err *err)
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     if (rc)
         goto out;
-    struct st s = {0x9e3779b97f4a7c15ull};
+    struct folio_rng s = {0x9e3779b97f4a7c15ull};
     fill(&s, h[B_W], NO * K, 0.5f);
     fill(&s, h[B_X], T * K, 1.0f);
     fill(&s, wq, NO * QK, 0.2f);

@@ -12,6 +12,7 @@
  * File names are bytes. Display forms escape what is not printable UTF-8
  * so they can go into text columns, JSON and log lines unambiguously.
  */
+#include "common/json.h"
 #include "ingest/ingest_internal.h"
 
 #include <errno.h>
@@ -60,53 +61,16 @@ void ingest_display(char *out, size_t n, const char *bytes)
 void ingest_json_str(char *buf, size_t n, const char *str)
 {
     size_t o = strlen(buf);
-    const unsigned char *s = (const unsigned char *)str;
-    size_t len = strlen(str);
-#define PUTS(p, l)                                                                           \
-    do {                                                                                     \
-        if (o + (l) + 2 > n)                                                                 \
-            goto full;                                                                       \
-        memcpy(buf + o, (p), (l));                                                           \
-        o += (l);                                                                            \
-    } while (0)
     if (o + 3 > n)
         return;
-    buf[o++] = '"';
-    for (size_t i = 0; i < len;) {
-        unsigned char c = s[i];
-        char tmp[8];
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            PUTS(tmp, 2);
-            i++;
-        } else if (c < 0x20) {
-            snprintf(tmp, sizeof tmp, "\\u%04x", c);
-            PUTS(tmp, 6);
-            i++;
-        } else if (c < 0x80) {
-            PUTS(s + i, 1);
-            i++;
-        } else {
-            size_t ul = folio_utf8_seq_len(s + i, len - i);
-            if (ul == 0) {
-                PUTS("\\ufffd", 6);
-                i++;
-            } else if (folio_utf8_unsafe_cp(s + i, ul)) {
-                /* valid JSON either way; escaped, a reason file is safe to cat */
-                snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)folio_utf8_unsafe_cp(s + i, ul));
-                PUTS(tmp, 6);
-                i += ul;
-            } else {
-                PUTS(s + i, ul);
-                i += ul;
-            }
-        }
-    }
-full:
+    /* the closing quote's byte is held back, so a cut string still closes */
+    struct json_buf b;
+    json_init_fixed(&b, buf + o, n - o - 1);
+    json_raw(&b, "\"");
+    json_str_body(&b, str, strlen(str));
+    o += b.len;
     buf[o++] = '"';
     buf[o] = '\0';
-#undef PUTS
 }
 
 /* Splits name into stem and extension (".jpg"; none for ".hidden"). */

@@ -10,6 +10,7 @@
  * the same to decode. The documents the run inserts are deleted afterwards
  * unless --keep is given. One JSON object per line on stdout.
  */
+#include "common/rng.h"
 #include "pipeline/ingest_run.h"
 
 #include <dirent.h>
@@ -47,7 +48,7 @@ uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len)
     if (!rgb)
         return NULL;
     uint32_t s = seed * 2654435761u + 1;
-#define NEXT() (s ^= s << 13, s ^= s >> 17, s ^= s << 5, s)
+#define NEXT() folio_rng32_next(&s)
     for (size_t i = 0; i < (size_t)w * (size_t)h; i++) {
         uint8_t v = (uint8_t)(240 + (NEXT() & 3));
         rgb[3 * i] = rgb[3 * i + 1] = v;

@@ -554,25 +554,6 @@ char *bench_tok_hostile(int kind, size_t n, size_t *len)
 
 /* ------------------------------------------------------------- the bench */
 
-/* s as the inside of a JSON string (quotes, backslashes, controls escaped). */
-static const char *json_esc(char *out, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 7 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[k++] = '\\';
-            out[k++] = (char)c;
-        } else if (c < 0x20) {
-            k += (size_t)snprintf(out + k, n - k, "\\u%04x", c);
-        } else {
-            out[k++] = (char)c;
-        }
-    }
-    out[k] = 0;
-    return out;
-}
-
 static void cpu_model(char *out, size_t n)
 {
     snprintf(out, n, "unknown");
@@ -814,19 +795,19 @@ int bench_tokenizer(int argc, char **argv)
                "\"mb_per_s\":%.2f,\"cpu_seconds\":%.3f,\"mb_per_cpu_s\":%.2f,"
                "\"tokens_per_s\":%.0f,\"bytes_per_token\":%.3f,\"load_ms\":%.1f,"
                "\"roundtrip\":%s,\"threads\":1,\"host\":\"%s\",\"cpu\":\"%s\"}\n",
-               model ? "gguf" : "synthetic", json_esc(qm, sizeof qm, model ? model : ""),
+               model ? "gguf" : "synthetic", json_escape(qm, sizeof qm, model ? model : ""),
                tok_n_vocab(t), tok_n_merges(t), cached ? "true" : "false", len, mres.passes,
                mres.wall_s, (double)mres.bytes / mres.wall_s / 1e6, mres.cpu_s,
                mres.cpu_s > 0 ? (double)mres.bytes / mres.cpu_s / 1e6 : 0.0,
                (double)mres.tokens / mres.wall_s,
                mres.tokens ? (double)mres.bytes / (double)mres.tokens : 0.0, load_ms,
-               roundtrip ? "true" : "false", json_esc(qh, sizeof qh, host),
-               json_esc(qc, sizeof qc, cpu));
+               roundtrip ? "true" : "false", json_escape(qh, sizeof qh, host),
+               json_escape(qc, sizeof qc, cpu));
         fflush(stdout);
     }
     if (rc == 0 && do_scaling)
-        rc = scaling(t, (size_t)scaling_max, json_esc(qh, sizeof qh, host),
-                     json_esc(qc, sizeof qc, cpu), &err);
+        rc = scaling(t, (size_t)scaling_max, json_escape(qh, sizeof qh, host),
+                     json_escape(qc, sizeof qc, cpu), &err);
     if (rc)
         folio_err_print(stderr, &err);
     tok_ids_free(&ids);

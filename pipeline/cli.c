@@ -7,16 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_not_built(const char *what, const char *which_issue)
-{
-    fprintf(stderr,
-            "folio: error: %s is not built yet\n"
-            "  detail: this part of folio arrives with %s\n"
-            "  hint: see README.md for what works today\n",
-            what, which_issue);
-    return FOLIO_EXIT_FAIL;
-}
-
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -25,6 +25,7 @@
  * Threads share one mutex; at a few hundred files a second it is never
  * contended long enough to matter next to a JPEG decode.
  */
+#include "common/fault.h"
 #include "pipeline/ingest_run.h"
 #include "pipeline/metrics.h"
 #include "pipeline/service.h"
@@ -537,11 +538,7 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
  * crash window that the sighting dedupe in ingest_db.c exists for. */
 static long fault_crash_batch(void)
 {
-    const char *f = getenv("FOLIO_FAULT");
-    const char *key = "ingest_crash_after_commit:";
-    if (!f || strncmp(f, key, strlen(key)) != 0)
-        return 0;
-    return strtol(f + strlen(key), NULL, 10);
+    return folio_fault_num(FOLIO_FAULT_ingest_crash_after_commit);
 }
 #endif
 

@@ -6,6 +6,7 @@
 #define FOLIO_PIPELINE_H
 
 #include "common/common.h"
+#include "common/json.h"
 
 #include <libpq-fe.h>
 
@@ -112,9 +113,6 @@ int bench_pdf(int argc, char **argv);
 uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len);
 int bench_accuracy(int argc, char **argv);
 
-/* Prints the standard "not built yet" error for a feature that belongs to a
- * later issue; returns FOLIO_EXIT_FAIL. */
-int cli_not_built(const char *what, const char *which_issue);
 /* Prints "folio CMD: MSG" plus "try 'folio CMD --help'"; returns FOLIO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* db_connect for a command: --db value (or $FOLIO_DB ...); on failure prints
@@ -306,23 +304,5 @@ int worker_run(const struct worker_opts *o, struct folio_err *err);
  * needed (or exec failed, which is logged). Call first thing in main for
  * subcommands that OCR. */
 void worker_ensure_omp_limit(char **argv);
-
-/* ---- JSON output helpers (pipeline/json.c) ---- */
-struct json_buf {
-    char *s;
-    size_t len, cap;
-    int oom;
-};
-void json_init(struct json_buf *b);
-void json_free(struct json_buf *b);
-void json_raw(struct json_buf *b, const char *s);
-void json_str(struct json_buf *b, const char *s); /* quoted, escaped; invalid UTF-8 → U+FFFD */
-void json_num(struct json_buf *b, double v);      /* NaN/inf → null */
-void json_key(struct json_buf *b, const char *k); /* "k": */
-/* Writes b as one line to f (nothing when it ran out of memory), frees it. */
-void json_print_line(struct json_buf *b, FILE *f);
-/* The bench output line: prints b and a newline to stdout (nothing when it
- * ran out of memory), flushes, frees b. */
-void json_emit_line(struct json_buf *b);
 
 #endif

@@ -43,6 +43,7 @@
  * (token-checked, attempt not counted). The workers row is marked stopped
  * and worker_run returns 0. A second signal exits at once: leases cover it.
  */
+#include "common/fault.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
@@ -155,20 +156,9 @@ static void parse_faults(struct fault *f)
 {
     memset(f, 0, sizeof *f);
 #ifdef FOLIO_FAULT_INJECTION
-    const char *s = getenv("FOLIO_FAULT");
-    if (!s)
-        return;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (strncmp(t, "crash_on_document:", 18) == 0)
-            snprintf(f->crash_prefix, sizeof f->crash_prefix, "%s", t + 18);
-        else if (strncmp(t, "sleep_ms:", 9) == 0)
-            f->sleep_ms = atoi(t + 9);
-        else if (strncmp(t, "slow_results_ms:", 16) == 0)
-            f->slow_results_ms = atoi(t + 16);
-    }
+    folio_fault_arg(FOLIO_FAULT_crash_on_document, f->crash_prefix, sizeof f->crash_prefix);
+    f->sleep_ms = (int)folio_fault_num(FOLIO_FAULT_sleep_ms);
+    f->slow_results_ms = (int)folio_fault_num(FOLIO_FAULT_slow_results_ms);
     if (f->crash_prefix[0] || f->sleep_ms || f->slow_results_ms)
         folio_log(FOLIO_LOG_WARN, "fault_injection", "crash_on_document=%s sleep_ms=%d slow_results_ms=%d",
                   f->crash_prefix[0] ? f->crash_prefix : "-", f->sleep_ms, f->slow_results_ms);
@@ -720,13 +710,7 @@ static void worker_paths_now(struct worker *w, struct worker_paths *wp)
     if (w->models)
         engine_models_reason(w->models, reason, sizeof reason);
     char esc[400];
-    size_t k = 0;
-    for (const char *p = reason; *p && k + 2 < sizeof esc; p++) {
-        if (*p == '"' || *p == '\\')
-            esc[k++] = '\\';
-        esc[k++] = (unsigned char)*p < 0x20 ? ' ' : *p;
-    }
-    esc[k] = 0;
+    json_escape(esc, sizeof esc, reason);
     int has_vision = strstr(paths, "vision") != NULL, has_lm = strstr(paths, "ocr+lm") != NULL;
     snprintf(wp->disabled, sizeof wp->disabled, "{%s%s%s%s%s%s%s}", has_vision ? "" : "\"vision\":\"",
              has_vision ? "" : esc, has_vision ? "" : "\"", !has_vision && !has_lm ? "," : "",
@@ -928,9 +912,20 @@ static int disp_connect(struct dispatcher *d)
         char detail[2560], eng[2048] = "null";
         if (w->models && engine_models_report_json(w->models, eng, sizeof eng) != 0)
             snprintf(eng, sizeof eng, "null");
-        snprintf(detail, sizeof detail,
-                 "{\"tesseract\":\"%s\",\"ocr_threads\":%d,\"ocr_lang\":\"%s\",\"engine\":%s}",
-                 ocr_tesseract_version(), w->nslots, w->o->ocr_lang, eng);
+        struct json_buf dj; /* ocr_lang and the versions are any bytes: escaped */
+        json_init_fixed(&dj, detail, sizeof detail);
+        json_obj(&dj);
+        json_key(&dj, "tesseract");
+        json_str(&dj, ocr_tesseract_version());
+        json_key(&dj, "ocr_threads");
+        json_int(&dj, w->nslots);
+        json_key(&dj, "ocr_lang");
+        json_str(&dj, w->o->ocr_lang);
+        json_key(&dj, "engine");
+        json_value_raw(&dj, eng);
+        json_obj_end(&dj);
+        if (json_status(&dj)) /* only a huge --ocr-lang gets here: a row without detail beats none */
+            snprintf(detail, sizeof detail, "{}");
         struct worker_paths wp;
         worker_paths_now(w, &wp);
         struct queue_worker_info wi = {.host = w->host, .pid = (int)getpid(), .model_key = w->o->queue.model_key,

@@ -9,6 +9,7 @@
  * object per file with json=1. A file that fails the checks is still
  * summarised, so the output shows *why* along with *what*.
  */
+#include "common/json.h"
 #include "engine/model/gguf.h"
 #include "engine/model/quant.h"
 #include "engine/model/tokenizer.h"
@@ -100,42 +101,20 @@ static void human_bytes(char *b, size_t n, uint64_t v)
         snprintf(b, n, "%" PRIu64 " B", v);
 }
 
-/* JSON string: escapes quotes, backslashes and controls; invalid UTF-8
- * bytes become U+FFFD so the output always parses. */
-static void json_str(FILE *out, const char *s, size_t n)
+/* A JSON string through the common writer (common/json.h's escaping:
+ * invalid UTF-8 becomes U+FFFD so the output always parses). */
+static void json_fstr(FILE *out, const char *s, size_t n)
 {
-    fputc('"', out);
-    for (size_t i = 0; i < n;) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            fprintf(out, "\\%c", ch);
-            i++;
-        } else if (ch < 0x20) {
-            fprintf(out, "\\u%04x", ch);
-            i++;
-        } else if (ch < 0x80) {
-            fputc(ch, out);
-            i++;
-        } else {
-            size_t len = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch < 0xe0 ? 2 : 0;
-            int ok = len && ch < 0xf5 && i + len <= n;
-            for (size_t k = 1; ok && k < len; k++)
-                ok = ((unsigned char)s[i + k] & 0xc0) == 0x80;
-            if (ok) {
-                fwrite(s + i, 1, len, out);
-                i += len;
-            } else {
-                fputs("\\ufffd", out);
-                i++;
-            }
-        }
-    }
-    fputc('"', out);
+    struct json_buf b;
+    json_init(&b);
+    json_strn(&b, s, n);
+    fputs(json_status(&b) ? "null" : b.s, out);
+    json_free(&b);
 }
 
 static void json_cstr(FILE *out, const char *s)
 {
-    json_str(out, s, strlen(s));
+    json_fstr(out, s, strlen(s));
 }
 
 static const char *kind_of(const struct gguf_file *f, struct gguf_str *arch)
@@ -288,7 +267,7 @@ int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
                      ",\"kv_count\":%" PRIu64 ",\"alignment\":%u,\"architecture\":",
                 gguf_version(f), gguf_file_size(f), gguf_tensor_count(f), gguf_kv_count(f),
                 gguf_alignment(f));
-        json_str(out, arch.p, arch.n);
+        json_fstr(out, arch.p, arch.n);
         fprintf(out, ",\"kind\":\"%s\",\"ok\":%s", kind, rc ? "false" : "true");
         if (rc) {
             fputs(",\"error\":", out);

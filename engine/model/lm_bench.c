@@ -15,6 +15,7 @@
  *
  * Each result is one JSON object per line on out.
  */
+#include "common/rng.h"
 #include "engine/model/lm_internal.h"
 #include "engine/model/qwen3vl.h"
 #include "engine/model/quant.h"
@@ -52,11 +53,9 @@ static int time_matmul(struct vkr *vk, struct vkr_arena *wa, struct vkr_arena *a
         free(q);
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     }
-    uint64_t s = 88172645463325252ull;
-    for (uint32_t i = 0; i < k; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        row[i] = (float)((s >> 11) * (1.0 / 9007199254740992.0)) - 0.5f;
-    }
+    struct folio_rng s = {88172645463325252ull};
+    for (uint32_t i = 0; i < k; i++)
+        row[i] = (float)folio_rng_unit(&s) - 0.5f;
     for (int i = 0; i < 64 && !rc; i++)
         rc = quant_quantize_row(wtype, row, q + (uint64_t)i * rb, k);
     for (uint64_t r0 = 0; r0 < n && !rc; r0 += 64)

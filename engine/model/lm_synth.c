@@ -13,6 +13,7 @@
  * The bytes are still all read by every pass, which is what a benchmark
  * measures.
  */
+#include "common/rng.h"
 #include "engine/model/lm.h"
 #include "engine/model/quant.h"
 
@@ -20,18 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct rng {
-    uint64_t s;
-};
-
-static float urand(struct rng *r)
-{
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 7;
-    r->s ^= r->s << 17;
-    return (float)((r->s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
 
 /* llama.cpp's use_more_bits(i, n): the layers Q4_K_M gives Q6_K attn_v and
  * ffn_down (qwen25vl.md §1.1). */
@@ -42,7 +31,7 @@ static int more_bits(uint32_t i, uint32_t n)
 
 enum fill { F_MAT, F_EMB, F_NORM, F_BIAS };
 
-static int add(struct gguf_writer *w, struct rng *r, const struct lm_synth *s, const char *name,
+static int add(struct gguf_writer *w, struct folio_rng *r, const struct lm_synth *s, const char *name,
                int type, uint64_t k, uint64_t rows, enum fill how, struct folio_err *err)
 {
     uint64_t rb = quant_row_bytes(type, k);
@@ -63,7 +52,7 @@ static int add(struct gguf_writer *w, struct rng *r, const struct lm_synth *s, c
     int rc = 0;
     for (uint64_t i = 0; i < pool && !rc; i++) {
         for (uint64_t j = 0; j < k; j++)
-            row[j] = (how == F_NORM ? 1.0f : 0.0f) + a * urand(r);
+            row[j] = (how == F_NORM ? 1.0f : 0.0f) + a * folio_rng_signed(r);
         rc = quant_quantize_row(type, row, data + i * rb, (int64_t)k);
     }
     for (uint64_t i = pool; i < rows && !rc; i++)
@@ -95,7 +84,7 @@ int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct f
     int rc = gguf_writer_new(3, 32, &w, err);
     if (rc)
         return rc;
-    struct rng r = {s->seed ? s->seed : 0x9E3779B97F4A7C15ull};
+    struct folio_rng r = {s->seed ? s->seed : 0x9E3779B97F4A7C15ull};
     gguf_w_str(w, "general.architecture", A);
     gguf_w_str(w, "general.type", "model");
     gguf_w_str(w, "general.name", s->qwen3 ? "folio synthetic qwen3vl" : "folio synthetic qwen2vl");

@@ -164,7 +164,7 @@ static int upload(struct vis *v, const struct gguf_tensor_info *t, struct vis_w 
     int rc = ops_upload_weight(v->vk, v->wa, t->n_dims == 2 ? staging : NULL, t->data, t->type,
                                w->n, w->k, to_f16, &w->t, &w->type, err);
     if (rc) {
-        folio_err_detail(err, "while uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
+        folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;
     }
     w->set = 1;

@@ -12,6 +12,7 @@
  * the folded patch kernel (588 inputs per patch) and the actual window
  * sizes of the page.
  */
+#include "common/rng.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"
 #include "engine/model/qwen3vl.h"
@@ -24,25 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct rng {
-    uint64_t s;
-};
-
-static float urand(struct rng *r)
-{
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 7;
-    r->s ^= r->s << 17;
-    return (float)((r->s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
-
 enum fill { F_MAT, F_ONE, F_BIAS };
 
-static int add(struct gguf_writer *w, struct rng *r, int type, enum fill how, uint32_t nd,
+static int add(struct gguf_writer *w, struct folio_rng *r, int type, enum fill how, uint32_t nd,
                const uint64_t *ne, struct folio_err *err, const char *fmt, ...)
     __attribute__((format(printf, 8, 9)));
 
-static int add(struct gguf_writer *w, struct rng *r, int type, enum fill how, uint32_t nd,
+static int add(struct gguf_writer *w, struct folio_rng *r, int type, enum fill how, uint32_t nd,
                const uint64_t *ne, struct folio_err *err, const char *fmt, ...)
 {
     char name[96];
@@ -65,8 +54,8 @@ static int add(struct gguf_writer *w, struct rng *r, int type, enum fill how, ui
     float sc = sqrtf(3.0f / (float)k);
     for (uint64_t i = 0; i < pool && !rc; i++) {
         for (uint64_t j = 0; j < k; j++)
-            row[j] = how == F_MAT ? urand(r) * sc : how == F_ONE ? 1.0f + 0.05f * urand(r)
-                                                                 : 0.02f * urand(r);
+            row[j] = how == F_MAT ? folio_rng_signed(r) * sc : how == F_ONE ? 1.0f + 0.05f * folio_rng_signed(r)
+                                                                 : 0.02f * folio_rng_signed(r);
         rc = quant_quantize_row(type, row, data + i * rb, (int64_t)k);
     }
     for (uint64_t i = pool; i < rows && !rc; i++)
@@ -108,7 +97,7 @@ static int synth_q3(struct gguf_writer *w, const struct vis_synth *s, struct fol
             flags[s->deepstack[j]] = 1;
     if (s->n_deepstack)
         gguf_w_array(w, "clip.vision.is_deepstack_layers", GGUF_BOOL, flags, s->n_layer);
-    struct rng r = {s->seed ? s->seed : 0x5eed};
+    struct folio_rng r = {s->seed ? s->seed : 0x5eed};
     uint64_t pk[4] = {P, P, 3, E}, vE[1] = {E}, vF[1] = {F}, vM[1] = {M}, vO[1] = {O}, v3[1] = {3 * (uint64_t)E};
     uint64_t mE3[2] = {E, 3 * (uint64_t)E}, mEE[2] = {E, E}, mEF[2] = {E, F}, mFE[2] = {F, E},
              mMM[2] = {M, M}, mMO[2] = {M, O}, pt[2] = {E, (uint64_t)s->pos_side * s->pos_side};
@@ -214,7 +203,7 @@ int vis_synth_gguf(const struct vis_synth *s, uint8_t **out, size_t *len, struct
     gguf_w_array(w, "clip.vision.image_std", GGUF_F32, stdv, 3);
     if (v25)
         gguf_w_u32(w, "clip.vision.n_wa_pattern", s->n_layer >= 8 ? 8 : 2);
-    struct rng r = {s->seed ? s->seed : 0x5eed};
+    struct folio_rng r = {s->seed ? s->seed : 0x5eed};
     uint64_t pk[4] = {14, 14, 3, E}, vE[1] = {E}, vF[1] = {F}, vM[1] = {M}, vO[1] = {O};
     uint64_t mEE[2] = {E, E}, mEF[2] = {E, F}, mFE[2] = {F, E}, mMM[2] = {M, M}, mMO[2] = {M, O};
     int pt = mt == QUANT_BF16 ? QUANT_F32 : mt; /* the converter's patch-kernel rule */

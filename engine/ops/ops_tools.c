@@ -10,27 +10,14 @@
  * the whole pass otherwise), averaged over the repetitions after one
  * warm-up pass. Weights are random bytes: speed does not depend on values.
  */
+#include "common/json.h"
+#include "common/rng.h"
 #include "engine/ops/ops_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void jesc(char *o, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 7 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            k += (size_t)snprintf(o + k, n - k, "\\%c", c);
-        else if (c < 0x20)
-            k += (size_t)snprintf(o + k, n - k, "\\u%04x", c);
-        else
-            o[k++] = (char)c;
-    }
-    o[k] = 0;
-}
 
 static int open_for_tool(const struct ops_tool_opts *o, int timestamps, struct vkr **vk,
                          struct folio_err *err)
@@ -90,7 +77,7 @@ int ops_doctor(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         fprintf(out, "{\"devices\":[");
         for (int i = 0; i < ndev && i < 16; i++) {
             char nm[600];
-            jesc(nm, sizeof nm, devs[i].name);
+            json_escape(nm, sizeof nm, devs[i].name);
             fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
                     devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
         }
@@ -142,7 +129,7 @@ struct bench {
     int reps;
     double peak_gflops, peak_gbps;
     char dev[300];
-    uint64_t rng;
+    struct folio_rng rng;
 };
 
 /* Uploads pseudo-random bytes in staging-sized chunks. */
@@ -156,11 +143,8 @@ static int upload_random(struct bench *b, struct vkr_tensor t, struct folio_err 
     for (uint64_t off = 0; off < t.size && !rc; off += chunk) {
         uint64_t n = t.size - off < chunk ? t.size - off : chunk;
         for (uint64_t i = 0; i < (n + 7) / 8; i++) {
-            b->rng ^= b->rng << 13;
-            b->rng ^= b->rng >> 7;
-            b->rng ^= b->rng << 17;
             /* keep f16/bf16/f32 exponents tame: clear the top exponent bits */
-            buf[i] = b->rng & 0x3fff3fff3fff3fffull;
+            buf[i] = folio_rng_next(&b->rng) & 0x3fff3fff3fff3fffull;
         }
         rc = vkr_upload(b->vk, t, off, buf, n, err);
     }
@@ -333,7 +317,7 @@ static int bench_matmul(struct bench *b, struct folio_err *err)
                     if (rc == FOLIO_EUNSUPPORTED || rc == FOLIO_ELIMIT) {
                         /* One unavailable path is a result, not the end of the bench. */
                         char em[600];
-                        jesc(em, sizeof em, err->msg);
+                        json_escape(em, sizeof em, err->msg);
                         fprintf(b->out, "{\"bench\":\"ops\",\"op\":\"matmul\",\"dtype\":\"%s\","
                                         "\"kernel\":%d,\"m\":%u,\"n\":%u,\"k\":%u,\"error\":\"%s\"}\n",
                                 quant_type_name(ty), (int)a.kernel, a.m, n, k, em);
@@ -554,11 +538,11 @@ static int bench_attention(struct bench *b, struct folio_err *err)
 int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
 {
     struct bench b = {.out = out, .o = o, .reps = o->reps > 0 ? o->reps : (o->quick ? 2 : 5),
-                      .rng = 0x2545F4914F6CDD1Dull};
+                      .rng = {0x2545F4914F6CDD1Dull}};
     int rc = open_for_tool(o, 1, &b.vk, err);
     if (rc)
         return rc;
-    jesc(b.dev, sizeof b.dev, vkr_device(b.vk)->name);
+    json_escape(b.dev, sizeof b.dev, vkr_device(b.vk)->name);
     int failed = 0;
     rc = ops_prewarm(b.vk, &failed, err);
     if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {

@@ -13,8 +13,10 @@
  * through shared arenas, and tracking hazards per range costs more
  * (in bugs) than a barrier costs in time at these dispatch sizes.
  */
+#include "common/fault.h"
 #include "engine/vk/vkr_internal.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +101,7 @@ static int submit_wait(struct vkr *vk, VkCommandBuffer cb, struct folio_err *err
     } else {
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                            .pCommandBuffers = &cb};
-        r = vkr_fault("vk_device_lost") ? VK_ERROR_DEVICE_LOST
+        r = folio_fault(FOLIO_FAULT_vk_device_lost, NULL) ? VK_ERROR_DEVICE_LOST
                                         : vkQueueSubmit(vk->queue, 1, &si, vk->fence);
         if (r != VK_SUCCESS) {
             rc = vkr_check(vk, r, "vkQueueSubmit", err);
@@ -359,6 +361,10 @@ void vkr_print_timing_breakdown(const struct vkr *vk, FILE *out)
 int vkr_bind_rows(const struct vkr *vk, struct vkr_tensor t, uint64_t row_bytes, uint64_t r0,
                   uint64_t r1, struct vkr_bind *b, uint32_t *skip, struct folio_err *err)
 {
+    /* t comes from an arena of this runtime (ops never build tensors by
+     * hand): a block index outside the table is a bug in folio, not input */
+    assert(t.block < vk->nblocks && vk->blocks[t.block].in_use);
+    assert(vk->lim.min_ssbo_align > 0); /* Vulkan guarantees a power of two */
     uint64_t a = vk->lim.min_ssbo_align;
     uint64_t off = r0 * row_bytes;
     uint64_t aligned = off / a * a;

@@ -1,8 +1,9 @@
 /*
  * Instance and device: selection by index / UUID / name, feature discovery
  * and enabling, limits (read once, lowered by FOLIO_VK_* for tests), the
- * validation layer's debug messenger, counting VkAllocationCallbacks, fatal
- * result handling and the stats/JSON view that `folio doctor` prints.
+ * validation layer's debug messenger, counting VkAllocationCallbacks and
+ * the stats/JSON view that `folio doctor` prints (result checking is
+ * vkr_result.c, below everything else in engine/vk).
  *
  * Features are enabled when the device has them and the engine can use
  * them; nothing optional is required. The only hard requirements are
@@ -10,6 +11,7 @@
  * when the caller allows them, so a misconfigured GPU box never silently
  * classifies on the CPU.
  */
+#include "common/json.h"
 #include "engine/vk/vkr_internal.h"
 
 #include <ctype.h>
@@ -83,92 +85,6 @@ static void *VKAPI_CALL ac_realloc(void *user, void *old, size_t size, size_t al
     memcpy(p, old, h->size < size ? h->size : size);
     ac_free(user, old);
     return p;
-}
-
-/* ---- results ---- */
-const char *vkr_result_name(VkResult r)
-{
-    switch (r) {
-    case VK_SUCCESS: return "VK_SUCCESS";
-    case VK_NOT_READY: return "VK_NOT_READY";
-    case VK_TIMEOUT: return "VK_TIMEOUT";
-    case VK_INCOMPLETE: return "VK_INCOMPLETE";
-    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
-    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
-    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
-    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
-    case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
-    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
-    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
-    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
-    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
-    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
-    case VK_ERROR_UNKNOWN: return "VK_ERROR_UNKNOWN";
-    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
-    case VK_ERROR_INVALID_SHADER_NV: return "VK_ERROR_INVALID_SHADER_NV";
-    case VK_PIPELINE_COMPILE_REQUIRED: return "VK_PIPELINE_COMPILE_REQUIRED";
-    default: return "VkResult(other)";
-    }
-}
-
-static void log_device_fault(struct vkr *vk)
-{
-    if (!vk->get_fault || !vk->dev)
-        return;
-    VkDeviceFaultCountsEXT counts = {.sType = VK_STRUCTURE_TYPE_DEVICE_FAULT_COUNTS_EXT};
-    if (vk->get_fault(vk->dev, &counts, NULL) != VK_SUCCESS)
-        return;
-    VkDeviceFaultAddressInfoEXT addr[8];
-    VkDeviceFaultVendorInfoEXT vend[8];
-    if (counts.addressInfoCount > 8)
-        counts.addressInfoCount = 8;
-    if (counts.vendorInfoCount > 8)
-        counts.vendorInfoCount = 8;
-    counts.vendorBinarySize = 0;
-    VkDeviceFaultInfoEXT info = {.sType = VK_STRUCTURE_TYPE_DEVICE_FAULT_INFO_EXT,
-                                 .pAddressInfos = addr, .pVendorInfos = vend};
-    VkResult r = vk->get_fault(vk->dev, &counts, &info);
-    if (r != VK_SUCCESS && r != VK_INCOMPLETE)
-        return;
-    char q[300];
-    folio_log(FOLIO_LOG_ERROR, "vk_device_fault", "description=%s addresses=%u vendor_infos=%u",
-              folio_lq(q, sizeof q, info.description), counts.addressInfoCount,
-              counts.vendorInfoCount);
-    for (uint32_t i = 0; i < counts.addressInfoCount; i++)
-        folio_log(FOLIO_LOG_ERROR, "vk_device_fault_address", "type=%d address=0x%" PRIx64,
-                  (int)addr[i].addressType, (uint64_t)addr[i].reportedAddress);
-    for (uint32_t i = 0; i < counts.vendorInfoCount; i++)
-        folio_log(FOLIO_LOG_ERROR, "vk_device_fault_vendor", "code=%" PRIu64 " description=%s",
-                  (uint64_t)vend[i].vendorFaultCode, folio_lq(q, sizeof q, vend[i].description));
-}
-
-int vkr_check(struct vkr *vk, VkResult r, const char *what, struct folio_err *err)
-{
-    if (r == VK_SUCCESS)
-        return 0;
-    int fatal = r == VK_ERROR_DEVICE_LOST || r == VK_ERROR_UNKNOWN;
-    if (fatal && vk && !vk->dead) {
-        vk->dead = 1;
-        folio_log(FOLIO_LOG_ERROR, "vk_device_dead", "call=%s result=%s device=%d", what,
-                  vkr_result_name(r), vk->info.index);
-        log_device_fault(vk);
-    }
-    folio_err_set(err, fatal ? FOLIO_EDEVICELOST : FOLIO_EDEVICE, "%s failed: %s (%d)", what,
-                  vkr_result_name(r), (int)r);
-    if (fatal)
-        folio_err_hint(err, "the Vulkan device is lost; the engine must be re-opened "
-                            "(the worker falls back for this batch)");
-    return fatal ? FOLIO_EDEVICELOST : FOLIO_EDEVICE;
-}
-
-int vkr_alive(struct vkr *vk, struct folio_err *err)
-{
-    if (!vk->dead)
-        return 0;
-    folio_err_set(err, FOLIO_EDEVICELOST, "Vulkan device %d (%s) is lost", vk->info.index,
-                  vk->info.name);
-    folio_err_hint(err, "re-open the engine");
-    return FOLIO_EDEVICELOST;
 }
 
 /* ---- instance ---- */
@@ -831,22 +747,6 @@ void vkr_get_stats(const struct vkr *vk, struct vkr_stats *s)
     s->dispatches = vk->dispatches;
 }
 
-/* JSON string escaping for names that come from drivers. */
-static void jstr(char *o, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 7 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            k += (size_t)snprintf(o + k, n - k, "\\%c", c);
-        else if (c < 0x20)
-            k += (size_t)snprintf(o + k, n - k, "\\u%04x", c);
-        else
-            o[k++] = (char)c;
-    }
-    o[k] = 0;
-}
-
 int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
 {
     struct vkr_stats s;
@@ -854,10 +754,10 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
     const struct vkr_limits *L = &vk->lim;
     const struct vkr_features *F = &vk->feat;
     char name[300], drv[200], reason[200], path[1100];
-    jstr(name, sizeof name, vk->info.name);
-    jstr(drv, sizeof drv, vk->info.driver_info);
-    jstr(reason, sizeof reason, s.cache_miss_reason);
-    jstr(path, sizeof path, s.cache_path);
+    json_escape(name, sizeof name, vk->info.name);
+    json_escape(drv, sizeof drv, vk->info.driver_info);
+    json_escape(reason, sizeof reason, s.cache_miss_reason);
+    json_escape(path, sizeof path, s.cache_path);
     return folio_snprintf(
         buf, n,
         "{\"device\":{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\","

@@ -34,10 +34,6 @@ struct vkr_pipe {
     double create_ms;
 };
 
-struct vkr_tsq {
-    char label[48];
-};
-
 struct vkr {
     struct vkr_device_info info;
     struct vkr_limits lim;
@@ -97,7 +93,7 @@ struct vkr {
 /* Checks a VkResult: VK_SUCCESS -> 0. A fatal result marks vk dead, logs
  * VK_EXT_device_fault details when present, and returns FOLIO_EDEVICELOST;
  * other failures return FOLIO_EDEVICE. what names the call. */
-int vkr_check(struct vkr *vk, VkResult r, const char *what, struct folio_err *err);
+int vkr_check(struct vkr *vk, VkResult r, const char *what, struct folio_err *err); /* vkr_result.c */
 const char *vkr_result_name(VkResult r);
 int vkr_alive(struct vkr *vk, struct folio_err *err);
 
@@ -109,6 +105,8 @@ void vkr_block_destroy(struct vkr *vk, struct vkr_block *b);
 /* Registers a new device block in the runtime's table; returns its index. */
 int vkr_block_add(struct vkr *vk, uint64_t size, uint32_t *index, struct folio_err *err);
 void vkr_block_release(struct vkr *vk, uint32_t index);
+/* The runtime an arena allocates from (vkr_transfer.c's arena upload). */
+struct vkr *vkr_arena_runtime(const struct vkr_arena *a);
 
 int vkr_pipelines_init(struct vkr *vk, struct folio_err *err);
 void vkr_pipelines_destroy(struct vkr *vk);
@@ -118,11 +116,6 @@ void vkr_cmd_destroy_all(struct vkr *vk);
 /* One-off command buffer for copies: begin, then end+submit+wait. */
 int vkr_oneoff_begin(struct vkr *vk, VkCommandBuffer *cb, struct folio_err *err);
 int vkr_oneoff_end(struct vkr *vk, VkCommandBuffer cb, struct folio_err *err);
-
-/* Test builds: FOLIO_FAULT=a,b,... names faults to simulate ("vk_oom",
- * "vk_device_lost", "pipeline:<shader>"). Always 0 without
- * FOLIO_FAULT_INJECTION. */
-int vkr_fault(const char *name);
 
 #define VKR_STAGING_BYTES (16u << 20)
 #define VKR_TENSOR_ALIGN 256u

@@ -22,6 +22,7 @@
  * from its checks), so anything that does not match exactly is a clean
  * miss with a logged reason. Writes go through temp file + rename.
  */
+#include "common/fault.h"
 #include "engine/vk/vkr_internal.h"
 
 #include <inttypes.h>
@@ -342,27 +343,6 @@ static int add_pipe(struct vkr *vk, const struct vkr_pipeline_key *k, uint32_t *
     return 0;
 }
 
-int vkr_fault(const char *name)
-{
-#ifdef FOLIO_FAULT_INJECTION
-    const char *f = getenv("FOLIO_FAULT");
-    size_t n = strlen(name);
-    for (const char *h = f ? strstr(f, name) : NULL; h; h = strstr(h + 1, name))
-        if ((h == f || h[-1] == ',') && (h[n] == 0 || h[n] == ','))
-            return 1;
-#else
-    (void)name;
-#endif
-    return 0;
-}
-
-static int fault_injected(const char *shader)
-{
-    char want[96];
-    snprintf(want, sizeof want, "pipeline:%s", shader);
-    return vkr_fault(want);
-}
-
 /* Creates pipes[id]; thread-safe with respect to other ids. */
 static void create_pipe(struct vkr *vk, uint32_t id)
 {
@@ -373,7 +353,7 @@ static void create_pipe(struct vkr *vk, uint32_t id)
         p->result = VK_ERROR_INITIALIZATION_FAILED;
         return;
     }
-    if (fault_injected(p->shader)) {
+    if (folio_fault(FOLIO_FAULT_pipeline, p->shader)) {
         p->result = VK_ERROR_INITIALIZATION_FAILED;
         return;
     }

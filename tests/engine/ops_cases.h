@@ -10,6 +10,7 @@
  */
 #include "tests/support/testutil.h"
 #include "common/common.h"
+#include "common/rng.h"
 #include "engine/model/quant.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
@@ -21,16 +22,13 @@
 struct T {
     struct vkr *vk;
     struct vkr_arena *w, *act;
-    uint64_t rng;
+    struct folio_rng rng;
     int ranged;
 };
 
 static float frand(struct T *t)
 {
-    t->rng ^= t->rng << 13;
-    t->rng ^= t->rng >> 7;
-    t->rng ^= t->rng << 17;
-    return (float)((t->rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+    return folio_rng_signed(&t->rng);
 }
 
 static void fill(struct T *t, float *x, size_t n, float scale)
@@ -961,7 +959,7 @@ static void test_identical(struct T *t)
     struct vkr_config cfg = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
                              .validate = -1, .cache_dir = ""};
     struct folio_err oe = {0};
-    struct T u = {.rng = 1, .ranged = 0};
+    struct T u = {.rng = {1}, .ranged = 0};
     int rc = vkr_open(&cfg, &u.vk, &oe);
     setenv("FOLIO_VK_MAX_ALLOC", sa, 1);
     setenv("FOLIO_VK_MAX_RANGE", sr, 1);
@@ -1014,7 +1012,7 @@ static void test_identical(struct T *t)
 /* Opens the test device, pre-warms everything, seals, runs all ops. */
 static int run_all(int ranged)
 {
-    struct T t = {.rng = 0x9E3779B97F4A7C15ull, .ranged = ranged};
+    struct T t = {.rng = {0x9E3779B97F4A7C15ull}, .ranged = ranged};
     const char *dev = getenv("FOLIO_TEST_DEVICE");
     struct vkr_config cfg = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
                              .validate = -1, .cache_dir = ""};

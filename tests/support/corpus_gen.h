@@ -11,19 +11,13 @@
 #ifndef FOLIO_TEST_CORPUS_GEN_H
 #define FOLIO_TEST_CORPUS_GEN_H
 
+#include "common/rng.h"
+
 #include <leptonica/allheaders.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
-
-static inline uint32_t cg_rand(uint32_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 17;
-    *s ^= *s << 5;
-    return *s;
-}
 
 /* A w x h gray "scan": text-like dark runs on light paper. */
 static inline uint8_t *cg_gray_page(int w, int h, uint32_t seed)
@@ -33,18 +27,18 @@ static inline uint8_t *cg_gray_page(int w, int h, uint32_t seed)
         return NULL;
     uint32_t s = seed * 2654435761u + 1;
     for (size_t i = 0; i < (size_t)w * (size_t)h; i++)
-        p[i] = (uint8_t)(240 + (cg_rand(&s) & 3));
+        p[i] = (uint8_t)(240 + (folio_rng32_next(&s) & 3));
     int line_h = h / 40 > 4 ? h / 40 : 4;
     for (int y0 = line_h; y0 + line_h < h; y0 += line_h * 2) {
         int x = w / 12;
         while (x < w - w / 12) {
-            int ww = 3 + (int)(cg_rand(&s) % (unsigned)(w / 20 + 4));
-            uint8_t ink = (uint8_t)(20 + cg_rand(&s) % 40);
-            int top = y0 + (int)(cg_rand(&s) % 3);
+            int ww = 3 + (int)(folio_rng32_next(&s) % (unsigned)(w / 20 + 4));
+            uint8_t ink = (uint8_t)(20 + folio_rng32_next(&s) % 40);
+            int top = y0 + (int)(folio_rng32_next(&s) % 3);
             for (int y = top; y < y0 + line_h * 2 / 3; y++)
                 for (int xx = x; xx < x + ww && xx < w; xx++)
                     p[(size_t)y * (size_t)w + (size_t)xx] = ink;
-            x += ww + 2 + (int)(cg_rand(&s) % (unsigned)(w / 60 + 2));
+            x += ww + 2 + (int)(folio_rng32_next(&s) % (unsigned)(w / 60 + 2));
         }
     }
     return p;
@@ -279,7 +273,7 @@ static inline uint8_t *cg_random_bytes(size_t n, uint32_t seed)
         return NULL;
     uint32_t s = seed | 1;
     for (size_t i = 0; i < n; i++)
-        d[i] = (uint8_t)cg_rand(&s);
+        d[i] = (uint8_t)folio_rng32_next(&s);
     /* Never start with a magic number by accident. */
     if (n)
         d[0] = 0x00;

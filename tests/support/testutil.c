@@ -1,5 +1,7 @@
 #include "tests/support/testutil.h"
 
+#include "common/common.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +102,16 @@ const char *tu_scratch(const char *name)
     if (system(cmd) != 0)
         fprintf(stderr, "cannot create scratch dir %s\n", buf);
     return buf;
+}
+
+int tu_valid_utf8(const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t l = folio_utf8_seq_len((const unsigned char *)s + i, n - i);
+        if (!l)
+            return 0;
+        i += l;
+    }
+    return 1;
 }

@@ -59,6 +59,8 @@ int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int tu_sh_out(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Path of the folio binary under test ($FOLIO_BIN). */
 const char *tu_folio_bin(void);
+/* 1 when s is valid UTF-8 throughout (common's folio_utf8_seq_len rule). */
+int tu_valid_utf8(const char *s);
 /* A fresh empty scratch directory for this test under the build tree. */
 const char *tu_scratch(const char *name);
 

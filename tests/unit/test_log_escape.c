@@ -9,18 +9,6 @@
 
 #include <string.h>
 
-static int valid_utf8(const char *s)
-{
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        size_t l = folio_utf8_seq_len((const unsigned char *)s + i, n - i);
-        if (!l)
-            return 0;
-        i += l;
-    }
-    return 1;
-}
-
 static int has_raw_unsafe(const char *s)
 {
     return strstr(s, "\xc2\x9b") || strstr(s, "\xc2\x85") || strstr(s, "\xe2\x80\xae") ||
@@ -65,7 +53,7 @@ int main(void)
     /* a cut never splits a UTF-8 sequence */
     char u[22];
     folio_lq(u, sizeof u, "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9 x");
-    CHECK(valid_utf8(u) && u[strlen(u) - 1] == '"', "UTF-8 cut in half: %s", u);
+    CHECK(tu_valid_utf8(u) && u[strlen(u) - 1] == '"', "UTF-8 cut in half: %s", u);
     /* a value that fits exactly is not marked */
     char fit[7]; /* one byte short of "a b c" quoted */
     folio_lq(fit, sizeof fit, "a b c");

@@ -2,6 +2,7 @@
  * hand-packed blocks of every quantised type against values derived from the
  * ggml layout description (not from quant.c), and quantise→dequantise round
  * trips with error bounds on random, skewed and degenerate data. */
+#include "common/rng.h"
 #include "engine/model/quant.h"
 #include "tests/support/testutil.h"
 
@@ -18,15 +19,9 @@
             return;                                                                          \
     } while (0)
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static struct folio_rng rng_state = {0x9e3779b97f4a7c15ull};
 
-static double rnd_uniform(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * 0x1p-53;
-}
+static double rnd_uniform(void) { return folio_rng_unit(&rng_state); }
 
 static float rnd_gauss(void)
 {

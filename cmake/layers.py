@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""folio's layers, and the check that the include graph keeps to them.
+
+Every C file belongs to one layer (by its path). A layer may include its
+own headers and those of the layers listed for it below, nothing else, so
+the graph of layers is a DAG (docs/ARCHITECTURE.md draws it). The build
+runs this script before it compiles anything (a target that includes what
+it may not fails to build) and ctest runs it again (py_test_layers).
+
+  python3 cmake/layers.py [--root DIR] [--graph] [--stamp FILE]
+
+--graph prints the measured layer graph (edges with their include counts)
+instead of only checking. Exit status 1 with one line per forbidden include
+("FILE includes HEADER: layer A may not use layer B"), 0 when clean.
+
+Known exceptions are listed in EXCEPTIONS with the reason and the issue
+that removes them: a new crossing fails, the old ones stay visible.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+# (layer, path prefix); the first matching prefix wins, so longer first.
+LAYERS = [
+    ("tests", "tests/"),
+    ("tools", "engine/tools/"),
+    ("vk", "engine/vk/"),
+    ("quant", "engine/model/quant."),  # block formats: below ops (to move to engine/quant/)
+    ("ops", "engine/ops/"),
+    ("model", "engine/model/"),
+    ("ocr", "engine/ocr"),
+    ("engine", "engine/"),
+    ("pdfhelper", "ingest/pdfhelper/"),
+    ("ingest", "ingest/"),
+    ("pipeline", "pipeline/"),
+    ("common", "common/"),
+]
+
+# What each layer may include besides itself (not transitive: listed in full).
+ALLOWED = {
+    "common": set(),
+    "vk": {"common"},
+    "quant": {"common"},
+    "ops": {"vk", "quant", "common"},
+    "model": {"ops", "vk", "quant", "common"},
+    "ocr": {"common"},
+    "engine": {"model", "ops", "vk", "quant", "common"},
+    "tools": {"engine", "model", "ops", "vk", "quant", "common"},
+    "ingest": {"common"},
+    "pdfhelper": {"ingest"},  # the wire protocol header only, see EXCEPTIONS below
+    "pipeline": {"engine", "ocr", "ingest", "common"},
+    "tests": {"pipeline", "engine", "ocr", "ingest", "model", "ops", "vk", "quant", "common", "tools",
+              "pdfhelper"},
+}
+
+# Crossings that exist today and are to go (issue 20): (file, header): why.
+EXCEPTIONS = {
+    ("pipeline/cmd_doctor.c", "engine/model/gguf.h"): "doctor reads model files; wants an engine face",
+    ("pipeline/cmd_doctor.c", "engine/ops/ops.h"): "doctor runs op checks; wants an engine face",
+    ("pipeline/bench_ops.c", "engine/ops/ops.h"): "bench code, to move to bench/",
+    ("pipeline/bench_tokenizer.c", "engine/model/gguf.h"): "bench code, to move to bench/",
+    ("pipeline/bench_tokenizer.c", "engine/model/tokenizer.h"): "bench code, to move to bench/",
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of(path):
+    for name, prefix in LAYERS:
+        if path.startswith(prefix):
+            return name
+    return None
+
+
+def sources(root):
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard",
+                              "*.c", "*.h"], check=True, capture_output=True, text=True).stdout.split()
+        if out:
+            return sorted(out)
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    found = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if not x.startswith(".") and not x.startswith("build")]
+        for f in files:
+            if f.endswith((".c", ".h")):
+                found.append(os.path.relpath(os.path.join(d, f), root))
+    return sorted(found)
+
+
+def measure(root):
+    """Yields (file, header, from_layer, to_layer) for every project include."""
+    for f in sources(root):
+        a = layer_of(f)
+        if a is None:
+            continue
+        try:
+            text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        for inc in INCLUDE.findall(text):
+            b = layer_of(inc)
+            if b is None:  # generated headers, same-folder helpers
+                continue
+            yield f, inc, a, b
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--graph", action="store_true")
+    ap.add_argument("--stamp")
+    args = ap.parse_args()
+    bad, edges, used = [], {}, set()
+    for f, inc, a, b in measure(args.root):
+        if a == b:
+            continue
+        edges[(a, b)] = edges.get((a, b), 0) + 1
+        if b in ALLOWED.get(a, set()) and not (a == "pdfhelper" and inc != "ingest/pdf_proto.h"):
+            continue
+        if (f, inc) in EXCEPTIONS:
+            used.add((f, inc))
+            continue
+        bad.append(f"{f} includes {inc}: layer {a} may not use layer {b}")
+    if args.graph:
+        for (a, b), n in sorted(edges.items()):
+            print(f"{a} -> {b} ({n})")
+    for line in bad:
+        print(line)
+    for (f, inc) in sorted(set(EXCEPTIONS) - used):
+        # a crossing that is gone: drop its exception so it cannot come back unseen
+        print(f"cmake/layers.py: exception {f} -> {inc} no longer needed; remove it")
+        bad.append(f)
+    if bad:
+        print(f"{len(bad)} layer violation(s); the allowed graph is in cmake/layers.py (docs/ARCHITECTURE.md)",
+              file=sys.stderr)
+        return 1
+    if args.stamp:
+        with open(args.stamp, "w") as s:
+            s.write("ok\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
