@@ -1386,6 +1386,13 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         PQfinish(d.c);
     if (d.lc)
         PQfinish(d.lc);
+    if (w.models) {
+        /* how full the GPU passes were: pages / passes is the mean batch */
+        struct engine_gpu_stats gs;
+        engine_models_gpu_stats(w.models, &gs);
+        folio_log(FOLIO_LOG_INFO, "worker_gpu", "passes=%llu pages=%llu splits=%llu max_batch=%u after_seal=%llu",
+                  gs.passes, gs.pages, gs.splits, gs.max_batch, engine_models_pipelines_after_seal(w.models));
+    }
     engine_models_close(w.models);
     close(sfd);
     close(w.wake_fd);
