@@ -384,8 +384,9 @@ static int dev_lost(struct vlm *v, int rc)
 static int vision_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it, uint32_t n,
                        struct folio_err *e)
 {
-    struct vlm_prepared *preps[GPU_BATCH_MAX];
+    struct vlm_prepared *preps[GPU_BATCH_MAX] = {0};
     struct vlm_result res[GPU_BATCH_MAX];
+    memset(res, 0, n * sizeof *res);
     for (uint32_t i = 0; i < n; i++) {
         preps[i] = it[i]->prep;
         res[i] = it[i]->vr;
@@ -610,6 +611,21 @@ static int submit_wait(struct engine_models *m, struct gpu_item *it, const struc
     return 0;
 }
 
+/* A model tier answered: out takes the distribution (prob, lp: malloc'd). */
+static void answer(struct engine_result *out, const char *const *names, int nl, double *prob, double *lp,
+                   int best, double confidence, const char *path)
+{
+    free(out->scores);
+    free(out->raw);
+    out->scores = prob;
+    out->raw = lp;
+    out->n_labels = nl;
+    out->names = names;
+    snprintf(out->label, sizeof out->label, "%s", names[best]);
+    out->confidence = confidence;
+    snprintf(out->engine_path, sizeof out->engine_path, "%s", path);
+}
+
 /* Tier 1. 0 with *done set when it answered; FOLIO_EDEVICELOST under the
  * release policy; FOLIO_ETIMEOUT when cancelled. */
 static int vision_tier(struct engine_models *m, const char *const *names, int nl,
@@ -679,15 +695,7 @@ static int vision_tier(struct engine_models *m, const char *const *names, int nl
     }
     if (it.rc == 0) {
         struct vlm_result *r = &it.vr;
-        free(out->scores);
-        free(out->raw);
-        out->scores = prob;
-        out->raw = lp;
-        out->n_labels = nl;
-        out->names = names;
-        snprintf(out->label, sizeof out->label, "%s", names[r->best]);
-        out->confidence = r->confidence;
-        snprintf(out->engine_path, sizeof out->engine_path, "vision");
+        answer(out, names, nl, prob, lp, r->best, r->confidence, "vision");
         out->prompt_ids = r->prompt_ids;
         out->n_prompt_ids = r->n_prompt;
         r->prompt_ids = NULL;
@@ -743,15 +751,7 @@ static int text_tier(struct engine_models *m, const char *const *names, int nl,
     rc = submit_wait(m, &it, doc, err);
     pthread_mutex_unlock(&m->mu);
     if (rc == 0 && it.rc == 0) {
-        free(out->scores);
-        free(out->raw);
-        out->scores = prob;
-        out->raw = lp;
-        out->n_labels = nl;
-        out->names = names;
-        snprintf(out->label, sizeof out->label, "%s", names[it.tr.best]);
-        out->confidence = it.tr.confidence;
-        snprintf(out->engine_path, sizeof out->engine_path, "ocr+lm");
+        answer(out, names, nl, prob, lp, it.tr.best, it.tr.confidence, "ocr+lm");
         out->lm_ms = folio_mono_ms() - t0;
         if (it.tr.truncated)
             add_reason(out, "ocr+lm: OCR text cut to the prompt budget");

@@ -29,21 +29,11 @@ static char g_db[512];
 static char g_model[1200], g_mmproj[1200];
 static char g_dir[1024], g_inbox[1100];
 
-static int sql_ok(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
-    if (!ok)
-        fprintf(stderr, "%s: %s", sql, PQerrorMessage(c));
-    PQclear(r);
-    return ok ? 0 : -1;
-}
-
 /* Fresh queue holding the first n pages, one ingest pass. Page 7 goes in
  * as "scan 7.tif": a display name logfmt must quote. */
 static int ingest(PGconn *c, int n)
 {
-    if (sql_ok(c, "TRUNCATE folio.results, folio.jobs, folio.document_sources, folio.blobs,"
+    if (wt_sql_ok(c, "TRUNCATE folio.results, folio.jobs, folio.document_sources, folio.blobs,"
                   " folio.documents, folio.workers CASCADE"))
         return -1;
     if (tu_sh("rm -rf %s && mkdir -p %s", g_inbox, g_inbox))
@@ -109,8 +99,8 @@ int main(void)
     snprintf(g_mmproj, sizeof g_mmproj, "%s/tests/fixtures/parity/qwen25vl/mmproj-F32.gguf", src);
     PGconn *c = wt_fresh_schema("folio_test_worker_batch", g_db, sizeof g_db);
     REQUIRE(c != NULL, "fresh schema");
-    REQUIRE_OK(sql_ok(c, "UPDATE folio.labels SET active = false") == 0 &&
-                   sql_ok(c, "INSERT INTO folio.labels (name, keywords) VALUES"
+    REQUIRE_OK(wt_sql_ok(c, "UPDATE folio.labels SET active = false") == 0 &&
+                   wt_sql_ok(c, "INSERT INTO folio.labels (name, keywords) VALUES"
                              " ('receipt', '{receipt,total}'), ('resume', '{resume,experience}'),"
                              " ('datasheet', '{datasheet,voltage}')"
                              " ON CONFLICT (name) DO UPDATE SET active = true, keywords = EXCLUDED.keywords") == 0,
