@@ -15,7 +15,7 @@
 #   --batch B             --gpu-batch (default 8)
 #   --image SIDE          square page side in pixels (default 1024)
 #   --device SPEC         Vulkan device (default: the first GPU; llvmpipe for --tiny)
-#   --threads N           worker --ocr-threads (default: the worker's own, >= B + 2)
+#   --threads N           worker --ocr-threads (default: the worker's own, >= 2B + 2)
 #   --bench               also run `folio bench engine --batch B --image SIDE` and
 #                         print the worker's share of its pages/s (target >= 0.90)
 #   --keep                keep the work folder (cluster data, logs, pages)
@@ -54,6 +54,10 @@ for b in initdb pg_ctl psql; do
   [ -x "$PG_BIN/$b" ] || { echo "gpu-e2e: no $b in PG_BIN='$PG_BIN' (a folder with initdb, pg_ctl, postgres, psql)" >&2; exit 2; }
 done
 [ -x "$FOLIO" ] || { echo "gpu-e2e: FOLIO='$FOLIO' is not an executable folio binary" >&2; exit 2; }
+if MISSING=$(ldd "$FOLIO" 2>/dev/null | grep "not found"); then
+  echo "gpu-e2e: $FOLIO cannot run here, libraries missing:" >&2; echo "$MISSING" >&2
+  echo "  hint: install them (ops/deps.sh lists the packages) or point LD_LIBRARY_PATH at copies" >&2; exit 2
+fi
 [[ "$PAGES" =~ ^[1-9][0-9]*$ && "$BATCH" =~ ^[0-9]+$ && "$IMAGE" =~ ^[1-9][0-9]*$ ]] ||
   { echo "gpu-e2e: --pages, --batch and --image want positive integers" >&2; exit 2; }
 if [ "$MODE" = files ] && { [ ! -f "$MODEL" ] || [ ! -f "$MMPROJ" ]; }; then
@@ -65,7 +69,14 @@ chmod 755 "$WORK"
 PGDIR=$WORK/pg
 PORT=$((20000 + RANDOM % 20000))
 WPID=""
-if [ "$(id -u)" -eq 0 ]; then RUNAS=(runuser -u postgres --); DBUSER=postgres; chown postgres: "$WORK"; else RUNAS=(); DBUSER=$(id -un); fi
+# PostgreSQL refuses to run as root: as root the cluster runs as postgres,
+# or as nobody on a machine without that user (a bare GPU host)
+if [ "$(id -u)" -eq 0 ]; then
+  PGUSER_OS=postgres; id postgres >/dev/null 2>&1 || PGUSER_OS=nobody
+  RUNAS=(runuser -u "$PGUSER_OS" --); DBUSER=$PGUSER_OS; chown "$PGUSER_OS:" "$WORK"
+else
+  RUNAS=(); DBUSER=$(id -un)
+fi
 cleanup() {
   [ -n "$WPID" ] && kill -TERM "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null || true
   [ -f "$PGDIR/data/postmaster.pid" ] && "${RUNAS[@]}" "$PG_BIN/pg_ctl" -D "$PGDIR/data" -m fast -w stop >/dev/null 2>&1 || true
@@ -91,7 +102,7 @@ TOKENS=${TOKENS:-$(( ((IMAGE + 27) / 28) * ((IMAGE + 27) / 28) ))}
 
 # ---- cluster (unix socket in the work folder only), schema
 mkdir -p "$PGDIR"
-if [ ${#RUNAS[@]} -gt 0 ]; then chown postgres: "$PGDIR"; fi
+if [ ${#RUNAS[@]} -gt 0 ]; then chown "$PGUSER_OS:" "$PGDIR"; fi
 "${RUNAS[@]}" "$PG_BIN/initdb" -D "$PGDIR/data" -U "$DBUSER" -A trust -E UTF8 --locale=C.UTF-8 >"$WORK/initdb.log" 2>&1 ||
   { log "initdb failed: $(tail -3 "$WORK/initdb.log")"; exit 1; }
 "${RUNAS[@]}" "$PG_BIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -t 60 \

@@ -53,7 +53,8 @@ static const char USAGE[] =
 static const char USAGE_OCR[] =
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
     "  --ocr-threads N      documents in flight in parallel (default: cores; with the\n"
-    "                       vision path on, at least gpu-batch + 2 to keep the GPU fed)\n"
+    "                       vision path on, at least 2 x gpu-batch + 2 to keep the GPU\n"
+    "                       fed: one batch in the pass, the next one being prepared)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10; PDF pages with a\n"
     "                       usable text layer are not OCR'd and do not count)\n"
     "  --max-pages-classified N\n"

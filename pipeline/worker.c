@@ -19,8 +19,8 @@
  *       the heartbeat renews it like any other; on shutdown or a lost
  *       lease its cancel flag takes a still-queued page back out. With the
  *       vision tier on and --ocr-threads not given, the thread count is at
- *       least gpu-batch + 2, so a full batch waits on the GPU while two
- *       more threads fetch and prepare the next pages.
+ *       least 2 x gpu-batch + 2: a full batch waits on the GPU while as many
+ *       threads fetch and prepare the next one.
  *
  * One slot per OCR thread. The dispatcher claims at most as many jobs as
  * there are free slots (capped by --claim-batch, in one statement): a
@@ -1171,13 +1171,16 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                   folio_lq(q, sizeof q, (engine_models_reason(w.models, why, sizeof why), why)));
     }
 
-    /* Enough job threads to keep the GPU fed (issue 14): a pass takes up
-     * to max_batch prepared pages, so max_batch threads wait on the pass
-     * while at least two more fetch, decode and preprocess the next ones.
-     * Only when --ocr-threads was not given: an explicit count is kept. */
+    /* Enough job threads to keep the GPU fed (issue 14). Each thread holds
+     * one page; while a pass runs, the threads not in it prepare the next
+     * pass's pages, so with T threads passes settle at T/2 pages (measured:
+     * 6 threads, --gpu-batch 4 -> passes of 3). Full passes of B need B
+     * threads waiting on the GPU plus B preparing, and two more for claims
+     * and completions: 2B + 2. Only when --ocr-threads was not given: an
+     * explicit count is kept. */
     w.nslots = o->ocr_threads;
     if (w.models && o->ocr_threads_auto && strncmp(engine_models_paths(w.models), "vision", 6) == 0) {
-        int want = (int)engine_models_max_batch(w.models) + 2;
+        int want = 2 * (int)engine_models_max_batch(w.models) + 2;
         if (want > w.nslots)
             w.nslots = want > 256 ? 256 : want;
     }

@@ -3,7 +3,7 @@
  * Tesseract; documents go in through `folio ingest`.
  *  1. --gpu-batch 1: the baseline labels, one result per document;
  *  2. --gpu-batch 4, --ocr-threads not given: the worker runs at least
- *     batch + 2 job threads, passes carry several pages (the worker_gpu
+ *     2 x batch + 2 job threads, passes carry several pages (the worker_gpu
  *     line: pages > passes), every document ends done with exactly one
  *     result (0 lost, 0 doubled), with the same labels as batch 1 and the
  *     same confidence within 1e-3; job log lines carry the display name,
@@ -149,9 +149,9 @@ int main(void)
               "batch 4 differs from batch 1: '%s' vs '%s'", got[i], base[i]);
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int want_threads = cores > 6 ? (int)cores : 6; /* the default (cores), raised to batch + 2 */
+    int want_threads = cores > 10 ? (int)cores : 10; /* the default (cores), raised to 2 x batch + 2 */
     CHECK(tu_sh("grep -q 'event=worker_started ocr_threads=%d gpu_batch=4 ' %s", want_threads, log) == 0,
-          "batch 4: the worker did not size its threads to batch + 2 (%d); see %s", want_threads, log);
+          "batch 4: the worker did not size its threads to 2 x batch + 2 (%d); see %s", want_threads, log);
     CHECK(tu_sh("grep 'event=worker_gpu ' %s | sed 's/.*passes=\\([0-9]*\\) pages=\\([0-9]*\\).*/\\1 \\2/' |"
                 " awk '{ exit !($2 == %d && $1 < $2) }'", log, NDOC) == 0,
           "batch 4: no pass carried several pages (worker_gpu line); see %s", log);
