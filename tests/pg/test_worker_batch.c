@@ -13,9 +13,9 @@
  *     gpu_gather_ms makes the first pass a full batch: the batch is split
  *     (gpu_batch_split), its other pages get vision, the bad page falls
  *     back to the OCR tiers with the reason;
- *  4. device_lost:1 inside a full batch, --on-device-loss release: every
- *     page of that pass is released (not one, not failed), classified
- *     again; none lost, none doubled, the worker stays up;
+ *  4. a device loss inside a full batch (device_lost:2 + gpu_gather_ms):
+ *     every page of that pass falls back to the OCR tiers with the
+ *     reason (not one, not failed); none lost, none doubled;
  *  5. SIGTERM with pages queued for the GPU (gpu_gather_ms holds the GPU
  *     thread): after --grace the queued pages are taken back out, their
  *     jobs released (queued again, attempt not counted), no job left
@@ -121,7 +121,8 @@ int main(void)
     }
     char log[1200];
 
-    /* 1. baseline: one page per pass */
+    /* 1. baseline: one page per pass (the rendered files hold one or two
+     * pages; a job's pages go to the GPU one after the other) */
     REQUIRE_OK(ingest(c, NDOC) == 0, "ingest 1");
     snprintf(log, sizeof log, "%s/batch1.log", g_dir);
     const char *b1[] = {"--gpu-batch", "1", "--ocr-threads", "2", NULL};
@@ -153,7 +154,7 @@ int main(void)
     CHECK(tu_sh("grep -q 'event=worker_started ocr_threads=%d gpu_batch=4 ' %s", want_threads, log) == 0,
           "batch 4: the worker did not size its threads to 2 x batch + 2 (%d); see %s", want_threads, log);
     CHECK(tu_sh("grep 'event=worker_gpu ' %s | sed 's/.*passes=\\([0-9]*\\) pages=\\([0-9]*\\).*/\\1 \\2/' |"
-                " awk '{ exit !($2 == %d && $1 < $2) }'", log, NDOC) == 0,
+                " awk '{ exit !($2 >= %d && $1 < $2) }'", log, NDOC) == 0,
           "batch 4: no pass carried several pages (worker_gpu line); see %s", log);
     CHECK(tu_sh("grep -q 'event=job_done job=[0-9]* document=[0-9]* name=b0.tif attempt=1 ' %s", log) == 0,
           "job_done lacks the display name; see %s", log);
@@ -177,19 +178,25 @@ int main(void)
                    " AND r.fallback_reason LIKE '%injected page failure%'") == 1,
           "bad page: the page of height 340 did not fall back with its reason; see %s", log);
 
-    /* 4. the device is lost inside a full batch: every page of it is released */
+    /* 4. the device is lost inside a full batch. device_lost:2 is the
+     * second real pass (the first is the warm-up's, not counted): the
+     * documents' first pages pass, their second pages (every rendered file
+     * here has two) are the batch that loses the GPU, and each of them
+     * falls back to the OCR tiers with the reason, none failed, none lost */
     REQUIRE_OK(ingest(c, 4) == 0, "ingest 4");
     snprintf(log, sizeof log, "%s/lost.log", g_dir);
-    const char *b4l[] = {"--gpu-batch", "4", "--ocr-threads", "4", "--on-device-loss", "release", NULL};
-    run_until_done(c, log, "device_lost:1,gpu_gather_ms:2000", b4l, 4);
+    const char *b4l[] = {"--gpu-batch", "4", "--ocr-threads", "4", NULL};
+    run_until_done(c, log, "device_lost:2,gpu_gather_ms:2000", b4l, 4);
     check_exactly_once(c, 4, "device loss in a batch");
     CHECK(tu_sh("grep -q 'event=engine_gpu_lost' %s", log) == 0, "no engine_gpu_lost in %s", log);
-    /* the first loss took a pass of 2..4 pages: that many releases before
-     * anything else happened to those jobs */
-    CHECK(tu_sh("[ $(grep -c 'event=job_released.*reason=device_lost' %s) -ge 2 ]", log) == 0,
-          "device loss: fewer than two pages of the lost batch released; see %s", log);
+    long long first = wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE page = 1 AND engine_path = 'vision'");
+    long long fell = wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE page = 2 AND engine_path <> 'vision'"
+                              " AND fallback_reason LIKE '%injected device loss%'");
+    CHECK(first == 4 && fell >= 2,
+          "device loss: %lld first pages by vision (want 4), %lld second pages fell back with the reason"
+          " (want the whole lost batch, >= 2); see %s", first, fell, log);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE attempts > 1") == 0,
-          "device loss: a release counted as an attempt");
+          "device loss: a job was retried instead of falling back");
 
     /* 5. SIGTERM while pages wait in the GPU queue */
     REQUIRE_OK(ingest(c, 4) == 0, "ingest 5");
