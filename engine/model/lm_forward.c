@@ -48,12 +48,11 @@
  * workgroup visits the union of its 16 queries' key ranges. */
 #define QB 16u
 
-/* Labels of one sequence whose K/V fit the scratch together. Their
+/* Labels (of one or more sequences) whose K/V fit the scratch together. Their
  * queries are gathered into a padded block layout (each label starts a
  * fresh QB-row block, so a workgroup reads one label's keys only), run in
  * one attention dispatch, and gathered back into the pass's rows. */
 struct group {
-    uint32_t b;
     uint32_t ids_off, nids;   /* scratch: K/V slot of each scratch row */
     uint32_t qp_off, nqp;     /* padded queries: pass row of each (last one: zero row) */
     uint32_t rng_off;         /* nqp key ranges into the scratch */
@@ -238,8 +237,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
      * sees [A_j .. A_0, prompt] and B's token j [prompt, B_0 .. B_j]: one
      * contiguous range each, and both share a query block, so a workgroup
      * reads about one prompt for two labels. An odd label is a B alone. */
+    /* A group may hold labels of several sequences (each pair gathers its
+     * own sequence's prompt rows): a batch of pages then costs the same few
+     * gather + attention dispatches per layer as one page while the
+     * scratch has room, not a set per page. */
+    struct group *cur = NULL;
     for (uint32_t b = 0; b < nseq && nl; b++) {
-        struct group *g = NULL;
         uint32_t l = 0;
         for (;;) {
             while (l < nl && labels[l].n == 1)
@@ -257,33 +260,32 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             }
             uint32_t ka = la == UINT32_MAX ? 0 : labels[la].n - 1, kb = labels[lb].n - 1;
             uint32_t need = ka + lm->seq_n[b] + kb, qrows = up_to(ka + kb, QB);
-            if (!g || g->nids + need > lm->scratch_cap || g->nqp + qrows + 1 > lm->qp_cap) {
-                if (g)
-                    g->nqp++; /* closing: its zero row */
-                g = &gr[ngr++];
-                g->b = b;
-                g->span0 = up_to(nrows, lm->ra);
+            if (!cur || cur->nids + need > lm->scratch_cap || cur->nqp + qrows + 1 > lm->qp_cap) {
+                if (cur)
+                    cur->nqp++; /* closing: its zero row */
+                cur = &gr[ngr++];
+                cur->span0 = up_to(nrows, lm->ra);
             }
             for (int side = 0; side < 2; side++) {
                 uint32_t ll = side ? lb : la, k = side ? kb : ka;
                 if (ll == UINT32_MAX)
                     continue;
                 nrows = up_to(nrows, lm->ra);
-                lgi[b * nl + ll] = (uint32_t)(g - gr);
+                lgi[b * nl + ll] = (uint32_t)(cur - gr);
                 lm->lab_row[b * nl + ll] = nrows;
-                lm->lab_qp[b * nl + ll] = g->nqp + (side ? ka : 0);
-                lm->lab_base[b * nl + ll] = g->nids;
+                lm->lab_qp[b * nl + ll] = cur->nqp + (side ? ka : 0);
+                lm->lab_base[b * nl + ll] = cur->nids;
                 lm->lab_ka[b * nl + ll] = side ? ka : UINT32_MAX; /* UINT32_MAX: is A */
                 nrows += k;
                 nlab_rows += k;
             }
-            g->nqp += qrows;
-            g->nids += need;
-            g->nspan = nrows - g->span0;
+            cur->nqp += qrows;
+            cur->nids += need;
+            cur->nspan = nrows - cur->span0;
         }
-        if (g)
-            g->nqp++;
     }
+    if (cur)
+        cur->nqp++; /* the last group's zero row */
     if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap) {
         free(gr);
         free(lgi);
