@@ -536,7 +536,14 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
     }
 
     v->max_batch = c->max_batch ? c->max_batch : 1; /* 0: batch 1, then choose_batch */
-    struct lm_config lc = {.max_tokens = c->max_image_tokens + 512, .batch = v->max_batch,
+    /* rows per prompt: the image, the chat frame (~35 tokens) and the
+     * instruction naming every label (each at most max_label_tokens with
+     * its end marker; +2 for how it tokenizes inside the sentence). A
+     * tight bound matters for batches: every activation is this times
+     * max_batch rows. */
+    struct lm_config lc = {.max_tokens = c->max_image_tokens + 64 +
+                                         c->max_labels * (c->max_label_tokens + 2),
+                           .batch = v->max_batch,
                            .max_labels = c->max_labels, .max_label_tokens = c->max_label_tokens,
                            .gpu_weights = c->gpu_weights};
     if (lc.max_tokens < c->max_text_tokens + 256)
@@ -762,9 +769,8 @@ int vlm_prepare(struct vlm *v, const struct vlm_page *page, const char *const *l
 {
     double t0 = folio_mono_ms();
     *out = NULL;
-    if (vlm_dead(v))
-        return folio_err_set(err, FOLIO_EDEVICELOST, "vlm: the device was lost; re-open the "
-                             "engine");
+    /* no vlm_dead() here: the GPU thread writes that state; a dead engine
+     * refuses the batch instead */
     if (!v->vis)
         return folio_err_set(err, FOLIO_ESTATE, "vision path disabled: %s",
                              v->rep.vision_reason);
@@ -985,6 +991,9 @@ int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *
 {
     struct vlm_prepared *pp;
     result_reset(r);
+    if (vlm_dead(v))
+        return folio_err_set(err, FOLIO_EDEVICELOST, "vlm: the device was lost; re-open the "
+                             "engine");
     int rc = vlm_prepare(v, page, labels, nl, &pp, err);
     if (rc)
         return rc;

@@ -33,8 +33,9 @@
  * come back.
  * A probability under 1e-30 has lost its precision in f32 (and underflows
  * at e^-103): that token's logits row is fetched and its log-probability
- * computed exactly on the host. The prompts' last logits rows are kept on
- * the host after every prefill, so lm_score's first tokens are exact too.
+ * computed exactly on the host. The prompts' last logits rows stay in the
+ * logits buffer after a prefill and lm_score fetches them before its own
+ * pass, so its first tokens are exact too.
  */
 #include "engine/model/lm_internal.h"
 #include "engine/model/quant.h"
@@ -205,6 +206,15 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     if (!prefill)
         nseq = lm->nseq;
     const uint32_t E = lm->E, V = lm->V, KW = lm->KW, QW = lm->QW;
+    if (!prefill && lm->last_pending) {
+        /* the last prefill's last rows, before this pass reuses the buffer */
+        rc = vkr_download(lm->vk, lm->logits, 0, lm->lastlg, (uint64_t)nseq * V * 4, err);
+        for (uint32_t b = 0; !rc && b < nseq; b++)
+            lm->lastlse[b] = row_lse(lm->lastlg + (size_t)b * V, V);
+        if (rc)
+            return rc;
+        lm->last_pending = 0;
+    }
 
     /* ---- layout ---- */
     uint32_t np = 0, slot0 = 0;
@@ -569,10 +579,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
 
     /* ---- results ---- */
     if (prefill) {
-        /* the prompts' last logits rows stay on the host for lm_score */
-        rc = vkr_download(lm->vk, lm->logits, 0, lm->lastlg, (uint64_t)nseq * V * 4, err);
-        for (uint32_t b = 0; !rc && b < nseq; b++)
-            lm->lastlse[b] = row_lse(lm->lastlg + (size_t)b * V, V);
+        /* the prompts' last logits rows stay on the device for lm_score
+         * (fetched by it, before its pass overwrites them): a fused
+         * classify pass scored the first label tokens on the GPU already,
+         * and fetching nseq x V floats plus their log-sum-exp on the host
+         * per pass (~10 MB and 2.4M exp() for 16 pages) bought nothing */
+        lm->last_pending = 1;
     }
     if (!rc && nall)
         rc = vkr_download(lm->vk, lm->logits, (uint64_t)nlast * V * 4, logits,
