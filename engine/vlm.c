@@ -355,6 +355,50 @@ static int warmup(struct vlm *v, struct folio_err *err)
     return rc;
 }
 
+/* The default pages per GPU pass: from the batch-1 plan, the largest of
+ * 16, 8, 4, 2 whose activations (batch-1 bytes times the batch: an upper
+ * bound, the label scratch and split buffers do not grow) fit 80 % of the
+ * device-local heap next to the weights, then the real plan at that size
+ * (halving while it does not fit). A CPU device (lavapipe) stays at 1: it
+ * gains nothing from wider passes and its warm-up would only get longer. */
+static int choose_batch(struct vlm *v, struct folio_err *err)
+{
+    uint64_t w1 = 0, a1 = 0, w2 = 0, a2 = 0;
+    lm_memory(v->lm, &w1, &a1);
+    vis_memory(v->vis, &w2, &a2);
+    uint64_t heap = vkr_limits(v->vk)->device_local_bytes, room = heap / 10 * 8;
+    uint32_t b = 16;
+    if (!strcmp(vkr_device(v->vk)->type, "cpu") || room <= w1 + w2)
+        b = 1;
+    while (b > 1 && w1 + w2 + (a1 + a2) * b > room)
+        b /= 2;
+    for (; b > 1; b /= 2) {
+        struct folio_err e = {0};
+        int rc = lm_replan(v->lm, b, &e);
+        if (!rc) {
+            rc = vis_replan(v->vis, v->cfg.max_image_tokens * 4 * b, b, &e);
+            if (rc) {
+                struct folio_err e1 = {0};
+                if (lm_replan(v->lm, 1, &e1) != 0)
+                    return folio_err_set(err, e1.code, "text model: %s", e1.msg);
+            }
+        }
+        if (!rc)
+            break;
+        if (rc == FOLIO_EDEVICELOST || vkr_dead(v->vk))
+            return folio_err_set(err, FOLIO_EDEVICELOST, "while planning a batch of %u: %s", b,
+                                 e.msg);
+        char q[300];
+        folio_log(FOLIO_LOG_INFO, "vlm_batch_smaller", "batch=%u why=%s", b,
+                  folio_lq(q, sizeof q, e.msg));
+    }
+    v->max_batch = b ? b : 1;
+    folio_log(FOLIO_LOG_INFO, "vlm_batch", "max_batch=%u heap_bytes=%" PRIu64
+              " weights_bytes=%" PRIu64 " act_bytes_batch1=%" PRIu64, v->max_batch, heap,
+              w1 + w2, a1 + a2);
+    return 0;
+}
+
 static void fault_setup(struct vlm *v)
 {
 #ifdef FOLIO_FAULT_INJECTION
@@ -491,9 +535,15 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s", folio_lq(q, sizeof q, err->msg));
     }
 
-    v->max_batch = c->max_batch ? c->max_batch : 1;
-    v->rep.max_batch = v->max_batch;
-    struct lm_config lc = {.max_tokens = c->max_image_tokens + 512, .batch = v->max_batch,
+    v->max_batch = c->max_batch ? c->max_batch : 1; /* 0: batch 1, then choose_batch */
+    /* rows per prompt: the image, the chat frame (~35 tokens) and the
+     * instruction naming every label (each at most max_label_tokens with
+     * its end marker; +2 for how it tokenizes inside the sentence). A
+     * tight bound matters for batches: every activation is this times
+     * max_batch rows. */
+    struct lm_config lc = {.max_tokens = c->max_image_tokens + 64 +
+                                         c->max_labels * (c->max_label_tokens + 2),
+                           .batch = v->max_batch,
                            .max_labels = c->max_labels, .max_label_tokens = c->max_label_tokens,
                            .gpu_weights = c->gpu_weights};
     if (lc.max_tokens < c->max_text_tokens + 256)
@@ -502,7 +552,8 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
     if (rc)
         goto fail;
     if (v->vm) {
-        struct vis_config visc = {.max_patches = c->max_image_tokens * 4,
+        struct vis_config visc = {.max_patches = c->max_image_tokens * 4 * v->max_batch,
+                                  .max_images = v->max_batch,
                                   .f32_matmul = c->f32_matmul, .gpu_weights = c->gpu_weights};
         struct folio_err ve = {0};
         if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) != 0) {
@@ -517,6 +568,12 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
             v->vm = NULL;
         }
     }
+    if (!c->max_batch && v->vis) {
+        rc = choose_batch(v, err);
+        if (rc)
+            goto fail;
+    }
+    v->rep.max_batch = v->max_batch;
     v->rep.load_ms = folio_mono_ms() - t - v->rep.prewarm_ms;
     uint64_t w1 = 0, a1 = 0, w2 = 0, a2 = 0;
     lm_memory(v->lm, &w1, &a1);
@@ -712,9 +769,8 @@ int vlm_prepare(struct vlm *v, const struct vlm_page *page, const char *const *l
 {
     double t0 = folio_mono_ms();
     *out = NULL;
-    if (vlm_dead(v))
-        return folio_err_set(err, FOLIO_EDEVICELOST, "vlm: the device was lost; re-open the "
-                             "engine");
+    /* no vlm_dead() here: the GPU thread writes that state; a dead engine
+     * refuses the batch instead */
     if (!v->vis)
         return folio_err_set(err, FOLIO_ESTATE, "vision path disabled: %s",
                              v->rep.vision_reason);
@@ -882,12 +938,18 @@ int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_
         for (size_t j = first; j < first + pp->M; j++)
             ids[i][j] = -1;
     }
-    /* vision tower over the pages */
+    /* vision tower over all pages in one pass */
+    struct vis_image *vi = rc ? NULL : calloc(n, sizeof *vi);
+    if (!rc && !vi)
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (uint32_t i = 0; !rc && i < n; i++) {
         const struct vlm_prepared *pp = pages[i];
-        rc = vis_encode(v->vis, pp->pi.patches, pp->pi.grid_h, pp->pi.grid_w,
-                        emb[i] + pp->p.images[0].first * E, err);
+        vi[i] = (struct vis_image){pp->pi.patches, pp->pi.grid_h, pp->pi.grid_w,
+                                   emb[i] + pp->p.images[0].first * E};
     }
+    if (!rc)
+        rc = vis_encode_batch(v->vis, vi, n, err);
+    free(vi);
     double t1 = folio_mono_ms();
     /* LM: runs of pages sharing a label set go in one pass each */
     for (uint32_t i0 = 0; !rc && i0 < n;) {
@@ -929,6 +991,9 @@ int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *
 {
     struct vlm_prepared *pp;
     result_reset(r);
+    if (vlm_dead(v))
+        return folio_err_set(err, FOLIO_EDEVICELOST, "vlm: the device was lost; re-open the "
+                             "engine");
     int rc = vlm_prepare(v, page, labels, nl, &pp, err);
     if (rc)
         return rc;
@@ -966,10 +1031,10 @@ int vlm_report_json(const struct vlm *v, char *buf, size_t n)
                      "\"dead\":%s,\"vk_ms\":%.1f,\"load_ms\":%.1f,\"prewarm_ms\":%.1f,"
                      "\"warmup_ms\":%.1f,\"selftest_ms\":%.1f,\"ready_ms\":%.1f,"
                      "\"pipelines\":%u,\"cache_hit\":%d,\"weights_bytes\":%" PRIu64
-                     ",\"activation_bytes\":%" PRIu64 ",\"max_image_tokens\":%u}",
+                     ",\"activation_bytes\":%" PRIu64 ",\"max_image_tokens\":%u,\"max_batch\":%u}",
                      dev, drv, r->vision_enabled ? "true" : "false", why,
                      vlm_dead(v) ? "true" : "false", r->vk_ms, r->load_ms, r->prewarm_ms,
                      r->warmup_ms, r->selftest_ms, r->total_ms, r->pipelines, r->cache_hit,
-                     r->weights_bytes, r->activation_bytes, r->max_image_tokens);
+                     r->weights_bytes, r->activation_bytes, r->max_image_tokens, r->max_batch);
     return k < 0 || (size_t)k >= n ? FOLIO_ELIMIT : 0;
 }

@@ -187,11 +187,14 @@ struct vlm_bench_opts {
     int small;                 /* tiny models (CI smoke) instead of the 7B shape */
     const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
     int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
+    const uint32_t *batches;   /* pages per GPU pass to measure (--batch 1,4,8); NULL = 1 */
+    uint32_t nbatches;
 };
 /* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
- * ready time cold and with the pipeline cache warm, pages/s with the
- * preprocess / vision / LM split, the LM's prefill / scoring split, and
- * the FLOP rate. JSON lines on out. */
+ * ready time cold and with the pipeline cache warm (planned for the
+ * largest batch, warm-up a full batch), then for each batch size pages/s
+ * with the preprocess / vision / LM split per page, the LM's prefill /
+ * scoring split, and the FLOP rate. JSON lines on out. */
 int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err);
 
 /* One JSON object (no newline): the report, for `folio doctor` and logs. */
