@@ -111,7 +111,8 @@ uint32_t engine_models_max_batch(struct engine_models *m);
  * every engine this process opened (re-opens included): must stay 0. */
 unsigned long long engine_models_pipelines_after_seal(struct engine_models *m);
 struct engine_gpu_stats {
-    unsigned long long passes, pages; /* vision passes run, pages they carried */
+    unsigned long long passes, pages; /* vision passes run (split re-runs included), pages
+                                       * submitted to them (each once) */
     unsigned long long splits;        /* failed batches re-run page by page */
     uint32_t max_batch;
 };
