@@ -32,7 +32,9 @@
     X(crash_on_document, "SHA256-PREFIX", "worker: SIGKILL on a job whose document hash starts so") \
     X(sleep_ms, "MS", "worker: each job sleeps MS before it is classified")                   \
     X(slow_results_ms, "MS", "worker: each group of results waits MS before it is written")   \
-    X(ingest_crash_after_commit, "N", "ingest: SIGKILL right after the N-th committed batch")
+    X(ingest_crash_after_commit, "N", "ingest: SIGKILL right after the N-th committed batch") \
+    X(gpu_page_fail, "H", "engine/tiers: every GPU pass holding a page of height H fails")    \
+    X(gpu_gather_ms, "MS", "engine/tiers: the GPU thread waits MS before taking a pass")
 
 enum folio_fault_site {
 #define FOLIO_FAULT_ENUM(name, arg, what) FOLIO_FAULT_##name,

@@ -30,6 +30,8 @@ static const char USAGE[] =
     "  --labels N        labels to score (default 16)\n"
     "  --label-tokens N  tokens per label (default 3)\n"
     "  --iters N         timed repetitions, best reported (default 3)\n"
+    "  --batch N[,N...]  whole page: pages per GPU pass, each size measured on one\n"
+    "                    engine planned for the largest (default 1; e.g. 1,4,8,16)\n"
     "  --small           small models instead of the 7B shape (smoke test)\n"
     "  --family F        qwen2.5vl (default: the Qwen2.5-VL-7B shape) or qwen3vl\n"
     "                    (the Qwen3-VL-8B shape: DeepStack, 16-px patches)\n"
@@ -53,6 +55,22 @@ static int num(const char *s, long long max, uint32_t *out)
     return 0;
 }
 
+/* "1,4,8,16": at most 8 sizes, each 1..64. */
+static int parse_batches(const char *s, uint32_t *out, uint32_t *n)
+{
+    char buf[128];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    memcpy(buf, s, strlen(s) + 1);
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n >= 8 || num(t, 64, &out[*n]))
+            return -1;
+        (*n)++;
+    }
+    return *n ? 0 : -1;
+}
+
 int engine_bench_main(int argc, char **argv, FILE *out)
 {
     static const struct option opts[] = {
@@ -61,12 +79,13 @@ int engine_bench_main(int argc, char **argv, FILE *out)
         {"image", required_argument, NULL, 'm'},   {"tokens", required_argument, NULL, 'n'},
         {"labels", required_argument, NULL, 'l'},  {"label-tokens", required_argument, NULL, 'k'},
         {"iters", required_argument, NULL, 'i'},   {"small", no_argument, NULL, 's'},
-        {"gpu-weights", required_argument, NULL, 'w'},
+        {"gpu-weights", required_argument, NULL, 'w'}, {"batch", required_argument, NULL, 'b'},
         {"family", required_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *device = NULL;
     int allow_cpu = 0, small = 0, text = 0, vision = 0, ch, gw = 0, qwen3 = 0;
     uint32_t image = 0, tokens = 0, labels = 0, label_tokens = 0, iters = 0;
+    uint32_t batches[8], nbatch = 0;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -108,12 +127,19 @@ int engine_bench_main(int argc, char **argv, FILE *out)
             else
                 qwen3 = 0;
             break;
+        case 'b':
+            if (parse_batches(optarg, batches, &nbatch))
+                return usage_error("--batch: '%s' is not a list of at most 8 sizes 1..64 "
+                                   "(e.g. 1,4,8,16)", optarg);
+            break;
         case 'h': fputs(USAGE, out); return 0;
         default: return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
+    if (nbatch && (text || vision))
+        return usage_error("%s", "--batch measures the whole page (no --text / --vision)");
     if (text && vision)
         return usage_error("%s", "--text and --vision exclude each other (no mode = whole page)");
     struct folio_err err = {0};
@@ -133,7 +159,8 @@ int engine_bench_main(int argc, char **argv, FILE *out)
         struct vlm_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
                                    .labels = labels, .label_tokens = label_tokens,
                                    .iters = iters, .small = small, .gpu_weights = gw,
-                                   .qwen3 = qwen3};
+                                   .qwen3 = qwen3,
+                                   .batches = nbatch ? batches : NULL, .nbatches = nbatch};
         rc = vlm_bench(&o, out, &err);
     }
     if (rc != 0) {

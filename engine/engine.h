@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,10 +74,15 @@ struct engine_doc {
     void *text_ctx;
     engine_page_fn page;    /* NULL: the vision tier is skipped for this document */
     void *page_ctx;
+    /* Non-zero (shutdown, lease lost): a page still queued for the GPU is
+     * taken back out and engine_classify returns FOLIO_ETIMEOUT. May be NULL. */
+    const _Atomic int *cancel;
 };
 
 /* The model tiers (vision, OCR text + LM): one set per process, opened once
- * and shared by the engines of every thread (GPU passes take turns). Open
+ * and shared by the engines of every thread. One GPU thread owns the device:
+ * engine_classify on any thread preprocesses its page there and queues it;
+ * the GPU thread runs up to max_batch ready pages per pass (tiers.c). Open
  * never fails for a GPU or model problem: the tiers are then off with the
  * reason, and a lost device is re-opened with backoff (tiers.c). */
 struct engine_models;
@@ -95,7 +101,22 @@ struct engine_models_config {
     /* --gpu-weights: 0 auto (f16 when the tensor-core GEMM exists and the
      * expanded weights fit), 1 f16, 2 native (engine_gpu_weights_parse) */
     int gpu_weights;
+    /* --gpu-batch: most pages per GPU pass (memory for that many planned at
+     * open); 0 = the engine's choice from the device's memory plan. */
+    uint32_t max_batch;
 };
+/* Pages per GPU pass of the open engine (0 while none is open). */
+uint32_t engine_models_max_batch(struct engine_models *m);
+/* Compute pipelines requested after the registry was sealed, summed over
+ * every engine this process opened (re-opens included): must stay 0. */
+unsigned long long engine_models_pipelines_after_seal(struct engine_models *m);
+struct engine_gpu_stats {
+    unsigned long long passes, pages; /* vision passes run (split re-runs included), pages
+                                       * submitted to them (each once) */
+    unsigned long long splits;        /* failed batches re-run page by page */
+    uint32_t max_batch;
+};
+void engine_models_gpu_stats(struct engine_models *m, struct engine_gpu_stats *out);
 /* "auto" | "f16" | "native" -> 0 | 1 | 2; -1 for anything else. */
 int engine_gpu_weights_parse(const char *s);
 int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,

@@ -3,24 +3,58 @@
  * OCR text + LM, each skipped with a recorded reason; the rules tier in
  * classify.c is the floor under them.
  *
- * One struct engine_models per process holds the GPU engine (vlm: text
- * model, vision tower, gate, self-test) and is shared by the engines of
- * every worker thread; the engines are cheap (labels, rules) and are
- * re-made when labels change, the models are not. A mutex makes the GPU
- * one-pass-at-a-time: OCR runs in parallel on the threads, the passes
- * queue here.
+ * One struct engine_models per process (per device) holds the GPU engine
+ * (vlm: text model, vision tower, gate, self-test) and is shared by the
+ * engines of every worker thread; the engines are cheap (labels, rules)
+ * and are re-made when labels change, the models are not.
  *
- * Recovery: a lost device (or any fatal Vulkan error) marks the vlm dead;
- * the document at hand falls back to the OCR tiers with the reason, the
- * vlm is closed, and the next document after vlm_backoff_ms() re-opens
- * it. After ENGINE_MAX_REOPEN failed re-opens or losses in a row the
- * models stay off until restart: the worker keeps running on OCR + rules
- * and engine_models_paths() says so (the workers row shows it).
+ * Stages (issue 14). The GPU is fed by many job threads and driven by one:
+ *
+ *   job thread (any number)   decode the page (the caller's provider),
+ *       vlm_prepare it (smart resize, patches, prompt: CPU only), submit
+ *       it to the bounded GPU queue and sleep until its result is back;
+ *       OCR for the text tiers runs here too, only when vision did not
+ *       answer: never on the GPU thread.
+ *   GPU thread (one per engine_models, i.e. per device)  owns every use of
+ *       the vlm's device: it takes whatever prepared pages are ready, up to
+ *       vlm_max_batch, and runs them as one vlm_classify_batch pass. There
+ *       is no artificial wait for a fuller batch: with the GPU busy, pages
+ *       pile up while the pass runs, so batches fill by themselves exactly
+ *       when the GPU is the bottleneck, and a lone page is not delayed when
+ *       it is not. The ocr+lm tier's LM pass is a queue item too, run alone
+ *       by the same thread, so the two tiers never touch the device at once
+ *       and need no second lock.
+ *
+ * Why a thread and not the old mutex: under the mutex a page's decode and
+ * preprocess ran while holding the GPU, and every pass carried one page;
+ * the GPU idled for each page's CPU work. Now CPU work of the next pages
+ * overlaps the current pass and a pass carries up to N pages.
+ *
+ * The queue is bounded (2 x batch): a job thread that finds it full waits,
+ * so prepared pages (megabytes each) cannot pile up without limit. A job
+ * waiting for the GPU stays in its worker slot, so the worker's heartbeat
+ * keeps renewing its lease; doc->cancel (shutdown, lease lost) takes a page
+ * that is still queued back out at once. A page already in a pass waits
+ * for the pass (bounded by one pass time).
+ *
+ * Failures. A failed pass that is not a device loss is re-run page by page
+ * ("gpu_batch_split"): one bad page cannot fail its neighbours, and it
+ * fails alone with its own reason. A device loss (or any fatal Vulkan
+ * error) applies today's policy to every page of the pass: each falls back
+ * to the OCR tiers with the reason, or is released (FOLIO_EDEVICELOST,
+ * --on-device-loss release). The vlm is closed once no job thread is still
+ * preparing on it; pages prepared on it and still queued are answered
+ * "re-opened" and fall back. The next document after vlm_backoff_ms()
+ * re-opens it; after ENGINE_MAX_REOPEN failed re-opens or losses in a row
+ * the models stay off until restart: the worker keeps running on OCR +
+ * rules and engine_models_paths() says so (the workers row shows it).
  */
+#include "common/fault.h"
 #include "common/json.h"
 #include "engine/engine.h"
 #include "engine/model/lm.h"
 #include "engine/tiers.h"
+#include "engine/vk/vkr.h"
 #include "engine/vlm.h"
 
 #include <pthread.h>
@@ -28,18 +62,60 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ENGINE_MAX_REOPEN 3
+#define GPU_BATCH_MAX 256 /* = --gpu-batch's upper bound */
+
+enum gpu_kind { GPU_VISION, GPU_TEXT };
+enum gpu_state { GPU_QUEUED, GPU_TAKEN, GPU_DONE };
+
+/* One page (or one OCR text) waiting for, in, or back from a GPU pass.
+ * Lives on the submitting job thread's stack. */
+struct gpu_item {
+    enum gpu_kind kind;
+    int state;                  /* enum gpu_state, guarded by m->mu */
+    uint64_t gen;               /* vlm generation the page was prepared on */
+    struct vlm_prepared *prep;  /* GPU_VISION */
+    uint32_t page_h;            /* the page's height (fault injection) */
+    const char *text;           /* GPU_TEXT */
+    const char *const *names;
+    uint32_t nl;
+    struct vlm_result vr;       /* GPU_VISION result (prob/logprob: the job's arrays) */
+    struct lm_text_result tr;   /* GPU_TEXT result */
+    int rc;                     /* 0, or why this item failed */
+    int lost;                   /* its pass lost the device */
+    uint32_t batch;             /* pages in the pass that answered it */
+    char msg[256];
+    struct gpu_item *next;
+};
 
 struct engine_models {
     struct engine_models_config cfg;
     pthread_mutex_t mu;
-    struct vlm *vlm;
+    pthread_cond_t work_cv;  /* GPU thread: an item was queued, or quit */
+    pthread_cond_t done_cv;  /* job threads: an item is done, the queue has room, preparers left */
+    struct vlm *vlm;         /* touched on the device only by the GPU thread */
+    uint64_t gen;            /* bumped whenever vlm changes: stale prepared pages are refused */
+    int users;               /* job threads inside vlm_prepare on vlm (guarded by mu) */
+    int busy;                /* a GPU pass runs outside mu */
+    int closing;             /* a lost vlm waits for its preparers before vlm_close */
+    struct gpu_item *head, *tail;
+    int queued, queue_cap;
+    int quit;
+    int has_thread;
+    pthread_t gpu;
     int losses;            /* consecutive losses / failed re-opens */
     int gave_up;
     double retry_at_ms;
     char reason[320];      /* why a tier is off now ("" when all run) */
     _Atomic int level;     /* 2 vision+lm, 1 lm, 0 rules only: read without the lock */
+    _Atomic unsigned batch;                  /* pages per pass of the open vlm (0: none open) */
+    _Atomic unsigned long long after_seal_closed; /* of vlms already closed */
+    _Atomic unsigned long long after_seal;   /* closed + the open one, after each pass */
+    _Atomic unsigned long long passes, pages, splits;
+    uint32_t fault_fail_h;   /* FOLIO_FAULT=gpu_page_fail:H (test builds) */
+    int fault_gather_ms;     /* FOLIO_FAULT=gpu_gather_ms:N (test builds) */
 };
 
 static const char *const PATHS[3] = {"ocr+rules", "ocr+lm,ocr+rules", "vision,ocr+lm,ocr+rules"};
@@ -49,22 +125,49 @@ static void set_paths(struct engine_models *m)
     atomic_store(&m->level, m->vlm && vlm_vision_enabled(m->vlm) ? 2 : m->vlm ? 1 : 0);
 }
 
-/* Opens the vlm; on failure records why and whether retrying can help. */
+/* Pipelines requested after the registry was sealed: must stay 0 (every
+ * shape the batch can take was pre-warmed at open). Read by the owner of
+ * the device (GPU thread, or with no pass running). */
+static uint64_t after_seal_now(struct engine_models *m)
+{
+    if (!m->vlm)
+        return 0;
+    struct vkr_stats st;
+    memset(&st, 0, sizeof st);
+    vkr_get_stats(vlm_vkr(m->vlm), &st);
+    return st.pipeline_requests_after_seal;
+}
+
+static void refresh_after_seal(struct engine_models *m)
+{
+    atomic_store(&m->after_seal, atomic_load(&m->after_seal_closed) + after_seal_now(m));
+}
+
+/* Opens the vlm (mu held); on failure records why and whether retrying
+ * can help. */
 static void try_open(struct engine_models *m)
 {
     struct vlm_config vc = {.model_path = m->cfg.model_path, .mmproj_path = m->cfg.mmproj_path,
                             .device = m->cfg.device, .allow_cpu = m->cfg.allow_cpu,
                             .validate = -1, .cache_dir = m->cfg.cache_dir,
                             .max_image_tokens = m->cfg.max_image_tokens,
-                            .gate_file = m->cfg.gate_file, .gpu_weights = m->cfg.gpu_weights};
+                            .gate_file = m->cfg.gate_file, .gpu_weights = m->cfg.gpu_weights,
+                            .max_batch = m->cfg.max_batch};
     struct folio_err e = {0};
     int rc = vlm_open(&vc, &m->vlm, &e);
+    m->gen++;
     if (rc == 0) {
         m->reason[0] = 0;
         if (!vlm_vision_enabled(m->vlm))
             snprintf(m->reason, sizeof m->reason, "vision off: %s",
                      vlm_report(m->vlm)->vision_reason);
+        uint32_t b = vlm_max_batch(m->vlm);
+        b = b < 1 ? 1 : b > GPU_BATCH_MAX ? GPU_BATCH_MAX : b;
+        atomic_store(&m->batch, b);
+        m->queue_cap = 2 * (int)b;
+        refresh_after_seal(m);
         set_paths(m);
+        folio_log(FOLIO_LOG_INFO, "engine_gpu_batch", "max_batch=%u queue=%d", b, m->queue_cap);
         return;
     }
     m->vlm = NULL;
@@ -83,6 +186,21 @@ static void try_open(struct engine_models *m)
               folio_lq(q, sizeof q, m->reason), !m->gave_up);
 }
 
+static void parse_faults(struct engine_models *m)
+{
+#ifdef FOLIO_FAULT_INJECTION
+    m->fault_fail_h = (uint32_t)folio_fault_num(FOLIO_FAULT_gpu_page_fail);
+    m->fault_gather_ms = (int)folio_fault_num(FOLIO_FAULT_gpu_gather_ms);
+    if (m->fault_fail_h || m->fault_gather_ms)
+        folio_log(FOLIO_LOG_WARN, "fault_injection", "gpu_page_fail=%u gpu_gather_ms=%d",
+                  m->fault_fail_h, m->fault_gather_ms);
+#else
+    (void)m;
+#endif
+}
+
+static void *gpu_main(void *arg);
+
 int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,
                        struct folio_err *err)
 {
@@ -91,13 +209,34 @@ int engine_models_open(const struct engine_models_config *cfg, struct engine_mod
     if (!m)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     m->cfg = *cfg;
+    if (cfg->max_batch > GPU_BATCH_MAX) {
+        free(m);
+        return folio_err_set(err, FOLIO_EINVAL, "--gpu-batch %u is over the limit of %d",
+                             cfg->max_batch, GPU_BATCH_MAX);
+    }
     pthread_mutex_init(&m->mu, NULL);
+    /* monotonic waits: a job polls its cancel flag while it waits */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->work_cv, &ca);
+    pthread_cond_init(&m->done_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    m->queue_cap = 2;
+    parse_faults(m);
     if (!cfg->model_path) {
         m->gave_up = 1;
         snprintf(m->reason, sizeof m->reason, "no model configured (--model)");
         set_paths(m);
     } else {
+        pthread_mutex_lock(&m->mu);
         try_open(m);
+        pthread_mutex_unlock(&m->mu);
+        if (pthread_create(&m->gpu, NULL, gpu_main, m) != 0) {
+            engine_models_close(m);
+            return folio_err_set(err, FOLIO_EIO, "cannot start the GPU thread");
+        }
+        m->has_thread = 1;
     }
     *out = m;
     return 0;
@@ -107,7 +246,15 @@ void engine_models_close(struct engine_models *m)
 {
     if (!m)
         return;
+    pthread_mutex_lock(&m->mu);
+    m->quit = 1;
+    pthread_cond_broadcast(&m->work_cv);
+    pthread_mutex_unlock(&m->mu);
+    if (m->has_thread)
+        pthread_join(m->gpu, NULL);
     vlm_close(m->vlm);
+    pthread_cond_destroy(&m->work_cv);
+    pthread_cond_destroy(&m->done_cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -131,9 +278,33 @@ void engine_models_reason(struct engine_models *m, char *buf, size_t n)
     pthread_mutex_unlock(&m->mu);
 }
 
+uint32_t engine_models_max_batch(struct engine_models *m)
+{
+    return m ? atomic_load(&m->batch) : 0;
+}
+
+unsigned long long engine_models_pipelines_after_seal(struct engine_models *m)
+{
+    return m ? atomic_load(&m->after_seal) : 0;
+}
+
+void engine_models_gpu_stats(struct engine_models *m, struct engine_gpu_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!m)
+        return;
+    out->passes = atomic_load(&m->passes);
+    out->pages = atomic_load(&m->pages);
+    out->splits = atomic_load(&m->splits);
+    out->max_batch = atomic_load(&m->batch);
+}
+
 int engine_models_report_json(struct engine_models *m, char *buf, size_t n)
 {
     pthread_mutex_lock(&m->mu);
+    /* the report reads the device's counters: not while a pass runs */
+    while (m->busy)
+        pthread_cond_wait(&m->done_cv, &m->mu);
     int rc;
     if (m->vlm) {
         rc = vlm_report_json(m->vlm, buf, n);
@@ -148,18 +319,30 @@ int engine_models_report_json(struct engine_models *m, char *buf, size_t n)
     return rc;
 }
 
-/* The vlm died under us: fall back now, re-open later. */
+/* The vlm died under us (GPU thread, mu held): every later page falls
+ * back until the re-open. Waits for job threads still preparing on it. */
 static void lost(struct engine_models *m, const char *why)
 {
-    vlm_close(m->vlm);
+    struct vlm *v = m->vlm;
     m->vlm = NULL;
+    m->gen++;
+    m->closing = 1;
     m->losses++;
     m->gave_up = m->losses >= ENGINE_MAX_REOPEN;
-    m->retry_at_ms = folio_mono_ms() + vlm_backoff_ms(m->losses);
     snprintf(m->reason, sizeof m->reason, "GPU lost (%s)%s", why,
              m->gave_up ? "; OCR-only until restart after repeated failures"
                         : "; re-opening with backoff");
+    atomic_store(&m->batch, 0);
     set_paths(m);
+    while (m->users > 0)
+        pthread_cond_wait(&m->done_cv, &m->mu);
+    struct vkr_stats st;
+    memset(&st, 0, sizeof st);
+    vkr_get_stats(vlm_vkr(v), &st);
+    atomic_fetch_add(&m->after_seal_closed, st.pipeline_requests_after_seal);
+    vlm_close(v);
+    m->closing = 0;
+    m->retry_at_ms = folio_mono_ms() + vlm_backoff_ms(m->losses);
     char q[400];
     folio_log(FOLIO_LOG_ERROR, "engine_gpu_lost", "losses=%d gave_up=%d reason=%s", m->losses,
               m->gave_up, folio_lq(q, sizeof q, why));
@@ -174,10 +357,408 @@ static void add_reason(struct engine_result *out, const char *s)
 int engine_models_check_labels(struct engine_models *m, const char *const *names, int nl,
                                struct folio_err *err)
 {
+    /* the tokenizer and limits only: state fixed at open, safe beside a pass */
     pthread_mutex_lock(&m->mu);
     int rc = m->vlm ? vlm_check_labels(m->vlm, names, (uint32_t)nl, err) : 0;
     pthread_mutex_unlock(&m->mu);
     return rc;
+}
+
+/* ------------------------------------------------------------ GPU thread */
+
+static int dev_lost(struct vlm *v, int rc)
+{
+    return rc == FOLIO_EDEVICELOST || vlm_dead(v);
+}
+
+/* One vision pass over n prepared pages (no lock held). */
+static int vision_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it, uint32_t n,
+                       struct folio_err *e)
+{
+    struct vlm_prepared *preps[GPU_BATCH_MAX] = {0};
+    struct vlm_result res[GPU_BATCH_MAX];
+    memset(res, 0, n * sizeof *res);
+    for (uint32_t i = 0; i < n; i++) {
+        preps[i] = it[i]->prep;
+        res[i] = it[i]->vr;
+    }
+    int rc;
+#ifdef FOLIO_FAULT_INJECTION
+    for (uint32_t i = 0; i < n && m->fault_fail_h; i++)
+        if (it[i]->page_h == m->fault_fail_h)
+            return folio_err_set(e, FOLIO_EIO, "injected page failure (FOLIO_FAULT=gpu_page_fail:%u)",
+                                 m->fault_fail_h);
+#else
+    (void)m;
+#endif
+    rc = vlm_classify_batch(v, preps, n, res, e);
+    for (uint32_t i = 0; i < n; i++)
+        it[i]->vr = res[i];
+    return rc;
+}
+
+static void set_item_err(struct gpu_item *it, int rc, const char *msg, int lost_dev)
+{
+    it->rc = rc;
+    it->lost = lost_dev;
+    snprintf(it->msg, sizeof it->msg, "%s", msg);
+}
+
+/* Runs the taken items on v; returns 1 when the device was lost (msg says
+ * why). No lock held: only this thread touches the device. */
+static int run_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it, uint32_t n, char *why,
+                    size_t whyn)
+{
+    struct folio_err e = {0};
+    if (it[0]->kind == GPU_TEXT) {
+        const char *txt = it[0]->text ? it[0]->text : "";
+        int rc = lm_text_classify(vlm_lm(v), vlm_tok(v), &txt, NULL, 1, it[0]->names, it[0]->nl, 0,
+                                  &it[0]->tr, &e);
+        int l = rc && dev_lost(v, rc);
+        if (rc)
+            set_item_err(it[0], rc, e.msg, l);
+        snprintf(why, whyn, "%s", e.msg);
+        return l;
+    }
+    atomic_fetch_add(&m->passes, 1);
+    atomic_fetch_add(&m->pages, n);
+    double t0 = folio_mono_ms();
+    int rc = vision_pass(m, v, it, n, &e);
+    folio_log(FOLIO_LOG_DEBUG, "gpu_pass", "pages=%u rc=%d ms=%.1f", n, rc, folio_mono_ms() - t0);
+    if (rc == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            it[i]->batch = n;
+        return 0;
+    }
+    if (dev_lost(v, rc)) {
+        for (uint32_t i = 0; i < n; i++)
+            set_item_err(it[i], rc, e.msg, 1);
+        snprintf(why, whyn, "%s", e.msg);
+        return 1;
+    }
+    if (n == 1) {
+        set_item_err(it[0], rc, e.msg, 0);
+        return 0;
+    }
+    /* Not the device: some page of the pass is bad. Each page alone, so
+     * the good ones still get their answer and the bad one its own error. */
+    atomic_fetch_add(&m->splits, 1);
+    char q[300];
+    folio_log(FOLIO_LOG_WARN, "gpu_batch_split", "pages=%u error=%s", n, folio_lq(q, sizeof q, e.msg));
+    for (uint32_t i = 0; i < n; i++) {
+        struct folio_err ei = {0};
+        vlm_result_free(&it[i]->vr);
+        atomic_fetch_add(&m->passes, 1);
+        int r = vision_pass(m, v, &it[i], 1, &ei);
+        if (r == 0) {
+            it[i]->batch = 1;
+            continue;
+        }
+        if (dev_lost(v, r)) {
+            for (uint32_t k = i; k < n; k++)
+                set_item_err(it[k], r, ei.msg, 1);
+            snprintf(why, whyn, "%s", ei.msg);
+            return 1;
+        }
+        set_item_err(it[i], r, ei.msg, 0);
+    }
+    return 0;
+}
+
+static void unlink_item(struct engine_models *m, struct gpu_item *it)
+{
+    struct gpu_item **pp = &m->head, *prev = NULL;
+    while (*pp && *pp != it) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp)
+        return;
+    *pp = it->next;
+    if (m->tail == it)
+        m->tail = prev;
+    it->next = NULL;
+    m->queued--;
+}
+
+static void *gpu_main(void *arg)
+{
+    struct engine_models *m = arg;
+    struct gpu_item *take[GPU_BATCH_MAX];
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        while (!m->quit && !m->head)
+            pthread_cond_wait(&m->work_cv, &m->mu);
+        if (!m->head)
+            break; /* quit with nothing queued */
+#ifdef FOLIO_FAULT_INJECTION
+        /* tests: let every ready page join this pass, so that a batch
+         * of several pages is certain */
+        if (m->fault_gather_ms && !m->quit) {
+            pthread_mutex_unlock(&m->mu);
+            folio_sleep_ms(m->fault_gather_ms);
+            pthread_mutex_lock(&m->mu);
+        }
+#endif
+        uint32_t cap = atomic_load(&m->batch);
+        cap = cap < 1 ? 1 : cap;
+        uint32_t n = 0;
+        for (struct gpu_item *it = m->head, *nx; it; it = nx) {
+            nx = it->next;
+            if (m->quit || !m->vlm || it->gen != m->gen) {
+                /* prepared on a vlm that is gone, or the engine is
+                 * closing: the page falls back with the reason */
+                unlink_item(m, it);
+                set_item_err(it, FOLIO_ESTATE, m->quit ? "engine closing" : m->reason, 0);
+                it->state = GPU_DONE;
+                continue;
+            }
+            if (n == 0 && it->kind == GPU_TEXT) {
+                take[n++] = it;
+                break;
+            }
+            if (it->kind == GPU_VISION && n < cap)
+                take[n++] = it;
+        }
+        pthread_cond_broadcast(&m->done_cv);
+        if (n == 0)
+            continue;
+        for (uint32_t i = 0; i < n; i++) {
+            unlink_item(m, take[i]);
+            take[i]->state = GPU_TAKEN;
+        }
+        struct vlm *v = m->vlm;
+        m->busy = 1;
+        pthread_mutex_unlock(&m->mu);
+
+        char why[256] = "";
+        int was_lost = run_pass(m, v, take, n, why, sizeof why);
+
+        pthread_mutex_lock(&m->mu);
+        m->busy = 0;
+        if (was_lost)
+            lost(m, why);
+        else
+            refresh_after_seal(m);
+        if (!was_lost && n && take[0]->rc == 0)
+            m->losses = 0;
+        for (uint32_t i = 0; i < n; i++)
+            take[i]->state = GPU_DONE;
+        pthread_cond_broadcast(&m->done_cv);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ job threads */
+
+static int cancelled(const struct engine_doc *doc)
+{
+    return doc->cancel && atomic_load(doc->cancel) != 0;
+}
+
+static void wait_a_bit(struct engine_models *m)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&m->done_cv, &m->mu, &ts);
+}
+
+/* Queues it and sleeps until the GPU thread answered it (mu held on entry
+ * and exit). FOLIO_ETIMEOUT when the job was cancelled before its pass. */
+static int submit_wait(struct engine_models *m, struct gpu_item *it, const struct engine_doc *doc,
+                       struct folio_err *err)
+{
+    while (!m->quit && m->queued >= m->queue_cap && !cancelled(doc))
+        wait_a_bit(m);
+    if (cancelled(doc))
+        return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
+    if (m->quit || !m->has_thread) {
+        set_item_err(it, FOLIO_ESTATE, "engine closing", 0);
+        return 0;
+    }
+    it->state = GPU_QUEUED;
+    it->next = NULL;
+    if (m->tail)
+        m->tail->next = it;
+    else
+        m->head = it;
+    m->tail = it;
+    m->queued++;
+    pthread_cond_signal(&m->work_cv);
+    while (it->state != GPU_DONE) {
+        if (it->state == GPU_QUEUED && cancelled(doc)) {
+            unlink_item(m, it);
+            pthread_cond_broadcast(&m->done_cv);
+            return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while queued for the GPU");
+        }
+        wait_a_bit(m);
+    }
+    return 0;
+}
+
+/* A model tier answered: out takes the distribution (prob, lp: malloc'd). */
+static void answer(struct engine_result *out, const char *const *names, int nl, double *prob, double *lp,
+                   int best, double confidence, const char *path)
+{
+    free(out->scores);
+    free(out->raw);
+    out->scores = prob;
+    out->raw = lp;
+    out->n_labels = nl;
+    out->names = names;
+    snprintf(out->label, sizeof out->label, "%s", names[best]);
+    out->confidence = confidence;
+    snprintf(out->engine_path, sizeof out->engine_path, "%s", path);
+}
+
+/* Tier 1. 0 with *done set when it answered; FOLIO_EDEVICELOST under the
+ * release policy; FOLIO_ETIMEOUT when cancelled. */
+static int vision_tier(struct engine_models *m, const char *const *names, int nl,
+                       const struct engine_doc *doc, struct engine_result *out, int *done,
+                       struct folio_err *err)
+{
+    struct engine_page pg;
+    memset(&pg, 0, sizeof pg);
+    struct folio_err pe = {0};
+    char b[320];
+    if (doc->page(doc->page_ctx, &pg, &pe) != 0) {
+        snprintf(b, sizeof b, "vision: page not decoded: %s", pe.msg);
+        add_reason(out, b);
+        return 0;
+    }
+    struct gpu_item it;
+    memset(&it, 0, sizeof it);
+    it.kind = GPU_VISION;
+    it.names = names;
+    it.nl = (uint32_t)nl;
+    it.page_h = (uint32_t)pg.height;
+    double *prob = calloc((size_t)nl, sizeof *prob);
+    double *lp = calloc((size_t)nl, sizeof *lp);
+    it.vr.prob = prob;
+    it.vr.logprob = lp;
+    if (!prob || !lp) {
+        free(pg.pixels);
+        free(prob);
+        free(lp);
+        add_reason(out, "vision failed: out of host memory");
+        return 0;
+    }
+
+    /* preprocess on this thread, with a reference that keeps the vlm
+     * open meanwhile (lost() waits for it) */
+    pthread_mutex_lock(&m->mu);
+    struct vlm *v = m->vlm;
+    if (!v || m->closing || !vlm_vision_enabled(v)) {
+        add_reason(out, m->reason);
+        pthread_mutex_unlock(&m->mu);
+        free(pg.pixels);
+        free(prob);
+        free(lp);
+        return 0;
+    }
+    it.gen = m->gen;
+    m->users++;
+    pthread_mutex_unlock(&m->mu);
+    struct vlm_page vp = {pg.pixels, (uint32_t)pg.width, (uint32_t)pg.height, pg.stride, pg.channels};
+    int prc = vlm_prepare(v, &vp, names, (uint32_t)nl, &it.prep, &pe);
+    free(pg.pixels);
+    pthread_mutex_lock(&m->mu);
+    if (--m->users == 0)
+        pthread_cond_broadcast(&m->done_cv);
+    int rc = 0;
+    if (prc == 0)
+        rc = submit_wait(m, &it, doc, err);
+    else
+        set_item_err(&it, prc, pe.msg, 0);
+    pthread_mutex_unlock(&m->mu);
+    vlm_prepared_free(it.prep);
+    if (rc) {
+        free(prob);
+        free(lp);
+        vlm_result_free(&it.vr);
+        return rc;
+    }
+    if (it.rc == 0) {
+        struct vlm_result *r = &it.vr;
+        answer(out, names, nl, prob, lp, r->best, r->confidence, "vision");
+        out->prompt_ids = r->prompt_ids;
+        out->n_prompt_ids = r->n_prompt;
+        r->prompt_ids = NULL;
+        out->vision_ms = r->preprocess_ms + r->vision_ms + pg.ms;
+        out->lm_ms = r->lm_ms;
+        out->text.decode_ms += pg.ms;
+        *done = 1;
+        return 0;
+    }
+    free(prob);
+    free(lp);
+    vlm_result_free(&it.vr);
+    snprintf(b, sizeof b, "vision failed: %s", it.msg);
+    add_reason(out, b);
+    if (it.lost && m->cfg.release_on_device_loss)
+        return folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the vision pass: %s", it.msg);
+    return 0; /* the OCR tiers answer for this document */
+}
+
+/* Tier 2: OCR text (fetched by the caller, on this thread) + LM, run by the
+ * GPU thread between vision passes. */
+static int text_tier(struct engine_models *m, const char *const *names, int nl,
+                     const struct engine_doc *doc, struct engine_result *out, int *done,
+                     struct folio_err *err)
+{
+    struct gpu_item it;
+    memset(&it, 0, sizeof it);
+    it.kind = GPU_TEXT;
+    it.names = names;
+    it.nl = (uint32_t)nl;
+    it.text = out->text.text;
+    double *prob = calloc((size_t)nl, sizeof *prob);
+    double *lp = calloc((size_t)nl, sizeof *lp);
+    it.tr.prob = prob;
+    it.tr.logprob = lp;
+    if (!prob || !lp) {
+        free(prob);
+        free(lp);
+        add_reason(out, "ocr+lm failed: out of host memory");
+        return 0;
+    }
+    double t0 = folio_mono_ms();
+    pthread_mutex_lock(&m->mu);
+    int rc = 0;
+    if (!m->vlm || m->closing) {
+        add_reason(out, m->reason);
+        pthread_mutex_unlock(&m->mu);
+        free(prob);
+        free(lp);
+        return 0;
+    }
+    it.gen = m->gen;
+    rc = submit_wait(m, &it, doc, err);
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0 && it.rc == 0) {
+        answer(out, names, nl, prob, lp, it.tr.best, it.tr.confidence, "ocr+lm");
+        out->lm_ms = folio_mono_ms() - t0;
+        if (it.tr.truncated)
+            add_reason(out, "ocr+lm: OCR text cut to the prompt budget");
+        *done = 1;
+        return 0;
+    }
+    free(prob);
+    free(lp);
+    if (rc)
+        return rc;
+    char b[320];
+    snprintf(b, sizeof b, "ocr+lm failed: %s", it.msg);
+    add_reason(out, b);
+    if (it.lost && m->cfg.release_on_device_loss)
+        return folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the ocr+lm pass: %s", it.msg);
+    return 0;
 }
 
 int engine_models_classify(struct engine_models *m, const char *const *names, int nl,
@@ -186,136 +767,34 @@ int engine_models_classify(struct engine_models *m, const char *const *names, in
 {
     *done = 0;
     pthread_mutex_lock(&m->mu);
-    if (!m->vlm && !m->gave_up && folio_mono_ms() >= m->retry_at_ms)
+    /* the re-open after a loss: by the first document past the backoff
+     * (the GPU thread has nothing to run meanwhile) */
+    if (!m->vlm && !m->gave_up && !m->closing && folio_mono_ms() >= m->retry_at_ms)
         try_open(m);
     if (!m->vlm) {
         add_reason(out, m->reason);
         pthread_mutex_unlock(&m->mu);
         return 0;
     }
-    int rc = 0;
-    /* tier 1: vision */
-    if (!vlm_vision_enabled(m->vlm)) {
+    int vision_on = vlm_vision_enabled(m->vlm);
+    if (!vision_on)
         add_reason(out, m->reason);
-    } else if (!doc->page) {
-        add_reason(out, "vision: no page image for this document");
-    } else {
-        struct engine_page pg;
-        memset(&pg, 0, sizeof pg);
-        struct folio_err pe = {0};
-        double t0 = folio_mono_ms();
-        if (doc->page(doc->page_ctx, &pg, &pe) != 0) {
-            char b[200];
-            snprintf(b, sizeof b, "vision: page not decoded: %s", pe.msg);
-            add_reason(out, b);
-        } else {
-            double *prob = calloc((size_t)nl, sizeof *prob);
-            double *lp = calloc((size_t)nl, sizeof *lp);
-            struct vlm_result r;
-            memset(&r, 0, sizeof r);
-            r.prob = prob;
-            r.logprob = lp;
-            struct vlm_page vp = {pg.pixels, (uint32_t)pg.width, (uint32_t)pg.height, pg.stride,
-                                  pg.channels};
-            struct folio_err ve = {0};
-            int vrc = prob && lp ? vlm_classify(m->vlm, &vp, names, (uint32_t)nl, &r, &ve)
-                                 : folio_err_set(&ve, FOLIO_ENOMEM, "out of host memory");
-            free(pg.pixels);
-            if (vrc == 0) {
-                free(out->scores);
-                free(out->raw);
-                out->scores = prob;
-                out->raw = lp;
-                out->n_labels = nl;
-                out->names = names;
-                snprintf(out->label, sizeof out->label, "%s", names[r.best]);
-                out->confidence = r.confidence;
-                snprintf(out->engine_path, sizeof out->engine_path, "vision");
-                out->prompt_ids = r.prompt_ids;
-                out->n_prompt_ids = r.n_prompt;
-                r.prompt_ids = NULL;
-                out->vision_ms = r.preprocess_ms + r.vision_ms + pg.ms;
-                out->lm_ms = r.lm_ms;
-                out->text.decode_ms += pg.ms;
-                (void)t0;
-                *done = 1;
-                m->losses = 0;
-                pthread_mutex_unlock(&m->mu);
-                return 0;
-            }
-            free(prob);
-            free(lp);
-            vlm_result_free(&r);
-            char b[300];
-            snprintf(b, sizeof b, "vision failed: %s", ve.msg);
-            add_reason(out, b);
-            if (vrc == FOLIO_EDEVICELOST || vlm_dead(m->vlm)) {
-                lost(m, ve.msg);
-                pthread_mutex_unlock(&m->mu);
-                if (m->cfg.release_on_device_loss)
-                    return folio_err_set(err, FOLIO_EDEVICELOST,
-                                         "GPU lost during the vision pass: %s", ve.msg);
-                return 0; /* the OCR tiers answer for this document */
-            }
-        }
-    }
     pthread_mutex_unlock(&m->mu);
-
-    /* tier 2: OCR text + LM (text fetched outside the lock: OCR is slow) */
+    int rc;
+    if (vision_on && !doc->page) {
+        add_reason(out, "vision: no page image for this document");
+    } else if (vision_on) {
+        rc = vision_tier(m, names, nl, doc, out, done, err);
+        if (rc || *done)
+            return rc;
+    }
+    /* tier 2: the OCR text, on this thread (OCR is slow; never on the GPU thread) */
     if (!out->text.text) {
         rc = doc->text(doc->text_ctx, &out->text, err);
         if (rc)
             return rc;
     }
-    pthread_mutex_lock(&m->mu);
-    if (!m->vlm) {
-        add_reason(out, m->reason);
-        pthread_mutex_unlock(&m->mu);
-        return 0;
-    }
-    double *prob = calloc((size_t)nl, sizeof *prob);
-    double *lp = calloc((size_t)nl, sizeof *lp);
-    struct lm_text_result tr;
-    memset(&tr, 0, sizeof tr);
-    tr.prob = prob;
-    tr.logprob = lp;
-    const char *txt = out->text.text ? out->text.text : "";
-    struct folio_err le = {0};
-    double t0 = folio_mono_ms();
-    int lrc = prob && lp ? lm_text_classify(vlm_lm(m->vlm), vlm_tok(m->vlm), &txt, NULL, 1,
-                                            names, (uint32_t)nl, 0, &tr, &le)
-                         : folio_err_set(&le, FOLIO_ENOMEM, "out of host memory");
-    if (lrc == 0) {
-        free(out->scores);
-        free(out->raw);
-        out->scores = prob;
-        out->raw = lp;
-        out->n_labels = nl;
-        out->names = names;
-        snprintf(out->label, sizeof out->label, "%s", names[tr.best]);
-        out->confidence = tr.confidence;
-        snprintf(out->engine_path, sizeof out->engine_path, "ocr+lm");
-        out->lm_ms = folio_mono_ms() - t0;
-        if (tr.truncated)
-            add_reason(out, "ocr+lm: OCR text cut to the prompt budget");
-        *done = 1;
-    } else {
-        free(prob);
-        free(lp);
-        char b[300];
-        snprintf(b, sizeof b, "ocr+lm failed: %s", le.msg);
-        add_reason(out, b);
-        if (lrc == FOLIO_EDEVICELOST || vlm_dead(m->vlm)) {
-            lost(m, le.msg);
-            if (m->cfg.release_on_device_loss) {
-                pthread_mutex_unlock(&m->mu);
-                return folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the ocr+lm pass: %s",
-                                     le.msg);
-            }
-        }
-    }
-    pthread_mutex_unlock(&m->mu);
-    return 0;
+    return text_tier(m, names, nl, doc, out, done, err);
 }
 
 int engine_gpu_weights_parse(const char *s)

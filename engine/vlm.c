@@ -49,6 +49,7 @@ struct vlm {
     int dead;
     uint32_t classify_calls;
     uint32_t fault_after; /* FOLIO_FAULT=device_lost:N, 0 = none */
+    uint32_t max_batch;   /* pages per GPU pass, planned at open */
 };
 
 /* ------------------------------------------------------------------ gate */
@@ -351,7 +352,20 @@ static int warmup(struct vlm *v, struct folio_err *err)
     memset(&r, 0, sizeof r);
     int rc;
     if (v->vis) {
-        rc = vlm_classify(v, &pg, labels, 2, &r, err);
+        /* a full batch: the largest pass the plan allows runs once here */
+        struct vlm_prepared **pp = calloc(v->max_batch, sizeof *pp);
+        struct vlm_result *rs = calloc(v->max_batch, sizeof *rs);
+        rc = pp && rs ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+        for (uint32_t i = 0; !rc && i < v->max_batch; i++)
+            rc = vlm_prepare(v, &pg, labels, 2, &pp[i], err);
+        if (!rc)
+            rc = vlm_classify_batch(v, pp, v->max_batch, rs, err);
+        for (uint32_t i = 0; pp && rs && i < v->max_batch; i++) {
+            vlm_prepared_free(pp[i]);
+            vlm_result_free(&rs[i]);
+        }
+        free(pp);
+        free(rs);
         v->classify_calls = 0;
     } else {
         struct lm_text_result tr;
@@ -362,6 +376,50 @@ static int warmup(struct vlm *v, struct folio_err *err)
     vlm_result_free(&r);
     free(px);
     return rc;
+}
+
+/* The default pages per GPU pass: from the batch-1 plan, the largest of
+ * 16, 8, 4, 2 whose activations (batch-1 bytes times the batch: an upper
+ * bound, the label scratch and split buffers do not grow) fit 80 % of the
+ * device-local heap next to the weights, then the real plan at that size
+ * (halving while it does not fit). A CPU device (lavapipe) stays at 1: it
+ * gains nothing from wider passes and its warm-up would only get longer. */
+static int choose_batch(struct vlm *v, struct folio_err *err)
+{
+    uint64_t w1 = 0, a1 = 0, w2 = 0, a2 = 0;
+    lm_memory(v->lm, &w1, &a1);
+    vis_memory(v->vis, &w2, &a2);
+    uint64_t heap = vkr_limits(v->vk)->device_local_bytes, room = heap / 10 * 8;
+    uint32_t b = 16;
+    if (!strcmp(vkr_device(v->vk)->type, "cpu") || room <= w1 + w2)
+        b = 1;
+    while (b > 1 && w1 + w2 + (a1 + a2) * b > room)
+        b /= 2;
+    for (; b > 1; b /= 2) {
+        struct folio_err e = {0};
+        int rc = lm_replan(v->lm, b, &e);
+        if (!rc) {
+            rc = vis_replan(v->vis, v->cfg.max_image_tokens * 4 * b, b, &e);
+            if (rc) {
+                struct folio_err e1 = {0};
+                if (lm_replan(v->lm, 1, &e1) != 0)
+                    return folio_err_set(err, e1.code, "text model: %s", e1.msg);
+            }
+        }
+        if (!rc)
+            break;
+        if (rc == FOLIO_EDEVICELOST || vkr_dead(v->vk))
+            return folio_err_set(err, FOLIO_EDEVICELOST, "while planning a batch of %u: %s", b,
+                                 e.msg);
+        char q[300];
+        folio_log(FOLIO_LOG_INFO, "vlm_batch_smaller", "batch=%u why=%s", b,
+                  folio_lq(q, sizeof q, e.msg));
+    }
+    v->max_batch = b ? b : 1;
+    folio_log(FOLIO_LOG_INFO, "vlm_batch", "max_batch=%u heap_bytes=%" PRIu64
+              " weights_bytes=%" PRIu64 " act_bytes_batch1=%" PRIu64, v->max_batch, heap,
+              w1 + w2, a1 + a2);
+    return 0;
 }
 
 static void fault_setup(struct vlm *v)
@@ -501,7 +559,15 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s", folio_lq(q, sizeof q, err->msg));
     }
 
-    struct lm_config lc = {.max_tokens = c->max_image_tokens + 512, .batch = 1,
+    v->max_batch = c->max_batch ? c->max_batch : 1; /* 0: batch 1, then choose_batch */
+    /* rows per prompt: the image, the chat frame (~35 tokens) and the
+     * instruction naming every label (each at most max_label_tokens with
+     * its end marker; +2 for how it tokenizes inside the sentence). A
+     * tight bound matters for batches: every activation is this times
+     * max_batch rows. */
+    struct lm_config lc = {.max_tokens = c->max_image_tokens + 64 +
+                                         c->max_labels * (c->max_label_tokens + 2),
+                           .batch = v->max_batch,
                            .max_labels = c->max_labels, .max_label_tokens = c->max_label_tokens,
                            .gpu_weights = c->gpu_weights};
     if (lc.max_tokens < c->max_text_tokens + 256)
@@ -510,7 +576,8 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
     if (rc)
         goto fail;
     if (v->vm) {
-        struct vis_config visc = {.max_patches = c->max_image_tokens * 4,
+        struct vis_config visc = {.max_patches = c->max_image_tokens * 4 * v->max_batch,
+                                  .max_images = v->max_batch,
                                   .f32_matmul = c->f32_matmul, .gpu_weights = c->gpu_weights};
         struct folio_err ve = {0};
         if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) != 0) {
@@ -525,6 +592,12 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
             v->vm = NULL;
         }
     }
+    if (!c->max_batch && v->vis) {
+        rc = choose_batch(v, err);
+        if (rc)
+            goto fail;
+    }
+    v->rep.max_batch = v->max_batch;
     v->rep.load_ms = folio_mono_ms() - t - v->rep.prewarm_ms;
     uint64_t w1 = 0, a1 = 0, w2 = 0, a2 = 0;
     lm_memory(v->lm, &w1, &a1);
@@ -689,21 +762,183 @@ int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl
     return 0;
 }
 
-int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *labels,
-                 uint32_t nl, struct vlm_result *r, struct folio_err *err)
+/* A page ready for the GPU: everything vlm_classify did on the CPU. */
+struct vlm_prepared {
+    struct prep_image pi;
+    struct prompt p;           /* image then the instruction listing the labels */
+    struct prompt *cont;       /* nl label continuations */
+    struct lm_label *lab;
+    uint32_t nl, M;
+    int downscaled;
+    double preprocess_ms;
+};
+
+void vlm_prepared_free(struct vlm_prepared *pp)
+{
+    if (!pp)
+        return;
+    for (uint32_t l = 0; pp->cont && l < pp->nl; l++)
+        prompt_free(&pp->cont[l]);
+    free(pp->cont);
+    free(pp->lab);
+    prompt_free(&pp->p);
+    prep_image_free(&pp->pi);
+    free(pp);
+}
+
+uint32_t vlm_max_batch(const struct vlm *v) { return v->max_batch; }
+
+int vlm_prepare(struct vlm *v, const struct vlm_page *page, const char *const *labels,
+                uint32_t nl, struct vlm_prepared **out, struct folio_err *err)
 {
     double t0 = folio_mono_ms();
-    r->prompt_ids = NULL;
-    r->n_prompt = 0;
-    if (vlm_dead(v))
-        return folio_err_set(err, FOLIO_EDEVICELOST, "vlm: the device was lost; re-open the "
-                             "engine");
+    *out = NULL;
+    /* no vlm_dead() here: the GPU thread writes that state; a dead engine
+     * refuses the batch instead */
     if (!v->vis)
         return folio_err_set(err, FOLIO_ESTATE, "vision path disabled: %s",
                              v->rep.vision_reason);
     if (nl == 0 || nl > v->cfg.max_labels)
         return folio_err_set(err, FOLIO_EINVAL, "vlm: %u labels; the engine takes 1..%u", nl,
                              v->cfg.max_labels);
+    struct vlm_prepared *pp = calloc(1, sizeof *pp);
+    if (!pp)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    pp->nl = nl;
+    struct prep_config pc = v->prep;
+    memcpy(pc.mean, vis_hparams(v->vis)->image_mean, sizeof pc.mean);
+    memcpy(pc.std, vis_hparams(v->vis)->image_std, sizeof pc.std);
+    int rc = prep_image(page->pixels, page->width, page->height, page->stride, page->channels,
+                        &pc, 1, &pp->pi, err);
+    if (rc) {
+        free(pp);
+        return rc;
+    }
+    uint32_t s0, s1;
+    struct prep_config full = pc;
+    full.max_pixels = v->cfg.max_pixels ? v->cfg.max_pixels : PREP_MAX_PIXELS;
+    pp->downscaled = prep_smart_resize(page->height, page->width, &full, &s0, &s1, err) == 0 &&
+                     (uint64_t)s0 * s1 > (uint64_t)pp->pi.width * pp->pi.height;
+    pp->M = pp->pi.n_patches / 4;
+
+    char *instr = NULL;
+    size_t ilen = 0;
+    pp->cont = calloc(nl, sizeof *pp->cont);
+    pp->lab = calloc(nl, sizeof *pp->lab);
+    if (!pp->cont || !pp->lab || build_instruction(labels, nl, &instr, &ilen)) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+        goto done;
+    }
+    struct prompt_item items[2] = {
+        {.kind = PROMPT_IMAGE, .grid_h = pp->pi.grid_h, .grid_w = pp->pi.grid_w},
+        {.kind = PROMPT_TEXT, .text = instr, .len = ilen}};
+    /* Qwen3-VL's chat template has no default system turn (Qwen2's has) */
+    struct prompt_opts po = {.no_system = vis_hparams(v->vis)->kind == GGUF_VISION_QWEN3VL,
+                             .merge = 2, .generation_prompt = 1};
+    rc = prompt_chat_ex(v->tok, &po, items, 2, &pp->p, err);
+    for (uint32_t l = 0; !rc && l < nl; l++) {
+        rc = prompt_continuation(v->tok, &pp->p, labels[l], strlen(labels[l]), 1, &pp->cont[l],
+                                 err);
+        if (!rc && pp->cont[l].ids.n > v->cfg.max_label_tokens)
+            rc = folio_err_set(err, FOLIO_ELIMIT, "label \"%s\" is %zu tokens; the engine takes "
+                               "at most %u", labels[l], pp->cont[l].ids.n,
+                               v->cfg.max_label_tokens);
+        if (!rc)
+            pp->lab[l] = (struct lm_label){pp->cont[l].ids.v, (uint32_t)pp->cont[l].ids.n};
+    }
+    if (!rc && (pp->p.n_images != 1 || pp->p.images[0].count != pp->M))
+        rc = folio_err_set(err, FOLIO_EINVAL, "vlm: the prompt's image span does not match the "
+                           "page's %u image tokens", pp->M);
+done:
+    free(instr);
+    pp->preprocess_ms = folio_mono_ms() - t0;
+    if (rc) {
+        vlm_prepared_free(pp);
+        return rc;
+    }
+    *out = pp;
+    return 0;
+}
+
+/* Whether two pages are scored against the same label token sequences
+ * (then their label rows share one LM pass). */
+static int same_labels(const struct vlm_prepared *a, const struct vlm_prepared *b)
+{
+    if (a->nl != b->nl)
+        return 0;
+    for (uint32_t l = 0; l < a->nl; l++)
+        if (a->lab[l].n != b->lab[l].n ||
+            memcmp(a->lab[l].tokens, b->lab[l].tokens, a->lab[l].n * sizeof(int32_t)))
+            return 0;
+    return 1;
+}
+
+static void result_reset(struct vlm_result *r)
+{
+    r->prompt_ids = NULL;
+    r->n_prompt = 0;
+}
+
+/* The LM part of a pass: pages [i0, i1) share one label set; their
+ * prompts (image rows from emb) are one ragged prefill with the labels
+ * scored in the same submission. */
+static int lm_group(struct vlm *v, struct vlm_prepared *const *pages, uint32_t i0, uint32_t i1,
+                    float *const *emb, int32_t *const *ids, struct vlm_result *out,
+                    struct folio_err *err)
+{
+    uint32_t ns = i1 - i0, nl = pages[i0]->nl;
+    struct lm_seq *seq = calloc(ns, sizeof *seq);
+    double *lp = calloc((size_t)ns * nl, sizeof *lp);
+    double *pr = calloc((size_t)ns * nl, sizeof *pr);
+    int *best = calloc(ns, sizeof *best);
+    int rc = 0;
+    if (!seq || !lp || !pr || !best)
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    for (uint32_t i = 0; !rc && i < ns; i++) {
+        const struct vlm_prepared *pp = pages[i0 + i];
+        seq[i] = (struct lm_seq){ids[i0 + i], (uint32_t)pp->p.ids.n, emb[i0 + i], pp->p.pos,
+                                 pp->p.next_pos};
+    }
+    if (!rc)
+        rc = lm_classify(v->lm, seq, ns, pages[i0]->lab, nl, lp, pr, best, err);
+    for (uint32_t i = 0; !rc && i < ns; i++) {
+        struct vlm_result *r = &out[i0 + i];
+        r->best = best[i];
+        r->confidence = pr[(size_t)i * nl + best[i]];
+        if (r->logprob)
+            memcpy(r->logprob, lp + (size_t)i * nl, nl * sizeof *lp);
+        if (r->prob)
+            memcpy(r->prob, pr + (size_t)i * nl, nl * sizeof *pr);
+    }
+    free(seq);
+    free(lp);
+    free(pr);
+    free(best);
+    return rc;
+}
+
+int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_t n,
+                       struct vlm_result *out, struct folio_err *err)
+{
+    double t0 = folio_mono_ms();
+    for (uint32_t i = 0; i < n; i++)
+        result_reset(&out[i]);
+    if (vlm_dead(v))
+        return folio_err_set(err, FOLIO_EDEVICELOST, "vlm: the device was lost; re-open the "
+                             "engine");
+    if (!v->vis)
+        return folio_err_set(err, FOLIO_ESTATE, "vision path disabled: %s",
+                             v->rep.vision_reason);
+    if (n == 0 || n > v->max_batch) {
+        folio_err_set(err, FOLIO_ELIMIT, "vlm: a batch of %u pages; this engine was opened for "
+                      "1..%u pages per GPU pass", n, v->max_batch);
+        folio_err_hint(err, "split the batch, or open the engine with a larger max_batch "
+                       "(--gpu-batch) if the device memory allows it");
+        return FOLIO_ELIMIT;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!pages[i])
+            return folio_err_set(err, FOLIO_EINVAL, "vlm: batch page %u is NULL", i);
 #ifdef FOLIO_FAULT_INJECTION
     if (v->fault_after && ++v->classify_calls == v->fault_after) {
         folio_err_set(err, FOLIO_EDEVICELOST, "injected device loss (FOLIO_FAULT=device_lost:%u)",
@@ -711,107 +946,87 @@ int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *
         return lost(v, FOLIO_EDEVICELOST, err);
     }
 #endif
-    struct prep_config pc = v->prep;
-    memcpy(pc.mean, vis_hparams(v->vis)->image_mean, sizeof pc.mean);
-    memcpy(pc.std, vis_hparams(v->vis)->image_std, sizeof pc.std);
-    struct prep_image pi;
-    int rc = prep_image(page->pixels, page->width, page->height, page->stride, page->channels,
-                        &pc, 1, &pi, err);
-    if (rc)
-        return rc;
-    r->width = pi.width;
-    r->height = pi.height;
-    r->grid_h = pi.grid_h;
-    r->grid_w = pi.grid_w;
-    uint32_t s0, s1;
-    struct prep_config full = pc;
-    full.max_pixels = v->cfg.max_pixels ? v->cfg.max_pixels : PREP_MAX_PIXELS;
-    r->downscaled = prep_smart_resize(page->height, page->width, &full, &s0, &s1, err) == 0 &&
-                    (uint64_t)s0 * s1 > (uint64_t)pi.width * pi.height;
-    double t1 = folio_mono_ms();
-    r->preprocess_ms = t1 - t0;
-    uint32_t E = vis_out_dim(v->vis), M = pi.n_patches / 4;
-    r->image_tokens = M;
-
-    /* prompt: image then the instruction listing the labels */
-    char *instr = NULL;
-    size_t ilen = 0;
-    struct prompt p;
-    memset(&p, 0, sizeof p);
-    struct prompt *cont = calloc(nl, sizeof *cont);
-    struct lm_label *lab = calloc(nl, sizeof *lab);
-    float *emb = NULL;
-    int32_t *ids = NULL;
-    if (!cont || !lab || build_instruction(labels, nl, &instr, &ilen)) {
-        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-        goto done;
+    uint32_t E = vis_out_dim(v->vis);
+    float **emb = calloc(n, sizeof *emb);
+    int32_t **ids = calloc(n, sizeof *ids);
+    int rc = emb && ids ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        const struct vlm_prepared *pp = pages[i];
+        size_t np = pp->p.ids.n, first = pp->p.images[0].first;
+        emb[i] = malloc(np * E * sizeof **emb);
+        ids[i] = malloc(np * sizeof **ids);
+        out[i].prompt_ids = malloc(np * sizeof *out[i].prompt_ids);
+        if (!emb[i] || !ids[i] || !out[i].prompt_ids) {
+            rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+            break;
+        }
+        memcpy(ids[i], pp->p.ids.v, np * sizeof **ids);
+        memcpy(out[i].prompt_ids, pp->p.ids.v, np * sizeof **ids);
+        for (size_t j = first; j < first + pp->M; j++)
+            ids[i][j] = -1;
     }
-    struct prompt_item items[2] = {
-        {.kind = PROMPT_IMAGE, .grid_h = pi.grid_h, .grid_w = pi.grid_w},
-        {.kind = PROMPT_TEXT, .text = instr, .len = ilen}};
-    /* Qwen3-VL's chat template has no default system turn (Qwen2's has) */
-    struct prompt_opts po = {.no_system = vis_hparams(v->vis)->kind == GGUF_VISION_QWEN3VL,
-                             .merge = 2, .generation_prompt = 1};
-    rc = prompt_chat_ex(v->tok, &po, items, 2, &p, err);
-    for (uint32_t l = 0; !rc && l < nl; l++) {
-        rc = prompt_continuation(v->tok, &p, labels[l], strlen(labels[l]), 1, &cont[l], err);
-        if (!rc && cont[l].ids.n > v->cfg.max_label_tokens)
-            rc = folio_err_set(err, FOLIO_ELIMIT, "label \"%s\" is %zu tokens; the engine takes "
-                               "at most %u", labels[l], cont[l].ids.n, v->cfg.max_label_tokens);
-        if (!rc)
-            lab[l] = (struct lm_label){cont[l].ids.v, (uint32_t)cont[l].ids.n};
-    }
-    if (rc)
-        goto done;
-    size_t n = p.ids.n;
-    emb = malloc((size_t)n * E * sizeof *emb);
-    ids = malloc(n * sizeof *ids);
-    r->prompt_ids = malloc(n * sizeof *r->prompt_ids);
-    if (!emb || !ids || !r->prompt_ids || p.n_images != 1 || p.images[0].count != M) {
+    /* vision tower over all pages in one pass */
+    struct vis_image *vi = rc ? NULL : calloc(n, sizeof *vi);
+    if (!rc && !vi)
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-        goto done;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        const struct vlm_prepared *pp = pages[i];
+        vi[i] = (struct vis_image){pp->pi.patches, pp->pi.grid_h, pp->pi.grid_w,
+                                   emb[i] + pp->p.images[0].first * E};
     }
-    memcpy(r->prompt_ids, p.ids.v, n * sizeof *ids);
-    r->n_prompt = (uint32_t)n;
-    memcpy(ids, p.ids.v, n * sizeof *ids);
-    size_t first = p.images[0].first;
-    rc = vis_encode(v->vis, pi.patches, pi.grid_h, pi.grid_w, emb + first * E, err);
-    double t2 = folio_mono_ms();
-    r->vision_ms = t2 - t1;
-    if (rc)
-        goto done;
-    for (size_t i = first; i < first + M; i++)
-        ids[i] = -1;
-    struct lm_seq seq = {ids, (uint32_t)n, emb, p.pos, p.next_pos};
-    double *lp = r->logprob ? r->logprob : calloc(nl, sizeof *lp);
-    double *pr = r->prob ? r->prob : calloc(nl, sizeof *pr);
-    if (!lp || !pr)
-        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    else
-        rc = lm_classify(v->lm, &seq, 1, lab, nl, lp, pr, &r->best, err);
     if (!rc)
-        r->confidence = pr[r->best];
-    if (lp != r->logprob)
-        free(lp);
-    if (pr != r->prob)
-        free(pr);
-    r->lm_ms = folio_mono_ms() - t2;
-done:
-    for (uint32_t l = 0; cont && l < nl; l++)
-        prompt_free(&cont[l]);
-    free(cont);
-    free(lab);
-    prompt_free(&p);
-    free(instr);
+        rc = vis_encode_batch(v->vis, vi, n, err);
+    free(vi);
+    double t1 = folio_mono_ms();
+    /* LM: runs of pages sharing a label set go in one pass each */
+    for (uint32_t i0 = 0; !rc && i0 < n;) {
+        uint32_t i1 = i0 + 1;
+        while (i1 < n && same_labels(pages[i0], pages[i1]))
+            i1++;
+        rc = lm_group(v, pages, i0, i1, emb, ids, out, err);
+        i0 = i1;
+    }
+    double t2 = folio_mono_ms();
+    for (uint32_t i = 0; i < n; i++) {
+        const struct vlm_prepared *pp = pages[i];
+        struct vlm_result *r = &out[i];
+        r->n_prompt = rc ? 0 : (uint32_t)pp->p.ids.n;
+        r->image_tokens = pp->M;
+        r->grid_h = pp->pi.grid_h;
+        r->grid_w = pp->pi.grid_w;
+        r->width = pp->pi.width;
+        r->height = pp->pi.height;
+        r->downscaled = pp->downscaled;
+        r->preprocess_ms = pp->preprocess_ms;
+        r->vision_ms = (t1 - t0) / n;
+        r->lm_ms = (t2 - t1) / n;
+        r->total_ms = r->preprocess_ms + (t2 - t0) / n;
+        if (rc)
+            vlm_result_free(r);
+        if (emb)
+            free(emb[i]);
+        if (ids)
+            free(ids[i]);
+    }
     free(emb);
     free(ids);
-    prep_image_free(&pi);
-    r->total_ms = folio_mono_ms() - t0;
-    if (rc) {
-        vlm_result_free(r);
-        r->n_prompt = 0;
-    }
     return lost(v, rc, err);
+}
+
+int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *labels,
+                 uint32_t nl, struct vlm_result *r, struct folio_err *err)
+{
+    struct vlm_prepared *pp;
+    result_reset(r);
+    if (vlm_dead(v))
+        return folio_err_set(err, FOLIO_EDEVICELOST, "vlm: the device was lost; re-open the "
+                             "engine");
+    int rc = vlm_prepare(v, page, labels, nl, &pp, err);
+    if (rc)
+        return rc;
+    rc = vlm_classify_batch(v, &pp, 1, r, err);
+    vlm_prepared_free(pp);
+    return rc;
 }
 
 int vlm_report_json(const struct vlm *v, char *buf, size_t n)
@@ -826,10 +1041,10 @@ int vlm_report_json(const struct vlm *v, char *buf, size_t n)
                      "\"dead\":%s,\"vk_ms\":%.1f,\"load_ms\":%.1f,\"prewarm_ms\":%.1f,"
                      "\"warmup_ms\":%.1f,\"selftest_ms\":%.1f,\"ready_ms\":%.1f,"
                      "\"pipelines\":%u,\"cache_hit\":%d,\"weights_bytes\":%" PRIu64
-                     ",\"activation_bytes\":%" PRIu64 ",\"max_image_tokens\":%u}",
+                     ",\"activation_bytes\":%" PRIu64 ",\"max_image_tokens\":%u,\"max_batch\":%u}",
                      dev, drv, r->vision_enabled ? "true" : "false", why,
                      vlm_dead(v) ? "true" : "false", r->vk_ms, r->load_ms, r->prewarm_ms,
                      r->warmup_ms, r->selftest_ms, r->total_ms, r->pipelines, r->cache_hit,
-                     r->weights_bytes, r->activation_bytes, r->max_image_tokens);
+                     r->weights_bytes, r->activation_bytes, r->max_image_tokens, r->max_batch);
     return k < 0 || (size_t)k >= n ? FOLIO_ELIMIT : 0;
 }

@@ -86,6 +86,10 @@ struct vlm_config {
     int skip_warmup;           /* tests that time nothing */
     int f32_matmul;            /* vision matmuls without f16 staging */
     int gpu_weights;           /* 0 auto, 1 f16, 2 native (enum ops_gpu_weights) */
+    /* Largest n vlm_classify_batch takes; memory for that many pages of
+     * max_image_tokens is planned at open. 0 = chosen from the device
+     * memory plan (vlm_max_batch says what was chosen). */
+    uint32_t max_batch;
 };
 
 struct vlm_report {
@@ -97,6 +101,7 @@ struct vlm_report {
     int cache_hit;             /* as vkr_stats */
     uint64_t weights_bytes, activation_bytes;
     uint32_t max_image_tokens;
+    uint32_t max_batch;
 };
 
 /* Opens the engine. A gate rule for the whole GPU, or an unusable text
@@ -143,6 +148,29 @@ int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl
 int vlm_classify(struct vlm *v, const struct vlm_page *page, const char *const *labels,
                  uint32_t nl, struct vlm_result *out, struct folio_err *err);
 
+/* ---- several pages per GPU pass ----
+ * vlm_classify is vlm_prepare + vlm_classify_batch of one page. A worker
+ * prepares pages on its CPU threads and hands up to vlm_max_batch of them
+ * to one GPU pass. */
+
+/* One page made ready on the CPU (smart resize, patches, prompt with the image tokens
+ * expanded, label continuations). Any thread, concurrently with other vlm_prepare calls
+ * and with a running vlm_classify_batch: it reads only state fixed at open. */
+struct vlm_prepared;
+int vlm_prepare(struct vlm *v, const struct vlm_page *page, const char *const *labels,
+                uint32_t nl, struct vlm_prepared **out, struct folio_err *err);
+void vlm_prepared_free(struct vlm_prepared *p);
+/* Largest n vlm_classify_batch takes (planned at open: vlm_config.max_batch, 0 = chosen
+ * from the device memory plan). */
+uint32_t vlm_max_batch(const struct vlm *v);
+/* One GPU pass over n (1..vlm_max_batch) prepared pages; out[i] is page i's result
+ * (caller sets out[i].prob/logprob arrays or NULL as for vlm_classify). 0 = the pass ran.
+ * Non-zero = the whole pass failed (FOLIO_EDEVICELOST: the vlm is dead, as today).
+ * Timings: preprocess_ms is the page's own; vision_ms and lm_ms are the page's share
+ * (pass time / n). */
+int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_t n,
+                       struct vlm_result *out, struct folio_err *err);
+
 /* Known-answer tests of small ops against their C references on this
  * device (the pipelines the loaded models use). 0 = pass; else the first
  * failure with the op and numbers. Called by vlm_open. */
@@ -160,11 +188,14 @@ struct vlm_bench_opts {
     const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
     int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
     int qwen3;                 /* Qwen3-VL-8B-shaped models instead (--family qwen3vl) */
+    const uint32_t *batches;   /* pages per GPU pass to measure (--batch 1,4,8); NULL = 1 */
+    uint32_t nbatches;
 };
 /* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
- * ready time cold and with the pipeline cache warm, pages/s with the
- * preprocess / vision / LM split, the LM's prefill / scoring split, and
- * the FLOP rate. JSON lines on out. */
+ * ready time cold and with the pipeline cache warm (planned for the
+ * largest batch, warm-up a full batch), then for each batch size pages/s
+ * with the preprocess / vision / LM split per page, the LM's prefill /
+ * scoring split, and the FLOP rate. JSON lines on out. */
 int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err);
 
 /* One JSON object (no newline): the report, for `folio doctor` and logs. */

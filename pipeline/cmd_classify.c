@@ -40,6 +40,9 @@ static const char USAGE[] =
     "                       larger pages are downscaled\n"
     "  --gpu-weights M      auto (default) | f16 | native: matrices expanded to f16 at\n"
     "                       load for the tensor-core GEMM, or kept as stored\n"
+    "  --gpu-batch N        pages per GPU pass planned at open, 0 = the engine's choice\n"
+    "                       (files are classified one at a time here: `folio worker`\n"
+    "                       fills the batches)\n"
     "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
     "                       path=vision|gpu, reason=)\n"
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
@@ -238,6 +241,7 @@ int cmd_classify(int argc, char **argv)
         {"max-image-tokens", required_argument, 0, 1007},
         {"gate-file", required_argument, 0, 1008},
         {"gpu-weights", required_argument, 0, 1040},
+        {"gpu-batch", required_argument, 0, 1170},
         {"max-text-bytes", required_argument, 0, 1009},
         {"max-pages-classified", required_argument, 0, 1150},
         {"osd-min-conf", required_argument, 0, 1160},
@@ -253,6 +257,7 @@ int cmd_classify(int argc, char **argv)
     const char *device = NULL, *gate_file = NULL;
     uint32_t max_image_tokens = 0;
     int gpu_weights = 0;
+    int gpu_batch = 0;
     size_t caps[2] = {0, 0};
     long long v;
     double osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT, review_below = ENGINE_REVIEW_BELOW_DEFAULT;
@@ -273,6 +278,12 @@ int cmd_classify(int argc, char **argv)
             max_image_tokens = (uint32_t)v;
             break;
         case 1008: gate_file = optarg; break;
+        case 1170:
+            if (folio_parse_int(optarg, 0, 256, &v))
+                return cli_usage_error("classify", "--gpu-batch wants 0..256 pages per GPU pass (0 = the engine's "
+                                       "choice), got '%s'", optarg);
+            gpu_batch = (int)v;
+            break;
         case 1040:
             if ((gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
                 return cli_usage_error("classify", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
@@ -343,7 +354,8 @@ int cmd_classify(int argc, char **argv)
     struct engine_models *models = NULL;
     struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = device,
                                       .allow_cpu = device != NULL, .max_image_tokens = max_image_tokens,
-                                      .gate_file = gate_file, .gpu_weights = gpu_weights};
+                                      .gate_file = gate_file, .gpu_weights = gpu_weights,
+                                      .max_batch = (uint32_t)gpu_batch};
     struct engine_config cfg = {.model_path = model, .mmproj_path = mmproj, .review_below = review_below,
                                 .review_margin = review_margin, .learned = learned};
     if (model || mmproj) {

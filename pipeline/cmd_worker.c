@@ -46,6 +46,9 @@ static const char USAGE[] =
     "  --gpu-weights M      auto (default) | f16 | native: model matrices expanded to f16\n"
     "                       at load for the tensor-core GEMM (auto: when it fits), or kept\n"
     "                       as stored (less memory, slower prefill)\n"
+    "  --gpu-batch N        pages per GPU pass, 0 = chosen from the device's memory plan\n"
+    "                       (default 0); one GPU thread takes up to N ready pages\n"
+    "                       per pass, without waiting for more\n"
     "  --on-device-loss M   fallback (default): the document goes to the OCR tiers;\n"
     "                       release: it goes back to the queue for a healthy GPU\n"
     ;
@@ -53,7 +56,9 @@ static const char USAGE[] =
  * need only take 4095 characters in one literal). */
 static const char USAGE_OCR[] =
     "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
-    "  --ocr-threads N      documents OCR'd in parallel (default: cores)\n"
+    "  --ocr-threads N      documents in flight in parallel (default: cores; with the\n"
+    "                       vision path on, at least 2 x gpu-batch + 2 to keep the GPU\n"
+    "                       fed: one batch in the pass, the next one being prepared)\n"
     "  --ocr-max-pages N    pages OCR'd per document (default 10; PDF pages with a\n"
     "                       usable text layer are not OCR'd and do not count)\n"
     "  --max-pages-classified N\n"
@@ -139,6 +144,7 @@ static const struct option opts[] = {
         {"gate-file", required_argument, 0, 1018},
         {"on-device-loss", required_argument, 0, 1019},
         {"gpu-weights", required_argument, 0, 1040},
+        {"gpu-batch", required_argument, 0, 1170},
         {"max-text-bytes", required_argument, 0, 1020},
         {"metrics-listen", required_argument, 0, 1041},
         {"claim-batch", required_argument, 0, 1001},
@@ -205,6 +211,12 @@ int cmd_worker(int argc, char **argv)
             o.max_image_tokens = (uint32_t)v;
             break;
         case 1018: o.gate_file = optarg; break;
+        case 1170:
+            if (folio_parse_int(optarg, 0, 256, &v))
+                return cli_usage_error("worker", "--gpu-batch wants 0..256 pages per GPU pass (0 = the engine's "
+                                       "choice), got '%s'", optarg);
+            o.gpu_batch = (int)v;
+            break;
         case 1040:
             if ((o.gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
                 return cli_usage_error("worker", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
@@ -264,6 +276,7 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 1, 256, &v))
                 return cli_usage_error("worker", "--ocr-threads wants 1..256, got '%s'", optarg);
             o.ocr_threads = (int)v;
+            o.ocr_threads_auto = 0;
             break;
         case 1012:
             if (folio_parse_int(optarg, 1, 100000, &v))

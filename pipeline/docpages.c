@@ -152,7 +152,7 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
                                   .max_pixels = o->max_pixels};
         struct doc_page_ctx pc = {.data = data, .len = len, .page = p, .pdf = pdf,
                                   .max_image_tokens = o->max_image_tokens, .max_pixels = o->max_pixels};
-        struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc};
+        struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc, o->cancel};
         rc = engine_classify(e, &doc, &out->pages[p].r, err);
         out->n_pages = p + 1; /* freed with the rest even on failure */
         if (rc) {

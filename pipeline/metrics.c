@@ -44,6 +44,13 @@ static const struct family {
     [M_FILES_REJECTED] = {"folio_files_rejected_total", "Files rejected, by reason code.", MT_COUNTER, "reason",
                           NULL},
     [M_INGEST_BATCHES] = {"folio_ingest_batches_total", "Committed ingest transactions.", MT_COUNTER, NULL, NULL},
+    /* Every pipeline is pre-warmed before the registry is sealed; a request
+     * after that is a shape nobody planned (a stall on a real driver), so
+     * an alert on > 0 catches it in production, not only in tests. */
+    [M_PIPELINES_AFTER_SEAL] = {"folio_pipelines_requested_after_seal",
+                                "Compute pipelines requested after the registry was sealed, over every engine "
+                                "this process opened (must stay 0).",
+                                MT_GAUGE, NULL, NULL},
 };
 
 static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};

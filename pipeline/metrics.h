@@ -33,6 +33,7 @@ enum metric_id {
     M_FILES_INGESTED,    /* counter {result}: new, duplicate */
     M_FILES_REJECTED,    /* counter {reason} */
     M_INGEST_BATCHES,    /* counter */
+    M_PIPELINES_AFTER_SEAL, /* gauge: must stay 0 */
     M_COUNT
 };
 

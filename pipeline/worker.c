@@ -12,6 +12,15 @@
  *   heartbeat thread  its own PGconn, so a slow claim or a long completion
  *       can never starve the lease renewals. Every lease/3 it renews all
  *       in-flight jobs in one statement and refreshes the workers row.
+ *   GPU thread (engine/tiers.c, one per device)  owns the vlm: the OCR
+ *       threads decode and preprocess their page, queue it (bounded) and
+ *       sleep; it runs up to --gpu-batch ready pages per pass and wakes
+ *       each with its result. A job waiting for the GPU keeps its slot, so
+ *       the heartbeat renews it like any other; on shutdown or a lost
+ *       lease its cancel flag takes a still-queued page back out. With the
+ *       vision tier on and --ocr-threads not given, the thread count is at
+ *       least 2 x gpu-batch + 2: a full batch waits on the GPU while as many
+ *       threads fetch and prepare the next one.
  *
  * One slot per OCR thread. The dispatcher claims at most as many jobs as
  * there are free slots (capped by --claim-batch, in one statement): a
@@ -487,6 +496,28 @@ static int complete_job(struct ocr_thread *t, struct slot *s, const struct queue
     return rc;
 }
 
+/* The document's display name (its file name as first ingested, made
+ * printable at ingest) for the job's log lines (issue 17): what an
+ * operator greps for. Best effort, one indexed row: a missing row, a
+ * broken connection or a schema before 011 (no grant) logs "-" and never
+ * holds up or fails the job. */
+static void fetch_doc_name(PGconn *c, int64_t document_id, char *out, size_t n)
+{
+    snprintf(out, n, "-");
+    if (!c || PQstatus(c) != CONNECTION_OK)
+        return;
+    char ib[24];
+    snprintf(ib, sizeof ib, "%lld", (long long)document_id);
+    const char *v[] = {ib};
+    PGresult *r = PQexecParams(c,
+                               "SELECT name_display FROM folio.document_sources"
+                               " WHERE document_id = $1 ORDER BY id LIMIT 1",
+                               1, NULL, v, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+        snprintf(out, n, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+}
+
 static void run_job(struct ocr_thread *t, struct slot *s)
 {
     struct worker *w = t->w;
@@ -499,6 +530,9 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     char q[900];
 
     WITH_DB_RETRY(t, s, rc, &err, queue_fetch_document(t->conn, w->o->blobs, j->document_id, &data, &len, &err));
+    char name[256], qn[600];
+    fetch_doc_name(rc == 0 ? t->conn : NULL, j->document_id, name, sizeof name);
+    folio_lq(qn, sizeof qn, name);
     double fetch_ms = folio_mono_ms() - t0;
     if (rc == 0)
         WITH_DB_RETRY(t, s, rc, &err, refresh_labels(t, &err));
@@ -548,8 +582,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
          * someone else may own the job now. Drop everything. */
         atomic_fetch_add(&w->lost, 1);
         metrics_job(w->o->metrics, "lost", NULL, 0);
-        folio_log(FOLIO_LOG_WARN, "job_dropped", "job=%lld attempt=%d reason=%s", (long long)j->id, j->attempt,
-                  cancel == CANCEL_LOST ? "lease_lost" : "database_unreachable");
+        folio_log(FOLIO_LOG_WARN, "job_dropped", "job=%lld name=%s attempt=%d reason=%s", (long long)j->id, qn,
+                  j->attempt, cancel == CANCEL_LOST ? "lease_lost" : "database_unreachable");
     } else if (rc == FOLIO_EDEVICELOST) {
         /* --on-device-loss release: the GPU died under this document; put
          * the job back (attempt not counted) for a worker with a healthy
@@ -559,14 +593,14 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         int released = 0;
         WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
         metrics_job(w->o->metrics, "released", &er, 0);
-        folio_log(FOLIO_LOG_WARN, "job_released", "job=%lld attempt=%d released=%d reason=device_lost",
-                  (long long)j->id, j->attempt, released);
+        folio_log(FOLIO_LOG_WARN, "job_released", "job=%lld name=%s attempt=%d released=%d reason=device_lost",
+                  (long long)j->id, qn, j->attempt, released);
     } else if (cancel == CANCEL_SHUTDOWN) {
         int released = 0;
         WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
         metrics_job(w->o->metrics, "released", &er, 0);
-        folio_log(FOLIO_LOG_INFO, "job_released", "job=%lld attempt=%d released=%d", (long long)j->id,
-                  j->attempt, released);
+        folio_log(FOLIO_LOG_INFO, "job_released", "job=%lld name=%s attempt=%d released=%d", (long long)j->id,
+                  qn, j->attempt, released);
     } else if (rc) {
         char state[8] = "";
         char msg[1400];
@@ -583,8 +617,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         atomic_store(&s->cancel, cancel);
         atomic_fetch_add(&w->failed, 1);
         metrics_job(w->o->metrics, "failed", &er, 0);
-        folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d max_attempts=%d state=%s error=%s",
-                  (long long)j->id, j->attempt, j->max_attempts, frc ? "unknown" : state,
+        folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld name=%s attempt=%d max_attempts=%d state=%s error=%s",
+                  (long long)j->id, qn, j->attempt, j->max_attempts, frc ? "unknown" : state,
                   folio_lq(q, sizeof q, msg));
     } else {
         double total_ms = folio_mono_ms() - t0;
@@ -613,8 +647,9 @@ static void run_job(struct ocr_thread *t, struct slot *s)
         if (rc == 0 && accepted) {
             atomic_fetch_add(&w->done, 1);
             metrics_job(w->o->metrics, "done", &er, total_ms);
-            folio_log(FOLIO_LOG_INFO, "job_done", "job=%lld document=%lld attempt=%d label=%s confidence=%.3f ms=%.0f",
-                      (long long)j->id, (long long)j->document_id, j->attempt, folio_lq(q, sizeof q, er.label),
+            folio_log(FOLIO_LOG_INFO, "job_done",
+                      "job=%lld document=%lld name=%s attempt=%d label=%s confidence=%.3f ms=%.0f",
+                      (long long)j->id, (long long)j->document_id, qn, j->attempt, folio_lq(q, sizeof q, er.label),
                       er.confidence, total_ms);
         } else if (rc && t->conn && !db_conn_broken(t->conn)) {
             /* The server refused the result itself (not the lease): record
@@ -627,12 +662,13 @@ static void run_job(struct ocr_thread *t, struct slot *s)
             WITH_DB_RETRY(t, s, frc, &ferr, queue_fail(t->conn, &w->o->queue, j, msg, state, &ferr));
             atomic_fetch_add(&w->failed, 1);
             metrics_job(w->o->metrics, "failed", &er, 0);
-            folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld attempt=%d state=%s error=%s", (long long)j->id,
-                      j->attempt, frc ? "unknown" : state, folio_lq(q, sizeof q, msg));
+            folio_log(FOLIO_LOG_WARN, "job_failed", "job=%lld name=%s attempt=%d state=%s error=%s", (long long)j->id,
+                      qn, j->attempt, frc ? "unknown" : state, folio_lq(q, sizeof q, msg));
         } else {
             atomic_fetch_add(&w->lost, 1);
             metrics_job(w->o->metrics, "lost", &er, 0);
-            folio_log(FOLIO_LOG_WARN, "job_lost", "job=%lld attempt=%d msg=%s", (long long)j->id, j->attempt,
+            folio_log(FOLIO_LOG_WARN, "job_lost", "job=%lld name=%s attempt=%d msg=%s", (long long)j->id, qn,
+                      j->attempt,
                       rc ? folio_lq(q, sizeof q, err.msg) : "\"lease no longer ours; result discarded\"");
         }
         json_free(&scores);
@@ -860,6 +896,7 @@ void worker_opts_default(struct worker_opts *o)
     o->ocr_lang = "eng";
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->ocr_threads = n > 0 ? (int)n : 1;
+    o->ocr_threads_auto = 1;
     o->ocr_max_pages = 10;
     o->max_pages_classified = DOC_MAX_PAGES_CLASSIFIED;
     o->page_deadline_ms = 60000;
@@ -1108,7 +1145,40 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     struct worker w;
     memset(&w, 0, sizeof w);
     w.o = o;
+    /* The model tiers once per process (loaded, planned, pre-warmed,
+     * warmed up and self-tested before any job is claimed); a GPU or
+     * model problem leaves them off with the reason, never the worker. */
+    if (o->model_path || o->mmproj_path) {
+        struct engine_models_config mc = {.model_path = o->model_path, .mmproj_path = o->mmproj_path,
+                                          .device = o->device, .allow_cpu = o->device != NULL,
+                                          .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file,
+                                          .release_on_device_loss = o->release_on_device_loss,
+                                          .gpu_weights = o->gpu_weights,
+                                          .max_batch = (uint32_t)o->gpu_batch};
+        if (engine_models_open(&mc, &w.models, err)) {
+            close(sfd);
+            return err->code ? err->code : FOLIO_ENOMEM;
+        }
+        char q[400], why[320], rep[2048];
+        if (o->metrics && engine_models_report_json(w.models, rep, sizeof rep) == 0)
+            metrics_set_engine(o->metrics, rep);
+        folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w.models),
+                  folio_lq(q, sizeof q, (engine_models_reason(w.models, why, sizeof why), why)));
+    }
+
+    /* Enough job threads to keep the GPU fed (issue 14). Each thread holds
+     * one page; while a pass runs, the threads not in it prepare the next
+     * pass's pages, so with T threads passes settle at T/2 pages (measured:
+     * 6 threads, --gpu-batch 4 -> passes of 3). Full passes of B need B
+     * threads waiting on the GPU plus B preparing, and two more for claims
+     * and completions: 2B + 2. Only when --ocr-threads was not given: an
+     * explicit count is kept. */
     w.nslots = o->ocr_threads;
+    if (w.models && o->ocr_threads_auto && strncmp(engine_models_paths(w.models), "vision", 6) == 0) {
+        int want = 2 * (int)engine_models_max_batch(w.models) + 2;
+        if (want > w.nslots)
+            w.nslots = want > 256 ? 256 : want;
+    }
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     pthread_cond_init(&w.hb_cv, NULL);
@@ -1125,30 +1195,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
             close(w.wake_fd);
         free(w.slots);
         free(threads);
+        engine_models_close(w.models);
         return folio_err_set(err, FOLIO_ENOMEM, "cannot set up %d OCR slots", w.nslots);
-    }
-
-    /* The model tiers once per process (loaded, planned, pre-warmed,
-     * warmed up and self-tested before any job is claimed); a GPU or
-     * model problem leaves them off with the reason, never the worker. */
-    if (o->model_path || o->mmproj_path) {
-        struct engine_models_config mc = {.model_path = o->model_path, .mmproj_path = o->mmproj_path,
-                                          .device = o->device, .allow_cpu = o->device != NULL,
-                                          .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file,
-                                          .release_on_device_loss = o->release_on_device_loss,
-                                          .gpu_weights = o->gpu_weights};
-        if (engine_models_open(&mc, &w.models, err)) {
-            close(sfd);
-            close(w.wake_fd);
-            free(w.slots);
-            free(threads);
-            return err->code ? err->code : FOLIO_ENOMEM;
-        }
-        char q[400], why[320], rep[2048];
-        if (o->metrics && engine_models_report_json(w.models, rep, sizeof rep) == 0)
-            metrics_set_engine(o->metrics, rep);
-        folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w.models),
-                  folio_lq(q, sizeof q, (engine_models_reason(w.models, why, sizeof why), why)));
     }
 
     /* OCR engines first: a missing language is a start-up error, reported
@@ -1191,8 +1239,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     int claim_now = 1;
     if (!rc)
         folio_log(FOLIO_LOG_INFO, "worker_started",
-                  "ocr_threads=%d claim_batch=%d lease_s=%.1f grace_s=%.1f model_key=%s pooler=%s listen=%s",
-                  w.nslots, o->batch, o->queue.lease_s, o->grace_s, o->queue.model_key,
+                  "ocr_threads=%d gpu_batch=%u claim_batch=%d lease_s=%.1f grace_s=%.1f model_key=%s pooler=%s listen=%s",
+                  w.nslots, w.models ? engine_models_max_batch(w.models) : 0, o->batch, o->queue.lease_s, o->grace_s, o->queue.model_key,
                   o->pooler == DB_POOLER_TRANSACTION ? "transaction" : "none",
                   o->listen_conninfo ? "listen-db" : o->pooler == DB_POOLER_TRANSACTION ? "off" : "db");
     struct service_watchdog wd;
@@ -1204,6 +1252,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         service_watchdog_tick(&wd);
         metrics_set_ready(o->metrics, 1, w.models ? engine_models_paths(w.models) : "ocr+rules");
         metrics_set(o->metrics, M_JOBS_IN_FLIGHT, busy_slots(&w));
+        if (w.models)
+            metrics_set(o->metrics, M_PIPELINES_AFTER_SEAL, (double)engine_models_pipelines_after_seal(w.models));
         if (!d.c)
             disp_connect(&d);
         if (disp_listen(&d))
@@ -1334,6 +1384,13 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
         PQfinish(d.c);
     if (d.lc)
         PQfinish(d.lc);
+    if (w.models) {
+        /* how full the GPU passes were: pages / passes is the mean batch */
+        struct engine_gpu_stats gs;
+        engine_models_gpu_stats(w.models, &gs);
+        folio_log(FOLIO_LOG_INFO, "worker_gpu", "passes=%llu pages=%llu splits=%llu max_batch=%u after_seal=%llu",
+                  gs.passes, gs.pages, gs.splits, gs.max_batch, engine_models_pipelines_after_seal(w.models));
+    }
     engine_models_close(w.models);
     close(sfd);
     close(w.wake_fd);

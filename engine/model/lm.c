@@ -377,16 +377,9 @@ void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations)
         *activations = vkr_arena_capacity(lm->aa);
 }
 
-void lm_close(struct lm *lm)
+/* The host staging plan_activations allocates. */
+static void free_staging(struct lm *lm)
 {
-    if (!lm)
-        return;
-    q3_lm_close(lm);
-    if (lm->aa)
-        vkr_arena_destroy(lm->aa);
-    if (lm->wa)
-        vkr_arena_destroy(lm->wa);
-    free(lm->L);
     free(lm->emb);
     free(lm->iv);
     free(lm->pgh);
@@ -401,6 +394,54 @@ void lm_close(struct lm *lm)
     free(lm->lab_qp);
     free(lm->lab_base);
     free(lm->lab_ka);
+    lm->emb = NULL;
+    lm->iv = NULL;
+    lm->pgh = NULL;
+    lm->seq_start = lm->seq_n = NULL;
+    lm->next_pos = NULL;
+    lm->lastlg = lm->rowbuf = NULL;
+    lm->lastlse = NULL;
+    lm->lab_row = lm->lg_row = lm->lab_qp = lm->lab_base = lm->lab_ka = NULL;
+}
+
+static int replan_to(struct lm *lm, uint32_t batch, struct folio_err *err)
+{
+    free_staging(lm);
+    vkr_arena_destroy(lm->aa);
+    lm->aa = NULL;
+    lm->nseq = 0; /* the KV cache's prompts are gone */
+    lm->cfg.batch = batch;
+    int rc = vkr_arena_create(lm->vk, "lm-activations", VKR_ARENA_ACTIVATIONS, &lm->aa, err);
+    return rc ? rc : plan_activations(lm, err);
+}
+
+int lm_replan(struct lm *lm, uint32_t batch, struct folio_err *err)
+{
+    if (batch == 0)
+        return folio_err_set(err, FOLIO_EINVAL, "text model: a batch of 0 sequences");
+    uint32_t old = lm->cfg.batch;
+    int rc = replan_to(lm, batch, err);
+    if (rc) {
+        struct folio_err e2 = {0};
+        if (replan_to(lm, old, &e2) != 0) {
+            *err = e2;
+            return e2.code ? e2.code : FOLIO_EDEVICE;
+        }
+    }
+    return rc;
+}
+
+void lm_close(struct lm *lm)
+{
+    if (!lm)
+        return;
+    q3_lm_close(lm);
+    if (lm->aa)
+        vkr_arena_destroy(lm->aa);
+    if (lm->wa)
+        vkr_arena_destroy(lm->wa);
+    free(lm->L);
+    free_staging(lm);
     if (lm->owned)
         gguf_model_close(lm->owned);
     free(lm);

@@ -67,6 +67,12 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
 int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, struct lm **out,
                  struct folio_err *err);
 void lm_close(struct lm *lm);
+/* Plans the activations again for `batch` sequences per forward (the
+ * weights stay): vlm_open sizes its batch from the batch-1 plan. On
+ * failure the lm is back on its previous plan and the error says why;
+ * were even that to fail, the error is the second one and the lm must be
+ * closed. */
+int lm_replan(struct lm *lm, uint32_t batch, struct folio_err *err);
 const struct gguf_text_hparams *lm_hparams(const struct lm *lm);
 /* Device bytes of weights and of the planned activations. */
 void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);

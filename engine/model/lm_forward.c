@@ -33,8 +33,9 @@
  * come back.
  * A probability under 1e-30 has lost its precision in f32 (and underflows
  * at e^-103): that token's logits row is fetched and its log-probability
- * computed exactly on the host. The prompts' last logits rows are kept on
- * the host after every prefill, so lm_score's first tokens are exact too.
+ * computed exactly on the host. The prompts' last logits rows stay in the
+ * logits buffer after a prefill and lm_score fetches them before its own
+ * pass, so its first tokens are exact too.
  */
 #include "engine/model/lm_internal.h"
 #include "engine/model/quant.h"
@@ -49,12 +50,11 @@
  * workgroup visits the union of its 16 queries' key ranges. */
 #define QB 16u
 
-/* Labels of one sequence whose K/V fit the scratch together. Their
+/* Labels (of one or more sequences) whose K/V fit the scratch together. Their
  * queries are gathered into a padded block layout (each label starts a
  * fresh QB-row block, so a workgroup reads one label's keys only), run in
  * one attention dispatch, and gathered back into the pass's rows. */
 struct group {
-    uint32_t b;
     uint32_t ids_off, nids;   /* scratch: K/V slot of each scratch row */
     uint32_t qp_off, nqp;     /* padded queries: pass row of each (last one: zero row) */
     uint32_t rng_off;         /* nqp key ranges into the scratch */
@@ -208,6 +208,15 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     if (!prefill)
         nseq = lm->nseq;
     const uint32_t E = lm->E, V = lm->V, KW = lm->KW, QW = lm->QW;
+    if (!prefill && lm->last_pending) {
+        /* the last prefill's last rows, before this pass reuses the buffer */
+        rc = vkr_download(lm->vk, lm->logits, 0, lm->lastlg, (uint64_t)nseq * V * 4, err);
+        for (uint32_t b = 0; !rc && b < nseq; b++)
+            lm->lastlse[b] = row_lse(lm->lastlg + (size_t)b * V, V);
+        if (rc)
+            return rc;
+        lm->last_pending = 0;
+    }
 
     /* ---- layout ---- */
     uint32_t np = 0, slot0 = 0;
@@ -240,8 +249,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
      * sees [A_j .. A_0, prompt] and B's token j [prompt, B_0 .. B_j]: one
      * contiguous range each, and both share a query block, so a workgroup
      * reads about one prompt for two labels. An odd label is a B alone. */
+    /* A group may hold labels of several sequences (each pair gathers its
+     * own sequence's prompt rows): a batch of pages then costs the same few
+     * gather + attention dispatches per layer as one page while the
+     * scratch has room, not a set per page. */
+    struct group *cur = NULL;
     for (uint32_t b = 0; b < nseq && nl; b++) {
-        struct group *g = NULL;
         uint32_t l = 0;
         for (;;) {
             while (l < nl && labels[l].n == 1)
@@ -259,33 +272,32 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             }
             uint32_t ka = la == UINT32_MAX ? 0 : labels[la].n - 1, kb = labels[lb].n - 1;
             uint32_t need = ka + lm->seq_n[b] + kb, qrows = up_to(ka + kb, QB);
-            if (!g || g->nids + need > lm->scratch_cap || g->nqp + qrows + 1 > lm->qp_cap) {
-                if (g)
-                    g->nqp++; /* closing: its zero row */
-                g = &gr[ngr++];
-                g->b = b;
-                g->span0 = up_to(nrows, lm->ra);
+            if (!cur || cur->nids + need > lm->scratch_cap || cur->nqp + qrows + 1 > lm->qp_cap) {
+                if (cur)
+                    cur->nqp++; /* closing: its zero row */
+                cur = &gr[ngr++];
+                cur->span0 = up_to(nrows, lm->ra);
             }
             for (int side = 0; side < 2; side++) {
                 uint32_t ll = side ? lb : la, k = side ? kb : ka;
                 if (ll == UINT32_MAX)
                     continue;
                 nrows = up_to(nrows, lm->ra);
-                lgi[b * nl + ll] = (uint32_t)(g - gr);
+                lgi[b * nl + ll] = (uint32_t)(cur - gr);
                 lm->lab_row[b * nl + ll] = nrows;
-                lm->lab_qp[b * nl + ll] = g->nqp + (side ? ka : 0);
-                lm->lab_base[b * nl + ll] = g->nids;
+                lm->lab_qp[b * nl + ll] = cur->nqp + (side ? ka : 0);
+                lm->lab_base[b * nl + ll] = cur->nids;
                 lm->lab_ka[b * nl + ll] = side ? ka : UINT32_MAX; /* UINT32_MAX: is A */
                 nrows += k;
                 nlab_rows += k;
             }
-            g->nqp += qrows;
-            g->nids += need;
-            g->nspan = nrows - g->span0;
+            cur->nqp += qrows;
+            cur->nids += need;
+            cur->nspan = nrows - cur->span0;
         }
-        if (g)
-            g->nqp++;
     }
+    if (cur)
+        cur->nqp++; /* the last group's zero row */
     if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap) {
         free(gr);
         free(lgi);
@@ -578,10 +590,12 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
 
     /* ---- results ---- */
     if (prefill) {
-        /* the prompts' last logits rows stay on the host for lm_score */
-        rc = vkr_download(lm->vk, lm->logits, 0, lm->lastlg, (uint64_t)nseq * V * 4, err);
-        for (uint32_t b = 0; !rc && b < nseq; b++)
-            lm->lastlse[b] = row_lse(lm->lastlg + (size_t)b * V, V);
+        /* the prompts' last logits rows stay on the device for lm_score
+         * (fetched by it, before its pass overwrites them): a fused
+         * classify pass scored the first label tokens on the GPU already,
+         * and fetching nseq x V floats plus their log-sum-exp on the host
+         * per pass (~10 MB and 2.4M exp() for 16 pages) bought nothing */
+        lm->last_pending = 1;
     }
     if (!rc && nall)
         rc = vkr_download(lm->vk, lm->logits, (uint64_t)nlast * V * 4, logits,

@@ -67,6 +67,7 @@ struct lm {
     int32_t *next_pos;
     uint32_t *lab_row, *lg_row, *lab_qp, *lab_base, *lab_ka; /* per (sequence, label): first label row, first logits row */
     float *lastlg;        /* nseq x V: logits of each prompt's last row */
+    int last_pending;     /* they are still only in logits rows 0..nseq-1 (lm_score fetches) */
     double *lastlse;      /* their log-sum-exp */
     float *rowbuf;        /* V: one logits row (exact log-probs of tiny p) */
     double last_ms;

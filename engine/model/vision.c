@@ -51,7 +51,10 @@ struct vis {
     struct vis_layer *L;
     struct vis_w patch, post, postb, mm0, mm0b, mm2, mm2b;
     uint32_t nmax, mmax;
-    struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx;
+    uint32_t max_images;
+    /* rngf: each row's image as a key range, for the full-attention layers
+     * of a batch of images (one image: no ranges) */
+    struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx, rngf;
     struct op_attention_scratch asc;
     float *inbuf;
     int32_t *ibuf;
@@ -256,7 +259,7 @@ static int plan(struct vis *v, struct folio_err *err)
     uint64_t asb[4] = {16, 16, 16, 16};
     if (N * D * 4 > lim->max_range)
         op_attention_scratch_bytes(v->vk, (uint32_t)N, v->H, v->Dh, asb);
-    uint64_t sizes[20];
+    uint64_t sizes[21];
     int n = 0;
     sizes[n++] = N * PATCH_COLS * 4; /* in */
     for (int i = 0; i < 7; i++)
@@ -271,6 +274,7 @@ static int plan(struct vis *v, struct folio_err *err)
     sizes[n++] = M * 4;              /* sidx */
     for (int i = 0; i < 4; i++)
         sizes[n++] = asb[i];         /* split attention scratch */
+    sizes[n++] = v->max_images > 1 ? N * 8 : 8; /* rngf */
     int rc = vkr_arena_plan(v->aa, sizes, n, err);
     if (rc)
         return rc;
@@ -278,13 +282,13 @@ static int plan(struct vis *v, struct folio_err *err)
     struct vkr_tensor *dst[] = {&v->in, &v->x, &v->h, &v->q, &v->k, &v->v, &v->o, &v->t,
                                 &v->gate, &v->up, &v->z, &v->e, &v->out, &v->pos, &v->rng,
                                 &v->sidx, &v->asc.o, &v->asc.lse, &v->asc.lse_c,
-                                &v->asc.ranges};
+                                &v->asc.ranges, &v->rngf};
     for (int i = 0; i < n && !rc; i++)
         rc = vkr_arena_alloc(v->aa, sizes[i], dst[i], err);
     if (rc)
         return rc;
     v->inbuf = malloc((size_t)N * PATCH_COLS * sizeof *v->inbuf);
-    v->ibuf = malloc((size_t)N * 2 * sizeof *v->ibuf);
+    v->ibuf = malloc((size_t)N * 6 * sizeof *v->ibuf); /* pos, rng, rngf */
     v->widx = malloc((size_t)M * sizeof *v->widx);
     v->wseg = malloc((size_t)M * sizeof *v->wseg);
     if (!v->inbuf || !v->ibuf || !v->widx || !v->wseg)
@@ -320,6 +324,7 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     uint32_t S = h->spatial_merge;
     v->nmax = v->cfg.max_patches ? v->cfg.max_patches : DEFAULT_MAX_PATCHES;
     v->nmax = v->nmax / (S * S) * (S * S);
+    v->max_images = v->cfg.max_images ? v->cfg.max_images : 1;
     v->mmax = v->nmax / (S * S);
     v->D = h->n_embd;
     v->H = h->n_head;
@@ -406,9 +411,10 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     }
     folio_log(FOLIO_LOG_INFO, "vis_open",
               "family=%s blocks=%u embd=%u heads=%u ff=%u out=%u window=%u max_patches=%u "
-              "weights_bytes=%" PRIu64 " act_bytes=%" PRIu64 " f16_path=%d",
+              "max_images=%u weights_bytes=%" PRIu64 " act_bytes=%" PRIu64 " f16_path=%d",
               v->v25 ? "qwen2.5vl" : "qwen2vl", h->n_layer, v->D, v->H, v->F, v->O, v->win,
-              v->nmax, vkr_arena_used(v->wa), vkr_arena_capacity(v->aa), v->gemm16);
+              v->nmax, v->max_images, vkr_arena_used(v->wa), vkr_arena_capacity(v->aa),
+              v->gemm16);
     *out = v;
     return 0;
 }
@@ -427,6 +433,44 @@ int vis_open_file(struct vkr *vk, const char *path, const struct vis_config *cfg
     }
     (*out)->owned = m;
     return 0;
+}
+
+static int replan_to(struct vis *v, uint32_t max_patches, uint32_t max_images,
+                     struct folio_err *err)
+{
+    uint32_t G = v->hp.spatial_merge * v->hp.spatial_merge;
+    free(v->inbuf);
+    free(v->ibuf);
+    free(v->widx);
+    free(v->wseg);
+    v->inbuf = NULL;
+    v->ibuf = NULL;
+    v->widx = NULL;
+    v->wseg = NULL;
+    vkr_arena_destroy(v->aa);
+    v->aa = NULL;
+    v->nmax = max_patches / G * G;
+    v->mmax = v->nmax / G;
+    v->max_images = max_images ? max_images : 1;
+    if (v->mmax == 0)
+        return folio_err_set(err, FOLIO_EINVAL, "vision: max_patches %u is below one merged "
+                             "token", max_patches);
+    int rc = vkr_arena_create(v->vk, "vision-activations", VKR_ARENA_ACTIVATIONS, &v->aa, err);
+    return rc ? rc : plan(v, err);
+}
+
+int vis_replan(struct vis *v, uint32_t max_patches, uint32_t max_images, struct folio_err *err)
+{
+    uint32_t on = v->nmax, oi = v->max_images;
+    int rc = replan_to(v, max_patches, max_images, err);
+    if (rc) {
+        struct folio_err e2 = {0};
+        if (replan_to(v, on, oi, &e2) != 0) {
+            *err = e2;
+            return e2.code ? e2.code : FOLIO_EDEVICE;
+        }
+    }
+    return rc;
 }
 
 void vis_close(struct vis *v)
@@ -488,53 +532,77 @@ static int norm16(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct 
                       !v->v25 && b->set ? &b->t : NULL, rows, v->D, v->hp.eps, err);
 }
 
-/* Host side of one image: patch rows and integers in window order. */
-static int stage(struct vis *v, const float *patches, uint32_t gh, uint32_t gw,
+/* Host side of a batch of images: each image's patch rows and integers in
+ * window order, the images one after another (image i's rows start at the
+ * sum of the earlier images' patches, its merged rows likewise). Windows
+ * never cross an image, so the window ranges need no change for a batch;
+ * the full-attention layers of a batch take each row's image as its key
+ * range (rngf), so no row attends to another page. */
+static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t *total,
                  struct folio_err *err)
 {
-    uint32_t S = v->hp.spatial_merge;
-    if (!gh || !gw || gh % S || gw % S)
-        return folio_err_set(err, FOLIO_EINVAL, "vision: patch grid %ux%u is not a multiple of "
-                             "the merge size %u", gh, gw, S);
-    uint64_t N = (uint64_t)gh * gw;
-    if (N > v->nmax)
-        return folio_err_set(err, FOLIO_ELIMIT, "vision: image of %" PRIu64 " patches; the "
-                             "engine was planned for at most %u", N, v->nmax);
-    uint32_t rows = gh / S, cols = gw / S, M = rows * cols, nseg = 0, G = S * S;
-    vis_window_index(rows, cols, v->win, v->widx, v->wseg, &nseg);
-    int32_t *pos = v->ibuf;
-    for (uint32_t i = 0; i < M; i++) {
-        uint32_t g = (uint32_t)v->widx[i], R = g / cols, C = g % cols;
-        memcpy(v->inbuf + (size_t)i * G * PATCH_COLS, patches + (size_t)g * G * PATCH_COLS,
-               (size_t)G * PATCH_COLS * sizeof(float));
-        for (uint32_t s = 0; s < G; s++) {
-            pos[(i * G + s) * 2] = (int32_t)(R * S + s / S);
-            pos[(i * G + s) * 2 + 1] = (int32_t)(C * S + s % S);
-        }
+    uint32_t S = v->hp.spatial_merge, G = S * S;
+    if (n == 0 || n > v->max_images)
+        return folio_err_set(err, FOLIO_ELIMIT, "vision: %u images in one pass; the tower was "
+                             "planned for 1..%u", n, v->max_images);
+    uint64_t N = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t gh = im[j].grid_h, gw = im[j].grid_w;
+        if (!gh || !gw || gh % S || gw % S)
+            return folio_err_set(err, FOLIO_EINVAL, "vision: image %u: patch grid %ux%u is not "
+                                 "a multiple of the merge size %u", j, gh, gw, S);
+        N += (uint64_t)gh * gw;
     }
-    int rc = vkr_upload(v->vk, v->in, 0, v->inbuf, N * PATCH_COLS * 4, err);
-    if (!rc)
-        rc = vkr_upload(v->vk, v->pos, 0, pos, N * 8, err);
-    if (!rc && v->win) {
-        uint32_t *rg = (uint32_t *)v->ibuf, p = 0;
-        for (uint32_t w = 0; w < nseg; w++) {
+    if (N > v->nmax)
+        return folio_err_set(err, FOLIO_ELIMIT, "vision: %s of %" PRIu64 " patches; the engine "
+                             "was planned for at most %u", n > 1 ? "batch" : "image", N, v->nmax);
+    int32_t *pos = v->ibuf;
+    uint32_t *rg = (uint32_t *)v->ibuf + N * 2, *rf = (uint32_t *)v->ibuf + N * 4;
+    uint32_t P = 0, Mb = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t rows = im[j].grid_h / S, cols = im[j].grid_w / S, M = rows * cols, nseg = 0;
+        int32_t *widx = v->widx + Mb;
+        vis_window_index(rows, cols, v->win, widx, v->wseg, &nseg);
+        for (uint32_t i = 0; i < M; i++) {
+            uint32_t g = (uint32_t)widx[i], R = g / cols, C = g % cols, r0 = P + i * G;
+            memcpy(v->inbuf + (size_t)r0 * PATCH_COLS,
+                   im[j].patches + (size_t)g * G * PATCH_COLS,
+                   (size_t)G * PATCH_COLS * sizeof(float));
+            for (uint32_t s = 0; s < G; s++) {
+                pos[(r0 + s) * 2] = (int32_t)(R * S + s / S);
+                pos[(r0 + s) * 2 + 1] = (int32_t)(C * S + s % S);
+                rf[(r0 + s) * 2] = P;
+                rf[(r0 + s) * 2 + 1] = P + M * G;
+            }
+            widx[i] += (int32_t)Mb; /* the scatter's destination row in the batch */
+        }
+        for (uint32_t w = 0, p = P; w < nseg && v->win; w++) {
             uint32_t lo = p, hi = p + v->wseg[w] * G;
             for (; p < hi; p++) {
                 rg[p * 2] = lo;
                 rg[p * 2 + 1] = hi;
             }
         }
-        rc = vkr_upload(v->vk, v->rng, 0, rg, N * 8, err);
+        P += M * G;
+        Mb += M;
     }
+    int rc = vkr_upload(v->vk, v->in, 0, v->inbuf, N * PATCH_COLS * 4, err);
     if (!rc)
-        rc = vkr_upload(v->vk, v->sidx, 0, v->widx, (uint64_t)M * 4, err);
+        rc = vkr_upload(v->vk, v->pos, 0, pos, N * 8, err);
+    if (!rc && v->win)
+        rc = vkr_upload(v->vk, v->rng, 0, rg, N * 8, err);
+    if (!rc && n > 1)
+        rc = vkr_upload(v->vk, v->rngf, 0, rf, N * 8, err);
+    if (!rc)
+        rc = vkr_upload(v->vk, v->sidx, 0, v->widx, (uint64_t)Mb * 4, err);
+    *total = (uint32_t)N;
     return rc;
 }
 
 /* 2-D RoPE on q and k, then attention over the whole image (full) or its
  * windows; shared by both data paths. */
 static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
-                          struct folio_err *err)
+                          const struct vkr_tensor *fullr, struct folio_err *err)
 {
     struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
                          .mode = OP_ROPE_VISION, .base = 10000.0f};
@@ -546,7 +614,7 @@ static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full
     struct op_attention at = {.q = v->q, .k = v->k, .v = v->v, .o = v->o, .tq = N, .tk = N,
                               .hq = v->H, .hkv = v->H, .d = v->Dh,
                               .scale = 1.0f / sqrtf((float)v->Dh), .causal = 0,
-                              .ranges = full ? NULL : &v->rng};
+                              .ranges = full ? fullr : &v->rng};
     if (!rc)
         rc = op_attention_ranged(c, &at, &v->asc, err);
     return rc;
@@ -557,7 +625,7 @@ static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full
  * passes), the residual stream x stays f32 (qwen25vl.md §7.14: real
  * towers outgrow f16 there). Called after the patch embedding. */
 static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
-                    struct folio_err *err)
+                    const struct vkr_tensor *fullr, struct folio_err *err)
 {
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t M = N / (h->spatial_merge * h->spatial_merge);
@@ -574,7 +642,7 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
         if (!rc)
             rc = mm16(&L->wv, &L->bv, v->h, F16, v->v, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
         if (!rc)
-            rc = rope_attention(v, c, N, full, err);
+            rc = rope_attention(v, c, N, full, fullr, err);
         if (!rc)
             rc = mm16(&L->wo, &L->bo, v->o, F32, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c, err);
         if (!rc)
@@ -608,14 +676,14 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
 }
 
 static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
-                  struct folio_err *err)
+                  const struct vkr_tensor *fullr, struct folio_err *err)
 {
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t M = N / (h->spatial_merge * h->spatial_merge);
     uint64_t ND = (uint64_t)N * v->D, NF = (uint64_t)N * v->F;
     int rc = mm(v, c, &v->patch, NULL, v->in, v->x, N, err);
     if (v->gemm16 && N >= 64)
-        return record16(v, c, N, blocks, merger, err);
+        return record16(v, c, N, blocks, merger, fullr, err);
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
         int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
@@ -627,7 +695,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         if (!rc)
             rc = mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
         if (!rc)
-            rc = rope_attention(v, c, N, full, err);
+            rc = rope_attention(v, c, N, full, fullr, err);
         if (!rc)
             rc = mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
         if (!rc)
@@ -670,21 +738,21 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
     return rc;
 }
 
-static int run(struct vis *v, const float *patches, uint32_t gh, uint32_t gw, uint32_t blocks,
-               int merger, float *dst, struct folio_err *err)
+static int run(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t blocks,
+               int merger, struct folio_err *err)
 {
     if (vkr_dead(v->vk))
         return folio_err_set(err, FOLIO_EDEVICELOST, "vision: the device was lost; re-open the "
                              "engine");
-    int rc = stage(v, patches, gh, gw, err);
+    uint32_t N = 0, G = v->hp.spatial_merge * v->hp.spatial_merge;
+    int rc = stage(v, im, n, &N, err);
     if (rc)
         return rc;
-    uint32_t N = gh * gw, M = N / (v->hp.spatial_merge * v->hp.spatial_merge);
     struct vkr_cmd *c;
     rc = vkr_cmd_begin(v->vk, &c, err);
     if (rc)
         return rc;
-    rc = record(v, c, N, blocks, merger, err);
+    rc = record(v, c, N, blocks, merger, n > 1 ? &v->rngf : NULL, err);
     if (rc) {
         vkr_cmd_abort(c);
         return rc;
@@ -694,9 +762,15 @@ static int run(struct vis *v, const float *patches, uint32_t gh, uint32_t gw, ui
     v->last_ms = folio_mono_ms() - t0;
     if (rc)
         return rc;
-    if (merger)
-        return vkr_download(v->vk, v->out, 0, dst, (uint64_t)M * v->O * 4, err);
-    return vkr_download(v->vk, v->x, 0, dst, (uint64_t)N * v->D * 4, err);
+    if (!merger)
+        return vkr_download(v->vk, v->x, 0, im[0].out, (uint64_t)N * v->D * 4, err);
+    uint64_t Mb = 0;
+    for (uint32_t j = 0; j < n && !rc; j++) {
+        uint64_t M = (uint64_t)im[j].grid_h * im[j].grid_w / G;
+        rc = vkr_download(v->vk, v->out, Mb * v->O * 4, im[j].out, M * v->O * 4, err);
+        Mb += M;
+    }
+    return rc;
 }
 
 int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
@@ -704,7 +778,22 @@ int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t gr
 {
     if (v->q3)
         return q3vis_encode(v->q3, patches, grid_h, grid_w, out, err);
-    return run(v, patches, grid_h, grid_w, v->hp.n_layer, 1, out, err);
+    struct vis_image im = {patches, grid_h, grid_w, out};
+    return run(v, &im, 1, v->hp.n_layer, 1, err);
+}
+
+int vis_encode_batch(struct vis *v, const struct vis_image *images, uint32_t n,
+                     struct folio_err *err)
+{
+    /* Qwen3-VL's tower (qwen3vl_vision.c) has no batched pass yet: its
+     * pages run one after another inside the batch */
+    for (uint32_t i = 0; v->q3 && i < n; i++) {
+        int rc = q3vis_encode(v->q3, images[i].patches, images[i].grid_h, images[i].grid_w,
+                              images[i].out, err);
+        if (rc || i + 1 == n)
+            return rc;
+    }
+    return run(v, images, n, v->hp.n_layer, 1, err);
 }
 
 int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
@@ -714,5 +803,6 @@ int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uin
         return q3vis_encode_partial(v->q3, patches, grid_h, grid_w, blocks, x, err);
     if (blocks > v->hp.n_layer)
         blocks = v->hp.n_layer;
-    return run(v, patches, grid_h, grid_w, blocks, 0, x, err);
+    struct vis_image im = {patches, grid_h, grid_w, x};
+    return run(v, &im, 1, blocks, 0, err);
 }

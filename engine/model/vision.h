@@ -41,6 +41,9 @@ struct vis_config {
      * (qwen25vl.md §7.14). Default 0 = the op library's pick. */
     int f32_matmul;
     int gpu_weights; /* enum ops_gpu_weights, as lm_config */
+    /* Images per vis_encode_batch; 0 = 1. max_patches is then the batch's
+     * total. */
+    uint32_t max_images;
 };
 
 /* Every pipeline vis_open's model can ask for on this device. */
@@ -53,6 +56,10 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
 int vis_open_file(struct vkr *vk, const char *path, const struct vis_config *cfg,
                   struct vis **out, struct folio_err *err);
 void vis_close(struct vis *v);
+/* Plans the activations again (the weights stay) for max_patches in
+ * batches of up to max_images; on failure back on the old plan (as
+ * lm_replan). */
+int vis_replan(struct vis *v, uint32_t max_patches, uint32_t max_images, struct folio_err *err);
 const struct gguf_vision_hparams *vis_hparams(const struct vis *v);
 uint32_t vis_max_patches(const struct vis *v);
 /* Width of each output row (the LM's embedding width). */
@@ -65,6 +72,20 @@ void vis_memory(const struct vis *v, uint64_t *weights, uint64_t *activations);
  * order of the merged grid. */
 int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
                struct folio_err *err);
+
+/* Several images in one pass (one command buffer, one submit): the
+ * images' patch rows are concatenated; window layers attend within each
+ * image's windows, full layers within each image (per-row key ranges: no
+ * attention across images), RoPE positions per image, the merger over all
+ * rows. Each image's merged rows land in its own out. 1..max_images
+ * images with at most max_patches patches together. */
+struct vis_image {
+    const float *patches;      /* as vis_encode */
+    uint32_t grid_h, grid_w;
+    float *out;                /* (grid_h/2)(grid_w/2) x vis_out_dim floats */
+};
+int vis_encode_batch(struct vis *v, const struct vis_image *images, uint32_t n,
+                     struct folio_err *err);
 
 /* Debugging and parity: run only the patch embedding and the first
  * `blocks` blocks (no merger), and copy the residual stream (n_patches x

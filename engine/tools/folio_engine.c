@@ -15,7 +15,7 @@
 static const char USAGE[] =
     "usage: folio-engine doctor [--json] [--device SPEC] [--allow-cpu] [--serial-pipelines]\n"
     "       folio-engine bench ops [--quick] [--device SPEC] [--allow-cpu] [--reps N]\n"
-    "       folio-engine bench engine [--text | --vision] [--small] [--device SPEC] [--allow-cpu] (--help)\n"
+    "       folio-engine bench engine [--text | --vision] [--batch N,...] [--small] [--device SPEC] [--allow-cpu] (--help)\n"
     "                              [--only roofline|matmul|gemm|attention] [--dtype TYPE]\n"
     "\n"
     "SPEC is a device index, UUID or name substring. CPU devices (lavapipe)\n"

@@ -52,6 +52,10 @@ check "worker bad --gpu-weights" 2 "$F" worker --gpu-weights bogus
 expect_in "auto, f16 or native"
 check "classify bad --gpu-weights" 2 "$F" classify --gpu-weights q4 x.png
 expect_in "auto, f16 or native"
+check "worker bad --gpu-batch" 2 "$F" worker --gpu-batch 300
+expect_in "--gpu-batch wants 0..256 pages per GPU pass"
+check "classify bad --gpu-batch" 2 "$F" classify --gpu-batch four x.png
+expect_in "--gpu-batch wants 0..256 pages per GPU pass"
 check "worker bad --max-pages-classified" 2 "$F" worker --max-pages-classified 0
 expect_in "1..10000"
 check "worker bad --pdf-page-ms" 2 "$F" worker --pdf-page-ms 5
@@ -80,6 +84,12 @@ check "bench engine modes exclusive" 2 "$F" bench engine --text --vision
 check "bench engine small page" 0 "$F" bench engine --small --allow-cpu --iters 1
 expect_in '"what":"pages"'
 expect_in '"pages_per_s"'
+check "bench engine --batch 0" 2 "$F" bench engine --batch 0
+expect_in 'not a list of at most 8 sizes 1..64'
+check "bench engine --batch with --text" 2 "$F" bench engine --text --batch 4
+check "bench engine small batches" 0 "$F" bench engine --small --allow-cpu --iters 1 --batch 1,2
+expect_in '"batch":2,'
+expect_in '"gpu_pages_per_s"'
 
 echo "$checks checks, $fail failed"
 [ "$fail" -eq 0 ]

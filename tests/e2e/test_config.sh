@@ -71,6 +71,7 @@ rescan = 33
 watch = true
 [worker]
 batch = 2
+gpu-batch = 4
 CONF
 check "show ingest" 0 "$F" config show ingest --config "$S/good.conf" --instance scans
 expect_in "folio ingest --db=dbname=top --rescan=11 --rescan=22 --stable-ms=100 --rescan=33 --watch /srv/folio/scans"
@@ -82,6 +83,7 @@ check "ingest instance must exist" 2 "$F" ingest --config "$S/good.conf" --insta
 expect_in "has no section [ingest.nope]"
 check "worker instance optional" 0 "$F" config show worker --config "$S/good.conf" --instance 7
 expect_in "--batch=2"
+expect_in "--gpu-batch=4"
 check "bad flag in env" 2 env FOLIO_WATCH=sometimes "$F" ingest --config "$S/good.conf" --instance scans
 expect_in "FOLIO_WATCH"
 # The winning value is what the command uses.

@@ -183,6 +183,10 @@ w = [v for k, v in m.items() if k.startswith("folio_gpu_memory_planned_bytes") a
 a = [v for k, v in m.items() if k.startswith("folio_gpu_memory_planned_bytes") and dev in k and 'kind="activations"' in k]
 p = [v for k, v in m.items() if k.startswith("folio_pipelines_prewarmed") and dev in k]
 assert w and w[0] > 0 and a and a[0] > 0 and p and p[0] > 0, (w, a, p)
+# issue 17: pipelines requested after the registry was sealed, as a gauge
+# with the device label (0: every shape was pre-warmed)
+s = [v for k, v in m.items() if k.startswith("folio_pipelines_requested_after_seal{") and dev in k]
+assert s == [0.0], s
 assert m['folio_engine_path_enabled{path="vision"}'] == 1
 assert any(k.startswith("folio_ready{") and 'model_key="tiny"' in k and v == 1 for k, v in m.items())
 print("ok")

@@ -1,6 +1,7 @@
 /* vlm_bench on tiny random models: ready cold then warm (the second open
- * must hit the pipeline cache the first one saved), pages, LM split — the
- * JSON lines appear and the numbers are positive. FOLIO_VLM_BENCH_FULL=1
+ * must hit the pipeline cache the first one saved), pages for batch 1 and
+ * 3 (one engine planned for 3, warm-up a full batch), LM split — the JSON
+ * lines appear and the numbers are positive. FOLIO_VLM_BENCH_FULL=1
  * runs the Qwen2.5-VL-7B shape (GPU machines). */
 #include "tests/support/testutil.h"
 #include "engine/vlm.h"
@@ -19,6 +20,9 @@ int main(void)
                                .small = !big, .iters = big ? 3 : 1,
                                .image = img ? (uint32_t)atoi(img) : (big ? 1024 : 112),
                                .cache_dir = NULL};
+    static const uint32_t batches[2] = {1, 3};
+    o.batches = batches;
+    o.nbatches = 2;
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
@@ -32,6 +36,14 @@ int main(void)
               strstr(buf, "\"what\":\"pages\"") && strstr(buf, "\"what\":\"lm_split\""),
           "missing JSON lines");
     CHECK(buf && strstr(buf, "\"cache\":\"warm\",\"cache_hit\":1"), "warm open missed the cache");
+    CHECK(buf && strstr(buf, "\"warmup_batch\":3"), "the warm-up was not a full batch");
+    for (int b = 1; b <= 3; b += 2) {
+        char key[64];
+        snprintf(key, sizeof key, "\"batch\":%d,", b);
+        const char *at = buf ? strstr(buf, key) : NULL;
+        const char *pps = at ? strstr(at, "\"gpu_pages_per_s\":") : NULL;
+        CHECK(pps && atof(pps + 18) > 0, "no pages line with gpu_pages_per_s for batch %d", b);
+    }
     free(buf);
     return tu_finish();
 }

@@ -44,6 +44,17 @@ static inline PGconn *wt_fresh_schema(const char *name, char *db, size_t n)
     return c;
 }
 
+/* Runs one statement; 0 when it succeeded (the error printed otherwise). */
+static inline int wt_sql_ok(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        fprintf(stderr, "%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    return ok ? 0 : -1;
+}
+
 /* Renders text to a TIFF page and reads it back into memory. */
 static inline int wt_render(const char *dir, const char *name, const char *text, int w, int h, uint8_t **data,
                      size_t *len)

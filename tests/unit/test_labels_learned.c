@@ -177,7 +177,7 @@ int main(void)
     struct engine_config cfg = {.learned = m, .review_below = 0.5, .review_margin = 0.1};
     REQUIRE_OK(engine_open(&cfg, l, &eng, &err) == 0, "%s", err.msg);
     const char *unseen_memo = "MEMORANDUM\nTO: Personnel\nFROM: B. Scott\nRE: travel policy\nCopies to: file\n";
-    struct engine_doc doc = {text_from_string, (void *)unseen_memo, NULL, NULL};
+    struct engine_doc doc = {text_from_string, (void *)unseen_memo, NULL, NULL, NULL};
     REQUIRE_OK(engine_classify(eng, &doc, &r, &err) == 0, "%s", err.msg);
     CHECK(strcmp(r.engine_path, "ocr+learned") == 0 && strcmp(r.label, "memo") == 0, "learned: %s %s",
           r.engine_path, r.label);

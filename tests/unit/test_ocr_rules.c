@@ -305,7 +305,7 @@ int main(void)
     ocr_page_result_free(&r);
 
     REQUIRE_OK(ocr_file(e, let, 1, &r) == 0, "OCR turned letter");
-    struct engine_doc doc = {text_from_string, r.text, NULL, NULL};
+    struct engine_doc doc = {text_from_string, r.text, NULL, NULL, NULL};
     REQUIRE_OK(engine_classify(eng, &doc, &res, &err) == 0, "%s", err.msg);
     CHECK(strcmp(res.label, "letter") == 0, "turned letter classified as %s", res.label);
     CHECK(strcmp(res.fallback_reason, "no model configured") == 0, "reason %s", res.fallback_reason);
