@@ -318,7 +318,10 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     }
 
     /* ---- host inputs ---- */
-    memset(lm->emb, 0, (size_t)nrows * E * sizeof *lm->emb);
+    /* every prompt row is written below; only the label rows' region (its
+     * alignment pads must be zero) needs clearing, not the whole staging
+     * (90 MB for 16 pages of 512^2: ~10 ms of host time per pass) */
+    memset(lm->emb + (size_t)np * E, 0, (size_t)(nrows - np) * E * sizeof *lm->emb);
     struct isec is = {.lm = lm};
     uint32_t o_pos = isec_take(&is, nrows * 3);
     uint32_t o_rngp = isec_take(&is, np * 2);
