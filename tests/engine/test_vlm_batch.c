@@ -101,22 +101,30 @@ static uint32_t max_batch(void)
     return b && *b && strtoull(b, NULL, 10) < (4ull << 20) ? 2 : 4;
 }
 
+/* The engine of the parity kit's text tvar + mmproj vvar of cfg (paths
+ * into tp / vp, 1200 bytes each): pages of up to 40 image tokens. */
+static struct vlm_config test_config(const struct jv *cfg, const char *tvar, const char *vvar,
+                                     char *tp, char *vp)
+{
+    snprintf(tp, 1200, "%s/%s", root, jget(jget(cfg, "text_gguf"), tvar)->str);
+    snprintf(vp, 1200, "%s/%s", root, jget(jget(cfg, "mmproj_gguf"), vvar)->str);
+    const struct jv *pp = jget(man, "preprocess");
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    return (struct vlm_config){.model_path = tp, .mmproj_path = vp,
+                               .device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                               .validate = -1, .cache_dir = "", .max_image_tokens = 40,
+                               .min_pixels = (uint32_t)jget(pp, "min_pixels")->num,
+                               .max_pixels = (uint32_t)jget(pp, "max_pixels")->num,
+                               .max_labels = 8, .max_label_tokens = 8, .max_text_tokens = 64};
+}
+
 static void run(const struct jv *cfg, const char *tvar, const char *vvar, const struct img *im,
                 int nimg)
 {
     char tp[1200], vp[1200], what[160];
     snprintf(what, sizeof what, "%s text %s + mmproj %s", jget(cfg, "name")->str, tvar, vvar);
-    snprintf(tp, sizeof tp, "%s/%s", root, jget(jget(cfg, "text_gguf"), tvar)->str);
-    snprintf(vp, sizeof vp, "%s/%s", root, jget(jget(cfg, "mmproj_gguf"), vvar)->str);
-    const struct jv *pp = jget(man, "preprocess");
-    const char *dev = getenv("FOLIO_TEST_DEVICE");
-    struct vlm_config vc = {.model_path = tp, .mmproj_path = vp,
-                            .device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
-                            .validate = -1, .cache_dir = "", .max_image_tokens = 40,
-                            .min_pixels = (uint32_t)jget(pp, "min_pixels")->num,
-                            .max_pixels = (uint32_t)jget(pp, "max_pixels")->num,
-                            .max_labels = 8, .max_label_tokens = 8, .max_text_tokens = 64,
-                            .max_batch = max_batch()};
+    struct vlm_config vc = test_config(cfg, tvar, vvar, tp, vp);
+    vc.max_batch = max_batch();
     struct folio_err e = {0};
     struct vlm *v = NULL;
     int rc = vlm_open(&vc, &v, &e);
@@ -293,17 +301,8 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, const 
 static void replan_case(const struct jv *cfg, const struct img *im)
 {
     char tp[1200], vp[1200];
-    snprintf(tp, sizeof tp, "%s/%s", root, jget(jget(cfg, "text_gguf"), "F32")->str);
-    snprintf(vp, sizeof vp, "%s/%s", root, jget(jget(cfg, "mmproj_gguf"), "F32")->str);
-    const struct jv *pp = jget(man, "preprocess");
-    const char *dev = getenv("FOLIO_TEST_DEVICE");
-    struct vlm_config vc = {.model_path = tp, .mmproj_path = vp,
-                            .device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
-                            .validate = -1, .cache_dir = "", .max_image_tokens = 40,
-                            .min_pixels = (uint32_t)jget(pp, "min_pixels")->num,
-                            .max_pixels = (uint32_t)jget(pp, "max_pixels")->num,
-                            .max_labels = 8, .max_label_tokens = 8, .max_text_tokens = 64,
-                            .skip_warmup = 1};
+    struct vlm_config vc = test_config(cfg, "F32", "F32", tp, vp);
+    vc.skip_warmup = 1;
     struct folio_err e = {0};
     struct vlm *v = NULL;
     int rc = vlm_open(&vc, &v, &e);
@@ -362,19 +361,13 @@ static void replan_case(const struct jv *cfg, const struct img *im)
 
 int main(void)
 {
-    char rbuf[1024], mpath[1100];
+    char rbuf[1024];
     (void)jints; /* lm_json.h helper this test does not need */
     tu_parity_root(rbuf, sizeof rbuf);
     root = rbuf;
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
-    uint8_t *mb = NULL;
-    size_t mn = 0;
-    struct folio_err e = {0};
-    int mrc = folio_read_file(mpath, 64u << 20, &mb, &mn, &e);
-    REQUIRE(mrc == 0, "manifest: %s", e.msg);
-    struct jv *m = jparse((const char *)mb, mn);
-    free(mb);
-    REQUIRE(m && jget(m, "configs"), "manifest does not parse");
+    char why[1300];
+    struct jv *m = jload_manifest(root, why, sizeof why);
+    REQUIRE(m != NULL, "%s", why);
     man = m;
     struct img im[3];
     memset(im, 0, sizeof im);
