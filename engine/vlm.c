@@ -573,8 +573,12 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
     if (lc.max_tokens < c->max_text_tokens + 256)
         lc.max_tokens = c->max_text_tokens + 256;
     rc = lm_open(v->vk, v->tm, &lc, &v->lm, err);
-    if (rc)
+    if (rc) {
+        if (v->max_batch > 1)
+            folio_err_detail(err, "planning the text model for max_batch %u pages per GPU pass "
+                             "of up to %u image tokens", v->max_batch, c->max_image_tokens);
         goto fail;
+    }
     if (v->vm) {
         struct vis_config visc = {.max_patches = c->max_image_tokens * 4 * v->max_batch,
                                   .max_images = v->max_batch,
@@ -583,6 +587,16 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) != 0) {
             if (ve.code == FOLIO_EDEVICELOST) {
                 rc = folio_err_set(err, FOLIO_EDEVICELOST, "%s", ve.msg);
+                goto fail;
+            }
+            if (v->max_batch > 1 && (ve.code == FOLIO_ELIMIT || ve.code == FOLIO_ENOMEM)) {
+                /* asked for a batch the device cannot hold: say so, rather
+                 * than run without vision */
+                rc = folio_err_set(err, ve.code, "vision tower: %s", ve.msg);
+                folio_err_detail(err, "planning max_batch %u pages per GPU pass of up to %u "
+                                 "image tokens", v->max_batch, c->max_image_tokens);
+                folio_err_hint(err, "lower the batch (--gpu-batch) or the page plan "
+                               "(--max-image-tokens), or leave the batch to the memory plan");
                 goto fail;
             }
             char m[256];

@@ -365,7 +365,7 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
                 "\"lm_ms\":%.1f,\"vision_tflop\":%.2f,\"lm_tflop\":%.2f,\"tflops\":%.1f}\n",
                 dev, side, b, N / 4, T, NLB, LTK, iters, best / b, mean / b, 1000.0 * b / mean,
                 1000.0 * b / gpu, sp / iters / b, sv / iters / b, sl / iters / b, vf / 1e12,
-                lf / 1e12, b * (vf + lf) / (gpu * 1e-3) / 1e12);
+                lf / 1e12, b * (vf + lf) / (mean * 1e-3) / 1e12);
     }
     if (!rc) {
         /* the LM split: prefill and scoring as separate passes */

@@ -129,6 +129,21 @@ static int too_big(struct lm *lm, const char *what, uint64_t bytes, struct folio
     return FOLIO_ELIMIT;
 }
 
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static uint64_t lcm_u64(uint64_t a, uint64_t b)
+{
+    return a / gcd_u64(a, b) * b;
+}
+
 /* Sizes every activation for the worst pass and places it (fixed order:
  * the plan and the allocations must agree). */
 static int plan_activations(struct lm *lm, struct folio_err *err)
@@ -197,8 +212,22 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     sizes[n++] = rows * QW * 4; /* q */
     sizes[n++] = rows * QW * 4; /* o */
     sizes[n++] = rows * E * 4;  /* t2 */
-    sizes[n++] = rows * F * 4;  /* gate */
-    sizes[n++] = rows * F * 4;  /* up */
+    /* The MLP runs in row chunks whose gate/up fit one device block: a
+     * batch of pages is tens of thousands of rows, and rows x n_ff floats
+     * would pass the block size (1 GiB) long before the rest does. Chunks
+     * are whole multiples of the rows that keep every view aligned. */
+    uint64_t fg = lcm_u64(lcm_u64(ops_align_rows(lm->vk, E * 4), ops_align_rows(lm->vk, E * 2)),
+                          lcm_u64(ops_align_rows(lm->vk, F * 4), ops_align_rows(lm->vk, F * 2)));
+    uint64_t fr = lim->block_size / (F * 4) / fg * fg;
+    if (c->ffn_rows && c->ffn_rows < fr)
+        fr = (c->ffn_rows + fg - 1) / fg * fg;
+    if (fr == 0)
+        fr = fg;
+    if (fr > rows)
+        fr = rows;
+    lm->ffn_rows = (uint32_t)fr;
+    sizes[n++] = fr * F * 4;    /* gate */
+    sizes[n++] = fr * F * 4;    /* up */
     sizes[n++] = sc * KW * 4;   /* ks */
     sizes[n++] = sc * KW * 4;   /* vs */
     sizes[n++] = qp * QW * 4;   /* qp */

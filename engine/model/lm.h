@@ -51,6 +51,9 @@ struct lm_config {
     /* enum ops_gpu_weights: matrices expanded to f16 at load (auto = when
      * the tensor-core GEMM exists and they fit), or kept as stored. */
     int gpu_weights;
+    /* Rows per MLP chunk; 0 = as many as one device block holds (tests set
+     * it low to run the chunked MLP). */
+    uint32_t ffn_rows;
 };
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels

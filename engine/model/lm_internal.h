@@ -50,6 +50,7 @@ struct lm {
     uint32_t lg_cap;      /* logits rows */
     uint32_t ints_cap;    /* int32 words of per-pass indices */
     uint32_t ialign;      /* ints per binding alignment */
+    uint32_t ffn_rows;    /* rows per MLP chunk (gate/up hold this many) */
 
     /* activations */
     struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;

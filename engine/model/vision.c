@@ -52,6 +52,7 @@ struct vis {
     struct vis_w patch, post, postb, mm0, mm0b, mm2, mm2b;
     uint32_t nmax, mmax;
     uint32_t max_images;
+    uint32_t ffn_rows; /* rows per MLP chunk (gate/up hold this many) */
     /* rngf: each row's image as a key range, for the full-attention layers
      * of a batch of images (one image: no ranges) */
     struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx, rngf;
@@ -250,6 +251,17 @@ static struct vis_w *slot_for(struct vis *v, const struct gguf_tensor_info *t)
     return NULL;
 }
 
+static uint64_t lcm_u64(uint64_t a, uint64_t b)
+{
+    uint64_t x = a, y = b;
+    while (y) {
+        uint64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return a / x * b;
+}
+
 static int plan(struct vis *v, struct folio_err *err)
 {
     const struct vkr_limits *lim = vkr_limits(v->vk);
@@ -264,8 +276,22 @@ static int plan(struct vis *v, struct folio_err *err)
     sizes[n++] = N * PATCH_COLS * 4; /* in */
     for (int i = 0; i < 7; i++)
         sizes[n++] = N * D * 4;      /* x h q k v o t */
-    sizes[n++] = v->v25 ? N * F * 4 : 4; /* gate */
-    sizes[n++] = N * F * 4;          /* up */
+    /* the MLP in row chunks whose gate/up fit one device block (a batch of
+     * 16 pages of 1024^2 is 87,616 patches x 3,420 floats = 1.2 GB); chunk
+     * starts keep the f16 and f32 row views aligned */
+    uint64_t fg = lcm_u64(lcm_u64(ops_align_rows(v->vk, D * 4), ops_align_rows(v->vk, D * 2)),
+                          lcm_u64(ops_align_rows(v->vk, F * 4), ops_align_rows(v->vk, F * 2)));
+    fg = lcm_u64(fg, 4); /* whole merge groups, as every row count here */
+    uint64_t fr = lim->block_size / (F * 4) / fg * fg;
+    if (v->cfg.ffn_rows && v->cfg.ffn_rows < fr)
+        fr = (v->cfg.ffn_rows + fg - 1) / fg * fg;
+    if (fr == 0)
+        fr = fg;
+    if (fr > N)
+        fr = N;
+    v->ffn_rows = (uint32_t)fr;
+    sizes[n++] = v->v25 ? fr * F * 4 : 4; /* gate */
+    sizes[n++] = fr * F * 4;         /* up */
     sizes[n++] = M * MD * 4;         /* z */
     sizes[n++] = M * O * 4;          /* e */
     sizes[n++] = M * O * 4;          /* out */
@@ -491,6 +517,13 @@ void vis_close(struct vis *v)
 
 /* --------------------------------------------------------------- forward */
 
+static struct vkr_tensor vview(struct vkr_tensor t, uint64_t off, uint64_t size)
+{
+    t.offset += off;
+    t.size = size;
+    return t;
+}
+
 static int mm(struct vis *v, struct vkr_cmd *c, const struct vis_w *w, const struct vis_w *b,
               struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
 {
@@ -647,20 +680,24 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
             rc = mm16(&L->wo, &L->bo, v->o, F32, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c, err);
         if (!rc)
             rc = norm16(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
-        if (v->v25) {
-            if (!rc)
-                rc = mm16(&L->wg, &L->bg, v->h, F16, v->gate, F32, N, NULL, OP_MM_ACT_NONE, NULL,
+        for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
+            uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
+            struct vkr_tensor hv = vview(v->h, (uint64_t)r0 * v->D * 2, (uint64_t)m * v->D * 2);
+            struct vkr_tensor xv = vview(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
+            if (v->v25) {
+                rc = mm16(&L->wg, &L->bg, hv, F16, v->gate, F32, m, NULL, OP_MM_ACT_NONE, NULL, c,
+                          err);
+                if (!rc)
+                    rc = mm16(&L->wu, &L->bu, hv, F16, v->up, F16, m, NULL, OP_MM_ACT_SWIGLU,
+                              &v->gate, c, err);
+            } else {
+                rc = mm16(&L->wu, &L->bu, hv, F16, v->up, F16, m, NULL, OP_MM_ACT_QUICK_GELU, NULL,
                           c, err);
+            }
             if (!rc)
-                rc = mm16(&L->wu, &L->bu, v->h, F16, v->up, F16, N, NULL, OP_MM_ACT_SWIGLU,
-                          &v->gate, c, err);
-        } else if (!rc) {
-            rc = mm16(&L->wu, &L->bu, v->h, F16, v->up, F16, N, NULL, OP_MM_ACT_QUICK_GELU, NULL,
-                      c, err);
+                rc = mm16(&L->wd, &L->bd, v->up, F16, xv, F32, m, &xv, OP_MM_ACT_NONE, NULL, c,
+                          err);
         }
-        if (!rc)
-            rc = mm16(&L->wd, &L->bd, v->up, F16, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c,
-                      err);
     }
     if (!merger || rc)
         return rc;
@@ -680,7 +717,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
 {
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t M = N / (h->spatial_merge * h->spatial_merge);
-    uint64_t ND = (uint64_t)N * v->D, NF = (uint64_t)N * v->F;
+    uint64_t ND = (uint64_t)N * v->D;
     int rc = mm(v, c, &v->patch, NULL, v->in, v->x, N, err);
     if (v->gemm16 && N >= 64)
         return record16(v, c, N, blocks, merger, fullr, err);
@@ -702,25 +739,30 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
             rc = op_elem(c, OP_ADD, v->x, &v->t, v->x, ND, ND, 1.0f, 0.0f, err);
         if (!rc)
             rc = norm(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
-        if (v->v25) {
+        /* the MLP in row chunks (plan(): gate/up hold ffn_rows rows) */
+        for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
+            uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
+            uint64_t mf = (uint64_t)m * v->F, md = (uint64_t)m * v->D, o4 = (uint64_t)r0 * v->D * 4;
+            struct vkr_tensor hv = vview(v->h, o4, md * 4), xv = vview(v->x, o4, md * 4);
+            struct vkr_tensor tv = vview(v->t, o4, md * 4);
+            if (v->v25) {
+                rc = mm(v, c, &L->wg, &L->bg, hv, v->gate, m, err);
+                if (!rc)
+                    rc = mm(v, c, &L->wu, &L->bu, hv, v->up, m, err);
+                if (!rc)
+                    rc = op_elem(c, OP_SWIGLU, v->gate, &v->up, v->gate, mf, mf, 1.0f, 0.0f, err);
+                if (!rc)
+                    rc = mm(v, c, &L->wd, &L->bd, v->gate, tv, m, err);
+            } else {
+                rc = mm(v, c, &L->wu, &L->bu, hv, v->up, m, err);
+                if (!rc)
+                    rc = op_elem(c, OP_QUICK_GELU, v->up, NULL, v->up, mf, 0, 1.0f, 0.0f, err);
+                if (!rc)
+                    rc = mm(v, c, &L->wd, &L->bd, v->up, tv, m, err);
+            }
             if (!rc)
-                rc = mm(v, c, &L->wg, &L->bg, v->h, v->gate, N, err);
-            if (!rc)
-                rc = mm(v, c, &L->wu, &L->bu, v->h, v->up, N, err);
-            if (!rc)
-                rc = op_elem(c, OP_SWIGLU, v->gate, &v->up, v->gate, NF, NF, 1.0f, 0.0f, err);
-            if (!rc)
-                rc = mm(v, c, &L->wd, &L->bd, v->gate, v->t, N, err);
-        } else {
-            if (!rc)
-                rc = mm(v, c, &L->wu, &L->bu, v->h, v->up, N, err);
-            if (!rc)
-                rc = op_elem(c, OP_QUICK_GELU, v->up, NULL, v->up, NF, 0, 1.0f, 0.0f, err);
-            if (!rc)
-                rc = mm(v, c, &L->wd, &L->bd, v->up, v->t, N, err);
+                rc = op_elem(c, OP_ADD, xv, &tv, xv, md, md, 1.0f, 0.0f, err);
         }
-        if (!rc)
-            rc = op_elem(c, OP_ADD, v->x, &v->t, v->x, ND, ND, 1.0f, 0.0f, err);
     }
     if (!merger || rc)
         return rc;

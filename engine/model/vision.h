@@ -44,6 +44,9 @@ struct vis_config {
     /* Images per vis_encode_batch; 0 = 1. max_patches is then the batch's
      * total. */
     uint32_t max_images;
+    /* Rows per MLP chunk; 0 = as many as one device block holds (tests set
+     * it low to run the chunked MLP). */
+    uint32_t ffn_rows;
 };
 
 /* Every pipeline vis_open's model can ask for on this device. */

@@ -8,7 +8,10 @@
 #ifndef FOLIO_TEST_LM_JSON_H
 #define FOLIO_TEST_LM_JSON_H
 
+#include "common/common.h"
+
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,6 +241,29 @@ static int32_t *jints(const struct jv *v, uint32_t *n)
         o[i] = (int32_t)v->items[i]->num;
     *n = (uint32_t)v->n;
     return o;
+}
+
+/* The parity manifest of a fixture root (tests/support/parity_root.h),
+ * parsed; NULL with the reason in why. */
+static inline struct jv *jload_manifest(const char *root, char *why, size_t n)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/manifest.json", root);
+    uint8_t *b = NULL;
+    size_t len = 0;
+    struct folio_err e = {0};
+    if (folio_read_file(path, 64u << 20, &b, &len, &e) != 0) {
+        snprintf(why, n, "%s: %s", path, e.msg);
+        return NULL;
+    }
+    struct jv *m = jparse((const char *)b, len);
+    free(b);
+    if (!m || !jget(m, "configs")) {
+        snprintf(why, n, "%s does not parse as a parity manifest", path);
+        jfree(m);
+        return NULL;
+    }
+    return m;
 }
 
 #endif

@@ -134,6 +134,32 @@ int main(void)
     CHECK(rc == FOLIO_EINVAL, "too many labels: rc %d", rc);
     lm_close(lm);
 
+    /* the MLP in chunks of 16 rows (lm_config.ffn_rows; a batch of pages
+     * takes chunks once gate/up would pass one device block): the same
+     * scores as the MLP over all rows at once */
+    {
+        struct lm_config cc = cfg;
+        cc.ffn_rows = 16;
+        struct lm *lc = NULL;
+        rc = lm_open(vk, m, &cc, &lc, &e);
+        CHECK(rc == 0, "chunked lm_open: %s", e.msg);
+        double cp[3][NL], cl[3][NL];
+        struct lm_text_result cr[3];
+        for (int d = 0; d < 3; d++)
+            cr[d] = (struct lm_text_result){.prob = cp[d], .logprob = cl[d]};
+        if (rc == 0)
+            rc = lm_text_classify(lc, tok, docs, NULL, 3, LABELS, NL, 0, cr, &e);
+        CHECK(rc == 0, "chunked classify: %s", e.msg);
+        for (int d = 0; d < 3 && rc == 0; d++) {
+            CHECK(cr[d].best == res[d].best, "chunked MLP: doc %d best %d vs %d", d, cr[d].best,
+                  res[d].best);
+            for (int l = 0; l < NL; l++)
+                CHECK(fabs(cl[d][l] - lpv[d][l]) <= tol * (fabs(lpv[d][l]) > 1 ? fabs(lpv[d][l]) : 1),
+                      "chunked MLP: doc %d label %d: %.6f vs %.6f", d, l, cl[d][l], lpv[d][l]);
+        }
+        lm_close(lc);
+    }
+
     /* a prompt that cannot fit even without OCR text */
     cfg.max_tokens = 30;
     rc = lm_open(vk, m, &cfg, &lm, &e);

@@ -119,19 +119,13 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, int ex
 int main(void)
 {
     const char *src = getenv("FOLIO_SOURCE_DIR");
-    char rbuf[1024], mpath[1100];
+    char rbuf[1024];
     (void)src;
     tu_parity_root(rbuf, sizeof rbuf);
     root = rbuf;
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
-    uint8_t *mb = NULL;
-    size_t mn = 0;
-    struct folio_err e = {0};
-    int mrc = folio_read_file(mpath, 64u << 20, &mb, &mn, &e);
-    REQUIRE(mrc == 0, "manifest: %s", e.msg);
-    struct jv *m = jparse((const char *)mb, mn);
-    free(mb);
-    REQUIRE(m && jget(m, "configs"), "manifest does not parse");
+    char why[1300];
+    struct jv *m = jload_manifest(root, why, sizeof why);
+    REQUIRE(m != NULL, "%s", why);
     man = m;
     const struct jv *cfgs = jget(m, "configs");
     for (int c = 0; c < cfgs->n; c++) {

@@ -104,7 +104,8 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
     const char *cname = jget(cfg, "name")->str;
     snprintf(path, sizeof path, "%s/%s", t->root, jget(jget(cfg, "mmproj_gguf"), var)->str);
     struct folio_err e = {0};
-    struct vis_config vc = {.max_patches = 160};
+    /* the ranged run also takes the MLP in chunks of 8 rows (ffn_rows) */
+    struct vis_config vc = {.max_patches = 160, .ffn_rows = t->ranged ? 8 : 0};
     struct vis *v = NULL;
     int rc = vis_open_file(t->vk, path, &vc, &v, &e);
     CHECK(rc == 0, "%s/%s: open: %s / %s / %s", cname, var, e.msg, e.detail, e.hint);
