@@ -220,14 +220,15 @@ got = " ".join(f"{r['document_id']}={r['label']}" for r in rows)
 assert got == want, (got, want)
 cols = list(rows[0].keys())
 assert cols[:6] == ["document_id", "sha256", "name", "path", "media_type", "pages"], cols
-assert cols[-1] == "scores" and len(cols) == 16, cols
+assert cols[-2:] == ["scores", "segments"] and len(cols) == 17, cols
+assert all(r["segments"] == "[]" for r in rows), "one-page documents have no split suggestion"
 lines = [json.loads(l) for l in open(sys.argv[2])]
 assert " ".join(f"{l['document_id']}={l['label']}" for l in lines) == want
 for l in lines:
     assert isinstance(l["needs_review"], bool) and isinstance(l["scores"], dict)
     assert abs(sum(l["scores"].values()) - 1) < 1e-3 or sum(l["scores"].values()) == 0
     assert isinstance(l["confidence"], (int, float)) and l["classified_at"].endswith("Z")
-    assert "ocr_text" in l
+    assert "ocr_text" in l and list(l)[-1] == "ocr_text" and l["segments"] == []
 print("ok", len(rows))
 PY
 INV=$(sql "SELECT label FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display = 'invoice.tif'")
