@@ -6,6 +6,7 @@
 #define FOLIO_PIPELINE_LEARN_DB_H
 
 #include "engine/engine.h"
+#include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
 #include <libpq-fe.h>
@@ -42,5 +43,15 @@ int learn_db_train(PGconn *c, const struct learn_train_opts *o, struct learn_tra
  * model (one worker of a fleet at a time). *trained = 1 when it did. */
 int learn_db_maybe_retrain(PGconn *c, const struct learn_train_opts *o, int retrain_after, int *trained,
                            struct folio_err *err);
+
+/* doc_stored_fn for a worker's job: the text of the result that `folio
+ * reclassify --reuse-ocr` replaced, when the job names one (else nothing
+ * stored). conn points at the worker thread's connection, which may be
+ * re-made between jobs. */
+struct learn_db_reuse {
+    PGconn **conn;
+    long long job_id;
+};
+int learn_db_stored_text(void *ctx, struct doc_stored *out, struct folio_err *err);
 
 #endif
