@@ -19,7 +19,13 @@
  * re-queued all the same and its pages are read again; --only-with-text
  * leaves those documents as they are. Either way the count is printed and
  * said on stderr.
+ *
+ * --labels FILE: the file becomes the active label set (as `folio labels
+ * import --replace`) in the same transaction as the re-queue, and the jobs
+ * wait out one worker label refresh (WORKER_LABELS_REFRESH_MS) so that no
+ * worker classifies them with the set it read before.
  */
+#include "pipeline/learn_db.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -35,6 +41,10 @@ static const char USAGE[] =
     "\n"
     "  --db CONNINFO       PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
     "  --model-key KEY     results of this model key (default \"default\")\n"
+    "  --labels FILE       classify against this label file (the format of classify\n"
+    "                      --labels): it becomes the active set in folio.labels, as\n"
+    "                      `labels import --replace`; jobs start after the workers'\n"
+    "                      next label refresh (10 s)\n"
     "  --label NAME        only documents currently labelled NAME\n"
     "  --needs-review      only results flagged for review\n"
     "  --engine-path P     only results of this tier (vision, ocr+lm, ocr+learned, ocr+rules)\n"
@@ -54,10 +64,12 @@ int cmd_reclassify(int argc, char **argv)
         {"engine-path", required_argument, 0, 1004}, {"since", required_argument, 0, 1005},
         {"before", required_argument, 0, 1006},    {"dry-run", no_argument, 0, 1007},
         {"reuse-ocr", no_argument, 0, 1008},       {"only-with-text", no_argument, 0, 1009},
+        {"labels", required_argument, 0, 1010},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     const char *db = NULL, *key = "default", *label = NULL, *path = NULL, *since = NULL, *before = NULL;
+    const char *labels_file = NULL;
     int review = 0, dry = 0, reuse = 0, only_text = 0, ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
@@ -78,6 +90,7 @@ int cmd_reclassify(int argc, char **argv)
         case 1007: dry = 1; break;
         case 1008: reuse = 1; break;
         case 1009: only_text = 1; break;
+        case 1010: labels_file = optarg; break;
         default: return cli_usage_error("reclassify", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
@@ -86,17 +99,32 @@ int cmd_reclassify(int argc, char **argv)
     if (only_text && !reuse)
         return cli_usage_error("reclassify", "--only-with-text goes with --reuse-ocr");
     struct folio_err err = {0};
-    PGconn *c = NULL;
-    if (db_connect(db_conninfo(db), "folio reclassify", &c, &err)) {
+    struct engine_labels *ls = NULL;
+    if (labels_file && labels_file_parse(labels_file, &ls, &err)) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }
-    const char *p[9] = {key, label, review ? "t" : NULL, path, since, before, dry ? "t" : NULL,
-                        reuse ? "t" : NULL, only_text ? "t" : NULL};
+    PGconn *c = NULL;
+    if (db_connect(db_conninfo(db), "folio reclassify", &c, &err)) {
+        folio_err_print(stderr, &err);
+        engine_labels_free(ls);
+        return FOLIO_EXIT_FAIL;
+    }
+    int rc = 0;
+    char delay[32] = "0";
+    if (ls) {
+        snprintf(delay, sizeof delay, "%.3f", WORKER_LABELS_REFRESH_MS / 1000.0);
+        rc = db_exec(c, "BEGIN", &err);
+        if (!rc && !dry)
+            rc = labels_db_store(c, ls, 1, &err);
+    }
+    const char *p[10] = {key, label, review ? "t" : NULL, path, since, before, dry ? "t" : NULL,
+                         reuse ? "t" : NULL, only_text ? "t" : NULL, delay};
     /* $7 (dry run) turns the data-modifying parts off inside the statement,
      * so a dry run counts exactly what a real one would take. cand is every
      * match, sel what is taken ($9: only results with text to reuse). */
-    PGresult *r = PQexecParams(
+    /* $10: seconds the jobs wait (a label refresh, with --labels) */
+    PGresult *r = rc ? NULL : PQexecParams(
         c,
         "WITH cand AS ("
         "  SELECT r.id, r.document_id,"
@@ -121,18 +149,21 @@ int cmd_reclassify(int argc, char **argv)
         " del AS (DELETE FROM folio.results r USING sel WHERE r.id = sel.id AND $7::boolean IS NULL"
         "         RETURNING r.id, r.document_id, sel.has_text),"
         " req AS ("
-        "  INSERT INTO folio.jobs (document_id, model_key, reuse_text_from)"
-        "  SELECT document_id, $1, CASE WHEN $8::boolean AND has_text THEN id END FROM del"
-        "  ON CONFLICT (document_id, model_key) DO UPDATE SET state = 'queued', attempts = 0, run_after = now(),"
+        "  INSERT INTO folio.jobs (document_id, model_key, reuse_text_from, run_after)"
+        "  SELECT document_id, $1, CASE WHEN $8::boolean AND has_text THEN id END,"
+        "         now() + make_interval(secs => $10::float8) FROM del"
+        "  ON CONFLICT (document_id, model_key) DO UPDATE SET state = 'queued', attempts = 0,"
+        "    run_after = EXCLUDED.run_after,"
         "    last_error = NULL, started_at = NULL, finished_at = NULL, worker_id = NULL,"
         "    reuse_text_from = EXCLUDED.reuse_text_from"
         "  RETURNING reuse_text_from IS NOT NULL AS reuse)"
         " SELECT (SELECT count(*) FROM cand), (SELECT count(*) FROM hist), (SELECT count(*) FROM req),"
         "   (SELECT count(*) FROM sel WHERE $8::boolean AND has_text),"
         "   (SELECT count(*) FROM cand WHERE $8::boolean AND NOT has_text)",
-        9, NULL, p, NULL, NULL, 0);
-    int rc = 0;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        10, NULL, p, NULL, NULL, 0);
+    if (rc) {
+        /* the label set was refused: nothing re-queued */
+    } else if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         rc = db_err_from_result(r, c, "re-queueing documents", &err);
         if (strstr(err.msg, "timestamp") || strstr(err.msg, "date"))
             folio_err_hint(&err, "write --since/--before as a date or timestamp, e.g. 2026-12-01 or '2026-12-01 14:00'");
@@ -145,14 +176,21 @@ int cmd_reclassify(int argc, char **argv)
             r = PQexec(c, "SELECT pg_notify('" QUEUE_NOTIFY_CHANNEL "', 'reclassify')");
             PQclear(r);
         }
+        /* the label set and the re-queue land together (a dry run stored nothing) */
+        if (ls)
+            rc = db_exec(c, dry ? "ROLLBACK" : "COMMIT", &err);
+        if (rc)
+            goto out;
         struct json_buf b;
         json_init(&b);
         json_raw(&b, "{\"model_key\":");
         json_str(&b, key);
         char tail[256];
+        int nl = ls ? engine_labels_count(ls) : 0;
         snprintf(tail, sizeof tail,
-                 ",\"matched\":%lld,\"requeued\":%lld,\"reuse_text\":%lld,\"without_text\":%lld,\"dry_run\":%s}",
-                 sel, dry ? 0 : req, with_text, no_text, dry ? "true" : "false");
+                 ",\"matched\":%lld,\"requeued\":%lld,\"reuse_text\":%lld,\"without_text\":%lld,"
+                 "\"labels\":%d,\"starts_in_s\":%s,\"dry_run\":%s}",
+                 sel, dry ? 0 : req, with_text, no_text, nl, delay, dry ? "true" : "false");
         json_raw(&b, tail);
         json_print_line(&b, stdout);
         if (no_text > 0)
@@ -168,7 +206,11 @@ int cmd_reclassify(int argc, char **argv)
                   "model_key=%s matched=%lld requeued=%lld reuse_text=%lld without_text=%lld dry_run=%d",
                   folio_lq(qk, sizeof qk, key), sel, dry ? 0 : req, with_text, no_text, dry);
     }
+out:
+    if (rc && ls)
+        PQclear(PQexec(c, "ROLLBACK"));
     PQfinish(c);
+    engine_labels_free(ls);
     if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;

@@ -44,6 +44,17 @@ int learn_db_train(PGconn *c, const struct learn_train_opts *o, struct learn_tra
 int learn_db_maybe_retrain(PGconn *c, const struct learn_train_opts *o, int retrain_after, int *trained,
                            struct folio_err *err);
 
+/* How often a worker re-reads folio.labels (worker.c): a label set changed
+ * longer ago than this is the one every worker classifies with. */
+#define WORKER_LABELS_REFRESH_MS 10000.0
+
+/* A label file (the format of `folio classify --labels`; errors name the
+ * line), and storing a set in folio.labels (cmd_labels.c): new labels
+ * added, listed ones take the file's keywords and are active; replace: the
+ * others deactivated. Inside the caller's transaction. */
+int labels_file_parse(const char *path, struct engine_labels **out, struct folio_err *err);
+int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struct folio_err *err);
+
 /* doc_stored_fn for a worker's job: the text of the result that `folio
  * reclassify --reuse-ocr` replaced, when the job names one (else nothing
  * stored). conn points at the worker thread's connection, which may be

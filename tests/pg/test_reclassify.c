@@ -162,6 +162,41 @@ int main(void)
           "only the document with text re-queued");
     run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results WHERE document_id = 2", 1);
 
+    /* --labels FILE: the file becomes the active set with the re-queue, in
+     * one transaction, and the jobs wait out the workers' label refresh */
+    char good[700], bad[700];
+    snprintf(good, sizeof good, "%s/labels.txt", dir);
+    snprintf(bad, sizeof bad, "%s/bad-labels.txt", dir);
+    f = fopen(good, "w");
+    REQUIRE(f, "label file");
+    fputs("# the new taxonomy\nmemo: memorandum^3, heating schedule\ninvoice: invoice^3, amount due\n"
+          "notice: facilities^2, schedule\n", f);
+    fclose(f);
+    f = fopen(bad, "w");
+    REQUIRE(f, "label file");
+    fputs("memo: memorandum\ninvoice amount due\n", f);
+    fclose(f);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --labels %s", bin, ci, bad);
+    CHECK(rc == 1 && strstr(out, "line 2"), "bad label file names the line: rc=%d %s", rc, out);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --labels %s --dry-run", bin, ci, good);
+    CHECK(rc == 0 && strstr(out, "\"labels\":3") && strstr(out, "\"matched\":2"), "--labels dry run: %s", out);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.labels WHERE active") == 16 &&
+              wt_q1(c, "SELECT count(*) FROM folio.results_history") == 5,
+          "bad file and dry run changed nothing");
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --labels %s", bin, ci, good);
+    CHECK(rc == 0 && strstr(out, "\"requeued\":2") && strstr(out, "\"starts_in_s\":10"), "--labels: %s", out);
+    char act[200] = "";
+    PGresult *lr = PQexec(c, "SELECT string_agg(name, ',' ORDER BY name) FROM folio.labels WHERE active");
+    if (PQresultStatus(lr) == PGRES_TUPLES_OK && PQntuples(lr) == 1)
+        snprintf(act, sizeof act, "%s", PQgetvalue(lr, 0, 0));
+    PQclear(lr);
+    CHECK(strcmp(act, "invoice,memo,notice") == 0, "the file is the active set: %s", act);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued'"
+                   " AND run_after > now() + interval '5 seconds'") == 2,
+          "re-queued jobs wait for the workers' label refresh");
+    run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results WHERE scores ? 'notice'"
+                                 " AND NOT scores ? 'letter'", 2);
+
     PQfinish(c);
     return tu_finish();
 }
