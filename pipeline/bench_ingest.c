@@ -101,34 +101,26 @@ struct bare_ctx {
     atomic_int errors;
 };
 
-/* PDF floor: what ingest's probe draws, by poppler's own tool. */
-static void *bare_pdf_worker(void *arg)
+/* The PDF floor, one file: what ingest's probe draws, by poppler's own
+ * tool (read and sha256 as for a JPEG). */
+static int bare_pdf_file(const char *path)
 {
-    struct bare_ctx *b = arg;
-    for (;;) {
-        int i = atomic_fetch_add(&b->next, 1);
-        if (i >= b->f->n)
-            break;
-        uint8_t *data = NULL;
-        size_t len = 0;
-        struct folio_err err;
-        uint8_t sha[FOLIO_SHA256_LEN];
-        char cmd[PATH_MAX + 64];
-        if (folio_read_file(b->f->paths[i], (size_t)1 << 30, &data, &len, &err) != 0 ||
-            folio_sha256(data, len, sha) != 0 ||
-            folio_snprintf(cmd, sizeof cmd, "pdftoppm -r 18 -gray '%s' > /dev/null", b->f->paths[i]) != 0 ||
-            system(cmd) != 0)
-            atomic_fetch_add(&b->errors, 1);
-        free(data);
-    }
-    return NULL;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    struct folio_err err;
+    uint8_t sha[FOLIO_SHA256_LEN];
+    char cmd[PATH_MAX + 64];
+    int bad = folio_read_file(path, (size_t)1 << 30, &data, &len, &err) != 0 || folio_sha256(data, len, sha) != 0 ||
+              folio_snprintf(cmd, sizeof cmd, "pdftoppm -r 18 -gray '%s' > /dev/null", path) != 0 || system(cmd) != 0;
+    free(data);
+    return bad;
 }
 
 static void *bare_worker(void *arg)
 {
     struct bare_ctx *b = arg;
-    tjhandle tj = tjInitDecompress();
-    if (!tj) {
+    tjhandle tj = b->pdf ? NULL : tjInitDecompress();
+    if (!tj && !b->pdf) {
         atomic_fetch_add(&b->errors, 1);
         return NULL;
     }
@@ -138,6 +130,11 @@ static void *bare_worker(void *arg)
         int i = atomic_fetch_add(&b->next, 1);
         if (i >= b->f->n)
             break;
+        if (b->pdf) {
+            if (bare_pdf_file(b->f->paths[i]))
+                atomic_fetch_add(&b->errors, 1);
+            continue;
+        }
         uint8_t *data = NULL;
         size_t len = 0;
         struct folio_err err;
@@ -163,7 +160,8 @@ static void *bare_worker(void *arg)
         free(data);
     }
     free(buf);
-    tjDestroy(tj);
+    if (tj)
+        tjDestroy(tj);
     return NULL;
 }
 
@@ -517,7 +515,7 @@ int bench_ingest(int argc, char **argv)
         int started = 0;
         bc.pdf = pdf;
         for (; th && started < jobs; started++)
-            if (pthread_create(&th[started], NULL, pdf ? bare_pdf_worker : bare_worker, &bc) != 0)
+            if (pthread_create(&th[started], NULL, bare_worker, &bc) != 0)
                 break;
         for (int i = 0; i < started; i++)
             pthread_join(th[i], NULL);
