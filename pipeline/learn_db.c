@@ -240,8 +240,11 @@ int learn_db_stored_text(void *ctx, struct doc_stored *out, struct folio_err *er
     struct learn_db_reuse *u = ctx;
     *out = (struct doc_stored){.confidence = -1, .orientation = -1};
     PGconn *c = *u->conn;
-    if (!c)
-        return folio_err_set(err, FOLIO_EDB, "no database connection to read job %lld's stored text", u->job_id);
+    if (!c) {
+        folio_log(FOLIO_LOG_WARN, "stored_text_unavailable", "job=%lld error=\"no database connection\""
+                  " msg=\"pages are read again\"", u->job_id);
+        return 0;
+    }
     char id[24];
     snprintf(id, sizeof id, "%lld", u->job_id);
     const char *p[1] = {id};
@@ -256,8 +259,17 @@ int learn_db_stored_text(void *ctx, struct doc_stored *out, struct folio_err *er
         "  FROM folio.jobs j JOIN folio.results_history h ON h.id = j.reuse_text_from"
         " WHERE j.id = $1::bigint AND h.ocr_text IS NOT NULL",
         1, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return db_err_from_result(r, c, "reading the stored text (folio.results_history)", err);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        /* Never a reason to fail the job: the page is read as usual (the
+         * result is the same, only slower), and the next statement on a
+         * broken connection goes through the worker's reconnect. */
+        struct folio_err e = {0};
+        db_err_from_result(r, c, "reading the stored text (folio.results_history)", &e);
+        char q[600];
+        folio_log(FOLIO_LOG_WARN, "stored_text_unavailable", "job=%lld error=%s msg=\"pages are read again\"",
+                  u->job_id, folio_lq(q, sizeof q, e.msg));
+        return 0;
+    }
     int rc = 0;
     if (PQntuples(r) == 1) {
         out->text = strdup(PQgetvalue(r, 0, 0));

@@ -58,7 +58,9 @@ int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struc
 /* doc_stored_fn for a worker's job: the text of the result that `folio
  * reclassify --reuse-ocr` replaced, when the job names one (else nothing
  * stored). conn points at the worker thread's connection, which may be
- * re-made between jobs. */
+ * re-made between jobs. A lookup that fails is logged
+ * (stored_text_unavailable) and counts as nothing stored: the pages are
+ * read again, the job never fails for it. */
 struct learn_db_reuse {
     PGconn **conn;
     long long job_id;

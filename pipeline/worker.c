@@ -537,7 +537,8 @@ static void run_job(struct ocr_thread *t, struct slot *s)
      * up only when a text tier asks for a page's text */
     struct learn_db_reuse reuse = {.conn = &t->conn, .job_id = j->id};
     if (rc == 0) {
-        struct doc_pages_opts po = {.pages = j->pages, .stored_text = learn_db_stored_text, .stored_ctx = &reuse, .max_classified = w->o->max_pages_classified,
+        struct doc_pages_opts po = {.pages = j->pages, .max_classified = w->o->max_pages_classified,
+                                    .stored_text = learn_db_stored_text, .stored_ctx = &reuse,
                                     .pdf_limits = &pdf_lim,
                                     .ocr_max_pages = w->o->ocr_max_pages,
                                     .max_image_tokens = w->o->max_image_tokens, .ocr = t->ocr,
