@@ -29,9 +29,12 @@
 
 static const char USAGE[] =
     "usage: folio bench ingest [--db CONNINFO] [--files N] [--rounds R] [--jobs N] [--pages K] [--dir DIR] [--keep]\n"
+    "                          [--pdf scan|text] [--pdf-pages P]\n"
     "\n"
     "Generates N (default 300) distinct 2550x3300 JPEG scans, then measures\n"
     "  bare:   read + TurboJPEG 1/8-scale decode + sha256, on --jobs threads\n"
+    "          (--pdf: PDFs of P pages, default 4, scanned images or text, K\n"
+    "          variants, default 2; bare is read + pdftoppm -r 18 -gray + sha256)\n"
     "  ingest: folio ingest (one-shot, --stable-ms 0) into the database\n"
     "and prints one JSON line each (files/s, MB/s, CPU ms per file, ratio, the\n"
     "machine), R rounds (default 3) on fresh files, then a summary of medians.\n"
@@ -94,15 +97,31 @@ struct bench_files {
 
 struct bare_ctx {
     struct bench_files *f;
+    int pdf; /* the floor is pdftoppm at 18 dpi, not TurboJPEG */
     atomic_int next;
     atomic_int errors;
 };
 
+/* The PDF floor, one file: what ingest's probe draws, by poppler's own
+ * tool (read and sha256 as for a JPEG). */
+static int bare_pdf_file(const char *path)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    struct folio_err err;
+    uint8_t sha[FOLIO_SHA256_LEN];
+    char cmd[PATH_MAX + 64];
+    int bad = folio_read_file(path, (size_t)1 << 30, &data, &len, &err) != 0 || folio_sha256(data, len, sha) != 0 ||
+              folio_snprintf(cmd, sizeof cmd, "pdftoppm -r 18 -gray '%s' > /dev/null", path) != 0 || system(cmd) != 0;
+    free(data);
+    return bad;
+}
+
 static void *bare_worker(void *arg)
 {
     struct bare_ctx *b = arg;
-    tjhandle tj = tjInitDecompress();
-    if (!tj) {
+    tjhandle tj = b->pdf ? NULL : tjInitDecompress();
+    if (!tj && !b->pdf) {
         atomic_fetch_add(&b->errors, 1);
         return NULL;
     }
@@ -112,6 +131,11 @@ static void *bare_worker(void *arg)
         int i = atomic_fetch_add(&b->next, 1);
         if (i >= b->f->n)
             break;
+        if (b->pdf) {
+            if (bare_pdf_file(b->f->paths[i]))
+                atomic_fetch_add(&b->errors, 1);
+            continue;
+        }
         uint8_t *data = NULL;
         size_t len = 0;
         struct folio_err err;
@@ -137,7 +161,8 @@ static void *bare_worker(void *arg)
         free(data);
     }
     free(buf);
-    tjDestroy(tj);
+    if (tj)
+        tjDestroy(tj);
     return NULL;
 }
 
@@ -172,14 +197,20 @@ static void machine_json(char *buf, size_t n, int jobs)
     strncat(buf, tail, n - strlen(buf) - 1);
 }
 
-/* CPU time of this process (all threads), ms: robust where wall time is
- * not, on a machine shared with other work. */
+/* CPU time of this process (all threads) and its reaped children (the PDF
+ * helper, pdftoppm), ms: robust where wall time is not, on a machine
+ * shared with other work. */
 static double cpu_ms(void)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+    double ms = 0;
+    int who[2] = {RUSAGE_SELF, RUSAGE_CHILDREN};
+    for (int i = 0; i < 2; i++) {
+        struct rusage ru;
+        if (getrusage(who[i], &ru) == 0)
+            ms += (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                  (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+    }
+    return ms;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -192,7 +223,7 @@ static int cmp_double(const void *a, const void *b)
  * 64 per transaction through the same writer code, no decoding. Their
  * sha256 is altered so they do not collide with the end-to-end run. */
 static int db_only(const char *conninfo, const struct bench_files *f, uint8_t (*fake_sha)[FOLIO_SHA256_LEN],
-                   double *secs, double *cpu_per_file, struct folio_err *err)
+                   int pdf_pages, double *secs, double *cpu_per_file, struct folio_err *err)
 {
     struct ingest_db d = {.c = NULL, .model_key = "bench-db-only", .after = INGEST_AFTER_MOVE};
     struct ingest_item **items = calloc((size_t)f->n, sizeof *items);
@@ -212,8 +243,8 @@ static int db_only(const char *conninfo, const struct bench_files *f, uint8_t (*
         it->sha[0] ^= 0x5a;
         memcpy(fake_sha[i], it->sha, FOLIO_SHA256_LEN);
         it->have_sha = 1;
-        snprintf(it->info.media_type, sizeof it->info.media_type, "image/jpeg");
-        it->info.pages = 1;
+        snprintf(it->info.media_type, sizeof it->info.media_type, pdf_pages ? "application/pdf" : "image/jpeg");
+        it->info.pages = pdf_pages ? pdf_pages : 1;
         it->info.width = 2550;
         it->info.height = 3300;
         char path[PATH_MAX + 16];
@@ -262,6 +293,21 @@ static int remove_tree(const char *path)
         return rmdir(path);
     }
     return unlink(path);
+}
+
+/* Writes tag into the PDF's fixed-width comment (BENCH_PDF_TAG_AT): same
+ * length, so the cross-reference offsets stay right. */
+static uint8_t *unique_pdf(const uint8_t *p, size_t n, const char *tag, size_t *out_len)
+{
+    uint8_t *o = malloc(n);
+    if (!o)
+        return NULL;
+    memcpy(o, p, n);
+    size_t room = BENCH_PDF_TAG_LEN - 2, tl = strlen(tag);
+    memset(o + BENCH_PDF_TAG_AT + 1, ' ', room);
+    memcpy(o + BENCH_PDF_TAG_AT + 1, tag, tl < room ? tl : room);
+    *out_len = n;
+    return o;
 }
 
 /* Inserts a COM segment after SOI so that copies of a page differ. */
@@ -321,10 +367,11 @@ int bench_ingest(int argc, char **argv)
     static const struct option opts[] = {{"db", required_argument, 0, 1}, {"files", required_argument, 0, 2},
                                          {"jobs", required_argument, 0, 3}, {"pages", required_argument, 0, 4},
                                          {"dir", required_argument, 0, 5}, {"keep", no_argument, 0, 6}, {"rounds", required_argument, 0, 7},
+                                         {"pdf", required_argument, 0, 8},   {"pdf-pages", required_argument, 0, 9},
                                          {"help", no_argument, 0, 'h'},      {0, 0, 0, 0}};
     const char *db = NULL, *dir_arg = NULL;
-    long long files = 300, jobs = sysconf(_SC_NPROCESSORS_ONLN), pages = 8, rounds = 3;
-    int keep = 0;
+    long long files = 300, jobs = sysconf(_SC_NPROCESSORS_ONLN), pages = 8, rounds = 3, pdf_pages = 4;
+    int keep = 0, pdf = 0, pages_set = 0; /* pdf: 1 scan, 2 text */
     optind = 1;
     opterr = 0;
     int ch;
@@ -342,6 +389,7 @@ int bench_ingest(int argc, char **argv)
         case 4:
             if (folio_parse_int(optarg, 1, 1000, &pages) != 0)
                 return cli_usage_error("bench ingest", "--pages wants 1 to 1000");
+            pages_set = 1;
             break;
         case 5: dir_arg = optarg; break;
         case 6: keep = 1; break;
@@ -349,12 +397,29 @@ int bench_ingest(int argc, char **argv)
             if (folio_parse_int(optarg, 1, 100, &rounds) != 0)
                 return cli_usage_error("bench ingest", "--rounds wants 1 to 100");
             break;
+        case 8:
+            if (strcmp(optarg, "scan") && strcmp(optarg, "text"))
+                return cli_usage_error("bench ingest", "--pdf wants scan or text, got '%s'", optarg);
+            pdf = optarg[0] == 's' ? 1 : 2;
+            break;
+        case 9:
+            if (folio_parse_int(optarg, 1, 1000, &pdf_pages) != 0)
+                return cli_usage_error("bench ingest", "--pdf-pages wants 1 to 1000");
+            break;
         case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
         default: return cli_usage_error("bench ingest", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
     if (jobs < 1)
         jobs = 1;
+    if (pdf && system("pdftoppm -v >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "folio bench ingest: --pdf needs pdftoppm (apt-get install poppler-utils)\n");
+        return FOLIO_EXIT_FAIL;
+    }
+    const char *input = pdf == 1 ? "pdf-scan" : pdf == 2 ? "pdf-text" : "jpeg";
+    const char *ext = pdf ? "pdf" : "jpg";
+    const char *bare_what = pdf ? "bare_pdftoppm18_sha256" : "bare_decode_sha256";
+    int per_file = pdf ? (int)pdf_pages : 1;
     const char *conninfo = db_conninfo(db);
     struct folio_err err = {0};
 
@@ -395,8 +460,19 @@ int bench_ingest(int argc, char **argv)
         fprintf(stderr, "folio: error: out of memory\n");
         return FOLIO_EXIT_FAIL;
     }
+    /* a PDF variant holds pdf_pages scans already: fewer variants do */
+    if (pdf && !pages_set)
+        pages = 2;
     for (int k = 0; k < pages; k++) {
-        base[k] = bench_scan_page_jpeg(2550, 3300, (uint32_t)(k + 1), &base_len[k]);
+        if (pdf) {
+            struct bench_pdf_spec sp = {.pages = (int)pdf_pages, .scan = pdf == 1};
+            if (bench_pdf_bytes(&sp, &base[k], &base_len[k], &err) != 0) {
+                folio_err_print(stderr, &err);
+                return FOLIO_EXIT_FAIL;
+            }
+        } else {
+            base[k] = bench_scan_page_jpeg(2550, 3300, (uint32_t)(k + 1), &base_len[k]);
+        }
         if (!base[k]) {
             fprintf(stderr, "folio: error: cannot encode the bench pages\n");
             return FOLIO_EXIT_FAIL;
@@ -413,8 +489,9 @@ int bench_ingest(int argc, char **argv)
             snprintf(tag, sizeof tag, "folio bench %ld %lld %d %d", (long)getpid(), (long long)folio_mono_ns(),
                      round, i);
             size_t len = 0;
-            uint8_t *d = unique_copy(base[i % pages], base_len[i % pages], tag, &len);
-            snprintf(path, sizeof path, "%s/scan-%05d.jpg", dir, i);
+            uint8_t *d = pdf ? unique_pdf(base[i % pages], base_len[i % pages], tag, &len)
+                             : unique_copy(base[i % pages], base_len[i % pages], tag, &len);
+            snprintf(path, sizeof path, "%s/scan-%05d.%s", dir, i, ext);
             FILE *fp = fopen(path, "wb");
             size_t wrote = d && fp ? fwrite(d, 1, len, fp) : 0;
             if (fp)
@@ -437,6 +514,7 @@ int bench_ingest(int argc, char **argv)
         pthread_t *th = calloc((size_t)jobs, sizeof *th);
         double c0 = cpu_ms(), t0 = folio_mono_ms();
         int started = 0;
+        bc.pdf = pdf;
         for (; th && started < jobs; started++)
             if (pthread_create(&th[started], NULL, bare_worker, &bc) != 0)
                 break;
@@ -446,23 +524,27 @@ int bench_ingest(int argc, char **argv)
         c_bare[round] = (cpu_ms() - c0) / f.n;
         free(th);
         r_bare[round] = f.n / bare_s;
-        printf("{\"bench\": \"ingest\", \"what\": \"bare_decode_sha256\", \"round\": %d, \"files\": %d, \"bytes\": %llu, "
-               "\"width\": 2550, \"height\": 3300, \"scale\": \"1/8\", \"errors\": %d, \"seconds\": %.3f, "
+        printf("{\"bench\": \"ingest\", \"what\": \"%s\", \"input\": \"%s\", \"pages_per_file\": %d, "
+               "\"round\": %d, \"files\": %d, \"bytes\": %llu, "
+               "\"width\": 2550, \"height\": 3300, \"scale\": \"%s\", \"errors\": %d, \"seconds\": %.3f, "
                "\"files_per_s\": %.1f, \"mb_per_s\": %.1f, \"cpu_ms_per_file\": %.2f, \"machine\": %s}\n",
-               round, f.n, (unsigned long long)f.bytes, atomic_load(&bc.errors), bare_s, r_bare[round],
-               (double)f.bytes / 1e6 / bare_s, c_bare[round], machine);
+               bare_what, input, per_file, round, f.n, (unsigned long long)f.bytes, pdf ? "18 dpi" : "1/8",
+               atomic_load(&bc.errors), bare_s, r_bare[round], (double)f.bytes / 1e6 / bare_s, c_bare[round],
+               machine);
         fflush(stdout);
 
         double db_s = 0, db_cpu = 0;
-        rc = db_only(conninfo, &f, f.sha + (size_t)(rounds + round) * (size_t)f.n, &db_s, &db_cpu, &err);
+        rc = db_only(conninfo, &f, f.sha + (size_t)(rounds + round) * (size_t)f.n, pdf ? per_file : 0, &db_s,
+                     &db_cpu, &err);
         if (rc) {
             folio_err_print(stderr, &err);
             break;
         }
-        printf("{\"bench\": \"ingest\", \"what\": \"db_only\", \"round\": %d, \"files\": %d, \"bytes\": %llu, "
+        printf("{\"bench\": \"ingest\", \"what\": \"db_only\", \"input\": \"%s\", \"round\": %d, \"files\": %d, "
+               "\"bytes\": %llu, "
                "\"batch\": 64, \"seconds\": %.3f, \"files_per_s\": %.1f, \"mb_per_s\": %.1f, "
                "\"client_cpu_ms_per_file\": %.2f, \"machine\": %s}\n",
-               round, f.n, (unsigned long long)f.bytes, db_s, f.n / db_s, (double)f.bytes / 1e6 / db_s, db_cpu,
+               input, round, f.n, (unsigned long long)f.bytes, db_s, f.n / db_s, (double)f.bytes / 1e6 / db_s, db_cpu,
                machine);
         fflush(stdout);
 
@@ -485,11 +567,12 @@ int bench_ingest(int argc, char **argv)
         }
         r_ing[round] = st.seconds > 0 ? (double)st.files / st.seconds : 0;
         r_ratio[round] = r_bare[round] > 0 ? r_ing[round] / r_bare[round] : 0;
-        printf("{\"bench\": \"ingest\", \"what\": \"ingest_end_to_end\", \"round\": %d, \"files\": %llu, \"bytes\": %llu, "
+        printf("{\"bench\": \"ingest\", \"what\": \"ingest_end_to_end\", \"input\": \"%s\", \"pages_per_file\": %d, "
+               "\"round\": %d, \"files\": %llu, \"bytes\": %llu, "
                "\"new_documents\": %llu, \"rejected\": %llu, \"batches\": %llu, \"seconds\": %.3f, "
                "\"files_per_s\": %.1f, \"mb_per_s\": %.1f, \"cpu_ms_per_file\": %.2f, \"ratio_vs_bare\": %.3f, "
                "\"machine\": %s}\n",
-               round, (unsigned long long)st.files, (unsigned long long)st.bytes,
+               input, per_file, round, (unsigned long long)st.files, (unsigned long long)st.bytes,
                (unsigned long long)st.new_documents, (unsigned long long)st.rejected,
                (unsigned long long)st.batches, st.seconds, r_ing[round], (double)st.bytes / 1e6 / st.seconds,
                c_ing[round], r_ratio[round], machine);
@@ -509,7 +592,15 @@ int bench_ingest(int argc, char **argv)
         qsort(c_bare, (size_t)done_rounds, sizeof(double), cmp_double);
         qsort(c_ing, (size_t)done_rounds, sizeof(double), cmp_double);
         int m = done_rounds / 2;
-        printf("{\"bench\": \"ingest\", \"what\": \"summary\", \"rounds\": %d, \"files_per_round\": %d, "
+        if (pdf) /* issue 15 sets no ingest targets for PDF: the figures alone */
+            printf("{\"bench\": \"ingest\", \"what\": \"summary\", \"input\": \"%s\", \"pages_per_file\": %d, "
+                   "\"rounds\": %d, \"files_per_round\": %d, \"bare_files_per_s\": %.1f, "
+                   "\"ingest_files_per_s\": %.1f, \"ingest_pages_per_s\": %.1f, \"ratio_vs_bare\": %.3f, "
+                   "\"bare_cpu_ms_per_file\": %.2f, \"ingest_cpu_ms_per_file\": %.2f, \"machine\": %s}\n",
+                   input, per_file, done_rounds, f.n, r_bare[m], r_ing[m], r_ing[m] * per_file, r_ratio[m], c_bare[m],
+                   c_ing[m], machine);
+        else
+        printf("{\"bench\": \"ingest\", \"what\": \"summary\", \"input\": \"jpeg\", \"rounds\": %d, \"files_per_round\": %d, "
                "\"bare_files_per_s\": %.1f, \"ingest_files_per_s\": %.1f, \"ratio_vs_bare\": %.3f, "
                "\"bare_cpu_ms_per_file\": %.2f, \"ingest_cpu_ms_per_file\": %.2f, \"target_ratio\": 0.8, "
                "\"target_files_per_s\": 150, \"meets_ratio\": %s, \"meets_rate\": %s, \"machine\": %s}\n",

@@ -18,9 +18,19 @@
  * the child's for the CLI), steadier than wall time on a shared machine;
  * wall time is reported too. Thread scaling is measured on what the
  * worker runs by default (OSD on).
+ *
+ * --pdf: the same pages as PDFs, through the worker's text provider
+ * (worker_doc_text: one sandboxed helper session per document, each page's
+ * text layer tried, then the page rendered at the OCR resolution and
+ * OCR'd). "scan" wraps the pages as gray JPEGs (quality 85, one image a
+ * page, as img2pdf writes scans); "text" is born-digital with the same
+ * wording in Helvetica. The reference in the same run: for the scan,
+ * pdftoppm -r 300 -gray to PGM files plus the tesseract CLI over them
+ * (one Init); for the text PDF, pdftotext. OSD off on both sides.
  */
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -32,6 +42,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 static const char USAGE[] =
@@ -47,7 +58,11 @@ static const char USAGE[] =
     "  --no-cli         skip the tesseract CLI comparison\n"
     "  --keep DIR       generate pages into DIR and keep them\n"
     "  --in-process     OCR in the calling thread, not a forked child per page\n"
-    "                   (the worker's default; shows what isolation costs)\n";
+    "                   (the worker's default; shows what isolation costs)\n"
+    "  --pdf            instead: the pages as a scanned-image PDF and as a text PDF\n"
+    "                   through the worker's text path (text layer, else render at\n"
+    "                   300 dpi + OCR) vs pdftoppm + tesseract CLI and pdftotext;\n"
+    "                   needs poppler-utils\n";
 
 static const char *const LINES[] = {
     "Harbour Supplies Ltd, 14 Quay Street, Portsmouth",
@@ -264,15 +279,172 @@ static void line(const char *impl, int threads, int osd, int pages, double pps, 
     json_emit_line(&b);
 }
 
+static double cpu_children_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+/* The worker's text path over one PDF: pages read, and how. */
+static int pdf_text_run(struct ocr_engine *e, const uint8_t *d, size_t n, int *pdf_pages, int *ocr_pages,
+                        size_t *bytes, struct folio_err *err)
+{
+    struct ingest_pdf *pdf = NULL;
+    int rc = ingest_pdf_open(d, n, NULL, &pdf, err);
+    if (rc == 0) {
+        struct doc_text_ctx tc = {.ocr = e, .data = d, .len = n, .pages = ingest_pdf_pages(pdf), .pdf = pdf};
+        struct engine_text t;
+        memset(&t, 0, sizeof t);
+        rc = worker_doc_text(&tc, &t, err);
+        *pdf_pages = tc.pdf_text_pages;
+        *ocr_pages = tc.ocr_pages;
+        *bytes = t.text ? strlen(t.text) : 0;
+        free(t.text);
+    }
+    ingest_pdf_close(pdf);
+    return rc;
+}
+
+static int write_all(const char *path, const uint8_t *d, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    size_t w = f ? fwrite(d, 1, n, f) : 0;
+    if (!f || fclose(f) != 0 || w != n)
+        return -1;
+    return 0;
+}
+
+/* --pdf: see the top of the file. */
+static int bench_ocr_pdf(const char *dir, struct page *pages, int npages, int repeat)
+{
+    struct folio_err err = {0};
+    if (npages < 1 || npages > 100 || repeat < 1 || repeat > 16)
+        return FOLIO_EXIT_FAIL; /* the option parser keeps to these */
+    uint8_t **jpg = calloc((size_t)npages, sizeof *jpg);
+    size_t *jlen = calloc((size_t)npages, sizeof *jlen);
+    tjhandle tj = tjInitCompress();
+    int rc = jpg && jlen && tj ? 0 : -1;
+    for (int p = 0; rc == 0 && p < npages; p++) {
+        struct ingest_page *pg = &pages[p].px;
+        unsigned char *jb = NULL;
+        unsigned long jl = 0;
+        if (pg->channels != 1 || pg->width != 2550 || pg->height != 3300 ||
+            tjCompress2(tj, pg->pixels, pg->width, pg->stride, pg->height, TJPF_GRAY, &jb, &jl, TJSAMP_GRAY, 85,
+                        0) != 0) {
+            rc = -1;
+        } else if ((jpg[p] = malloc(jl)) != NULL) {
+            memcpy(jpg[p], jb, jl);
+            jlen[p] = jl;
+        } else {
+            rc = -1;
+        }
+        tjFree(jb);
+    }
+    if (tj)
+        tjDestroy(tj);
+    struct bench_pdf_spec spec[2] = {
+        {.pages = npages, .scan = 1, .jpeg = jpg, .jpeg_len = jlen, .njpeg = npages, .jpeg_w = 2550,
+         .jpeg_h = 3300, .jpeg_gray = 1},
+        {.pages = npages, .scan = 0, .lines = LINES, .nlines = (int)(sizeof LINES / sizeof LINES[0])}};
+    static const char *const KIND[2] = {"scan", "text"};
+    uint8_t *pdf[2] = {NULL, NULL};
+    size_t plen[2] = {0, 0};
+    char path[2][700];
+    for (int k = 0; rc == 0 && k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s/%s.pdf", dir, KIND[k]);
+        if (bench_pdf_bytes(&spec[k], &pdf[k], &plen[k], &err) != 0 || write_all(path[k], pdf[k], plen[k]) != 0)
+            rc = -1;
+    }
+    if (rc) {
+        if (err.msg[0])
+            folio_err_print(stderr, &err);
+        fprintf(stderr, "folio bench ocr: cannot make the PDFs in %s\n", dir);
+    }
+    struct ocr_opts oo;
+    ocr_opts_default(&oo);
+    oo.detect_orientation = 0; /* as the CLI: no OSD */
+    oo.page_deadline_ms = 0;
+    struct ocr_engine *e = NULL;
+    if (rc == 0 && ocr_open(&oo, &e, &err) != 0) {
+        folio_err_print(stderr, &err);
+        rc = -1;
+    }
+    char cpu[256];
+    folio_cpu_model(cpu, sizeof cpu);
+    for (int k = 0; rc == 0 && k < 2; k++) {
+        double f_ms[16], f_cpu[16], r_ms[16], r_cpu[16];
+        int pdf_pages = 0, ocr_pages = 0, ref_err = 0;
+        size_t bytes = 0;
+        for (int rep = 0; rep < repeat && rc == 0; rep++) {
+            double c0 = cpu_with_children(), t0 = folio_mono_ms();
+            if (pdf_text_run(e, pdf[k], plen[k], &pdf_pages, &ocr_pages, &bytes, &err) != 0) {
+                folio_err_print(stderr, &err);
+                rc = -1;
+                break;
+            }
+            f_ms[rep] = (folio_mono_ms() - t0) / npages;
+            f_cpu[rep] = (cpu_with_children() - c0) * 1000.0 / npages;
+            char *cmd = NULL;
+            int made = k == 0 ? asprintf(&cmd,
+                                         "cd '%s' && rm -f ref-*.pgm && pdftoppm -r 300 -gray scan.pdf ref && "
+                                         "ls ref-*.pgm > ref.txt && OMP_THREAD_LIMIT=1 tesseract ref.txt refout "
+                                         ">ref.log 2>&1", dir)
+                              : asprintf(&cmd, "pdftotext '%s' /dev/null", path[k]);
+            double rc0 = cpu_children_s();
+            t0 = folio_mono_ms();
+            int st = made >= 0 ? system(cmd) : -1;
+            free(cmd);
+            r_ms[rep] = st == 0 ? (folio_mono_ms() - t0) / npages : NAN;
+            r_cpu[rep] = st == 0 ? (cpu_children_s() - rc0) * 1000.0 / npages : NAN;
+            ref_err += st != 0;
+        }
+        if (rc)
+            break;
+        double fm = folio_median(f_ms, repeat), fc = folio_median(f_cpu, repeat);
+        double rm = folio_median(r_ms, repeat), rcpu = folio_median(r_cpu, repeat);
+        struct json_buf b;
+        json_init(&b);
+        char s1[900];
+        snprintf(s1, sizeof s1,
+                 "{\"bench\":\"ocr\",\"input\":\"pdf-%s\",\"pages\":%d,\"bytes\":%zu,\"repeats\":%d,"
+                 "\"statistic\":\"median\",\"osd\":false,\"pages_text_layer\":%d,\"pages_ocr\":%d,"
+                 "\"text_bytes\":%zu,\"folio_ms_per_page\":%.1f,\"folio_cpu_ms_per_page\":%.1f,"
+                 "\"reference\":\"%s\",\"reference_ms_per_page\":%.1f,\"reference_cpu_ms_per_page\":%.1f,"
+                 "\"reference_errors\":%d,\"folio_speed_vs_reference\":%.3f,\"folio_cpu_vs_reference\":%.3f,"
+                 "\"machine\":{\"cpu\":",
+                 KIND[k], npages, plen[k], repeat, pdf_pages, ocr_pages, bytes, fm, fc,
+                 k == 0 ? "pdftoppm -r 300 -gray + tesseract CLI" : "pdftotext", rm, rcpu, ref_err, rm / fm,
+                 rcpu / fc);
+        json_raw(&b, s1);
+        json_str(&b, cpu);
+        snprintf(s1, sizeof s1, ",\"cores\":%ld,\"tesseract\":", sysconf(_SC_NPROCESSORS_ONLN));
+        json_raw(&b, s1);
+        json_str(&b, ocr_tesseract_version());
+        json_raw(&b, "}}");
+        json_print_line(&b, stdout);
+    }
+    ocr_close(e);
+    for (int p = 0; jpg && p < npages; p++)
+        free(jpg[p]);
+    free(jpg);
+    free(jlen);
+    free(pdf[0]);
+    free(pdf[1]);
+    return rc ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
+}
+
 int bench_ocr(int argc, char **argv)
 {
     static const struct option opts[] = {{"pages", required_argument, 0, 1000}, {"threads", required_argument, 0, 1001},
                                          {"rounds", required_argument, 0, 1002}, {"no-cli", no_argument, 0, 1003},
                                          {"keep", required_argument, 0, 1004},   {"repeat", required_argument, 0, 1005},
-                                         {"in-process", no_argument, 0, 1006},
+                                         {"in-process", no_argument, 0, 1006}, {"pdf", no_argument, 0, 1007},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int npages = 4, rounds = 1, cli = 1, repeat = 3, isolate = 1, ch;
+    int npages = 4, rounds = 1, cli = 1, repeat = 3, isolate = 1, pdf = 0, ch;
     const char *tl = NULL, *keep = NULL;
     long long v;
     optind = 1;
@@ -293,6 +465,7 @@ int bench_ocr(int argc, char **argv)
             break;
         case 1003: cli = 0; break;
         case 1006: isolate = 0; break;
+        case 1007: pdf = 1; break;
         case 1004: keep = optarg; break;
         case 1005:
             if (folio_parse_int(optarg, 1, 16, &v))
@@ -358,6 +531,12 @@ int bench_ocr(int argc, char **argv)
             rc = FOLIO_EXIT_FAIL;
         }
         free(data);
+    }
+
+    if (pdf) {
+        if (rc == FOLIO_EXIT_OK)
+            rc = bench_ocr_pdf(dir, pages, npages, repeat);
+        goto done;
     }
 
     /* Folio (no OSD) and the CLI do the same work; they are measured
@@ -429,6 +608,7 @@ int bench_ocr(int argc, char **argv)
         line(isolate ? "folio" : "folio-inprocess", T, 1, npages * rounds < T * 2 ? T * 2 : npages * rounds, pps, pcpu, init,
              base_pps > 0 ? pps / base_pps : 0, errors, NULL);
     }
+done:
     for (int p = 0; p < npages; p++)
         ingest_page_free(&pages[p].px);
     free(pages);

@@ -57,61 +57,122 @@ static void write_xref(struct pdfw *w)
     fprintf(w->f, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%ld\n%%%%EOF\n", w->n + 1, x);
 }
 
+static const char *const TEXT_LINES[] = {"Line %d of page %d: invoice number %d, amount due %d EUR, payment terms."};
+
 /* Pages are objects 3 + 3k (page), 4 + 3k (contents), 5 + 3k (image or
- * font); 1 catalog, 2 page tree. */
-static int write_pdf(const char *path, int pages, int scan, struct folio_err *err)
+ * font); 1 catalog, 2 page tree. The comment after the header is
+ * BENCH_PDF_TAG_LEN bytes at BENCH_PDF_TAG_AT: copies made unique there
+ * keep every offset (bench ingest). */
+int bench_pdf_bytes(const struct bench_pdf_spec *sp, uint8_t **out, size_t *out_len, struct folio_err *err)
 {
-    struct pdfw w = {.f = fopen(path, "wb")};
-    if (!w.f)
-        return folio_err_set(err, FOLIO_EIO, "cannot write %s", path);
-    fprintf(w.f, "%%PDF-1.4\n");
-    obj_begin(&w);
-    fprintf(w.f, "<< /Type /Catalog /Pages 2 0 R >>\nendobj\n");
-    obj_begin(&w);
-    fprintf(w.f, "<< /Type /Pages /Count %d /Kids [", pages);
+    char *buf = NULL;
+    size_t blen = 0;
+    struct pdfw *w = calloc(1, sizeof *w);
+    if (!w || sp->pages < 1 || sp->pages > 1300) {
+        free(w);
+        return folio_err_set(err, FOLIO_EINVAL, "bench PDF: 1..1300 pages, got %d", sp->pages);
+    }
+    w->f = open_memstream(&buf, &blen);
+    if (!w->f) {
+        free(w);
+        return folio_err_set(err, FOLIO_ENOMEM, "bench PDF: no memory stream");
+    }
+    int pages = sp->pages, scan = sp->scan, rc = 0;
+    fprintf(w->f, "%%PDF-1.4\n%%%-*s\n", BENCH_PDF_TAG_LEN - 2, "folio-bench");
+    obj_begin(w);
+    fprintf(w->f, "<< /Type /Catalog /Pages 2 0 R >>\nendobj\n");
+    obj_begin(w);
+    fprintf(w->f, "<< /Type /Pages /Count %d /Kids [", pages);
     for (int p = 0; p < pages; p++)
-        fprintf(w.f, "%d 0 R ", 3 + 3 * p);
-    fprintf(w.f, "] >>\nendobj\n");
-    for (int p = 0; p < pages; p++) {
+        fprintf(w->f, "%d 0 R ", 3 + 3 * p);
+    fprintf(w->f, "] >>\nendobj\n");
+    for (int p = 0; p < pages && rc == 0; p++) {
         char content[8192];
         int cl;
         if (scan) {
             cl = snprintf(content, sizeof content, "q 612 0 0 792 0 0 cm /Im0 Do Q\n");
         } else {
             cl = snprintf(content, sizeof content, "BT /F1 11 Tf 72 740 Td 14 TL\n");
-            for (int l = 0; l < 45 && cl < (int)sizeof content - 200; l++)
-                cl += snprintf(content + cl, sizeof content - (size_t)cl,
-                               "(Line %d of page %d: invoice number %d, amount due %d EUR, payment terms.) '\n", l + 1,
-                               p + 1, 1000 + p, 10 * l + p);
+            for (int l = 0; l < 45 && cl < (int)sizeof content - 200; l++) {
+                char line[256];
+                if (sp->lines)
+                    snprintf(line, sizeof line, "%s", sp->lines[(l + p * 5) % sp->nlines]);
+                else
+                    snprintf(line, sizeof line, TEXT_LINES[0], l + 1, p + 1, 1000 + p, 10 * l + p);
+                /* a PDF string: (, ) and \ escaped */
+                cl += snprintf(content + cl, sizeof content - (size_t)cl, "(");
+                for (const char *c = line; *c && cl < (int)sizeof content - 8; c++) {
+                    if (*c == '(' || *c == ')' || *c == '\\')
+                        content[cl++] = '\\';
+                    content[cl++] = *c;
+                }
+                cl += snprintf(content + cl, sizeof content - (size_t)cl, ") '\n");
+            }
             cl += snprintf(content + cl, sizeof content - (size_t)cl, "ET\n");
         }
-        obj_begin(&w);
-        fprintf(w.f, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << %s %d 0 R >> >>"
-                     " /Contents %d 0 R >>\nendobj\n",
+        obj_begin(w);
+        fprintf(w->f, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << %s %d 0 R >> >>"
+                      " /Contents %d 0 R >>\nendobj\n",
                 scan ? "/XObject << /Im0" : "/Font << /F1", 5 + 3 * p, 4 + 3 * p);
-        obj_begin(&w);
-        fprintf(w.f, "<< /Length %d >>\nstream\n%s\nendstream\nendobj\n", cl, content);
-        obj_begin(&w);
+        obj_begin(w);
+        fprintf(w->f, "<< /Length %d >>\nstream\n%s\nendstream\nendobj\n", cl, content);
+        obj_begin(w);
         if (scan) {
             size_t jl = 0;
-            uint8_t *j = bench_scan_page_jpeg(2550, 3300, (uint32_t)(p % 4 + 1), &jl);
-            if (!j) {
-                fclose(w.f);
-                return folio_err_set(err, FOLIO_ENOMEM, "cannot make a scan page");
+            uint8_t *own = NULL;
+            const uint8_t *j;
+            int jw = 2550, jh = 3300, gray = 0;
+            if (sp->njpeg > 0) {
+                j = sp->jpeg[p % sp->njpeg];
+                jl = sp->jpeg_len[p % sp->njpeg];
+                jw = sp->jpeg_w;
+                jh = sp->jpeg_h;
+                gray = sp->jpeg_gray;
+            } else {
+                j = own = bench_scan_page_jpeg(jw, jh, (uint32_t)(p % 4 + 1), &jl);
             }
-            fprintf(w.f,
-                    "<< /Type /XObject /Subtype /Image /Width 2550 /Height 3300 /ColorSpace /DeviceRGB"
-                    " /BitsPerComponent 8 /Filter /DCTDecode /Length %zu >>\nstream\n", jl);
-            fwrite(j, 1, jl, w.f);
-            fprintf(w.f, "\nendstream\nendobj\n");
-            free(j);
+            if (!j) {
+                rc = folio_err_set(err, FOLIO_ENOMEM, "cannot make a scan page");
+                break;
+            }
+            fprintf(w->f,
+                    "<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /%s"
+                    " /BitsPerComponent 8 /Filter /DCTDecode /Length %zu >>\nstream\n",
+                    jw, jh, gray ? "DeviceGray" : "DeviceRGB", jl);
+            fwrite(j, 1, jl, w->f);
+            fprintf(w->f, "\nendstream\nendobj\n");
+            free(own);
         } else {
-            fprintf(w.f, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>\nendobj\n");
+            fprintf(w->f, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>\nendobj\n");
         }
     }
-    write_xref(&w);
-    int bad = ferror(w.f);
-    if (fclose(w.f) || bad)
+    if (rc == 0)
+        write_xref(w);
+    int bad = ferror(w->f);
+    if (fclose(w->f) || bad)
+        rc = rc ? rc : folio_err_set(err, FOLIO_ENOMEM, "bench PDF: memory stream failed");
+    free(w);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = (uint8_t *)buf;
+    *out_len = blen;
+    return 0;
+}
+
+static int write_pdf(const char *path, int pages, int scan, struct folio_err *err)
+{
+    struct bench_pdf_spec sp = {.pages = pages, .scan = scan};
+    uint8_t *d = NULL;
+    size_t n = 0;
+    int rc = bench_pdf_bytes(&sp, &d, &n, err);
+    if (rc)
+        return rc;
+    FILE *f = fopen(path, "wb");
+    size_t wrote = f ? fwrite(d, 1, n, f) : 0;
+    free(d);
+    if (!f || wrote != n || fclose(f) != 0)
         return folio_err_set(err, FOLIO_EIO, "cannot write %s", path);
     return 0;
 }

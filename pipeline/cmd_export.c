@@ -21,14 +21,16 @@ static const char USAGE[] =
     "or FILE. Columns, in this order: document_id, sha256, name, path,\n"
     "media_type, pages, model_key, label, confidence, needs_review, engine_path,\n"
     "fallback_reason, classified_at (UTC, ISO 8601), worker_id, job_id, scores\n"
-    "(JSON: label -> probability). CSV follows RFC 4180 with a header line.\n"
+    "(JSON: label -> probability), segments (JSON: the split suggestions, an array\n"
+    "of {first_page, last_page, label, confidence}; [] when the document reads as\n"
+    "one). CSV follows RFC 4180 with a header line.\n"
     "\n"
     "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
     "  --since T            results classified at or after T (e.g. 2026-12-01,\n"
     "                       '2026-12-01 08:00+01', or 'today', 'yesterday')\n"
     "  --label L            one label only\n"
     "  --model-key K        one model configuration only\n"
-    "  --with-text          append the OCR text as column ocr_text\n"
+    "  --with-text          append the OCR text as column ocr_text (always the last)\n"
     "  --out FILE           write to FILE (replaced atomically at the end)\n";
 
 static const struct option opts[] = {
@@ -43,9 +45,9 @@ const struct option *cmd_export_options(void) { return opts; }
 static const char *const COLS[] = {"document_id", "sha256", "name", "path", "media_type", "pages",
                                    "model_key", "label", "confidence", "needs_review", "engine_path",
                                    "fallback_reason", "classified_at", "worker_id", "job_id", "scores",
-                                   "ocr_text"};
+                                   "segments", "ocr_text"};
 /* JSON type of each column: n number, b boolean, j raw JSON, s string. */
-static const char TYPES[] = "nssssnssnbsssnnjs";
+static const char TYPES[] = "nssssnssnbsssnnjjs";
 
 static void csv_field(FILE *f, const char *s, bool null)
 {
@@ -93,7 +95,7 @@ int cmd_export(int argc, char **argv)
     if (!format)
         return cli_usage_error("export", "--format csv or --format jsonl is required");
     bool csv = strcmp(format, "csv") == 0;
-    int ncols = with_text ? 17 : 16;
+    int ncols = with_text ? 18 : 17;
 
     struct folio_err err = {0};
     PGconn *c;
@@ -106,7 +108,12 @@ int cmd_export(int argc, char **argv)
              "SELECT r.document_id, encode(d.sha256, 'hex'), s.name_display, s.path_display, d.media_type, "
              "d.pages, r.model_key, r.label, r.confidence, r.needs_review, r.engine_path, r.fallback_reason, "
              "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), r.worker_id, "
-             "r.job_id, r.scores::text%s "
+             "r.job_id, r.scores::text, "
+             /* the result's split suggestions (schema 004), page order; a
+              * document that reads as one has none */
+             "coalesce((SELECT jsonb_agg(jsonb_build_object('first_page', g.first_page, 'last_page', g.last_page, "
+             "'label', g.label, 'confidence', g.confidence) ORDER BY g.first_page) "
+             "FROM folio.document_segments g WHERE g.result_id = r.id), '[]')::text%s "
              "FROM folio.results r JOIN folio.documents d ON d.id = r.document_id "
              "LEFT JOIN LATERAL (SELECT name_display, path_display FROM folio.document_sources x "
              "WHERE x.document_id = r.document_id ORDER BY x.id LIMIT 1) s ON true WHERE true",

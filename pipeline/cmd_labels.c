@@ -5,6 +5,7 @@
  * then loaded for the fleet unchanged.
  */
 #include "engine/engine.h"
+#include "pipeline/learn_db.h"
 #include "pipeline/pipeline.h"
 
 #include <getopt.h>
@@ -24,7 +25,7 @@ static const char USAGE[] =
     "\n"
     "Label file: one label per line, name: keyword, \"a, phrase\", weighted^3  # comment\n";
 
-static int parse_file(const char *path, struct engine_labels **out, struct folio_err *err)
+int labels_file_parse(const char *path, struct engine_labels **out, struct folio_err *err)
 {
     char *text = NULL;
     int rc = folio_read_text(path, 16u << 20, &text, err);
@@ -48,7 +49,7 @@ static int labels_test(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         struct folio_err err = {0};
         struct engine_labels *l = NULL;
-        if (parse_file(argv[i], &l, &err)) {
+        if (labels_file_parse(argv[i], &l, &err)) {
             folio_err_print(stderr, &err);
             bad++;
             continue;
@@ -74,11 +75,67 @@ static void put_keyword(const char *label, const char *kw)
         fputs(kw, stdout);
 }
 
+int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struct folio_err *err)
+{
+    int rc = 0;
+    for (int i = 0; !rc && i < engine_labels_count(l); i++) {
+        /* keywords as a text[] literal built from the parsed set: the
+         * parser already refused anything it could not represent */
+        struct json_buf arr;
+        json_init(&arr);
+        json_raw(&arr, "{");
+        char kw[256];
+        for (int k = 0; engine_labels_keyword(l, i, k, kw, sizeof kw) == 0; k++) {
+            json_raw(&arr, k ? ",\"" : "\"");
+            for (const char *p = kw; *p; p++) {
+                char one[3] = {*p == '"' || *p == '\\' ? '\\' : *p, *p == '"' || *p == '\\' ? *p : 0, 0};
+                json_raw(&arr, one);
+            }
+            json_raw(&arr, "\"");
+        }
+        json_raw(&arr, "}");
+        const char *p[2] = {engine_labels_name(l, i), arr.s};
+        PGresult *r = arr.oom ? NULL
+                              : PQexecParams(c,
+                                             "INSERT INTO folio.labels (name, keywords) VALUES ($1, $2::text[])"
+                                             " ON CONFLICT (name) DO UPDATE SET keywords = excluded.keywords,"
+                                             " active = true",
+                                             2, NULL, p, NULL, NULL, 0);
+        if (!r)
+            rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+        else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = db_err_from_result(r, c, "storing a label", err);
+        else
+            PQclear(r);
+        json_free(&arr);
+    }
+    if (!rc && replace) {
+        struct json_buf names;
+        json_init(&names);
+        json_raw(&names, "{");
+        for (int i = 0; i < engine_labels_count(l); i++) {
+            json_raw(&names, i ? ",\"" : "\"");
+            json_raw(&names, engine_labels_name(l, i)); /* a-z 0-9 _ - space only */
+            json_raw(&names, "\"");
+        }
+        json_raw(&names, "}");
+        const char *p[1] = {names.s};
+        PGresult *r = PQexecParams(c, "UPDATE folio.labels SET active = false WHERE NOT (name = ANY ($1::text[]))",
+                                   1, NULL, p, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = db_err_from_result(r, c, "deactivating labels", err);
+        else
+            PQclear(r);
+        json_free(&names);
+    }
+    return rc;
+}
+
 static int labels_db(const char *sub, const char *db, int all, int replace, const char *file)
 {
     struct folio_err err = {0};
     struct engine_labels *l = NULL;
-    if (file && parse_file(file, &l, &err)) {
+    if (file && labels_file_parse(file, &l, &err)) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }
@@ -91,56 +148,8 @@ static int labels_db(const char *sub, const char *db, int all, int replace, cons
     int rc = 0;
     if (strcmp(sub, "import") == 0) {
         rc = db_exec(c, "BEGIN", &err);
-        for (int i = 0; !rc && i < engine_labels_count(l); i++) {
-            /* keywords as a text[] literal built from the parsed set: the
-             * parser already refused anything it could not represent */
-            struct json_buf arr;
-            json_init(&arr);
-            json_raw(&arr, "{");
-            char kw[256];
-            for (int k = 0; engine_labels_keyword(l, i, k, kw, sizeof kw) == 0; k++) {
-                json_raw(&arr, k ? ",\"" : "\"");
-                for (const char *p = kw; *p; p++) {
-                    char one[3] = {*p == '"' || *p == '\\' ? '\\' : *p, *p == '"' || *p == '\\' ? *p : 0, 0};
-                    json_raw(&arr, one);
-                }
-                json_raw(&arr, "\"");
-            }
-            json_raw(&arr, "}");
-            const char *p[2] = {engine_labels_name(l, i), arr.s};
-            PGresult *r = arr.oom ? NULL
-                                  : PQexecParams(c,
-                                                 "INSERT INTO folio.labels (name, keywords) VALUES ($1, $2::text[])"
-                                                 " ON CONFLICT (name) DO UPDATE SET keywords = excluded.keywords,"
-                                                 " active = true",
-                                                 2, NULL, p, NULL, NULL, 0);
-            if (!r)
-                rc = folio_err_set(&err, FOLIO_ENOMEM, "out of memory");
-            else if (PQresultStatus(r) != PGRES_COMMAND_OK)
-                rc = db_err_from_result(r, c, "storing a label", &err);
-            else
-                PQclear(r);
-            json_free(&arr);
-        }
-        if (!rc && replace) {
-            struct json_buf names;
-            json_init(&names);
-            json_raw(&names, "{");
-            for (int i = 0; i < engine_labels_count(l); i++) {
-                json_raw(&names, i ? ",\"" : "\"");
-                json_raw(&names, engine_labels_name(l, i)); /* a-z 0-9 _ - space only */
-                json_raw(&names, "\"");
-            }
-            json_raw(&names, "}");
-            const char *p[1] = {names.s};
-            PGresult *r = PQexecParams(c, "UPDATE folio.labels SET active = false WHERE NOT (name = ANY ($1::text[]))",
-                                       1, NULL, p, NULL, NULL, 0);
-            if (PQresultStatus(r) != PGRES_COMMAND_OK)
-                rc = db_err_from_result(r, c, "deactivating labels", &err);
-            else
-                PQclear(r);
-            json_free(&names);
-        }
+        if (!rc)
+            rc = labels_db_store(c, l, replace, &err);
         if (!rc)
             rc = db_exec(c, "COMMIT", &err);
         if (!rc)

@@ -138,6 +138,7 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
         return folio_err_set(err, FOLIO_ENOMEM, "cannot hold results for %d pages", n);
     }
     int ocr_left = o->ocr_max_pages > 0 ? o->ocr_max_pages : INT_MAX;
+    struct doc_reuse reuse = {.fetch = o->stored_text, .ctx = o->stored_ctx};
     /* the document's text budget, shared by its pages in order */
     size_t doc_room = o->max_doc_bytes ? o->max_doc_bytes : DOC_TEXT_DOC_MAX_DEFAULT;
     for (int p = 0; p < n && rc == 0; p++) {
@@ -149,7 +150,7 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
                                   .job_id = o->job_id, .page_deadline_ms = o->page_deadline_ms, .first_page = p,
                                   .pdf = pdf, .ocr_left = &ocr_left,
                                   .max_page_bytes = o->max_page_bytes, .max_doc_bytes = doc_room,
-                                  .max_pixels = o->max_pixels};
+                                  .max_pixels = o->max_pixels, .reuse = o->stored_text ? &reuse : NULL};
         struct doc_page_ctx pc = {.data = data, .len = len, .page = p, .pdf = pdf,
                                   .max_image_tokens = o->max_image_tokens, .max_pixels = o->max_pixels};
         struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc, o->cancel};
@@ -169,9 +170,11 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
             struct engine_text et;
             memset(&et, 0, sizeof et);
             struct folio_err le = {0};
-            if (worker_doc_text(&lt, &et, &le) == 0 && lt.pdf_text_pages) {
+            if (worker_doc_text(&lt, &et, &le) == 0 && (lt.pdf_text_pages || lt.reused_pages)) {
                 out->pages[p].r.text.text = et.text;
                 tc.pdf_text_pages = lt.pdf_text_pages;
+                tc.reused_pages = lt.reused_pages;
+                tc.reused_source = lt.reused_source;
             } else {
                 free(et.text);
             }
@@ -181,8 +184,10 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
         doc_room = doc_room > got + 1 ? doc_room - got : 1;
         out->pdf_text_pages += tc.pdf_text_pages;
         out->ocr_pages += tc.ocr_pages;
+        out->reused_pages += tc.reused_pages;
     }
     ingest_pdf_close(pdf);
+    doc_reuse_free(&reuse);
     if (rc == 0) {
         struct engine_result *rs = malloc((size_t)n * sizeof *rs);
         if (!rs) {
@@ -209,9 +214,9 @@ void worker_pages_json(const struct doc_classified *c, struct json_buf *out)
     char b[512];
     snprintf(b, sizeof b,
              "{\"total\":%d,\"classified\":%d,\"read\":%d,\"skipped\":%d,\"timed_out\":%d,\"pdf_text\":%d,"
-             "\"ocr\":%d,\"text_cut\":{\"pages\":%d,\"bytes\":%zu,\"document\":%s},\"results\":[",
+             "\"ocr\":%d,\"reused\":%d,\"text_cut\":{\"pages\":%d,\"bytes\":%zu,\"document\":%s},\"results\":[",
              c->pages_total, c->n_pages, t->pages_read, t->pages_skipped, t->pages_timed_out, c->pdf_text_pages,
-             c->ocr_pages, t->pages_text_cut, t->text_bytes_cut, t->text_doc_cut ? "true" : "false");
+             c->ocr_pages, c->reused_pages, t->pages_text_cut, t->text_bytes_cut, t->text_doc_cut ? "true" : "false");
     json_raw(out, b);
     for (int p = 0; p < c->n_pages; p++) {
         const struct engine_result *r = &c->pages[p].r;

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/ocr.h"
+#include "pipeline/doctext.h"
 
 #define DOC_MAX_PAGES_CLASSIFIED 20
 
@@ -27,6 +28,10 @@ struct doc_pages_opts {
     const struct ingest_limits *pdf_limits; /* helper limits; NULL = defaults */
     size_t max_page_bytes, max_doc_bytes; /* --max-text-bytes; 0 = doctext.h defaults */
     uint64_t max_pixels;       /* per page, refused from the header; 0 = the hard limit */
+    /* reclassify --reuse-ocr: the stored text to take instead of reading
+     * pages again (doctext.h); NULL = read every page */
+    doc_stored_fn stored_text;
+    void *stored_ctx;
 };
 
 struct doc_page_result {
@@ -41,7 +46,7 @@ struct doc_classified {
     int pages_total;
     struct engine_segment *segs;
     int n_segs;                /* 1, or more for a split suggestion */
-    int pdf_text_pages, ocr_pages;
+    int pdf_text_pages, ocr_pages, reused_pages;
 };
 
 int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, const struct doc_pages_opts *o,

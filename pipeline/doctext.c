@@ -82,7 +82,77 @@ static void append_page(struct doc_text_ctx *c, struct engine_text *out, struct 
 
 const char *worker_text_source(const struct doc_text_ctx *c)
 {
-    return c->ocr_pages ? "ocr" : c->pdf_text_pages ? "pdf" : "none";
+    return c->ocr_pages         ? "ocr"
+           : c->pdf_text_pages  ? "pdf"
+           : c->reused_pages    ? c->reused_source
+                                : "none";
+}
+
+void doc_reuse_free(struct doc_reuse *r)
+{
+    if (!r)
+        return;
+    free(r->st.text);
+    free(r->st.sources);
+    free(r->page);
+    free(r->source);
+    r->st = (struct doc_stored){0};
+    r->page = NULL;
+    r->source = NULL;
+    r->n_pages = 0;
+}
+
+/* Splits the stored text at its form feeds (the page breaks the worker
+ * wrote) and the sources at their commas, in place. */
+static int reuse_split(struct doc_reuse *r, struct folio_err *err)
+{
+    int n = 1;
+    for (const char *s = r->st.text; *s; s++)
+        n += *s == '\f';
+    r->page = calloc((size_t)n, sizeof *r->page);
+    r->source = calloc((size_t)n, sizeof *r->source);
+    if (!r->page || !r->source)
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot split the stored text into %d pages", n);
+    char *s = r->st.text;
+    for (int i = 0; i < n; i++) {
+        r->page[i] = s;
+        char *ff = strchr(s, '\f');
+        if (ff) {
+            *ff = '\0';
+            s = ff + 1;
+        }
+        r->source[i] = "ocr"; /* results from before per-page sources */
+    }
+    char *save = NULL;
+    int i = 0;
+    for (char *tok = r->st.sources ? strtok_r(r->st.sources, ",", &save) : NULL; tok && i < n;
+         tok = strtok_r(NULL, ",", &save), i++)
+        r->source[i] = strcmp(tok, "pdf") == 0 ? "pdf" : strcmp(tok, "none") == 0 ? "none" : "ocr";
+    r->n_pages = n;
+    return 0;
+}
+
+int doc_reuse_page(struct doc_reuse *r, int p, const char **text, const char **source, struct folio_err *err)
+{
+    *text = *source = NULL;
+    if (!r || !r->fetch)
+        return 0;
+    if (!r->loaded) {
+        r->loaded = 1;
+        int rc = r->fetch(r->ctx, &r->st, err);
+        if (rc == 0 && r->st.text)
+            rc = reuse_split(r, err);
+        if (rc) {
+            doc_reuse_free(r);
+            return rc;
+        }
+    }
+    /* a page stored as "none" had no text (vision answered it): read it */
+    if (p < 0 || p >= r->n_pages || strcmp(r->source[p], "none") == 0)
+        return 0;
+    *text = r->page[p];
+    *source = r->source[p];
+    return 0;
 }
 
 /* A PDF page's own text when it passes the text-layer rule (*used = 1);
@@ -125,7 +195,7 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
     out->pages_skipped = n - todo;
     out->pages_text_cut = out->text_doc_cut = 0;
     out->text_bytes_cut = 0;
-    c->pdf_text_pages = c->ocr_pages = 0;
+    c->pdf_text_pages = c->ocr_pages = c->reused_pages = 0;
     out->confidence = -1;
     size_t kept = 0; /* bytes of text so far, form feeds included */
     struct json_buf text;
@@ -144,6 +214,33 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
         if (c->cancel && atomic_load(c->cancel)) {
             json_free(&text);
             return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page %d", p + 1);
+        }
+        if (c->reuse) {
+            /* --reuse-ocr: what the page said last time, not read again */
+            const char *st = NULL, *src = NULL;
+            int rc = doc_reuse_page(c->reuse, p, &st, &src, err);
+            char *copy = rc == 0 && st ? strdup(st) : NULL;
+            if (rc == 0 && st && !copy)
+                rc = folio_err_set(err, FOLIO_ENOMEM, "cannot hold the stored text of page %d", p + 1);
+            if (rc) {
+                json_free(&text);
+                folio_err_prefix(err, "stored text: ");
+                return rc;
+            }
+            if (copy) {
+                append_page(c, out, &text, &kept, p, first, copy);
+                free(copy);
+                c->reused_pages++;
+                c->reused_source = src;
+                out->pages_read++;
+                if (p == 0 && c->reuse->st.orientation >= 0)
+                    out->orientation = c->reuse->st.orientation;
+                if (c->reuse->st.confidence >= 0) {
+                    conf_sum += c->reuse->st.confidence;
+                    conf_n++;
+                }
+                continue;
+            }
         }
         if (c->pdf) {
             int used = 0;

@@ -28,6 +28,33 @@
 #define DOC_TEXT_MAX_LIMIT ((size_t)64 << 20) /* the largest cap accepted */
 struct ingest_pdf;
 
+/* Text an earlier result stored for the document (`folio reclassify
+ * --reuse-ocr`, schema 010): its pages' texts joined by form feeds, as
+ * the worker writes results.ocr_text, and where each page's came from. */
+struct doc_stored {
+    char *text;        /* NULL: nothing stored */
+    char *sources;     /* "ocr,pdf,none,...", one per page; NULL: every page "ocr" */
+    double confidence; /* < 0: none */
+    int orientation;   /* of the first page; < 0: none */
+};
+typedef int (*doc_stored_fn)(void *ctx, struct doc_stored *out, struct folio_err *err);
+
+/* The stored text of one document, fetched when a text tier first asks for
+ * a page's text (a page the vision tier answers never needs it). */
+struct doc_reuse {
+    doc_stored_fn fetch;
+    void *ctx;
+    int loaded;
+    struct doc_stored st;
+    char **page;       /* into st.text */
+    const char **source;
+    int n_pages;
+};
+/* Page p's stored text and source, or *text NULL when it has none (never
+ * read, or answered by vision). */
+int doc_reuse_page(struct doc_reuse *r, int p, const char **text, const char **source, struct folio_err *err);
+void doc_reuse_free(struct doc_reuse *r);
+
 struct doc_text_ctx {
     struct ocr_engine *ocr;
     const _Atomic int *cancel; /* may be NULL */
@@ -46,6 +73,9 @@ struct doc_text_ctx {
     int pdf_text_pages;        /* out: pages whose text came from the PDF text layer */
     int ocr_pages;             /* out: pages OCR'd */
     uint64_t max_pixels;       /* per page, refused from the header; 0 = the hard limit */
+    struct doc_reuse *reuse;   /* stored text taken instead of reading pages; may be NULL */
+    int reused_pages;          /* out: pages whose text was the stored one */
+    const char *reused_source; /* out: where the (last) reused page's text came from */
 };
 /* A page's text source as recorded in page_results. */
 const char *worker_text_source(const struct doc_text_ctx *c);

@@ -9,6 +9,10 @@
  * by ocr+learned itself (a model must not learn from its own answers).
  * The model is one row of folio.learned_models; workers load the newest
  * for their model key when it changes.
+ *
+ * Stored text (schema 010): a job re-queued by `folio reclassify
+ * --reuse-ocr` names the history row of the result it replaces; the worker
+ * takes that row's text instead of reading the pages again.
  */
 #include "pipeline/learn_db.h"
 
@@ -229,4 +233,60 @@ int learn_db_maybe_retrain(PGconn *c, const struct learn_train_opts *o, int retr
     folio_log(FOLIO_LOG_INFO, "learned_retrained", "model_id=%lld examples=%d labels=%d", rep.model_id,
               rep.examples, rep.labels);
     return 0;
+}
+
+int learn_db_stored_text(void *ctx, struct doc_stored *out, struct folio_err *err)
+{
+    struct learn_db_reuse *u = ctx;
+    *out = (struct doc_stored){.confidence = -1, .orientation = -1};
+    PGconn *c = *u->conn;
+    if (!c) {
+        folio_log(FOLIO_LOG_WARN, "stored_text_unavailable", "job=%lld error=\"no database connection\""
+                  " msg=\"pages are read again\"", u->job_id);
+        return 0;
+    }
+    char id[24];
+    snprintf(id, sizeof id, "%lld", u->job_id);
+    const char *p[1] = {id};
+    /* one row only for a job that names a result to reuse; the sources
+     * follow the page order of results.ocr_pages "results" */
+    PGresult *r = PQexecParams(
+        c,
+        "SELECT h.ocr_text, h.ocr_confidence, h.ocr_orientation,"
+        "  (SELECT string_agg(coalesce(e->>'text_source', 'ocr'), ',' ORDER BY o)"
+        "     FROM jsonb_array_elements(CASE WHEN jsonb_typeof(h.ocr_pages->'results') = 'array'"
+        "                                    THEN h.ocr_pages->'results' END) WITH ORDINALITY AS x(e, o))"
+        "  FROM folio.jobs j JOIN folio.results_history h ON h.id = j.reuse_text_from"
+        " WHERE j.id = $1::bigint AND h.ocr_text IS NOT NULL",
+        1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        /* Never a reason to fail the job: the page is read as usual (the
+         * result is the same, only slower), and the next statement on a
+         * broken connection goes through the worker's reconnect. */
+        struct folio_err e = {0};
+        db_err_from_result(r, c, "reading the stored text (folio.results_history)", &e);
+        char q[600];
+        folio_log(FOLIO_LOG_WARN, "stored_text_unavailable", "job=%lld error=%s msg=\"pages are read again\"",
+                  u->job_id, folio_lq(q, sizeof q, e.msg));
+        return 0;
+    }
+    int rc = 0;
+    if (PQntuples(r) == 1) {
+        out->text = strdup(PQgetvalue(r, 0, 0));
+        out->sources = PQgetisnull(r, 0, 3) ? NULL : strdup(PQgetvalue(r, 0, 3));
+        if (!PQgetisnull(r, 0, 1))
+            out->confidence = strtod(PQgetvalue(r, 0, 1), NULL);
+        if (!PQgetisnull(r, 0, 2))
+            out->orientation = atoi(PQgetvalue(r, 0, 2));
+        if (!out->text || (!PQgetisnull(r, 0, 3) && !out->sources)) {
+            free(out->text);
+            free(out->sources);
+            *out = (struct doc_stored){.confidence = -1, .orientation = -1};
+            rc = folio_err_set(err, FOLIO_ENOMEM, "cannot hold job %lld's stored text", u->job_id);
+        } else {
+            folio_log(FOLIO_LOG_DEBUG, "stored_text", "job=%lld bytes=%zu", u->job_id, strlen(out->text));
+        }
+    }
+    PQclear(r);
+    return rc;
 }

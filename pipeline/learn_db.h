@@ -6,6 +6,7 @@
 #define FOLIO_PIPELINE_LEARN_DB_H
 
 #include "engine/engine.h"
+#include "pipeline/doctext.h"
 #include "pipeline/pipeline.h"
 
 #include <libpq-fe.h>
@@ -42,5 +43,28 @@ int learn_db_train(PGconn *c, const struct learn_train_opts *o, struct learn_tra
  * model (one worker of a fleet at a time). *trained = 1 when it did. */
 int learn_db_maybe_retrain(PGconn *c, const struct learn_train_opts *o, int retrain_after, int *trained,
                            struct folio_err *err);
+
+/* How often a worker re-reads folio.labels (worker.c): a label set changed
+ * longer ago than this is the one every worker classifies with. */
+#define WORKER_LABELS_REFRESH_MS 10000.0
+
+/* A label file (the format of `folio classify --labels`; errors name the
+ * line), and storing a set in folio.labels (cmd_labels.c): new labels
+ * added, listed ones take the file's keywords and are active; replace: the
+ * others deactivated. Inside the caller's transaction. */
+int labels_file_parse(const char *path, struct engine_labels **out, struct folio_err *err);
+int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struct folio_err *err);
+
+/* doc_stored_fn for a worker's job: the text of the result that `folio
+ * reclassify --reuse-ocr` replaced, when the job names one (else nothing
+ * stored). conn points at the worker thread's connection, which may be
+ * re-made between jobs. A lookup that fails is logged
+ * (stored_text_unavailable) and counts as nothing stored: the pages are
+ * read again, the job never fails for it. */
+struct learn_db_reuse {
+    PGconn **conn;
+    long long job_id;
+};
+int learn_db_stored_text(void *ctx, struct doc_stored *out, struct folio_err *err);
 
 #endif

@@ -79,7 +79,7 @@
 enum { SLOT_FREE, SLOT_ASSIGNED, SLOT_BUSY };
 enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2, CANCEL_BUDGET = 3 };
 
-#define LABELS_REFRESH_MS 10000.0
+#define LABELS_REFRESH_MS WORKER_LABELS_REFRESH_MS /* learn_db.h */
 #define CLEANUP_BATCH 500
 
 struct slot {
@@ -557,8 +557,12 @@ static void run_job(struct ocr_thread *t, struct slot *s)
     ingest_limits_default(&pdf_lim);
     pdf_lim.pdf_page_ms = w->o->pdf_page_ms;
     pdf_lim.pdf_memory_mb = w->o->pdf_memory_mb;
+    /* reclassify --reuse-ocr: text stored with the replaced result, looked
+     * up only when a text tier asks for a page's text */
+    struct learn_db_reuse reuse = {.conn = &t->conn, .job_id = j->id};
     if (rc == 0) {
         struct doc_pages_opts po = {.pages = j->pages, .max_classified = w->o->max_pages_classified,
+                                    .stored_text = learn_db_stored_text, .stored_ctx = &reuse,
                                     .pdf_limits = &pdf_lim,
                                     .ocr_max_pages = w->o->ocr_max_pages,
                                     .max_image_tokens = w->o->max_image_tokens, .ocr = t->ocr,

@@ -224,14 +224,15 @@ got = " ".join(f"{r['document_id']}={r['label']}" for r in rows)
 assert got == want, (got, want)
 cols = list(rows[0].keys())
 assert cols[:6] == ["document_id", "sha256", "name", "path", "media_type", "pages"], cols
-assert cols[-1] == "scores" and len(cols) == 16, cols
+assert cols[-2:] == ["scores", "segments"] and len(cols) == 17, cols
+assert all(r["segments"] == "[]" for r in rows), "one-page documents have no split suggestion"
 lines = [json.loads(l) for l in open(sys.argv[2])]
 assert " ".join(f"{l['document_id']}={l['label']}" for l in lines) == want
 for l in lines:
     assert isinstance(l["needs_review"], bool) and isinstance(l["scores"], dict)
     assert abs(sum(l["scores"].values()) - 1) < 1e-3 or sum(l["scores"].values()) == 0
     assert isinstance(l["confidence"], (int, float)) and l["classified_at"].endswith("Z")
-    assert "ocr_text" in l
+    assert "ocr_text" in l and list(l)[-1] == "ocr_text" and l["segments"] == []
 print("ok", len(rows))
 PY
 INV=$(sql "SELECT label FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display = 'invoice.tif'")
@@ -309,5 +310,23 @@ if [ -z "$CHROME" ]; then echo "FAIL: no chromium (apt-get install chromium-head
   checks=$((checks+1))
   awk -v n="$BN" -v c="$BC" 'BEGIN{exit !(n > 0.02 && c > 20)}' && { echo "FAIL: blank page passes the screenshot check"; fail=$((fail+1)); }
 fi
+
+# ---- bench ingest / ocr with PDF inputs (issue 15): real PDFs through the
+# sandboxed helper. Unique copies must stay valid PDFs (no rejections) and
+# distinct (no dedupe); the scan PDF is OCR'd, the text PDF read from its
+# text layer.
+check "bench ingest --pdf bad" 2 "$F" bench ingest --pdf tiff
+check "bench ingest --pdf text" 0 "$F" bench ingest --pdf text --pdf-pages 2 --files 3 --rounds 1 --dir "$S/bench-in"
+expect_in '"what": "ingest_end_to_end", "input": "pdf-text", "pages_per_file": 2, "round": 0, "files": 3'
+expect_in '"new_documents": 3, "rejected": 0'
+expect_in '"what": "bare_pdftoppm18_sha256", "input": "pdf-text"'
+expect_in '"errors": 0'
+expect_eq "bench documents deleted" "$(sql "SELECT count(*) FROM folio.documents WHERE media_type = 'application/pdf'")" 0
+check "bench ocr --pdf" 0 "$F" bench ocr --pdf --pages 1 --repeat 1
+expect_in '"input":"pdf-scan","pages":1'
+expect_in '"pages_text_layer":0,"pages_ocr":1'
+expect_in '"input":"pdf-text","pages":1'
+expect_in '"pages_text_layer":1,"pages_ocr":0'
+expect_in '"reference_errors":0'
 
 e2e_done

@@ -204,6 +204,41 @@ int main(void)
     CHECK(strstr(out, "split suggestions") && strstr(out, "batch.pdf") && strstr(out, "3-3") &&
               strstr(out, "letter"),
           "folio status lists the split suggestions: %s", out);
+
+    /* and the export carries them, in both formats: the batch scans'
+     * three segments, none for the text PDF */
+    static const char CHECK_PY[] =
+        "import csv, json, sys\n"
+        "want = [{'first_page': 1, 'last_page': 2, 'label': 'invoice'},\n"
+        "        {'first_page': 3, 'last_page': 3, 'label': 'letter'},\n"
+        "        {'first_page': 4, 'last_page': 4, 'label': 'memo'}]\n"
+        "def check(name, segs):\n"
+        "    got = [{k: s[k] for k in ('first_page', 'last_page', 'label')} for s in segs]\n"
+        "    if name.startswith('batch.'):\n"
+        "        assert got == want, (name, segs)\n"
+        "        assert all(0 <= s['confidence'] <= 1 for s in segs), segs\n"
+        "    else:\n"
+        "        assert segs == [], (name, segs)\n"
+        "rows = list(csv.DictReader(open(sys.argv[1], newline='')))\n"
+        "assert list(rows[0])[-1] == 'segments', list(rows[0])\n"
+        "for r in rows:\n"
+        "    check(r['name'], json.loads(r['segments']))\n"
+        "lines = [json.loads(l) for l in open(sys.argv[2])]\n"
+        "assert len(lines) == len(rows) == 4, (len(lines), len(rows))\n"
+        "for l in lines:\n"
+        "    assert list(l)[-1] == 'ocr_text', list(l)\n"
+        "    check(l['name'], l['segments'])\n"
+        "print('export ok', sorted(r['name'] for r in rows))\n";
+    char py[1200];
+    snprintf(py, sizeof py, "%s/check_export.py", S);
+    FILE *pf = fopen(py, "w");
+    REQUIRE(pf && fputs(CHECK_PY, pf) >= 0 && fclose(pf) == 0, "write %s", py);
+    int erc = tu_sh_out(out, sizeof out,
+                        "'%s' export --db '%s' --format csv --out '%s/r.csv' && "
+                        "'%s' export --db '%s' --format jsonl --with-text --out '%s/r.jsonl' && "
+                        "python3 '%s' '%s/r.csv' '%s/r.jsonl'",
+                        tu_folio_bin(), db, S, tu_folio_bin(), db, S, py, S, S);
+    CHECK(erc == 0 && strstr(out, "export ok"), "export carries the split suggestions (csv, jsonl): %s", out);
     PQfinish(c);
     return tu_finish();
 }

@@ -4,7 +4,10 @@
  * `folio train` stores a model; `folio reclassify` moves the old results
  * into history and re-queues the jobs; a new worker loads the model and
  * writes new results through ocr+learned. A dry run changes nothing, and a
- * bad date is an error with a hint.
+ * bad date is an error with a hint. Then --reuse-ocr: a stored text the
+ * worker takes instead of reading the page (shown by a stored text that
+ * disagrees with the pixels), a result without text read again, and
+ * --only-with-text leaving that one alone.
  */
 #include "tests/pg/worker_testlib.h"
 
@@ -89,6 +92,7 @@ int main(void)
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.result_versions") == 4 &&
               wt_q1(c, "SELECT count(*) FROM folio.result_versions WHERE current") == 2,
           "history view");
+
     /* folio eval against the corrections, and against a truth file that
      * disagrees on one document */
     rc = tu_sh_out(out, sizeof out, "%s eval --db '%s'", bin, ci);
@@ -110,6 +114,89 @@ int main(void)
     fclose(f);
     rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --truth %s", bin, ci, tf);
     CHECK(rc == 1 && strstr(out, "line 1: no tab"), "bad truth file: rc=%d %s", rc, out);
+    /* --reuse-ocr: the worker takes the stored text instead of reading the
+     * pages. To tell one from the other, the invoice's stored text is made
+     * the memo's (its pixels still say invoice), and the memo's is taken
+     * away (a result with no text, as a vision answer has): that one is
+     * read again, with a message. */
+    PGresult *u = PQexec(c, "UPDATE folio.results SET ocr_text = (SELECT ocr_text FROM folio.results"
+                            " WHERE document_id = 1) WHERE document_id = 2;"
+                            "UPDATE folio.results SET ocr_text = NULL WHERE document_id = 1");
+    CHECK(PQresultStatus(u) == PGRES_COMMAND_OK, "tamper: %s", PQerrorMessage(c));
+    PQclear(u);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --only-with-text", bin, ci);
+    CHECK(rc == 2 && strstr(out, "--reuse-ocr"), "--only-with-text alone: rc=%d %s", rc, out);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --reuse-ocr --dry-run", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"matched\":2") && strstr(out, "\"reuse_text\":1") &&
+              strstr(out, "\"without_text\":1") && strstr(out, "1 document has no stored text"),
+          "reuse dry run: %s", out);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --reuse-ocr", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"requeued\":2") && strstr(out, "\"reuse_text\":1") &&
+              strstr(out, "re-queued all the same"),
+          "reclassify --reuse-ocr: %s", out);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs j JOIN folio.results_history h ON h.id = j.reuse_text_from"
+                   " WHERE j.document_id = 2 AND j.state = 'queued' AND h.ocr_pages IS NOT NULL") == 1 &&
+              wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE document_id = 1 AND reuse_text_from IS NULL") == 1,
+          "the invoice's job names its old result, the memo's none");
+    run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results", 2);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE document_id = 2 AND label = 'memo'"
+                   " AND (ocr_pages->>'reused')::int = 1 AND (ocr_pages->>'ocr')::int = 0"
+                   " AND ocr_text = (SELECT ocr_text FROM folio.results WHERE document_id = 1)") == 1,
+          "the invoice was classified from the stored (memo) text, not OCR'd");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE document_id = 2 AND text_source = 'ocr'") == 1,
+          "the reused page keeps its text source");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE document_id = 1 AND label = 'memo'"
+                   " AND (ocr_pages->>'reused')::int = 0 AND (ocr_pages->>'ocr')::int = 1"
+                   " AND ocr_text LIKE '%MEMORANDUM%'") == 1,
+          "the memo, with no stored text, was OCR'd again");
+    /* --only-with-text: the memo's text gone again, it is left alone */
+    u = PQexec(c, "UPDATE folio.results SET ocr_text = NULL WHERE document_id = 1");
+    PQclear(u);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --reuse-ocr --only-with-text", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\"matched\":2") && strstr(out, "\"requeued\":1") &&
+              strstr(out, "\"without_text\":1") && strstr(out, "left as they are"),
+          "--only-with-text: %s", out);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE document_id = 1") == 1 &&
+              wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE document_id = 2 AND state = 'queued'"
+                       " AND reuse_text_from IS NOT NULL") == 1,
+          "only the document with text re-queued");
+    run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results WHERE document_id = 2", 1);
+
+    /* --labels FILE: the file becomes the active set with the re-queue, in
+     * one transaction, and the jobs wait out the workers' label refresh */
+    char good[700], bad[700];
+    snprintf(good, sizeof good, "%s/labels.txt", dir);
+    snprintf(bad, sizeof bad, "%s/bad-labels.txt", dir);
+    f = fopen(good, "w");
+    REQUIRE(f, "label file");
+    fputs("# the new taxonomy\nmemo: memorandum^3, heating schedule\ninvoice: invoice^3, amount due\n"
+          "notice: facilities^2, schedule\n", f);
+    fclose(f);
+    f = fopen(bad, "w");
+    REQUIRE(f, "label file");
+    fputs("memo: memorandum\ninvoice amount due\n", f);
+    fclose(f);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --labels %s", bin, ci, bad);
+    CHECK(rc == 1 && strstr(out, "line 2"), "bad label file names the line: rc=%d %s", rc, out);
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --labels %s --dry-run", bin, ci, good);
+    CHECK(rc == 0 && strstr(out, "\"labels\":3") && strstr(out, "\"matched\":2"), "--labels dry run: %s", out);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.labels WHERE active") == 16 &&
+              wt_q1(c, "SELECT count(*) FROM folio.results_history") == 5,
+          "bad file and dry run changed nothing");
+    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --labels %s", bin, ci, good);
+    CHECK(rc == 0 && strstr(out, "\"requeued\":2") && strstr(out, "\"starts_in_s\":10"), "--labels: %s", out);
+    char act[200] = "";
+    PGresult *lr = PQexec(c, "SELECT string_agg(name, ',' ORDER BY name) FROM folio.labels WHERE active");
+    if (PQresultStatus(lr) == PGRES_TUPLES_OK && PQntuples(lr) == 1)
+        snprintf(act, sizeof act, "%s", PQgetvalue(lr, 0, 0));
+    PQclear(lr);
+    CHECK(strcmp(act, "invoice,memo,notice") == 0, "the file is the active set: %s", act);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued'"
+                   " AND run_after > now() + interval '5 seconds'") == 2,
+          "re-queued jobs wait for the workers' label refresh");
+    run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results WHERE scores ? 'notice'"
+                                 " AND NOT scores ? 'letter'", 2);
+
     PQfinish(c);
     return tu_finish();
 }

@@ -118,6 +118,11 @@ int main(void)
     DENIED(wk, p, "42501", "worker rewrites what a job is for");
     DENIED(wk, "UPDATE folio.workers SET host = 'elsewhere', pid = 1", "42501", "worker rewrites a worker identity");
     DENIED(wk, "SELECT count(*) FROM folio.blobs", "00000", "worker reads blobs (it must)");
+    /* reclassify --reuse-ocr (schema 010): the stored text, nothing else of the history */
+    DENIED(wk, "SELECT h.ocr_text, h.ocr_confidence, h.ocr_orientation, h.ocr_pages FROM folio.jobs j"
+               " JOIN folio.results_history h ON h.id = j.reuse_text_from", "00000", "worker reads stored text");
+    DENIED(wk, "SELECT label FROM folio.results_history", "42501", "worker reads old labels");
+    DENIED(wk, "UPDATE folio.jobs SET reuse_text_from = NULL", "42501", "worker changes which text a job reuses");
 
     /* 3. folio_ingest. */
     DENIED(ing, "SELECT data FROM folio.blobs", "42501", "ingest reads blobs");

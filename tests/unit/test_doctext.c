@@ -13,6 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A stored text as `folio reclassify --reuse-ocr` leaves it (doc_stored_fn):
+ * page 2 was answered by vision (no text), page 3 came from a text layer. */
+static int g_fetches;
+static int stored_three(void *ctx, struct doc_stored *out, struct folio_err *err)
+{
+    g_fetches++;
+    if (ctx)
+        return folio_err_set(err, FOLIO_EDB, "the database went away");
+    out->text = strdup("STORED ONE\f\fSTORED THREE");
+    out->sources = strdup("ocr,none,pdf");
+    out->confidence = 77;
+    out->orientation = 180;
+    return out->text && out->sources ? 0 : folio_err_set(err, FOLIO_ENOMEM, "oom");
+}
+
 int main(void)
 {
     const char *dir = tu_scratch("doctext");
@@ -113,6 +128,38 @@ int main(void)
     for (size_t i = 0; i < sizeof bad_caps / sizeof bad_caps[0]; i++)
         CHECK(doc_text_parse_caps(bad_caps[i], &cp, &cd) != 0, "accepted --max-text-bytes '%s'",
               bad_caps[i]);
+
+    /* Stored text (reclassify --reuse-ocr): taken for the pages that had
+     * some, fetched once; the vision page is OCR'd; the sources and the
+     * first page's orientation carry over; a failed fetch is an error. */
+    struct doc_reuse ru = {.fetch = stored_three};
+    struct doc_text_ctx rc3 = {.ocr = ocr, .data = data, .len = len, .pages = 3, .reuse = &ru};
+    memset(&t, 0, sizeof t);
+    rc = worker_doc_text(&rc3, &t, &err);
+    REQUIRE(rc == 0, "doc text with stored text: %s", err.msg);
+    CHECK(g_fetches == 1 && rc3.reused_pages == 2 && rc3.ocr_pages == 1 && t.pages_read == 3,
+          "fetches %d reused %d ocr %d read %d", g_fetches, rc3.reused_pages, rc3.ocr_pages, t.pages_read);
+    const char *f1 = strchr(t.text, '\f'), *f2 = f1 ? strchr(f1 + 1, '\f') : NULL;
+    CHECK(strncmp(t.text, "STORED ONE\f", 11) == 0 && f2 && strstr(f1, "BRAVO") && strcmp(f2 + 1, "STORED THREE") == 0 &&
+              !strstr(t.text, "ALPHA"),
+          "stored pages 1 and 3, OCR for page 2: [%s]", t.text);
+    CHECK(t.orientation == 180 && strcmp(rc3.reused_source, "pdf") == 0, "orientation %d source %s", t.orientation,
+          rc3.reused_source);
+    free(t.text);
+    const char *pt = NULL, *ps = NULL;
+    CHECK(doc_reuse_page(&ru, 1, &pt, &ps, &err) == 0 && !pt && doc_reuse_page(&ru, 3, &pt, &ps, &err) == 0 && !pt &&
+              doc_reuse_page(&ru, 0, &pt, &ps, &err) == 0 && pt && strcmp(ps, "ocr") == 0 && g_fetches == 1,
+          "page lookups");
+    doc_reuse_free(&ru);
+    int dummy = 1;
+    struct doc_reuse rbad = {.fetch = stored_three, .ctx = &dummy};
+    struct doc_text_ctx cbad = {.ocr = ocr, .data = data, .len = len, .pages = 1, .reuse = &rbad};
+    memset(&t, 0, sizeof t);
+    rc = worker_doc_text(&cbad, &t, &err);
+    CHECK(rc == FOLIO_EDB && strstr(err.msg, "stored text: the database went away"), "fetch error: %d %s", rc,
+          err.msg);
+    free(t.text);
+    doc_reuse_free(&rbad);
 
     /* A corrupt document is an error naming the page, not a crash. */
     data[len / 2] ^= 0xff;
