@@ -194,7 +194,12 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, const 
                 vlm_result_free(&br[k]);
         }
     }
-    int f16 = ops_gemm_available(vlm_vkr(v)) && strcmp(vvar, "F32");
+    /* On a device with tensor cores every matmul kernel picked by row count
+     * (a page alone vs the batch's taller matrices) may stage f16 operands,
+     * F32 files included (measured on the H200: 4e-3 on a log-prob of -22),
+     * so the f16 policy's bound applies there; without them (lavapipe) the
+     * F32 pair must agree to 1e-5. */
+    int f16 = ops_gemm_available(vlm_vkr(v)) || ops_coopmat_available(vlm_vkr(v));
     for (int i = 0; i < NPAGE && !rc; i++) {
         CHECK(rb[i].best == ra[i].best, "%s: page %d best %d in the batch, %d alone", what, i,
               rb[i].best, ra[i].best);
