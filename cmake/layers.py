@@ -35,24 +35,26 @@ LAYERS = [
     ("pdfhelper", "ingest/pdfhelper/"),
     ("ingest", "ingest/"),
     ("pipeline", "pipeline/"),
+    ("sandbox", "common/sandbox/"),  # the helpers' confinement: no folio code at all
     ("common", "common/"),
 ]
 
 # What each layer may include besides itself (not transitive: listed in full).
 ALLOWED = {
     "common": set(),
+    "sandbox": set(),
     "vk": {"common"},
     "quant": {"common"},
     "ops": {"vk", "quant", "common"},
     "model": {"ops", "vk", "quant", "common"},
-    "ocr": {"common"},
+    "ocr": {"common", "sandbox"},  # engine/ocrhelper (folio-ocr) confines itself
     "engine": {"model", "ops", "vk", "quant", "common"},
     "tools": {"engine", "model", "ops", "vk", "quant", "common"},
     "ingest": {"common"},
-    "pdfhelper": {"ingest"},  # the wire protocol header only, see EXCEPTIONS below
+    "pdfhelper": {"ingest", "sandbox"},  # ingest: the wire protocol header only (main below)
     "pipeline": {"engine", "ocr", "ingest", "common"},
     "tests": {"pipeline", "engine", "ocr", "ingest", "model", "ops", "vk", "quant", "common", "tools",
-              "pdfhelper"},
+              "pdfhelper", "sandbox"},
 }
 
 # Crossings that exist today and are to go (issue 20): (file, header): why.
@@ -119,7 +121,7 @@ def main():
         if a == b:
             continue
         edges[(a, b)] = edges.get((a, b), 0) + 1
-        if b in ALLOWED.get(a, set()) and not (a == "pdfhelper" and inc != "ingest/pdf_proto.h"):
+        if b in ALLOWED.get(a, set()) and not (a == "pdfhelper" and b == "ingest" and inc != "ingest/pdf_proto.h"):
             continue
         if (f, inc) in EXCEPTIONS:
             used.add((f, inc))

@@ -119,6 +119,12 @@ int folio_read_text(const char *path, size_t max_bytes, char **out, struct folio
 int folio_write_file_atomic(const char *path, const void *data, size_t len,
                             struct folio_err *err);
 
+/* A helper executable: $env_var when set (and only it), else `name` next
+ * to the running program, else build_path (the build tree's copy, for
+ * tests). 0 when out (always filled: the path tried last, for messages)
+ * is executable, -1 when not. */
+int folio_helper_path(const char *env_var, const char *name, const char *build_path, char *out, size_t n);
+
 /* ---- small string helpers ---- */
 /* snprintf that reports truncation as an error instead of silently cutting. */
 int folio_snprintf(char *buf, size_t n, const char *fmt, ...)

@@ -16,11 +16,11 @@
  *
  * Deadlines and cancellation use Tesseract's ETEXT_DESC monitor: its cancel
  * callback is polled between words of recognition. Layout analysis and
- * text extraction do not poll it, so ocr_page runs all of this in a child
- * process that can be killed (ocr_isolate.c); ocr_page_inproc here is the
- * child's body.
+ * text extraction do not poll it, so ocr_page runs all of this in the
+ * folio-ocr helper process, which can be killed (ocr_isolate.c); the
+ * ocr_tess_* functions here are the helper's body (and the unisolated
+ * path of benchmarks).
  */
-#include "engine/ocr.h"
 #include "engine/ocr_internal.h"
 
 #include <stdatomic.h>
@@ -39,7 +39,7 @@
 #define OCR_VERIFY_LETTERS 80
 #define OCR_OSD_UPRIGHT_TRUST 2.0f
 
-struct ocr_engine {
+struct ocr_tess {
     TessBaseAPI *api;
     TessBaseAPI *osd; /* legacy engine with osd.traineddata; NULL when OSD is off */
     struct ocr_opts opts;
@@ -47,8 +47,6 @@ struct ocr_engine {
 };
 
 const char *ocr_tesseract_version(void) { return TessVersion(); }
-
-const struct ocr_opts *ocr_engine_opts(const struct ocr_engine *e) { return &e->opts; }
 
 void ocr_process_init(void) { setenv("OMP_THREAD_LIMIT", "1", 0); }
 
@@ -60,12 +58,13 @@ void ocr_opts_default(struct ocr_opts *o)
     o->detect_orientation = 1;
     o->osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT;
     o->isolate = 1;
+    o->memory_mb = 4096;
 }
 
-int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err *err)
+int ocr_tess_open(const struct ocr_opts *o, struct ocr_tess **out, struct folio_err *err)
 {
     *out = NULL;
-    struct ocr_engine *e = calloc(1, sizeof *e);
+    struct ocr_tess *e = calloc(1, sizeof *e);
     if (!e)
         return folio_err_set(err, FOLIO_ENOMEM, "cannot allocate the OCR engine");
     e->opts = *o;
@@ -92,7 +91,7 @@ int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err
     if (o->detect_orientation) {
         e->osd = TessBaseAPICreate();
         if (!e->osd || TessBaseAPIInit2(e->osd, o->datapath, "osd", OEM_TESSERACT_ONLY) != 0) {
-            ocr_close(e);
+            ocr_tess_close(e);
             folio_err_set(err, FOLIO_EINVAL, "Tesseract could not load the orientation model 'osd'");
             folio_err_detail(err, "looked in %s", o->datapath ? o->datapath : "Tesseract's default tessdata folder");
             folio_err_hint(err, "install it (Debian: apt-get install tesseract-ocr-osd) or turn orientation detection off");
@@ -103,7 +102,7 @@ int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err
     return 0;
 }
 
-void ocr_close(struct ocr_engine *e)
+void ocr_tess_close(struct ocr_tess *e)
 {
     if (!e)
         return;
@@ -240,7 +239,7 @@ int ocr_effective_ppi(int width, int height, int stated)
 }
 
 /* One OSD pass: 1 with *deg and *conf when OSD found enough text to judge. */
-static int osd_pass(struct ocr_engine *e, PIX *pix, int *deg, float *conf)
+static int osd_pass(struct ocr_tess *e, PIX *pix, int *deg, float *conf)
 {
     TessBaseAPISetPageSegMode(e->osd, PSM_OSD_ONLY);
     TessBaseAPISetImage2(e->osd, pix);
@@ -266,7 +265,7 @@ static bool stop_after_words(void *this_, int words)
  * upside down 20-50, because the LSTM model sees letters it does not know.
  * vertical: with Tesseract's vertical-text finder on (as the real pass
  * runs) or off; see orient_upright for why both are needed. */
-static int first_words_conf(struct ocr_engine *e, PIX *pix, int vertical)
+static int first_words_conf(struct ocr_tess *e, PIX *pix, int vertical)
 {
     ETEXT_DESC *mon = TessMonitorCreate();
     if (!mon)
@@ -307,7 +306,7 @@ static int first_words_conf(struct ocr_engine *e, PIX *pix, int vertical)
  * way on a small-print page), the other turns too. A turn is taken only
  * when it reads clearly better (OCR_VERIFY_MARGIN) than the page as it is.
  */
-static int read_orientation(struct ocr_engine *e, PIX *pix, int hint, int *turn, struct ocr_page_result *out,
+static int read_orientation(struct ocr_tess *e, PIX *pix, int hint, int *turn, struct ocr_page_result *out,
                             struct folio_err *err)
 {
     *turn = 0;
@@ -367,7 +366,7 @@ static int read_orientation(struct ocr_engine *e, PIX *pix, int hint, int *turn,
  * enough letter shape on dense pages); when that copy is not sure, it runs
  * again at full size, which wins back the small-print and 150-dpi pages.
  */
-static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_page_result *out,
+static int orient_upright(struct ocr_tess *e, PIX **pix, int ppi, struct ocr_page_result *out,
                           struct folio_err *err)
 {
     double t0 = folio_mono_ms();
@@ -418,7 +417,7 @@ static int orient_upright(struct ocr_engine *e, PIX **pix, int ppi, struct ocr_p
     return 0;
 }
 
-int ocr_page_inproc(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
+int ocr_tess_page(struct ocr_tess *e, const struct ocr_image *img, const _Atomic int *cancel,
                     struct ocr_page_result *out, struct folio_err *err)
 {
     memset(out, 0, sizeof *out);

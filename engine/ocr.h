@@ -38,19 +38,26 @@ struct ocr_opts {
     int osd_no_retry;        /* no full-size OSD retry after an unsure half-size pass,
                                 and no check by reading */
     int force_ppi;           /* tell Tesseract this resolution whatever the file says; 0 = off */
-    int isolate;             /* default 1: each page runs in a forked child that is killed at
-                              * the deadline or on cancel (see ocr_isolate.c); 0 = in this
-                              * thread, unbounded where Tesseract does not poll (benchmarks) */
+    int isolate;             /* default 1: pages run in this engine's folio-ocr helper process,
+                              * killed at the deadline or on cancel (see ocr_isolate.c); 0 = in
+                              * this thread, unbounded where Tesseract does not poll (benchmarks) */
+    int memory_mb;           /* address-space limit of the helper (default 4096; 0 = none;
+                              * not enforced in sanitizer builds) */
 };
 /* Default OSD confidence floor for turning a page; see orient_upright in
  * ocr.c for the measurements behind it. */
 #define OCR_OSD_MIN_CONF_DEFAULT 12.0f
 void ocr_opts_default(struct ocr_opts *o);
 
+/* Not thread-safe: one per thread. With isolation its helper is started
+ * with posix_spawn (never fork of a threaded process), kept for the next
+ * page, and started again after it was killed or died. */
 struct ocr_engine;
 
-/* Creates and initialises one Tesseract instance. Errors name the missing
- * traineddata and where it was looked for. */
+/* Creates and initialises one Tesseract instance: with opts.isolate, in a
+ * folio-ocr helper process ($FOLIO_OCR_HELPER, else next to the program,
+ * else the build tree's). Errors name the missing traineddata and where it
+ * was looked for, or the missing helper. */
 int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err *err);
 void ocr_close(struct ocr_engine *e);
 
@@ -87,7 +94,9 @@ void ocr_page_result_free(struct ocr_page_result *r);
  * With opts.isolate every stage (orientation, layout, recognition, text) is
  * bounded: a page still running page_deadline_ms plus a short grace after
  * it started, or when *cancel is set, is killed and FOLIO_ETIMEOUT
- * returned. Tesseract's own stderr chatter is logged as logfmt (debug). */
+ * returned; a helper that crashes or runs out of memory fails that page
+ * only (FOLIO_EFORMAT / FOLIO_ELIMIT, naming the signal). Tesseract's own
+ * stderr chatter is logged as logfmt (debug). */
 int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
              struct ocr_page_result *out, struct folio_err *err);
 

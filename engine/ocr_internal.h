@@ -1,15 +1,20 @@
 /*
- * Private to engine/ocr*.c: the in-process OCR of one page (ocr.c) that the
- * isolating wrapper (ocr_isolate.c) runs inside a child process.
+ * Private to engine/ocr*.c and the folio-ocr helper (engine/ocrhelper/):
+ * Tesseract in the calling process (ocr.c). ocr_isolate.c runs it inside
+ * the helper; benchmarks run it in-process to measure what isolation costs.
  */
 #ifndef FOLIO_ENGINE_OCR_INTERNAL_H
 #define FOLIO_ENGINE_OCR_INTERNAL_H
 
 #include "engine/ocr.h"
 
-/* ocr_page without isolation: in the calling thread. */
-int ocr_page_inproc(struct ocr_engine *e, const struct ocr_image *img, const _Atomic int *cancel,
-                    struct ocr_page_result *out, struct folio_err *err);
-const struct ocr_opts *ocr_engine_opts(const struct ocr_engine *e);
+struct ocr_tess;
+
+/* One initialised Tesseract pair (LSTM, and legacy OSD when asked). */
+int ocr_tess_open(const struct ocr_opts *o, struct ocr_tess **out, struct folio_err *err);
+void ocr_tess_close(struct ocr_tess *t);
+/* ocr_page without isolation, in the calling thread. */
+int ocr_tess_page(struct ocr_tess *t, const struct ocr_image *img, const _Atomic int *cancel,
+                  struct ocr_page_result *out, struct folio_err *err);
 
 #endif

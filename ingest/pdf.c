@@ -63,24 +63,7 @@ void ingest_pdf_limits(const struct ingest_limits *lim, int *dpi, int *page_ms, 
 
 static int helper_path(char *out, size_t n)
 {
-    const char *env = getenv("FOLIO_PDF_HELPER");
-    if (env && env[0]) {
-        snprintf(out, n, "%s", env);
-        return access(out, X_OK) == 0 ? 0 : -1;
-    }
-    char self[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (k > 0) {
-        self[k] = 0;
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = 0;
-            if ((size_t)snprintf(out, n, "%s/folio-pdf", self) < n && access(out, X_OK) == 0)
-                return 0;
-        }
-    }
-    snprintf(out, n, "%s", FOLIO_PDF_HELPER_BUILD);
-    return access(out, X_OK) == 0 ? 0 : -1;
+    return folio_helper_path("FOLIO_PDF_HELPER", "folio-pdf", FOLIO_PDF_HELPER_BUILD, out, n);
 }
 
 /* The last line(s) poppler printed, for error details. */

@@ -57,7 +57,7 @@ static const char USAGE[] =
     "  --repeat N       folio-vs-CLI measurements, alternated; medians reported (default 3)\n"
     "  --no-cli         skip the tesseract CLI comparison\n"
     "  --keep DIR       generate pages into DIR and keep them\n"
-    "  --in-process     OCR in the calling thread, not a forked child per page\n"
+    "  --in-process     OCR in the calling thread, not in a folio-ocr helper process\n"
     "                   (the worker's default; shows what isolation costs)\n"
     "  --pdf            instead: the pages as a scanned-image PDF and as a text PDF\n"
     "                   through the worker's text path (text layer, else render at\n"
@@ -120,7 +120,7 @@ struct run {
     _Atomic int next;
     _Atomic int errors;
     double init_ms_sum;
-    int isolate; /* each page in a forked child (the worker's default) */
+    int isolate; /* pages in each thread's folio-ocr helper (the worker's default) */
     pthread_mutex_t mu;
     pthread_barrier_t start;
 };
@@ -168,7 +168,9 @@ static double cpu_s(clockid_t id)
 }
 
 /* CPU seconds of this process plus its reaped children: with isolation
- * the OCR itself runs in forked children (engine/ocr_isolate.c). */
+ * the OCR itself runs in folio-ocr helpers (engine/ocr_isolate.c), reaped
+ * at ocr_close, so their one Tesseract Init (~0.1-0.3 s) is counted too;
+ * --rounds spreads it over more pages. */
 static double cpu_with_children(void)
 {
     struct rusage ru;

@@ -10,19 +10,16 @@
  * Before it looks at a single byte of the PDF, the helper confines itself:
  *  - resource limits from argv: address space (memory), CPU seconds, open
  *    files, written file size, no core dumps;
- *  - a seccomp filter (libseccomp). It is a deny list on purpose: poppler,
- *    cairo, fontconfig and glib make many harmless calls that change
- *    between versions, and an allow list would break on every library
- *    update. What it takes away is what an exploit needs to do damage:
- *    creating sockets (no network), exec and fork, ptrace, signalling other
- *    processes, and opening, creating or renaming files for writing. Fonts
- *    and fontconfig's cache can still be read.
+ *  - a seccomp deny list (common/sandbox/sandbox.c, shared with folio-ocr):
+ *    no sockets, exec, fork, ptrace, signals to others, or files opened
+ *    for writing. Fonts and fontconfig's cache can still be read.
  * The parent adds the wall-clock limit per request (it kills the helper).
  *
  * It is a separate executable (not a fork of ingest) so that the folio
  * binary never links poppler, whose GPL-2.0-or-later terms then cover this
  * program alone (see README "PDF").
  */
+#include "common/sandbox/sandbox.h"
 #include "ingest/pdf_proto.h"
 
 #include <cairo.h>
@@ -31,7 +28,6 @@
 #include <glib.h>
 #include <math.h>
 #include <poppler.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,56 +101,9 @@ static int fail(int status, const char *fmt, ...)
     return reply(&r, NULL, 0);
 }
 
-static void limit(int res, rlim_t v, rlim_t hard)
-{
-    struct rlimit rl = {v, hard};
-    if (setrlimit(res, &rl) != 0)
-        fprintf(stderr, "folio-pdf: setrlimit %d: %s\n", res, strerror(errno));
-}
+static void limit(int res, rlim_t v, rlim_t hard) { folio_sandbox_limit("folio-pdf", res, v, hard); }
 
-/* Deny list (see the top of the file). Returns 0 or -1. */
-static int sandbox(void)
-{
-    scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
-    if (!f)
-        return -1;
-    const uint32_t eperm = SCMP_ACT_ERRNO(EPERM), eacces = SCMP_ACT_ERRNO(EACCES);
-    static const int denied[] = {
-        SCMP_SYS(socket), SCMP_SYS(connect), SCMP_SYS(bind), SCMP_SYS(listen), SCMP_SYS(accept),
-        SCMP_SYS(accept4), SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(fork), SCMP_SYS(vfork),
-        SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
-        SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(rename), SCMP_SYS(renameat),
-        SCMP_SYS(renameat2), SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(rmdir), SCMP_SYS(link),
-        SCMP_SYS(linkat), SCMP_SYS(symlink), SCMP_SYS(symlinkat), SCMP_SYS(chmod),
-        SCMP_SYS(fchmodat), SCMP_SYS(chown), SCMP_SYS(fchownat), SCMP_SYS(lchown),
-        SCMP_SYS(truncate), SCMP_SYS(creat), SCMP_SYS(setrlimit), SCMP_SYS(prlimit64),
-    };
-    int rc = 0;
-    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
-        rc |= seccomp_rule_add(f, eperm, denied[i], 0);
-    /* Threads may be made (clone with CLONE_THREAD); new processes not.
-     * clone3 hides its flags in memory, so it answers ENOSYS and glibc
-     * falls back to clone. */
-    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
-    rc |= seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-    /* Signals only to itself (abort() raises SIGABRT on its own thread). */
-    pid_t self = getpid();
-    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)self, 0));
-    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)self, 0));
-    rc |= seccomp_rule_add(f, eperm, SCMP_SYS(tkill), 0);
-    /* Files open for reading only. */
-    static const int wflags[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND};
-    for (size_t i = 0; i < sizeof wflags / sizeof wflags[0]; i++) {
-        scmp_datum_t m = (scmp_datum_t)wflags[i];
-        rc |= seccomp_rule_add(f, eacces, SCMP_SYS(open), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, m, m));
-        rc |= seccomp_rule_add(f, eacces, SCMP_SYS(openat), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, m, m));
-    }
-    rc |= seccomp_rule_add(f, eacces, SCMP_SYS(openat2), 0);
-    if (rc == 0)
-        rc = seccomp_load(f);
-    seccomp_release(f);
-    return rc ? -1 : 0;
-}
+static int sandbox(void) { return folio_sandbox_filter(); }
 
 /* Counts a page's text by Unicode class for the text-layer rule. */
 static void text_stats(const char *s, struct pdf_text_stats *st)

@@ -85,6 +85,14 @@ int main(void)
         CHECK(strstr(err.msg, "page deadline 2000 ms") != NULL, "reason names the deadline: %s", err.msg);
     if (rc == 0)
         ocr_page_result_free(&r);
+    /* The engine lives on: its helper was stopped and started again. */
+    struct ocr_image strip = img;
+    strip.height = 300;
+    strip.width = 800;
+    rc = ocr_page(e, &strip, NULL, &r, &err);
+    CHECK(rc == 0, "a page after the stopped one, same engine: %s", err.msg);
+    if (rc == 0)
+        ocr_page_result_free(&r);
     ocr_close(e);
 
     /* 2. Cancel: no deadline at all, the flag is raised after 300 ms (a

@@ -1,0 +1,19 @@
+/*
+ * The confinement folio's helper processes (folio-pdf, folio-ocr) put
+ * themselves in before they touch hostile input: resource limits and a
+ * seccomp deny list. A separate library (folio_sandbox), so that only the
+ * helpers link libseccomp.
+ */
+#ifndef FOLIO_COMMON_SANDBOX_H
+#define FOLIO_COMMON_SANDBOX_H
+
+#include <sys/resource.h>
+
+/* setrlimit(res, {soft, hard}); a failure is printed to stderr under the
+ * helper's name (the parent shows it with the helper's error). */
+void folio_sandbox_limit(const char *who, int res, rlim_t soft, rlim_t hard);
+
+/* Installs the deny list (sandbox.c says what it takes away). 0 or -1. */
+int folio_sandbox_filter(void);
+
+#endif
