@@ -104,6 +104,10 @@ struct engine_models_config {
     /* --gpu-batch: most pages per GPU pass (memory for that many planned at
      * open); 0 = the engine's choice from the device's memory plan. */
     uint32_t max_batch;
+    /* --max-label-tokens: the longest label the LM plan holds (0 = 16).
+     * Each page of a pass reserves a vocabulary-wide logits row per label
+     * token, so a smaller plan lets more pages share a pass. */
+    uint32_t max_label_tokens;
 };
 /* Pages per GPU pass of the open engine (0 while none is open). */
 uint32_t engine_models_max_batch(struct engine_models *m);

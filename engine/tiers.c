@@ -152,7 +152,8 @@ static void try_open(struct engine_models *m)
                             .validate = -1, .cache_dir = m->cfg.cache_dir,
                             .max_image_tokens = m->cfg.max_image_tokens,
                             .gate_file = m->cfg.gate_file, .gpu_weights = m->cfg.gpu_weights,
-                            .max_batch = m->cfg.max_batch};
+                            .max_batch = m->cfg.max_batch,
+                            .max_label_tokens = m->cfg.max_label_tokens};
     struct folio_err e = {0};
     int rc = vlm_open(&vc, &m->vlm, &e);
     m->gen++;

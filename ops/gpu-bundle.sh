@@ -66,5 +66,5 @@ export LD_LIBRARY_PATH=/opt/folio-bundle/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PA
 export TESSDATA_PREFIX=/opt/folio-bundle/tessdata
 export PG_BIN=$PG/bin FOLIO=/opt/folio-bundle/bin/folio
 EOF
-tar -C "$stage" -cf - . | xz -T2 -6 >"$OUTF"
+tar -C "$stage" -cf - . | xz -T2 -3 >"$OUTF"
 echo "gpu-bundle: $OUTF $(du -h "$OUTF" | cut -f1) ($(ls "$B/lib" | wc -l) libraries, PostgreSQL $PGV)"

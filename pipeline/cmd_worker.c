@@ -49,6 +49,9 @@ static const char USAGE[] =
     "  --gpu-batch N        pages per GPU pass, 0 = chosen from the device's memory plan\n"
     "                       (default 0); one GPU thread takes up to N ready pages\n"
     "                       per pass, without waiting for more\n"
+    "  --max-label-tokens N the longest label the engine plans for (default 16); each\n"
+    "                       page of a pass holds a vocabulary-wide logits row per label\n"
+    "                       token, so a smaller plan fits larger --gpu-batch values\n"
     "  --on-device-loss M   fallback (default): the document goes to the OCR tiers;\n"
     "                       release: it goes back to the queue for a healthy GPU\n"
     ;
@@ -145,6 +148,7 @@ static const struct option opts[] = {
         {"on-device-loss", required_argument, 0, 1019},
         {"gpu-weights", required_argument, 0, 1040},
         {"gpu-batch", required_argument, 0, 1170},
+        {"max-label-tokens", required_argument, 0, 1171},
         {"max-text-bytes", required_argument, 0, 1020},
         {"metrics-listen", required_argument, 0, 1041},
         {"claim-batch", required_argument, 0, 1001},
@@ -216,6 +220,11 @@ int cmd_worker(int argc, char **argv)
                 return cli_usage_error("worker", "--gpu-batch wants 0..256 pages per GPU pass (0 = the engine's "
                                        "choice), got '%s'", optarg);
             o.gpu_batch = (int)v;
+            break;
+        case 1171:
+            if (folio_parse_int(optarg, 1, 64, &v))
+                return cli_usage_error("worker", "--max-label-tokens wants 1..64 tokens, got '%s'", optarg);
+            o.max_label_tokens = (uint32_t)v;
             break;
         case 1040:
             if ((o.gpu_weights = engine_gpu_weights_parse(optarg)) < 0)

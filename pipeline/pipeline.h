@@ -289,6 +289,7 @@ struct worker_opts {
     int ocr_threads;
     int ocr_threads_auto;       /* not given: raised to gpu_batch + 2 with vision on */
     int gpu_batch;              /* --gpu-batch: pages per GPU pass, 0 = the engine's choice */
+    uint32_t max_label_tokens;  /* --max-label-tokens: 0 = the engine's 16 */
     int ocr_max_pages;
     int page_deadline_ms;
     size_t max_page_text, max_doc_text; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */

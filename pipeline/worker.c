@@ -1158,7 +1158,8 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                                           .max_image_tokens = o->max_image_tokens, .gate_file = o->gate_file,
                                           .release_on_device_loss = o->release_on_device_loss,
                                           .gpu_weights = o->gpu_weights,
-                                          .max_batch = (uint32_t)o->gpu_batch};
+                                          .max_batch = (uint32_t)o->gpu_batch,
+                                          .max_label_tokens = o->max_label_tokens};
         if (engine_models_open(&mc, &w.models, err)) {
             close(sfd);
             return err->code ? err->code : FOLIO_ENOMEM;

@@ -56,6 +56,8 @@ check "worker bad --gpu-batch" 2 "$F" worker --gpu-batch 300
 expect_in "--gpu-batch wants 0..256 pages per GPU pass"
 check "classify bad --gpu-batch" 2 "$F" classify --gpu-batch four x.png
 expect_in "--gpu-batch wants 0..256 pages per GPU pass"
+check "worker bad --max-label-tokens" 2 "$F" worker --max-label-tokens 0
+expect_in "--max-label-tokens wants 1..64 tokens"
 check "worker bad --max-pages-classified" 2 "$F" worker --max-pages-classified 0
 expect_in "1..10000"
 check "worker bad --pdf-page-ms" 2 "$F" worker --pdf-page-ms 5
