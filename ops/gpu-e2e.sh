@@ -153,9 +153,6 @@ Q=$(sql "SELECT count(*) FROM folio.jobs WHERE state = 'queued'")
 # ---- one worker until the queue is empty
 ARGS=(--db "$DB" --model "$MODEL" --mmproj "$MMPROJ" --gpu-batch "$BATCH" --max-image-tokens "$TOKENS"
       --lease 120 --poll 0.2 --claim-batch 8)
-# the 16 labels "kind N" are 3 tokens (+ <|im_end|>): plan the LM for them, as
-# `bench engine` plans for its own 16 x 3, so that --gpu-batch pages fit a pass
-ARGS+=(--max-label-tokens 4)
 [ -n "$DEVICE" ] && ARGS+=(--device "$DEVICE")
 [ -n "$THREADS" ] && ARGS+=(--ocr-threads "$THREADS")
 log "worker: ${ARGS[*]:2}"
