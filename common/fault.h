@@ -34,6 +34,7 @@
     X(slow_results_ms, "MS", "worker: each group of results waits MS before it is written")   \
     X(ingest_crash_after_commit, "N", "ingest: SIGKILL right after the N-th committed batch") \
     X(gpu_page_fail, "H", "engine/tiers: every GPU pass holding a page of height H fails")    \
+    X(gpu_nan, "H", "engine/tiers: a page of height H gets NaN label scores from its pass")  \
     X(gpu_gather_ms, "MS", "engine/tiers: the GPU thread waits MS before taking a pass")
 
 enum folio_fault_site {

@@ -57,6 +57,7 @@
 #include "engine/vk/vkr.h"
 #include "engine/vlm.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -115,6 +116,7 @@ struct engine_models {
     _Atomic unsigned long long after_seal;   /* closed + the open one, after each pass */
     _Atomic unsigned long long passes, pages, splits;
     uint32_t fault_fail_h;   /* FOLIO_FAULT=gpu_page_fail:H (test builds) */
+    uint32_t fault_nan_h;    /* FOLIO_FAULT=gpu_nan:H (test builds) */
     int fault_gather_ms;     /* FOLIO_FAULT=gpu_gather_ms:N (test builds) */
 };
 
@@ -192,9 +194,10 @@ static void parse_faults(struct engine_models *m)
 #ifdef FOLIO_FAULT_INJECTION
     m->fault_fail_h = (uint32_t)folio_fault_num(FOLIO_FAULT_gpu_page_fail);
     m->fault_gather_ms = (int)folio_fault_num(FOLIO_FAULT_gpu_gather_ms);
-    if (m->fault_fail_h || m->fault_gather_ms)
-        folio_log(FOLIO_LOG_WARN, "fault_injection", "gpu_page_fail=%u gpu_gather_ms=%d",
-                  m->fault_fail_h, m->fault_gather_ms);
+    m->fault_nan_h = (uint32_t)folio_fault_num(FOLIO_FAULT_gpu_nan);
+    if (m->fault_fail_h || m->fault_gather_ms || m->fault_nan_h)
+        folio_log(FOLIO_LOG_WARN, "fault_injection", "gpu_page_fail=%u gpu_nan=%u gpu_gather_ms=%d",
+                  m->fault_fail_h, m->fault_nan_h, m->fault_gather_ms);
 #else
     (void)m;
 #endif
@@ -393,6 +396,11 @@ static int vision_pass(struct engine_models *m, struct vlm *v, struct gpu_item *
     (void)m;
 #endif
     rc = vlm_classify_batch(v, preps, n, res, e);
+#ifdef FOLIO_FAULT_INJECTION
+    for (uint32_t i = 0; i < n && rc == 0 && m->fault_nan_h; i++)
+        if (it[i]->page_h == m->fault_nan_h)
+            res[i].confidence = NAN;
+#endif
     for (uint32_t i = 0; i < n; i++)
         it[i]->vr = res[i];
     return rc;
@@ -403,6 +411,22 @@ static void set_item_err(struct gpu_item *it, int rc, const char *msg, int lost_
     it->rc = rc;
     it->lost = lost_dev;
     snprintf(it->msg, sizeof it->msg, "%s", msg);
+}
+
+/* A model whose activations overflow (a broken or badly quantised file, an
+ * f16 range exceeded) scores NaN or infinity. That is the model's fault on
+ * this page, not the document's: the page gets an error of its own, so the
+ * document falls back to the next tier with the reason instead of writing
+ * a NaN confidence that the database refuses (every attempt, until dead:
+ * seen with random-weight models on the H200). */
+static void nonfinite_check(struct gpu_item *it, double confidence, const char *tier)
+{
+    if (isfinite(confidence))
+        return;
+    char msg[200];
+    snprintf(msg, sizeof msg, "the %s tier's label scores are not finite (%g): the model's "
+             "activations overflowed on this page", tier, confidence);
+    set_item_err(it, FOLIO_EFORMAT, msg, 0);
 }
 
 /* Runs the taken items on v; returns 1 when the device was lost (msg says
@@ -418,6 +442,8 @@ static int run_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it
         int l = rc && dev_lost(v, rc);
         if (rc)
             set_item_err(it[0], rc, e.msg, l);
+        else
+            nonfinite_check(it[0], it[0]->tr.confidence, "ocr+lm");
         snprintf(why, whyn, "%s", e.msg);
         return l;
     }
@@ -427,8 +453,10 @@ static int run_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it
     int rc = vision_pass(m, v, it, n, &e);
     folio_log(FOLIO_LOG_DEBUG, "gpu_pass", "pages=%u rc=%d ms=%.1f", n, rc, folio_mono_ms() - t0);
     if (rc == 0) {
-        for (uint32_t i = 0; i < n; i++)
+        for (uint32_t i = 0; i < n; i++) {
             it[i]->batch = n;
+            nonfinite_check(it[i], it[i]->vr.confidence, "vision");
+        }
         return 0;
     }
     if (dev_lost(v, rc)) {

@@ -178,6 +178,23 @@ int main(void)
                    " AND r.fallback_reason LIKE '%injected page failure%'") == 1,
           "bad page: the page of height 340 did not fall back with its reason; see %s", log);
 
+    /* 3b. a page whose scores come back NaN (a model that overflows on it):
+     * it falls back with the reason, its neighbours keep vision, nothing
+     * is written with a NaN confidence or retried until dead */
+    REQUIRE_OK(ingest(c, 4) == 0, "ingest 3b");
+    snprintf(log, sizeof log, "%s/nanpage.log", g_dir);
+    run_until_done(c, log, "gpu_nan:340,gpu_gather_ms:2000", b3, 4);
+    check_exactly_once(c, 4, "NaN page");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results r JOIN folio.documents d ON d.id = r.document_id"
+                   " WHERE d.height = 340 AND r.engine_path <> 'vision'"
+                   " AND r.fallback_reason LIKE '%not finite%'") == 1,
+          "NaN page: the page of height 340 did not fall back with the reason; see %s", log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE engine_path = 'vision'") == 3,
+          "NaN page: %lld vision results, want the 3 neighbours; see %s",
+          wt_q1(c, "SELECT count(*) FROM folio.results WHERE engine_path = 'vision'"), log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'dead'") == 0,
+          "NaN page: a job ended dead; see %s", log);
+
     /* 4. the device is lost inside a full batch. device_lost:2 is the
      * second real pass (the first is the warm-up's, not counted): the
      * documents' first pages pass, their second pages (every rendered file
