@@ -10,6 +10,9 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 install(TARGETS folio RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # folio runs Tesseract in this helper, found next to the folio binary.
 install(TARGETS folio-ocr RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# ... and parses and renders PDFs in this one (poppler, GPL-2.0+: the
+# helper is the only binary that links it; LICENSE says what that means).
+install(TARGETS folio-pdf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ops/systemd/folio-worker@.service ops/systemd/folio-ingest@.service
               ops/systemd/folio-migrate.service
         DESTINATION lib/systemd/system)

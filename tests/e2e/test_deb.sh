@@ -19,7 +19,7 @@ check "control" 0 dpkg-deb -f "$DEB" Depends
 for lib in libpq5 libtesseract5 liblept5 libturbojpeg0 libvulkan1 libsystemd0 libmicrohttpd12 tesseract-ocr-eng; do expect_in "$lib"; done
 check "conffiles" 0 dpkg-deb --ctrl-tarfile "$DEB"
 check "contents" 0 dpkg-deb -c "$DEB"
-for p in ./usr/bin/folio ./usr/bin/folio-ocr ./etc/folio/folio.conf ./usr/lib/systemd/system/folio-worker@.service \
+for p in ./usr/bin/folio ./usr/bin/folio-ocr ./usr/bin/folio-pdf ./etc/folio/folio.conf ./usr/lib/systemd/system/folio-worker@.service \
          ./usr/lib/systemd/system/folio-ingest@.service ./usr/lib/systemd/system/folio-migrate.service \
          ./usr/lib/sysusers.d/folio.conf ./usr/share/doc/folio/LICENSE ./usr/share/doc/folio/folio-commands.txt; do
   expect_in "$p"
