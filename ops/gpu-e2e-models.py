@@ -108,9 +108,15 @@ def pool_f32(rng, size, scale):
 
 
 def pool_q4k(rng, blocks):
-    # d, dmin small and fixed (finite activations through 28 layers);
-    # scales and 4-bit quants random
-    head = struct.pack("<ee", 0.0004, 0.0002)
+    # d, dmin fixed, 6-bit scales/mins and 4-bit quants random. A weight is
+    # d*sc*q - dmin*m; with sc, m uniform on 0..63 and q on 0..15 its mean is
+    # 31.5*(7.5*d - dmin), zero only for dmin = 7.5*d. The first version had
+    # d = 0.0004, dmin = 0.0002: every weight +0.088 on average, which pulls
+    # the residual stream towards one shared direction that each layer then
+    # multiplies by ~300 (0.088 x 3584) - every page of the H200 end-to-end
+    # run scored NaN. d = 4e-5 gives weights of rms ~0.012, so a 3584-wide
+    # row keeps an RMS-normalised input's scale (0.012 x sqrt(3584) ~ 0.7).
+    head = struct.pack("<ee", 4e-5, 7.5 * 4e-5)
     return b"".join(head + rng.randbytes(140) for _ in range(blocks))
 
 
