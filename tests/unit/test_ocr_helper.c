@@ -194,11 +194,10 @@ int main(void)
     struct ocr_engine *e = NULL;
     struct folio_err err = {0};
     REQUIRE(ocr_open(&oo, &e, &err) == 0, "ocr_open: %s", err.msg);
+#ifdef FOLIO_FAULT_INJECTION
     struct ocr_page_result r;
     struct ocr_image img = image_of(&pg);
     int rc;
-
-#ifdef FOLIO_FAULT_INJECTION
     /* 3. A crash on one page (a page 1201 pixels wide) fails it alone. */
     setenv("FOLIO_FAULT", "ocr_crash_width:1201", 1);
     ocr_close(e); /* the helper reads FOLIO_FAULT from the environment it starts with */
