@@ -59,6 +59,11 @@ int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, s
  * warning (may be "" on return). */
 int ingest_jpeg_validate(const uint8_t *d, size_t n, const struct jpeg_header *h, char *warning,
                   size_t wn, struct folio_err *err);
+/* The DCT scale num/denom ingest_jpeg_decode picks for target_side and
+ * the size it decodes to. */
+void ingest_jpeg_scaled(const struct jpeg_header *h, int target_side, int *sw, int *sh, int *num, int *denom);
+/* true for a CMYK/YCCK JPEG (decoded through a 4-byte-per-pixel buffer). */
+bool ingest_jpeg_is_cmyk(const struct jpeg_header *h);
 /* Decodes at the smallest DCT scale whose longest side still reaches
  * target_side (0 = full size), into 1 or 3 channels. */
 int ingest_jpeg_decode(const uint8_t *d, size_t n, const struct jpeg_header *h, int target_side,

@@ -11,6 +11,8 @@
 #define FOLIO_PIPELINE_DOCPAGES_H
 
 #include "engine/engine.h"
+
+struct ingest_membudget;
 #include "engine/ocr.h"
 
 #define DOC_MAX_PAGES_CLASSIFIED 20
@@ -27,6 +29,7 @@ struct doc_pages_opts {
     const struct ingest_limits *pdf_limits; /* helper limits; NULL = defaults */
     size_t max_page_bytes, max_doc_bytes; /* --max-text-bytes; 0 = doctext.h defaults */
     uint64_t max_pixels;       /* per page, refused from the header; 0 = the hard limit */
+    struct ingest_membudget *decode_budget; /* the worker's decoded-memory budget; NULL = none */
 };
 
 struct doc_page_result {

@@ -19,6 +19,8 @@
 #define FOLIO_PIPELINE_DOCTEXT_H
 
 #include "engine/engine.h"
+
+struct ingest_membudget;
 #include "engine/ocr.h"
 
 /* Defaults: a dense 300-dpi page OCRs to ~3-8 KiB; spreadsheet-like PDF
@@ -26,6 +28,8 @@
 #define DOC_TEXT_PAGE_MAX_DEFAULT ((size_t)64 << 10)
 #define DOC_TEXT_DOC_MAX_DEFAULT ((size_t)512 << 10)
 #define DOC_TEXT_MAX_LIMIT ((size_t)64 << 20) /* the largest cap accepted */
+/* Resolution pages are OCR'd at when the file states a finer one. */
+#define DOC_TEXT_OCR_PPI 300
 struct ingest_pdf;
 
 struct doc_text_ctx {
@@ -46,6 +50,7 @@ struct doc_text_ctx {
     int pdf_text_pages;        /* out: pages whose text came from the PDF text layer */
     int ocr_pages;             /* out: pages OCR'd */
     uint64_t max_pixels;       /* per page, refused from the header; 0 = the hard limit */
+    struct ingest_membudget *decode_budget; /* shared decoded-memory budget; NULL = none */
 };
 /* A page's text source as recorded in page_results. */
 const char *worker_text_source(const struct doc_text_ctx *c);
