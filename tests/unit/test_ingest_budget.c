@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint8_t *png_blob(int w, int h, size_t *n)
 {
@@ -86,10 +87,29 @@ int main(void)
     _Atomic int held = 0, max_held = 0, ok = 0;
     pthread_t th[4];
     struct job j = {png, n, b, &held, &max_held, &ok};
+    /* the waits are logged: stderr goes to a file meanwhile */
+    char logpath[1100];
+    snprintf(logpath, sizeof logpath, "%s/stderr.txt", tu_scratch("ingest_budget"));
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *cap = fopen(logpath, "w+");
+    REQUIRE(saved >= 0 && cap, "capture stderr");
+    dup2(fileno(cap), 2);
     for (int i = 0; i < 4; i++)
-        REQUIRE(pthread_create(&th[i], NULL, decode_hold, &j) == 0, "thread %d", i);
+        if (pthread_create(&th[i], NULL, decode_hold, &j) != 0)
+            abort();
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char logged[8192] = "";
+    rewind(cap);
+    logged[fread(logged, 1, sizeof logged - 1, cap)] = 0;
+    fclose(cap);
+    CHECK(strstr(logged, "level=info event=decode_memory_wait need_mib=") &&
+              strstr(logged, "budget_mib=") && strstr(logged, "event=decode_memory_granted"),
+          "waits logged: %s", logged);
     CHECK(atomic_load(&ok) == 4, "%d of 4 decodes finished", atomic_load(&ok));
     CHECK(atomic_load(&max_held) == 1, "pages held at once: %d (budget fits 1)", atomic_load(&max_held));
     CHECK(ingest_membudget_peak(b) <= ingest_membudget_total(b) && ingest_membudget_peak(b) >= one,
