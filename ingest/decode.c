@@ -413,6 +413,8 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
 
     if (f == INGEST_FMT_JPEG)
         rc = ingest_jpeg_validate(data, len, &jh, out->warning, sizeof out->warning, err);
+    else if (f == INGEST_FMT_PNG)
+        rc = ingest_png_validate(data, len, out->warning, sizeof out->warning, err);
     else
         rc = ingest_lept_validate(data, len, f, pages, err);
     if (rc)
@@ -546,7 +548,9 @@ int ingest_decode_page_opts(const uint8_t *data, size_t len, int page, const str
         need = (uint64_t)sw * (uint64_t)sh * (uint64_t)(want_channels + (ingest_jpeg_is_cmyk(&jh) ? 4 : 0)) +
                2 * fitted_bytes((uint64_t)sw, (uint64_t)sh, max_side, want_channels);
     } else {
-        need = px * (uint64_t)(8 + want_channels) + 2 * fitted_bytes(dm.w, dm.h, max_side, want_channels);
+        /* png.c: the page, and a 4-byte-per-pixel copy when interlaced */
+        uint64_t per_px = f == INGEST_FMT_PNG ? 4 + (uint64_t)want_channels : 8 + (uint64_t)want_channels;
+        need = px * per_px + 2 * fitted_bytes(dm.w, dm.h, max_side, want_channels);
     }
     char what[96];
     snprintf(what, sizeof what, "page %d (%ux%u %s)", page + 1, dm.w, dm.h, ingest_format_media_type(f));
@@ -556,6 +560,8 @@ int ingest_decode_page_opts(const uint8_t *data, size_t len, int page, const str
 
     if (f == INGEST_FMT_JPEG)
         rc = ingest_jpeg_decode(data, len, &jh, max_side, want_channels, out, err);
+    else if (f == INGEST_FMT_PNG)
+        rc = ingest_png_decode(data, len, want_channels, out, NULL, 0, err);
     else
         rc = ingest_lept_decode(data, len, f, page, want_channels, out, err);
     /* Leptonica says the resolution only once it has decoded the page */

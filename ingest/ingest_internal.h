@@ -77,6 +77,13 @@ int ingest_lept_validate(const uint8_t *d, size_t n, enum ingest_format f, int p
 int ingest_lept_decode(const uint8_t *d, size_t n, enum ingest_format f, int page, int channels,
                 struct ingest_page *out, struct folio_err *err);
 
+/* ---- PNG (png.c): libpng with folio's warning and error callbacks ---- */
+/* Decodes the image into 1 or 3 channels; the first libpng warning goes
+ * into warning (may be NULL), every one is logged as event=png_warning. */
+int ingest_png_decode(const uint8_t *d, size_t n, int channels, struct ingest_page *out, char *warning, size_t wn,
+                      struct folio_err *err);
+int ingest_png_validate(const uint8_t *d, size_t n, char *warning, size_t wn, struct folio_err *err);
+
 /* ---- PDF (pdf.c) ---- */
 /* The PDF limits with their defaults filled in. */
 void ingest_pdf_limits(const struct ingest_limits *lim, int *dpi, int *page_ms, int *mem_mb, int *cpu_s);
