@@ -1,9 +1,10 @@
 /* Memory per document (issue 21):
  *
  * 1. The decoded-memory budget holds: four threads decode large PNG pages
- *    through one budget that fits one page; never more than one page is
- *    held at once, the budget's peak stays within it, and every decode
- *    succeeds (they wait, not fail).
+ *    at once through a budget with room for one decode beside the other
+ *    three decoded pages; its peak stays within it (never two decodes at
+ *    once), the waits are logged, and every decode succeeds (they wait,
+ *    not fail).
  * 2. A page that needs more than the whole budget is refused with a
  *    reason naming the budget; a wait is ended by the cancel flag.
  * 3. Reduced-scale decode: a 600-dpi JPEG of an invoice (JFIF density 600)
@@ -80,39 +81,36 @@ int main(void)
     size_t n = 0;
     uint8_t *png = png_blob(2000, 2000, &n);
     REQUIRE(png, "encode a PNG");
-    uint64_t one = (uint64_t)2000 * 2000 * (8 + 3) + 2 * (uint64_t)2000 * 2000 * 3; /* decode.c's estimate */
+    /* decode.c's estimate for a PNG: the page and an interlace buffer, then
+     * the fitted and turned copies; a decoded page keeps only its pixels */
+    uint64_t px = (uint64_t)2000 * 2000, one = px * (4 + 3) + 2 * px * 3, kept = px * 3;
     struct ingest_membudget *b = NULL;
     struct folio_err err = {0};
-    REQUIRE(ingest_membudget_create(one * 3 / 2, &b, &err) == 0, "budget: %s", err.msg);
+    /* room for one decode while the three other pages are held: two
+     * decodes never run at once (four at once would need 4 x one) */
+    REQUIRE(ingest_membudget_create(one + 3 * kept, &b, &err) == 0, "budget: %s", err.msg);
     _Atomic int held = 0, max_held = 0, ok = 0;
     pthread_t th[4];
     struct job j = {png, n, b, &held, &max_held, &ok};
     /* the waits are logged: stderr goes to a file meanwhile */
     char logpath[1100];
     snprintf(logpath, sizeof logpath, "%s/stderr.txt", tu_scratch("ingest_budget"));
-    fflush(stderr);
-    int saved = dup(2);
-    FILE *cap = fopen(logpath, "w+");
-    REQUIRE(saved >= 0 && cap, "capture stderr");
-    dup2(fileno(cap), 2);
+    int saved = tu_stderr_begin(logpath);
+    REQUIRE(saved >= 0, "capture stderr");
     for (int i = 0; i < 4; i++)
         if (pthread_create(&th[i], NULL, decode_hold, &j) != 0)
             abort();
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char logged[8192] = "";
-    rewind(cap);
-    logged[fread(logged, 1, sizeof logged - 1, cap)] = 0;
-    fclose(cap);
+    char logged[8192];
+    tu_stderr_end(saved, logpath, logged, sizeof logged);
     CHECK(strstr(logged, "level=info event=decode_memory_wait need_mib=") &&
               strstr(logged, "budget_mib=") && strstr(logged, "event=decode_memory_granted"),
           "waits logged: %s", logged);
     CHECK(atomic_load(&ok) == 4, "%d of 4 decodes finished", atomic_load(&ok));
-    CHECK(atomic_load(&max_held) == 1, "pages held at once: %d (budget fits 1)", atomic_load(&max_held));
-    CHECK(ingest_membudget_peak(b) <= ingest_membudget_total(b) && ingest_membudget_peak(b) >= one,
+    CHECK(atomic_load(&max_held) >= 1, "pages held at once: %d", atomic_load(&max_held));
+    CHECK(ingest_membudget_peak(b) <= ingest_membudget_total(b) && ingest_membudget_peak(b) >= one &&
+              ingest_membudget_peak(b) < 2 * one,
           "peak %llu of %llu", (unsigned long long)ingest_membudget_peak(b),
           (unsigned long long)ingest_membudget_total(b));
 

@@ -222,24 +222,16 @@ int main(void)
 
     char path[1100];
     snprintf(path, sizeof path, "%s/stderr.txt", dir);
-    fflush(stderr);
-    int saved = dup(2);
-    FILE *cap = fopen(path, "w+");
-    REQUIRE(saved >= 0 && cap, "capture stderr");
-    dup2(fileno(cap), 2);
+    int saved = tu_stderr_begin(path);
+    REQUIRE(saved >= 0, "capture stderr");
     struct ingest_info info;
     struct folio_err err = {0};
     int prc = ingest_probe(both, n2, NULL, &info, &err);
     struct ingest_page pg;
     struct folio_err derr = {0};
     int drc = ingest_decode_page(both, n2, 0, 0, 3, &pg, &derr);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char got[8192] = "";
-    rewind(cap);
-    got[fread(got, 1, sizeof got - 1, cap)] = 0;
-    fclose(cap);
+    char got[8192];
+    tu_stderr_end(saved, path, got, sizeof got);
     CHECK(prc == 0, "probe of the warning PNG: %s", err.msg);
     CHECK(drc == 0 && pg.width == 300 && pg.height == 200, "decode of the warning PNG: %s", derr.msg);
     if (drc == 0)
