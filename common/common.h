@@ -124,6 +124,9 @@ int folio_write_file_atomic(const char *path, const void *data, size_t len,
  * tests). 0 when out (always filled: the path tried last, for messages)
  * is executable, -1 when not. */
 int folio_helper_path(const char *env_var, const char *name, const char *build_path, char *out, size_t n);
+/* The last n-1 bytes of the file fd (a helper's stderr memfd) as one line:
+ * control bytes become spaces, trailing spaces go ("" when empty). */
+void folio_fd_tail_line(int fd, char *buf, size_t n);
 
 /* ---- small string helpers ---- */
 /* snprintf that reports truncation as an error instead of silently cutting. */

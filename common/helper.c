@@ -1,10 +1,29 @@
-/* Finding folio's helper executables (folio-pdf, folio-ocr). */
+/* Finding folio's helper executables (folio-pdf, folio-ocr) and reading
+ * what they printed. */
 #include "common/common.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+void folio_fd_tail_line(int fd, char *buf, size_t n)
+{
+    buf[0] = 0;
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end <= 0 || n < 2)
+        return;
+    off_t from = end > (off_t)(n - 1) ? end - (off_t)(n - 1) : 0;
+    ssize_t r = pread(fd, buf, n - 1, from);
+    if (r <= 0)
+        return;
+    buf[r] = 0;
+    for (ssize_t i = 0; i < r; i++)
+        if ((unsigned char)buf[i] < 0x20)
+            buf[i] = ' ';
+    while (r > 0 && buf[r - 1] == ' ')
+        buf[--r] = 0;
+}
 
 int folio_helper_path(const char *env_var, const char *name, const char *build_path, char *out, size_t n)
 {

@@ -74,23 +74,7 @@ struct ocr_engine {
 };
 
 /* What the helper printed, last bytes first kept, as one line (details). */
-static void helper_said(struct ocr_engine *e, char *buf, size_t n)
-{
-    buf[0] = 0;
-    off_t end = lseek(e->errfd, 0, SEEK_END);
-    if (end <= 0)
-        return;
-    off_t from = end > (off_t)(n - 1) ? end - (off_t)(n - 1) : 0;
-    ssize_t r = pread(e->errfd, buf, n - 1, from);
-    if (r <= 0)
-        return;
-    buf[r] = 0;
-    for (ssize_t i = 0; i < r; i++)
-        if ((unsigned char)buf[i] < 0x20)
-            buf[i] = ' ';
-    while (r > 0 && buf[r - 1] == ' ')
-        buf[--r] = 0;
-}
+static void helper_said(struct ocr_engine *e, char *buf, size_t n) { folio_fd_tail_line(e->errfd, buf, n); }
 
 /* Logs what Tesseract printed about a page as logfmt and empties the
  * memfd. The helper is idle (it answered, or is dead), so nothing writes

@@ -34,8 +34,16 @@ void ingest_page_free(struct ingest_page *p)
 {
     if (!p)
         return;
+    ingest_page_unbudget(p);
     free(p->pixels);
     memset(p, 0, sizeof *p);
+}
+
+void ingest_page_unbudget(struct ingest_page *p)
+{
+    ingest_membudget_release(p->budget, p->reserved);
+    p->budget = NULL;
+    p->reserved = 0;
 }
 
 int ingest_page_alloc(struct ingest_page *p, int w, int h, int channels, struct folio_err *err)
@@ -405,6 +413,8 @@ int ingest_probe(const uint8_t *data, size_t len, const struct ingest_limits *li
 
     if (f == INGEST_FMT_JPEG)
         rc = ingest_jpeg_validate(data, len, &jh, out->warning, sizeof out->warning, err);
+    else if (f == INGEST_FMT_PNG)
+        rc = ingest_png_validate(data, len, out->warning, sizeof out->warning, err);
     else
         rc = ingest_lept_validate(data, len, f, pages, err);
     if (rc)
@@ -423,7 +433,40 @@ int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
 int ingest_decode_page_capped(const uint8_t *data, size_t len, int page, int max_side, int want_channels,
                               uint64_t max_pixels, struct ingest_page *out, struct folio_err *err)
 {
+    struct ingest_decode_opts o = {.max_side = max_side, .channels = want_channels, .max_pixels = max_pixels};
+    return ingest_decode_page_opts(data, len, page, &o, out, err);
+}
+
+/* The longest side of a w x h page stating `ppi` when it is brought down
+ * to target_ppi; 0 when it is not finer, or the stated value is not
+ * plausible (a long side of 3..20 inches, as ocr_effective_ppi judges). */
+static int side_at_ppi(uint32_t w, uint32_t h, int ppi, int target_ppi)
+{
+    uint32_t side = w > h ? w : h;
+    if (target_ppi <= 0 || ppi <= target_ppi || side < (uint32_t)ppi * 3 || side > (uint32_t)ppi * 20)
+        return 0;
+    return (int)(((uint64_t)side * (uint64_t)target_ppi + (uint64_t)ppi - 1) / (uint64_t)ppi);
+}
+
+static int min_side(int a, int b) { return a <= 0 ? b : b <= 0 ? a : a < b ? a : b; }
+
+/* Bytes a w x h page fitted into max_side takes with c channels. */
+static uint64_t fitted_bytes(uint64_t w, uint64_t h, int max_side, int c)
+{
+    uint64_t side = w > h ? w : h;
+    if (max_side > 0 && side > (uint64_t)max_side) {
+        w = (w * (uint64_t)max_side + side - 1) / side;
+        h = (h * (uint64_t)max_side + side - 1) / side;
+    }
+    return w * h * (uint64_t)c;
+}
+
+int ingest_decode_page_opts(const uint8_t *data, size_t len, int page, const struct ingest_decode_opts *o,
+                            struct ingest_page *out, struct folio_err *err)
+{
     memset(out, 0, sizeof *out);
+    int max_side = o->max_side, want_channels = o->channels;
+    uint64_t max_pixels = o->max_pixels;
     if (!data || (want_channels != 1 && want_channels != 3) || page < 0 || max_side < 0)
         return folio_err_set(err, FOLIO_EINVAL,
                              "ingest_decode_page: bad arguments (page %d, max_side %d, channels %d)",
@@ -493,15 +536,52 @@ int ingest_decode_page_capped(const uint8_t *data, size_t len, int page, int max
         return FOLIO_ELIMIT;
     }
 
+    /* What the decode will hold at its peak, from the header: JPEG the
+     * DCT-scaled raster (plus a CMYK buffer), Leptonica a 32-bit Pix and a
+     * converted copy (alpha flattening may add one more); then the fitted
+     * and the turned copy. An estimate on the safe side, not a measure. */
+    uint64_t need;
+    if (f == INGEST_FMT_JPEG) {
+        max_side = min_side(max_side, side_at_ppi(dm.w, dm.h, jh.ppi, o->target_ppi));
+        int sw, sh, num, denom;
+        ingest_jpeg_scaled(&jh, max_side, &sw, &sh, &num, &denom);
+        need = (uint64_t)sw * (uint64_t)sh * (uint64_t)(want_channels + (ingest_jpeg_is_cmyk(&jh) ? 4 : 0)) +
+               2 * fitted_bytes((uint64_t)sw, (uint64_t)sh, max_side, want_channels);
+    } else {
+        /* png.c: the page, and a 4-byte-per-pixel copy when interlaced */
+        uint64_t per_px = f == INGEST_FMT_PNG ? 4 + (uint64_t)want_channels : 8 + (uint64_t)want_channels;
+        need = px * per_px + 2 * fitted_bytes(dm.w, dm.h, max_side, want_channels);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "page %d (%ux%u %s)", page + 1, dm.w, dm.h, ingest_format_media_type(f));
+    rc = ingest_membudget_reserve(o->budget, need, o->cancel, what, err);
+    if (rc)
+        return rc;
+
     if (f == INGEST_FMT_JPEG)
         rc = ingest_jpeg_decode(data, len, &jh, max_side, want_channels, out, err);
+    else if (f == INGEST_FMT_PNG)
+        rc = ingest_png_decode(data, len, want_channels, out, NULL, 0, err);
     else
         rc = ingest_lept_decode(data, len, f, page, want_channels, out, err);
+    /* Leptonica says the resolution only once it has decoded the page */
+    if (rc == 0 && f != INGEST_FMT_JPEG)
+        max_side = min_side(max_side, side_at_ppi((uint32_t)out->width, (uint32_t)out->height, out->ppi, o->target_ppi));
     if (rc == 0)
         rc = ingest_page_fit(out, max_side, err);
     if (rc == 0)
         rc = ingest_page_orient(out, orientation, err);
-    if (rc)
+    if (rc) {
         ingest_page_free(out);
-    return rc;
+        ingest_membudget_release(o->budget, need);
+        return rc;
+    }
+    /* From here the page holds only its own pixels. */
+    uint64_t kept = (uint64_t)out->stride * (uint64_t)out->height;
+    if (o->budget) {
+        ingest_membudget_release(o->budget, need > kept ? need - kept : 0);
+        out->budget = o->budget;
+        out->reserved = need > kept ? kept : need;
+    }
+    return 0;
 }

@@ -76,6 +76,8 @@ struct ingest_page {
     size_t stride;   /* bytes per row */
     uint8_t *pixels; /* malloc'd; free with ingest_page_free */
     int ppi;         /* resolution the file states (scaled with the page); 0 = none stated */
+    struct ingest_membudget *budget; /* decoded-memory reservation held until ingest_page_free */
+    uint64_t reserved;
 };
 
 /* Decodes page `page` (0-based) of a blob as 8-bit RGB (want_channels 3) or
@@ -91,6 +93,40 @@ int ingest_decode_page(const uint8_t *data, size_t len, int page, int max_side,
 int ingest_decode_page_capped(const uint8_t *data, size_t len, int page, int max_side, int want_channels,
                               uint64_t max_pixels, struct ingest_page *out, struct folio_err *err);
 void ingest_page_free(struct ingest_page *p);
+/* Gives the page's budget reservation back without freeing its pixels
+ * (their owner changes: the vision engine frees them itself). */
+void ingest_page_unbudget(struct ingest_page *p);
+
+/* ---- decoded-memory budget (membudget.c) ----
+ * Shared by a worker's threads: a decode reserves the most it will need
+ * (estimated from the header) before it allocates, waits while the
+ * budget is full (logging event=decode_memory_wait), and keeps the page's
+ * size reserved until ingest_page_free. A page that needs more than the
+ * whole budget is FOLIO_ELIMIT. Thread-safe. */
+struct ingest_membudget;
+int ingest_membudget_create(uint64_t bytes, struct ingest_membudget **out, struct folio_err *err);
+void ingest_membudget_free(struct ingest_membudget *b);
+uint64_t ingest_membudget_total(struct ingest_membudget *b);
+/* The most bytes reserved at once so far. */
+uint64_t ingest_membudget_peak(struct ingest_membudget *b);
+int ingest_membudget_reserve(struct ingest_membudget *b, uint64_t bytes, const _Atomic int *cancel,
+                             const char *what, struct folio_err *err);
+void ingest_membudget_release(struct ingest_membudget *b, uint64_t bytes);
+
+/* How a page is decoded for one consumer. */
+struct ingest_decode_opts {
+    int max_side;      /* longest side; 0 = full size */
+    int channels;      /* 1 (gray) or 3 (RGB) */
+    uint64_t max_pixels; /* refused from the header above this; 0 = the hard limit */
+    /* > 0: a page that states a finer, plausible resolution (its long side
+     * 3..20 inches at it) is decoded down to this one (OCR: 300). JPEG
+     * through DCT scaling, so the full-size raster never exists. */
+    int target_ppi;
+    struct ingest_membudget *budget; /* NULL = none */
+    const _Atomic int *cancel;       /* ends a wait for budget (NULL = none) */
+};
+int ingest_decode_page_opts(const uint8_t *data, size_t len, int page, const struct ingest_decode_opts *o,
+                            struct ingest_page *out, struct folio_err *err);
 
 /* ---- PDF (pdf.c): a session with the sandboxed helper process ----
  * One session per document and thread: the helper (folio-pdf) parses the

@@ -59,6 +59,11 @@ int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, s
  * warning (may be "" on return). */
 int ingest_jpeg_validate(const uint8_t *d, size_t n, const struct jpeg_header *h, char *warning,
                   size_t wn, struct folio_err *err);
+/* The DCT scale num/denom ingest_jpeg_decode picks for target_side and
+ * the size it decodes to. */
+void ingest_jpeg_scaled(const struct jpeg_header *h, int target_side, int *sw, int *sh, int *num, int *denom);
+/* true for a CMYK/YCCK JPEG (decoded through a 4-byte-per-pixel buffer). */
+bool ingest_jpeg_is_cmyk(const struct jpeg_header *h);
 /* Decodes at the smallest DCT scale whose longest side still reaches
  * target_side (0 = full size), into 1 or 3 channels. */
 int ingest_jpeg_decode(const uint8_t *d, size_t n, const struct jpeg_header *h, int target_side,
@@ -71,6 +76,13 @@ int ingest_lept_validate(const uint8_t *d, size_t n, enum ingest_format f, int p
 /* Decodes page `page` at full size into 1 or 3 channels. */
 int ingest_lept_decode(const uint8_t *d, size_t n, enum ingest_format f, int page, int channels,
                 struct ingest_page *out, struct folio_err *err);
+
+/* ---- PNG (png.c): libpng with folio's warning and error callbacks ---- */
+/* Decodes the image into 1 or 3 channels; the first libpng warning goes
+ * into warning (may be NULL), every one is logged as event=png_warning. */
+int ingest_png_decode(const uint8_t *d, size_t n, int channels, struct ingest_page *out, char *warning, size_t wn,
+                      struct folio_err *err);
+int ingest_png_validate(const uint8_t *d, size_t n, char *warning, size_t wn, struct folio_err *err);
 
 /* ---- PDF (pdf.c) ---- */
 /* The PDF limits with their defaults filled in. */

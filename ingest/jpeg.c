@@ -152,7 +152,7 @@ int ingest_jpeg_read_header(const uint8_t *d, size_t n, struct jpeg_header *h, s
     return rc;
 }
 
-static bool is_cmyk(const struct jpeg_header *h)
+bool ingest_jpeg_is_cmyk(const struct jpeg_header *h)
 {
     return h->colorspace == TJCS_CMYK || h->colorspace == TJCS_YCCK;
 }
@@ -177,7 +177,7 @@ int ingest_jpeg_validate(const uint8_t *d, size_t n, const struct jpeg_header *h
         warning[0] = '\0';
     tjscalingfactor eighth = {1, 8};
     int sw = TJSCALED(h->width, eighth), sh = TJSCALED(h->height, eighth);
-    int pf = is_cmyk(h) ? TJPF_CMYK : TJPF_GRAY;
+    int pf = ingest_jpeg_is_cmyk(h) ? TJPF_CMYK : TJPF_GRAY;
     size_t bytes = (size_t)sw * (size_t)sh * (size_t)tjPixelSize[pf];
     uint8_t *buf = malloc(bytes ? bytes : 1);
     if (!buf)
@@ -236,8 +236,7 @@ static void cmyk_to_rgb_row(const uint8_t *src, uint8_t *dst, int w, int channel
     }
 }
 
-int ingest_jpeg_decode(const uint8_t *d, size_t n, const struct jpeg_header *h, int target_side,
-                int channels, struct ingest_page *out, struct folio_err *err)
+void ingest_jpeg_scaled(const struct jpeg_header *h, int target_side, int *sw, int *sh, int *num, int *denom)
 {
     int nsf = 0;
     tjscalingfactor *sf = tjGetScalingFactors(&nsf);
@@ -249,27 +248,37 @@ int ingest_jpeg_decode(const uint8_t *d, size_t n, const struct jpeg_header *h, 
         for (int i = 0; i < nsf; i++) {
             if (sf[i].num > sf[i].denom)
                 continue;
-            int sw = TJSCALED(h->width, sf[i]), sh = TJSCALED(h->height, sf[i]);
-            int side = sw > sh ? sw : sh;
+            int w = TJSCALED(h->width, sf[i]), hh = TJSCALED(h->height, sf[i]);
+            int side = w > hh ? w : hh;
             if (side >= target_side && (best_side == 0 || side < best_side)) {
                 best = sf[i];
                 best_side = side;
             }
         }
     }
-    int sw = TJSCALED(h->width, best), sh = TJSCALED(h->height, best);
+    *sw = TJSCALED(h->width, best);
+    *sh = TJSCALED(h->height, best);
+    *num = best.num;
+    *denom = best.denom;
+}
+
+int ingest_jpeg_decode(const uint8_t *d, size_t n, const struct jpeg_header *h, int target_side,
+                int channels, struct ingest_page *out, struct folio_err *err)
+{
+    int sw, sh, num, denom;
+    ingest_jpeg_scaled(h, target_side, &sw, &sh, &num, &denom);
     int rc = ingest_page_alloc(out, sw, sh, channels, err);
     if (rc)
         return rc;
     if (h->ppi > 0)
-        out->ppi = h->ppi * best.num / best.denom;
+        out->ppi = h->ppi * num / denom;
     tjhandle tj = tjInitDecompress();
     if (!tj) {
         ingest_page_free(out);
         return folio_err_set(err, FOLIO_ENOMEM, "cannot create a TurboJPEG decompressor");
     }
     uint8_t *cmyk = NULL;
-    if (is_cmyk(h)) {
+    if (ingest_jpeg_is_cmyk(h)) {
         cmyk = malloc((size_t)sw * (size_t)sh * 4);
         if (!cmyk) {
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory decoding a %dx%d CMYK JPEG", sw, sh);

@@ -1,5 +1,6 @@
 /*
- * PNG, TIFF, PNM, WebP, GIF and BMP through Leptonica.
+ * TIFF, PNM, WebP, GIF and BMP through Leptonica (PNG: png.c, through libpng
+ * with folio's callbacks, as Leptonica lets libpng warn on stderr).
  *
  * Leptonica reports failures by printing to stderr and returning NULL. The
  * message is what a user needs in a rejection ("IDAT: CRC error"), and

@@ -67,23 +67,7 @@ static int helper_path(char *out, size_t n)
 }
 
 /* The last line(s) poppler printed, for error details. */
-static void helper_stderr(struct ingest_pdf *p, char *buf, size_t n)
-{
-    buf[0] = 0;
-    off_t end = lseek(p->errfd, 0, SEEK_END);
-    if (end <= 0)
-        return;
-    off_t from = end > (off_t)(n - 1) ? end - (off_t)(n - 1) : 0;
-    ssize_t r = pread(p->errfd, buf, n - 1, from);
-    if (r <= 0)
-        return;
-    buf[r] = 0;
-    for (ssize_t i = 0; i < r; i++)
-        if (buf[i] == '\n' || buf[i] == '\r' || (unsigned char)buf[i] < 0x20)
-            buf[i] = ' ';
-    while (r > 0 && buf[r - 1] == ' ')
-        buf[--r] = 0;
-}
+static void helper_stderr(struct ingest_pdf *p, char *buf, size_t n) { folio_fd_tail_line(p->errfd, buf, n); }
 
 static void session_fail(struct ingest_pdf *p, const char *reason, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   clang libclang-rt-14-dev
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
-  libturbojpeg0-dev libjpeg-turbo-progs libleptonica-dev libtesseract-dev
+  libturbojpeg0-dev libjpeg-turbo-progs libleptonica-dev libtesseract-dev libpng-dev
   tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd fonts-dejavu-core
   libpq-dev postgresql postgresql-contrib pgbouncer
   libssl-dev

@@ -84,6 +84,9 @@ static const char USAGE_OCR[] =
     "                       page deadline + 2 min)\n"
     "  --max-pixels N       largest page decoded, refused from its header (default\n"
     "                       300000000, ingest's default: keep the two equal)\n"
+    "  --decode-memory SIZE decoded pages held at once by all OCR threads; a page\n"
+    "                       waits for room, one needing more is refused (default:\n"
+    "                       one --max-pixels page in RGB + 512M)\n"
     "  --metrics-listen ADDR:PORT  serve /metrics (Prometheus), /healthz, /readyz\n"
     "\n"
     "Options may also come from the configuration file ([worker], [worker.NAME]\n"
@@ -157,6 +160,7 @@ static const struct option opts[] = {
         {"max-pages-classified", required_argument, 0, 1150},
         {"pdf-page-ms", required_argument, 0, 1151},
         {"pdf-memory-mb", required_argument, 0, 1152},
+        {"decode-memory", required_argument, 0, 1153},
         {"osd-min-conf", required_argument, 0, 1160},
         {"review-below", required_argument, 0, 1161},
         {"retrain-after", required_argument, 0, 1162},
@@ -266,6 +270,10 @@ int cmd_worker(int argc, char **argv)
             if (folio_parse_int(optarg, 64, 1048576, &v))
                 return cli_usage_error("worker", "--pdf-memory-mb wants 64..1048576, got '%s'", optarg);
             o.pdf_memory_mb = (int)v;
+            break;
+        case 1153:
+            if (folio_parse_size(optarg, &o.decode_memory) || o.decode_memory < ((uint64_t)16 << 20))
+                return cli_usage_error("worker", "--decode-memory wants a size of at least 16M (e.g. 4G), got '%s'", optarg);
             break;
         case 1160:
             if (cli_parse_double(optarg, 0, 100, &o.osd_min_conf))

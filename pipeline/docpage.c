@@ -18,10 +18,15 @@ int worker_doc_page(void *ctx, struct engine_page *out, struct folio_err *err)
         double dpi = ingest_pdf_fit_dpi(c->pdf, c->page, DOC_PAGE_MAX_SIDE, tokens * DOC_PAGE_PX_PER_TOKEN);
         rc = ingest_pdf_render(c->pdf, c->page, dpi, 3, &p, err);
     } else {
-        rc = ingest_decode_page_capped(c->data, c->len, c->page, DOC_PAGE_MAX_SIDE, 3, c->max_pixels, &p, err);
+        struct ingest_decode_opts o = {.max_side = DOC_PAGE_MAX_SIDE, .channels = 3, .max_pixels = c->max_pixels,
+                                       .budget = c->decode_budget, .cancel = c->cancel};
+        rc = ingest_decode_page_opts(c->data, c->len, c->page, &o, &p, err);
     }
     if (rc)
         return rc;
+    /* The budget bounds the decode; once the engine owns the buffer (it
+     * resizes it to its own pixel plan at once) it is not tracked. */
+    ingest_page_unbudget(&p);
     /* hand the buffer over: the engine frees it with free() */
     out->pixels = p.pixels;
     out->width = p.width;

@@ -12,6 +12,8 @@
 
 #include "engine/engine.h"
 
+struct ingest_membudget;
+
 #define DOC_PAGE_MAX_SIDE 4096
 /* Qwen2-VL and Qwen2.5-VL: one image token per 28x28 pixels (14-pixel
  * patches, merged 2x2); a PDF page is rendered for --max-image-tokens. */
@@ -26,6 +28,8 @@ struct doc_page_ctx {
     struct ingest_pdf *pdf;  /* open session on data when it is a PDF, else NULL */
     uint32_t max_image_tokens; /* PDF render budget; 0 = DOC_PAGE_DEFAULT_TOKENS */
     uint64_t max_pixels; /* per page, refused from the header; 0 = the hard limit */
+    struct ingest_membudget *decode_budget; /* shared decoded-memory budget; NULL = none */
+    const _Atomic int *cancel; /* ends a wait for budget; may be NULL */
 };
 
 /* engine_page_fn over a doc_page_ctx. */

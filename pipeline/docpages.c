@@ -150,9 +150,11 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
                                   .job_id = o->job_id, .page_deadline_ms = o->page_deadline_ms, .first_page = p,
                                   .pdf = pdf, .ocr_left = &ocr_left,
                                   .max_page_bytes = o->max_page_bytes, .max_doc_bytes = doc_room,
-                                  .max_pixels = o->max_pixels, .reuse = o->stored_text ? &reuse : NULL};
+                                  .max_pixels = o->max_pixels, .reuse = o->stored_text ? &reuse : NULL,
+                                  .decode_budget = o->decode_budget};
         struct doc_page_ctx pc = {.data = data, .len = len, .page = p, .pdf = pdf,
-                                  .max_image_tokens = o->max_image_tokens, .max_pixels = o->max_pixels};
+                                  .max_image_tokens = o->max_image_tokens, .max_pixels = o->max_pixels,
+                                  .decode_budget = o->decode_budget, .cancel = o->cancel};
         struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc, o->cancel};
         rc = engine_classify(e, &doc, &out->pages[p].r, err);
         out->n_pages = p + 1; /* freed with the rest even on failure */

@@ -11,6 +11,8 @@
 #define FOLIO_PIPELINE_DOCPAGES_H
 
 #include "engine/engine.h"
+
+struct ingest_membudget;
 #include "engine/ocr.h"
 #include "pipeline/doctext.h"
 
@@ -32,6 +34,7 @@ struct doc_pages_opts {
      * pages again (doctext.h); NULL = read every page */
     doc_stored_fn stored_text;
     void *stored_ctx;
+    struct ingest_membudget *decode_budget; /* the worker's decoded-memory budget; NULL = none */
 };
 
 struct doc_page_result {

@@ -261,9 +261,14 @@ int worker_doc_text(void *ctx, struct engine_text *out, struct folio_err *err)
             continue;
         }
         struct ingest_page pg;
+        /* OCR reads 300 dpi best: a finer scan is decoded down to it, and
+         * the page keeps its share of the decode budget until OCR is done. */
+        struct ingest_decode_opts dopts = {.max_side = DECODE_MAX_SIDE, .channels = 1, .max_pixels = c->max_pixels,
+                                           .target_ppi = DOC_TEXT_OCR_PPI, .budget = c->decode_budget,
+                                           .cancel = c->cancel};
         double td = folio_mono_ms();
         int rc = c->pdf ? ingest_pdf_render(c->pdf, p, ingest_pdf_fit_dpi(c->pdf, p, DECODE_MAX_SIDE, 0), 1, &pg, err)
-                        : ingest_decode_page_capped(c->data, c->len, p, DECODE_MAX_SIDE, 1, c->max_pixels, &pg, err);
+                        : ingest_decode_page_opts(c->data, c->len, p, &dopts, &pg, err);
         out->decode_ms += folio_mono_ms() - td;
         if (rc) {
             json_free(&text);

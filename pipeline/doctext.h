@@ -19,6 +19,8 @@
 #define FOLIO_PIPELINE_DOCTEXT_H
 
 #include "engine/engine.h"
+
+struct ingest_membudget;
 #include "engine/ocr.h"
 
 /* Defaults: a dense 300-dpi page OCRs to ~3-8 KiB; spreadsheet-like PDF
@@ -26,6 +28,8 @@
 #define DOC_TEXT_PAGE_MAX_DEFAULT ((size_t)64 << 10)
 #define DOC_TEXT_DOC_MAX_DEFAULT ((size_t)512 << 10)
 #define DOC_TEXT_MAX_LIMIT ((size_t)64 << 20) /* the largest cap accepted */
+/* Resolution pages are OCR'd at when the file states a finer one. */
+#define DOC_TEXT_OCR_PPI 300
 struct ingest_pdf;
 
 /* Text an earlier result stored for the document (`folio reclassify
@@ -76,6 +80,7 @@ struct doc_text_ctx {
     struct doc_reuse *reuse;   /* stored text taken instead of reading pages; may be NULL */
     int reused_pages;          /* out: pages whose text was the stored one */
     const char *reused_source; /* out: where the (last) reused page's text came from */
+    struct ingest_membudget *decode_budget; /* shared decoded-memory budget; NULL = none */
 };
 /* A page's text source as recorded in page_results. */
 const char *worker_text_source(const struct doc_text_ctx *c);

@@ -296,6 +296,7 @@ struct worker_opts {
     int max_pages_classified;  /* pages classified per document (default 20) */
     int pdf_page_ms, pdf_memory_mb; /* PDF helper limits (0 = ingest's defaults) */
     uint64_t max_pixels;       /* per page; the same default as ingest's --max-pixels */
+    uint64_t decode_memory;    /* --decode-memory: decoded-page budget; 0 = worker_decode_memory_default */
     double job_deadline_s;     /* a job's time budget; 0 = derived from the page deadline */
     const char *model_path, *mmproj_path;
     const char *device;        /* Vulkan device selector; naming one allows CPU devices */
@@ -310,6 +311,9 @@ struct worker_opts {
     const struct blobstore *blobs; /* --blob-store (pipeline/blobstore.h); NULL = pg */
 };
 void worker_opts_default(struct worker_opts *o);
+/* The decode budget when --decode-memory is not given: one page at the
+ * pixel limit decoded as RGB, plus room for ordinary pages beside it. */
+uint64_t worker_decode_memory_default(uint64_t max_pixels);
 /* Runs until SIGTERM/SIGINT (drains, releases, deregisters, returns 0). A
  * second signal exits the process at once. Transient database errors never
  * end it; only start-up errors (bad options, no OCR data) do. */

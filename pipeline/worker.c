@@ -117,6 +117,7 @@ struct worker {
     int wake_fd;
     struct fault fault;
     char host[256];
+    struct ingest_membudget *decode_budget; /* shared by the OCR threads' decodes */
 };
 
 struct ocr_thread {
@@ -570,7 +571,7 @@ static void run_job(struct ocr_thread *t, struct slot *s)
                                     .page_deadline_ms = w->o->page_deadline_ms,
                                     .max_page_bytes = w->o->max_page_text,
                                     .max_doc_bytes = w->o->max_doc_text,
-                                    .max_pixels = w->o->max_pixels};
+                                    .max_pixels = w->o->max_pixels, .decode_budget = w->decode_budget};
         rc = worker_classify_document(t->engine, data, len, &po, &dc, &err);
     }
     struct engine_result er = dc.doc;
@@ -912,6 +913,13 @@ void worker_opts_default(struct worker_opts *o)
     o->retrain_after = 20;
 }
 
+uint64_t worker_decode_memory_default(uint64_t max_pixels)
+{
+    /* what ingest_decode_page_opts estimates for one RGB page through
+     * Leptonica at the pixel limit, plus room for ordinary pages beside it */
+    return (max_pixels ? max_pixels : (UINT64_C(1) << 29)) * 11 + (UINT64_C(512) << 20);
+}
+
 struct dispatcher {
     struct worker *w;
     PGconn *c;
@@ -1194,7 +1202,13 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
     w.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     w.slots = calloc((size_t)w.nslots, sizeof *w.slots);
     struct ocr_thread *threads = calloc((size_t)w.nslots, sizeof *threads);
-    if (w.wake_fd < 0 || !w.slots || !threads) {
+    /* Pages as large as --max-pixels allows take turns instead of every
+     * thread holding one at once (ingest/membudget.c). */
+    uint64_t dm = o->decode_memory ? o->decode_memory : worker_decode_memory_default(o->max_pixels);
+    if (ingest_membudget_create(dm, &w.decode_budget, err) == 0)
+        folio_log(FOLIO_LOG_INFO, "worker_decode_memory", "budget_mib=%.0f", (double)dm / (1 << 20));
+    if (w.wake_fd < 0 || !w.slots || !threads || !w.decode_budget) {
+        ingest_membudget_free(w.decode_budget);
         close(sfd);
         if (w.wake_fd >= 0)
             close(w.wake_fd);
@@ -1397,6 +1411,7 @@ int worker_run(const struct worker_opts *o, struct folio_err *err)
                   gs.passes, gs.pages, gs.splits, gs.max_batch, engine_models_pipelines_after_seal(w.models));
     }
     engine_models_close(w.models);
+    ingest_membudget_free(w.decode_budget);
     close(sfd);
     close(w.wake_fd);
     free(w.slots);

@@ -37,44 +37,6 @@
 #define PIX_FD 3
 #define EXIT_SETUP 3
 
-#if defined(__SANITIZE_ADDRESS__)
-/* LeakSanitizer stops the world with ptrace, which the seccomp filter
- * forbids (as in folio-pdf); the helper is killed, not exited, most of
- * the time anyway. */
-int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void) { return 1; }
-#endif
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t n)
-{
-    uint8_t *p = buf;
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 #ifdef FOLIO_FAULT_INJECTION
 /* FOLIO_FAULT=ocr_crash_width:N (test builds): a real SIGSEGV on a page N
  * pixels wide, standing in for a Tesseract bug, so tests can prove a crash
@@ -120,9 +82,9 @@ static int serve_page(struct ocr_tess *t, const struct ocr_request *q)
         r.res.text = NULL;
         r.text_len = res.text ? strlen(res.text) : 0;
     }
-    int rc = write_all(SOCK_FD, &r, sizeof r);
+    int rc = folio_sandbox_write_all(SOCK_FD, &r, sizeof r);
     if (!rc && r.text_len)
-        rc = write_all(SOCK_FD, res.text, r.text_len);
+        rc = folio_sandbox_write_all(SOCK_FD, res.text, r.text_len);
     ocr_page_result_free(&res);
     return rc;
 }
@@ -141,7 +103,7 @@ int main(int argc, char **argv)
         return EXIT_SETUP;
     signal(SIGXFSZ, SIG_IGN); /* an over-long stderr fails the write instead */
     struct ocr_setup s;
-    if (read_all(SOCK_FD, &s, sizeof s) != 0 || s.magic != OCR_PROTO_MAGIC) {
+    if (folio_sandbox_read_all(SOCK_FD, &s, sizeof s) != 0 || s.magic != OCR_PROTO_MAGIC) {
         fprintf(stderr, "folio-ocr: no setup record on fd %d\n", SOCK_FD);
         return EXIT_SETUP;
     }
@@ -176,13 +138,13 @@ int main(int argc, char **argv)
      * page could need, so the filter goes on before the first page. */
     if (!h.rc && folio_sandbox_filter() != 0)
         h.rc = folio_err_set(&h.err, FOLIO_EIO, "folio-ocr cannot install its seccomp filter");
-    if (write_all(SOCK_FD, &h, sizeof h) != 0 || h.rc) {
+    if (folio_sandbox_write_all(SOCK_FD, &h, sizeof h) != 0 || h.rc) {
         ocr_tess_close(t);
         return h.rc ? EXIT_SETUP : 0;
     }
     for (;;) {
         struct ocr_request q;
-        if (read_all(SOCK_FD, &q, sizeof q) != 0 || q.magic != OCR_PROTO_MAGIC)
+        if (folio_sandbox_read_all(SOCK_FD, &q, sizeof q) != 0 || q.magic != OCR_PROTO_MAGIC)
             break; /* the parent closed the socket (or is not one) */
         if (serve_page(t, &q) != 0)
             break;

@@ -41,51 +41,13 @@
 #define SOCK_FD 0
 #define PDF_FD 3
 
-#if defined(__SANITIZE_ADDRESS__)
-/* LeakSanitizer stops the world with ptrace from a cloned tracer, which
- * the seccomp filter forbids; leak checks of this short-lived process are
- * not worth a hole in the filter. */
-int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void) { return 1; }
-#endif
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t n)
-{
-    uint8_t *p = buf;
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 static int reply(struct pdf_reply *r, const void *payload, size_t n)
 {
     r->magic = PDF_PROTO_MAGIC;
     r->payload = n;
-    if (write_all(SOCK_FD, r, sizeof *r))
+    if (folio_sandbox_write_all(SOCK_FD, r, sizeof *r))
         return -1;
-    return n ? write_all(SOCK_FD, payload, n) : 0;
+    return n ? folio_sandbox_write_all(SOCK_FD, payload, n) : 0;
 }
 
 static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -259,7 +221,7 @@ static int do_render(PopplerDocument *doc, const struct pdf_request *q, struct s
     r.stride = stride;
     r.magic = PDF_PROTO_MAGIC;
     r.payload = stride * (size_t)h;
-    int rc = write_all(SOCK_FD, &r, sizeof r);
+    int rc = folio_sandbox_write_all(SOCK_FD, &r, sizeof r);
     /* Rows go out 64 at a time, so the reply never needs a second copy of
      * the page. CAIRO_FORMAT_RGB24 is a native-endian 0xXXRRGGBB word. */
     for (int y0 = 0; rc == 0 && y0 < h; y0 += 64) {
@@ -282,7 +244,7 @@ static int do_render(PopplerDocument *doc, const struct pdf_request *q, struct s
                 }
             }
         }
-        rc = write_all(SOCK_FD, row, stride * (size_t)ny);
+        rc = folio_sandbox_write_all(SOCK_FD, row, stride * (size_t)ny);
     }
     free(row);
     return rc;
@@ -378,7 +340,7 @@ int main(int argc, char **argv)
     struct surface_cache cache = {NULL, 0, 0};
     for (;;) {
         struct pdf_request q;
-        if (read_all(SOCK_FD, &q, sizeof q) != 0)
+        if (folio_sandbox_read_all(SOCK_FD, &q, sizeof q) != 0)
             break; /* the parent went away */
         if (q.magic != PDF_PROTO_MAGIC) {
             fail(PDF_ST_BADREQ, "bad request magic 0x%08x", q.magic);

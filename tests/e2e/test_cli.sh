@@ -62,6 +62,8 @@ check "worker bad --max-pages-classified" 2 "$F" worker --max-pages-classified 0
 expect_in "1..10000"
 check "worker bad --pdf-page-ms" 2 "$F" worker --pdf-page-ms 5
 expect_in "--pdf-page-ms wants"
+check "worker bad --decode-memory" 2 "$F" worker --decode-memory 1k
+expect_in "--decode-memory wants a size of at least 16M"
 check "classify bad --max-pages-classified" 2 "$F" classify --max-pages-classified x f.pdf
 expect_in "--max-pages-classified wants"
 check "version extra" 2 "$F" version extra

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 int tu_failures = 0;
 int tu_checks = 0;
@@ -114,4 +116,37 @@ int tu_valid_utf8(const char *s)
         i += l;
     }
     return 1;
+}
+
+int tu_stderr_begin(const char *path)
+{
+    fflush(stderr);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int saved = fd >= 0 ? dup(2) : -1;
+    if (saved < 0 || dup2(fd, 2) < 0) {
+        if (fd >= 0)
+            close(fd);
+        if (saved >= 0)
+            close(saved);
+        return -1;
+    }
+    close(fd);
+    return saved;
+}
+
+size_t tu_stderr_end(int saved, const char *path, char *out, size_t n)
+{
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = 0;
+    fclose(f);
+    return got;
 }

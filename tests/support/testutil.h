@@ -63,5 +63,11 @@ const char *tu_folio_bin(void);
 int tu_valid_utf8(const char *s);
 /* A fresh empty scratch directory for this test under the build tree. */
 const char *tu_scratch(const char *name);
+/* Sends this process's stderr (fd 2) into the file path until
+ * tu_stderr_end; returns the saved descriptor, or -1. */
+int tu_stderr_begin(const char *path);
+/* Restores stderr and reads up to n-1 captured bytes into out (always
+ * NUL-terminated); returns how many. */
+size_t tu_stderr_end(int saved, const char *path, char *out, size_t n);
 
 #endif

@@ -117,11 +117,8 @@ int main(void)
      * logs are off at the default level, so nothing may appear). */
     char path[1100];
     snprintf(path, sizeof path, "%s/stderr.txt", tu_scratch("ocr_bounded"));
-    fflush(stderr);
-    int saved = dup(2);
-    FILE *cap = fopen(path, "w+");
-    REQUIRE(saved >= 0 && cap, "capture stderr");
-    dup2(fileno(cap), 2);
+    int saved = tu_stderr_begin(path);
+    REQUIRE(saved >= 0, "capture stderr");
     struct ocr_image small = img;
     small.height = 400;
     small.width = 1200;
@@ -130,18 +127,12 @@ int main(void)
     struct ocr_engine *e2 = NULL;
     rc = ocr_open(&oo, &e2, &err);
     int prc = rc ? rc : ocr_page(e2, &small, NULL, &r, &err);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    char got[4096];
+    size_t n = tu_stderr_end(saved, path, got, sizeof got);
     REQUIRE(rc == 0, "ocr_open: %s", err.msg);
     CHECK(prc == 0, "small noise page: %s", err.msg);
     if (prc == 0)
         ocr_page_result_free(&r);
-    char got[4096] = "";
-    rewind(cap);
-    size_t n = fread(got, 1, sizeof got - 1, cap);
-    got[n] = 0;
-    fclose(cap);
     CHECK(n == 0, "raw lines reached stderr: %s", got);
 
     ocr_close(e);

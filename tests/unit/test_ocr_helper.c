@@ -81,13 +81,19 @@ static struct ocr_image image_of(const struct page *pg)
     return img;
 }
 
+/* No OSD, a 20 s page deadline (hard stop 27 s): a page here takes < 2 s. */
+static void test_opts(struct ocr_opts *oo)
+{
+    ocr_opts_default(oo);
+    oo->detect_orientation = 0;
+    oo->page_deadline_ms = 20000;
+}
+
 static void *ocr_loop(void *arg)
 {
     struct shared *s = arg;
     struct ocr_opts oo;
-    ocr_opts_default(&oo);
-    oo.detect_orientation = 0;
-    oo.page_deadline_ms = 20000;
+    test_opts(&oo);
     struct ocr_engine *e = NULL;
     struct folio_err err = {0};
     int rc = ocr_open(&oo, &e, &err);
@@ -140,8 +146,7 @@ static void expect_open_error(const char *helper, const char *want)
 {
     setenv("FOLIO_OCR_HELPER", helper, 1);
     struct ocr_opts oo;
-    ocr_opts_default(&oo);
-    oo.detect_orientation = 0;
+    test_opts(&oo);
     struct ocr_engine *e = NULL;
     struct folio_err err = {0};
     int rc = ocr_open(&oo, &e, &err);
@@ -188,9 +193,7 @@ int main(void)
     expect_open_error("/bin/true", "ended during its start");
 
     struct ocr_opts oo;
-    ocr_opts_default(&oo);
-    oo.detect_orientation = 0;
-    oo.page_deadline_ms = 20000;
+    test_opts(&oo);
     struct ocr_engine *e = NULL;
     struct folio_err err = {0};
     REQUIRE(ocr_open(&oo, &e, &err) == 0, "ocr_open: %s", err.msg);
