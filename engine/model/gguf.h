@@ -241,6 +241,10 @@ int gguf_model_open_text(const char *path, struct gguf_model **out, struct folio
 /* Same for an mmproj (clip, projector qwen2vl_merger / qwen2.5vl_merger /
  * qwen3vl_merger). */
 int gguf_model_open_vision(const char *path, struct gguf_model **out, struct folio_err *err);
+/* The distinct types of the model's 2-D device tensors (the matmul
+ * pipelines pre-warm needs), appended to types[0..n) without repeats, at
+ * most max in all; returns the new count. */
+int gguf_model_matrix_types(const struct gguf_model *m, int *types, int n, int max);
 /* The checks alone, on an already-open file (takes ownership of f on success
  * and on failure). */
 int gguf_model_check(struct gguf_file *f, int vision, struct gguf_model **out,

@@ -808,3 +808,18 @@ uint64_t gguf_model_matrix_f16_bytes(const struct gguf_model *m)
             b += m->items[i].t->n_elems * 2;
     return b;
 }
+
+int gguf_model_matrix_types(const struct gguf_model *m, int *types, int n, int max)
+{
+    for (uint64_t i = 0; i < m->n_items; i++) {
+        const struct gguf_tensor_info *t = m->items[i].t;
+        if (t->n_dims != 2 || m->items[i].on_host)
+            continue;
+        int seen = 0;
+        for (int j = 0; j < n; j++)
+            seen |= types[j] == t->type;
+        if (!seen && n < max)
+            types[n++] = t->type;
+    }
+    return n;
+}

@@ -37,17 +37,8 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
 {
     struct vkr_pipeline_key all[512];
     int n = 0;
-    int types[8], nt = 0;
-    for (uint64_t i = 0; i < m->n_items; i++) {
-        const struct gguf_tensor_info *t = m->items[i].t;
-        if (m->items[i].on_host || t->n_dims != 2)
-            continue;
-        int seen = 0;
-        for (int j = 0; j < nt; j++)
-            seen |= types[j] == t->type;
-        if (!seen && nt < 8)
-            types[nt++] = t->type;
-    }
+    int types[8];
+    int nt = gguf_model_matrix_types(m, types, 0, 8);
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
     key(&all[n++], "gather", 1, QUANT_F32, 0);

@@ -73,17 +73,8 @@ int q3vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
 {
     struct vkr_pipeline_key all[256];
     int n = 0;
-    int types[8] = {QUANT_F32}, nt = 1; /* the folded patch kernel is F32 */
-    for (uint64_t i = 0; i < m->n_items; i++) {
-        const struct gguf_tensor_info *t = m->items[i].t;
-        if (t->n_dims != 2 || m->items[i].on_host)
-            continue;
-        int seen = 0;
-        for (int j = 0; j < nt; j++)
-            seen |= types[j] == t->type;
-        if (!seen && nt < 8)
-            types[nt++] = t->type;
-    }
+    int types[8] = {QUANT_F32}; /* the folded patch kernel is F32 */
+    int nt = gguf_model_matrix_types(m, types, 1, 8);
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
     all[n++] = ops_key("norm", 1, 1, 0);
