@@ -185,7 +185,12 @@ static int spawn_helper(struct ocr_engine *e, struct folio_err *err)
         int status;
         char how[96];
         reap(e, 1, &status, how, sizeof how);
-        return folio_err_set(err, FOLIO_EIO, "the OCR helper %s took no setup (it %s)", e->helper, how);
+        /* the same words as an end seen while waiting for its hello: which
+         * of the two notices a helper that exits at once is a race */
+        folio_err_set(err, FOLIO_EIO, "the OCR helper %s ended during its start (it %s; it took no setup)",
+                      e->helper, how);
+        folio_err_hint(err, "check that %s is the folio-ocr built with this folio (FOLIO_OCR_HELPER)", e->helper);
+        return FOLIO_EIO;
     }
     return 0;
 }
