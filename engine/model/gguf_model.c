@@ -352,32 +352,36 @@ static int text_family(struct ctx *c)
                          "Qwen3-VL (qwen3vl) text GGUFs");
 }
 
-/* One Qwen3-VL decoder layer (llama.cpp's qwen3vl graph): q/k RMSNorm
- * weights over one head, no q/k/v biases (HF attention_bias false; a file
- * that has them is still run with them). */
-static int check_text_layer_q3(struct ctx *c, uint32_t i, uint64_t E, uint64_t Q, uint64_t KV,
-                               uint64_t F)
+/* One decoder layer, in file order. Qwen2-VL: q/k/v biases. Qwen3-VL
+ * (llama.cpp's qwen3vl graph): q/k RMSNorm weights over one head instead,
+ * and no q/k/v biases (HF attention_bias false; a file that has them is
+ * still run with them). */
+static int check_text_layer(struct ctx *c, uint32_t i, int q3, uint64_t E, uint64_t Q,
+                            uint64_t KV, uint64_t F)
 {
     uint64_t D = c->m->text.head_dim;
-    char nm[3][GGUF_MAX_NAME + 32];
-    static const char *const bias[3] = {"attn_q", "attn_k", "attn_v"};
-    const uint64_t bw[3] = {Q, KV, KV};
     int rc;
     if ((rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.attn_norm.weight", i)) ||
         (rc = expectf(c, D_MAT, 2, E, Q, "blk.%u.attn_q.weight", i)) ||
-        (rc = expectf(c, D_VEC, 1, D, 1, "blk.%u.attn_q_norm.weight", i)) ||
+        (rc = q3 ? expectf(c, D_VEC, 1, D, 1, "blk.%u.attn_q_norm.weight", i)
+                 : expectf(c, D_VEC, 1, Q, 1, "blk.%u.attn_q.bias", i)) ||
         (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_k.weight", i)) ||
-        (rc = expectf(c, D_VEC, 1, D, 1, "blk.%u.attn_k_norm.weight", i)) ||
+        (rc = q3 ? expectf(c, D_VEC, 1, D, 1, "blk.%u.attn_k_norm.weight", i)
+                 : expectf(c, D_VEC, 1, KV, 1, "blk.%u.attn_k.bias", i)) ||
         (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_v.weight", i)) ||
+        (!q3 && (rc = expectf(c, D_VEC, 1, KV, 1, "blk.%u.attn_v.bias", i))) ||
         (rc = expectf(c, D_MAT, 2, Q, E, "blk.%u.attn_output.weight", i)) ||
         (rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.ffn_norm.weight", i)) ||
         (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_gate.weight", i)) ||
         (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_up.weight", i)) ||
         (rc = expectf(c, D_MAT, 2, F, E, "blk.%u.ffn_down.weight", i)))
         return rc;
-    for (int k = 0; k < 3; k++) {
-        snprintf(nm[k], sizeof nm[k], "blk.%u.%s.bias", i, bias[k]);
-        if ((rc = expect(c, nm[k], D_VEC, 0, 1, bw[k], 1, 1, 1, 1, NULL)))
+    static const char *const bias[3] = {"attn_q", "attn_k", "attn_v"};
+    const uint64_t bw[3] = {Q, KV, KV};
+    for (int k = 0; q3 && k < 3; k++) {
+        char nm[GGUF_MAX_NAME + 32];
+        snprintf(nm, sizeof nm, "blk.%u.%s.bias", i, bias[k]);
+        if ((rc = expect(c, nm, D_VEC, 0, 1, bw[k], 1, 1, 1, 1, NULL)))
             return rc;
     }
     return 0;
@@ -406,24 +410,9 @@ static int check_text(struct ctx *c)
     if ((rc = expect(c, "token_embd.weight", D_MAT, !h->tied_output, 2, E, h->n_vocab, 1, 1, 0,
                      NULL)))
         return rc;
-    for (uint32_t i = 0; i < h->n_layer && q3; i++)
-        if ((rc = check_text_layer_q3(c, i, E, Q, KV, F)))
+    for (uint32_t i = 0; i < h->n_layer; i++)
+        if ((rc = check_text_layer(c, i, q3, E, Q, KV, F)))
             return rc;
-    for (uint32_t i = 0; i < h->n_layer && !q3; i++) {
-        if ((rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.attn_norm.weight", i)) ||
-            (rc = expectf(c, D_MAT, 2, E, Q, "blk.%u.attn_q.weight", i)) ||
-            (rc = expectf(c, D_VEC, 1, Q, 1, "blk.%u.attn_q.bias", i)) ||
-            (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_k.weight", i)) ||
-            (rc = expectf(c, D_VEC, 1, KV, 1, "blk.%u.attn_k.bias", i)) ||
-            (rc = expectf(c, D_MAT, 2, E, KV, "blk.%u.attn_v.weight", i)) ||
-            (rc = expectf(c, D_VEC, 1, KV, 1, "blk.%u.attn_v.bias", i)) ||
-            (rc = expectf(c, D_MAT, 2, Q, E, "blk.%u.attn_output.weight", i)) ||
-            (rc = expectf(c, D_VEC, 1, E, 1, "blk.%u.ffn_norm.weight", i)) ||
-            (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_gate.weight", i)) ||
-            (rc = expectf(c, D_MAT, 2, E, F, "blk.%u.ffn_up.weight", i)) ||
-            (rc = expectf(c, D_MAT, 2, F, E, "blk.%u.ffn_down.weight", i)))
-            return rc;
-    }
     if ((rc = expect(c, "output_norm.weight", D_VEC, 0, 1, E, 1, 1, 1, 0, NULL)) ||
         (rc = expect(c, "output.weight", D_MAT, 0, 2, E, h->n_vocab, 1, 1, 1, NULL)))
         return rc;
