@@ -13,7 +13,7 @@ PKGS=(
   libpq-dev postgresql postgresql-contrib pgbouncer
   libssl-dev
   libpoppler-glib-dev libseccomp-dev poppler-utils qpdf img2pdf
-  python3
+  python3 iproute2
   libsystemd-dev libmicrohttpd-dev
   prometheus chromium-headless-shell
 )
