@@ -183,6 +183,7 @@ struct vlm_bench_opts {
     uint32_t image;            /* square page side, 0 = 1024 */
     uint32_t labels;           /* 0 = 16 */
     uint32_t label_tokens;     /* 0 = 3 */
+    uint32_t text_tokens;      /* prompt tokens besides the image (--text-tokens), 0 = 67 */
     uint32_t iters;            /* 0 = 3 */
     int small;                 /* tiny models (CI smoke) instead of the 7B shape */
     const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
