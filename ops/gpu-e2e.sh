@@ -147,6 +147,7 @@ for p in range(n):
     png += chunk(b"tEXt", b"Comment\0page %d" % p) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
     open(f"{out}/page{p:05d}.png", "wb").write(png)
 PY
+cp "$WORK/inbox/page00000.png" "$WORK/probe.png" # ingest empties the inbox; --bench reads one page
 "$FOLIO" ingest --db "$DB" --stable-ms 0 --no-progress "$WORK/inbox" >"$WORK/ingest.log" 2>&1 ||
   { log "ingest failed: $(tail -3 "$WORK/ingest.log")"; exit 1; }
 Q=$(sql "SELECT count(*) FROM folio.jobs WHERE state = 'queued'")
@@ -195,7 +196,7 @@ if [ "$BENCH" = 1 ]; then
   seq 1 16 | sed 's/^/kind /; s/$/:/' >"$WORK/labels.txt"
   CARGS=(--json --labels "$WORK/labels.txt" --model "$MODEL" --mmproj "$MMPROJ" --max-image-tokens "$TOKENS")
   [ -n "$DEVICE" ] && CARGS+=(--device "$DEVICE")
-  TEXTTOK=$("$FOLIO" classify "${CARGS[@]}" "$WORK/inbox/page00000.png" 2>"$WORK/classify.log" | python3 -c '
+  TEXTTOK=$("$FOLIO" classify "${CARGS[@]}" "$WORK/probe.png" 2>"$WORK/classify.log" | python3 -c '
 import collections, json, sys
 ids = json.load(sys.stdin).get("prompt_ids") or []
 print(len(ids) - collections.Counter(ids).most_common(1)[0][1] if ids else "")' || true)
