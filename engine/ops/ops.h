@@ -211,25 +211,6 @@ int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, 
 int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t gh,
                  uint32_t gw, uint32_t w, struct folio_err *err);
 
-/* ---- diagnostics and benchmarks (shared by `folio` and `folio-engine`) ---- */
-#include <stdio.h>
-struct ops_tool_opts {
-    const char *device;   /* selector, NULL = first GPU */
-    int allow_cpu;        /* also consider CPU devices (lavapipe) */
-    int json;             /* doctor: one JSON object instead of text */
-    int serial;           /* create pipelines on one thread */
-    int quick;            /* bench: small shapes (CI / lavapipe) */
-    int reps;             /* bench: timed repetitions, 0 = default */
-    const char *only;     /* bench: "roofline", "matmul", "gemm" or "attention" */
-    const char *dtype;    /* bench: one weight type name ("q4_K") */
-};
-/* `doctor`: devices, limits, features, pipelines pre-warmed (and the
- * cache result), requests after seal, allocation-callback totals. */
-int ops_doctor(const struct ops_tool_opts *o, FILE *out, struct folio_err *err);
-/* `bench ops`: JSON lines with GFLOP/s, GB/s and the fraction of the
- * roofline measured in the same run (peak FMA rate and read bandwidth). */
-int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err);
-
 /* ---- C references (the truth the shaders are tested against) ---- */
 /* wd: n x k dequantized weights (quant_dequantize_row). Double accumulation. */
 void ops_ref_matmul(const float *wd, const float *x, const float *bias, float *y, uint32_t m,

@@ -12,6 +12,8 @@
  * the folded patch kernel (588 inputs per patch) and the actual window
  * sizes of the page.
  */
+#include "bench/engine/bench.h"
+#include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"

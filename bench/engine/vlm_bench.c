@@ -17,6 +17,8 @@
  * pads between vision markers, instruction, generation prompt) with the
  * same 3-D positions; the LM cannot tell the difference in cost.
  */
+#include "bench/engine/bench.h"
+#include "bench/engine/synth.h"
 #include "engine/vlm.h"
 #include "engine/model/gguf.h"
 #include "engine/model/lm.h"

@@ -9,6 +9,7 @@
  *   --vision   the vision tower alone (vis_bench)
  * JSON lines on out. Returns a process exit code: 0 ok, 1 failure, 2 usage.
  */
+#include "bench/engine/bench.h"
 #include "engine/engine.h"
 #include "engine/model/lm.h"
 #include "engine/model/vision.h"

@@ -15,6 +15,8 @@
  *
  * Each result is one JSON object per line on out.
  */
+#include "bench/engine/bench.h"
+#include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/lm_internal.h"
 #include "engine/model/qwen3vl.h"
