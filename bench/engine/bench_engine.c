@@ -11,9 +11,6 @@
  */
 #include "bench/engine/bench.h"
 #include "engine/engine.h"
-#include "engine/model/lm.h"
-#include "engine/model/vision.h"
-#include "engine/vlm.h"
 
 #include <getopt.h>
 #include <stdio.h>

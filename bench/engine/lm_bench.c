@@ -16,6 +16,7 @@
  * Each result is one JSON object per line on out.
  */
 #include "bench/engine/bench.h"
+#include "bench/engine/bench_internal.h"
 #include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/lm_internal.h"
@@ -158,10 +159,8 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
     int rc = vkr_open(&vc, &vk, err);
     if (rc)
         return rc;
-    const struct vkr_device_info *di = vkr_device(vk);
-    char dev[400];
-    snprintf(dev, sizeof dev, "\"device\":\"%s\",\"driver\":\"%s %s\"", di->name, di->driver_name,
-             di->driver_info);
+    char dev[1200];
+    bench_device_json(vk, dev, sizeof dev);
 
     /* ---- model in memory ---- */
     struct lm_synth sy;

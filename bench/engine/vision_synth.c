@@ -13,6 +13,7 @@
  * sizes of the page.
  */
 #include "bench/engine/bench.h"
+#include "bench/engine/bench_internal.h"
 #include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/preprocess.h"
@@ -291,10 +292,8 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
     int rc = vkr_open(&vc, &vk, err);
     if (rc)
         return rc;
-    const struct vkr_device_info *di = vkr_device(vk);
-    char dev[400];
-    snprintf(dev, sizeof dev, "\"device\":\"%s\",\"driver\":\"%s %s\"", di->name, di->driver_name,
-             di->driver_info);
+    char dev[1200];
+    bench_device_json(vk, dev, sizeof dev);
     uint8_t *buf = NULL, *px = NULL;
     size_t len = 0;
     struct gguf_file *f = NULL;

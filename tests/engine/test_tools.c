@@ -1,8 +1,9 @@
 /*
- * doctor and bench ops (engine_doctor_ops and ops_bench, behind `folio
- * doctor`, `folio bench ops` and `folio-engine`): the doctor report names the device, limits,
- * features, pipelines built, requests after seal (0), cache result and
- * allocation-callback totals; a quick roofline + attention bench prints
+ * doctor and bench ops (engine_doctor_ops, engine_doctor_model and
+ * ops_bench, behind `folio doctor`, `folio bench ops` and `folio-engine`):
+ * the doctor report names the device, limits, features, pipelines built,
+ * requests after seal (0), cache result and allocation-callback totals; a
+ * missing model file is reported as such; a quick roofline + attention bench prints
  * well-formed JSON lines with positive rates and a summary with zero
  * requests after seal.
  */
@@ -43,6 +44,18 @@ int main(void)
     fclose(f);
     CHECK(rc == 0 && buf && strstr(buf, "pipeline cache: hit") && strstr(buf, "requests after seal 0"),
           "doctor text: %s", buf ? buf : e.msg);
+    free(buf);
+
+    /* The model half of the doctor's face: a file that is not there is one
+     * JSON line naming it and the error, and a failure the doctor reports. */
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/no-such-model.gguf", cache);
+    f = open_memstream(&buf, &len);
+    folio_err_clear(&e);
+    rc = engine_doctor_model(missing, 1, f, &e);
+    fclose(f);
+    CHECK(rc == FOLIO_EIO && buf && strstr(buf, "no-such-model.gguf") && strstr(buf, "\"ok\":false"),
+          "doctor model, missing file: rc %d %s", rc, buf ? buf : e.msg);
     free(buf);
 
     struct ops_tool_opts b = {.device = o.device, .allow_cpu = 1, .quick = 1, .reps = 1, .only = "attention"};
