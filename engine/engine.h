@@ -1,8 +1,9 @@
 /*
  * engine — pixels in, labels out. Knows nothing of jobs, files or
- * PostgreSQL (DESIGN.md §6). This header is the engine's public API; the
- * Vulkan runtime (engine/vk), ops and model code have their own headers that
- * only the engine and its tests include.
+ * PostgreSQL (DESIGN.md §6). This header is the engine's public API, the
+ * tools' too (the doctor below); the Vulkan runtime (engine/vk), ops and
+ * model code have their own headers that only the engine, its benches
+ * (bench/engine) and its tests include.
  */
 #ifndef FOLIO_ENGINE_H
 #define FOLIO_ENGINE_H
