@@ -152,15 +152,11 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
     uint32_t T = o->prompt_tokens ? o->prompt_tokens : (o->small ? 64 : 1400);
     uint32_t NLB = o->labels ? o->labels : 16, LTK = o->label_tokens ? o->label_tokens : 3;
     uint32_t iters = o->iters ? o->iters : 3;
-    /* timestamps: per-dispatch GPU times for the breakdown lines */
-    struct vkr_config vc = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = 0,
-                            .timestamps = 1};
     struct vkr *vk = NULL;
-    int rc = vkr_open(&vc, &vk, err);
+    char dev[1200];
+    int rc = bench_vkr_open(o->device, o->allow_cpu, NULL, &vk, dev, sizeof dev, err);
     if (rc)
         return rc;
-    char dev[1200];
-    bench_device_json(vk, dev, sizeof dev);
 
     /* ---- model in memory ---- */
     struct lm_synth sy;

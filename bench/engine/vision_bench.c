@@ -61,14 +61,11 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
                                 .n_ff = 256, .proj_dim = 256, .mat_type = sy.mat_type, .seed = 77};
     if (o->qwen3) /* --family qwen3vl */
         q3_synth_shapes(o->small, NULL, &sy);
-    struct vkr_config vc = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = 0,
-                            .timestamps = 1, .cache_dir = ""};
     struct vkr *vk = NULL;
-    int rc = vkr_open(&vc, &vk, err);
+    char dev[1200];
+    int rc = bench_vkr_open(o->device, o->allow_cpu, "", &vk, dev, sizeof dev, err);
     if (rc)
         return rc;
-    char dev[1200];
-    bench_device_json(vk, dev, sizeof dev);
     uint8_t *buf = NULL, *px = NULL;
     size_t len = 0;
     struct gguf_file *f = NULL;
