@@ -89,14 +89,6 @@ int ops_gemm_available(const struct vkr *vk);
  * OPS_GEMM_MAX_KEYS; returns the count. */
 #define OPS_GEMM_MAX_KEYS 24
 int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
-/* Benchmarks: every tile configuration that fits the device's shared
- * memory (all_configs), at most 12 keys per configuration. */
-int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out);
-int ops_gemm_configs(void);
-/* "128x128/8w-64x32/bk32/s2" (tile / subgroups-subgroup tile / K step /
- * stages, "+math-only" for probes); "auto" for -1. */
-void ops_gemm_config_name(int config, char *out, size_t n);
-int ops_gemm_config_fits(const struct vkr *vk, int config);
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
 
 /* ---- weights in the form the fast kernel wants ---- */
