@@ -80,16 +80,6 @@ int q3vis_encode(struct q3vis *v, const float *patches, uint32_t grid_h, uint32_
 int q3vis_encode_partial(struct q3vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
                          uint32_t blocks, float *x, struct folio_err *err);
 
-/* ---- synthetic shapes (benchmarks, tests) ---- */
-struct lm_synth;
-struct vis_synth;
-/* Random-weight Qwen3-VL-8B (text 4096 x 36 layers, 32 x 128 heads / 8 KV,
- * FFN 12288, vocab 151936, 3 DeepStack layers, untied; tower 1152 x 27,
- * 16 heads, FFN 4304, 48 x 48 position table, DeepStack after blocks 8,
- * 16, 24) or a small one (small != 0). Either pointer may be NULL; fields
- * other than the shape (types, seeds) are left for the caller. */
-void q3_synth_shapes(int small, struct lm_synth *ls, struct vis_synth *vs);
-
 /* The learned position table (side x side rows of d floats) bilinearly
  * interpolated to a gh x gw patch grid as transformers'
  * fast_pos_embed_interpolate (align-corners linspace over the table),

@@ -107,34 +107,4 @@ void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, 
  * submit. */
 double vis_last_submit_ms(const struct vis *v);
 
-/* ---- synthetic towers (tests and benches) ---- */
-struct vis_synth {
-    int qwen25;            /* 1: Qwen2.5-VL (RMSNorm, SwiGLU, windows), 0: Qwen2-VL */
-    uint32_t n_embd, n_layer, n_head, n_ff, proj_dim;
-    int mat_type;          /* QUANT_F32 / F16 / BF16 for the 2-D weights */
-    uint64_t seed;
-    /* Qwen3-VL (qwen3vl_merger, patch 16): a pos_side^2 position table and
-     * DeepStack mergers after blocks deepstack[0..n_deepstack-1] */
-    int qwen3;
-    uint32_t pos_side, n_deepstack, deepstack[8];
-};
-/* A complete mmproj GGUF (malloc'd) that gguf_model_check accepts. */
-int vis_synth_gguf(const struct vis_synth *s, uint8_t **out, size_t *len, struct folio_err *err);
-
-/* ---- benchmark ---- */
-struct vis_bench_opts {
-    const char *device;
-    int allow_cpu;
-    uint32_t image;        /* square page side in pixels, 0 = 1024 */
-    uint32_t iters;        /* 0 = 3 */
-    int small;             /* tiny tower (CI smoke) instead of the 7B shape */
-    int mat_type;          /* 0 = F16 */
-    int gpu_weights;       /* enum ops_gpu_weights (--gpu-weights) */
-    int qwen3;             /* the Qwen3-VL-8B tower (--family qwen3vl) */
-};
-/* Builds a random tower (7B shape: 32 blocks of 1280, 16 heads, FFN 3420,
- * windows, merger to 3584), encodes a page of that size and prints JSON
- * lines: ms per page, TFLOP/s against the page's FLOPs (§6.1). */
-int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err);
-
 #endif

@@ -29,6 +29,8 @@
  *    after seal).
  */
 #include "tests/support/testutil.h"
+#include "bench/engine/bench.h"
+#include "bench/engine/synth.h"
 #include "common/common.h"
 #include "engine/model/gguf.h"
 #include "engine/model/lm.h"

@@ -17,6 +17,9 @@
  * pads between vision markers, instruction, generation prompt) with the
  * same 3-D positions; the LM cannot tell the difference in cost.
  */
+#include "bench/engine/bench.h"
+#include "bench/engine/bench_internal.h"
+#include "bench/engine/synth.h"
 #include "engine/vlm.h"
 #include "engine/model/gguf.h"
 #include "engine/model/lm.h"
@@ -320,11 +323,9 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         if (pass == 0)
             engine_free(&e);
     }
-    char dev[400] = "";
+    char dev[1200] = "";
     if (!rc) {
-        const struct vkr_device_info *di = vkr_device(e.vk);
-        snprintf(dev, sizeof dev, "\"device\":\"%s\",\"driver\":\"%s %s\"", di->name,
-                 di->driver_name, di->driver_info);
+        bench_device_json(e.vk, dev, sizeof dev);
         for (int pass = 0; pass < 2; pass++)
             fprintf(out, "{\"bench\":\"engine_vlm\",\"what\":\"ready\",%s,\"cache\":\"%s\","
                     "\"cache_hit\":%d,\"ready_ms\":%.0f,\"vk_ms\":%.0f,\"prewarm_ms\":%.0f,"

@@ -9,10 +9,8 @@
  *   --vision   the vision tower alone (vis_bench)
  * JSON lines on out. Returns a process exit code: 0 ok, 1 failure, 2 usage.
  */
+#include "bench/engine/bench.h"
 #include "engine/engine.h"
-#include "engine/model/lm.h"
-#include "engine/model/vision.h"
-#include "engine/vlm.h"
 
 #include <getopt.h>
 #include <stdio.h>
