@@ -273,21 +273,12 @@ int main(void)
     const char *src = getenv("FOLIO_SOURCE_DIR"), *rel = getenv("FOLIO_PARITY_FIXTURES");
     snprintf(root, sizeof root, "%s/%s", src && *src ? src : ".",
              rel && *rel ? rel : "tests/fixtures/parity-qwen3vl");
-    char mpath[1100];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
-    uint8_t *mb = NULL;
-    size_t mn = 0;
-    struct folio_err e = {0};
-    REQUIRE(folio_read_file(mpath, 64u << 20, &mb, &mn, &e) == 0, "manifest %s: %s", mpath,
-            e.msg);
-    struct jv *m = jparse((const char *)mb, mn);
-    free(mb);
-    REQUIRE(m && jget(m, "configs") && jget(m, "images"), "manifest does not parse");
+    char why[1300];
+    struct jv *m = jload_manifest(root, why, sizeof why);
+    REQUIRE(m && jget(m, "images"), "%s", m ? "manifest has no images" : why);
     man = m;
-    const char *dev = getenv("FOLIO_TEST_DEVICE");
-    struct vkr_config vc = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
-                            .validate = -1, .cache_dir = ""};
-    REQUIRE(vkr_open(&vc, &vk, &e) == 0, "vkr_open: %s", e.msg);
+    struct folio_err e = {0};
+    REQUIRE(vp_open_device(&vk, &e) == 0, "vkr_open: %s", e.msg);
     tol_lm = ops_coopmat_available(vk) ? 3e-3 : 1e-3;
     tol_vis = ops_coopmat_available(vk) ? 3e-3 : 1e-4;
     const struct jv *cfgs = jget(m, "configs");
@@ -313,11 +304,8 @@ int main(void)
             }
         }
     }
-    int failed = -1;
-    CHECK(vkr_prewarm(vk, keys, nk, &failed, &e) == 0 && failed == 0, "prewarm: %s", e.msg);
-    vkr_seal(vk);
     struct vkr_stats s0;
-    vkr_get_stats(vk, &s0);
+    CHECK(vp_seal(vk, keys, nk, &s0, &e) == 0, "prewarm: %s", e.msg);
     for (int c = 0; c < cfgs->n; c++) {
         const struct jv *cfg = jat(cfgs, c), *tg = jget(cfg, "text_gguf"), *mg = jget(cfg, "mmproj_gguf");
         for (int k = 0; mg && k < mg->n; k++, variants++)
@@ -326,12 +314,7 @@ int main(void)
             run_text(cfg, tg->keys[k]);
     }
     CHECK(variants >= 4, "only %d variants in the manifest", variants);
-    struct vkr_stats s;
-    vkr_get_stats(vk, &s);
-    CHECK(s.pipeline_requests_after_seal == 0 && s.pipelines_built == s0.pipelines_built,
-          "pipelines after seal: %llu requests", (unsigned long long)s.pipeline_requests_after_seal);
-    CHECK(s.validation_messages == 0, "%llu validation messages",
-          (unsigned long long)s.validation_messages);
+    vp_check_sealed(vk, &s0);
     vkr_close(vk);
     jfree(m);
     return tu_finish();

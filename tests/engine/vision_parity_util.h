@@ -2,8 +2,10 @@
  * What the vision-tower parity tests share (vision_parity_cases.h for
  * Qwen2-VL / Qwen2.5-VL, qwen3vl_parity.c for Qwen3-VL): fixture files of
  * a known size, the reference's two-frame pixel rows folded to folio's
- * still-image layout, a manifest image by name, and the max-error bound
- * every comparison uses (max|d| <= tol * max|ref|).
+ * still-image layout, a manifest image by name, the max-error bound
+ * every comparison uses (max|d| <= tol * max|ref|), and the session
+ * around the cases: the test device, pre-warm and seal, and nothing built
+ * after seal nor any validation message at the end.
  */
 #ifndef FOLIO_TEST_VISION_PARITY_UTIL_H
 #define FOLIO_TEST_VISION_PARITY_UTIL_H
@@ -11,6 +13,7 @@
 #include "tests/engine/lm_json.h"
 #include "tests/support/testutil.h"
 #include "common/common.h"
+#include "engine/vk/vkr.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -83,6 +86,45 @@ static inline const struct jv *vp_image(const struct jv *man, const char *name)
         if (!strcmp(jget(jat(imgs, i), "name")->str, name))
             return jat(imgs, i);
     return NULL;
+}
+
+/* The test device: $FOLIO_TEST_DEVICE, else lavapipe (a CPU device
+ * allowed), validation as the environment asks, no pipeline cache. */
+static inline int vp_open_device(struct vkr **vk, struct folio_err *e)
+{
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    struct vkr_config vc = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                            .validate = -1, .cache_dir = ""};
+    return vkr_open(&vc, vk, e);
+}
+
+/* Pre-warms keys and seals the device; *s0 gets the stats after seal. */
+static inline int vp_seal(struct vkr *vk, const struct vkr_pipeline_key *keys, int nk,
+                          struct vkr_stats *s0, struct folio_err *e)
+{
+    int failed = -1;
+    int rc = vkr_prewarm(vk, keys, nk, &failed, e);
+    if (!rc && failed)
+        rc = folio_err_set(e, FOLIO_EDEVICE, "%d pipelines failed to build", failed);
+    if (rc)
+        return rc;
+    vkr_seal(vk);
+    vkr_get_stats(vk, s0);
+    return 0;
+}
+
+/* After the cases: no pipeline requested or built after seal (s0), no
+ * validation message. */
+static inline void vp_check_sealed(struct vkr *vk, const struct vkr_stats *s0)
+{
+    struct vkr_stats s;
+    vkr_get_stats(vk, &s);
+    CHECK(s.pipeline_requests_after_seal == 0 && s.pipelines_built == s0->pipelines_built,
+          "pipelines after seal: %llu requests, %u -> %u built",
+          (unsigned long long)s.pipeline_requests_after_seal, s0->pipelines_built,
+          s.pipelines_built);
+    CHECK(s.validation_messages == 0, "%llu validation messages",
+          (unsigned long long)s.validation_messages);
 }
 
 #endif
