@@ -2,8 +2,8 @@
  * qwen3vl — the Qwen3-VL family (dense 2B/4B/8B/32B) in one place: what it
  * adds to folio's Qwen2-VL engine: text hooks called from small marked
  * places in lm.c, lm_forward.c and vlm.c; the tower is a family table of
- * the vision skeleton (tower_internal.h, qwen3vl_vision.c). The math is transformers'
- * modeling_qwen3_vl.py; the file layout is llama.cpp's converter
+ * the vision skeleton (tower_internal.h, qwen3vl_vision.c). The math is
+ * transformers' modeling_qwen3_vl.py; the file layout is llama.cpp's converter
  * (conversion/qwen3vl.py: text architecture qwen3vl, projector
  * qwen3vl_merger), checked in gguf_model.c.
  *
