@@ -406,22 +406,36 @@ static void vision_ref(const struct gguf_model *m, const float *patches, uint32_
 
 /* F32 weights on two grids; F16 weights on a grid of >= 64 patches, where a device
  * with the tensor-core GEMM takes the f16 data path (H200; lavapipe runs f32). */
-static void test_vision(int mat_type)
+/* The small synthetic tower of these tests (3 blocks of 32, a 5x5 position
+ * table, DeepStack after blocks 0 and 2) as the checks accept it; NULL
+ * (a failed check, *buf freed) if they do not. */
+static struct gguf_model *tower_model(int mat_type, uint64_t seed, uint8_t **buf)
 {
     struct vis_synth s = {.qwen3 = 1, .n_embd = 32, .n_layer = 3, .n_head = 2, .n_ff = 48,
-                          .proj_dim = 64, .mat_type = mat_type, .seed = 5, .pos_side = 5,
+                          .proj_dim = 64, .mat_type = mat_type, .seed = seed, .pos_side = 5,
                           .n_deepstack = 2, .deepstack = {0, 2}};
-    uint8_t *buf = NULL;
     size_t len = 0;
     struct folio_err e = {0};
-    int rc = vis_synth_gguf(&s, &buf, &len, &e);
+    *buf = NULL;
+    int rc = vis_synth_gguf(&s, buf, &len, &e);
     CHECK(rc == 0, "synth: %s", e.msg);
-    struct gguf_model *m = rc ? NULL : check_buf(buf, len, 1, &e);
+    struct gguf_model *m = rc ? NULL : check_buf(*buf, len, 1, &e);
     CHECK(m, "checks refuse the synthetic Qwen3-VL tower: %s / %s", e.msg, e.detail);
     if (!m) {
-        free(buf);
-        return;
+        free(*buf);
+        *buf = NULL;
     }
+    return m;
+}
+
+static void test_vision(int mat_type)
+{
+    uint8_t *buf = NULL;
+    struct folio_err e = {0};
+    int rc = 0;
+    struct gguf_model *m = tower_model(mat_type, 5, &buf);
+    if (!m)
+        return;
     const struct gguf_vision_hparams *h = &m->vision;
     CHECK(h->kind == GGUF_VISION_QWEN3VL && h->patch_size == 16 && h->n_pos == 25 &&
               h->pos_side == 5 && h->n_deepstack == 2 && h->deepstack_layers[0] == 0 &&
@@ -475,18 +489,14 @@ static void test_vision(int mat_type)
  * after it, still correct). */
 static void test_vision_batch(void)
 {
-    struct vis_synth s = {.qwen3 = 1, .n_embd = 32, .n_layer = 3, .n_head = 2, .n_ff = 48,
-                          .proj_dim = 64, .mat_type = QUANT_F32, .seed = 9, .pos_side = 5,
-                          .n_deepstack = 2, .deepstack = {0, 2}};
     uint8_t *buf = NULL;
-    size_t len = 0;
     struct folio_err e = {0};
-    int rc = vis_synth_gguf(&s, &buf, &len, &e);
-    struct gguf_model *m = rc ? NULL : check_buf(buf, len, 1, &e);
-    CHECK(m, "synthetic Qwen3-VL tower: %s / %s", e.msg, e.detail);
+    struct gguf_model *m = tower_model(QUANT_F32, 9, &buf);
+    if (!m)
+        return;
     struct vis_config vc = {.max_patches = 192, .max_images = 4};
     struct vis *v = NULL;
-    rc = m ? vis_open(vk, m, &vc, &v, &e) : -1;
+    int rc = vis_open(vk, m, &vc, &v, &e);
     CHECK(rc == 0, "vis_open (batch of 4): %s / %s", e.msg, e.detail);
     enum { NI = 4 };
     static const uint32_t grid[NI][2] = {{6, 8}, {4, 2}, {6, 8}, {8, 10}};
