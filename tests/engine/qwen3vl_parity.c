@@ -18,7 +18,9 @@
  *    1e-3 * max(1, |ref|), same top label;
  *  - zero pipelines built after seal, zero validation messages.
  * The whole path through vlm_classify is test_vlm_parity.c on the same
- * fixtures (engine_vlm_parity_qwen3vl).
+ * fixtures (engine_vlm_parity_qwen3vl). Registered again with 16 KiB
+ * bindings (engine_qwen3vl_parity_range16k): the tower's activations
+ * exceed one binding and its attention runs split, same bounds.
  */
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
