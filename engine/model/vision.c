@@ -20,6 +20,7 @@
 #include "engine/model/tower_internal.h"
 #include "engine/model/quant.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -253,6 +254,7 @@ static int plan(struct vis *v, struct folio_err *err)
             sizes[n++] = M * O * 4;
         }
     }
+    assert(n <= (int)(sizeof sizes / sizeof sizes[0]));
     int rc = vkr_arena_plan(v->aa, sizes, n, err);
     if (rc)
         return rc;
@@ -321,6 +323,7 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     if (!v)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     v->fam = family_of(m->vision.kind);
+    assert(v->fam->check && v->fam->load && v->fam->complete && v->fam->record);
     v->vk = vk;
     v->m = m;
     v->hp = m->vision;
@@ -352,8 +355,10 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (uint32_t i = 0; !rc && i < h->n_layer; i++)
         v->L[i].ds = -1;
-    for (uint32_t j = 0; !rc && j < v->nds; j++)
+    for (uint32_t j = 0; !rc && j < v->nds; j++) {
+        assert(h->deepstack_layers[j] < h->n_layer); /* gguf_model_check's */
         v->L[h->deepstack_layers[j]].ds = (int)j;
+    }
     if (!rc)
         rc = vkr_arena_create(vk, "vision-weights", VKR_ARENA_WEIGHTS, &v->wa, err);
     if (!rc)
