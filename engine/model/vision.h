@@ -15,6 +15,12 @@
  *   merger (norm per patch, 4 patches concatenated, GELU MLP) ->
  *   un-reordering into raster order of the merged grid.
  *
+ * Families: Qwen2-VL and Qwen2.5-VL (qwen2vl_vision.c), Qwen3-VL
+ * (qwen3vl_vision.c, qwen3vl.h: patch 16, position table, DeepStack rows
+ * as extra output columns) are one tower skeleton (tower_internal.h,
+ * vision.c) with a table each of what their blocks do differently; every
+ * function here serves all of them, batches included.
+ *
  * Window layout (Qwen2.5-VL): the host uploads the patch rows already in
  * window order (whole 2x2 groups move), with their (row, col) RoPE
  * positions and each row's window as a key range [lo, hi) for the
@@ -69,10 +75,11 @@ uint32_t vis_max_patches(const struct vis *v);
 uint32_t vis_out_dim(const struct vis *v);
 void vis_memory(const struct vis *v, uint64_t *weights, uint64_t *activations);
 
-/* Encodes one image: patches = grid_h*grid_w rows of 588 floats (the
- * folded still-image layout, prep_patches temporal 1) in merge-group
- * order; out = (grid_h/2)(grid_w/2) rows of vis_out_dim floats in raster
- * order of the merged grid. */
+/* Encodes one image: patches = grid_h*grid_w rows of 3 x patch x patch
+ * floats (588 for patch 14, 768 for Qwen3-VL's 16: the folded still-image
+ * layout, prep_patches temporal 1) in merge-group order; out =
+ * (grid_h/2)(grid_w/2) rows of vis_out_dim floats in raster order of the
+ * merged grid. */
 int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
                struct folio_err *err);
 
