@@ -499,6 +499,7 @@ static int run_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it
         int r = vision_pass(m, v, &it[i], 1, &ei);
         if (r == 0) {
             it[i]->batch = 1;
+            nonfinite_check(it[i], it[i]->vr.confidence, "vision"); /* as in a whole pass */
             continue;
         }
         if (dev_lost(v, r)) {
