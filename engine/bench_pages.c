@@ -167,9 +167,9 @@ int engine_bench_pages(int argc, char **argv, FILE *out)
     /* one untimed document first: first-use costs stay out of both */
     for (int it = -1; rc == 0 && it < iters; it++)
         for (int mode = 0; rc == 0 && mode < 2; mode++) {
-            double ms;
-            unsigned long long ps;
-            int vis;
+            double ms = 0;
+            unsigned long long ps = 0;
+            int vis = 0;
             rc = bench_run(e, m, docs, npages, mode, &ms, &ps, &vis, &err);
             if (rc == 0 && it >= 0 && (it == 0 || ms < best[mode])) {
                 best[mode] = ms;
