@@ -81,7 +81,8 @@ struct engine_doc {
 
 /* The model tiers (vision, OCR text + LM): one set per process, opened once
  * and shared by the engines of every thread. One GPU thread owns the device:
- * engine_classify on any thread preprocesses its page there and queues it;
+ * engine_classify(_pages) on any thread preprocesses its pages there and
+ * queues them;
  * the GPU thread runs up to max_batch ready pages per pass (tiers.c). Open
  * never fails for a GPU or model problem: the tiers are then off with the
  * reason, and a lost device is re-opened with backoff (tiers.c). */

@@ -10,9 +10,11 @@
  *
  * Stages (issue 14). The GPU is fed by many job threads and driven by one:
  *
- *   job thread (any number)   decode the page (the caller's provider),
- *       vlm_prepare it (smart resize, patches, prompt: CPU only), submit
- *       it to the bounded GPU queue and sleep until its result is back;
+ *   job thread (any number)   reserve room in the bounded GPU queue,
+ *       decode the page (the caller's provider), vlm_prepare it (smart
+ *       resize, patches, prompt: CPU only), submit it and sleep until its
+ *       result is back (a document's pages: a window of them at once, see
+ *       "Pages of one document" below);
  *       OCR for the text tiers runs here too, only when vision did not
  *       answer: never on the GPU thread.
  *   GPU thread (one per engine_models, i.e. per device)  owns every use of
@@ -45,8 +47,9 @@
  * the GPU idled for each page's CPU work. Now CPU work of the next pages
  * overlaps the current pass and a pass carries up to N pages.
  *
- * The queue is bounded (2 x batch): a job thread that finds it full waits,
- * so prepared pages (megabytes each) cannot pile up without limit. A job
+ * The queue is bounded (2 x batch): a job thread that finds no room waits
+ * before it decodes, so prepared pages (megabytes each) cannot pile up
+ * without limit, queued or still being prepared. A job
  * waiting for the GPU stays in its worker slot, so the worker's heartbeat
  * keeps renewing its lease; doc->cancel (shutdown, lease lost) takes a page
  * that is still queued back out at once. A page already in a pass waits
