@@ -109,7 +109,8 @@ int engine_bench_pages(int argc, char **argv, FILE *out)
     const char *model = NULL, *mmproj = NULL, *device = NULL;
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int li = -1;
+    while ((ch = getopt_long(argc, argv, "h", opts, &li)) != -1) {
         int bad = 0;
         switch (ch) {
         case 'p': bad = pages_num(optarg, 1, 64, &npages); break;
@@ -124,10 +125,14 @@ int engine_bench_pages(int argc, char **argv, FILE *out)
         case 'h': fputs(PAGES_USAGE, out); return 0;
         default: bad = 1; break;
         }
-        if (bad) {
-            fprintf(stderr, "bench engine: bad or unknown option '%s'\n%s", argv[optind - 1], PAGES_USAGE);
+        if (bad && ch != '?' && li >= 0)
+            fprintf(stderr, "bench engine: --%s: '%s' is not a number in its range\n%s", opts[li].name, optarg,
+                    PAGES_USAGE);
+        else if (bad)
+            fprintf(stderr, "bench engine: unknown or incomplete option '%s'\n%s", argv[optind - 1], PAGES_USAGE);
+        if (bad)
             return 2;
-        }
+        li = -1;
     }
     if (!npages || !model || !mmproj) {
         fprintf(stderr, "bench engine: --pages needs --model and --mmproj (the vision pair to run)\n%s",
