@@ -9,13 +9,15 @@
  * taxonomy that `folio migrate` seeds into folio.labels (schema/005; a pg
  * test checks the two agree).
  */
+#include "common/json.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
 #include "pipeline/docpage.h"
 #include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
 #include <errno.h>
 #include <getopt.h>

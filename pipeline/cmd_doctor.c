@@ -4,10 +4,12 @@
  * callbacks) comes from the engine's ops_doctor(), the same function
  * `folio-engine doctor` runs on GPU machines; --db adds a connection check.
  */
-#include "pipeline/pipeline.h"
 #include "engine/engine.h"
 #include "engine/model/gguf.h"
 #include "engine/ops/ops.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
 #include <getopt.h>
 #include <stdio.h>

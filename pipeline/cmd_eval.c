@@ -7,7 +7,10 @@
  * table of (document, true label), so a truth file and the corrections go
  * through the same queries.
  */
-#include "pipeline/pipeline.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -4,7 +4,10 @@
  * memory than one row. The columns and their order are part of the
  * interface (EXPORT_COLUMNS): new columns are only ever appended.
  */
-#include "pipeline/pipeline.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
 #include <errno.h>
 #include <getopt.h>

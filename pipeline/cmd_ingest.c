@@ -1,5 +1,7 @@
 /* folio ingest: options -> struct ingest_run_opts -> ingest_run (ingest_run.c). */
 #include "pipeline/blobstore.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
 #include "pipeline/ingest_run.h"
 #include "pipeline/metrics.h"
 

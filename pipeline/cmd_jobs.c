@@ -10,7 +10,10 @@
  *   or completion finds the lease gone and drops the work: the token check
  *   that protects against stale writers also makes cancel safe.
  */
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
+#include "pipeline/queue.h"
 
 #include <getopt.h>
 #include <stdbool.h>

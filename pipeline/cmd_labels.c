@@ -4,9 +4,12 @@
  * reads (engine_labels_parse), so a set can be tried on files first and
  * then loaded for the fleet unchanged.
  */
+#include "common/json.h"
 #include "engine/engine.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/learn_db.h"
-#include "pipeline/pipeline.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -1,5 +1,7 @@
 /* folio correct / folio train: the user's corrections and the ocr+learned
  * tier trained from them (pipeline/learn_db.c does the SQL). */
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
 #include "pipeline/learn_db.h"
 
 #include <getopt.h>

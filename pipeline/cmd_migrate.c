@@ -1,5 +1,8 @@
 /* folio migrate: apply schema/NNN_*.sql (embedded) to the database. */
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
+#include "pipeline/migrate.h"
 
 #include <getopt.h>
 #include <stdio.h>

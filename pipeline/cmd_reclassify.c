@@ -25,8 +25,12 @@
  * wait out one worker label refresh (WORKER_LABELS_REFRESH_MS) so that no
  * worker classifies them with the set it read before.
  */
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/learn_db.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
 
 #include <getopt.h>
 #include <stdio.h>

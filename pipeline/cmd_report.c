@@ -8,9 +8,12 @@
  * Every number comes from one SQL query and is also written into a data-*
  * attribute, so a test can compare what the page shows with SQL.
  */
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/http.h"
 #include "pipeline/page_png.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -4,8 +4,11 @@
  * jobs, each result with the full distribution, timings and OCR text, and
  * optionally a page as PNG.
  */
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/page_png.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
 
 #include <getopt.h>
 #include <stdbool.h>

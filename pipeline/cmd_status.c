@@ -1,6 +1,9 @@
 /* folio status: a person's view of the queue, the fleet and recent problems,
  * read from the same views users query with psql. */
-#include "pipeline/pipeline.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -1,9 +1,12 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
 #include "engine/engine.h"
 #include "pipeline/blobstore.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/doctext.h"
 #include "pipeline/metrics.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/worker.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -24,7 +24,7 @@
 #ifndef FOLIO_PIPELINE_CONFIG_H
 #define FOLIO_PIPELINE_CONFIG_H
 
-#include "pipeline/pipeline.h"
+#include "pipeline/commands.h"
 
 #include <getopt.h>
 

@@ -3,7 +3,8 @@
 with one forbidden include planted: the tree passes; a copy where common/
 includes the Vulkan runtime, or ops includes the LM, fails with the file,
 the header and the rule; a copy where an old exception's crossing is gone
-fails until the exception is dropped. The build runs the same script
+fails until the exception is dropped; bench/ may use engine internals, but
+a production file that includes bench code fails. The build runs the same script
 before compiling, so each failing copy is a tree that would not build."""
 
 import os
@@ -32,7 +33,7 @@ def run(root, *extra):
 
 def copy_tree():
     d = tempfile.mkdtemp(prefix="folio-layers-")
-    for top in ("common", "engine", "ingest", "pipeline", "tests"):
+    for top in ("common", "engine", "ingest", "pipeline", "bench", "tests"):
         shutil.copytree(os.path.join(ROOT, top), os.path.join(d, top),
                         ignore=shutil.ignore_patterns("fixtures", "results", "*.gguf", "*.bin", "*.png"))
     return d
@@ -64,12 +65,25 @@ finally:
 
 d = copy_tree()
 try:
-    p = os.path.join(d, "pipeline", "bench_ops.c")
+    p = os.path.join(d, "pipeline", "cmd_doctor.c")
     src = open(p).read().replace('#include "engine/ops/ops.h"', "")
     open(p, "w").write(src)
     rc, out = run(d)
-    check(rc == 1 and "exception pipeline/bench_ops.c -> engine/ops/ops.h no longer needed" in out,
+    check(rc == 1 and "exception pipeline/cmd_doctor.c -> engine/ops/ops.h no longer needed" in out,
           f"a stale exception is reported: {rc} {out}")
+finally:
+    shutil.rmtree(d)
+
+# bench/ may reach engine internals (bench_ops.c includes engine/ops/ops.h
+# with no exception), but production code never includes bench code.
+check(os.path.exists(os.path.join(ROOT, "bench", "pipeline", "bench_ops.c")), "bench code lives in bench/")
+d = copy_tree()
+try:
+    with open(os.path.join(d, "pipeline", "queue.c"), "a") as f:
+        f.write('\n#include "bench/pipeline/bench.h"\n')
+    rc, out = run(d)
+    check(rc == 1 and "pipeline/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
+          f"pipeline -> bench refused: {rc} {out}")
 finally:
     shutil.rmtree(d)
 

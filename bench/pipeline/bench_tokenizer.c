@@ -22,9 +22,11 @@
  * reports CPU ns per byte at each: flat means linear time, a 4x rise per
  * step means quadratic (what the NFC insertion sort used to do on marks).
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/model/gguf.h"
 #include "engine/model/tokenizer.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
 
 #include <getopt.h>
 #include <stdlib.h>

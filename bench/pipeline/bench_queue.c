@@ -23,7 +23,11 @@
  * against a database that holds real work (real workers never claim
  * another model key). Prints one JSON object per line.
  */
-#include "pipeline/pipeline.h"
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/db.h"
+#include "pipeline/queue.h"
 
 #include <dirent.h>
 #include <getopt.h>

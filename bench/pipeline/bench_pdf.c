@@ -16,9 +16,11 @@
  * layer saves. One JSON object per line; the summary has medians and
  * render_speed_vs_pdftoppm (> 1: folio is faster).
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
 
 #include <getopt.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* folio bench engine: the engine's own benchmark (engine/bench_engine.c),
  * the same code `folio-engine bench engine` runs on GPU machines. */
+#include "bench/pipeline/bench.h"
 #include "engine/engine.h"
-#include "pipeline/pipeline.h"
 
 #include <stdio.h>
 

@@ -17,11 +17,13 @@
  * OCR is the slow part (seconds a page); its text is cached per OCR
  * setting (--cache DIR) so classification experiments re-run in seconds.
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/cli.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -10,8 +10,11 @@
  * the same to decode. The documents the run inserts are deleted afterwards
  * unless --keep is given. One JSON object per line on stdout.
  */
+#include "bench/pipeline/bench.h"
 #include "common/rng.h"
+#include "pipeline/cli.h"
 #include "pipeline/ingest_run.h"
+#include "pipeline/migrate.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -28,10 +28,12 @@
  * pdftoppm -r 300 -gray to PGM files plus the tesseract CLI over them
  * (one Init); for the text PDF, pdftotext. OSD off on both sides.
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/cli.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
 #include <getopt.h>
 #include <math.h>
