@@ -85,10 +85,12 @@ int cli_parse_duration(const char *s, double *out)
 
 /* ------------------------------------------------------------ option tables */
 
+int cli_opt_is_flag(const struct cli_opt *o) { return o->kind == CLI_FLAG || o->kind == CLI_NOFLAG; }
+
 const struct cli_opt *cli_find(const struct cli_cmd *c, const char *name)
 {
     for (size_t i = 0; i < c->nopts; i++)
-        if (strcmp(c->opts[i].name, name) == 0)
+        if (c->opts[i].kind != CLI_TEXT && strcmp(c->opts[i].name, name) == 0)
             return &c->opts[i];
     return NULL;
 }
@@ -128,7 +130,8 @@ static int take(const struct cli_cmd *c, const struct cli_opt *o, char *args, co
     double d;
     switch (o->kind) {
     case CLI_FLAG:
-        *(int *)at = o->min ? (int)o->min : 1;
+    case CLI_NOFLAG:
+        *(int *)at = o->kind == CLI_FLAG;
         return 0;
     case CLI_STR:
         if (o->min > 0 && !v[0])
@@ -170,22 +173,26 @@ static int take(const struct cli_cmd *c, const struct cli_opt *o, char *args, co
         }
         return refuse(c, o, v);
     case CLI_FN: {
-        int rc = o->fn(args, v, c->name);
+        int rc = o->fn(o, args, v, c->name);
         return rc == -1 ? refuse(c, o, v) : rc;
     }
+    case CLI_TEXT:
+        break;
     }
     return refuse(c, o, v);
 }
 
 void cli_print_options(const struct cli_cmd *c, FILE *f)
 {
-    enum { COL = 23 }; /* where the help text starts */
+    const int COL = c->help_col ? c->help_col : 23; /* where the help texts start */
     for (size_t i = 0; i < c->nopts; i++) {
         const struct cli_opt *o = &c->opts[i];
-        if (!o->help)
+        if (o->kind == CLI_TEXT)
+            fputs(o->help, f);
+        if (!o->help || o->kind == CLI_TEXT)
             continue;
         int w = fprintf(f, "  --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        if (w > COL - 2) /* a long head gets the text on the next line */
+        if (w >= COL) /* a long head gets the text on the next line */
             fprintf(f, "\n%*s", COL, "");
         else
             fprintf(f, "%*s", COL - w, "");
@@ -207,10 +214,13 @@ int cli_parse(const struct cli_cmd *c, void *args, int argc, char **argv, int *p
         fprintf(stderr, "folio %s: out of memory\n", c->name);
         return FOLIO_EXIT_FAIL;
     }
+    size_t n = 0;
     for (size_t i = 0; i < c->nopts; i++)
-        lo[i] = (struct option){c->opts[i].name, c->opts[i].kind == CLI_FLAG ? no_argument : required_argument,
-                                NULL, VAL0 + (int)i};
-    lo[c->nopts] = (struct option){"help", no_argument, NULL, 'h'};
+        if (c->opts[i].kind != CLI_TEXT)
+            lo[n++] = (struct option){c->opts[i].name,
+                                      cli_opt_is_flag(&c->opts[i]) ? no_argument : required_argument, NULL,
+                                      VAL0 + (int)i};
+    lo[n] = (struct option){"help", no_argument, NULL, 'h'};
     optind = 1;
     opterr = 0;
     int ch, rc = CLI_GO;

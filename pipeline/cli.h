@@ -34,7 +34,8 @@ int cli_parse_duration(const char *s, double *out);
 int cli_check_gguf(const char *flag, const char *path, struct folio_err *err);
 
 enum cli_kind {
-    CLI_FLAG,     /* no argument: int = .min (1 unless given) */
+    CLI_FLAG,     /* no argument: int = 1 */
+    CLI_NOFLAG,   /* no argument: int = 0 (--no-progress beside --progress) */
     CLI_STR,      /* const char *; .min = 1 refuses an empty value */
     CLI_INT,      /* int in .min...max */
     CLI_U32,      /* uint32_t in .min...max */
@@ -44,6 +45,7 @@ enum cli_kind {
     CLI_DURATION, /* double seconds (cli_parse_duration) in .lo...hi */
     CLI_ENUM,     /* int: the index of the value in .choices (NULL-terminated) */
     CLI_FN,       /* .fn decides */
+    CLI_TEXT,     /* no option: .help is printed as it is, between the options */
 };
 
 struct cli_opt {
@@ -55,7 +57,7 @@ struct cli_opt {
     const char *const *choices; /* CLI_ENUM */
     /* CLI_FN: 0 = taken, -1 = refuse with the .want message, anything
      * else = an exit code after printing its own message. */
-    int (*fn)(void *args, const char *value, const char *cmd);
+    int (*fn)(const struct cli_opt *o, void *args, const char *value, const char *cmd);
     /* Message on a bad value: "--NAME wants WANT, got 'VALUE'". NULL:
      * "MIN..MAX" for numbers, "takes A, B or C, not 'VALUE'" for enums. */
     const char *want;
@@ -73,6 +75,7 @@ struct cli_cmd {
     const struct cli_opt *opts;
     size_t nopts;
     int min_pos, max_pos;     /* positional arguments allowed */
+    int help_col;             /* column of the help texts; 0 = 23 */
 };
 
 /* Returned by cli_parse when the command should go on. */
@@ -85,7 +88,9 @@ struct cli_cmd {
 int cli_parse(const struct cli_cmd *c, void *args, int argc, char **argv, int *pos);
 /* The option list of --help, as cli_parse prints it. */
 void cli_print_options(const struct cli_cmd *c, FILE *f);
-/* The option named name ("help" is none), or NULL. */
+/* True for an option that takes no value (a flag). */
+int cli_opt_is_flag(const struct cli_opt *o);
+/* The option named name ("help" is none, nor a CLI_TEXT entry), or NULL. */
 const struct cli_opt *cli_find(const struct cli_cmd *c, const char *name);
 
 #endif

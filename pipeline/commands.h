@@ -26,4 +26,9 @@ int cmd_reclassify(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 
+/* The option tables of the commands that read the configuration file
+ * (pipeline/config.c takes its keys from them). */
+extern const struct cli_cmd cmd_worker_cli, cmd_ingest_cli, cmd_status_cli, cmd_migrate_cli, cmd_jobs_cli,
+    cmd_export_cli, cmd_show_cli, cmd_report_cli;
+
 #endif
