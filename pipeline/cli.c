@@ -1,6 +1,9 @@
 /* Helpers shared by the subcommands' argument handling. */
 #include "pipeline/cli.h"
+#include "engine/engine.h"
 #include "pipeline/db.h"
+#include "pipeline/doctext.h"
+#include "pipeline/http.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -249,4 +252,33 @@ int cli_parse(const struct cli_cmd *c, void *args, int argc, char **argv, int *p
         return cli_usage_error(c->name, "unexpected argument '%s'", argv[optind + c->max_pos]);
     *pos = optind;
     return CLI_GO;
+}
+
+/* ------------------------------------------------------------ shared option kinds */
+
+int cli_take_gpu_weights(const struct cli_opt *o, void *args, const char *v, const char *cmd)
+{
+    int m = engine_gpu_weights_parse(v);
+    if (m < 0)
+        return cli_usage_error(cmd, "--%s takes auto, f16 or native, not '%s'", o->name, v);
+    *(int *)((char *)args + o->off) = m;
+    return 0;
+}
+
+int cli_take_text_caps(const struct cli_opt *o, void *args, const char *v, const char *cmd)
+{
+    (void)cmd;
+    size_t *caps = (size_t *)((char *)args + o->off);
+    return doc_text_parse_caps(v, &caps[0], &caps[1]) ? -1 : 0;
+}
+
+int cli_take_listen(const struct cli_opt *o, void *args, const char *v, const char *cmd)
+{
+    struct folio_err lerr = {0};
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    if (http_parse_listen(flag, v, &lerr))
+        return cli_usage_error(cmd, "%s (%s)", lerr.msg, lerr.hint);
+    *(const char **)((char *)args + o->off) = v;
+    return 0;
 }

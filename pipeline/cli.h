@@ -88,6 +88,13 @@ struct cli_cmd {
 int cli_parse(const struct cli_cmd *c, void *args, int argc, char **argv, int *pos);
 /* The option list of --help, as cli_parse prints it. */
 void cli_print_options(const struct cli_cmd *c, FILE *f);
+/* CLI_FN takers shared by several commands, each writing at .off:
+ * --gpu-weights auto|f16|native (int, engine_gpu_weights_parse);
+ * --max-text-bytes N|PAGE,DOC (size_t[2], doc_text_parse_caps; set .want);
+ * an ADDR:PORT to listen on (const char *, checked by http_parse_listen). */
+int cli_take_gpu_weights(const struct cli_opt *o, void *args, const char *v, const char *cmd);
+int cli_take_text_caps(const struct cli_opt *o, void *args, const char *v, const char *cmd);
+int cli_take_listen(const struct cli_opt *o, void *args, const char *v, const char *cmd);
 /* True for an option that takes no value (a flag). */
 int cli_opt_is_flag(const struct cli_opt *o);
 /* The option named name ("help" is none, nor a CLI_TEXT entry), or NULL. */

@@ -79,16 +79,6 @@ static int take_after(const struct cli_opt *opt, void *args, const char *v, cons
     return -1;
 }
 
-static int take_metrics_listen(const struct cli_opt *opt, void *args, const char *v, const char *cmd)
-{
-    (void)opt;
-    struct folio_err merr = {0};
-    if (metrics_parse_listen(v, &merr))
-        return cli_usage_error(cmd, "%s (%s)", merr.msg, merr.hint);
-    ((struct ingest_args *)args)->metrics_listen = v;
-    return 0;
-}
-
 /* Also the keys of [ingest] in the configuration file (pipeline/config.c). */
 static const struct cli_opt OPTS[] = {
     {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
@@ -144,7 +134,7 @@ static const struct cli_opt OPTS[] = {
     {.name = "progress", .kind = CLI_FLAG, .off = AT(o.progress, int), .arg = "/ --no-progress",
      .help = "progress line on stderr (default: when a TTY)"},
     {.name = "no-progress", .kind = CLI_NOFLAG, .off = AT(o.progress, int)},
-    {.name = "metrics-listen", .kind = CLI_FN, .fn = take_metrics_listen, .arg = "ADDR:PORT",
+    {.name = "metrics-listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(metrics_listen, const char *), .arg = "ADDR:PORT",
      .help = "serve /metrics (Prometheus), /healthz, /readyz"},
 };
 

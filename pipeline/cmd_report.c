@@ -41,16 +41,6 @@ struct report_args {
 };
 #define AT(m, type) CLI_AT(struct report_args, m, type)
 
-static int take_listen(const struct cli_opt *opt, void *args, const char *v, const char *cmd)
-{
-    (void)opt;
-    struct folio_err lerr = {0};
-    if (http_parse_listen("--listen", v, &lerr))
-        return cli_usage_error(cmd, "%s (%s)", lerr.msg, lerr.hint);
-    ((struct report_args *)args)->listen = v;
-    return 0;
-}
-
 /* Also the keys of [report] in the configuration file (pipeline/config.c). */
 static const struct cli_opt OPTS[] = {
     {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
@@ -63,7 +53,7 @@ static const struct cli_opt OPTS[] = {
      .help = "documents shown in the review queue (default 24)"},
     {.name = "hours", .kind = CLI_INT, .off = AT(hours, int), .min = 1, .max = 24 * 366, .arg = "H",
      .help = "throughput window, hours back from now (default 24)"},
-    {.name = "listen", .kind = CLI_FN, .fn = take_listen, .arg = "ADDR:PORT",
+    {.name = "listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(listen, const char *), .arg = "ADDR:PORT",
      .help = "serve the report over HTTP until SIGTERM/SIGINT"},
 };
 

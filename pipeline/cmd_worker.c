@@ -30,26 +30,9 @@ static const char USAGE_TAIL[] =
 struct worker_args {
     struct worker_opts o;
     const char *db, *pooler, *blob_store, *metrics_listen;
+    size_t text_caps[2]; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */
 };
 #define AT(m, type) CLI_AT(struct worker_args, m, type)
-
-static int take_gpu_weights(const struct cli_opt *opt, void *args, const char *v, const char *cmd)
-{
-    struct worker_args *a = args;
-    if ((a->o.gpu_weights = engine_gpu_weights_parse(v)) < 0)
-        return cli_usage_error(cmd, "--%s takes auto, f16 or native, not '%s'", opt->name, v);
-    return 0;
-}
-
-static int take_metrics_listen(const struct cli_opt *opt, void *args, const char *v, const char *cmd)
-{
-    (void)opt;
-    struct folio_err merr = {0};
-    if (metrics_parse_listen(v, &merr))
-        return cli_usage_error(cmd, "%s (%s)", merr.msg, merr.hint);
-    ((struct worker_args *)args)->metrics_listen = v;
-    return 0;
-}
 
 /* Given: no longer raised automatically for the vision path. */
 static int take_ocr_threads(const struct cli_opt *opt, void *args, const char *v, const char *cmd)
@@ -62,13 +45,6 @@ static int take_ocr_threads(const struct cli_opt *opt, void *args, const char *v
     a->o.ocr_threads = (int)n;
     a->o.ocr_threads_auto = 0;
     return 0;
-}
-
-static int take_text_caps(const struct cli_opt *opt, void *args, const char *v, const char *cmd)
-{
-    (void)opt, (void)cmd;
-    struct worker_args *a = args;
-    return doc_text_parse_caps(v, &a->o.max_page_text, &a->o.max_doc_text) ? -1 : 0;
 }
 
 static const char *const DEVICE_LOSS[] = {"fallback", "release", NULL};
@@ -124,7 +100,7 @@ static const struct cli_opt OPTS[] = {
      .max = 65536, .arg = "N", .help = "vision: plan for pages of N image tokens (default 1600)"},
     {.name = "gate-file", .kind = CLI_STR, .off = AT(o.gate_file, const char *), .arg = "FILE",
      .help = "extra driver-gate rules"},
-    {.name = "gpu-weights", .kind = CLI_FN, .fn = take_gpu_weights, .arg = "M",
+    {.name = "gpu-weights", .kind = CLI_FN, .fn = cli_take_gpu_weights, .off = AT(o.gpu_weights, int), .arg = "M",
      .help = "auto (default) | f16 | native: model matrices expanded to f16\n"
              "at load for the tensor-core GEMM (auto: when it fits), or kept\n"
              "as stored (less memory, slower prefill)"},
@@ -160,7 +136,7 @@ static const struct cli_opt OPTS[] = {
              "(default 20000); a slower page fails the job"},
     {.name = "pdf-memory-mb", .kind = CLI_INT, .off = AT(o.pdf_memory_mb, int), .min = 64, .max = 1048576,
      .arg = "MB", .help = "PDF: the parser's address-space limit (default 1024)"},
-    {.name = "max-text-bytes", .kind = CLI_FN, .fn = take_text_caps,
+    {.name = "max-text-bytes", .kind = CLI_FN, .fn = cli_take_text_caps, .off = AT(text_caps[0], size_t),
      .want = "N or PAGE,DOC, sizes of 1..64MiB such as 64KiB,512KiB", .arg = "N|PAGE,DOC",
      .help = "text kept per page and per document for the text\n"
              "tiers (default 64KiB,512KiB); cuts are recorded in the\n"
@@ -191,7 +167,7 @@ static const struct cli_opt OPTS[] = {
      .help = "decoded pages held at once by all OCR threads; a page\n"
              "waits for room, one needing more is refused (default:\n"
              "one --max-pixels page in RGB + 512M)"},
-    {.name = "metrics-listen", .kind = CLI_FN, .fn = take_metrics_listen, .arg = "ADDR:PORT",
+    {.name = "metrics-listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(metrics_listen, const char *), .arg = "ADDR:PORT",
      .help = "serve /metrics (Prometheus), /healthz, /readyz"},
 };
 
@@ -208,6 +184,8 @@ int cmd_worker(int argc, char **argv)
     if (prc != CLI_GO)
         return prc;
     struct worker_opts o = a.o;
+    o.max_page_text = a.text_caps[0];
+    o.max_doc_text = a.text_caps[1];
     const char *db = a.db, *pooler = a.pooler, *blob_store = a.blob_store, *metrics_listen = a.metrics_listen;
     o.conninfo = db_conninfo(db);
     struct folio_err perr = {0};
