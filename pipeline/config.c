@@ -3,9 +3,10 @@
  *
  * The file never reaches the commands as a data structure: config_apply
  * turns it, and the FOLIO_* environment, into ordinary --key=value
- * arguments in front of the user's own. Each command keeps one parser and
- * one set of error messages, and "last one wins" in getopt gives the
- * precedence flags > environment > [CMD.NAME] > [CMD] > top level.
+ * arguments in front of the user's own. The keys are the names in each
+ * command's option table (pipeline/cli.h), whose one parser checks every
+ * value with one set of messages, and "last one wins" in the parser gives
+ * the precedence flags > environment > [CMD.NAME] > [CMD] > top level.
  */
 #include "pipeline/config.h"
 
