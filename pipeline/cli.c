@@ -1,9 +1,11 @@
 /* Helpers shared by the subcommands' argument handling. */
 #include "pipeline/cli.h"
 #include "engine/engine.h"
+#include "pipeline/blobstore.h"
 #include "pipeline/db.h"
 #include "pipeline/doctext.h"
 #include "pipeline/http.h"
+#include "pipeline/metrics.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +32,36 @@ int cli_connect(const char *db_flag, const char *app_name, PGconn **out)
         return FOLIO_EXIT_OK;
     folio_err_print(stderr, &err);
     return FOLIO_EXIT_FAIL;
+}
+
+int cli_daemon_open(const char *component, const struct cli_daemon_args *a, const char *model_key,
+                    const char *device, struct cli_daemon *d)
+{
+    memset(d, 0, sizeof *d);
+    d->conninfo = db_conninfo(a->db);
+    struct folio_err err = {0};
+    if (db_pooler_resolve(a->pooler, &d->pooler, &err) || blobstore_open(a->blob_store, &d->blobs, &err)) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_USAGE;
+    }
+    if (a->metrics_listen) {
+        struct metrics_cfg mc = {.listen = a->metrics_listen, .component = component, .conninfo = d->conninfo,
+                                 .model_key = model_key, .device = device};
+        if (metrics_start(&mc, &d->metrics, NULL, &err)) {
+            folio_err_print(stderr, &err);
+            cli_daemon_close(d);
+            return FOLIO_EXIT_FAIL;
+        }
+    }
+    return FOLIO_EXIT_OK;
+}
+
+void cli_daemon_close(struct cli_daemon *d)
+{
+    metrics_stop(d->metrics);
+    blobstore_close(d->blobs);
+    d->metrics = NULL;
+    d->blobs = NULL;
 }
 
 int cli_parse_double(const char *s, double min, double max, double *out)

@@ -1,9 +1,7 @@
 /* folio ingest: options -> struct ingest_run_opts -> ingest_run (ingest_run.c). */
-#include "pipeline/blobstore.h"
 #include "pipeline/cli.h"
 #include "pipeline/commands.h"
 #include "pipeline/ingest_run.h"
-#include "pipeline/metrics.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,7 +30,7 @@ static const char USAGE_TAIL[] =
  * parsing (conninfo, pooler, stores, metrics, the --allow-root list). */
 struct ingest_args {
     struct ingest_run_opts o;
-    const char *db, *pooler, *blob_store, *metrics_listen;
+    struct cli_daemon_args d;
     const char *roots[17]; /* NULL-terminated --allow-root list */
     size_t n_roots;
 };
@@ -81,12 +79,12 @@ static int take_after(const struct cli_opt *opt, void *args, const char *v, cons
 
 /* Also the keys of [ingest] in the configuration file (pipeline/config.c). */
 static const struct cli_opt OPTS[] = {
-    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+    {.name = "db", .kind = CLI_STR, .off = AT(d.db, const char *), .arg = "CONNINFO",
      .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
-    {.name = "pooler", .kind = CLI_STR, .off = AT(pooler, const char *), .arg = "MODE",
+    {.name = "pooler", .kind = CLI_STR, .off = AT(d.pooler, const char *), .arg = "MODE",
      .help = "transaction: --db is a transaction-mode pooler such as\n"
              "PgBouncer (default $FOLIO_DB_POOLER, else none)"},
-    {.name = "blob-store", .kind = CLI_STR, .off = AT(blob_store, const char *), .arg = "STORE",
+    {.name = "blob-store", .kind = CLI_STR, .off = AT(d.blob_store, const char *), .arg = "STORE",
      .help = "where document bytes live: pg (folio.blobs, default) or\n"
              "fs:/PATH, a content-addressed directory shared by ingest\n"
              "and the workers (docs/SCALING.md)"},
@@ -134,7 +132,7 @@ static const struct cli_opt OPTS[] = {
     {.name = "progress", .kind = CLI_FLAG, .off = AT(o.progress, int), .arg = "/ --no-progress",
      .help = "progress line on stderr (default: when a TTY)"},
     {.name = "no-progress", .kind = CLI_NOFLAG, .off = AT(o.progress, int)},
-    {.name = "metrics-listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(metrics_listen, const char *), .arg = "ADDR:PORT",
+    {.name = "metrics-listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(d.metrics_listen, const char *), .arg = "ADDR:PORT",
      .help = "serve /metrics (Prometheus), /healthz, /readyz"},
 };
 
@@ -151,36 +149,19 @@ int cmd_ingest(int argc, char **argv)
     if (prc != CLI_GO)
         return prc;
     struct ingest_run_opts o = a.o;
-    const char *db = a.db, *pooler = a.pooler, *blob_store = a.blob_store, *metrics_listen = a.metrics_listen;
     o.dir = argv[pos];
-    o.conninfo = db_conninfo(db);
-    struct folio_err perr = {0};
-    if (db_pooler_resolve(pooler, &o.pooler, &perr)) {
-        folio_err_print(stderr, &perr);
-        return FOLIO_EXIT_USAGE;
-    }
-
-    struct blobstore *blobs = NULL;
-    if (blobstore_open(blob_store, &blobs, &perr)) {
-        folio_err_print(stderr, &perr);
-        return FOLIO_EXIT_USAGE;
-    }
-    o.blobs = blobs;
-
+    struct cli_daemon d;
+    int drc = cli_daemon_open("ingest", &a.d, o.model_key, NULL, &d);
+    if (drc != FOLIO_EXIT_OK)
+        return drc;
+    o.conninfo = d.conninfo;
+    o.pooler = d.pooler;
+    o.blobs = d.blobs;
+    o.metrics = d.metrics;
     struct ingest_run_stats st;
     struct folio_err err = {0};
-    if (metrics_listen) {
-        struct metrics_cfg mc = {.listen = metrics_listen, .component = "ingest", .conninfo = o.conninfo,
-                                 .model_key = o.model_key, .device = NULL};
-        if (metrics_start(&mc, &o.metrics, NULL, &err)) {
-            folio_err_print(stderr, &err);
-            blobstore_close(blobs);
-            return FOLIO_EXIT_FAIL;
-        }
-    }
     int rc = ingest_run(&o, &st, &err);
-    metrics_stop(o.metrics);
-    blobstore_close(blobs);
+    cli_daemon_close(&d);
     folio_log(FOLIO_LOG_INFO, "ingest_summary",
               "files=%llu accepted=%llu new_documents=%llu duplicates=%llu rejected=%llu bytes=%llu "
               "batches=%llu db_retries=%llu seconds=%.2f files_per_s=%.1f",

@@ -1,11 +1,9 @@
 /* folio worker: option parsing; the process itself is pipeline/worker.c. */
 #include "engine/engine.h"
-#include "pipeline/blobstore.h"
 #include "pipeline/cli.h"
 #include "pipeline/commands.h"
 #include "pipeline/db.h"
 #include "pipeline/doctext.h"
-#include "pipeline/metrics.h"
 #include "pipeline/worker.h"
 
 #include <stdio.h>
@@ -29,7 +27,7 @@ static const char USAGE_TAIL[] =
  * are resolved after parsing (conninfo, pooler, stores, metrics). */
 struct worker_args {
     struct worker_opts o;
-    const char *db, *pooler, *blob_store, *metrics_listen;
+    struct cli_daemon_args d;
     size_t text_caps[2]; /* --max-text-bytes PAGE,DOC; 0 = doctext.h defaults */
 };
 #define AT(m, type) CLI_AT(struct worker_args, m, type)
@@ -51,9 +49,9 @@ static const char *const DEVICE_LOSS[] = {"fallback", "release", NULL};
 
 /* Also the keys of [worker] in the configuration file (pipeline/config.c). */
 static const struct cli_opt OPTS[] = {
-    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+    {.name = "db", .kind = CLI_STR, .off = AT(d.db, const char *), .arg = "CONNINFO",
      .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
-    {.name = "pooler", .kind = CLI_STR, .off = AT(pooler, const char *), .arg = "MODE",
+    {.name = "pooler", .kind = CLI_STR, .off = AT(d.pooler, const char *), .arg = "MODE",
      .help = "transaction: --db is a transaction-mode pooler (PgBouncer\n"
              "pool_mode = transaction): no prepared statements, no LISTEN\n"
              "there (default $FOLIO_DB_POOLER, else none)"},
@@ -61,7 +59,7 @@ static const struct cli_opt OPTS[] = {
      .want = "a conninfo", .arg = "CONNINFO",
      .help = "a direct connection used only to LISTEN for new jobs (wakes\n"
              "workers behind a transaction pooler; polling stays the fallback)"},
-    {.name = "blob-store", .kind = CLI_STR, .off = AT(blob_store, const char *), .arg = "STORE",
+    {.name = "blob-store", .kind = CLI_STR, .off = AT(d.blob_store, const char *), .arg = "STORE",
      .help = "where document bytes live: pg (folio.blobs, default) or\n"
              "fs:/PATH, a content-addressed directory shared by ingest\n"
              "and the workers (docs/SCALING.md)"},
@@ -167,7 +165,7 @@ static const struct cli_opt OPTS[] = {
      .help = "decoded pages held at once by all OCR threads; a page\n"
              "waits for room, one needing more is refused (default:\n"
              "one --max-pixels page in RGB + 512M)"},
-    {.name = "metrics-listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(metrics_listen, const char *), .arg = "ADDR:PORT",
+    {.name = "metrics-listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(d.metrics_listen, const char *), .arg = "ADDR:PORT",
      .help = "serve /metrics (Prometheus), /healthz, /readyz"},
 };
 
@@ -186,35 +184,20 @@ int cmd_worker(int argc, char **argv)
     struct worker_opts o = a.o;
     o.max_page_text = a.text_caps[0];
     o.max_doc_text = a.text_caps[1];
-    const char *db = a.db, *pooler = a.pooler, *blob_store = a.blob_store, *metrics_listen = a.metrics_listen;
-    o.conninfo = db_conninfo(db);
-    struct folio_err perr = {0};
-    if (db_pooler_resolve(pooler, &o.pooler, &perr)) {
-        folio_err_print(stderr, &perr);
-        return FOLIO_EXIT_USAGE;
-    }
-    struct blobstore *blobs = NULL;
-    if (blobstore_open(blob_store, &blobs, &perr)) {
-        folio_err_print(stderr, &perr);
-        return FOLIO_EXIT_USAGE;
-    }
-    o.blobs = blobs;
     /* Expired leases are noticed within a lease plus a reaper period. */
     o.reap_s = o.queue.lease_s / 2 < 10 ? o.queue.lease_s / 2 : 10;
+    struct cli_daemon d;
+    int drc = cli_daemon_open("worker", &a.d, o.queue.model_key, o.device, &d);
+    if (drc != FOLIO_EXIT_OK)
+        return drc;
+    o.conninfo = d.conninfo;
+    o.pooler = d.pooler;
+    o.blobs = d.blobs;
+    o.metrics = d.metrics;
     struct folio_err err = {0};
-    if (metrics_listen) {
-        struct metrics_cfg mc = {.listen = metrics_listen, .component = "worker", .conninfo = o.conninfo,
-                                 .model_key = o.queue.model_key, .device = o.device};
-        if (metrics_start(&mc, &o.metrics, NULL, &err)) {
-            folio_err_print(stderr, &err);
-            blobstore_close(blobs);
-            return FOLIO_EXIT_FAIL;
-        }
-    }
     int rc = (o.model_path && cli_check_gguf("--model", o.model_path, &err)) ||
              (o.mmproj_path && cli_check_gguf("--mmproj", o.mmproj_path, &err)) || worker_run(&o, &err);
-    metrics_stop(o.metrics);
-    blobstore_close(blobs);
+    cli_daemon_close(&d);
     if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;

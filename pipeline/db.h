@@ -60,6 +60,26 @@ int db_hide_password_arg(int argc, char **argv);
  * Retrying such an error must never use up a document's attempts. */
 int db_sqlstate_transient(const char *sqlstate);
 
+/* The start-up that `folio worker` and `folio ingest` share after their
+ * options are parsed (pipeline/cli.c): the conninfo (--db, else
+ * $FOLIO_DB), the pooler mode (--pooler, else $FOLIO_DB_POOLER), the blob
+ * store (--blob-store) and, with --metrics-listen, the metrics server.
+ * cli_daemon_open prints what went wrong and returns FOLIO_EXIT_USAGE (a
+ * bad pooler or store) or FOLIO_EXIT_FAIL (metrics could not start), else
+ * FOLIO_EXIT_OK; cli_daemon_close stops what it started. */
+struct cli_daemon_args {
+    const char *db, *pooler, *blob_store, *metrics_listen;
+};
+struct cli_daemon {
+    const char *conninfo;
+    enum db_pooler pooler;
+    struct blobstore *blobs;
+    struct metrics *metrics;
+};
+int cli_daemon_open(const char *component, const struct cli_daemon_args *a, const char *model_key,
+                    const char *device, struct cli_daemon *d);
+void cli_daemon_close(struct cli_daemon *d);
+
 /* db_connect for a command: --db value (or $FOLIO_DB ...); on failure prints
  * the error and returns FOLIO_EXIT_FAIL, else FOLIO_EXIT_OK (pipeline/cli.c). */
 int cli_connect(const char *db_flag, const char *app_name, PGconn **out);
