@@ -7,6 +7,7 @@
 #include "pipeline/http.h"
 #include "pipeline/metrics.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -159,6 +160,10 @@ static int refuse(const struct cli_cmd *c, const struct cli_opt *o, const char *
 /* Stores one value; returns 0 or the exit code after a message. */
 static int take(const struct cli_cmd *c, const struct cli_opt *o, char *args, const char *v)
 {
+    /* Table mistakes are the programmer's: an enum without its names, a
+     * function kind without the function. */
+    assert(o->kind != CLI_ENUM || o->choices);
+    assert(o->kind != CLI_FN || o->fn);
     void *at = args + o->off;
     long long n;
     uint64_t u;
