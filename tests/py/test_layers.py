@@ -39,29 +39,28 @@ def copy_tree():
     return d
 
 
+def planted(rel, include):
+    """The check on a copy of the tree where file rel also includes include."""
+    d = copy_tree()
+    try:
+        with open(os.path.join(d, rel), "a") as f:
+            f.write(f'\n#include "{include}"\n')
+        return run(d)
+    finally:
+        shutil.rmtree(d)
+
+
 rc, out = run(ROOT, "--graph")
 check(rc == 0, f"the tree keeps its layers: {out}")
 check("ops -> vk" in out and "model -> ops" in out, f"graph printed: {out}")
 check("vk -> ops" not in out and "common -> " not in out, f"no upward edges: {out}")
 
-d = copy_tree()
-try:
-    with open(os.path.join(d, "common", "log.c"), "a") as f:
-        f.write('\n#include "engine/vk/vkr.h"\n')
-    rc, out = run(d)
-    check(rc == 1 and "common/log.c includes engine/vk/vkr.h: layer common may not use layer vk" in out,
-          f"common -> vk refused: {rc} {out}")
-finally:
-    shutil.rmtree(d)
+rc, out = planted("common/log.c", "engine/vk/vkr.h")
+check(rc == 1 and "common/log.c includes engine/vk/vkr.h: layer common may not use layer vk" in out,
+      f"common -> vk refused: {rc} {out}")
 
-d = copy_tree()
-try:
-    with open(os.path.join(d, "engine", "ops", "op_elem.c"), "a") as f:
-        f.write('\n#include "engine/model/lm.h"\n')
-    rc, out = run(d)
-    check(rc == 1 and "layer ops may not use layer model" in out, f"ops -> model refused: {rc} {out}")
-finally:
-    shutil.rmtree(d)
+rc, out = planted("engine/ops/op_elem.c", "engine/model/lm.h")
+check(rc == 1 and "layer ops may not use layer model" in out, f"ops -> model refused: {rc} {out}")
 
 d = copy_tree()
 try:
@@ -77,15 +76,9 @@ finally:
 # bench/ may reach engine internals (bench_ops.c includes engine/ops/ops.h
 # with no exception), but production code never includes bench code.
 check(os.path.exists(os.path.join(ROOT, "bench", "pipeline", "bench_ops.c")), "bench code lives in bench/")
-d = copy_tree()
-try:
-    with open(os.path.join(d, "pipeline", "queue.c"), "a") as f:
-        f.write('\n#include "bench/pipeline/bench.h"\n')
-    rc, out = run(d)
-    check(rc == 1 and "pipeline/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
-          f"pipeline -> bench refused: {rc} {out}")
-finally:
-    shutil.rmtree(d)
+rc, out = planted("pipeline/queue.c", "bench/pipeline/bench.h")
+check(rc == 1 and "pipeline/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
+      f"pipeline -> bench refused: {rc} {out}")
 
 print(f"layers: {failures} failed")
 sys.exit(1 if failures else 0)
