@@ -53,16 +53,20 @@
  * and worker_run returns 0. A second signal exits at once: leases cover it.
  */
 #include "common/fault.h"
+#include "common/json.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/cli.h"
+#include "pipeline/db.h"
 #include "pipeline/docpage.h"
 #include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
-#include "pipeline/metrics.h"
-#include "pipeline/service.h"
 #include "pipeline/learn_db.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/metrics.h"
+#include "pipeline/queue.h"
+#include "pipeline/service.h"
+#include "pipeline/worker.h"
 
 #include <errno.h>
 #include <poll.h>
