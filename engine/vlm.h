@@ -72,7 +72,11 @@ enum vlm_gate_path vlm_gate_check(const struct vkr_device_info *d,
 struct vlm_config {
     const char *model_path;    /* text GGUF (required) */
     const char *mmproj_path;   /* vision projector; NULL = no vision path */
-    const char *device;        /* vkr selector; NULL = first GPU */
+    /* vkr selector; NULL = first GPU. "A,B" (two selectors): one model over
+     * both devices, the vision tower and the first text layers on A, the
+     * other layers on B (lm_open_split: the memory planner's split); the
+     * same device named twice opens two logical devices. */
+    const char *device;
     int allow_cpu;
     int validate;              /* as vkr_config (-1 = $FOLIO_VK_VALIDATE) */
     const char *cache_dir;     /* as vkr_config */
@@ -102,7 +106,11 @@ struct vlm_report {
     uint64_t weights_bytes, activation_bytes;
     uint32_t max_image_tokens;
     uint32_t max_batch;
+    uint32_t devices;          /* 1, or 2 with --device A,B */
+    uint32_t split_layer;      /* two devices: the first text layer on the second */
 };
+
+#define VLM_MAX_DEVICES 2
 
 /* Opens the engine. A gate rule for the whole GPU, or an unusable text
  * model, fails (FOLIO_EUNSUPPORTED / the loader's code) with the reason:

@@ -102,7 +102,7 @@ int cmd_doctor(int argc, char **argv)
         struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = o.device,
                                           .allow_cpu = o.allow_cpu, .gate_file = gate_file};
         struct engine_models *m = NULL;
-        char rep[2048];
+        char rep[4096]; /* two devices: a plan each */
         folio_err_clear(&err);
         if (engine_models_open(&mc, &m, &err) != 0) {
             folio_err_print(stderr, &err);

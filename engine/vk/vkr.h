@@ -106,6 +106,9 @@ const struct vkr_limits *vkr_limits(const struct vkr *vk);
 const struct vkr_features *vkr_features(const struct vkr *vk);
 /* Dead after a fatal device error: every call then fails with FOLIO_EDEVICELOST. */
 int vkr_dead(const struct vkr *vk);
+/* Marks the runtime lost as a fatal VkResult does (fault-injection tests
+ * of engines over several devices: one of them lost). */
+void vkr_mark_lost(struct vkr *vk);
 
 struct vkr_stats {
     /* validation messages seen by the debug messenger (warnings + errors) */

@@ -744,6 +744,11 @@ const struct vkr_device_info *vkr_device(const struct vkr *vk) { return &vk->inf
 const struct vkr_limits *vkr_limits(const struct vkr *vk) { return &vk->lim; }
 const struct vkr_features *vkr_features(const struct vkr *vk) { return &vk->feat; }
 int vkr_dead(const struct vkr *vk) { return vk->dead; }
+void vkr_mark_lost(struct vkr *vk)
+{
+    folio_log(FOLIO_LOG_WARN, "vk_marked_lost", "device=%d", vk->info.index);
+    vk->dead = 1;
+}
 
 void vkr_get_stats(const struct vkr *vk, struct vkr_stats *s)
 {
