@@ -11,6 +11,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char USAGE[] =
     "usage: folio doctor [OPTIONS]\n"
@@ -21,7 +22,8 @@ static const char USAGE[] =
     "  --db CONNINFO        also check this database\n"
     "  --model FILE         inspect a text model GGUF\n"
     "  --mmproj FILE        inspect a vision projector GGUF\n"
-    "  --device SPEC        Vulkan device: index, UUID or name substring\n"
+    "  --device SPEC        Vulkan device: index, UUID or name substring; A,B opens\n"
+    "                       one model over two devices and shows the split\n"
     "  --allow-cpu          consider CPU Vulkan devices (lavapipe)\n"
     "  --serial-pipelines   create pipelines on one thread\n"
     "  --gate-file FILE     extra driver-gate rules, as the worker takes them\n"
@@ -67,10 +69,23 @@ int cmd_doctor(int argc, char **argv)
         return cli_usage_error("doctor", "unexpected argument '%s'", argv[optind]);
     struct folio_err err = {0};
     int failed = 0;
-    if (ops_doctor(&o, stdout, &err) != 0) {
-        folio_err_print(stderr, &err);
-        failed = 1;
-    }
+    /* --device A,B: the Vulkan check on each device of the list */
+    const char *list = o.device;
+    char one[256];
+    do {
+        size_t k = list ? strcspn(list, ",") : 0;
+        struct ops_tool_opts od = o;
+        if (list) {
+            snprintf(one, sizeof one, "%.*s", (int)(k < sizeof one ? k : sizeof one - 1), list);
+            od.device = one;
+            list = list[k] ? list + k + 1 : NULL;
+        }
+        folio_err_clear(&err);
+        if (ops_doctor(&od, stdout, &err) != 0) {
+            folio_err_print(stderr, &err);
+            failed = 1;
+        }
+    } while (list);
     if (db) {
         PGconn *c = NULL;
         folio_err_clear(&err);
