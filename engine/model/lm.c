@@ -137,30 +137,27 @@ static uint64_t lcm_u64(uint64_t a, uint64_t b)
 
 /* ---- devices ---- */
 
+/* The per-device fields a part holds and the lm mirrors for part[cur]. */
+#define LM_PART_FIELDS(X)                                                                    \
+    X(vk) X(wa) X(aa) X(x) X(h) X(q) X(o) X(t2) X(gate) X(up) X(ks) X(vs) X(qp) X(op)       \
+    X(lg_h) X(lg_hn) X(logits) X(probs) X(pg) X(ints) X(asc)
+
 /* The current part's fields back into part[cur]. */
 static void part_save(struct lm *lm)
 {
     struct lm_part *P = &lm->part[lm->cur];
-    P->vk = lm->vk;
-    P->wa = lm->wa;
-    P->aa = lm->aa;
-#define S(f) P->f = lm->f;
-    S(x) S(h) S(q) S(o) S(t2) S(gate) S(up) S(ks) S(vs) S(qp) S(op) S(lg_h) S(lg_hn) S(logits)
-    S(probs) S(pg) S(ints) S(asc)
-#undef S
+#define SAVE(f) P->f = lm->f;
+    LM_PART_FIELDS(SAVE)
+#undef SAVE
 }
 
 /* part[p]'s fields into the lm's own (without saving the current ones). */
 static void part_load(struct lm *lm, uint32_t p)
 {
     const struct lm_part *P = &lm->part[p];
-    lm->vk = P->vk;
-    lm->wa = P->wa;
-    lm->aa = P->aa;
-#define L(f) lm->f = P->f;
-    L(x) L(h) L(q) L(o) L(t2) L(gate) L(up) L(ks) L(vs) L(qp) L(op) L(lg_h) L(lg_hn) L(logits)
-    L(probs) L(pg) L(ints) L(asc)
-#undef L
+#define LOAD(f) lm->f = P->f;
+    LM_PART_FIELDS(LOAD)
+#undef LOAD
     lm->cur = p;
 }
 
