@@ -277,6 +277,17 @@ struct lm *vlm_lm(struct vlm *v) { return v->lm; }
 const struct tok *vlm_tok(const struct vlm *v) { return v->tok; }
 struct vkr *vlm_vkr(struct vlm *v) { return v->vk; }
 struct vkr *vlm_vkr_at(struct vlm *v, uint32_t i) { return i < v->ndev ? v->vks[i] : NULL; }
+
+uint64_t vlm_requests_after_seal(const struct vlm *v)
+{
+    uint64_t n = 0;
+    for (uint32_t d = 0; d < v->ndev; d++) {
+        struct vkr_stats st;
+        vkr_get_stats(v->vks[d], &st);
+        n += st.pipeline_requests_after_seal;
+    }
+    return n;
+}
 struct vis *vlm_vis_handle(struct vlm *v) { return v->vis; }
 const struct gguf_model *vlm_text_model(struct vlm *v) { return v->tm; }
 
@@ -824,10 +835,8 @@ void vlm_close(struct vlm *v)
         /* the promise of the design: nothing built on the request path */
         uint64_t after = 0;
         uint32_t built = 0;
-        for (uint32_t d = 0; d < v->ndev; d++) {
+        for (uint32_t d = 0; d < v->ndev && v->vks[d]; d++) {
             struct vkr_stats st;
-            if (!v->vks[d])
-                continue;
             vkr_get_stats(v->vks[d], &st);
             after += st.pipeline_requests_after_seal;
             built += st.pipelines_built;

@@ -125,7 +125,9 @@ int vlm_dead(const struct vlm *v);
 uint32_t vlm_backoff_ms(int failures);
 struct lm *vlm_lm(struct vlm *v);
 const struct tok *vlm_tok(const struct vlm *v);
-struct vkr *vlm_vkr(struct vlm *v);
+struct vkr *vlm_vkr(struct vlm *v);   /* the first device's runtime */
+/* Pipelines requested after seal, summed over the engine's devices (must stay 0). */
+uint64_t vlm_requests_after_seal(const struct vlm *v);
 
 struct vlm_page {
     const uint8_t *pixels;

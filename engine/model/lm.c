@@ -442,11 +442,12 @@ static char *human_mib(uint64_t b, char *buf, size_t n)
 }
 
 /* What each device needs for the split at s: the weights arena of its
- * layers (+ the head on the last) as vkr would place them, and its
- * activations with its layers' KV cache. wsz: each device tensor's bytes
- * on each device, in upload order; sizes: room for them. */
-static void split_needs(const struct lm *lm, const uint64_t *wsz, uint64_t *sizes, uint32_t s,
-                        uint64_t need[2])
+ * layers (+ the head on the last) as vkr would place them, its
+ * activations with its layers' KV cache, and the f16 expansion's staging
+ * (stage). wsz: each device tensor's bytes on each device, in upload
+ * order; sizes: room for them. */
+static void split_needs(const struct lm *lm, const uint64_t *wsz, const uint64_t *stage,
+                        uint64_t *sizes, uint32_t s, uint64_t need[2])
 {
     const struct gguf_model *m = lm->m;
     uint32_t nl = lm->hp.n_layer;
@@ -465,7 +466,7 @@ static void split_needs(const struct lm *lm, const uint64_t *wsz, uint64_t *size
             sizes[n++] = lm->kv_bytes;
             sizes[n++] = lm->kv_bytes;
         }
-        need[p] += vkr_plan_bytes(lm->part[p].vk, VKR_ARENA_ACTIVATIONS, sizes, n);
+        need[p] += vkr_plan_bytes(lm->part[p].vk, VKR_ARENA_ACTIVATIONS, sizes, n) + stage[p];
     }
 }
 
@@ -487,12 +488,24 @@ static int plan_split(struct lm *lm, struct folio_err *err)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     }
     char why[200];
+    uint64_t stage[2] = {0, 0};
     for (uint32_t p = 0; p < 2; p++) {
         int to_f16 = ops_weights_f16(P[p].vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
                                      gguf_model_matrix_f16_bytes(lm->m), why, sizeof why);
-        for (uint64_t i = 0; i < ni; i++)
-            if (!lm->m->items[i].on_host)
-                wsz[p * ni + i] = tensor_bytes(P[p].vk, lm->m->items[i].t, to_f16);
+        uint64_t big = 0; /* the largest native matrix: what lm-staging holds at a time */
+        for (uint64_t i = 0; i < ni; i++) {
+            const struct gguf_tensor_info *t = lm->m->items[i].t;
+            if (lm->m->items[i].on_host)
+                continue;
+            wsz[p * ni + i] = tensor_bytes(P[p].vk, t, to_f16);
+            if (t->n_dims == 2 && t->n_bytes > big)
+                big = t->n_bytes;
+        }
+        /* the f16 expansion's staging arena lives next to the weights while
+         * they load: its first block, and one more when a matrix passes it */
+        uint64_t first = 16ull << 20, bs = vkr_limits(P[p].vk)->block_size;
+        first = first < bs ? first : bs;
+        stage[p] = !to_f16 ? 0 : big > first ? first + (big < bs ? bs : big) : first;
         P[p].room = vkr_room(P[p].vk);
     }
     uint32_t best = 0;
@@ -501,7 +514,7 @@ static int plan_split(struct lm *lm, struct folio_err *err)
     for (uint32_t s = lo; s < nl; s++) {
         if (lm->cfg.split_layer && s != lm->cfg.split_layer)
             continue;
-        split_needs(lm, wsz, sizes, s, need);
+        split_needs(lm, wsz, stage, sizes, s, need);
         double r0 = P[0].room ? (double)need[0] / (double)P[0].room : INFINITY;
         double r1 = P[1].room ? (double)need[1] / (double)P[1].room : INFINITY;
         double r = r0 > r1 ? r0 : r1;
@@ -517,7 +530,7 @@ static int plan_split(struct lm *lm, struct folio_err *err)
                              "(%u layers, the first device keeps at least one and the DeepStack "
                              "ones)", lm->cfg.split_layer, lo, nl - 1, nl);
     }
-    split_needs(lm, wsz, sizes, best, need);
+    split_needs(lm, wsz, stage, sizes, best, need);
     free(wsz);
     free(sizes);
     P[0].l0 = 0;

@@ -78,10 +78,10 @@ struct vkr_limits {
     uint64_t max_buffer;      /* maxBufferSize (maintenance4) or max_alloc */
     uint64_t max_range;       /* maxStorageBufferRange */
     uint64_t block_size;      /* min(max_alloc, max_buffer, FOLIO_VK_BLOCK_SIZE or 1 GiB) */
-    uint64_t device_local_bytes; /* size of the largest device-local heap
-                                  * (lowered by FOLIO_VK_DEVICE_BYTES) */
+    uint64_t device_local_bytes; /* size of the largest device-local heap */
     uint64_t budget;          /* FOLIO_VK_DEVICE_BYTES: device blocks beyond it fail as
-                               * out of memory (tests of the multi-device planner); 0 = none */
+                               * out of memory (tests of the multi-device planner; the
+                               * heap size above and what depends on it stay); 0 = none */
     uint32_t min_ssbo_align;  /* minStorageBufferOffsetAlignment */
     uint32_t max_wg_count[3];
     uint32_t max_wg_invocations;

@@ -631,8 +631,8 @@ static int create_device(struct vkr *vk, struct folio_err *err)
     uint64_t heap = lim->device_local_bytes ? lim->device_local_bytes : UINT64_MAX;
     int budgeted = 0;
     env_lower("FOLIO_VK_DEVICE_BYTES", ord, &heap, &budgeted);
-    if (budgeted) {
-        lim->device_local_bytes = lim->budget = heap;
+    if (budgeted) { /* the heap size stays: the f16 and batch choices do not move */
+        lim->budget = heap;
         lim->overridden = 1;
     }
     if (bs > lim->max_alloc)
