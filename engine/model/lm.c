@@ -13,6 +13,19 @@
  * token_embd stays on the host (in the GGUF mapping): a prompt needs a few
  * thousand of its 152k rows, which the CPU dequantizes and uploads with the
  * pass. It is uploaded only when it doubles as the LM head (tied models).
+ *
+ * Over two devices (lm_open_split) each device is a part: its layers'
+ * weights and KV cache, and a whole activation set, because every device
+ * runs every row of the pass (only the last has the head's buffers). The
+ * layout (row capacities, alignments, chunk sizes) is shared and taken
+ * against the tightest of the devices' limits, so one host staging and one
+ * index upload serve all. The split is chosen before anything is placed:
+ * vkr_plan_bytes gives each part's exact block bytes for every split
+ * point, and the one that leaves both devices the same share of their
+ * room wins; the weights arenas are told what comes (vkr_arena_expect) so
+ * that estimate and placement agree. The lm's own fields always mirror
+ * the current part (lm_part_use), which keeps the forward pass and the
+ * Qwen3-VL hooks written for one device.
  */
 #include "engine/model/lm_internal.h"
 #include "engine/model/quant.h"

@@ -3,7 +3,10 @@
  * biases -> M-RoPE -> grouped-query attention over the KV cache -> output
  * projection -> residual -> RMSNorm -> SwiGLU MLP -> residual; then the
  * final norm and the LM head on the rows whose logits are needed. One
- * command buffer, one submit.
+ * command buffer, one submit per device: a model split over two devices
+ * records the first's layers, submits, moves the residual stream rows to
+ * the second through host staging and records the rest there (the index
+ * words are uploaded to both; every KV cache stays with its layer).
  *
  * Rows of a pass, in order: the prompts of the batch concatenated (ragged),
  * then the label rows — for each sequence, for each label, the label's
