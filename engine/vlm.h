@@ -21,6 +21,8 @@
  *         falls back for the batch, closes it and re-opens after
  *         vlm_backoff_ms(). Test builds inject a loss with
  *         FOLIO_FAULT=device_lost:N (the N-th classify of an instance).
+ *         Over two devices (vlm_config.device "A,B") either one lost
+ *         kills the engine, and the re-open opens both again.
  *
  * The OCR-text tier uses the same text model: vlm_lm() / vlm_tok() hand
  * it to lm_text_classify.
