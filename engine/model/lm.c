@@ -689,6 +689,10 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     part_load(lm, 0);
     if (!rc)
         rc = plan_layout(lm, err); /* the layout the split's estimate needs */
+    /* Qwen3-VL: DeepStack rows on the first device (nothing otherwise),
+     * before the split so that its room counts them */
+    if (!rc)
+        rc = q3_lm_open(lm, err);
     if (!rc && n > 1)
         rc = plan_split(lm, err);
     char why[200] = "";
@@ -707,8 +711,6 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     if (!rc)
         rc = plan_activations(lm, err);
     lm_part_use(lm, 0);
-    if (!rc)
-        rc = q3_lm_open(lm, err); /* Qwen3-VL: DeepStack rows; nothing otherwise */
     if (rc) {
         lm_close(lm);
         return rc;

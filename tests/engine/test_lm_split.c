@@ -15,6 +15,9 @@
  *  - two budgets too small together fail with FOLIO_ENOMEM naming both
  *    devices, what each needs and has; a split_layer outside the model
  *    fails naming the range.
+ * Once for a Qwen2-VL model and once for a Qwen3-VL one (q/k norms on both
+ * devices, two DeepStack layers fed from image rows: they stay on the
+ * first device, the split starts at 2 at the earliest).
  */
 #include "tests/support/testutil.h"
 #include "common/common.h"
@@ -33,6 +36,10 @@
 
 static const int32_t SEQ_A[] = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41};
 static const int32_t SEQ_B[] = {2, 4, 6, 8, 10, 12, 14};
+/* B again with three image rows (embedding rows, DeepStack features) */
+static const int32_t SEQ_BI[] = {2, 4, -1, -1, -1, 12, 14};
+static float *g_embd; /* NB rows of the model's embedding width */
+static const int32_t *g_seq_b = SEQ_B;
 static const int32_t L0[] = {31, 32, 33}, L1[] = {31, 32, 34}, L2[] = {31}, L3[] = {40, 41};
 static const struct lm_label LABELS[NLAB] = {{L0, 3}, {L1, 3}, {L2, 1}, {L3, 2}};
 #define NA 11u
@@ -69,7 +76,7 @@ static const struct lm_config CFG = {.max_tokens = 16, .batch = 2, .max_labels =
 /* Prefill with every logit, score, and the fused classify pass. */
 static int passes(struct lm *lm, uint32_t V, struct out *o, struct folio_err *e)
 {
-    struct lm_seq seqs[2] = {{SEQ_A, NA, NULL, NULL, 0}, {SEQ_B, NB, NULL, NULL, 0}};
+    struct lm_seq seqs[2] = {{SEQ_A, NA, NULL, NULL, 0}, {g_seq_b, NB, g_embd, NULL, 0}};
     o->logits = malloc((size_t)(NA + NB) * V * sizeof *o->logits);
     if (!o->logits)
         return FOLIO_ENOMEM;
@@ -137,12 +144,12 @@ static void set_budget(uint64_t a, uint64_t b)
     setenv("FOLIO_VK_DEVICE_BYTES", v, 1);
 }
 
-int main(void)
+/* One model through every case; non-zero only when a REQUIRE stopped it. */
+static int run_case(const char *name, const struct lm_synth *syp)
 {
-    setenv("FOLIO_VK_BLOCK_SIZE", "1048576", 1); /* many blocks per device */
+    const struct lm_synth sy = *syp;
     unsetenv("FOLIO_VK_DEVICE_BYTES");
-    struct lm_synth sy = {.n_embd = 256, .n_layer = 6, .n_head = 4, .n_head_kv = 2,
-                          .n_ff = 512, .n_vocab = 512, .mat_type = QUANT_F32, .seed = 7};
+    printf("== %s\n", name);
     struct folio_err e = {0};
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -154,7 +161,13 @@ int main(void)
     if (!rc)
         rc = gguf_model_check(f, 0, &m, &e);
     REQUIRE(rc == 0, "synthetic model: %s / %s", e.msg, e.detail);
-    uint32_t V = m->text.n_vocab;
+    uint32_t V = m->text.n_vocab, Ein = m->text.n_embd * (1 + m->text.n_deepstack);
+    uint32_t lo = m->text.n_deepstack > 1 ? m->text.n_deepstack : 1;
+    g_seq_b = m->text.n_deepstack ? SEQ_BI : SEQ_B;
+    g_embd = malloc((size_t)NB * Ein * sizeof *g_embd);
+    REQUIRE(g_embd, "out of memory");
+    for (uint32_t i = 0; i < NB * Ein; i++)
+        g_embd[i] = 0.5f * sinf((float)i * 0.37f);
 
     /* the reference: one device, no budget */
     struct out ref = {0};
@@ -237,6 +250,8 @@ int main(void)
             lm_devices(lm, pl, 2);
             if (run)
                 CHECK(pl[0].l1 == 2, "%s: first device has layers 0..%u", what, pl[0].l1);
+            CHECK(pl[0].l1 >= lo, "%s: DeepStack layers 0..%u, the first device ends at %u",
+                  what, lo - 1, pl[0].l1);
             printf("%s: layers 0..%u | %u..%u, needs %.1f / %.1f MiB, rooms %.1f / %.1f MiB\n",
                    what, pl[0].l1 - 1, pl[1].l0, pl[1].l1 - 1, (double)pl[0].need / MB,
                    (double)pl[1].need / MB, (double)pl[0].room / MB, (double)pl[1].room / MB);
@@ -271,7 +286,9 @@ int main(void)
                       e2.hint[0],
                   "too small together: rc %d: %s / %s", rc, e2.msg, e2.hint);
         } else {
-            CHECK(rc == FOLIO_EINVAL && strstr(e2.msg, "split_layer 6") && strstr(e2.msg, "1..5"),
+            char range[32];
+            snprintf(range, sizeof range, "outside %u..5", lo);
+            CHECK(rc == FOLIO_EINVAL && strstr(e2.msg, "split_layer 6") && strstr(e2.msg, range),
                   "bad split: rc %d: %s", rc, e2.msg);
         }
         printf("refused: %s\n", e2.msg);
@@ -280,7 +297,27 @@ int main(void)
         vkr_close(vk[1]);
     }
     free(ref.logits);
+    free(g_embd);
+    g_embd = NULL;
     gguf_model_close(m);
     free(buf);
-    return tu_finish();
+    return 0;
+}
+
+int main(void)
+{
+    setenv("FOLIO_VK_BLOCK_SIZE", "1048576", 1); /* many blocks per device */
+    struct lm_synth q2 = {.n_embd = 256, .n_layer = 6, .n_head = 4, .n_head_kv = 2,
+                          .n_ff = 512, .n_vocab = 512, .mat_type = QUANT_F32, .seed = 7};
+    int rc = run_case("qwen2vl", &q2);
+    if (rc)
+        return rc;
+    /* Qwen3-VL: q/k norms on both devices; DeepStack layers 0..1 stay on
+     * the first (the split starts at 2), fed from image rows */
+    struct lm_synth q3 = q2;
+    q3.qwen3 = 1;
+    q3.n_deepstack = 2;
+    q3.seed = 8;
+    rc = run_case("qwen3vl", &q3);
+    return rc ? rc : tu_finish();
 }
