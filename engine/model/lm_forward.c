@@ -646,8 +646,9 @@ static int pass_submit(struct lm *lm, const struct pass *ps, struct folio_err *e
         lm->last_ms += folio_mono_ms() - t0;
     }
     if (rc && lm->nparts > 1)
-        folio_err_context(err, "text model on device %u of %u (%s)", lm->cur, lm->nparts,
-                          vkr_device(lm->vk)->name);
+        folio_err_context(err, "text model layers %u..%u on device %u of %u (%d: %s)",
+                          lm->part[lm->cur].l0, lm->part[lm->cur].l1 - 1, lm->cur + 1,
+                          lm->nparts, vkr_device(lm->vk)->index, vkr_device(lm->vk)->name);
     return rc;
 }
 

@@ -12,6 +12,8 @@
  *  - each device holds layers and many blocks, its blocks stay within its
  *    own budget, the last device has the head; no validation messages and
  *    no pipeline built after seal on either;
+ *  - the second device lost, the next pass fails with FOLIO_EDEVICELOST
+ *    naming that device and its layers;
  *  - two budgets too small together fail with FOLIO_ENOMEM naming both
  *    devices, what each needs and has; a split_layer outside the model
  *    fails naming the range.
@@ -255,6 +257,17 @@ static int run_case(const char *name, const struct lm_synth *syp)
             printf("%s: layers 0..%u | %u..%u, needs %.1f / %.1f MiB, rooms %.1f / %.1f MiB\n",
                    what, pl[0].l1 - 1, pl[1].l0, pl[1].l1 - 1, (double)pl[0].need / MB,
                    (double)pl[1].need / MB, (double)pl[0].room / MB, (double)pl[1].room / MB);
+            if (run == 0) { /* the second device lost: the pass fails naming it */
+                vkr_mark_lost(vk[1]);
+                struct lm_seq seqs[1] = {{SEQ_A, NA, NULL, NULL, 0}};
+                double lp[NLAB];
+                struct folio_err e4 = {0};
+                rc = lm_classify(lm, seqs, 1, LABELS, NLAB, lp, NULL, NULL, &e4);
+                char ctx[64];
+                snprintf(ctx, sizeof ctx, "layers %u..5 on device 2 of 2", pl[1].l0);
+                CHECK(rc == FOLIO_EDEVICELOST && strstr(e4.context, ctx),
+                      "%s: second device lost: rc %d: %s / %s", what, rc, e4.msg, e4.context);
+            }
         }
         lm_close(lm);
         vkr_close(vk[0]);
