@@ -536,6 +536,8 @@ static int plan_split(struct lm *lm, struct folio_err *err)
             best = s;
         }
     }
+    if (!best && !lm->cfg.split_layer)
+        best = lo; /* no device has any room: the message names the first split */
     if (lm->cfg.split_layer && !best) {
         free(wsz);
         free(sizes);
