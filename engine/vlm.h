@@ -21,6 +21,8 @@
  *         falls back for the batch, closes it and re-opens after
  *         vlm_backoff_ms(). Test builds inject a loss with
  *         FOLIO_FAULT=device_lost:N (the N-th classify of an instance).
+ *         Over two devices (vlm_config.device "A,B") either one lost
+ *         kills the engine, and the re-open opens both again.
  *
  * The OCR-text tier uses the same text model: vlm_lm() / vlm_tok() hand
  * it to lm_text_classify.
@@ -72,7 +74,11 @@ enum vlm_gate_path vlm_gate_check(const struct vkr_device_info *d,
 struct vlm_config {
     const char *model_path;    /* text GGUF (required) */
     const char *mmproj_path;   /* vision projector; NULL = no vision path */
-    const char *device;        /* vkr selector; NULL = first GPU */
+    /* vkr selector; NULL = first GPU. "A,B" (two selectors): one model over
+     * both devices, the vision tower and the first text layers on A, the
+     * other layers on B (lm_open_split: the memory planner's split); the
+     * same device named twice opens two logical devices. */
+    const char *device;
     int allow_cpu;
     int validate;              /* as vkr_config (-1 = $FOLIO_VK_VALIDATE) */
     const char *cache_dir;     /* as vkr_config */
@@ -102,7 +108,11 @@ struct vlm_report {
     uint64_t weights_bytes, activation_bytes;
     uint32_t max_image_tokens;
     uint32_t max_batch;
+    uint32_t devices;          /* 1, or 2 with --device A,B */
+    uint32_t split_layer;      /* two devices: the first text layer on the second */
 };
+
+#define VLM_MAX_DEVICES 2
 
 /* Opens the engine. A gate rule for the whole GPU, or an unusable text
  * model, fails (FOLIO_EUNSUPPORTED / the loader's code) with the reason:
@@ -117,7 +127,9 @@ int vlm_dead(const struct vlm *v);
 uint32_t vlm_backoff_ms(int failures);
 struct lm *vlm_lm(struct vlm *v);
 const struct tok *vlm_tok(const struct vlm *v);
-struct vkr *vlm_vkr(struct vlm *v);
+struct vkr *vlm_vkr(struct vlm *v);   /* the first device's runtime */
+/* Pipelines requested after seal, summed over the engine's devices (must stay 0). */
+uint64_t vlm_requests_after_seal(const struct vlm *v);
 
 struct vlm_page {
     const uint8_t *pixels;
