@@ -31,6 +31,7 @@
 #define FOLIO_VLM_H
 
 #include "common/common.h"
+#include "engine/vlm_gate.h" /* the driver gate vlm_open runs (vlm_config.gate_rules) */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,34 +42,6 @@ struct lm;
 struct tok;
 struct vkr;
 struct vkr_device_info;
-
-/* ---- driver gate ---- */
-enum vlm_gate_path { VLM_GATE_NONE = 0, VLM_GATE_VISION = 1, VLM_GATE_GPU = 2 };
-
-struct vlm_gate_rule {
-    char vendor[16];        /* "", "any", "amd", "nvidia", "intel", "mesa" or a hex PCI id */
-    char driver[32];        /* case-insensitive substring of the driver name; "" = any */
-    char min_version[24];   /* inclusive, "" = unbounded (e.g. "22.0.0") */
-    char max_version[24];   /* exclusive, "" = unbounded */
-    enum vlm_gate_path path;
-    char reason[160];
-};
-
-/* The built-in rules (first: Mesa RADV < 26.0.5, vision pipelines). */
-const struct vlm_gate_rule *vlm_gate_builtin(int *n);
-/* Parses rules, one per line: key=value pairs (vendor, driver, min, max,
- * path=vision|gpu) and reason=... last (rest of the line); '#' comments.
- * Fails naming the line on anything else. */
-int vlm_gate_parse(const char *text, struct vlm_gate_rule *out, int max, int *n,
-                   struct folio_err *err);
-/* The driver version as "major.minor.patch" (Mesa's from driver_info when
- * present, else decoded per vendor). */
-void vlm_driver_version(const struct vkr_device_info *d, char *out, size_t n);
-/* First matching rule among the built-ins then extra; *why gets its reason
- * with the device and version. Returns the path it disables. */
-enum vlm_gate_path vlm_gate_check(const struct vkr_device_info *d,
-                                  const struct vlm_gate_rule *extra, int n_extra, char *why,
-                                  size_t n);
 
 /* ---- engine ---- */
 struct vlm_config {
