@@ -823,7 +823,20 @@ static int replan_to(struct lm *lm, uint32_t batch, struct folio_err *err)
         rc = vkr_arena_create(lm->part[p].vk, "lm-activations", VKR_ARENA_ACTIVATIONS,
                               &lm->part[p].aa, err);
     lm->aa = lm->part[lm->cur].aa;
-    return rc ? rc : plan_activations(lm, err);
+    if (!rc)
+        rc = plan_activations(lm, err);
+    /* Qwen3-VL: the DeepStack rows are sized for a full batch as well
+     * (every prompt row may be an image row); planned for the batch of the
+     * open until now, a larger batch's image rows overflowed them. They stay
+     * on the first device. */
+    if (!rc && lm->hp.n_deepstack) {
+        struct vkr *cur = lm->vk;
+        q3_lm_close(lm);
+        lm->vk = lm->part[0].vk;
+        rc = q3_lm_open(lm, err);
+        lm->vk = cur;
+    }
+    return rc;
 }
 
 int lm_replan(struct lm *lm, uint32_t batch, struct folio_err *err)

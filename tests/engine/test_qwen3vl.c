@@ -256,6 +256,28 @@ static void test_text(int mat_type)
         if (!rc)
             rc = lm_classify(lm, &sq, 1, lab, 2, lp, pr, &best, &e);
         CHECK(rc == 0 && isfinite(lp[0]) && isfinite(lp[1]), "classify: %s", e.msg);
+        /* Re-planned for a larger batch (as vlm_open's batch choice does on a
+         * GPU), 8 prompts hold 48 image rows, more than the DeepStack rows
+         * planned for the open's batch of 1 x 40 tokens: those rows must be
+         * re-planned with the rest, and every prompt scores as it did alone. */
+        enum { NB = 8 };
+        float *many = malloc((size_t)NB * T * V * 4);
+        struct lm_seq sqs[NB];
+        for (int b = 0; b < NB; b++)
+            sqs[b] = sq;
+        if (!rc)
+            rc = lm_replan(lm, NB, &e);
+        CHECK(rc == 0, "replan to %d: %s", NB, e.msg);
+        if (!rc && many)
+            rc = lm_prefill(lm, sqs, NB, many, &e);
+        CHECK(rc == 0, "prefill of %d prompts (%d image rows) after the replan: %s / %s", NB,
+              NB * R * C, e.msg, e.detail);
+        for (int b = 0; !rc && many && b < NB; b++) {
+            double mxb, db = maxdiff(many + (size_t)b * T * V, nods, (size_t)T * V, &mxb);
+            CHECK(db <= 1e-5 * mxb, "prompt %d of the batch vs alone: max|d| %.3g of %.3g", b, db,
+                  mxb);
+        }
+        free(many);
     }
     free(embd), free(got), free(ref), free(nods);
     lm_close(lm);
@@ -546,7 +568,12 @@ static void test_vision_batch(void)
         double d1 = maxdiff(got[i], one[i], n, &mx1);
         CHECK(d <= tol_vis * mx, "batch page %d (%ux%u) vs the C forward: max|d| %.3g of %.3g", i,
               gh, gw, d, mx);
-        CHECK(r1 || d1 <= 1e-5 * mx1, "batch page %d vs alone: max|d| %.3g of %.3g", i, d1, mx1);
+        /* Alone vs in the batch's taller matrices, the tensor-core GEMM may
+         * stage operands in f16 on one side and not the other (a device with
+         * cooperative matrices, the H200: 1.5e-3 measured): the f16 policy's
+         * bound there; without them (lavapipe) the same arithmetic. */
+        double alone = ops_coopmat_available(vk) || ops_gemm_available(vk) ? 3e-3 : 1e-5;
+        CHECK(r1 || d1 <= alone * mx1, "batch page %d vs alone: max|d| %.3g of %.3g", i, d1, mx1);
         printf("qwen3vl batch page %d %ux%u: max|d| %.3g vs ref, %.3g vs alone (max %.3g)\n", i,
                gh, gw, d, d1, mx);
     }
