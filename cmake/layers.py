@@ -59,10 +59,10 @@ ALLOWED = {
 
 # Crossings that exist today and are to go (issue 20): (file, header): why.
 EXCEPTIONS = {
-    ("pipeline/cmd_doctor.c", "engine/model/gguf.h"): "doctor reads model files; wants an engine face",
+    ("pipeline/cmd_doctor.c", "engine/model/gguf_describe.h"): "doctor reads model files; wants an engine face",
     ("pipeline/cmd_doctor.c", "engine/ops/ops.h"): "doctor runs op checks; wants an engine face",
     ("pipeline/bench_ops.c", "engine/ops/ops.h"): "bench code, to move to bench/",
-    ("pipeline/bench_tokenizer.c", "engine/model/gguf.h"): "bench code, to move to bench/",
+    ("pipeline/bench_tokenizer.c", "engine/model/gguf_write.h"): "bench code, to move to bench/",
     ("pipeline/bench_tokenizer.c", "engine/model/tokenizer.h"): "bench code, to move to bench/",
 }
 

@@ -18,7 +18,7 @@
  * same 3-D positions; the LM cannot tell the difference in cost.
  */
 #include "engine/vlm.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"

@@ -22,7 +22,7 @@
  * reports CPU ns per byte at each: flat means linear time, a 4x rise per
  * step means quadratic (what the NFC insertion sort used to do on marks).
  */
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/tokenizer.h"
 #include "pipeline/pipeline.h"
 

@@ -6,7 +6,7 @@
  */
 #include "pipeline/pipeline.h"
 #include "engine/engine.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_describe.h"
 #include "engine/ops/ops.h"
 
 #include <getopt.h>

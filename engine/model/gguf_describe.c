@@ -10,7 +10,8 @@
  * summarised, so the output shows *why* along with *what*.
  */
 #include "common/json.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_describe.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/quant.h"
 #include "engine/model/tokenizer.h"
 

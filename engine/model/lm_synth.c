@@ -14,6 +14,7 @@
  * measures.
  */
 #include "common/rng.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/lm.h"
 #include "engine/model/quant.h"
 

@@ -13,6 +13,7 @@
  * sizes of the page.
  */
 #include "common/rng.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"
 #include "engine/model/qwen3vl.h"

@@ -23,7 +23,7 @@
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/vision.h"

@@ -30,7 +30,8 @@
  */
 #include "tests/support/testutil.h"
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/lm.h"
 #include "engine/model/quant.h"
 #include "engine/model/qwen3vl.h"

@@ -5,7 +5,7 @@
  * round trip on arbitrary bytes incl. invalid UTF-8; load errors. When the
  * parity kit's fixtures are present, every reference string must give
  * exactly the reference ids and decode back to the same bytes. */
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/tokenizer.h"
 #include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
