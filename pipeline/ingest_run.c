@@ -90,6 +90,11 @@ struct run {
     int fatal;       /* the writer gave up: the run fails */
     struct folio_err fatal_err;
     struct ingest_run_stats st;
+    /* the main thread's own (start_threads / stop_threads) */
+    pthread_t *threads; /* nthreads validators, started of them running */
+    int started;
+    pthread_t writer;
+    bool writer_started;
 };
 
 static int64_t now_ms(void) { return folio_mono_ns() / 1000000; }
@@ -388,68 +393,87 @@ static void today(char *buf, size_t n)
     strftime(buf, n, "%Y-%m-%d", &tm);
 }
 
-/* The commit is done: move, delete or keep each file; record outcomes. */
-static void dispose(struct run *R, struct ingest_item *it, const char *host)
+/* Rewritten since it was read? Then what was recorded is an earlier
+ * version: the file goes back to the tracker to be taken again. */
+static bool changed_since_read(const struct run *R, const struct ingest_item *it)
 {
-    const struct ingest_run_opts *o = R->o;
+    struct stat st;
+    char lq[1100];
+    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !R->o->follow_symlinks &&
+        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
+         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
+        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
+                  folio_lq(lq, sizeof lq, it->path_display));
+        return true;
+    }
+    return false;
+}
+
+/* An accepted file: into done/<date>/, deleted or kept (--after). Returns
+ * the tracker outcome. */
+static int dispose_accepted(const struct ingest_run_opts *o, struct ingest_item *it)
+{
     const char *rel = it->cand.path + it->cand.rel_off;
     char lq[1100], lq2[700];
     struct folio_err err = {0};
     char *moved = NULL;
     int outcome = INGEST_OUT_GONE;
-    /* Rewritten since it was read? Then what was recorded is an earlier
-     * version: leave the file for the tracker to take again. */
-    struct stat st;
-    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !o->follow_symlinks &&
-        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
-         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
-        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
-                  folio_lq(lq, sizeof lq, it->path_display));
-        complete(R, it, INGEST_OUT_REOBSERVE, 0);
-        return;
-    }
-    if (it->status == ITEM_ACCEPT) {
-        if (o->after == INGEST_AFTER_MOVE) {
-            char sub[32];
-            today(sub + 5, sizeof sub - 5);
-            memcpy(sub, "done/", 5);
-            if (ingest_move_into(o->dir, sub, it->cand.path, rel, &moved, &err) != 0)
-                outcome = INGEST_OUT_KEEP;
-        } else if (o->after == INGEST_AFTER_DELETE) {
-            if (unlink(it->cand.path) != 0) {
-                folio_err_set(&err, FOLIO_EIO, "cannot delete: %s", strerror(errno));
-                outcome = INGEST_OUT_KEEP;
-            }
-        } else {
+    if (o->after == INGEST_AFTER_MOVE) {
+        char sub[32];
+        today(sub + 5, sizeof sub - 5);
+        memcpy(sub, "done/", 5);
+        if (ingest_move_into(o->dir, sub, it->cand.path, rel, &moved, &err) != 0)
+            outcome = INGEST_OUT_KEEP;
+    } else if (o->after == INGEST_AFTER_DELETE) {
+        if (unlink(it->cand.path) != 0) {
+            folio_err_set(&err, FOLIO_EIO, "cannot delete: %s", strerror(errno));
             outcome = INGEST_OUT_KEEP;
         }
-        if (err.code)
-            folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
-                      folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
-        else
-            folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
-                      folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
     } else {
-        folio_log(FOLIO_LOG_WARN, "file_rejected", "path=%s reason=%s message=%s",
-                  folio_lq(lq, sizeof lq, it->path_display), it->reason,
-                  folio_lq(lq2, sizeof lq2, it->err.msg));
-        if (ingest_move_into(o->dir, "rejected", it->cand.path, rel, &moved, &err) == 0) {
-            char *json = malloc(4096);
-            if (json) {
-                ingest_reject_json(it, host, json, 4096);
-                if (ingest_write_reason(o->dir, moved, json, &err) != 0)
-                    folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
-                              folio_lq(lq, sizeof lq, it->path_display),
-                              folio_lq(lq2, sizeof lq2, err.msg));
-                free(json);
-            }
-        } else {
-            outcome = INGEST_OUT_KEEP;
-            folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
-                      folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+        outcome = INGEST_OUT_KEEP;
+    }
+    if (err.code)
+        folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
+                  folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+    else
+        folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
+                  folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
+    free(moved);
+    return outcome;
+}
+
+/* A rejected file: into rejected/ with NAME.reason.json beside it. Returns
+ * the tracker outcome. */
+static int dispose_rejected(const struct ingest_run_opts *o, struct ingest_item *it, const char *host)
+{
+    const char *rel = it->cand.path + it->cand.rel_off;
+    char lq[1100], lq2[700];
+    struct folio_err err = {0};
+    char *moved = NULL;
+    int outcome = INGEST_OUT_GONE;
+    folio_log(FOLIO_LOG_WARN, "file_rejected", "path=%s reason=%s message=%s",
+              folio_lq(lq, sizeof lq, it->path_display), it->reason, folio_lq(lq2, sizeof lq2, it->err.msg));
+    if (ingest_move_into(o->dir, "rejected", it->cand.path, rel, &moved, &err) == 0) {
+        char *json = malloc(4096);
+        if (json) {
+            ingest_reject_json(it, host, json, 4096);
+            if (ingest_write_reason(o->dir, moved, json, &err) != 0)
+                folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
+                          folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+            free(json);
         }
+    } else {
+        outcome = INGEST_OUT_KEEP;
+        folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
+                  folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
     }
     free(moved);
+    return outcome;
+}
+
+/* The run's counters and metrics for a file that reached its outcome. */
+static void count_outcome(struct run *R, const struct ingest_item *it)
+{
     pthread_mutex_lock(&R->mu);
     R->st.files++;
     if (it->status == ITEM_ACCEPT) {
@@ -467,6 +491,17 @@ static void dispose(struct run *R, struct ingest_item *it, const char *host)
         metrics_add(R->o->metrics, M_FILES_INGESTED, it->new_document ? "new" : "duplicate", NULL, 1);
     else
         metrics_add(R->o->metrics, M_FILES_REJECTED, it->reason[0] ? it->reason : "unknown", NULL, 1);
+}
+
+/* The commit is done: move, delete or keep each file; record outcomes. */
+static void dispose(struct run *R, struct ingest_item *it, const char *host)
+{
+    if (changed_since_read(R, it)) {
+        complete(R, it, INGEST_OUT_REOBSERVE, 0);
+        return;
+    }
+    int outcome = it->status == ITEM_ACCEPT ? dispose_accepted(R->o, it) : dispose_rejected(R->o, it, host);
+    count_outcome(R, it);
     complete(R, it, outcome, 0);
 }
 
@@ -487,6 +522,86 @@ static bool nap(struct run *R, int64_t ms)
     }
 }
 
+/* The writer gives up: the run fails with err. */
+static void fail_run(struct run *R, const struct folio_err *err)
+{
+    pthread_mutex_lock(&R->mu);
+    R->fatal = 1;
+    R->fatal_err = *err;
+    pthread_mutex_unlock(&R->mu);
+}
+
+static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
+                        int64_t *outage_since);
+
+enum { COMMIT_DONE = 0, COMMIT_GIVE_UP = -1, COMMIT_AGAIN = 1 };
+
+/* The batch failed because of one of its files (INGEST_DB_ITEM): find it
+ * by committing each on its own; the one that still fails alone is
+ * rejected as enqueue_failed (COMMIT_AGAIN records that), or, when even
+ * its rejection cannot be recorded, left for a later try. */
+static int item_failed(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
+                       int64_t *outage_since, const struct folio_err *err)
+{
+    char lq[600], lq2[800];
+    if (n > 1) {
+        folio_log(FOLIO_LOG_WARN, "ingest_batch_split", "files=%zu error=%s", n,
+                  folio_lq(lq2, sizeof lq2, err->msg));
+        for (size_t i = 0; i < n; i++)
+            if (commit_batch(R, db, &items[i], 1, outage_since) != 0)
+                return COMMIT_GIVE_UP;
+        return COMMIT_DONE;
+    }
+    if (items[0]->status == ITEM_ACCEPT) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        free(items[0]->data);
+        items[0]->data = NULL;
+        items[0]->len = 0;
+        folio_err_set(&items[0]->err, FOLIO_EDB, "the database refused this file");
+        folio_err_detail(&items[0]->err, "%s", msg);
+        set_reject(items[0], "enqueue_failed");
+        return COMMIT_AGAIN;
+    }
+    items[0]->status = ITEM_RETRY;
+    folio_log(FOLIO_LOG_ERROR, "ingest_record_failed", "path=%s error=%s",
+              folio_lq(lq, sizeof lq, items[0]->path_display), folio_lq(lq2, sizeof lq2, err->msg));
+    return COMMIT_DONE;
+}
+
+/* A transient failure: drop the connection and wait *backoff (doubling
+ * to 30 s) before the same batch is tried again. False when the run
+ * gives up instead: aborted, or a one-shot run past --db-wait. */
+static bool outage_wait(struct run *R, struct ingest_db *db, size_t n, const struct folio_err *err,
+                        int64_t *outage_since, int64_t *backoff)
+{
+    const struct ingest_run_opts *o = R->o;
+    ingest_db_close(db);
+    pthread_mutex_lock(&R->mu);
+    R->st.db_retries++;
+    pthread_mutex_unlock(&R->mu);
+    if (!*outage_since)
+        *outage_since = now_ms();
+    double down_s = (double)(now_ms() - *outage_since) / 1000.0;
+    char lq[600], lq2[800], lq3[800];
+    folio_log(FOLIO_LOG_WARN, "database_unavailable",
+              "error=%s detail=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f",
+              folio_lq(lq2, sizeof lq2, err->msg), folio_lq(lq3, sizeof lq3, err->detail),
+              folio_lq(lq, sizeof lq, err->hint[0] ? err->hint : "files stay where they are until it is back"),
+              n, (long long)*backoff, down_s);
+    if (!o->watch && down_s >= o->db_wait_s) {
+        struct folio_err fe = *err;
+        folio_err_prefix(&fe, "database unavailable for %.0f s: ", down_s);
+        folio_err_hint(&fe, "files were left where they are; run again once the database is reachable");
+        fail_run(R, &fe);
+        return false;
+    }
+    if (!nap(R, *backoff))
+        return false;
+    *backoff = *backoff * 2 > 30000 ? 30000 : *backoff * 2;
+    return true;
+}
+
 /* Commits items[0..n): 0 when committed, -1 when given up (abort or the
  * one-shot database wait ran out; the items are then left untouched). */
 static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
@@ -494,7 +609,6 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
 {
     const struct ingest_run_opts *o = R->o;
     int64_t backoff = 500;
-    char lq[600], lq2[800];
     for (;;) {
         struct folio_err err = {0};
         int kind = INGEST_DB_TRANSIENT;
@@ -510,10 +624,7 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
             }
             if (orc == FOLIO_ESTATE && !o->watch) {
                 /* Reachable but not migrated: waiting will not fix that. */
-                pthread_mutex_lock(&R->mu);
-                R->fatal = 1;
-                R->fatal_err = err;
-                pthread_mutex_unlock(&R->mu);
+                fail_run(R, &err);
                 return -1;
             }
         } else {
@@ -530,58 +641,13 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
             }
         }
         if (kind == INGEST_DB_ITEM) {
-            if (n > 1) {
-                /* Find the file that fails: each on its own. */
-                folio_log(FOLIO_LOG_WARN, "ingest_batch_split", "files=%zu error=%s", n,
-                          folio_lq(lq2, sizeof lq2, err.msg));
-                for (size_t i = 0; i < n; i++)
-                    if (commit_batch(R, db, &items[i], 1, outage_since) != 0)
-                        return -1;
-                return 0;
-            }
-            if (items[0]->status == ITEM_ACCEPT) {
-                char msg[sizeof err.msg];
-                snprintf(msg, sizeof msg, "%s", err.msg);
-                free(items[0]->data);
-                items[0]->data = NULL;
-                items[0]->len = 0;
-                folio_err_set(&items[0]->err, FOLIO_EDB, "the database refused this file");
-                folio_err_detail(&items[0]->err, "%s", msg);
-                set_reject(items[0], "enqueue_failed");
+            int r = item_failed(R, db, items, n, outage_since, &err);
+            if (r == COMMIT_AGAIN)
                 continue;
-            }
-            /* Even its rejection cannot be recorded: leave it for later. */
-            items[0]->status = ITEM_RETRY;
-            folio_log(FOLIO_LOG_ERROR, "ingest_record_failed", "path=%s error=%s",
-                      folio_lq(lq, sizeof lq, items[0]->path_display), folio_lq(lq2, sizeof lq2, err.msg));
-            return 0;
+            return r;
         }
-        /* Transient: drop the connection, wait, try the same batch again. */
-        ingest_db_close(db);
-        pthread_mutex_lock(&R->mu);
-        R->st.db_retries++;
-        pthread_mutex_unlock(&R->mu);
-        if (!*outage_since)
-            *outage_since = now_ms();
-        double down_s = (double)(now_ms() - *outage_since) / 1000.0;
-        char lq3[800];
-        folio_log(FOLIO_LOG_WARN, "database_unavailable",
-                  "error=%s detail=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f",
-                  folio_lq(lq2, sizeof lq2, err.msg), folio_lq(lq3, sizeof lq3, err.detail),
-                  folio_lq(lq, sizeof lq, err.hint[0] ? err.hint : "files stay where they are until it is back"),
-                  n, (long long)backoff, down_s);
-        if (!o->watch && down_s >= o->db_wait_s) {
-            pthread_mutex_lock(&R->mu);
-            R->fatal = 1;
-            R->fatal_err = err;
-            folio_err_prefix(&R->fatal_err, "database unavailable for %.0f s: ", down_s);
-            folio_err_hint(&R->fatal_err, "files were left where they are; run again once the database is reachable");
-            pthread_mutex_unlock(&R->mu);
+        if (!outage_wait(R, db, n, &err, outage_since, &backoff))
             return -1;
-        }
-        if (!nap(R, backoff))
-            return -1;
-        backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
     }
 }
 
@@ -820,9 +886,9 @@ static int open_tracker(const struct ingest_run_opts *o, struct ingest_tracker *
     return ingest_tracker_rescan(*t, err);
 }
 
-/* Asks the validators and then the writer to finish, and joins them. */
-static void stop_threads(struct run *R, pthread_t *threads, int *started, pthread_t writer, bool *writer_started,
-                         bool abort)
+/* Asks the validators and then the writer to finish, and joins them;
+ * abort: the writer also gives up a batch it cannot commit. */
+static void stop_threads(struct run *R, bool abort)
 {
     pthread_mutex_lock(&R->mu);
     R->stop_validators = 1;
@@ -830,18 +896,17 @@ static void stop_threads(struct run *R, pthread_t *threads, int *started, pthrea
         R->abort = 1;
     pthread_cond_broadcast(&R->work_cv);
     pthread_mutex_unlock(&R->mu);
-    for (int i = 0; i < *started; i++)
-        pthread_join(threads[i], NULL);
-    *started = 0;
-    if (*writer_started)
-        pthread_join(writer, NULL);
-    *writer_started = false;
+    for (int i = 0; i < R->started; i++)
+        pthread_join(R->threads[i], NULL);
+    R->started = 0;
+    if (R->writer_started)
+        pthread_join(R->writer, NULL);
+    R->writer_started = false;
 }
 
 /* The validators (--jobs, one per CPU by default) and the writer, with
  * the work queue they share. */
-static int start_threads(struct run *R, pthread_t **threads, int *started, pthread_t *writer,
-                         bool *writer_started, struct folio_err *err)
+static int start_threads(struct run *R, struct folio_err *err)
 {
     const struct ingest_run_opts *o = R->o;
     R->nthreads = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -849,22 +914,22 @@ static int start_threads(struct run *R, pthread_t **threads, int *started, pthre
         R->nthreads = 1;
     R->work_cap = (size_t)R->nthreads * 4 + 8;
     R->work = calloc(R->work_cap, sizeof *R->work);
-    *threads = calloc((size_t)R->nthreads, sizeof **threads);
-    if (!R->work || !*threads)
+    R->threads = calloc((size_t)R->nthreads, sizeof *R->threads);
+    if (!R->work || !R->threads)
         return folio_err_set(err, FOLIO_ENOMEM, "out of memory");
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->work_cv, NULL);
     pthread_cond_init(&R->res_cv, NULL);
     pthread_cond_init(&R->res_space_cv, NULL);
-    for (; *started < R->nthreads; (*started)++)
-        if (pthread_create(&(*threads)[*started], NULL, validator_main, R) != 0)
+    for (; R->started < R->nthreads; R->started++)
+        if (pthread_create(&R->threads[R->started], NULL, validator_main, R) != 0)
             break;
-    if (*started == 0 || pthread_create(writer, NULL, writer_main, R) != 0) {
+    if (R->started == 0 || pthread_create(&R->writer, NULL, writer_main, R) != 0) {
         int rc = folio_err_set(err, FOLIO_EIO, "cannot start threads: %s", strerror(errno));
-        stop_threads(R, *threads, started, *writer, writer_started, false);
+        stop_threads(R, false);
         return rc;
     }
-    *writer_started = true;
+    R->writer_started = true;
     return 0;
 }
 
@@ -1050,9 +1115,9 @@ static int main_loop(struct main_loop *L, struct folio_err *err)
 
 /* Frees what the run still holds after its threads are gone: candidates
  * never handed out, outcomes never applied, the queues. */
-static void free_run(struct run *R, pthread_t *threads)
+static void free_run(struct run *R)
 {
-    if (threads) {
+    if (R->threads) {
         pthread_mutex_destroy(&R->mu);
         pthread_cond_destroy(&R->work_cv);
         pthread_cond_destroy(&R->res_cv);
@@ -1072,12 +1137,65 @@ static void free_run(struct run *R, pthread_t *threads)
         free(c);
     }
     free(R->work);
-    free(threads);
+    free(R->threads);
 }
 
 static const char *after_name(enum ingest_after a)
 {
     return a == INGEST_AFTER_MOVE ? "move" : a == INGEST_AFTER_DELETE ? "delete" : "keep";
+}
+
+/* Signals arrive through a signalfd, so no handler and no global flag:
+ * block them here, before any thread exists, so every thread inherits
+ * the mask (the caller's is kept in oldmask). The eventfd wakes the main
+ * thread for outcomes and freed work slots. */
+static int open_fds(struct run *R, int *sfd, sigset_t *oldmask, struct folio_err *err)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &mask, oldmask);
+    *sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    R->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (*sfd < 0 || R->evfd < 0)
+        return folio_err_set(err, FOLIO_EIO, "cannot create signal/event descriptors: %s", strerror(errno));
+    return 0;
+}
+
+/* With the tracker open and the threads running: says so, runs the main
+ * loop, then lets the validators and the writer finish and applies their
+ * last outcomes. */
+static int run_started(struct run *R, struct ingest_tracker *t, int sfd, bool inotify, int64_t t0,
+                       struct folio_err *err)
+{
+    const struct ingest_run_opts *o = R->o;
+    char lq[600];
+    folio_log(FOLIO_LOG_INFO, "ingest_started", "dir=%s mode=%s threads=%d stable_ms=%d after=%s model_key=%s",
+              folio_lq(lq, sizeof lq, o->dir), o->watch ? (inotify ? "watch" : "watch-rescan-only") : "one-shot",
+              R->nthreads, o->stable_ms, after_name(o->after), folio_lq(lq + 400, 200, o->model_key));
+    struct main_loop L = {.R = R, .t = t, .sfd = sfd, .inotify = inotify, .t0 = t0};
+    service_watchdog_init(&L.wd);
+    service_ready(o->watch ? "watching" : "one-shot");
+    metrics_set_ready(o->metrics, 1, "");
+    L.show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
+    L.next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
+    L.last_report = now_ms();
+    int rc = 0;
+    L.ready = calloc(R->work_cap, sizeof *L.ready);
+    if (!L.ready) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+        L.stopping = true;
+    }
+    int lrc = main_loop(&L, err);
+    if (lrc)
+        rc = lrc;
+    free(L.ready);
+    stop_threads(R, false);
+    drain_completions(R, t);
+    if (L.show)
+        progress_line(R, t0, true);
+    return rc;
 }
 
 int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats, struct folio_err *err)
@@ -1090,70 +1208,26 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
         return rc;
     struct ingest_run_opts oo = *oin;
     oo.dir = absdir;
-    const struct ingest_run_opts *o = &oo;
     struct run R;
     memset(&R, 0, sizeof R);
-    R.o = o;
+    R.o = &oo;
     R.evfd = -1;
-    int sfd = -1;
+    int sfd = -1, inotify = 0;
     struct ingest_tracker *t = NULL;
-    pthread_t *threads = NULL, writer = 0;
-    bool writer_started = false;
-    int started = 0, inotify = 0;
     int64_t t0 = now_ms();
-
-    /* Signals arrive through a signalfd, so no handler and no global flag:
-     * block them here, before any thread exists, so every thread inherits
-     * the mask. */
-    sigset_t mask, oldmask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &mask, &oldmask);
-    sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    R.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (sfd < 0 || R.evfd < 0) {
-        rc = folio_err_set(err, FOLIO_EIO, "cannot create signal/event descriptors: %s", strerror(errno));
-        goto out;
-    }
-    rc = open_tracker(o, &t, &inotify, err);
+    sigset_t oldmask;
+    rc = open_fds(&R, &sfd, &oldmask, err);
     if (!rc)
-        rc = start_threads(&R, &threads, &started, &writer, &writer_started, err);
-    if (rc)
-        goto out;
-    char lq[600];
-    folio_log(FOLIO_LOG_INFO, "ingest_started", "dir=%s mode=%s threads=%d stable_ms=%d after=%s model_key=%s",
-              folio_lq(lq, sizeof lq, o->dir), o->watch ? (inotify ? "watch" : "watch-rescan-only") : "one-shot",
-              R.nthreads, o->stable_ms, after_name(o->after), folio_lq(lq + 400, 200, o->model_key));
-
-    struct main_loop L = {.R = &R, .t = t, .sfd = sfd, .inotify = inotify, .t0 = t0};
-    service_watchdog_init(&L.wd);
-    service_ready(o->watch ? "watching" : "one-shot");
-    metrics_set_ready(o->metrics, 1, "");
-    L.show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
-    L.next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
-    L.last_report = now_ms();
-    L.ready = calloc(R.work_cap, sizeof *L.ready);
-    if (!L.ready) {
-        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
-        L.stopping = true;
-    }
-    int lrc = main_loop(&L, err);
-    if (lrc)
-        rc = lrc;
-    free(L.ready);
-
-    stop_threads(&R, threads, &started, writer, &writer_started, false);
-    drain_completions(&R, t);
-    if (L.show)
-        progress_line(&R, t0, true);
-
-out:
-    if (writer_started || started)
-        stop_threads(&R, threads, &started, writer, &writer_started, true);
+        rc = open_tracker(&oo, &t, &inotify, err);
+    if (!rc)
+        rc = start_threads(&R, err);
+    if (!rc)
+        rc = run_started(&R, t, sfd, inotify, t0, err);
+    if (R.writer_started || R.started)
+        stop_threads(&R, true);
     R.st.seconds = (double)(now_ms() - t0) / 1000.0;
     *stats = R.st;
-    free_run(&R, threads);
+    free_run(&R);
     ingest_tracker_close(t);
     if (R.evfd >= 0)
         close(R.evfd);
