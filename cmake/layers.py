@@ -25,6 +25,7 @@ import sys
 # (layer, path prefix); the first matching prefix wins, so longer first.
 LAYERS = [
     ("tests", "tests/"),
+    ("bench", "bench/engine/"),  # the engine's benches and synthetic models: a tools-level layer
     ("tools", "engine/tools/"),
     ("vk", "engine/vk/"),
     ("quant", "engine/model/quant."),  # block formats: below ops (to move to engine/quant/)
@@ -49,19 +50,19 @@ ALLOWED = {
     "model": {"ops", "vk", "quant", "common"},
     "ocr": {"common", "sandbox"},  # engine/ocrhelper (folio-ocr) confines itself
     "engine": {"model", "ops", "vk", "quant", "common"},
-    "tools": {"engine", "model", "ops", "vk", "quant", "common"},
+    "bench": {"engine", "model", "ops", "vk", "quant", "common"},  # may use engine internals; nothing below uses it
+    "tools": {"bench", "engine", "model", "ops", "vk", "quant", "common"},
     "ingest": {"common"},
     "pdfhelper": {"ingest", "sandbox"},  # ingest: the wire protocol header only (main below)
     "pipeline": {"engine", "ocr", "ingest", "common"},
-    "tests": {"pipeline", "engine", "ocr", "ingest", "model", "ops", "vk", "quant", "common", "tools",
+    "tests": {"bench", "pipeline", "engine", "ocr", "ingest", "model", "ops", "vk", "quant", "common", "tools",
               "pdfhelper", "sandbox"},
 }
 
 # Crossings that exist today and are to go (issue 20): (file, header): why.
 EXCEPTIONS = {
-    ("pipeline/cmd_doctor.c", "engine/model/gguf_describe.h"): "doctor reads model files; wants an engine face",
-    ("pipeline/cmd_doctor.c", "engine/ops/ops.h"): "doctor runs op checks; wants an engine face",
-    ("pipeline/bench_ops.c", "engine/ops/ops.h"): "bench code, to move to bench/",
+    ("pipeline/bench_ops.c", "bench/engine/bench.h"): "bench code, to move to bench/",
+    ("pipeline/bench_engine.c", "bench/engine/bench.h"): "bench code, to move to bench/",
     ("pipeline/bench_tokenizer.c", "engine/model/gguf_write.h"): "bench code, to move to bench/",
     ("pipeline/bench_tokenizer.c", "engine/model/tokenizer.h"): "bench code, to move to bench/",
 }

@@ -1,8 +1,9 @@
 /*
  * engine — pixels in, labels out. Knows nothing of jobs, files or
- * PostgreSQL (DESIGN.md §6). This header is the engine's public API; the
- * Vulkan runtime (engine/vk), ops and model code have their own headers that
- * only the engine and its tests include.
+ * PostgreSQL (DESIGN.md §6). This header is the engine's public API, the
+ * tools' too (the doctor below); the Vulkan runtime (engine/vk), ops and
+ * model code have their own headers that only the engine, its benches
+ * (bench/engine) and its tests include.
  */
 #ifndef FOLIO_ENGINE_H
 #define FOLIO_ENGINE_H
@@ -269,10 +270,19 @@ extern const char ENGINE_DEFAULT_LABELS[];
 /* Keywords of label i as written ("amount due^3"), for export. */
 int engine_labels_keyword(const struct engine_labels *l, int i, int k, char *buf, size_t n);
 
-/* `bench engine [--text | --vision] [OPTIONS]` for `folio bench engine` and
- * `folio-engine bench engine`: parses argv (argv[0] = "engine"), runs the
- * benchmark, prints JSON lines to out. Returns an exit code: 0 ok,
- * 1 failure, 2 usage error. */
-int engine_bench_main(int argc, char **argv, FILE *out);
+/* ---- the doctor (`folio doctor`, `folio-engine doctor`; engine/doctor.c) ----
+ * What tools show of the engine without its internal headers. */
+struct engine_doctor_opts {
+    const char *device;   /* selector, NULL = first GPU (a CPU device when there is none) */
+    int allow_cpu;        /* also consider CPU devices (lavapipe) */
+    int json;             /* one JSON object instead of text */
+    int serial;           /* create pipelines on one thread */
+};
+/* Devices, limits, features, the op library's pipelines pre-warmed (and
+ * the cache result), requests after seal, allocation-callback totals. */
+int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct folio_err *err);
+/* A model file (text GGUF or vision projector): what it holds and what it
+ * needs, or the first thing wrong with it (FOLIO_EFORMAT and the like). */
+int engine_doctor_model(const char *path, int json, FILE *out, struct folio_err *err);
 
 #endif

@@ -176,28 +176,6 @@ int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_
  * failure with the op and numbers. Called by vlm_open. */
 int vlm_selftest(struct vlm *v, struct folio_err *err);
 
-/* ---- benchmark (`folio bench engine`, vision part) ---- */
-struct vlm_bench_opts {
-    const char *device;
-    int allow_cpu;
-    uint32_t image;            /* square page side, 0 = 1024 */
-    uint32_t labels;           /* 0 = 16 */
-    uint32_t label_tokens;     /* 0 = 3 */
-    uint32_t iters;            /* 0 = 3 */
-    int small;                 /* tiny models (CI smoke) instead of the 7B shape */
-    const char *cache_dir;     /* NULL = a fresh directory under /tmp (cold first open) */
-    int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
-    int qwen3;                 /* Qwen3-VL-8B-shaped models instead (--family qwen3vl) */
-    const uint32_t *batches;   /* pages per GPU pass to measure (--batch 1,4,8); NULL = 1 */
-    uint32_t nbatches;
-};
-/* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
- * ready time cold and with the pipeline cache warm (planned for the
- * largest batch, warm-up a full batch), then for each batch size pages/s
- * with the preprocess / vision / LM split per page, the LM's prefill /
- * scoring split, and the FLOP rate. JSON lines on out. */
-int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err);
-
 /* One JSON object (no newline): the report, for `folio doctor` and logs. */
 int vlm_report_json(const struct vlm *v, char *buf, size_t n);
 

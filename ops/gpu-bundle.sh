@@ -66,5 +66,8 @@ export LD_LIBRARY_PATH=/opt/folio-bundle/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PA
 export TESSDATA_PREFIX=/opt/folio-bundle/tessdata
 export PG_BIN=$PG/bin FOLIO=/opt/folio-bundle/bin/folio
 EOF
-tar -C "$stage" -cf - . | xz -T2 -3 >"$OUTF"
+# Name the top folders, not ".": the stage is a 0700 mktemp folder, and an
+# entry for "." would make the target's / 0700 when unpacked with -C /, so
+# that PostgreSQL (run as postgres) could not reach its own binaries.
+tar -C "$stage" -cf - usr opt | xz -T2 -3 >"$OUTF"
 echo "gpu-bundle: $OUTF $(du -h "$OUTF" | cut -f1) ($(ls "$B/lib" | wc -l) libraries, PostgreSQL $PGV)"

@@ -19,7 +19,9 @@
 #   --bench               also run `folio bench engine --batch B --image SIDE` and
 #                         print the worker's share of its pages/s (target >= 0.90);
 #                         share_of_bench_gpu compares with its gpu_pages_per_s
-#                         (preprocessing overlapped, as in a fed worker)
+#                         (preprocessing overlapped, as in a fed worker); bench
+#                         runs at the worker's prompt length (--text-tokens,
+#                         measured with `folio classify` on one page)
 #   --keep                keep the work folder (cluster data, logs, pages)
 #
 # Pages/s is the worker's steady rate: pages finished after the first pass,
@@ -145,6 +147,7 @@ for p in range(n):
     png += chunk(b"tEXt", b"Comment\0page %d" % p) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
     open(f"{out}/page{p:05d}.png", "wb").write(png)
 PY
+cp "$WORK/inbox/page00000.png" "$WORK/probe.png" # ingest empties the inbox; --bench reads one page
 "$FOLIO" ingest --db "$DB" --stable-ms 0 --no-progress "$WORK/inbox" >"$WORK/ingest.log" 2>&1 ||
   { log "ingest failed: $(tail -3 "$WORK/ingest.log")"; exit 1; }
 Q=$(sql "SELECT count(*) FROM folio.jobs WHERE state = 'queued'")
@@ -182,9 +185,22 @@ RATE=$(sql "WITH f AS (SELECT finished_at, row_number() OVER (ORDER BY finished_
                    nullif(extract(epoch FROM max(f.finished_at) - s.t0), 0))::numeric, 3)
               FROM f, s GROUP BY s.t0")
 GPU=$(grep -o 'event=worker_gpu passes=[0-9]* pages=[0-9]*' "$WORK/worker.log" | sed 's/event=worker_gpu //' || true)
-BENCHRATE=null SHARE=null BENCHGPU=null SHAREGPU=null
+BENCHRATE=null SHARE=null BENCHGPU=null SHAREGPU=null TEXTTOK=""
 if [ "$BENCH" = 1 ]; then
   BARGS=(--batch "${B:-$BATCH}" --image "$IMAGE")
+  # The same prompt length as the worker's: its prompt (chat turns, the
+  # instruction listing every label) is tokenised by the model's own
+  # tokenizer, which bench engine's id-only synthetic model has not; one
+  # page through `folio classify` says how long it is, the image pads (the
+  # prompt's most frequent id) excluded.
+  seq 1 16 | sed 's/^/kind /; s/$/:/' >"$WORK/labels.txt"
+  CARGS=(--json --labels "$WORK/labels.txt" --model "$MODEL" --mmproj "$MMPROJ" --max-image-tokens "$TOKENS")
+  [ -n "$DEVICE" ] && CARGS+=(--device "$DEVICE")
+  TEXTTOK=$("$FOLIO" classify "${CARGS[@]}" "$WORK/probe.png" 2>"$WORK/classify.log" | python3 -c '
+import collections, json, sys
+ids = json.load(sys.stdin).get("prompt_ids") or []
+print(len(ids) - collections.Counter(ids).most_common(1)[0][1] if ids else "")' || true)
+  [ -n "$TEXTTOK" ] && BARGS+=(--text-tokens "$TEXTTOK") || log "note: no prompt length from folio classify (see classify.log); bench uses its default"
   [ -n "$DEVICE" ] && BARGS+=(--device "$DEVICE")
   [ "$MODE" = tiny ] && BARGS+=(--small --allow-cpu)
   "$FOLIO" bench engine "${BARGS[@]}" >"$WORK/bench.jsonl" 2>"$WORK/bench.log" ||
@@ -198,7 +214,7 @@ if [ "$BENCH" = 1 ]; then
   [ "$BENCHRATE" != null ] && SHARE=$(awk -v a="${RATE:-0}" -v b="$BENCHRATE" 'BEGIN { printf "%.3f", a / b }')
   [ "$BENCHGPU" != null ] && SHAREGPU=$(awk -v a="${RATE:-0}" -v b="$BENCHGPU" 'BEGIN { printf "%.3f", a / b }')
 fi
-printf '{"pages":%d,"image":%d,"gpu_batch":%s,"mode":"%s","pages_per_s":%s,"results":%d,"lost":%d,"doubled":%d,"dead":%d,"vision":%d,"gpu":"%s","bench_engine_pages_per_s":%s,"share_of_bench":%s,"bench_engine_gpu_pages_per_s":%s,"share_of_bench_gpu":%s}\n' \
-  "$PAGES" "$IMAGE" "${B:-$BATCH}" "$MODE" "${RATE:-null}" "$NRES" "$LOST" "$DOUBLED" "$DEAD" "$NVIS" "$GPU" "$BENCHRATE" "$SHARE" "$BENCHGPU" "$SHAREGPU"
+printf '{"pages":%d,"image":%d,"gpu_batch":%s,"mode":"%s","pages_per_s":%s,"results":%d,"lost":%d,"doubled":%d,"dead":%d,"vision":%d,"gpu":"%s","bench_engine_pages_per_s":%s,"share_of_bench":%s,"bench_engine_gpu_pages_per_s":%s,"share_of_bench_gpu":%s,"text_tokens":%s}\n' \
+  "$PAGES" "$IMAGE" "${B:-$BATCH}" "$MODE" "${RATE:-null}" "$NRES" "$LOST" "$DOUBLED" "$DEAD" "$NVIS" "$GPU" "$BENCHRATE" "$SHARE" "$BENCHGPU" "$SHAREGPU" "${TEXTTOK:-null}"
 [ "$LOST" = 0 ] && [ "$DOUBLED" = 0 ] && [ "$DEAD" = 0 ] || { log "FAIL: lost=$LOST doubled=$DOUBLED dead=$DEAD"; exit 1; }
 [ "$NVIS" = "$PAGES" ] || log "note: $((PAGES - NVIS)) pages were not answered by the vision tier; see the worker log (--keep)"

@@ -1,6 +1,6 @@
-/* folio bench engine: the engine's own benchmark (engine/bench_engine.c),
+/* folio bench engine: the engine's own benchmark (bench/engine/bench_engine.c),
  * the same code `folio-engine bench engine` runs on GPU machines. */
-#include "engine/engine.h"
+#include "bench/engine/bench.h"
 #include "pipeline/pipeline.h"
 
 #include <stdio.h>

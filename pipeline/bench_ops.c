@@ -1,7 +1,7 @@
 /* folio bench ops: the engine's op benchmark (ops_bench), the same one
  * `folio-engine bench ops` runs on GPU machines. JSON lines on stdout. */
 #include "pipeline/pipeline.h"
-#include "engine/ops/ops.h"
+#include "bench/engine/bench.h"
 
 #include <getopt.h>
 #include <stdio.h>

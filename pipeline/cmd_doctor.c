@@ -1,13 +1,11 @@
 /*
  * folio doctor: the Vulkan side (devices, limits, features, pipelines
  * pre-warmed and sealed, cache result, requests after seal, allocation
- * callbacks) comes from the engine's ops_doctor(), the same function
+ * callbacks) comes from the engine's engine_doctor_ops(), the same function
  * `folio-engine doctor` runs on GPU machines; --db adds a connection check.
  */
 #include "pipeline/pipeline.h"
 #include "engine/engine.h"
-#include "engine/model/gguf_describe.h"
-#include "engine/ops/ops.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -43,7 +41,7 @@ int cmd_doctor(int argc, char **argv)
         {"gate-file", required_argument, 0, 1007},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    struct ops_tool_opts o = {0};
+    struct engine_doctor_opts o = {0};
     const char *db = NULL, *model = NULL, *mmproj = NULL, *gate_file = NULL;
     optind = 1;
     opterr = 0;
@@ -67,7 +65,7 @@ int cmd_doctor(int argc, char **argv)
         return cli_usage_error("doctor", "unexpected argument '%s'", argv[optind]);
     struct folio_err err = {0};
     int failed = 0;
-    if (ops_doctor(&o, stdout, &err) != 0) {
+    if (engine_doctor_ops(&o, stdout, &err) != 0) {
         folio_err_print(stderr, &err);
         failed = 1;
     }
@@ -92,7 +90,7 @@ int cmd_doctor(int argc, char **argv)
         if (!files[i])
             continue;
         folio_err_clear(&err);
-        if (gguf_describe(files[i], o.json, stdout, &err) != 0) {
+        if (engine_doctor_model(files[i], o.json, stdout, &err) != 0) {
             folio_err_print(stderr, &err);
             failed = 1;
         }

@@ -147,44 +147,4 @@ int lm_text_classify(struct lm *lm, const struct tok *tok, const char *const *te
                      const size_t *lens, uint32_t ndoc, const char *const *labels, uint32_t nl,
                      uint32_t token_budget, struct lm_text_result *out, struct folio_err *err);
 
-/* ---- synthetic models (tests and benches; no downloads) ---- */
-struct lm_synth {
-    uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab;
-    int mat_type;       /* type of the 2-D weights (QUANT_*) */
-    int q4km;           /* Q4_K_M mix: Q6_K output and attn_v/ffn_down in llama.cpp's
-                           use_more_bits layers, mat_type elsewhere */
-    int tied;           /* no output.weight */
-    uint64_t seed;
-    /* 0: every row random. Else each tensor's rows repeat a pool of this
-     * many random rows, so a 7B-shaped file is made in seconds. */
-    uint32_t pool_rows;
-    /* Qwen3-VL (architecture qwen3vl): q/k norms, no biases, head_dim of
-     * its own (0 = n_embd / n_head), n_deepstack DeepStack layers */
-    int qwen3;
-    uint32_t head_dim, n_deepstack;
-    /* A vocabulary the tokenizer can encode text with: the 256 byte-level
-     * tokens, then Qwen's chat and vision specials (control), then fillers
-     * (n_vocab >= 262). Tests that run whole pages through vlm use it. */
-    int byte_vocab;
-};
-/* A complete qwen2vl / qwen3vl text GGUF (malloc'd) that gguf_model_check accepts. */
-int lm_synth_gguf(const struct lm_synth *s, uint8_t **out, size_t *len, struct folio_err *err);
-
-/* ---- benchmark (folio bench engine --text and the engine-only tool) ---- */
-struct lm_bench_opts {
-    const char *device;        /* vkr device selector */
-    int allow_cpu;
-    uint32_t prompt_tokens;    /* 0 = 1400 */
-    uint32_t labels;           /* 0 = 16 */
-    uint32_t label_tokens;     /* tokens per label, 0 = 3 */
-    uint32_t iters;            /* timed repetitions, 0 = 3 */
-    int small;                 /* a small model instead of the 7B shape (CI smoke) */
-    int gpu_weights;           /* enum ops_gpu_weights (--gpu-weights) */
-    int qwen3;                 /* the Qwen3-VL-8B shape (--family qwen3vl) */
-};
-/* Builds a 7B-shaped Q4_K_M-like model in memory, measures the device's
- * matmul FLOP/s and memory bandwidth, then prefill tokens/s and label
- * scoring time; prints JSON lines to out. */
-int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err);
-
 #endif

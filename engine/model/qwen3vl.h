@@ -1,8 +1,9 @@
 /*
  * qwen3vl — the Qwen3-VL family (dense 2B/4B/8B/32B) in one place: what it
- * adds to folio's Qwen2-VL engine, called from small marked hooks in lm.c,
- * lm_forward.c, vision.c and vlm.c. The math is transformers'
- * modeling_qwen3_vl.py; the file layout is llama.cpp's converter
+ * adds to folio's Qwen2-VL engine: text hooks called from small marked
+ * places in lm.c, lm_forward.c and vlm.c; the tower is a family table of
+ * the vision skeleton (tower_internal.h, qwen3vl_vision.c). The math is
+ * transformers' modeling_qwen3_vl.py; the file layout is llama.cpp's converter
  * (conversion/qwen3vl.py: text architecture qwen3vl, projector
  * qwen3vl_merger), checked in gguf_model.c.
  *
@@ -18,7 +19,7 @@
  *    (llama.cpp's layout): an embedding row is n_embd * (1 + n_deepstack)
  *    wide, [main | ds0 | ds1 | ...]; lm_seq.embd rows have that width.
  *
- * Vision (the Qwen3-VL tower, q3vis_*): patch 16 Conv3D with bias (the two
+ * Vision (the Qwen3-VL tower, reached through vision.h's vis_*): patch 16 Conv3D with bias (the two
  * temporal kernels folded for still images), learned position embeddings
  * bilinearly interpolated to the patch grid on the host (one grid cached),
  * blocks of LayerNorm -> fused QKV (split at load) -> 2-D RoPE -> full
@@ -58,37 +59,6 @@ int q3_lm_qk_norm(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, st
 int q3_lm_deepstack_add(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32_t nrows,
                         struct folio_err *err);
 
-/* ---- vision (vis hooks) ---- */
-struct q3vis;
-struct vis_config;
-int q3vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
-                        struct vkr_pipeline_key *out, int max);
-int q3vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config *cfg,
-               struct q3vis **out, struct folio_err *err);
-void q3vis_close(struct q3vis *v);
-uint32_t q3vis_max_patches(const struct q3vis *v);
-/* n_embd of the text model * (1 + n_deepstack): [main | ds0 | ds1 ...] */
-uint32_t q3vis_out_dim(const struct q3vis *v);
-void q3vis_memory(const struct q3vis *v, uint64_t *weights, uint64_t *activations);
-double q3vis_last_submit_ms(const struct q3vis *v);
-/* patches: grid_h*grid_w rows of 3*16*16 floats (prep_patches, temporal 1,
- * patch 16) in merge-group order; out: merged rows of q3vis_out_dim. */
-int q3vis_encode(struct q3vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
-                 float *out, struct folio_err *err);
-/* The residual stream after the patch embedding + position embedding and
- * `blocks` blocks (n_patches x n_embd, merge-group order). */
-int q3vis_encode_partial(struct q3vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
-                         uint32_t blocks, float *x, struct folio_err *err);
-
-/* ---- synthetic shapes (benchmarks, tests) ---- */
-struct lm_synth;
-struct vis_synth;
-/* Random-weight Qwen3-VL-8B (text 4096 x 36 layers, 32 x 128 heads / 8 KV,
- * FFN 12288, vocab 151936, 3 DeepStack layers, untied; tower 1152 x 27,
- * 16 heads, FFN 4304, 48 x 48 position table, DeepStack after blocks 8,
- * 16, 24) or a small one (small != 0). Either pointer may be NULL; fields
- * other than the shape (types, seeds) are left for the caller. */
-void q3_synth_shapes(int small, struct lm_synth *ls, struct vis_synth *vs);
 
 /* The learned position table (side x side rows of d floats) bilinearly
  * interpolated to a gh x gw patch grid as transformers'

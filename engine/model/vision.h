@@ -15,6 +15,12 @@
  *   merger (norm per patch, 4 patches concatenated, GELU MLP) ->
  *   un-reordering into raster order of the merged grid.
  *
+ * Families: Qwen2-VL and Qwen2.5-VL (qwen2vl_vision.c), Qwen3-VL
+ * (qwen3vl_vision.c, qwen3vl.h: patch 16, position table, DeepStack rows
+ * as extra output columns) are one tower skeleton (tower_internal.h,
+ * vision.c) with a table each of what their blocks do differently; every
+ * function here serves all of them, batches included.
+ *
  * Window layout (Qwen2.5-VL): the host uploads the patch rows already in
  * window order (whole 2x2 groups move), with their (row, col) RoPE
  * positions and each row's window as a key range [lo, hi) for the
@@ -69,10 +75,11 @@ uint32_t vis_max_patches(const struct vis *v);
 uint32_t vis_out_dim(const struct vis *v);
 void vis_memory(const struct vis *v, uint64_t *weights, uint64_t *activations);
 
-/* Encodes one image: patches = grid_h*grid_w rows of 588 floats (the
- * folded still-image layout, prep_patches temporal 1) in merge-group
- * order; out = (grid_h/2)(grid_w/2) rows of vis_out_dim floats in raster
- * order of the merged grid. */
+/* Encodes one image: patches = grid_h*grid_w rows of 3 x patch x patch
+ * floats (588 for patch 14, 768 for Qwen3-VL's 16: the folded still-image
+ * layout, prep_patches temporal 1) in merge-group order; out =
+ * (grid_h/2)(grid_w/2) rows of vis_out_dim floats in raster order of the
+ * merged grid. */
 int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
                struct folio_err *err);
 
@@ -106,35 +113,5 @@ void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, 
 /* GPU milliseconds (timestamps on) or wall milliseconds of the last
  * submit. */
 double vis_last_submit_ms(const struct vis *v);
-
-/* ---- synthetic towers (tests and benches) ---- */
-struct vis_synth {
-    int qwen25;            /* 1: Qwen2.5-VL (RMSNorm, SwiGLU, windows), 0: Qwen2-VL */
-    uint32_t n_embd, n_layer, n_head, n_ff, proj_dim;
-    int mat_type;          /* QUANT_F32 / F16 / BF16 for the 2-D weights */
-    uint64_t seed;
-    /* Qwen3-VL (qwen3vl_merger, patch 16): a pos_side^2 position table and
-     * DeepStack mergers after blocks deepstack[0..n_deepstack-1] */
-    int qwen3;
-    uint32_t pos_side, n_deepstack, deepstack[8];
-};
-/* A complete mmproj GGUF (malloc'd) that gguf_model_check accepts. */
-int vis_synth_gguf(const struct vis_synth *s, uint8_t **out, size_t *len, struct folio_err *err);
-
-/* ---- benchmark ---- */
-struct vis_bench_opts {
-    const char *device;
-    int allow_cpu;
-    uint32_t image;        /* square page side in pixels, 0 = 1024 */
-    uint32_t iters;        /* 0 = 3 */
-    int small;             /* tiny tower (CI smoke) instead of the 7B shape */
-    int mat_type;          /* 0 = F16 */
-    int gpu_weights;       /* enum ops_gpu_weights (--gpu-weights) */
-    int qwen3;             /* the Qwen3-VL-8B tower (--family qwen3vl) */
-};
-/* Builds a random tower (7B shape: 32 blocks of 1280, 16 heads, FFN 3420,
- * windows, merger to 3584), encodes a page of that size and prints JSON
- * lines: ms per page, TFLOP/s against the page's FLOPs (§6.1). */
-int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err);
 
 #endif

@@ -89,14 +89,6 @@ int ops_gemm_available(const struct vkr *vk);
  * OPS_GEMM_MAX_KEYS; returns the count. */
 #define OPS_GEMM_MAX_KEYS 24
 int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
-/* Benchmarks: every tile configuration that fits the device's shared
- * memory (all_configs), at most 12 keys per configuration. */
-int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out);
-int ops_gemm_configs(void);
-/* "128x128/8w-64x32/bk32/s2" (tile / subgroups-subgroup tile / K step /
- * stages, "+math-only" for probes); "auto" for -1. */
-void ops_gemm_config_name(int config, char *out, size_t n);
-int ops_gemm_config_fits(const struct vkr *vk, int config);
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
 
 /* ---- weights in the form the fast kernel wants ---- */
@@ -210,25 +202,6 @@ int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, 
 /* Patch merger 2x2 concat from a raster gh x gw grid of rows of width w. */
 int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t gh,
                  uint32_t gw, uint32_t w, struct folio_err *err);
-
-/* ---- diagnostics and benchmarks (shared by `folio` and `folio-engine`) ---- */
-#include <stdio.h>
-struct ops_tool_opts {
-    const char *device;   /* selector, NULL = first GPU */
-    int allow_cpu;        /* also consider CPU devices (lavapipe) */
-    int json;             /* doctor: one JSON object instead of text */
-    int serial;           /* create pipelines on one thread */
-    int quick;            /* bench: small shapes (CI / lavapipe) */
-    int reps;             /* bench: timed repetitions, 0 = default */
-    const char *only;     /* bench: "roofline", "matmul", "gemm" or "attention" */
-    const char *dtype;    /* bench: one weight type name ("q4_K") */
-};
-/* `doctor`: devices, limits, features, pipelines pre-warmed (and the
- * cache result), requests after seal, allocation-callback totals. */
-int ops_doctor(const struct ops_tool_opts *o, FILE *out, struct folio_err *err);
-/* `bench ops`: JSON lines with GFLOP/s, GB/s and the fraction of the
- * roofline measured in the same run (peak FMA rate and read bandwidth). */
-int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err);
 
 /* ---- C references (the truth the shaders are tested against) ---- */
 /* wd: n x k dequantized weights (quant_dequantize_row). Double accumulation. */

@@ -17,4 +17,14 @@ int ops_need(struct vkr_tensor t, uint64_t bytes, const char *what, struct folio
 /* Rows per dispatch so that every binding of rows of these widths fits. */
 uint64_t ops_rows_per(const struct vkr *vk, const uint64_t *row_bytes, int n);
 
+/* ---- the GEMM's tile configurations, for `bench ops` (bench/engine) ----
+ * Every configuration that fits the device's shared memory (all_configs),
+ * at most 12 keys per configuration; op_matmul.gemm_config picks one. */
+int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out);
+int ops_gemm_configs(void);
+/* "128x128/8w-64x32/bk32/s2" (tile / subgroups-subgroup tile / K step /
+ * stages, "+math-only" for probes); "auto" for -1. */
+void ops_gemm_config_name(int config, char *out, size_t n);
+int ops_gemm_config_fits(const struct vkr *vk, int config);
+
 #endif

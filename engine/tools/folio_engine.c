@@ -2,11 +2,11 @@
  * folio-engine: the engine's diagnostics and benchmarks without the rest
  * of folio (no PostgreSQL, no OCR), for GPU machines that only have a
  * Vulkan loader. `folio doctor` and `folio bench ops` call the same
- * engine functions (ops_doctor, ops_bench).
+ * functions (engine_doctor_ops, and ops_bench from bench/engine).
  */
 #include "common/common.h"
+#include "bench/engine/bench.h"
 #include "engine/engine.h"
-#include "engine/ops/ops.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@ static const char USAGE[] =
     "SPEC is a device index, UUID or name substring. CPU devices (lavapipe)\n"
     "are used only with --allow-cpu or when no GPU exists.\n";
 
-static int parse(int argc, char **argv, struct ops_tool_opts *o)
+static int parse(int argc, char **argv, struct ops_tool_opts *o, int *json)
 {
     static const struct option opts[] = {
         {"json", no_argument, 0, 'j'},        {"device", required_argument, 0, 'd'},
@@ -35,7 +35,7 @@ static int parse(int argc, char **argv, struct ops_tool_opts *o)
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         long long v;
         switch (ch) {
-        case 'j': o->json = 1; break;
+        case 'j': *json = 1; break;
         case 'd': o->device = optarg; break;
         case 'c': o->allow_cpu = 1; break;
         case 's': o->serial = 1; break;
@@ -66,14 +66,16 @@ int main(int argc, char **argv)
 {
     struct ops_tool_opts o = {0};
     struct folio_err err = {0};
-    int rc;
+    int rc, json = 0;
     if (argc >= 2 && strcmp(argv[1], "doctor") == 0) {
-        int p = parse(argc - 1, argv + 1, &o);
+        int p = parse(argc - 1, argv + 1, &o, &json);
         if (p)
             return p == 1 ? 0 : 2;
-        rc = ops_doctor(&o, stdout, &err);
+        struct engine_doctor_opts d = {.device = o.device, .allow_cpu = o.allow_cpu, .json = json,
+                                       .serial = o.serial};
+        rc = engine_doctor_ops(&d, stdout, &err);
     } else if (argc >= 3 && strcmp(argv[1], "bench") == 0 && strcmp(argv[2], "ops") == 0) {
-        int p = parse(argc - 2, argv + 2, &o);
+        int p = parse(argc - 2, argv + 2, &o, &json);
         if (p)
             return p == 1 ? 0 : 2;
         rc = ops_bench(&o, stdout, &err);

@@ -91,8 +91,12 @@ expect_in '"pages_per_s"'
 check "bench engine --batch 0" 2 "$F" bench engine --batch 0
 expect_in 'not a list of at most 8 sizes 1..64'
 check "bench engine --batch with --text" 2 "$F" bench engine --text --batch 4
-check "bench engine small batches" 0 "$F" bench engine --small --allow-cpu --iters 1 --batch 1,2
+check "bench engine --text-tokens 5" 2 "$F" bench engine --text-tokens 5
+expect_in 'chat header, vision markers and closing take 27'
+# the prompt length a worker's label list gives (gpu-e2e.sh benches at it): 64 image tokens + 100
+check "bench engine small batches" 0 "$F" bench engine --small --allow-cpu --iters 1 --batch 1,2 --text-tokens 100
 expect_in '"batch":2,'
+expect_in '"prompt_tokens":164,'
 expect_in '"gpu_pages_per_s"'
 
 echo "$checks checks, $fail failed"

@@ -17,6 +17,7 @@
  * after seal and zero validation messages.
  */
 #include "tests/support/testutil.h"
+#include "bench/engine/synth.h"
 #include "common/common.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"

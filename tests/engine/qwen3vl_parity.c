@@ -18,10 +18,13 @@
  *    1e-3 * max(1, |ref|), same top label;
  *  - zero pipelines built after seal, zero validation messages.
  * The whole path through vlm_classify is test_vlm_parity.c on the same
- * fixtures (engine_vlm_parity_qwen3vl).
+ * fixtures (engine_vlm_parity_qwen3vl). Registered again with 16 KiB
+ * bindings (engine_qwen3vl_parity_range16k): the tower's activations
+ * exceed one binding and its attention runs split, same bounds.
  */
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
+#include "tests/engine/vision_parity_util.h"
 #include "common/common.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
@@ -40,60 +43,11 @@ static const struct jv *man;
 static struct vkr *vk;
 static double tol_lm, tol_vis;
 
-static void *load(const char *rel, size_t want)
-{
-    char path[1300];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    uint8_t *b = NULL;
-    size_t n = 0;
-    struct folio_err e = {0};
-    if (folio_read_file(path, 1u << 28, &b, &n, &e) != 0 || n != want) {
-        CHECK(0, "fixture %s: %s (%zu bytes, want %zu)", path, e.msg, n, want);
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
-/* got: rows of stride gs, compared at column offset go over w columns */
+/* as vp_cmp, printing the ratio */
 static void cmp(const char *what, const float *got, size_t gs, size_t go, const float *ref,
                 size_t rows, size_t w, double tol)
 {
-    double mx = 0, d = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t j = 0; j < w; j++) {
-            double a = got[r * gs + go + j], b = ref[r * w + j];
-            mx = fmax(mx, fabs(b));
-            if (!(fabs(a - b) <= d))
-                d = fabs(a - b);
-        }
-    CHECK(d <= tol * mx, "%s: max|d| %.3g > %.0e * max|ref| %.3g", what, d, tol, mx);
-    printf("%s: max|d| %.3g = %.2e of max %.3g\n", what, d, mx > 0 ? d / mx : d, mx);
-}
-
-static const struct jv *image(const char *name)
-{
-    const struct jv *imgs = jget(man, "images");
-    for (int i = 0; imgs && i < imgs->n; i++)
-        if (!strcmp(jget(jat(imgs, i), "name")->str, name))
-            return jat(imgs, i);
-    return NULL;
-}
-
-/* 1536-column rows (c, t, py, px) -> 768 (frame 0), both frames equal */
-static float *fold(const float *pv, uint32_t np)
-{
-    float *o = malloc((size_t)np * 768 * 4);
-    int same = 1;
-    for (uint32_t r = 0; o && r < np; r++)
-        for (int col = 0; col < 768; col++) {
-            int ch = col / 256, q = col % 256;
-            float a = pv[(size_t)r * 1536 + ch * 512 + q];
-            same &= a == pv[(size_t)r * 1536 + ch * 512 + 256 + q];
-            o[(size_t)r * 768 + col] = a;
-        }
-    CHECK(same, "reference pixel_values: the two frames differ");
-    return o;
+    printf("%s: max|d|/max|ref| = %.3g\n", what, vp_cmp(what, got, gs, go, ref, rows, w, tol));
 }
 
 static void run_vision(const struct jv *cfg, const char *var)
@@ -125,15 +79,15 @@ static void run_vision(const struct jv *cfg, const char *var)
         uint32_t np = (uint32_t)jget(im, "n_patches")->num, nm = (uint32_t)jget(im, "n_merged")->num;
         uint32_t gh = (uint32_t)jat(jget(im, "grid_thw"), 1)->num;
         uint32_t gw = (uint32_t)jat(jget(im, "grid_thw"), 2)->num;
-        float *pv = load(jget(im, "pixel_values")->str, (size_t)np * 1536 * 4);
-        float *p768 = pv ? fold(pv, np) : NULL;
+        float *pv = vp_load(root, jget(im, "pixel_values")->str, (size_t)np * 1536 * 4);
+        float *p768 = pv ? vp_fold(pv, np, 16) : NULL;
         float *got = malloc((size_t)nm * W * 4);
         if (p768 && got && (rc = vis_encode(v, p768, gh, gw, got, &e)) == 0) {
             for (uint32_t j = 0; j <= h->n_deepstack; j++) {
                 char key[32];
                 snprintf(key, sizeof key, "deepstack%u", j - 1);
                 const struct jv *f = j ? jget(jget(extras, iname), key) : jget(embs, iname);
-                float *ref = f ? load(f->str, (size_t)nm * O * 4) : NULL;
+                float *ref = f ? vp_load(root, f->str, (size_t)nm * O * 4) : NULL;
                 CHECK(f, "%s: no reference for %s", iname, j ? key : "the merger");
                 snprintf(what, sizeof what, "%s/%s %s %s", cname, var, iname, j ? key : "merger");
                 if (ref)
@@ -146,15 +100,15 @@ static void run_vision(const struct jv *cfg, const char *var)
         free(pv), free(p768), free(got);
     }
     /* the prompt image: intermediates (F32) and from raw pixels */
-    const struct jv *im = image(jget(jget(cfg, "prompt"), "image")->str);
+    const struct jv *im = vp_image(man, jget(jget(cfg, "prompt"), "image")->str);
     const char *iname = jget(im, "name")->str;
     uint32_t np = (uint32_t)jget(im, "n_patches")->num, nm = (uint32_t)jget(im, "n_merged")->num;
     uint32_t gh = (uint32_t)jat(jget(im, "grid_thw"), 1)->num;
     uint32_t gw = (uint32_t)jat(jget(im, "grid_thw"), 2)->num;
     if (!strcmp(var, "F32")) {
         const struct jv *inter = jget(cfg, "intermediates");
-        float *pv = load(jget(im, "pixel_values")->str, (size_t)np * 1536 * 4);
-        float *p768 = pv ? fold(pv, np) : NULL, *x = malloc((size_t)np * D * 4);
+        float *pv = vp_load(root, jget(im, "pixel_values")->str, (size_t)np * 1536 * 4);
+        float *p768 = pv ? vp_fold(pv, np, 16) : NULL, *x = malloc((size_t)np * D * 4);
         for (uint32_t b = 0; p768 && x; b++) {
             char key[48];
             if (b == 0)
@@ -164,7 +118,7 @@ static void run_vision(const struct jv *cfg, const char *var)
             const struct jv *f = jget(inter, key);
             if (!f)
                 break;
-            float *ref = load(f->str, (size_t)np * D * 4);
+            float *ref = vp_load(root, f->str, (size_t)np * D * 4);
             rc = vis_encode_partial(v, p768, gh, gw, b, x, &e);
             CHECK(rc == 0, "partial %u: %s", b, e.msg);
             snprintf(what, sizeof what, "%s/F32 %s %s", cname, iname, key);
@@ -176,8 +130,8 @@ static void run_vision(const struct jv *cfg, const char *var)
     }
     const struct jv *pp = jget(man, "preprocess");
     uint32_t w = (uint32_t)jget(im, "width")->num, hh = (uint32_t)jget(im, "height")->num;
-    uint8_t *rgb = load(jget(im, "rgb")->str, (size_t)w * hh * 3);
-    float *ref = load(jget(embs, iname)->str, (size_t)nm * O * 4);
+    uint8_t *rgb = vp_load(root, jget(im, "rgb")->str, (size_t)w * hh * 3);
+    float *ref = vp_load(root, jget(embs, iname)->str, (size_t)nm * O * 4);
     struct prep_config pc = {.min_pixels = (uint32_t)jget(pp, "min_pixels")->num,
                              .max_pixels = (uint32_t)jget(pp, "max_pixels")->num,
                              .patch = h->patch_size};
@@ -249,7 +203,7 @@ static void run_text(const struct jv *cfg, const char *var)
     const struct jv *tp = jget(cfg, "text_prompt");
     uint32_t nt = 0;
     int32_t *tt = jints(jget(tp, "token_ids"), &nt);
-    float *tref = load(jget(jget(cfg, "text_logits"), var)->str, (size_t)nt * V * 4);
+    float *tref = vp_load(root, jget(jget(cfg, "text_logits"), var)->str, (size_t)nt * V * 4);
     float *lg = malloc((size_t)(nt > 200 ? nt : 200) * V * 4);
     struct lm_seq st = {tt, nt, NULL, NULL, 0};
     if (tt && tref && lg && (rc = lm_prefill(lm, &st, 1, lg, &e)) == 0) {
@@ -265,16 +219,17 @@ static void run_text(const struct jv *cfg, const char *var)
     /* image prompt: the tower's rows (F32) with their DeepStack columns */
     const struct jv *ip = jget(cfg, "prompt");
     const char *iname = jget(ip, "image")->str;
-    uint32_t ni = 0, nm = (uint32_t)jget(image(iname), "n_merged")->num;
+    uint32_t ni = 0, nm = (uint32_t)jget(vp_image(man, iname), "n_merged")->num;
     int32_t *it = jints(jget(ip, "token_ids"), &ni);
-    float *iref = load(jget(jget(cfg, "logits"), var)->str, (size_t)ni * V * 4);
+    float *iref = vp_load(root, jget(jget(cfg, "logits"), var)->str, (size_t)ni * V * 4);
     float *rows[1 + 8] = {0};
-    rows[0] = load(jget(jget(jget(cfg, "vision_embeddings"), "F32"), iname)->str, (size_t)nm * E * 4);
+    rows[0] = vp_load(root, jget(jget(jget(cfg, "vision_embeddings"), "F32"), iname)->str,
+                      (size_t)nm * E * 4);
     for (uint32_t j = 0; j < nds && j < 8; j++) {
         char key[32];
         snprintf(key, sizeof key, "deepstack%u", j);
         const struct jv *f = jget(jget(jget(jget(cfg, "vision_extras"), "F32"), iname), key);
-        rows[1 + j] = f ? load(f->str, (size_t)nm * E * 4) : NULL;
+        rows[1 + j] = f ? vp_load(root, f->str, (size_t)nm * E * 4) : NULL;
         CHECK(f, "%s: no %s reference", cname, key);
     }
     float *emb = calloc((size_t)ni * Ein, 4);
@@ -320,21 +275,12 @@ int main(void)
     const char *src = getenv("FOLIO_SOURCE_DIR"), *rel = getenv("FOLIO_PARITY_FIXTURES");
     snprintf(root, sizeof root, "%s/%s", src && *src ? src : ".",
              rel && *rel ? rel : "tests/fixtures/parity-qwen3vl");
-    char mpath[1100];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
-    uint8_t *mb = NULL;
-    size_t mn = 0;
-    struct folio_err e = {0};
-    REQUIRE(folio_read_file(mpath, 64u << 20, &mb, &mn, &e) == 0, "manifest %s: %s", mpath,
-            e.msg);
-    struct jv *m = jparse((const char *)mb, mn);
-    free(mb);
-    REQUIRE(m && jget(m, "configs") && jget(m, "images"), "manifest does not parse");
+    char why[1300];
+    struct jv *m = jload_manifest(root, why, sizeof why);
+    REQUIRE(m && jget(m, "images"), "%s", m ? "manifest has no images" : why);
     man = m;
-    const char *dev = getenv("FOLIO_TEST_DEVICE");
-    struct vkr_config vc = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
-                            .validate = -1, .cache_dir = ""};
-    REQUIRE(vkr_open(&vc, &vk, &e) == 0, "vkr_open: %s", e.msg);
+    struct folio_err e = {0};
+    REQUIRE(vp_open_device(&vk, &e) == 0, "vkr_open: %s", e.msg);
     tol_lm = ops_coopmat_available(vk) ? 3e-3 : 1e-3;
     tol_vis = ops_coopmat_available(vk) ? 3e-3 : 1e-4;
     const struct jv *cfgs = jget(m, "configs");
@@ -360,11 +306,8 @@ int main(void)
             }
         }
     }
-    int failed = -1;
-    CHECK(vkr_prewarm(vk, keys, nk, &failed, &e) == 0 && failed == 0, "prewarm: %s", e.msg);
-    vkr_seal(vk);
     struct vkr_stats s0;
-    vkr_get_stats(vk, &s0);
+    CHECK(vp_seal(vk, keys, nk, &s0, &e) == 0, "prewarm: %s", e.msg);
     for (int c = 0; c < cfgs->n; c++) {
         const struct jv *cfg = jat(cfgs, c), *tg = jget(cfg, "text_gguf"), *mg = jget(cfg, "mmproj_gguf");
         for (int k = 0; mg && k < mg->n; k++, variants++)
@@ -373,12 +316,7 @@ int main(void)
             run_text(cfg, tg->keys[k]);
     }
     CHECK(variants >= 4, "only %d variants in the manifest", variants);
-    struct vkr_stats s;
-    vkr_get_stats(vk, &s);
-    CHECK(s.pipeline_requests_after_seal == 0 && s.pipelines_built == s0.pipelines_built,
-          "pipelines after seal: %llu requests", (unsigned long long)s.pipeline_requests_after_seal);
-    CHECK(s.validation_messages == 0, "%llu validation messages",
-          (unsigned long long)s.validation_messages);
+    vp_check_sealed(vk, &s0);
     vkr_close(vk);
     jfree(m);
     return tu_finish();

@@ -9,6 +9,7 @@
  * libpq runs the benchmark.
  */
 #include "tests/support/testutil.h"
+#include "bench/engine/bench.h"
 #include "common/common.h"
 #include "engine/model/lm.h"
 

@@ -16,6 +16,10 @@
  *    with bias, bilinear position table, LayerNorm, fused QKV, 2-D RoPE,
  *    full attention, GELU(tanh) MLP, DeepStack mergers, merger), for a grid
  *    larger and one smaller than the table; 1e-4 (3e-3 on tensor cores);
+ *  - four pages in one vis_encode_batch: one pass (the dispatches of one
+ *    page), each page equal to the C forward (same bound) and to that page
+ *    alone (1e-5); five refused (FOLIO_ELIMIT, naming 1..4); vis_replan to
+ *    one image a pass refuses two and still encodes correctly;
  *  - the position interpolation equals an independent bilinear formula;
  *  - vlm_open pairs a Qwen3-VL text model with its tower (self-test
  *    passing: LayerNorm, GELU(tanh)) and refuses a Qwen2.5-VL tower for it
@@ -29,6 +33,8 @@
  *    after seal).
  */
 #include "tests/support/testutil.h"
+#include "bench/engine/bench.h"
+#include "bench/engine/synth.h"
 #include "common/common.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/gguf_write.h"
@@ -403,22 +409,36 @@ static void vision_ref(const struct gguf_model *m, const float *patches, uint32_
 
 /* F32 weights on two grids; F16 weights on a grid of >= 64 patches, where a device
  * with the tensor-core GEMM takes the f16 data path (H200; lavapipe runs f32). */
-static void test_vision(int mat_type)
+/* The small synthetic tower of these tests (3 blocks of 32, a 5x5 position
+ * table, DeepStack after blocks 0 and 2) as the checks accept it; NULL
+ * (a failed check, *buf freed) if they do not. */
+static struct gguf_model *tower_model(int mat_type, uint64_t seed, uint8_t **buf)
 {
     struct vis_synth s = {.qwen3 = 1, .n_embd = 32, .n_layer = 3, .n_head = 2, .n_ff = 48,
-                          .proj_dim = 64, .mat_type = mat_type, .seed = 5, .pos_side = 5,
+                          .proj_dim = 64, .mat_type = mat_type, .seed = seed, .pos_side = 5,
                           .n_deepstack = 2, .deepstack = {0, 2}};
-    uint8_t *buf = NULL;
     size_t len = 0;
     struct folio_err e = {0};
-    int rc = vis_synth_gguf(&s, &buf, &len, &e);
+    *buf = NULL;
+    int rc = vis_synth_gguf(&s, buf, &len, &e);
     CHECK(rc == 0, "synth: %s", e.msg);
-    struct gguf_model *m = rc ? NULL : check_buf(buf, len, 1, &e);
+    struct gguf_model *m = rc ? NULL : check_buf(*buf, len, 1, &e);
     CHECK(m, "checks refuse the synthetic Qwen3-VL tower: %s / %s", e.msg, e.detail);
     if (!m) {
-        free(buf);
-        return;
+        free(*buf);
+        *buf = NULL;
     }
+    return m;
+}
+
+static void test_vision(int mat_type)
+{
+    uint8_t *buf = NULL;
+    struct folio_err e = {0};
+    int rc = 0;
+    struct gguf_model *m = tower_model(mat_type, 5, &buf);
+    if (!m)
+        return;
     const struct gguf_vision_hparams *h = &m->vision;
     CHECK(h->kind == GGUF_VISION_QWEN3VL && h->patch_size == 16 && h->n_pos == 25 &&
               h->pos_side == 5 && h->n_deepstack == 2 && h->deepstack_layers[0] == 0 &&
@@ -460,6 +480,102 @@ static void test_vision(int mat_type)
         }
         free(p), free(got), free(ref);
     }
+    vis_close(v);
+    gguf_model_close(m);
+    free(buf);
+}
+
+/* Several pages in one pass (the tower skeleton's batch, as Qwen2-VL's):
+ * four images (two of one grid: the copied position rows) in one submit,
+ * each equal to the C forward and to its page alone; more images than
+ * planned refused; vis_replan re-plans this tower (one image per pass
+ * after it, still correct). */
+static void test_vision_batch(void)
+{
+    uint8_t *buf = NULL;
+    struct folio_err e = {0};
+    struct gguf_model *m = tower_model(QUANT_F32, 9, &buf);
+    if (!m)
+        return;
+    struct vis_config vc = {.max_patches = 192, .max_images = 4};
+    struct vis *v = NULL;
+    int rc = vis_open(vk, m, &vc, &v, &e);
+    CHECK(rc == 0, "vis_open (batch of 4): %s / %s", e.msg, e.detail);
+    enum { NI = 4 };
+    static const uint32_t grid[NI][2] = {{6, 8}, {4, 2}, {6, 8}, {8, 10}};
+    const uint32_t W = rc ? 0 : vis_out_dim(v);
+    float *p[NI] = {0}, *got[NI] = {0}, *one[NI] = {0}, *ref[NI] = {0};
+    struct vis_image im[NI];
+    int ok = !rc;
+    for (int i = 0; i < NI; i++) {
+        uint32_t N = grid[i][0] * grid[i][1], M = N / 4;
+        p[i] = malloc((size_t)N * 768 * 4);
+        got[i] = malloc((size_t)M * W * 4 + 4);
+        one[i] = malloc((size_t)M * W * 4 + 4);
+        ref[i] = malloc((size_t)M * W * 4 + 4);
+        ok &= p[i] && got[i] && one[i] && ref[i];
+        uint64_t st = 40 + (uint64_t)i;
+        if (p[i])
+            rng_fill(&st, p[i], (size_t)N * 768, 1.0f);
+        im[i] = (struct vis_image){p[i], grid[i][0], grid[i][1], got[i]};
+    }
+    struct vkr_stats s0, s1;
+    vkr_get_stats(vk, &s0);
+    if (ok) {
+        rc = vis_encode_batch(v, im, NI, &e);
+        CHECK(rc == 0, "encode batch: %s / %s", e.msg, e.detail);
+    }
+    vkr_get_stats(vk, &s1);
+    /* one pass: the batch records the dispatches of one page (page by page
+     * it would be NI times as many) */
+    uint64_t batch_disp = s1.dispatches - s0.dispatches;
+    if (ok && !rc) {
+        vkr_get_stats(vk, &s0);
+        int r0 = vis_encode(v, p[3], grid[3][0], grid[3][1], one[3], &e);
+        vkr_get_stats(vk, &s1);
+        CHECK(r0 == 0 && batch_disp == s1.dispatches - s0.dispatches && batch_disp > 0,
+              "a batch of %d pages took %llu dispatches, one page %llu", NI,
+              (unsigned long long)batch_disp, (unsigned long long)(s1.dispatches - s0.dispatches));
+    }
+    for (int i = 0; ok && !rc && i < NI; i++) {
+        uint32_t gh = grid[i][0], gw = grid[i][1];
+        size_t n = (size_t)gh * gw / 4 * W;
+        vision_ref(m, p[i], gh, gw, ref[i]);
+        int r1 = vis_encode(v, p[i], gh, gw, one[i], &e);
+        CHECK(r1 == 0, "encode page %d alone: %s", i, e.msg);
+        double mx = 0, d = maxdiff(got[i], ref[i], n, &mx), mx1 = 0;
+        double d1 = maxdiff(got[i], one[i], n, &mx1);
+        CHECK(d <= tol_vis * mx, "batch page %d (%ux%u) vs the C forward: max|d| %.3g of %.3g", i,
+              gh, gw, d, mx);
+        CHECK(r1 || d1 <= 1e-5 * mx1, "batch page %d vs alone: max|d| %.3g of %.3g", i, d1, mx1);
+        printf("qwen3vl batch page %d %ux%u: max|d| %.3g vs ref, %.3g vs alone (max %.3g)\n", i,
+               gh, gw, d, d1, mx);
+    }
+    if (ok && !rc) {
+        struct vis_image five[NI + 1];
+        memcpy(five, im, sizeof im);
+        five[NI] = im[1];
+        int r5 = vis_encode_batch(v, five, NI + 1, &e);
+        CHECK(r5 == FOLIO_ELIMIT && strstr(e.msg, "1..4"), "5 images in a 4-image plan: rc %d "
+              "'%s'", r5, e.msg);
+        int rr = vis_replan(v, 96, 1, &e);
+        CHECK(rr == 0, "vis_replan(96, 1): %s", e.msg);
+        int r2 = rr ? -1 : vis_encode_batch(v, im, 2, &e);
+        CHECK(r2 == FOLIO_ELIMIT && strstr(e.msg, "1..1"), "2 images after re-planning for 1: "
+              "rc %d '%s'", r2, e.msg);
+        uint32_t N3 = grid[3][0] * grid[3][1];
+        size_t n3 = (size_t)N3 / 4 * W;
+        int r3 = rr ? -1 : vis_encode(v, p[3], grid[3][0], grid[3][1], one[3], &e);
+        double mx = 0, d = r3 ? 0 : maxdiff(one[3], ref[3], n3, &mx);
+        CHECK(r3 == 0 && d <= tol_vis * mx, "after vis_replan: rc %d (%s), max|d| %.3g of %.3g",
+              r3, e.msg, d, mx);
+        uint64_t wb = 0, ab = 0;
+        vis_memory(v, &wb, &ab);
+        CHECK(vis_max_patches(v) == 96 && ab > 0, "re-planned tower: %u patches, %llu bytes",
+              vis_max_patches(v), (unsigned long long)ab);
+    }
+    for (int i = 0; i < NI; i++)
+        free(p[i]), free(got[i]), free(one[i]), free(ref[i]);
     vis_close(v);
     gguf_model_close(m);
     free(buf);
@@ -677,6 +793,7 @@ int main(void)
     test_text(QUANT_F16);
     test_vision(QUANT_F32);
     test_vision(QUANT_F16);
+    test_vision_batch();
     test_text_tier();
     struct vkr_stats s;
     vkr_get_stats(vk, &s);

@@ -1,14 +1,16 @@
 /*
- * doctor and bench ops (the functions behind `folio doctor`, `folio bench
- * ops` and `folio-engine`): the doctor report names the device, limits,
- * features, pipelines built, requests after seal (0), cache result and
- * allocation-callback totals; a quick roofline + attention bench prints
+ * doctor and bench ops (engine_doctor_ops, engine_doctor_model and
+ * ops_bench, behind `folio doctor`, `folio bench ops` and `folio-engine`):
+ * the doctor report names the device, limits, features, pipelines built,
+ * requests after seal (0), cache result and allocation-callback totals; a
+ * missing model file is reported as such; a quick roofline + attention bench prints
  * well-formed JSON lines with positive rates and a summary with zero
  * requests after seal.
  */
 #include "tests/support/testutil.h"
 #include "common/common.h"
-#include "engine/ops/ops.h"
+#include "bench/engine/bench.h"
+#include "engine/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +21,13 @@ int main(void)
     char cache[600];
     snprintf(cache, sizeof cache, "%s", tu_scratch("tools"));
     setenv("XDG_CACHE_HOME", cache, 1);
-    struct ops_tool_opts o = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1, .json = 1};
+    struct engine_doctor_opts o = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1, .json = 1};
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     REQUIRE(f != NULL, "open_memstream");
     struct folio_err e = {0};
-    int rc = ops_doctor(&o, f, &e);
+    int rc = engine_doctor_ops(&o, f, &e);
     fclose(f);
     CHECK(rc == 0, "doctor: %s", e.msg);
     static const char *keys[] = {"\"devices\":[", "\"limits\":", "\"max_range\":", "\"features\":",
@@ -38,17 +40,27 @@ int main(void)
     /* Second run: the cache written by the first must hit. */
     o.json = 0;
     f = open_memstream(&buf, &len);
-    rc = ops_doctor(&o, f, &e);
+    rc = engine_doctor_ops(&o, f, &e);
     fclose(f);
     CHECK(rc == 0 && buf && strstr(buf, "pipeline cache: hit") && strstr(buf, "requests after seal 0"),
           "doctor text: %s", buf ? buf : e.msg);
     free(buf);
 
-    o.quick = 1;
-    o.reps = 1;
-    o.only = "attention";
+    /* The model half of the doctor's face: a file that is not there is one
+     * JSON line naming it and the error, and a failure the doctor reports. */
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/no-such-model.gguf", cache);
     f = open_memstream(&buf, &len);
-    rc = ops_bench(&o, f, &e);
+    folio_err_clear(&e);
+    rc = engine_doctor_model(missing, 1, f, &e);
+    fclose(f);
+    CHECK(rc == FOLIO_EIO && buf && strstr(buf, "no-such-model.gguf") && strstr(buf, "\"ok\":false"),
+          "doctor model, missing file: rc %d %s", rc, buf ? buf : e.msg);
+    free(buf);
+
+    struct ops_tool_opts b = {.device = o.device, .allow_cpu = 1, .quick = 1, .reps = 1, .only = "attention"};
+    f = open_memstream(&buf, &len);
+    rc = ops_bench(&b, f, &e);
     fclose(f);
     CHECK(rc == 0, "bench: %s", e.msg);
     int lines = 0, attn = 0;

@@ -3,6 +3,7 @@
  * FOLIO_VIS_BENCH_FULL=1 runs the real Qwen2.5-VL-7B tower shape instead
  * (GPU machines; FOLIO_VIS_BENCH_IMAGE sets the page side, default 1024). */
 #include "tests/support/testutil.h"
+#include "bench/engine/bench.h"
 #include "engine/model/quant.h"
 #include "engine/model/vision.h"
 

@@ -4,6 +4,7 @@
  * lines appear and the numbers are positive. FOLIO_VLM_BENCH_FULL=1
  * runs the Qwen2.5-VL-7B shape (GPU machines). */
 #include "tests/support/testutil.h"
+#include "bench/engine/bench.h"
 #include "engine/vlm.h"
 
 #include <stdio.h>

@@ -20,6 +20,7 @@
 #include "tests/support/parity_root.h"
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
+#include "tests/engine/vision_parity_util.h"
 #include "common/common.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/preprocess.h"
@@ -39,64 +40,6 @@ struct VT {
     const struct jv *man;
     int ranged;
 };
-
-static void *vload(const char *root, const char *rel, size_t want)
-{
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    uint8_t *b = NULL;
-    size_t n = 0;
-    struct folio_err e = {0};
-    if (folio_read_file(path, 1u << 28, &b, &n, &e) != 0 || n != want) {
-        CHECK(0, "fixture %s: %s (%zu bytes, want %zu)", path, e.msg, n, want);
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
-static double vcmp(const char *what, const float *g, const float *r, size_t n, double tol)
-{
-    double mx = 0, md = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (fabs(r[i]) > mx)
-            mx = fabs(r[i]);
-        double d = fabs((double)g[i] - r[i]);
-        if (!(d <= md)) {
-            md = d;
-            at = i;
-        }
-    }
-    CHECK(md <= tol * mx, "%s: max|d| %.3g at %zu (got %g, ref %g), max|ref| %.3g, bound %.3g",
-          what, md, at, g[at], r[at], mx, tol * mx);
-    return mx > 0 ? md / mx : md;
-}
-
-/* 1176-column reference rows -> 588 (frame 0), checking frame 1 equals it. */
-static float *fold(const float *pv, uint32_t np)
-{
-    float *o = malloc((size_t)np * 588 * 4);
-    int same = 1;
-    for (uint32_t r = 0; o && r < np; r++)
-        for (int col = 0; col < 588; col++) {
-            int ch = col / 196, q = col % 196;
-            float a = pv[(size_t)r * 1176 + ch * 392 + q];
-            same &= a == pv[(size_t)r * 1176 + ch * 392 + 196 + q];
-            o[(size_t)r * 588 + col] = a;
-        }
-    CHECK(same, "reference pixel_values: the two frames differ");
-    return o;
-}
-
-static const struct jv *image_by_name(const struct jv *man, const char *name)
-{
-    const struct jv *imgs = jget(man, "images");
-    for (int i = 0; imgs && i < imgs->n; i++)
-        if (!strcmp(jget(jat(imgs, i), "name")->str, name))
-            return jat(imgs, i);
-    return NULL;
-}
 
 static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
 {
@@ -121,9 +64,9 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
         uint32_t gh = (uint32_t)jat(jget(im, "grid_thw"), 1)->num;
         uint32_t gw = (uint32_t)jat(jget(im, "grid_thw"), 2)->num;
         uint32_t nm = (uint32_t)jget(im, "n_merged")->num;
-        float *pv = vload(t->root, jget(im, "pixel_values")->str, (size_t)np * 1176 * 4);
-        float *ref = vload(t->root, jget(embs, iname)->str, (size_t)nm * O * 4);
-        float *p588 = pv ? fold(pv, np) : NULL;
+        float *pv = vp_load(t->root, jget(im, "pixel_values")->str, (size_t)np * 1176 * 4);
+        float *ref = vp_load(t->root, jget(embs, iname)->str, (size_t)nm * O * 4);
+        float *p588 = pv ? vp_fold(pv, np, 14) : NULL;
         float *got = malloc((size_t)nm * O * 4);
         if (pv && ref && p588 && got) {
             rc = vis_encode(v, p588, gh, gw, got, &e);
@@ -131,7 +74,7 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
                      t->ranged ? " (ranged)" : "");
             CHECK(rc == 0, "%s: encode: %s / %s", what, e.msg, e.detail);
             if (!rc) {
-                double rel = vcmp(what, got, ref, (size_t)nm * O, t->tol);
+                double rel = vp_cmp(what, got, O, 0, ref, nm, O, t->tol);
                 printf("%s: max|d|/max|ref| = %.3g\n", what, rel);
             }
         }
@@ -143,15 +86,15 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
 
     /* the prompt image: intermediates (F32 only) and from raw pixels */
     const char *pimg = jget(jget(cfg, "prompt"), "image")->str;
-    const struct jv *im = image_by_name(t->man, pimg);
+    const struct jv *im = vp_image(t->man, pimg);
     const struct jv *pp = jget(t->man, "preprocess");
     uint32_t np = (uint32_t)jget(im, "n_patches")->num, nm = (uint32_t)jget(im, "n_merged")->num;
     uint32_t gh = (uint32_t)jat(jget(im, "grid_thw"), 1)->num;
     uint32_t gw = (uint32_t)jat(jget(im, "grid_thw"), 2)->num;
     if (!strcmp(var, "F32") && !t->ranged) {
         const struct jv *inter = jget(cfg, "intermediates");
-        float *pv = vload(t->root, jget(im, "pixel_values")->str, (size_t)np * 1176 * 4);
-        float *p588 = pv ? fold(pv, np) : NULL;
+        float *pv = vp_load(t->root, jget(im, "pixel_values")->str, (size_t)np * 1176 * 4);
+        float *p588 = pv ? vp_fold(pv, np, 14) : NULL;
         float *x = malloc((size_t)np * D * 4), *rp = malloc((size_t)np * D * 4);
         int32_t *widx = malloc((size_t)nm * 4);
         uint32_t win = vis_hparams(v)->window_size / 28;
@@ -163,7 +106,7 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
         for (uint32_t k = 0; wsame && k < nm && vis_hparams(v)->kind == GGUF_VISION_QWEN25VL; k++)
             wsame &= (int32_t)jat(jw, (int)k)->num == widx[k];
         CHECK(wsame, "%s: window index differs from the manifest's", pimg);
-        float *pe = vload(t->root, jget(inter, "vision.patch_embed")->str, (size_t)np * D * 4);
+        float *pe = vp_load(t->root, jget(inter, "vision.patch_embed")->str, (size_t)np * D * 4);
         for (uint32_t b = 0; p588 && x && rp && widx && pe; b++) {
             char key[48];
             const float *cmp = NULL;
@@ -179,7 +122,7 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
                 const struct jv *f = jget(inter, key);
                 if (!f)
                     break;
-                blk = vload(t->root, f->str, (size_t)np * D * 4);
+                blk = vp_load(t->root, f->str, (size_t)np * D * 4);
                 cmp = blk;
             }
             if (!cmp)
@@ -188,7 +131,7 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
             CHECK(rc == 0, "partial %u: %s", b, e.msg);
             snprintf(what, sizeof what, "%s/F32 %s after %u blocks", cname, pimg, b);
             if (!rc)
-                vcmp(what, x, cmp, (size_t)np * D, t->tol);
+                vp_cmp(what, x, D, 0, cmp, np, D, t->tol);
             free(blk);
         }
         free(pe);
@@ -200,8 +143,8 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
     }
     {
         uint32_t w = (uint32_t)jget(im, "width")->num, h = (uint32_t)jget(im, "height")->num;
-        uint8_t *rgb = vload(t->root, jget(im, "rgb")->str, (size_t)w * h * 3);
-        float *ref = vload(t->root, jget(embs, pimg)->str, (size_t)nm * O * 4);
+        uint8_t *rgb = vp_load(t->root, jget(im, "rgb")->str, (size_t)w * h * 3);
+        float *ref = vp_load(t->root, jget(embs, pimg)->str, (size_t)nm * O * 4);
         struct prep_config pc = {.min_pixels = (uint32_t)jget(pp, "min_pixels")->num,
                                  .max_pixels = (uint32_t)jget(pp, "max_pixels")->num};
         memcpy(pc.mean, vis_hparams(v)->image_mean, sizeof pc.mean);
@@ -213,7 +156,7 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
             snprintf(what, sizeof what, "%s/%s %s from pixels", cname, var, pimg);
             CHECK(rc == 0, "%s: %s", what, e.msg);
             if (!rc)
-                vcmp(what, got, ref, (size_t)nm * O, t->tol);
+                vp_cmp(what, got, O, 0, ref, nm, O, t->tol);
             /* bad input: too large for the plan, odd grid */
             float *big = calloc((size_t)16 * 12 * 588, 4);
             CHECK(big && vis_encode(v, big, 16, 12, got, &e) == FOLIO_ELIMIT,
@@ -233,25 +176,14 @@ static int run_vision_parity(int ranged)
 {
     struct VT t = {.ranged = ranged};
     (void)jints;
-    const char *src = getenv("FOLIO_SOURCE_DIR");
-    char root[1024], mpath[1100];
-    (void)src;
+    char root[1024], why[1300];
     tu_parity_root(root, sizeof root);
     t.root = root;
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
-    uint8_t *mb = NULL;
-    size_t mn = 0;
-    struct folio_err e = {0};
-    int rc = folio_read_file(mpath, 64u << 20, &mb, &mn, &e);
-    REQUIRE(rc == 0, "parity manifest %s: %s", mpath, e.msg);
-    struct jv *man = jparse((const char *)mb, mn);
-    free(mb);
-    REQUIRE(man && jget(man, "configs") && jget(man, "images"), "manifest does not parse");
+    struct jv *man = jload_manifest(root, why, sizeof why);
+    REQUIRE(man && jget(man, "images"), "%s", man ? "parity manifest has no images" : why);
     t.man = man;
-    const char *dev = getenv("FOLIO_TEST_DEVICE");
-    struct vkr_config vc = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
-                            .validate = -1, .cache_dir = ""};
-    rc = vkr_open(&vc, &t.vk, &e);
+    struct folio_err e = {0};
+    int rc = vp_open_device(&t.vk, &e);
     REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
     t.tol = ops_coopmat_available(t.vk) ? 3e-3 : 1e-4;
 
@@ -270,12 +202,9 @@ static int run_vision_parity(int ranged)
             gguf_model_close(m);
         }
     }
-    int failed = -1;
-    rc = vkr_prewarm(t.vk, keys, nk, &failed, &e);
-    REQUIRE(rc == 0 && failed == 0, "prewarm: rc %d failed %d: %s", rc, failed, e.msg);
-    vkr_seal(t.vk);
     struct vkr_stats s0;
-    vkr_get_stats(t.vk, &s0);
+    rc = vp_seal(t.vk, keys, nk, &s0, &e);
+    REQUIRE(rc == 0, "prewarm: %s", e.msg);
     int variants = 0;
     for (int c = 0; c < cfgs->n; c++) {
         const struct jv *mg = jget(cfgs->items[c], "mmproj_gguf");
@@ -283,14 +212,9 @@ static int run_vision_parity(int ranged)
             run_vvariant(&t, cfgs->items[c], mg->keys[k]);
     }
     CHECK(variants >= 4, "only %d mmproj variants", variants);
+    vp_check_sealed(t.vk, &s0);
     struct vkr_stats s;
     vkr_get_stats(t.vk, &s);
-    CHECK(s.pipeline_requests_after_seal == 0 && s.pipelines_built == s0.pipelines_built,
-          "pipelines after seal: %llu requests, %u -> %u built",
-          (unsigned long long)s.pipeline_requests_after_seal, s0.pipelines_built,
-          s.pipelines_built);
-    CHECK(s.validation_messages == 0, "%llu validation messages",
-          (unsigned long long)s.validation_messages);
     if (ranged)
         CHECK(s.device_bytes_peak > 2 * vkr_limits(t.vk)->max_alloc,
               "ranged: peak %llu bytes, max_alloc %llu", (unsigned long long)s.device_bytes_peak,

@@ -13,6 +13,7 @@
  * The bytes are still all read by every pass, which is what a benchmark
  * measures.
  */
+#include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/gguf_write.h"
 #include "engine/model/lm.h"

@@ -15,6 +15,9 @@
  *
  * Each result is one JSON object per line on out.
  */
+#include "bench/engine/bench.h"
+#include "bench/engine/bench_internal.h"
+#include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/lm_internal.h"
 #include "engine/model/qwen3vl.h"
@@ -149,17 +152,11 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
     uint32_t T = o->prompt_tokens ? o->prompt_tokens : (o->small ? 64 : 1400);
     uint32_t NLB = o->labels ? o->labels : 16, LTK = o->label_tokens ? o->label_tokens : 3;
     uint32_t iters = o->iters ? o->iters : 3;
-    /* timestamps: per-dispatch GPU times for the breakdown lines */
-    struct vkr_config vc = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = 0,
-                            .timestamps = 1};
     struct vkr *vk = NULL;
-    int rc = vkr_open(&vc, &vk, err);
+    char dev[1200];
+    int rc = bench_vkr_open(o->device, o->allow_cpu, NULL, &vk, dev, sizeof dev, err);
     if (rc)
         return rc;
-    const struct vkr_device_info *di = vkr_device(vk);
-    char dev[400];
-    snprintf(dev, sizeof dev, "\"device\":\"%s\",\"driver\":\"%s %s\"", di->name, di->driver_name,
-             di->driver_info);
 
     /* ---- model in memory ---- */
     struct lm_synth sy;

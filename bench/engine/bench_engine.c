@@ -9,10 +9,8 @@
  *   --vision   the vision tower alone (vis_bench)
  * JSON lines on out. Returns a process exit code: 0 ok, 1 failure, 2 usage.
  */
+#include "bench/engine/bench.h"
 #include "engine/engine.h"
-#include "engine/model/lm.h"
-#include "engine/model/vision.h"
-#include "engine/vlm.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -29,6 +27,8 @@ static const char USAGE[] =
     "  --tokens N        prompt length for --text prefill (default 1400)\n"
     "  --labels N        labels to score (default 16)\n"
     "  --label-tokens N  tokens per label (default 3)\n"
+    "  --text-tokens N   whole page: prompt tokens besides the image (chat header,\n"
+    "                    instruction, closing; default 67)\n"
     "  --iters N         timed repetitions, best reported (default 3)\n"
     "  --batch N[,N...]  whole page: pages per GPU pass, each size measured on one\n"
     "                    engine planned for the largest (default 1; e.g. 1,4,8,16)\n"
@@ -78,13 +78,14 @@ int engine_bench_main(int argc, char **argv, FILE *out)
         {"device", required_argument, NULL, 'd'},  {"allow-cpu", no_argument, NULL, 'c'},
         {"image", required_argument, NULL, 'm'},   {"tokens", required_argument, NULL, 'n'},
         {"labels", required_argument, NULL, 'l'},  {"label-tokens", required_argument, NULL, 'k'},
+        {"text-tokens", required_argument, NULL, 'T'},
         {"iters", required_argument, NULL, 'i'},   {"small", no_argument, NULL, 's'},
         {"gpu-weights", required_argument, NULL, 'w'}, {"batch", required_argument, NULL, 'b'},
         {"family", required_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *device = NULL;
     int allow_cpu = 0, small = 0, text = 0, vision = 0, ch, gw = 0, qwen3 = 0;
-    uint32_t image = 0, tokens = 0, labels = 0, label_tokens = 0, iters = 0;
+    uint32_t image = 0, tokens = 0, labels = 0, label_tokens = 0, text_tokens = 0, iters = 0;
     uint32_t batches[8], nbatch = 0;
     optind = 1;
     opterr = 0;
@@ -110,6 +111,11 @@ int engine_bench_main(int argc, char **argv, FILE *out)
         case 'k':
             if (num(optarg, 256, &label_tokens))
                 return usage_error("--label-tokens: '%s' is not 1..256", optarg);
+            break;
+        case 'T':
+            if (num(optarg, 1 << 16, &text_tokens) || text_tokens < 28)
+                return usage_error("--text-tokens: '%s' is not 28..65536 (chat header, vision "
+                                   "markers and closing take 27)", optarg);
             break;
         case 'i':
             if (num(optarg, 1000, &iters))
@@ -158,7 +164,7 @@ int engine_bench_main(int argc, char **argv, FILE *out)
     } else {
         struct vlm_bench_opts o = {.device = device, .allow_cpu = allow_cpu, .image = image,
                                    .labels = labels, .label_tokens = label_tokens,
-                                   .iters = iters, .small = small, .gpu_weights = gw,
+                                   .text_tokens = text_tokens, .iters = iters, .small = small, .gpu_weights = gw,
                                    .qwen3 = qwen3,
                                    .batches = nbatch ? batches : NULL, .nbatches = nbatch};
         rc = vlm_bench(&o, out, &err);

@@ -17,6 +17,9 @@
  * pads between vision markers, instruction, generation prompt) with the
  * same 3-D positions; the LM cannot tell the difference in cost.
  */
+#include "bench/engine/bench.h"
+#include "bench/engine/bench_internal.h"
+#include "bench/engine/synth.h"
 #include "engine/vlm.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
@@ -97,7 +100,11 @@ static void engine_free(struct engine *e)
 }
 
 /* A page's prompt as ids + positions: 20 header tokens, vision start, M
- * image rows (-1), vision end, 40 instruction tokens, 5 closing tokens. */
+ * image rows (-1), vision end, then `tail` tokens: the instruction and the
+ * 5 closing tokens (--text-tokens sets header + markers + tail; 67 by
+ * default, a short instruction; a real worker's prompt is longer when its
+ * label list is, and gpu-e2e.sh benches at the worker's own length). */
+#define PROMPT_HEAD 22u
 struct page_prompt {
     int32_t *ids, *pos;
     float *emb;
@@ -106,9 +113,9 @@ struct page_prompt {
 };
 
 static int build_prompt(struct page_prompt *p, uint32_t rows, uint32_t cols, uint32_t E,
-                        uint32_t V)
+                        uint32_t V, uint32_t tail)
 {
-    uint32_t M = rows * cols, n = 20 + 1 + M + 1 + 40 + 5;
+    uint32_t M = rows * cols, n = PROMPT_HEAD + M + tail;
     p->ids = malloc(n * sizeof *p->ids);
     p->pos = malloc((size_t)n * 3 * sizeof *p->pos);
     p->emb = calloc((size_t)n * E, sizeof *p->emb);
@@ -189,8 +196,8 @@ struct page_times {
  * preprocessed (the CPU part, timed apart: a worker does it on other
  * threads), the vision tower over all pages at once, one ragged LM pass
  * scoring every page's labels. lp: n x nl. */
-static int run_batch(struct engine *e, const uint8_t *px, uint32_t side, const struct lm_label *lab,
-                     uint32_t nl, uint32_t n, double *lp, struct page_times *pt,
+static int run_batch(struct engine *e, const uint8_t *px, uint32_t side, uint32_t tail,
+                     const struct lm_label *lab, uint32_t nl, uint32_t n, double *lp, struct page_times *pt,
                      struct folio_err *err)
 {
     double t0 = folio_mono_ms();
@@ -211,7 +218,7 @@ static int run_batch(struct engine *e, const uint8_t *px, uint32_t side, const s
         if (rc)
             break;
         if (build_prompt(&p[done], pi[done].grid_h / 2, pi[done].grid_w / 2, E,
-                         lm_hparams(e->lm)->n_vocab))
+                         lm_hparams(e->lm)->n_vocab, tail))
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
         vi[done] = (struct vis_image){pi[done].patches, pi[done].grid_h, pi[done].grid_w,
                                       p[done].emb + (size_t)p[done].first * E};
@@ -287,7 +294,12 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         rc = prep_smart_resize(side, side, &pc, &gh, &gw, err);
     gh /= P;
     gw /= P;
-    uint32_t N = gh * gw, T = 20 + 1 + N / 4 + 1 + 40 + 5;
+    uint32_t TT = o->text_tokens ? o->text_tokens : PROMPT_HEAD + 45;
+    if (!rc && TT < PROMPT_HEAD + 6)
+        rc = folio_err_set(err, FOLIO_EINVAL, "--text-tokens %u: a page's prompt has at least %u "
+                           "text tokens (chat header, vision markers, closing)", TT, PROMPT_HEAD + 6);
+    uint32_t tail = TT - PROMPT_HEAD;
+    uint32_t N = gh * gw, T = N / 4 + TT;
     /* cold: a fresh, empty cache directory (unless the caller names one) */
     char cache[512];
     snprintf(cache, sizeof cache, "%s", o->cache_dir ? o->cache_dir : "/tmp/folio-vlm-bench-XXXXXX");
@@ -301,7 +313,7 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         t0 = folio_mono_ms();
         rc = open_engine(o, &m, cache, N, T + 8, maxb, &e, err);
         if (!rc) /* warm-up: a full batch */
-            rc = run_batch(&e, px, side, lab, NLB, maxb, lp, &pt, err);
+            rc = run_batch(&e, px, side, tail, lab, NLB, maxb, lp, &pt, err);
         ready[pass] = folio_mono_ms() - t0;
         hits[pass] = e.cache_hit;
         detail[pass][0] = e.vk_ms;
@@ -311,11 +323,9 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         if (pass == 0)
             engine_free(&e);
     }
-    char dev[400] = "";
+    char dev[1200] = "";
     if (!rc) {
-        const struct vkr_device_info *di = vkr_device(e.vk);
-        snprintf(dev, sizeof dev, "\"device\":\"%s\",\"driver\":\"%s %s\"", di->name,
-                 di->driver_name, di->driver_info);
+        bench_device_json(e.vk, dev, sizeof dev);
         for (int pass = 0; pass < 2; pass++)
             fprintf(out, "{\"bench\":\"engine_vlm\",\"what\":\"ready\",%s,\"cache\":\"%s\","
                     "\"cache_hit\":%d,\"ready_ms\":%.0f,\"vk_ms\":%.0f,\"prewarm_ms\":%.0f,"
@@ -347,7 +357,7 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         double sp = 0, sv = 0, sl = 0, best = INFINITY;
         for (uint32_t it = 0; it < iters && !rc; it++) {
             double w0 = folio_mono_ms();
-            rc = run_batch(&e, px, side, lab, NLB, b, lp, &pt, err);
+            rc = run_batch(&e, px, side, tail, lab, NLB, b, lp, &pt, err);
             double w = folio_mono_ms() - w0;
             sp += pt.prep;
             sv += pt.vision;
@@ -371,7 +381,7 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         /* the LM split: prefill and scoring as separate passes */
         struct page_prompt p;
         memset(&p, 0, sizeof p);
-        if (build_prompt(&p, gh / 2, gw / 2, vis_out_dim(e.vis), lm_hparams(e.lm)->n_vocab))
+        if (build_prompt(&p, gh / 2, gw / 2, vis_out_dim(e.vis), lm_hparams(e.lm)->n_vocab, tail))
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
         struct lm_seq s = {p.ids, p.n, p.emb, p.pos, p.next};
         double pf = 0, sc = 0;

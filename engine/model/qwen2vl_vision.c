@@ -1,0 +1,249 @@
+/*
+ * Qwen2-VL / Qwen2.5-VL, the vision tower's family table (tower_internal.h;
+ * the skeleton is vision.c, the data flow vision.h): patch 14 without
+ * bias, blocks of norm -> Q/K/V with biases -> 2-D RoPE -> attention over
+ * the block's window (2.5, reference/qwen25vl.md §3.3) or the whole image
+ * -> projection -> residual -> norm -> MLP -> residual, then the merger
+ * (norm per patch, 4 patches concatenated, GELU MLP) and the scatter from
+ * window order back to raster order.
+ *  - Qwen2.5-VL: RMSNorm, SwiGLU MLP, windows with full layers every
+ *    n_wa_pattern blocks;
+ *  - Qwen2-VL: LayerNorm with biases, quick-GELU MLP, full attention.
+ */
+#include "engine/model/tower_internal.h"
+#include "engine/model/quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int check(const struct vis *v, struct folio_err *err)
+{
+    const struct gguf_vision_hparams *h = &v->hp;
+    if (h->patch_size != 14 || h->spatial_merge != 2)
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: patch %u / merge %u (folio runs "
+                             "14 / 2)", h->patch_size, h->spatial_merge);
+    if (!ops_attention_head_supported(v->Dh))
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: head size %u has no attention "
+                             "kernel (even sizes up to 256 are supported)", v->Dh);
+    return 0;
+}
+
+static struct vis_w *slot_for(struct vis *v, const struct gguf_tensor_info *t)
+{
+    const char *name = t->name;
+    unsigned li;
+    char rest[64];
+    if (!strcmp(name, "v.post_ln.weight"))
+        return &v->post;
+    if (!strcmp(name, "v.post_ln.bias"))
+        return &v->postb;
+    if (!strcmp(name, "mm.0.weight"))
+        return &v->mm0;
+    if (!strcmp(name, "mm.0.bias"))
+        return &v->mm0b;
+    if (!strcmp(name, "mm.2.weight"))
+        return &v->mm2;
+    if (!strcmp(name, "mm.2.bias"))
+        return &v->mm2b;
+    if (sscanf(name, "v.blk.%u.%63s", &li, rest) != 2 || li >= v->hp.n_layer)
+        return NULL;
+    struct vis_layer *L = &v->L[li];
+    /* up/down by shape: legacy Qwen2-VL files swap their names */
+    if (!strncmp(rest, "ffn_up.", 7) || !strncmp(rest, "ffn_down.", 9)) {
+        int is_w = strstr(rest, ".weight") != NULL;
+        int is_up = is_w ? t->ne[0] == v->D : t->ne[0] == v->F;
+        if (is_w)
+            return is_up ? &L->wu : &L->wd;
+        return is_up ? &L->bu : &L->bd;
+    }
+    static const char *const names[] = {
+        "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias", "attn_k.weight",
+        "attn_k.bias", "attn_v.weight", "attn_v.bias", "attn_out.weight", "attn_out.bias",
+        "ln2.weight", "ln2.bias", "ffn_gate.weight", "ffn_gate.bias"};
+    struct vis_w *slots[] = {&L->ln1, &L->ln1b, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
+                             &L->bv, &L->wo, &L->bo, &L->ln2, &L->ln2b, &L->wg, &L->bg};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(rest, names[i]))
+            return slots[i];
+    return NULL;
+}
+
+static int load(struct vis *v, const struct gguf_tensor_info *t, struct vkr_arena *staging,
+                int to_f16, struct folio_err *err)
+{
+    struct vis_w *w = slot_for(v, t);
+    if (!w)
+        return folio_err_set(err, FOLIO_EMODEL, "vision: unexpected tensor %s", t->name);
+    return vis_upload(v, t, 0, (uint32_t)(t->n_elems / t->ne[0]), w, staging, to_f16, err);
+}
+
+static int complete(const struct vis *v, struct folio_err *err)
+{
+    for (uint32_t i = 0; i < v->hp.n_layer; i++) {
+        const struct vis_layer *L = &v->L[i];
+        if (!L->ln1.set || !L->wq.set || !L->wk.set || !L->wv.set || !L->wo.set || !L->ln2.set ||
+            !L->wu.set || !L->wd.set || (v->v25 && !L->wg.set) || (!v->v25 && !L->ln1b.set))
+            return folio_err_set(err, FOLIO_EMODEL, "vision: block %u is incomplete", i);
+    }
+    if (!v->post.set || !v->mm0.set || !v->mm2.set || !v->mm0b.set || !v->mm2b.set)
+        return folio_err_set(err, FOLIO_EMODEL, "vision: merger tensors missing");
+    return 0;
+}
+
+/* --------------------------------------------------------------- forward */
+
+static int norm(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y,
+                const struct vis_w *w, const struct vis_w *b, uint32_t rows,
+                struct folio_err *err)
+{
+    return op_norm(c, v->v25 ? 0 : 1, x, y, &w->t, !v->v25 && b->set ? &b->t : NULL, rows, v->D,
+                   v->hp.eps, err);
+}
+
+static int norm16(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y,
+                  const struct vis_w *w, const struct vis_w *b, uint32_t rows,
+                  struct folio_err *err)
+{
+    return op_norm_to(c, v->v25 ? 0 : 1, x, y, QUANT_F16, &w->t,
+                      !v->v25 && b->set ? &b->t : NULL, rows, v->D, v->hp.eps, err);
+}
+
+/* The f16 data path of record(): norms write f16 GEMM inputs, residual
+ * sums and MLP activations ride in the GEMM epilogues (no elementwise
+ * passes), the residual stream x stays f32 (qwen25vl.md §7.14: real
+ * towers outgrow f16 there). Called after the patch embedding. */
+static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
+                    const struct vkr_tensor *fullr, struct folio_err *err)
+{
+    const struct gguf_vision_hparams *h = &v->hp;
+    uint32_t M = N / (h->spatial_merge * h->spatial_merge);
+    const int F16 = QUANT_F16, F32 = QUANT_F32;
+    int rc = 0;
+    for (uint32_t i = 0; i < blocks && !rc; i++) {
+        const struct vis_layer *L = &v->L[i];
+        int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
+        rc = norm16(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
+        if (!rc)
+            rc = vis_mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
+                          err);
+        if (!rc)
+            rc = vis_mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
+                          err);
+        if (!rc)
+            rc = vis_mm16(&L->wv, &L->bv, v->h, F16, v->v, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
+                          err);
+        if (!rc)
+            rc = vis_rope_attention(v, c, N, full, fullr, err);
+        if (!rc)
+            rc = vis_mm16(&L->wo, &L->bo, v->o, F32, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c,
+                          err);
+        if (!rc)
+            rc = norm16(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
+        for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
+            uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
+            struct vkr_tensor hv = vis_view(v->h, (uint64_t)r0 * v->D * 2, (uint64_t)m * v->D * 2);
+            struct vkr_tensor xv = vis_view(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
+            if (v->v25) {
+                rc = vis_mm16(&L->wg, &L->bg, hv, F16, v->gate, F32, m, NULL, OP_MM_ACT_NONE, NULL,
+                              c, err);
+                if (!rc)
+                    rc = vis_mm16(&L->wu, &L->bu, hv, F16, v->up, F16, m, NULL, OP_MM_ACT_SWIGLU,
+                                  &v->gate, c, err);
+            } else {
+                rc = vis_mm16(&L->wu, &L->bu, hv, F16, v->up, F16, m, NULL, OP_MM_ACT_QUICK_GELU,
+                              NULL, c, err);
+            }
+            if (!rc)
+                rc = vis_mm16(&L->wd, &L->bd, v->up, F16, xv, F32, m, &xv, OP_MM_ACT_NONE, NULL, c,
+                              err);
+        }
+    }
+    if (!merger || rc)
+        return rc;
+    rc = norm16(v, c, v->x, v->h, &v->post, &v->postb, N, err);
+    if (!rc)
+        rc = vis_mm16(&v->mm0, &v->mm0b, v->h, F16, v->z, F16, M, NULL, OP_MM_ACT_GELU_ERF, NULL, c,
+                      err);
+    if (!rc)
+        rc = vis_mm16(&v->mm2, &v->mm2b, v->z, F16, v->e, F32, M, NULL, OP_MM_ACT_NONE, NULL, c,
+                      err);
+    if (!rc)
+        rc = op_scatter(c, v->e, v->sidx, M, v->O, v->out, M, err);
+    return rc;
+}
+
+static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
+                  const struct vkr_tensor *fullr, struct folio_err *err)
+{
+    const struct gguf_vision_hparams *h = &v->hp;
+    uint32_t M = N / (h->spatial_merge * h->spatial_merge);
+    uint64_t ND = (uint64_t)N * v->D;
+    int rc = 0;
+    if (v->gemm16 && N >= 64)
+        return record16(v, c, N, blocks, merger, fullr, err);
+    for (uint32_t i = 0; i < blocks && !rc; i++) {
+        const struct vis_layer *L = &v->L[i];
+        int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
+        rc = norm(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
+        if (!rc)
+            rc = vis_mm(v, c, &L->wq, &L->bq, v->h, v->q, N, err);
+        if (!rc)
+            rc = vis_mm(v, c, &L->wk, &L->bk, v->h, v->k, N, err);
+        if (!rc)
+            rc = vis_mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
+        if (!rc)
+            rc = vis_rope_attention(v, c, N, full, fullr, err);
+        if (!rc)
+            rc = vis_mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
+        if (!rc)
+            rc = op_elem(c, OP_ADD, v->x, &v->t, v->x, ND, ND, 1.0f, 0.0f, err);
+        if (!rc)
+            rc = norm(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
+        /* the MLP in row chunks (plan(): gate/up hold ffn_rows rows) */
+        for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
+            uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
+            uint64_t mf = (uint64_t)m * v->F, md = (uint64_t)m * v->D, o4 = (uint64_t)r0 * v->D * 4;
+            struct vkr_tensor hv = vis_view(v->h, o4, md * 4), xv = vis_view(v->x, o4, md * 4);
+            struct vkr_tensor tv = vis_view(v->t, o4, md * 4);
+            if (v->v25) {
+                rc = vis_mm(v, c, &L->wg, &L->bg, hv, v->gate, m, err);
+                if (!rc)
+                    rc = vis_mm(v, c, &L->wu, &L->bu, hv, v->up, m, err);
+                if (!rc)
+                    rc = op_elem(c, OP_SWIGLU, v->gate, &v->up, v->gate, mf, mf, 1.0f, 0.0f, err);
+                if (!rc)
+                    rc = vis_mm(v, c, &L->wd, &L->bd, v->gate, tv, m, err);
+            } else {
+                rc = vis_mm(v, c, &L->wu, &L->bu, hv, v->up, m, err);
+                if (!rc)
+                    rc = op_elem(c, OP_QUICK_GELU, v->up, NULL, v->up, mf, 0, 1.0f, 0.0f, err);
+                if (!rc)
+                    rc = vis_mm(v, c, &L->wd, &L->bd, v->up, tv, m, err);
+            }
+            if (!rc)
+                rc = op_elem(c, OP_ADD, xv, &tv, xv, md, md, 1.0f, 0.0f, err);
+        }
+    }
+    if (!merger || rc)
+        return rc;
+    /* merger: norm per patch; the 4 rows of a group are consecutive, so
+     * the normalised [N, D] tensor read as [M, 4D] is the concatenation */
+    rc = norm(v, c, v->x, v->h, &v->post, &v->postb, N, err);
+    if (!rc)
+        rc = vis_mm(v, c, &v->mm0, &v->mm0b, v->h, v->z, M, err);
+    if (!rc)
+        rc = op_elem(c, OP_GELU_ERF, v->z, NULL, v->z, (uint64_t)M * v->MD, 0, 1.0f, 0.0f, err);
+    if (!rc)
+        rc = vis_mm(v, c, &v->mm2, &v->mm2b, v->z, v->e, M, err);
+    if (!rc)
+        rc = op_scatter(c, v->e, v->sidx, M, v->O, v->out, M, err);
+    return rc;
+}
+
+
+const struct vis_family vis_family_qwen25vl = {
+    .name = "qwen2.5vl", .norm_kind = 0, .act = OP_SWIGLU, .scatter = 1, .check = check,
+    .load = load, .complete = complete, .record = record};
+const struct vis_family vis_family_qwen2vl = {
+    .name = "qwen2vl", .norm_kind = 1, .act = OP_QUICK_GELU, .scatter = 1, .check = check,
+    .load = load, .complete = complete, .record = record};
