@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/tiers.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -390,30 +391,12 @@ static void finish(struct engine *e, struct engine_result *out, double t0)
     out->total_ms = folio_mono_ms() - t0;
 }
 
-int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
-                    struct folio_err *err)
+/* The text tiers below the model tiers for one page: the learned
+ * classifier, then the keyword rules. */
+static int text_floor(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
+                      struct folio_err *err)
 {
-    double t0 = folio_mono_ms();
-    memset(out, 0, sizeof *out);
-    out->text.confidence = -1;
-    if (!doc->text)
-        return folio_err_set(err, FOLIO_EINVAL, "no text source for the text tiers");
     int rc;
-    if (e->cfg.models && e->labels && e->labels->n > 0) {
-        /* vision, then OCR text + LM (tiers.c); the reasons they were
-         * skipped accumulate in fallback_reason */
-        int done = 0;
-        rc = engine_models_classify(e->cfg.models, (const char *const *)e->labels->names,
-                                    e->labels->n, doc, out, &done, err);
-        if (rc)
-            return rc;
-        if (done) {
-            finish(e, out, t0);
-            return 0;
-        }
-    } else {
-        snprintf(out->fallback_reason, sizeof out->fallback_reason, "%s", e->disabled_reason);
-    }
     if (!out->text.text) {
         rc = doc->text(doc->text_ctx, &out->text, err);
         if (rc)
@@ -425,18 +408,89 @@ int engine_classify(struct engine *e, const struct engine_doc *doc, struct engin
             return rc;
         if (rc == 0) {
             out->names = (const char *const *)e->labels->names;
-            finish(e, out, t0);
             return 0;
         }
         size_t k = strlen(out->fallback_reason);
         snprintf(out->fallback_reason + k, sizeof out->fallback_reason - k,
                  "%socr+learned: no word of this text was seen in training", k ? "; " : "");
     }
-    rc = engine_rules_score(e->labels, out->text.text, out, err);
-    if (rc)
-        return rc;
+    return engine_rules_score(e->labels, out->text.text, out, err);
+}
+
+/* Page p after the vision step: tier 2 when vision did not answer, then
+ * the floor, then the review policy. */
+static int finish_page(struct engine *e, int level, const struct engine_doc *doc, struct engine_result *out,
+                       double t0, struct folio_err *err)
+{
+    int rc;
+    if (level > 0 && !out->engine_path[0]) {
+        int done = 0;
+        rc = engine_models_text(e->cfg.models, (const char *const *)e->labels->names, e->labels->n, doc, out,
+                                &done, err);
+        if (rc)
+            return rc;
+    }
+    if (!out->engine_path[0]) {
+        rc = text_floor(e, doc, out, err);
+        if (rc)
+            return rc;
+    }
     finish(e, out, t0);
     return 0;
+}
+
+int engine_classify_pages(struct engine *e, const struct engine_doc *pages, int n, struct engine_result *out,
+                          int *failed, struct folio_err *err)
+{
+    double t0 = folio_mono_ms();
+    int bad = 0;
+    if (!failed)
+        failed = &bad;
+    *failed = 0;
+    for (int p = 0; p < n; p++) {
+        memset(&out[p], 0, sizeof out[p]);
+        out[p].text.confidence = -1;
+    }
+    for (int p = 0; p < n; p++)
+        if (!pages[p].text) {
+            *failed = p;
+            return folio_err_set(err, FOLIO_EINVAL, "no text source for the text tiers");
+        }
+    /* level: which model tiers run for this document (tiers.c); -1 none
+     * configured. Until a tier answers a page, its engine_path stays
+     * empty: that is how the steps below know the page is still open. */
+    int level = -1, rc;
+    if (e->cfg.models && e->labels && e->labels->n > 0) {
+        level = engine_models_begin(e->cfg.models, out, n);
+        if (level == 2) {
+            rc = engine_models_vision(e->cfg.models, (const char *const *)e->labels->names, e->labels->n,
+                                      pages, n, out, failed, err);
+            if (rc)
+                return rc;
+        }
+    } else {
+        for (int p = 0; p < n; p++)
+            snprintf(out[p].fallback_reason, sizeof out[p].fallback_reason, "%s", e->disabled_reason);
+    }
+    /* in page order: page p's text provider runs once pages 0..p-1 are final */
+    for (int p = 0; p < n; p++) {
+        if (p > 0 && pages[p].cancel && atomic_load(pages[p].cancel)) {
+            *failed = p;
+            return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page %d", p + 1);
+        }
+        rc = finish_page(e, level, &pages[p], &out[p], t0, err);
+        if (rc) {
+            *failed = p;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
+                    struct folio_err *err)
+{
+    return engine_classify_pages(e, doc, 1, out, NULL, err);
 }
 
 int engine_labels_keyword(const struct engine_labels *l, int i, int k, char *buf, size_t n)

@@ -82,7 +82,8 @@ struct engine_doc {
 
 /* The model tiers (vision, OCR text + LM): one set per process, opened once
  * and shared by the engines of every thread. One GPU thread owns the device:
- * engine_classify on any thread preprocesses its page there and queues it;
+ * engine_classify(_pages) on any thread preprocesses its pages there and
+ * queues them;
  * the GPU thread runs up to max_batch ready pages per pass (tiers.c). Open
  * never fails for a GPU or model problem: the tiers are then off with the
  * reason, and a lost device is re-opened with backoff (tiers.c). */
@@ -216,13 +217,39 @@ void engine_close(struct engine *e);
 const char *engine_disabled_reason(const struct engine *e);
 
 /* Classifies one document. One engine per thread (the text provider and
- * result are the caller's). */
+ * result are the caller's). engine_classify_pages of one page. */
 int engine_classify(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
                     struct folio_err *err);
 
+/* Classifies the n pages of one document, each described by its own
+ * engine_doc (providers for that page alone), into out[0..n-1]: for every
+ * page the same result engine_classify of that page gives, but the pages
+ * reach the GPU together. Vision first, for all pages: up to the GPU
+ * batch of them (engine_models_max_batch) are decoded and prepared on the
+ * calling thread, one decoded page at a time, and queued together, so
+ * they can share one pass; the next window follows when those are back.
+ * Prepared pages waiting for the GPU never exceed its queue bound (a
+ * window takes only the queue room free when it starts, at least one
+ * page). Then, page by page in order, the text tiers for the pages vision
+ * did not answer. Each page falls back on its own: a page that cannot be
+ * decoded, fails its pass (the pass is re-run page by page) or scores
+ * non-finite gets the text tiers with its reason, its neighbours keep
+ * their vision result.
+ *
+ * Order: page p's text provider is called only after pages 0..p-1 are
+ * final in out (labels, text), so a caller may hand budgets from one
+ * page's text to the next. pages[].cancel is the document's flag (the
+ * same for every page): it takes the document's queued pages back out
+ * (pages inside a pass are waited for), and between pages ends the call;
+ * FOLIO_ETIMEOUT. On any error every out[] entry is still freed with
+ * engine_result_free; *failed (may be NULL) names the page (0-based) the
+ * error came from (for the GPU steps, the first page of its window). */
+int engine_classify_pages(struct engine *e, const struct engine_doc *pages, int n, struct engine_result *out,
+                          int *failed, struct folio_err *err);
+
 /* ---- every page, not only the first (engine/pages.c) ----
- * Each page of a multi-page document is classified on its own (its own
- * engine_classify call, with providers for that page). From those pages:
+ * Each page of a multi-page document is classified on its own (providers
+ * for that page; engine_classify_pages batches them). From those pages:
  *  - the document's result is the first page's (label, confidence and
  *    distribution): a batch scan is filed under what it starts with, and
  *    the pages keep what the rest is;

@@ -10,9 +10,11 @@
  *
  * Stages (issue 14). The GPU is fed by many job threads and driven by one:
  *
- *   job thread (any number)   decode the page (the caller's provider),
- *       vlm_prepare it (smart resize, patches, prompt: CPU only), submit
- *       it to the bounded GPU queue and sleep until its result is back;
+ *   job thread (any number)   reserve room in the bounded GPU queue,
+ *       decode the page (the caller's provider), vlm_prepare it (smart
+ *       resize, patches, prompt: CPU only), submit it and sleep until its
+ *       result is back (a document's pages: a window of them at once, see
+ *       "Pages of one document" below);
  *       OCR for the text tiers runs here too, only when vision did not
  *       answer: never on the GPU thread.
  *   GPU thread (one per engine_models, i.e. per device)  owns every use of
@@ -25,13 +27,29 @@
  *       by the same thread, so the two tiers never touch the device at once
  *       and need no second lock.
  *
+ * Pages of one document (engine_classify_pages). A job thread holding a
+ * multi-page document works in windows of up to the pass size: it
+ * reserves queue room for the window (only what is free now, at least
+ * one slot, so it never waits for a fuller window and cannot starve
+ * single pages), decodes and prepares those pages one after the other
+ * (one decoded page in memory at a time), then queues them in one step,
+ * contiguous, so the GPU thread finds them together and runs them in one
+ * pass (with other documents' pages when the pass has room). Reserved
+ * slots count against the queue bound like queued ones: prepared pages,
+ * queued or about to be, never exceed 2 x batch in the whole process,
+ * however many documents have many pages. The results come back per
+ * page; the text tiers then run page by page for those vision did not
+ * answer. Cancel takes every queued page of the window back out and
+ * waits for any already in a pass before the window's memory is freed.
+ *
  * Why a thread and not the old mutex: under the mutex a page's decode and
  * preprocess ran while holding the GPU, and every pass carried one page;
  * the GPU idled for each page's CPU work. Now CPU work of the next pages
  * overlaps the current pass and a pass carries up to N pages.
  *
- * The queue is bounded (2 x batch): a job thread that finds it full waits,
- * so prepared pages (megabytes each) cannot pile up without limit. A job
+ * The queue is bounded (2 x batch): a job thread that finds no room waits
+ * before it decodes, so prepared pages (megabytes each) cannot pile up
+ * without limit, queued or still being prepared. A job
  * waiting for the GPU stays in its worker slot, so the worker's heartbeat
  * keeps renewing its lease; doc->cancel (shutdown, lease lost) takes a page
  * that is still queued back out at once. A page already in a pass waits
@@ -69,7 +87,7 @@
 #define GPU_BATCH_MAX 256 /* = --gpu-batch's upper bound */
 
 enum gpu_kind { GPU_VISION, GPU_TEXT };
-enum gpu_state { GPU_QUEUED, GPU_TAKEN, GPU_DONE };
+enum gpu_state { GPU_IDLE, GPU_QUEUED, GPU_TAKEN, GPU_DONE };
 
 /* One page (or one OCR text) waiting for, in, or back from a GPU pass.
  * Lives on the submitting job thread's stack. */
@@ -79,6 +97,8 @@ struct gpu_item {
     uint64_t gen;               /* vlm generation the page was prepared on */
     struct vlm_prepared *prep;  /* GPU_VISION */
     uint32_t page_h;            /* the page's height (fault injection) */
+    double page_ms;             /* GPU_VISION: its decode time */
+    int report;                 /* GPU_VISION: rc/vr are the page's outcome (else its reason is set) */
     const char *text;           /* GPU_TEXT */
     const char *const *names;
     uint32_t nl;
@@ -103,6 +123,7 @@ struct engine_models {
     int closing;             /* a lost vlm waits for its preparers before vlm_close */
     struct gpu_item *head, *tail;
     int queued, queue_cap;
+    int reserved;            /* slots held by job threads preparing pages for them */
     int quit;
     int has_thread;
     pthread_t gpu;
@@ -481,6 +502,7 @@ static int run_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it
         int r = vision_pass(m, v, &it[i], 1, &ei);
         if (r == 0) {
             it[i]->batch = 1;
+            nonfinite_check(it[i], it[i]->vr.confidence, "vision"); /* as in a whole pass */
             continue;
         }
         if (dev_lost(v, r)) {
@@ -598,12 +620,19 @@ static void wait_a_bit(struct engine_models *m)
     pthread_cond_timedwait(&m->done_cv, &m->mu, &ts);
 }
 
+/* Queue room for this thread, mu held: slots neither queued nor reserved
+ * by a thread still preparing pages for them. */
+static int room(const struct engine_models *m)
+{
+    return m->queue_cap - m->queued - m->reserved;
+}
+
 /* Queues it and sleeps until the GPU thread answered it (mu held on entry
  * and exit). FOLIO_ETIMEOUT when the job was cancelled before its pass. */
 static int submit_wait(struct engine_models *m, struct gpu_item *it, const struct engine_doc *doc,
                        struct folio_err *err)
 {
-    while (!m->quit && m->queued >= m->queue_cap && !cancelled(doc))
+    while (!m->quit && room(m) < 1 && !cancelled(doc))
         wait_a_bit(m);
     if (cancelled(doc))
         return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
@@ -646,93 +675,219 @@ static void answer(struct engine_result *out, const char *const *names, int nl, 
     snprintf(out->engine_path, sizeof out->engine_path, "%s", path);
 }
 
-/* Tier 1. 0 with *done set when it answered; FOLIO_EDEVICELOST under the
- * release policy; FOLIO_ETIMEOUT when cancelled. */
-static int vision_tier(struct engine_models *m, const char *const *names, int nl,
-                       const struct engine_doc *doc, struct engine_result *out, int *done,
-                       struct folio_err *err)
+/* Tier 1 over the pages of one document, a window at a time (see
+ * "Pages of one document" at the top). The items of a window live in it[]
+ * (room for cap); each page's outcome lands in its own out: answered
+ * (engine_path "vision") or the reason it was not. */
+
+/* Queues the window's prepared pages together and sleeps until the GPU
+ * thread answered every one (mu held on entry and exit). On cancel the
+ * pages still queued are taken back out, the ones in a pass are waited
+ * for (the GPU thread writes into them), and FOLIO_ETIMEOUT is returned. */
+static int submit_window(struct engine_models *m, struct gpu_item *it, int k, const struct engine_doc *doc,
+                         struct folio_err *err)
 {
+    int queued = 0;
+    for (int i = 0; i < k; i++) {
+        if (!it[i].prep)
+            continue; /* not decoded or not prepared: its reason is set */
+        if (m->quit) {
+            set_item_err(&it[i], FOLIO_ESTATE, "engine closing", 0);
+            continue;
+        }
+        it[i].state = GPU_QUEUED;
+        it[i].next = NULL;
+        if (m->tail)
+            m->tail->next = &it[i];
+        else
+            m->head = &it[i];
+        m->tail = &it[i];
+        m->queued++;
+        queued++;
+    }
+    if (queued)
+        pthread_cond_signal(&m->work_cv);
+    int cancel = 0;
+    for (;;) {
+        int waiting = 0;
+        for (int i = 0; i < k; i++) {
+            if (it[i].state == GPU_QUEUED && cancelled(doc)) {
+                unlink_item(m, &it[i]);
+                it[i].state = GPU_IDLE;
+                cancel = 1;
+                pthread_cond_broadcast(&m->done_cv);
+            } else if (it[i].state == GPU_QUEUED || it[i].state == GPU_TAKEN) {
+                waiting++;
+            }
+        }
+        if (!waiting)
+            break;
+        wait_a_bit(m);
+    }
+    return cancel ? folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while queued for the GPU") : 0;
+}
+
+/* Decodes and prepares page i of the window on this thread (no lock
+ * held); a page that cannot be decoded gets its reason and no item. */
+static void prepare_page(struct vlm *v, const char *const *names, int nl, const struct engine_doc *doc,
+                         struct engine_result *out, struct gpu_item *it)
+{
+    memset(it, 0, sizeof *it);
+    it->kind = GPU_VISION;
+    it->names = names;
+    it->nl = (uint32_t)nl;
     struct engine_page pg;
     memset(&pg, 0, sizeof pg);
     struct folio_err pe = {0};
     char b[320];
+    if (!doc->page) {
+        add_reason(out, "vision: no page image for this document");
+        return;
+    }
     if (doc->page(doc->page_ctx, &pg, &pe) != 0) {
         snprintf(b, sizeof b, "vision: page not decoded: %s", pe.msg);
         add_reason(out, b);
-        return 0;
+        return;
     }
-    struct gpu_item it;
-    memset(&it, 0, sizeof it);
-    it.kind = GPU_VISION;
-    it.names = names;
-    it.nl = (uint32_t)nl;
-    it.page_h = (uint32_t)pg.height;
-    double *prob = calloc((size_t)nl, sizeof *prob);
-    double *lp = calloc((size_t)nl, sizeof *lp);
-    it.vr.prob = prob;
-    it.vr.logprob = lp;
-    if (!prob || !lp) {
+    it->page_h = (uint32_t)pg.height;
+    it->page_ms = pg.ms;
+    it->vr.prob = calloc((size_t)nl, sizeof *it->vr.prob);
+    it->vr.logprob = calloc((size_t)nl, sizeof *it->vr.logprob);
+    if (!it->vr.prob || !it->vr.logprob) {
         free(pg.pixels);
-        free(prob);
-        free(lp);
+        free(it->vr.prob);
+        free(it->vr.logprob);
+        it->vr.prob = it->vr.logprob = NULL;
         add_reason(out, "vision failed: out of host memory");
-        return 0;
+        return;
     }
-
-    /* preprocess on this thread, with a reference that keeps the vlm
-     * open meanwhile (lost() waits for it) */
-    pthread_mutex_lock(&m->mu);
-    struct vlm *v = m->vlm;
-    if (!v || m->closing || !vlm_vision_enabled(v)) {
-        add_reason(out, m->reason);
-        pthread_mutex_unlock(&m->mu);
-        free(pg.pixels);
-        free(prob);
-        free(lp);
-        return 0;
-    }
-    it.gen = m->gen;
-    m->users++;
-    pthread_mutex_unlock(&m->mu);
     struct vlm_page vp = {pg.pixels, (uint32_t)pg.width, (uint32_t)pg.height, pg.stride, pg.channels};
-    int prc = vlm_prepare(v, &vp, names, (uint32_t)nl, &it.prep, &pe);
+    int prc = vlm_prepare(v, &vp, names, (uint32_t)nl, &it->prep, &pe);
     free(pg.pixels);
-    pthread_mutex_lock(&m->mu);
-    if (--m->users == 0)
-        pthread_cond_broadcast(&m->done_cv);
-    int rc = 0;
-    if (prc == 0)
-        rc = submit_wait(m, &it, doc, err);
-    else
-        set_item_err(&it, prc, pe.msg, 0);
-    pthread_mutex_unlock(&m->mu);
-    vlm_prepared_free(it.prep);
-    if (rc) {
-        free(prob);
-        free(lp);
-        vlm_result_free(&it.vr);
-        return rc;
+    if (prc) {
+        vlm_prepared_free(it->prep);
+        it->prep = NULL;
+        set_item_err(it, prc, pe.msg, 0);
     }
-    if (it.rc == 0) {
-        struct vlm_result *r = &it.vr;
-        answer(out, names, nl, prob, lp, r->best, r->confidence, "vision");
+    it->report = 1; /* answered by its pass, or "vision failed: <why>" */
+}
+
+/* The outcome of one item for its page (when record is set);
+ * FOLIO_EDEVICELOST under the release policy. Frees what the item holds. */
+static int page_outcome(struct engine_models *m, const char *const *names, int nl, struct gpu_item *it,
+                        struct engine_result *out, int record, struct folio_err *err)
+{
+    vlm_prepared_free(it->prep);
+    it->prep = NULL;
+    int rc = 0;
+    if (!record || !it->report) {
+        /* cancelled, or its reason is already in out */
+    } else if (it->rc == 0) {
+        struct vlm_result *r = &it->vr;
+        answer(out, names, nl, r->prob, r->logprob, r->best, r->confidence, "vision");
+        r->prob = r->logprob = NULL;
         out->prompt_ids = r->prompt_ids;
         out->n_prompt_ids = r->n_prompt;
         r->prompt_ids = NULL;
-        out->vision_ms = r->preprocess_ms + r->vision_ms + pg.ms;
+        out->vision_ms = r->preprocess_ms + r->vision_ms + it->page_ms;
         out->lm_ms = r->lm_ms;
-        out->text.decode_ms += pg.ms;
-        *done = 1;
+        out->text.decode_ms += it->page_ms;
+    } else {
+        char b[320];
+        snprintf(b, sizeof b, "vision failed: %s", it->msg);
+        add_reason(out, b);
+        if (it->lost && m->cfg.release_on_device_loss)
+            rc = folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the vision pass: %s", it->msg);
+    }
+    free(it->vr.prob);
+    free(it->vr.logprob);
+    it->vr.prob = it->vr.logprob = NULL;
+    vlm_result_free(&it->vr);
+    return rc;
+}
+
+/* One window: reserves queue room for up to cap of the n pages left,
+ * prepares them, queues them together, waits, and records each page's
+ * outcome. *used: pages the window covered (all n when vision is off). */
+static int vision_window(struct engine_models *m, const char *const *names, int nl, const struct engine_doc *docs,
+                         struct engine_result *outs, int n, struct gpu_item *it, int cap, int *used,
+                         struct folio_err *err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct vlm *v;
+    for (;;) {
+        v = m->vlm;
+        if (m->quit || !v || m->closing || !vlm_vision_enabled(v)) {
+            for (int p = 0; p < n; p++)
+                add_reason(&outs[p], m->quit ? "vision failed: engine closing" : m->reason);
+            pthread_mutex_unlock(&m->mu);
+            *used = n;
+            return 0;
+        }
+        if (room(m) > 0)
+            break;
+        if (cancelled(&docs[0])) {
+            pthread_mutex_unlock(&m->mu);
+            return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
+        }
+        wait_a_bit(m);
+    }
+    int k = n < cap ? n : cap;
+    if (room(m) < k)
+        k = room(m); /* what fits now: no waiting for a fuller window */
+    /* the reservation bounds prepared pages by the queue, like queued ones;
+     * the user reference keeps the vlm open while they are prepared
+     * (lost() waits for it) */
+    m->reserved += k;
+    m->users++;
+    uint64_t gen = m->gen;
+    pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < k; i++) {
+        prepare_page(v, names, nl, &docs[i], &outs[i], &it[i]);
+        it[i].gen = gen;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->reserved -= k;
+    if (--m->users == 0)
+        pthread_cond_broadcast(&m->done_cv);
+    int rc = 0;
+    if (cancelled(&docs[0]))
+        rc = folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
+    else
+        rc = submit_window(m, it, k, &docs[0], err);
+    pthread_mutex_unlock(&m->mu);
+    int orc = 0;
+    for (int i = 0; i < k; i++) {
+        int r = page_outcome(m, names, nl, &it[i], &outs[i], rc == 0, err);
+        orc = orc ? orc : r;
+    }
+    *used = k;
+    return rc ? rc : orc;
+}
+
+int engine_models_vision(struct engine_models *m, const char *const *names, int nl,
+                         const struct engine_doc *docs, int n, struct engine_result *outs, int *failed,
+                         struct folio_err *err)
+{
+    uint32_t b = atomic_load(&m->batch);
+    int cap = b < 1 ? 1 : (int)b;
+    cap = cap < n ? cap : n;
+    struct gpu_item *it = calloc((size_t)(cap > 0 ? cap : 1), sizeof *it);
+    if (!it) {
+        for (int p = 0; p < n; p++)
+            add_reason(&outs[p], "vision failed: out of host memory");
         return 0;
     }
-    free(prob);
-    free(lp);
-    vlm_result_free(&it.vr);
-    snprintf(b, sizeof b, "vision failed: %s", it.msg);
-    add_reason(out, b);
-    if (it.lost && m->cfg.release_on_device_loss)
-        return folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the vision pass: %s", it.msg);
-    return 0; /* the OCR tiers answer for this document */
+    int rc = 0;
+    for (int p = 0; p < n && rc == 0;) {
+        int used = 0;
+        rc = vision_window(m, names, nl, docs + p, outs + p, n - p, it, cap, &used, err);
+        if (rc && failed)
+            *failed = p;
+        p += used;
+    }
+    free(it);
+    return rc;
 }
 
 /* Tier 2: OCR text (fetched by the caller, on this thread) + LM, run by the
@@ -790,36 +945,27 @@ static int text_tier(struct engine_models *m, const char *const *names, int nl,
     return 0;
 }
 
-int engine_models_classify(struct engine_models *m, const char *const *names, int nl,
-                           const struct engine_doc *doc, struct engine_result *out, int *done,
-                           struct folio_err *err)
+int engine_models_begin(struct engine_models *m, struct engine_result *outs, int n)
 {
-    *done = 0;
     pthread_mutex_lock(&m->mu);
     /* the re-open after a loss: by the first document past the backoff
      * (the GPU thread has nothing to run meanwhile) */
     if (!m->vlm && !m->gave_up && !m->closing && folio_mono_ms() >= m->retry_at_ms)
         try_open(m);
-    if (!m->vlm) {
-        add_reason(out, m->reason);
-        pthread_mutex_unlock(&m->mu);
-        return 0;
-    }
-    int vision_on = vlm_vision_enabled(m->vlm);
-    if (!vision_on)
-        add_reason(out, m->reason);
+    int level = !m->vlm ? 0 : vlm_vision_enabled(m->vlm) ? 2 : 1;
+    for (int p = 0; p < n && level < 2; p++)
+        add_reason(&outs[p], m->reason);
     pthread_mutex_unlock(&m->mu);
-    int rc;
-    if (vision_on && !doc->page) {
-        add_reason(out, "vision: no page image for this document");
-    } else if (vision_on) {
-        rc = vision_tier(m, names, nl, doc, out, done, err);
-        if (rc || *done)
-            return rc;
-    }
-    /* tier 2: the OCR text, on this thread (OCR is slow; never on the GPU thread) */
+    return level;
+}
+
+int engine_models_text(struct engine_models *m, const char *const *names, int nl, const struct engine_doc *doc,
+                       struct engine_result *out, int *done, struct folio_err *err)
+{
+    *done = 0;
+    /* the OCR text, on this thread (OCR is slow; never on the GPU thread) */
     if (!out->text.text) {
-        rc = doc->text(doc->text_ctx, &out->text, err);
+        int rc = doc->text(doc->text_ctx, &out->text, err);
         if (rc)
             return rc;
     }

@@ -1,6 +1,7 @@
 /*
- * Per-page classification (docpages.h). Pages are classified one after
- * the other on the calling thread's engine; each page's text tiers read
+ * Per-page classification (docpages.h). The pages go to the calling
+ * thread's engine together (engine_classify_pages: their vision passes
+ * are batched, the text tiers run page by page); each page's text tiers read
  * only that page (its PDF text layer when usable, else Tesseract within
  * the document's OCR budget). The document's text for full-text search is
  * the classified pages' texts joined with form feeds.
@@ -106,6 +107,76 @@ static int derive(struct doc_classified *c, struct folio_err *err)
     return 0;
 }
 
+/* One document's pages in flight (engine_classify_pages): each page's
+ * providers, and the state handed from one page to the next in page
+ * order, as the pages become final. */
+struct doc_run {
+    struct doc_classified *out;
+    struct engine_result *rs; /* the engine's results, moved to out->pages at the end */
+    struct doc_text_ctx *tc;
+    struct doc_page_ctx *pc;
+    struct doc_page_text *pt;
+    int settled;        /* pages 0..settled-1 are done: text layer, budget, counts */
+    size_t doc_room;    /* the document's text budget left for the next page */
+};
+
+struct doc_page_text {
+    struct doc_run *run;
+    int page;
+};
+
+/* Page p is final: a vision page's PDF text layer (for full-text search),
+ * its text source, its share of the document's text budget, the counts. */
+static void settle_page(struct doc_run *run, int p)
+{
+    struct doc_classified *out = run->out;
+    struct engine_result *r = &run->rs[p];
+    struct doc_text_ctx *tc = &run->tc[p];
+    if (tc->pdf && !r->text.text) {
+        /* Vision answered without text: a usable text layer still feeds
+         * full-text search, at no OCR cost (budget 0). */
+        int none = 0;
+        struct doc_text_ctx lt = *tc;
+        lt.ocr_left = &none;
+        lt.max_doc_bytes = run->doc_room;
+        struct engine_text et;
+        memset(&et, 0, sizeof et);
+        struct folio_err le = {0};
+        if (worker_doc_text(&lt, &et, &le) == 0 && (lt.pdf_text_pages || lt.reused_pages)) {
+            r->text.text = et.text;
+            tc->pdf_text_pages = lt.pdf_text_pages;
+            tc->reused_pages = lt.reused_pages;
+            tc->reused_source = lt.reused_source;
+        } else {
+            free(et.text);
+        }
+    }
+    out->pages[p].text_source = worker_text_source(tc);
+    size_t got = r->text.text ? strlen(r->text.text) + 1 : 0;
+    run->doc_room = run->doc_room > got + 1 ? run->doc_room - got : 1;
+    out->pdf_text_pages += tc->pdf_text_pages;
+    out->ocr_pages += tc->ocr_pages;
+    out->reused_pages += tc->reused_pages;
+}
+
+static void settle(struct doc_run *run, int upto)
+{
+    for (; run->settled < upto; run->settled++)
+        settle_page(run, run->settled);
+}
+
+/* engine_text_fn of page p: the engine calls it once pages 0..p-1 are
+ * final (engine.h), so their text has been charged to the budget first,
+ * exactly as when the pages were classified one after the other. */
+static int page_text(void *ctx, struct engine_text *out, struct folio_err *err)
+{
+    struct doc_page_text *pt = ctx;
+    struct doc_run *run = pt->run;
+    settle(run, pt->page);
+    run->tc[pt->page].max_doc_bytes = run->doc_room;
+    return worker_doc_text(&run->tc[pt->page], out, err);
+}
+
 int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, const struct doc_pages_opts *o,
                              struct doc_classified *out, struct folio_err *err)
 {
@@ -113,6 +184,8 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
     double t0 = folio_mono_ms();
     struct ingest_pdf *pdf = NULL;
     int rc = 0, total = o->pages < 1 ? 1 : o->pages;
+    if (o->cancel && atomic_load(o->cancel))
+        return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page 1");
     if (ingest_sniff(data, len) == INGEST_FMT_PDF) {
         struct ingest_limits lim;
         if (o->pdf_limits)
@@ -132,76 +205,55 @@ int worker_classify_document(struct engine *e, const uint8_t *data, size_t len, 
     out->pages_total = total;
     out->pages = calloc((size_t)n, sizeof *out->pages);
     out->segs = calloc((size_t)n, sizeof *out->segs);
-    if (!out->pages || !out->segs) {
-        ingest_pdf_close(pdf);
-        worker_classified_free(out);
-        return folio_err_set(err, FOLIO_ENOMEM, "cannot hold results for %d pages", n);
+    struct doc_run run = {.out = out, .settled = 0,
+                          .doc_room = o->max_doc_bytes ? o->max_doc_bytes : DOC_TEXT_DOC_MAX_DEFAULT};
+    run.tc = calloc((size_t)n, sizeof *run.tc);
+    run.pc = calloc((size_t)n, sizeof *run.pc);
+    run.pt = calloc((size_t)n, sizeof *run.pt);
+    run.rs = calloc((size_t)n, sizeof *run.rs);
+    struct engine_doc *docs = calloc((size_t)n, sizeof *docs);
+    if (!out->pages || !out->segs || !run.tc || !run.pc || !run.pt || !run.rs || !docs) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "cannot hold results for %d pages", n);
+        goto done;
     }
     int ocr_left = o->ocr_max_pages > 0 ? o->ocr_max_pages : INT_MAX;
     struct doc_reuse reuse = {.fetch = o->stored_text, .ctx = o->stored_ctx};
-    /* the document's text budget, shared by its pages in order */
-    size_t doc_room = o->max_doc_bytes ? o->max_doc_bytes : DOC_TEXT_DOC_MAX_DEFAULT;
-    for (int p = 0; p < n && rc == 0; p++) {
-        if (o->cancel && atomic_load(o->cancel)) {
-            rc = folio_err_set(err, FOLIO_ETIMEOUT, "cancelled before page %d", p + 1);
-            break;
-        }
-        struct doc_text_ctx tc = {.ocr = o->ocr, .cancel = o->cancel, .data = data, .len = len, .pages = p + 1,
-                                  .job_id = o->job_id, .page_deadline_ms = o->page_deadline_ms, .first_page = p,
-                                  .pdf = pdf, .ocr_left = &ocr_left,
-                                  .max_page_bytes = o->max_page_bytes, .max_doc_bytes = doc_room,
-                                  .max_pixels = o->max_pixels, .reuse = o->stored_text ? &reuse : NULL,
-                                  .decode_budget = o->decode_budget};
-        struct doc_page_ctx pc = {.data = data, .len = len, .page = p, .pdf = pdf,
-                                  .max_image_tokens = o->max_image_tokens, .max_pixels = o->max_pixels,
-                                  .decode_budget = o->decode_budget, .cancel = o->cancel};
-        struct engine_doc doc = {worker_doc_text, &tc, worker_doc_page, &pc, o->cancel};
-        rc = engine_classify(e, &doc, &out->pages[p].r, err);
-        out->n_pages = p + 1; /* freed with the rest even on failure */
-        if (rc) {
-            if (total > 1)
-                folio_err_prefix(err, "page %d of %d: ", p + 1, total);
-            break;
-        }
-        if (pdf && !out->pages[p].r.text.text) {
-            /* Vision answered without text: a usable text layer still
-             * feeds full-text search, at no OCR cost (budget 0). */
-            int none = 0;
-            struct doc_text_ctx lt = tc;
-            lt.ocr_left = &none;
-            struct engine_text et;
-            memset(&et, 0, sizeof et);
-            struct folio_err le = {0};
-            if (worker_doc_text(&lt, &et, &le) == 0 && (lt.pdf_text_pages || lt.reused_pages)) {
-                out->pages[p].r.text.text = et.text;
-                tc.pdf_text_pages = lt.pdf_text_pages;
-                tc.reused_pages = lt.reused_pages;
-                tc.reused_source = lt.reused_source;
-            } else {
-                free(et.text);
-            }
-        }
-        out->pages[p].text_source = worker_text_source(&tc);
-        size_t got = out->pages[p].r.text.text ? strlen(out->pages[p].r.text.text) + 1 : 0;
-        doc_room = doc_room > got + 1 ? doc_room - got : 1;
-        out->pdf_text_pages += tc.pdf_text_pages;
-        out->ocr_pages += tc.ocr_pages;
-        out->reused_pages += tc.reused_pages;
+    for (int p = 0; p < n; p++) {
+        run.tc[p] = (struct doc_text_ctx){.ocr = o->ocr, .cancel = o->cancel, .data = data, .len = len,
+                                          .pages = p + 1, .job_id = o->job_id,
+                                          .page_deadline_ms = o->page_deadline_ms, .first_page = p, .pdf = pdf,
+                                          .ocr_left = &ocr_left, .max_page_bytes = o->max_page_bytes,
+                                          .max_pixels = o->max_pixels, .reuse = o->stored_text ? &reuse : NULL,
+                                          .decode_budget = o->decode_budget};
+        run.pc[p] = (struct doc_page_ctx){.data = data, .len = len, .page = p, .pdf = pdf,
+                                          .max_image_tokens = o->max_image_tokens, .max_pixels = o->max_pixels,
+                                          .decode_budget = o->decode_budget, .cancel = o->cancel};
+        run.pt[p] = (struct doc_page_text){.run = &run, .page = p};
+        docs[p] = (struct engine_doc){page_text, &run.pt[p], worker_doc_page, &run.pc[p], o->cancel};
     }
-    ingest_pdf_close(pdf);
+    /* the pages go to the engine together: it batches their vision passes */
+    int failed = 0;
+    rc = engine_classify_pages(e, docs, n, run.rs, &failed, err);
+    if (rc) {
+        if (total > 1)
+            folio_err_prefix(err, "page %d of %d: ", failed + 1, total);
+    } else {
+        settle(&run, n);
+        out->n_segs = engine_pages_segments(run.rs, n, out->segs);
+    }
+    for (int p = 0; p < n; p++)
+        out->pages[p].r = run.rs[p]; /* freed with the rest even on failure */
+    out->n_pages = n;
     doc_reuse_free(&reuse);
-    if (rc == 0) {
-        struct engine_result *rs = malloc((size_t)n * sizeof *rs);
-        if (!rs) {
-            rc = folio_err_set(err, FOLIO_ENOMEM, "cannot segment %d pages", n);
-        } else {
-            for (int p = 0; p < n; p++)
-                rs[p] = out->pages[p].r;
-            out->n_segs = engine_pages_segments(rs, n, out->segs);
-            free(rs);
-            rc = derive(out, err);
-        }
-    }
+    if (rc == 0)
+        rc = derive(out, err);
+done:
+    ingest_pdf_close(pdf);
+    free(run.tc);
+    free(run.pc);
+    free(run.pt);
+    free(run.rs);
+    free(docs);
     if (rc) {
         worker_classified_free(out);
         return rc;

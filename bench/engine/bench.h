@@ -91,5 +91,9 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err);
  * benchmark, prints JSON lines to out. Returns an exit code: 0 ok,
  * 1 failure, 2 usage error. */
 int engine_bench_main(int argc, char **argv, FILE *out);
+/* `bench engine --pages N --model M --mmproj P [...]` (bench_pages.c):
+ * one N-page document through engine_models page by page and with
+ * engine_classify_pages; same argv and exit codes. */
+int engine_bench_pages(int argc, char **argv, FILE *out);
 
 #endif

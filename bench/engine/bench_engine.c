@@ -36,7 +36,9 @@ static const char USAGE[] =
     "  --family F        qwen2.5vl (default: the Qwen2.5-VL-7B shape) or qwen3vl\n"
     "                    (the Qwen3-VL-8B shape: DeepStack, 16-px patches)\n"
     "  --gpu-weights M   auto | f16 | native: matrices expanded to f16 at load for\n"
-    "                    the tensor-core GEMM, or kept as stored (default auto)\n";
+    "                    the tensor-core GEMM, or kept as stored (default auto)\n"
+    "  --pages N ...     an N-page document through the GPU stage, page by page vs\n"
+    "                    batched (--pages --help: its own options)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -87,6 +89,9 @@ int engine_bench_main(int argc, char **argv, FILE *out)
     int allow_cpu = 0, small = 0, text = 0, vision = 0, ch, gw = 0, qwen3 = 0;
     uint32_t image = 0, tokens = 0, labels = 0, label_tokens = 0, text_tokens = 0, iters = 0;
     uint32_t batches[8], nbatch = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--pages") == 0 || strncmp(argv[i], "--pages=", 8) == 0)
+            return engine_bench_pages(argc, argv, out); /* bench_pages.c */
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -99,5 +99,16 @@ expect_in '"batch":2,'
 expect_in '"prompt_tokens":164,'
 expect_in '"gpu_pages_per_s"'
 
+# bench engine --pages: one document's pages page by page vs in one pass (issue 15)
+check "bench engine --pages without models" 2 "$F" bench engine --pages 2
+expect_in "--pages needs --model and --mmproj"
+check "bench engine --pages 0" 2 "$F" bench engine --pages 0 --model "$FIX/text-F32.gguf" --mmproj "$FIX/mmproj-F32.gguf"
+expect_in "--pages: '0' is not a number in its range"
+check "bench engine --pages 2" 0 "$F" bench engine --pages 2 --batch 2 --model "$FIX/text-F32.gguf" \
+  --mmproj "$FIX/mmproj-F32.gguf" --device llvmpipe --allow-cpu --image 224 --image-tokens 64 --iters 1
+expect_in '"passes":2,"vision":2},"together"'
+expect_in '"together":{"ms":'
+expect_in '"passes":1,"vision":2}'
+
 echo "$checks checks, $fail failed"
 [ "$fail" -eq 0 ]

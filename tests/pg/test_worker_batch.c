@@ -8,6 +8,8 @@
  *     result (0 lost, 0 doubled), with the same labels as batch 1 and the
  *     same confidence within 1e-3; job log lines carry the display name,
  *     logfmt-quoted when it holds a space;
+ *  2b. a 4-page TIFF with one job thread: its pages share one pass of 4
+ *     (the worker_gpu line: passes=1 pages=4), every page by vision;
  * with fault injection (test builds):
  *  3. gpu_page_fail:H fails every pass holding the page of height H, and
  *     gpu_gather_ms makes the first pass a full batch: the batch is split
@@ -23,6 +25,8 @@
 #include "pipeline/pipeline.h"
 #include "tests/pg/worker_testlib.h"
 
+#include <leptonica/allheaders.h>
+
 #define NDOC 8
 
 static char g_db[512];
@@ -30,13 +34,16 @@ static char g_model[1200], g_mmproj[1200];
 static char g_dir[1024], g_inbox[1100];
 
 /* Fresh queue holding the first n pages, one ingest pass. Page 7 goes in
- * as "scan 7.tif": a display name logfmt must quote. */
+ * as "scan 7.tif": a display name logfmt must quote. n < 0: the one file
+ * multi.tif instead. */
 static int ingest(PGconn *c, int n)
 {
     if (wt_sql_ok(c, "TRUNCATE folio.results, folio.jobs, folio.document_sources, folio.blobs,"
                   " folio.documents, folio.workers CASCADE"))
         return -1;
     if (tu_sh("rm -rf %s && mkdir -p %s", g_inbox, g_inbox))
+        return -1;
+    if (n < 0 && tu_sh("cp %s/multi.tif %s/", g_dir, g_inbox))
         return -1;
     for (int i = 0; i < n; i++)
         if (tu_sh(i == 7 ? "cp %s/b%d.tif '%s/scan %d.tif'" : "cp %s/b%d.tif %s/b%d.tif", g_dir, i, g_inbox, i))
@@ -161,6 +168,35 @@ int main(void)
     CHECK(tu_sh("grep -q 'event=job_done job=[0-9]* document=[0-9]* name=\"scan 7.tif\" ' %s", log) == 0,
           "job_done lacks the quoted display name \"scan 7.tif\"; see %s", log);
 
+    /* 2b. the pages of one document share a pass (issue 15): a 4-page
+     * TIFF (the first pages of b0..b3) and one job thread, so nothing
+     * else can fill the pass: one pass of 4, every page by vision */
+    {
+        char p[1200], out[1200];
+        snprintf(out, sizeof out, "%s/multi.tif", g_dir);
+        for (int i = 0; i < 4; i++) {
+            snprintf(p, sizeof p, "%s/b%d.tif", g_dir, i);
+            PIX *pix = pixRead(p);
+            REQUIRE(pix, "read %s", p);
+            REQUIRE_OK(pixWriteTiff(out, pix, IFF_TIFF_G4, i ? "a" : "w") == 0, "multi-page tiff");
+            pixDestroy(&pix);
+        }
+    }
+    REQUIRE_OK(ingest(c, -1) == 0, "ingest 2b");
+    snprintf(log, sizeof log, "%s/multipage.log", g_dir);
+    const char *b2b[] = {"--gpu-batch", "4", "--ocr-threads", "1", NULL};
+    run_until_done(c, log, NULL, b2b, 1);
+    check_exactly_once(c, 1, "4-page document");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE engine_path = 'vision'") == 4,
+          "4-page document: %lld of 4 pages by vision; see %s",
+          wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE engine_path = 'vision'"), log);
+    CHECK(tu_sh("grep -q 'event=worker_gpu passes=1 pages=4 ' %s", log) == 0,
+          "4-page document: its pages did not go to the GPU in one pass of 4 (worker_gpu line); see %s", log);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results r JOIN folio.page_results p"
+                   " ON p.document_id = r.document_id AND p.page = 1"
+                   " WHERE r.label = p.label AND abs(r.confidence - p.confidence) < 1e-6") == 1,
+          "4-page document: its result is not its first page's; see %s", log);
+
 #ifdef FOLIO_FAULT_INJECTION
     /* 3. one bad page inside a full batch */
     REQUIRE_OK(ingest(c, 4) == 0, "ingest 3");
@@ -196,22 +232,25 @@ int main(void)
           "NaN page: a job ended dead; see %s", log);
 
     /* 4. the device is lost inside a full batch. device_lost:2 is the
-     * second real pass (the first is the warm-up's, not counted): the
-     * documents' first pages pass, their second pages (every rendered file
-     * here has two) are the batch that loses the GPU, and each of them
-     * falls back to the OCR tiers with the reason, none failed, none lost */
+     * second real pass (the first is the warm-up's, not counted). A
+     * document's pages (every rendered file here has two) go to the GPU
+     * together, so the first pass holds the first documents' pages and the
+     * one that loses the GPU the others'; each page of it, and any page
+     * prepared before the re-open, falls back to the OCR tiers with the
+     * reason, none failed, none lost */
     REQUIRE_OK(ingest(c, 4) == 0, "ingest 4");
     snprintf(log, sizeof log, "%s/lost.log", g_dir);
     const char *b4l[] = {"--gpu-batch", "4", "--ocr-threads", "4", NULL};
     run_until_done(c, log, "device_lost:2,gpu_gather_ms:2000", b4l, 4);
     check_exactly_once(c, 4, "device loss in a batch");
     CHECK(tu_sh("grep -q 'event=engine_gpu_lost' %s", log) == 0, "no engine_gpu_lost in %s", log);
-    long long first = wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE page = 1 AND engine_path = 'vision'");
-    long long fell = wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE page = 2 AND engine_path <> 'vision'"
+    long long vis = wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE engine_path = 'vision'");
+    long long fell = wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE engine_path <> 'vision'"
                               " AND fallback_reason LIKE '%injected device loss%'");
-    CHECK(first == 4 && fell >= 2,
-          "device loss: %lld first pages by vision (want 4), %lld second pages fell back with the reason"
-          " (want the whole lost batch, >= 2); see %s", first, fell, log);
+    long long all = wt_q1(c, "SELECT count(*) FROM folio.page_results");
+    CHECK(vis >= 2 && fell >= 2 && vis + fell == all,
+          "device loss: %lld pages by vision (want the first pass, >= 2), %lld fell back with the reason"
+          " (want the whole lost batch, >= 2), of %lld; see %s", vis, fell, all, log);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE attempts > 1") == 0,
           "device loss: a job was retried instead of falling back");
 
