@@ -9,16 +9,17 @@
  * taxonomy that `folio migrate` seeds into folio.labels (schema/005; a pg
  * test checks the two agree).
  */
+#include "common/json.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
 #include "pipeline/docpage.h"
 #include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,38 +29,7 @@ static const char USAGE[] =
     "usage: folio classify [OPTIONS] FILE...\n"
     "\n"
     "Classifies files directly, without a database; prints one JSON object per file.\n"
-    "\n"
-    "  --json               full output (every label's score, OCR text, timings)\n"
-    "  --labels FILE        label set: lines of \"name: keyword, keyword\" (default: the\n"
-    "                       16 labels `folio migrate` seeds into folio.labels)\n"
-    "  --model FILE         text model GGUF\n"
-    "  --mmproj FILE        vision projector GGUF\n"
-    "  --device SPEC        Vulkan device: index, UUID or name substring (naming a CPU\n"
-    "                       device such as llvmpipe allows it)\n"
-    "  --max-image-tokens N vision: plan for pages of N image tokens (default 1600);\n"
-    "                       larger pages are downscaled\n"
-    "  --gpu-weights M      auto (default) | f16 | native: matrices expanded to f16 at\n"
-    "                       load for the tensor-core GEMM, or kept as stored\n"
-    "  --gpu-batch N        pages per GPU pass planned at open, 0 = the engine's choice\n"
-    "                       (files are classified one at a time here: `folio worker`\n"
-    "                       fills the batches)\n"
-    "  --gate-file FILE     extra driver-gate rules (vendor=, driver=, min=, max=,\n"
-    "                       path=vision|gpu, reason=)\n"
-    "  --ocr-lang LANGS     Tesseract languages (default eng)\n"
-    "  --ocr-max-pages N    pages OCR'd per file (default 10; PDF pages with a usable\n"
-    "                       text layer are not OCR'd)\n"
-    "  --max-text-bytes N|PAGE,DOC  text kept per page and per file for the text tiers\n"
-    "                       (default 64KiB,512KiB); cuts show in pages.text_cut\n"
-    "  --osd-min-conf C     turn a page only when Tesseract's orientation confidence\n"
-    "                       is at least C (default 12)\n"
-    "  --review-below P     needs_review under this probability (default 0.5)\n"
-    "  --review-margin M    needs_review when the lead over the second label is under M\n"
-    "                       (default 0.1)\n"
-    "  --learned FILE       ocr+learned model written by `folio train --out FILE`\n"
-    "  --max-pages-classified N\n"
-    "                       pages classified one by one (default 20); the file's\n"
-    "                       label is the first page's, \"pages\" lists every page and\n"
-    "                       any split suggestion (\"segments\")\n";
+    "\n";
 
 
 /* --labels FILE, else the default taxonomy (engine/labelset.c, which
@@ -228,102 +198,90 @@ static int classify_file(const char *file, struct ocr_engine *ocr, struct engine
     return 0;
 }
 
+struct classify_args {
+    int full, max_pages, max_classified, gpu_weights, gpu_batch;
+    const char *labels_path, *lang, *model, *mmproj, *device, *gate_file, *learned_path;
+    uint32_t max_image_tokens;
+    size_t caps[2];
+    double osd_min_conf, review_below, review_margin;
+};
+#define AT(m, type) CLI_AT(struct classify_args, m, type)
+
+static const struct cli_opt OPTS[] = {
+    {.name = "json", .kind = CLI_FLAG, .off = AT(full, int),
+     .help = "full output (every label's score, OCR text, timings)"},
+    {.name = "labels", .kind = CLI_STR, .off = AT(labels_path, const char *), .arg = "FILE",
+     .help = "label set: lines of \"name: keyword, keyword\" (default: the\n"
+             "16 labels `folio migrate` seeds into folio.labels)"},
+    {.name = "model", .kind = CLI_STR, .off = AT(model, const char *), .arg = "FILE", .help = "text model GGUF"},
+    {.name = "mmproj", .kind = CLI_STR, .off = AT(mmproj, const char *), .arg = "FILE",
+     .help = "vision projector GGUF"},
+    {.name = "device", .kind = CLI_STR, .off = AT(device, const char *), .arg = "SPEC",
+     .help = "Vulkan device: index, UUID or name substring (naming a CPU\n"
+             "device such as llvmpipe allows it)"},
+    {.name = "max-image-tokens", .kind = CLI_U32, .off = AT(max_image_tokens, uint32_t), .min = 4, .max = 65536,
+     .arg = "N",
+     .help = "vision: plan for pages of N image tokens (default 1600);\n"
+             "larger pages are downscaled"},
+    {.name = "gpu-weights", .kind = CLI_FN, .fn = cli_take_gpu_weights, .off = AT(gpu_weights, int), .arg = "M",
+     .help = "auto (default) | f16 | native: matrices expanded to f16 at\n"
+             "load for the tensor-core GEMM, or kept as stored"},
+    {.name = "gpu-batch", .kind = CLI_INT, .off = AT(gpu_batch, int), .max = 256,
+     .want = "0..256 pages per GPU pass (0 = the engine's choice)", .arg = "N",
+     .help = "pages per GPU pass planned at open, 0 = the engine's choice\n"
+             "(files are classified one at a time here: `folio worker`\n"
+             "fills the batches)"},
+    {.name = "gate-file", .kind = CLI_STR, .off = AT(gate_file, const char *), .arg = "FILE",
+     .help = "extra driver-gate rules (vendor=, driver=, min=, max=,\n"
+             "path=vision|gpu, reason=)"},
+    {.name = "ocr-lang", .kind = CLI_STR, .off = AT(lang, const char *), .arg = "LANGS",
+     .help = "Tesseract languages (default eng)"},
+    {.name = "ocr-max-pages", .kind = CLI_INT, .off = AT(max_pages, int), .min = 1, .max = 100000, .arg = "N",
+     .help = "pages OCR'd per file (default 10; PDF pages with a usable\n"
+             "text layer are not OCR'd)"},
+    {.name = "max-text-bytes", .kind = CLI_FN, .fn = cli_take_text_caps, .off = AT(caps[0], size_t),
+     .want = "N or PAGE,DOC, sizes of 1..64MiB such as 64KiB,512KiB", .arg = "N|PAGE,DOC",
+     .help = "text kept per page and per file for the text tiers\n"
+             "(default 64KiB,512KiB); cuts show in pages.text_cut"},
+    {.name = "osd-min-conf", .kind = CLI_DOUBLE, .off = AT(osd_min_conf, double), .hi = 100, .arg = "C",
+     .help = "turn a page only when Tesseract's orientation confidence\n"
+             "is at least C (default 12)"},
+    {.name = "review-below", .kind = CLI_DOUBLE, .off = AT(review_below, double), .hi = 1,
+     .want = "a probability 0..1", .arg = "P", .help = "needs_review under this probability (default 0.5)"},
+    {.name = "review-margin", .kind = CLI_DOUBLE, .off = AT(review_margin, double), .hi = 1, .arg = "M",
+     .help = "needs_review when the lead over the second label is under M\n"
+             "(default 0.1)"},
+    {.name = "learned", .kind = CLI_STR, .off = AT(learned_path, const char *), .arg = "FILE",
+     .help = "ocr+learned model written by `folio train --out FILE`"},
+    {.name = "max-pages-classified", .kind = CLI_INT, .off = AT(max_classified, int), .min = 1, .max = 10000,
+     .arg = "N",
+     .help = "pages classified one by one (default 20); the file's\n"
+             "label is the first page's, \"pages\" lists every page and\n"
+             "any split suggestion (\"segments\")"},
+};
+
+static const struct cli_cmd CMD = {
+    .name = "classify", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .min_pos = 1,
+    .max_pos = 1 << 30,
+};
+
 int cmd_classify(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 1000},
-        {"model", required_argument, 0, 1001},
-        {"mmproj", required_argument, 0, 1002},
-        {"device", required_argument, 0, 1003},
-        {"ocr-lang", required_argument, 0, 1004},
-        {"labels", required_argument, 0, 1005},
-        {"ocr-max-pages", required_argument, 0, 1006},
-        {"max-image-tokens", required_argument, 0, 1007},
-        {"gate-file", required_argument, 0, 1008},
-        {"gpu-weights", required_argument, 0, 1040},
-        {"gpu-batch", required_argument, 0, 1170},
-        {"max-text-bytes", required_argument, 0, 1009},
-        {"max-pages-classified", required_argument, 0, 1150},
-        {"osd-min-conf", required_argument, 0, 1160},
-        {"review-below", required_argument, 0, 1161},
-        {"review-margin", required_argument, 0, 1162},
-        {"learned", required_argument, 0, 1163},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    int ch, full = 0, max_pages = 10, max_classified = DOC_MAX_PAGES_CLASSIFIED;
-    const char *labels_path = NULL, *lang = "eng", *model = NULL, *mmproj = NULL;
-    const char *device = NULL, *gate_file = NULL;
-    uint32_t max_image_tokens = 0;
-    int gpu_weights = 0;
-    int gpu_batch = 0;
-    size_t caps[2] = {0, 0};
-    long long v;
-    double osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT, review_below = ENGINE_REVIEW_BELOW_DEFAULT;
-    double review_margin = ENGINE_REVIEW_MARGIN_DEFAULT;
-    const char *learned_path = NULL;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h':
-            fputs(USAGE, stdout);
-            return FOLIO_EXIT_OK;
-        case 1000: full = 1; break;
-        case 1001: model = optarg; break;
-        case 1002: mmproj = optarg; break;
-        case 1003: device = optarg; break;
-        case 1007:
-            if (folio_parse_int(optarg, 4, 65536, &v))
-                return cli_usage_error("classify", "--max-image-tokens wants 4..65536, got '%s'", optarg);
-            max_image_tokens = (uint32_t)v;
-            break;
-        case 1008: gate_file = optarg; break;
-        case 1170:
-            if (folio_parse_int(optarg, 0, 256, &v))
-                return cli_usage_error("classify", "--gpu-batch wants 0..256 pages per GPU pass (0 = the engine's "
-                                       "choice), got '%s'", optarg);
-            gpu_batch = (int)v;
-            break;
-        case 1040:
-            if ((gpu_weights = engine_gpu_weights_parse(optarg)) < 0)
-                return cli_usage_error("classify", "--gpu-weights takes auto, f16 or native, not '%s'", optarg);
-            break;
-        case 1150:
-            if (folio_parse_int(optarg, 1, 10000, &v))
-                return cli_usage_error("classify", "--max-pages-classified wants 1..10000, got '%s'", optarg);
-            max_classified = (int)v;
-            break;
-        case 1160:
-            if (cli_parse_double(optarg, 0, 100, &osd_min_conf))
-                return cli_usage_error("classify", "--osd-min-conf wants 0..100, got '%s'", optarg);
-            break;
-        case 1161:
-            if (cli_parse_double(optarg, 0, 1, &review_below))
-                return cli_usage_error("classify", "--review-below wants a probability 0..1, got '%s'", optarg);
-            break;
-        case 1162:
-            if (cli_parse_double(optarg, 0, 1, &review_margin))
-                return cli_usage_error("classify", "--review-margin wants 0..1, got '%s'", optarg);
-            break;
-        case 1163: learned_path = optarg; break;
-        case 1004: lang = optarg; break;
-        case 1005: labels_path = optarg; break;
-        case 1006:
-            if (folio_parse_int(optarg, 1, 100000, &v))
-                return cli_usage_error("classify", "--ocr-max-pages wants 1..100000, got '%s'", optarg);
-            max_pages = (int)v;
-            break;
-        case 1009:
-            if (doc_text_parse_caps(optarg, &caps[0], &caps[1]))
-                return cli_usage_error("classify", "--max-text-bytes wants N or PAGE,DOC, sizes of "
-                                       "1..64MiB such as 64KiB,512KiB, got '%s'", optarg);
-            break;
-        default:
-            return cli_usage_error("classify", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind >= argc)
-        return cli_usage_error("classify", "missing argument");
+    struct classify_args a = {
+        .max_pages = 10, .max_classified = DOC_MAX_PAGES_CLASSIFIED, .lang = "eng",
+        .osd_min_conf = OCR_OSD_MIN_CONF_DEFAULT, .review_below = ENGINE_REVIEW_BELOW_DEFAULT,
+        .review_margin = ENGINE_REVIEW_MARGIN_DEFAULT,
+    };
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    int full = a.full, max_pages = a.max_pages, max_classified = a.max_classified;
+    const char *labels_path = a.labels_path, *lang = a.lang, *model = a.model, *mmproj = a.mmproj;
+    const char *device = a.device, *gate_file = a.gate_file, *learned_path = a.learned_path;
+    uint32_t max_image_tokens = a.max_image_tokens;
+    int gpu_weights = a.gpu_weights, gpu_batch = a.gpu_batch;
+    const size_t *caps = a.caps;
+    double osd_min_conf = a.osd_min_conf, review_below = a.review_below, review_margin = a.review_margin;
 
     struct folio_err err = {0};
     if ((model && cli_check_gguf("--model", model, &err)) || (mmproj && cli_check_gguf("--mmproj", mmproj, &err))) {
@@ -375,7 +333,7 @@ int cmd_classify(int argc, char **argv)
         return FOLIO_EXIT_FAIL;
     }
     int failed = 0;
-    for (int i = optind; i < argc; i++) {
+    for (int i = pos; i < argc; i++) {
         folio_err_clear(&err);
         if (classify_file(argv[i], ocr, eng, full, max_pages, caps, max_classified, max_image_tokens, &err)) {
             print_error(argv[i], &err);

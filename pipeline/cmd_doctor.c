@@ -4,65 +4,59 @@
  * callbacks) comes from the engine's engine_doctor_ops(), the same function
  * `folio-engine doctor` runs on GPU machines; --db adds a connection check.
  */
-#include "pipeline/pipeline.h"
 #include "engine/engine.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
-#include <getopt.h>
 #include <stdio.h>
 
 static const char USAGE[] =
     "usage: folio doctor [OPTIONS]\n"
     "\n"
     "Checks Vulkan devices, drivers, pipelines, models and the database.\n"
-    "\n"
-    "  --json               machine-readable output\n"
-    "  --db CONNINFO        also check this database\n"
-    "  --model FILE         inspect a text model GGUF\n"
-    "  --mmproj FILE        inspect a vision projector GGUF\n"
-    "  --device SPEC        Vulkan device: index, UUID or name substring\n"
-    "  --allow-cpu          consider CPU Vulkan devices (lavapipe)\n"
-    "  --serial-pipelines   create pipelines on one thread\n"
-    "  --gate-file FILE     extra driver-gate rules, as the worker takes them\n"
+    "\n";
+static const char USAGE_TAIL[] =
     "\n"
     "With --model, the model tiers are opened as a worker opens them (gate, load,\n"
     "pre-warm, warm-up, self-test) and the enabled paths are shown with the reason\n"
     "for any that is off.\n";
 
+struct doctor_args {
+    struct engine_doctor_opts o;
+    const char *db, *model, *mmproj, *gate_file;
+};
+#define AT(m, type) CLI_AT(struct doctor_args, m, type)
+
+static const struct cli_opt OPTS[] = {
+    {.name = "json", .kind = CLI_FLAG, .off = AT(o.json, int), .help = "machine-readable output"},
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO", .help = "also check this database"},
+    {.name = "model", .kind = CLI_STR, .off = AT(model, const char *), .arg = "FILE",
+     .help = "inspect a text model GGUF"},
+    {.name = "mmproj", .kind = CLI_STR, .off = AT(mmproj, const char *), .arg = "FILE",
+     .help = "inspect a vision projector GGUF"},
+    {.name = "device", .kind = CLI_STR, .off = AT(o.device, const char *), .arg = "SPEC",
+     .help = "Vulkan device: index, UUID or name substring"},
+    {.name = "allow-cpu", .kind = CLI_FLAG, .off = AT(o.allow_cpu, int),
+     .help = "consider CPU Vulkan devices (lavapipe)"},
+    {.name = "serial-pipelines", .kind = CLI_FLAG, .off = AT(o.serial, int),
+     .help = "create pipelines on one thread"},
+    {.name = "gate-file", .kind = CLI_STR, .off = AT(gate_file, const char *), .arg = "FILE",
+     .help = "extra driver-gate rules, as the worker takes them"},
+};
+
+static const struct cli_cmd CMD = {
+    .name = "doctor", .usage = USAGE, .usage_tail = USAGE_TAIL, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0],
+};
+
 int cmd_doctor(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 1000},
-        {"db", required_argument, 0, 1001},
-        {"model", required_argument, 0, 1002},
-        {"mmproj", required_argument, 0, 1003},
-        {"device", required_argument, 0, 1004},
-        {"allow-cpu", no_argument, 0, 1005},
-        {"serial-pipelines", no_argument, 0, 1006},
-        {"gate-file", required_argument, 0, 1007},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    struct engine_doctor_opts o = {0};
-    const char *db = NULL, *model = NULL, *mmproj = NULL, *gate_file = NULL;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: o.json = 1; break;
-        case 1001: db = optarg; break;
-        case 1002: model = optarg; break;
-        case 1003: mmproj = optarg; break;
-        case 1004: o.device = optarg; break;
-        case 1005: o.allow_cpu = 1; break;
-        case 1006: o.serial = 1; break;
-        case 1007: gate_file = optarg; break;
-        default:
-            return cli_usage_error("doctor", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("doctor", "unexpected argument '%s'", argv[optind]);
+    struct doctor_args a = {0};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    struct engine_doctor_opts o = a.o;
+    const char *db = a.db, *model = a.model, *mmproj = a.mmproj, *gate_file = a.gate_file;
     struct folio_err err = {0};
     int failed = 0;
     if (engine_doctor_ops(&o, stdout, &err) != 0) {

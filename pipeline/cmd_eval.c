@@ -7,9 +7,11 @@
  * table of (document, true label), so a truth file and the corrections go
  * through the same queries.
  */
-#include "pipeline/pipeline.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +21,26 @@ static const char USAGE[] =
     "\n"
     "Scores the results of a model key against folio.corrections (the newest per\n"
     "document) or a truth file; prints JSON lines.\n"
-    "\n"
-    "  --db CONNINFO    PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --model-key KEY  results to score (default \"default\")\n"
-    "  --truth FILE     lines of \"DOC<TAB>LABEL\" (DOC: document id or sha256 hex)\n"
-    "                   instead of the corrections\n";
+    "\n";
+
+struct eval_args {
+    const char *db, *key, *truth;
+};
+#define AT(m, type) CLI_AT(struct eval_args, m, type)
+
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "model-key", .kind = CLI_STR, .off = AT(key, const char *), .arg = "KEY",
+     .help = "results to score (default \"default\")"},
+    {.name = "truth", .kind = CLI_STR, .off = AT(truth, const char *), .arg = "FILE",
+     .help = "lines of \"DOC<TAB>LABEL\" (DOC: document id or sha256 hex)\n"
+             "instead of the corrections"},
+};
+
+static const struct cli_cmd CMD = {
+    .name = "eval", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .help_col = 19,
+};
 
 static int load_truth(PGconn *c, const char *path, struct folio_err *err)
 {
@@ -77,26 +94,11 @@ static int print_rows(PGconn *c, const char *sql, const char *key, struct folio_
 
 int cmd_eval(int argc, char **argv)
 {
-    static const struct option opts[] = {{"db", required_argument, 0, 1000},
-                                         {"model-key", required_argument, 0, 1001},
-                                         {"truth", required_argument, 0, 1002},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    const char *db = NULL, *key = "default", *truth = NULL;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: db = optarg; break;
-        case 1001: key = optarg; break;
-        case 1002: truth = optarg; break;
-        default: return cli_usage_error("eval", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("eval", "unexpected argument '%s'", argv[optind]);
+    struct eval_args a = {.key = "default"};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db, *key = a.key, *truth = a.truth;
     struct folio_err err = {0};
     PGconn *c = NULL;
     int rc = db_connect(db_conninfo(db), "folio eval", &c, &err);

@@ -4,10 +4,12 @@
  * memory than one row. The columns and their order are part of the
  * interface (EXPORT_COLUMNS): new columns are only ever appended.
  */
-#include "pipeline/pipeline.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,23 +26,36 @@ static const char USAGE[] =
     "(JSON: label -> probability), segments (JSON: the split suggestions, an array\n"
     "of {first_page, last_page, label, confidence}; [] when the document reads as\n"
     "one). CSV follows RFC 4180 with a header line.\n"
-    "\n"
-    "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --since T            results classified at or after T (e.g. 2026-12-01,\n"
-    "                       '2026-12-01 08:00+01', or 'today', 'yesterday')\n"
-    "  --label L            one label only\n"
-    "  --model-key K        one model configuration only\n"
-    "  --with-text          append the OCR text as column ocr_text (always the last)\n"
-    "  --out FILE           write to FILE (replaced atomically at the end)\n";
+    "\n";
 
-static const struct option opts[] = {
-    {"db", required_argument, 0, 'd'},   {"format", required_argument, 0, 'f'},
-    {"since", required_argument, 0, 's'}, {"label", required_argument, 0, 'l'},
-    {"model-key", required_argument, 0, 'k'}, {"out", required_argument, 0, 'o'},
-    {"with-text", no_argument, 0, 't'},  {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
+struct export_args {
+    const char *db, *since, *label, *model_key, *out;
+    int format, with_text;
+};
+#define AT(m, type) CLI_AT(struct export_args, m, type)
 
-const struct option *cmd_export_options(void) { return opts; }
+static const char *const FORMATS[] = {"csv", "jsonl", NULL};
+
+/* Also the keys of [export] in the configuration file (pipeline/config.c). */
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "format", .kind = CLI_ENUM, .off = AT(format, int), .choices = FORMATS, .want = "csv or jsonl"},
+    {.name = "since", .kind = CLI_STR, .off = AT(since, const char *), .arg = "T",
+     .help = "results classified at or after T (e.g. 2026-12-01,\n"
+             "'2026-12-01 08:00+01', or 'today', 'yesterday')"},
+    {.name = "label", .kind = CLI_STR, .off = AT(label, const char *), .arg = "L", .help = "one label only"},
+    {.name = "model-key", .kind = CLI_STR, .off = AT(model_key, const char *), .arg = "K",
+     .help = "one model configuration only"},
+    {.name = "with-text", .kind = CLI_FLAG, .off = AT(with_text, int),
+     .help = "append the OCR text as column ocr_text (always the last)"},
+    {.name = "out", .kind = CLI_STR, .off = AT(out, const char *), .arg = "FILE",
+     .help = "write to FILE (replaced atomically at the end)"},
+};
+
+const struct cli_cmd cmd_export_cli = {
+    .name = "export", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0],
+};
 
 static const char *const COLS[] = {"document_id", "sha256", "name", "path", "media_type", "pages",
                                    "model_key", "label", "confidence", "needs_review", "engine_path",
@@ -68,30 +83,13 @@ static void csv_field(FILE *f, const char *s, bool null)
 
 int cmd_export(int argc, char **argv)
 {
-    const char *db = NULL, *format = NULL, *since = NULL, *label = NULL, *model_key = NULL, *out = NULL;
-    bool with_text = false;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 'd': db = optarg; break;
-        case 'f':
-            if (strcmp(optarg, "csv") && strcmp(optarg, "jsonl"))
-                return cli_usage_error("export", "--format wants csv or jsonl, got '%s'", optarg);
-            format = optarg;
-            break;
-        case 's': since = optarg; break;
-        case 'l': label = optarg; break;
-        case 'k': model_key = optarg; break;
-        case 'o': out = optarg; break;
-        case 't': with_text = true; break;
-        default: return cli_usage_error("export", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("export", "unexpected argument '%s'", argv[optind]);
+    struct export_args a = {.format = -1};
+    int pos, prc = cli_parse(&cmd_export_cli, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db, *format = a.format < 0 ? NULL : FORMATS[a.format], *since = a.since, *label = a.label,
+               *model_key = a.model_key, *out = a.out;
+    bool with_text = a.with_text;
     if (!format)
         return cli_usage_error("export", "--format csv or --format jsonl is required");
     bool csv = strcmp(format, "csv") == 0;

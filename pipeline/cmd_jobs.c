@@ -10,9 +10,11 @@
  *   or completion finds the lease gone and drops the work: the token check
  *   that protects against stale writers also makes cancel safe.
  */
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
+#include "pipeline/queue.h"
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,37 +25,13 @@ static const char USAGE[] =
     "       folio jobs retry  FILTERS [--dry-run]\n"
     "       folio jobs cancel FILTERS [--dry-run]\n"
     "\n"
-    "Filters (combined with AND; retry and cancel need at least one):\n"
-    "  --id N[,N...]        job ids (repeatable)\n"
-    "  --state STATE        queued | running | done | dead | failed (queued again\n"
-    "                       after an error, waiting out its backoff)\n"
-    "  --label L            documents whose result (any model key) has label L\n"
-    "  --model-key KEY      jobs of one model configuration\n"
-    "  --error TEXT         last error contains TEXT (case-insensitive)\n"
-    "  --all                every job the action applies to\n"
-    "\n"
-    "retry: dead and failed jobs go back to queued now, attempts reset.\n"
-    "cancel: queued and running jobs become dead ('cancelled by operator'); a\n"
-    "running job's worker loses its lease and drops the work.\n"
-    "\n"
-    "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --limit N            list: at most N jobs, newest first (default 50)\n"
-    "  --dry-run            retry/cancel: list what would change, change nothing\n";
+    "Filters (combined with AND; retry and cancel need at least one):\n";
 
-static const struct option opts[] = {
-    {"db", required_argument, 0, 'd'},      {"id", required_argument, 0, 'i'},
-    {"state", required_argument, 0, 's'},   {"label", required_argument, 0, 'l'},
-    {"model-key", required_argument, 0, 'k'}, {"error", required_argument, 0, 'e'},
-    {"all", no_argument, 0, 'a'},           {"limit", required_argument, 0, 'n'},
-    {"dry-run", no_argument, 0, 'D'},       {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
-
-const struct option *cmd_jobs_options(void) { return opts; }
 
 struct filter {
     char ids[4096]; /* PostgreSQL array literal body: 1,2,3 */
     const char *state, *label, *model_key, *error;
-    bool all;
+    int all; /* --all (a flag) */
 };
 
 /* Appends the WHERE conditions (alias j) and their parameters. */
@@ -125,47 +103,67 @@ static int add_ids(struct filter *f, const char *arg)
     return folio_snprintf(f->ids + l, sizeof f->ids - l, "%s%s", l ? "," : "", arg);
 }
 
+struct jobs_args {
+    struct filter f;
+    const char *db;
+    int limit, dry, state;
+};
+#define AT(m, type) CLI_AT(struct jobs_args, m, type)
+
+static int take_ids(const struct cli_opt *opt, void *args, const char *v, const char *cmd)
+{
+    (void)opt, (void)cmd;
+    return add_ids(&((struct jobs_args *)args)->f, v) ? -1 : 0;
+}
+
+static const char *const STATES[] = {"queued", "running", "done", "dead", "failed", NULL};
+
+/* Also the keys of [jobs] in the configuration file (pipeline/config.c). */
+static const struct cli_opt OPTS[] = {
+    {.name = "id", .kind = CLI_FN, .fn = take_ids, .want = "job ids like 17 or 17,18", .arg = "N[,N...]",
+     .help = "job ids (repeatable)"},
+    {.name = "state", .kind = CLI_ENUM, .off = AT(state, int), .choices = STATES,
+     .want = "queued, running, done, dead or failed", .arg = "STATE",
+     .help = "queued | running | done | dead | failed (queued again\n"
+             "after an error, waiting out its backoff)"},
+    {.name = "label", .kind = CLI_STR, .off = AT(f.label, const char *), .arg = "L",
+     .help = "documents whose result (any model key) has label L"},
+    {.name = "model-key", .kind = CLI_STR, .off = AT(f.model_key, const char *), .arg = "KEY",
+     .help = "jobs of one model configuration"},
+    {.name = "error", .kind = CLI_STR, .off = AT(f.error, const char *), .arg = "TEXT",
+     .help = "last error contains TEXT (case-insensitive)"},
+    {.name = "all", .kind = CLI_FLAG, .off = AT(f.all, int), .help = "every job the action applies to"},
+    {.kind = CLI_TEXT,
+     .help = "\n"
+             "retry: dead and failed jobs go back to queued now, attempts reset.\n"
+             "cancel: queued and running jobs become dead ('cancelled by operator'); a\n"
+             "running job's worker loses its lease and drops the work.\n"
+             "\n"},
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "limit", .kind = CLI_INT, .off = AT(limit, int), .min = 1, .max = 1000000, .arg = "N",
+     .help = "list: at most N jobs, newest first (default 50)"},
+    {.name = "dry-run", .kind = CLI_FLAG, .off = AT(dry, int),
+     .help = "retry/cancel: list what would change, change nothing"},
+};
+
+const struct cli_cmd cmd_jobs_cli = {
+    .name = "jobs", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1,
+};
+
 int cmd_jobs(int argc, char **argv)
 {
-    struct filter f = {0};
-    const char *db = NULL;
-    long long limit = 50;
-    bool dry = false;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 'd': db = optarg; break;
-        case 'i':
-            if (add_ids(&f, optarg))
-                return cli_usage_error("jobs", "--id wants job ids like 17 or 17,18, got '%s'", optarg);
-            break;
-        case 's':
-            if (strcmp(optarg, "queued") && strcmp(optarg, "running") && strcmp(optarg, "done") &&
-                strcmp(optarg, "dead") && strcmp(optarg, "failed"))
-                return cli_usage_error("jobs", "--state wants queued, running, done, dead or failed, got '%s'",
-                                       optarg);
-            f.state = optarg;
-            break;
-        case 'l': f.label = optarg; break;
-        case 'k': f.model_key = optarg; break;
-        case 'e': f.error = optarg; break;
-        case 'a': f.all = true; break;
-        case 'n':
-            if (folio_parse_int(optarg, 1, 1000000, &limit))
-                return cli_usage_error("jobs", "--limit wants 1..1000000, got '%s'", optarg);
-            break;
-        case 'D': dry = true; break;
-        default: return cli_usage_error("jobs", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind >= argc)
+    struct jobs_args a = {.limit = 50, .state = -1};
+    int pos, prc = cli_parse(&cmd_jobs_cli, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    if (pos >= argc)
         return cli_usage_error("jobs", "missing action: list, retry or cancel");
-    const char *action = argv[optind];
-    if (optind + 1 < argc)
-        return cli_usage_error("jobs", "unexpected argument '%s'", argv[optind + 1]);
+    struct filter f = a.f;
+    f.state = a.state < 0 ? NULL : STATES[a.state];
+    const char *db = a.db, *action = argv[pos];
+    long long limit = a.limit;
+    bool dry = a.dry;
     bool list = strcmp(action, "list") == 0, retry = strcmp(action, "retry") == 0,
          cancel = strcmp(action, "cancel") == 0;
     if (!list && !retry && !cancel)

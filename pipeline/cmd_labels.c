@@ -4,11 +4,13 @@
  * reads (engine_labels_parse), so a set can be tried on files first and
  * then loaded for the fleet unchanged.
  */
+#include "common/json.h"
 #include "engine/engine.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/learn_db.h"
-#include "pipeline/pipeline.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +201,22 @@ static int labels_db(const char *sub, const char *db, int all, int replace, cons
     return FOLIO_EXIT_OK;
 }
 
+/* The options of list, export and import; USAGE says which takes which. */
+struct labels_args {
+    const char *db;
+    int all, replace;
+};
+
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = CLI_AT(struct labels_args, db, const char *)},
+    {.name = "all", .kind = CLI_FLAG, .off = CLI_AT(struct labels_args, all, int)},
+    {.name = "replace", .kind = CLI_FLAG, .off = CLI_AT(struct labels_args, replace, int)},
+};
+
+static const struct cli_cmd CMD = {
+    .name = "labels", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1 << 30,
+};
+
 int cmd_labels(int argc, char **argv)
 {
     if (argc < 2)
@@ -212,28 +230,16 @@ int cmd_labels(int argc, char **argv)
         return labels_test(argc - 1, argv + 1);
     if (strcmp(sub, "list") && strcmp(sub, "export") && strcmp(sub, "import"))
         return cli_usage_error("labels", "unknown action '%s' (list, export, import, test)", sub);
-    static const struct option opts[] = {{"db", required_argument, 0, 1000},
-                                         {"all", no_argument, 0, 1001},
-                                         {"replace", no_argument, 0, 1002},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    const char *db = NULL;
-    int all = 0, replace = 0, ch;
-    while ((ch = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: db = optarg; break;
-        case 1001: all = 1; break;
-        case 1002: replace = 1; break;
-        default: return cli_usage_error("labels", "unknown or incomplete option '%s'", argv[optind]);
-        }
-    }
-    int rest = argc - 1 - optind;
+    struct labels_args a = {0};
+    int pos, prc = cli_parse(&CMD, &a, argc - 1, argv + 1, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db;
+    int all = a.all, replace = a.replace;
+    int rest = argc - 1 - pos;
     if (strcmp(sub, "import") == 0 && rest != 1)
         return cli_usage_error("labels", "import wants one FILE");
     if (strcmp(sub, "import") != 0 && rest != 0)
-        return cli_usage_error("labels", "unexpected argument '%s'", argv[1 + optind]);
-    return labels_db(sub, db, all, replace, strcmp(sub, "import") == 0 ? argv[1 + optind] : NULL);
+        return cli_usage_error("labels", "unexpected argument '%s'", argv[1 + pos]);
+    return labels_db(sub, db, all, replace, strcmp(sub, "import") == 0 ? argv[1 + pos] : NULL);
 }

@@ -1,8 +1,9 @@
 /* folio correct / folio train: the user's corrections and the ocr+learned
  * tier trained from them (pipeline/learn_db.c does the SQL). */
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
 #include "pipeline/learn_db.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,50 +21,73 @@ static const char TRAIN_USAGE[] =
     "Trains the ocr+learned tier from folio.corrections and the OCR text already\n"
     "stored in folio.results, and stores the model in folio.learned_models, where\n"
     "every worker of the model key picks it up.\n"
-    "\n"
-    "  --db CONNINFO            PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --model-key KEY          (default \"default\")\n"
-    "  --min-per-label N        labels with fewer examples are left out (default 5)\n"
-    "  --include-confident P    also learn from uncorrected results at least P sure and\n"
-    "                           not flagged for review (default: corrections only)\n"
-    "  --out FILE               also write the model to FILE (for folio classify --learned)\n";
+    "\n";
+
+struct correct_args {
+    const char *db;
+    int page;
+};
+
+static const struct cli_opt CORRECT_OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = CLI_AT(struct correct_args, db, const char *)},
+    {.name = "page", .kind = CLI_INT, .off = CLI_AT(struct correct_args, page, int), .min = 1, .max = 1000000,
+     .want = "a page number >= 1"},
+};
+
+static const struct cli_cmd CORRECT = {
+    .name = "correct", .usage = CORRECT_USAGE, .opts = CORRECT_OPTS,
+    .nopts = sizeof CORRECT_OPTS / sizeof CORRECT_OPTS[0], .max_pos = 1 << 30,
+};
+
+struct train_args {
+    const char *db, *out;
+    struct learn_train_opts o;
+};
+#define AT(m, type) CLI_AT(struct train_args, m, type)
+
+static const struct cli_opt TRAIN_OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "model-key", .kind = CLI_STR, .off = AT(o.model_key, const char *), .arg = "KEY",
+     .help = "(default \"default\")"},
+    {.name = "min-per-label", .kind = CLI_INT, .off = AT(o.min_per_label, int), .min = 1, .max = 1000000,
+     .arg = "N", .help = "labels with fewer examples are left out (default 5)"},
+    {.name = "include-confident", .kind = CLI_DOUBLE, .off = AT(o.include_confident, double), .lo = 0.01,
+     .hi = 1, .want = "a probability 0.01..1", .arg = "P",
+     .help = "also learn from uncorrected results at least P sure and\n"
+             "not flagged for review (default: corrections only)"},
+    {.name = "out", .kind = CLI_STR, .off = AT(out, const char *), .arg = "FILE",
+     .help = "also write the model to FILE (for folio classify --learned)"},
+};
+
+static const struct cli_cmd TRAIN = {
+    .name = "train", .usage = TRAIN_USAGE, .opts = TRAIN_OPTS, .nopts = sizeof TRAIN_OPTS / sizeof TRAIN_OPTS[0],
+    .help_col = 27,
+};
 
 int cmd_correct(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"db", required_argument, 0, 1000}, {"page", required_argument, 0, 1001}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    const char *db = NULL;
-    int page = 0, ch;
-    long long v;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(CORRECT_USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: db = optarg; break;
-        case 1001:
-            if (folio_parse_int(optarg, 1, 1000000, &v))
-                return cli_usage_error("correct", "--page wants a page number >= 1, got '%s'", optarg);
-            page = (int)v;
-            break;
-        default: return cli_usage_error("correct", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (argc - optind != 2)
+    struct correct_args ca = {0};
+    int pos, prc = cli_parse(&CORRECT, &ca, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = ca.db;
+    int page = ca.page;
+    if (argc - pos != 2)
         return cli_usage_error("correct", "wants DOC and LABEL");
     struct folio_err err = {0};
     PGconn *c = NULL;
     long long id = 0;
     int rc = db_connect(db_conninfo(db), "folio correct", &c, &err);
     if (!rc)
-        rc = learn_db_correct(c, argv[optind], argv[optind + 1], page, &err, &id);
+        rc = learn_db_correct(c, argv[pos], argv[pos + 1], page, &err, &id);
     if (c)
         PQfinish(c);
     if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }
-    printf("document %lld%s is now '%s'\n", id, page ? " (one page)" : "", argv[optind + 1]);
+    printf("document %lld%s is now '%s'\n", id, page ? " (one page)" : "", argv[pos + 1]);
     return FOLIO_EXIT_OK;
 }
 
@@ -83,37 +107,12 @@ static int write_model(PGconn *c, long long id, const char *path, struct folio_e
 
 int cmd_train(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"db", required_argument, 0, 1000},          {"model-key", required_argument, 0, 1001},
-        {"min-per-label", required_argument, 0, 1002}, {"include-confident", required_argument, 0, 1003},
-        {"out", required_argument, 0, 1004},         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    const char *db = NULL, *out = NULL;
-    struct learn_train_opts o = {.model_key = "default", .min_per_label = 5};
-    int ch;
-    long long v;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(TRAIN_USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: db = optarg; break;
-        case 1001: o.model_key = optarg; break;
-        case 1002:
-            if (folio_parse_int(optarg, 1, 1000000, &v))
-                return cli_usage_error("train", "--min-per-label wants 1..1000000, got '%s'", optarg);
-            o.min_per_label = (int)v;
-            break;
-        case 1003:
-            if (cli_parse_double(optarg, 0.01, 1, &o.include_confident))
-                return cli_usage_error("train", "--include-confident wants a probability 0.01..1, got '%s'", optarg);
-            break;
-        case 1004: out = optarg; break;
-        default: return cli_usage_error("train", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+    struct train_args ta = {.o = {.model_key = "default", .min_per_label = 5}};
+    int pos, prc = cli_parse(&TRAIN, &ta, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = ta.db, *out = ta.out;
+    struct learn_train_opts o = ta.o;
     struct folio_err err = {0};
     PGconn *c = NULL;
     struct learn_train_report rep;

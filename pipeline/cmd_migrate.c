@@ -1,7 +1,9 @@
 /* folio migrate: apply schema/NNN_*.sql (embedded) to the database. */
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
+#include "pipeline/migrate.h"
 
-#include <getopt.h>
 #include <stdio.h>
 
 static const char USAGE[] =
@@ -10,37 +12,36 @@ static const char USAGE[] =
     "Creates or upgrades the folio schema. Each migration runs in its own\n"
     "transaction and is recorded in folio.schema_migrations; running it again\n"
     "changes nothing. A failing migration is rolled back and named.\n"
-    "\n"
-    "  --db CONNINFO  PostgreSQL connection (default $FOLIO_DB, then PG* variables)\n"
-    "  --dir DIR      read NNN_name.sql files from DIR instead of the built-in set\n"
-    "  --dry-run      list pending migrations, apply nothing\n";
+    "\n";
 
 /* File scope: the config layer reads the keys [migrate] accepts from it. */
-static const struct option opts[] = {
-        {"db", required_argument, 0, 'd'}, {"dir", required_argument, 0, 'D'},
-        {"dry-run", no_argument, 0, 'n'},  {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+struct migrate_args {
+    const char *db;
+    struct migrate_opts mo;
+};
+#define AT(m, type) CLI_AT(struct migrate_args, m, type)
 
-const struct option *cmd_migrate_options(void) { return opts; }
+/* Also the keys of [migrate] in the configuration file (pipeline/config.c). */
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG* variables)"},
+    {.name = "dir", .kind = CLI_STR, .off = AT(mo.dir, const char *), .arg = "DIR",
+     .help = "read NNN_name.sql files from DIR instead of the built-in set"},
+    {.name = "dry-run", .kind = CLI_FLAG, .off = AT(mo.dry_run, int), .help = "list pending migrations, apply nothing"},
+};
+
+const struct cli_cmd cmd_migrate_cli = {
+    .name = "migrate", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .help_col = 17,
+};
 
 int cmd_migrate(int argc, char **argv)
 {
-    const char *db = NULL;
-    struct migrate_opts mo = {0};
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'D': mo.dir = optarg; break;
-        case 'n': mo.dry_run = 1; break;
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        default: return cli_usage_error("migrate", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("migrate", "unexpected argument '%s'", argv[optind]);
+    struct migrate_args a = {0};
+    int pos, prc = cli_parse(&cmd_migrate_cli, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db;
+    struct migrate_opts mo = a.mo;
     struct folio_err err = {0};
     PGconn *c;
     if (db_connect(db_conninfo(db), "folio-migrate", &c, &err) != 0) {

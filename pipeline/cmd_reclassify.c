@@ -25,10 +25,13 @@
  * wait out one worker label refresh (WORKER_LABELS_REFRESH_MS) so that no
  * worker classifies them with the set it read before.
  */
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/learn_db.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,63 +42,57 @@ static const char USAGE[] =
     "Re-queues documents so that workers write a new result; the old one is kept\n"
     "in folio.results_history (folio.result_versions shows both).\n"
     "\n"
-    "  --db CONNINFO       PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --model-key KEY     results of this model key (default \"default\")\n"
-    "  --labels FILE       classify against this label file (the format of classify\n"
-    "                      --labels): it becomes the active set in folio.labels, as\n"
-    "                      `labels import --replace`; jobs start after the workers'\n"
-    "                      next label refresh (10 s)\n"
-    "  --label NAME        only documents currently labelled NAME\n"
-    "  --needs-review      only results flagged for review\n"
-    "  --engine-path P     only results of this tier (vision, ocr+lm, ocr+learned, ocr+rules)\n"
-    "  --since TIME        only results written at or after TIME (e.g. 2026-12-01)\n"
-    "  --before TIME       only results written before TIME\n"
-    "  --reuse-ocr         workers take the text stored with the old result instead of\n"
-    "                      OCR'ing the pages again; documents without stored text are\n"
-    "                      read again (counted as without_text)\n"
-    "  --only-with-text    with --reuse-ocr: leave documents without stored text alone\n"
-    "  --dry-run           count what would be re-queued, change nothing\n";
+    ;
+
+struct reclassify_args {
+    const char *db, *key, *label, *since, *before, *labels_file;
+    int path, review, dry, reuse, only_text;
+};
+#define AT(m, type) CLI_AT(struct reclassify_args, m, type)
+
+static const char *const PATHS[] = {"vision", "ocr+lm", "ocr+learned", "ocr+rules", NULL};
+
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "model-key", .kind = CLI_STR, .off = AT(key, const char *), .arg = "KEY",
+     .help = "results of this model key (default \"default\")"},
+    {.name = "labels", .kind = CLI_STR, .off = AT(labels_file, const char *), .arg = "FILE",
+     .help = "classify against this label file (the format of classify\n"
+             "--labels): it becomes the active set in folio.labels, as\n"
+             "`labels import --replace`; jobs start after the workers'\n"
+             "next label refresh (10 s)"},
+    {.name = "label", .kind = CLI_STR, .off = AT(label, const char *), .arg = "NAME",
+     .help = "only documents currently labelled NAME"},
+    {.name = "needs-review", .kind = CLI_FLAG, .off = AT(review, int), .help = "only results flagged for review"},
+    {.name = "engine-path", .kind = CLI_ENUM, .off = AT(path, int), .choices = PATHS, .arg = "P",
+     .help = "only results of this tier (vision, ocr+lm, ocr+learned, ocr+rules)"},
+    {.name = "since", .kind = CLI_STR, .off = AT(since, const char *), .arg = "TIME",
+     .help = "only results written at or after TIME (e.g. 2026-12-01)"},
+    {.name = "before", .kind = CLI_STR, .off = AT(before, const char *), .arg = "TIME",
+     .help = "only results written before TIME"},
+    {.name = "reuse-ocr", .kind = CLI_FLAG, .off = AT(reuse, int),
+     .help = "workers take the text stored with the old result instead of\n"
+             "OCR'ing the pages again; documents without stored text are\n"
+             "read again (counted as without_text)"},
+    {.name = "only-with-text", .kind = CLI_FLAG, .off = AT(only_text, int),
+     .help = "with --reuse-ocr: leave documents without stored text alone"},
+    {.name = "dry-run", .kind = CLI_FLAG, .off = AT(dry, int), .help = "count what would be re-queued, change nothing"},
+};
+
+static const struct cli_cmd CMD = {
+    .name = "reclassify", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .help_col = 22,
+};
 
 int cmd_reclassify(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"db", required_argument, 0, 1000},        {"model-key", required_argument, 0, 1001},
-        {"label", required_argument, 0, 1002},     {"needs-review", no_argument, 0, 1003},
-        {"engine-path", required_argument, 0, 1004}, {"since", required_argument, 0, 1005},
-        {"before", required_argument, 0, 1006},    {"dry-run", no_argument, 0, 1007},
-        {"reuse-ocr", no_argument, 0, 1008},       {"only-with-text", no_argument, 0, 1009},
-        {"labels", required_argument, 0, 1010},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    const char *db = NULL, *key = "default", *label = NULL, *path = NULL, *since = NULL, *before = NULL;
-    const char *labels_file = NULL;
-    int review = 0, dry = 0, reuse = 0, only_text = 0, ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: db = optarg; break;
-        case 1001: key = optarg; break;
-        case 1002: label = optarg; break;
-        case 1003: review = 1; break;
-        case 1004:
-            if (strcmp(optarg, "vision") && strcmp(optarg, "ocr+lm") && strcmp(optarg, "ocr+learned") &&
-                strcmp(optarg, "ocr+rules"))
-                return cli_usage_error("reclassify", "--engine-path takes vision, ocr+lm, ocr+learned or ocr+rules, "
-                                                     "not '%s'", optarg);
-            path = optarg;
-            break;
-        case 1005: since = optarg; break;
-        case 1006: before = optarg; break;
-        case 1007: dry = 1; break;
-        case 1008: reuse = 1; break;
-        case 1009: only_text = 1; break;
-        case 1010: labels_file = optarg; break;
-        default: return cli_usage_error("reclassify", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("reclassify", "unexpected argument '%s'", argv[optind]);
+    struct reclassify_args a = {.key = "default", .path = -1};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db, *key = a.key, *label = a.label, *path = a.path < 0 ? NULL : PATHS[a.path];
+    const char *since = a.since, *before = a.before, *labels_file = a.labels_file;
+    int review = a.review, dry = a.dry, reuse = a.reuse, only_text = a.only_text;
     if (only_text && !reuse)
         return cli_usage_error("reclassify", "--only-with-text goes with --reuse-ocr");
     struct folio_err err = {0};

@@ -8,12 +8,14 @@
  * Every number comes from one SQL query and is also written into a data-*
  * attribute, so a test can compare what the page shows with SQL.
  */
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/http.h"
 #include "pipeline/page_png.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,22 +33,33 @@ static const char USAGE[] =
     "Writes a self-contained HTML report: results per label with confidence\n"
     "histograms, pages per minute per engine path, queue and workers, the\n"
     "review queue with thumbnails, and rejections by reason.\n"
-    "\n"
-    "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --out FILE           where to write the HTML (replaced atomically)\n"
-    "  --model-key K        results of one model configuration (default: all)\n"
-    "  --review N           documents shown in the review queue (default 24)\n"
-    "  --hours H            throughput window, hours back from now (default 24)\n"
-    "  --listen ADDR:PORT   serve the report over HTTP until SIGTERM/SIGINT\n";
+    "\n";
 
-static const struct option opts[] = {
-    {"db", required_argument, 0, 'd'},     {"out", required_argument, 0, 'o'},
-    {"model-key", required_argument, 0, 'k'}, {"review", required_argument, 0, 'r'},
-    {"hours", required_argument, 0, 'H'},  {"listen", required_argument, 0, 'L'},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
+struct report_args {
+    const char *db, *out, *listen, *model_key;
+    int review, hours;
+};
+#define AT(m, type) CLI_AT(struct report_args, m, type)
 
-const struct option *cmd_report_options(void) { return opts; }
+/* Also the keys of [report] in the configuration file (pipeline/config.c). */
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "out", .kind = CLI_STR, .off = AT(out, const char *), .arg = "FILE",
+     .help = "where to write the HTML (replaced atomically)"},
+    {.name = "model-key", .kind = CLI_STR, .off = AT(model_key, const char *), .arg = "K",
+     .help = "results of one model configuration (default: all)"},
+    {.name = "review", .kind = CLI_INT, .off = AT(review, int), .max = 1000, .arg = "N",
+     .help = "documents shown in the review queue (default 24)"},
+    {.name = "hours", .kind = CLI_INT, .off = AT(hours, int), .min = 1, .max = 24 * 366, .arg = "H",
+     .help = "throughput window, hours back from now (default 24)"},
+    {.name = "listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(listen, const char *), .arg = "ADDR:PORT",
+     .help = "serve the report over HTTP until SIGTERM/SIGINT"},
+};
+
+const struct cli_cmd cmd_report_cli = {
+    .name = "report", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0],
+};
 
 /* Text for HTML element content and attribute values. */
 static void esc(FILE *f, const char *s)
@@ -465,38 +478,13 @@ static int serve(const char *listen, const struct serve *sv)
 
 int cmd_report(int argc, char **argv)
 {
-    const char *db = NULL, *out = NULL, *listen = NULL;
-    struct report R = {0};
-    long long review = 24, hours = 24;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 'd': db = optarg; break;
-        case 'o': out = optarg; break;
-        case 'k': R.model_key = optarg; break;
-        case 'r':
-            if (folio_parse_int(optarg, 0, 1000, &review))
-                return cli_usage_error("report", "--review wants 0..1000, got '%s'", optarg);
-            break;
-        case 'H':
-            if (folio_parse_int(optarg, 1, 24 * 366, &hours))
-                return cli_usage_error("report", "--hours wants 1..8784, got '%s'", optarg);
-            break;
-        case 'L': {
-            struct folio_err lerr = {0};
-            if (http_parse_listen("--listen", optarg, &lerr))
-                return cli_usage_error("report", "%s (%s)", lerr.msg, lerr.hint);
-            listen = optarg;
-            break;
-        }
-        default: return cli_usage_error("report", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("report", "unexpected argument '%s'", argv[optind]);
+    struct report_args a = {.review = 24, .hours = 24};
+    int pos, prc = cli_parse(&cmd_report_cli, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db, *out = a.out, *listen = a.listen;
+    struct report R = {.model_key = a.model_key};
+    long long review = a.review, hours = a.hours;
     if (!out == !listen)
         return cli_usage_error("report", "give one of --out FILE or --listen ADDR:PORT");
     if (listen) {

@@ -4,10 +4,12 @@
  * jobs, each result with the full distribution, timings and OCR text, and
  * optionally a page as PNG.
  */
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 #include "pipeline/page_png.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,20 +22,30 @@ static const char USAGE[] =
     "ingested. Prints the document, its sources, jobs and results (label,\n"
     "confidence, engine path and why, the distribution over labels, timings,\n"
     "OCR text).\n"
-    "\n"
-    "  --db CONNINFO        PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --model-key K        results of one model configuration only\n"
-    "  --no-text            leave the OCR text out\n"
-    "  --page N             page for --png, from 1 (default 1)\n"
-    "  --png FILE           write that page as a PNG image\n";
+    "\n";
 
-static const struct option opts[] = {
-    {"db", required_argument, 0, 'd'},   {"model-key", required_argument, 0, 'k'},
-    {"no-text", no_argument, 0, 't'},    {"page", required_argument, 0, 'p'},
-    {"png", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
+struct show_args {
+    const char *db, *model_key, *png;
+    int no_text, page;
+};
+#define AT(m, type) CLI_AT(struct show_args, m, type)
 
-const struct option *cmd_show_options(void) { return opts; }
+/* Also the keys of [show] in the configuration file (pipeline/config.c). */
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "model-key", .kind = CLI_STR, .off = AT(model_key, const char *), .arg = "K",
+     .help = "results of one model configuration only"},
+    {.name = "no-text", .kind = CLI_FLAG, .off = AT(no_text, int), .help = "leave the OCR text out"},
+    {.name = "page", .kind = CLI_INT, .off = AT(page, int), .min = 1, .max = 1000000,
+     .want = "a page number from 1", .arg = "N", .help = "page for --png, from 1 (default 1)"},
+    {.name = "png", .kind = CLI_STR, .off = AT(png, const char *), .arg = "FILE",
+     .help = "write that page as a PNG image"},
+};
+
+const struct cli_cmd cmd_show_cli = {
+    .name = "show", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1,
+};
 
 static PGresult *q(PGconn *c, const char *sql, int n, const char *const *params, struct folio_err *err)
 {
@@ -95,31 +107,15 @@ static void kv(const char *k, const char *v)
 
 int cmd_show(int argc, char **argv)
 {
-    const char *db = NULL, *model_key = NULL, *png = NULL;
-    bool no_text = false;
-    long long page = 1;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 'd': db = optarg; break;
-        case 'k': model_key = optarg; break;
-        case 't': no_text = true; break;
-        case 'p':
-            if (folio_parse_int(optarg, 1, 1000000, &page))
-                return cli_usage_error("show", "--page wants a page number from 1, got '%s'", optarg);
-            break;
-        case 'o': png = optarg; break;
-        default: return cli_usage_error("show", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind >= argc)
+    struct show_args a = {.page = 1};
+    int pos, prc = cli_parse(&cmd_show_cli, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    if (pos >= argc)
         return cli_usage_error("show", "missing DOC (a document id, sha256 prefix or file name)");
-    if (optind + 1 < argc)
-        return cli_usage_error("show", "unexpected argument '%s'", argv[optind + 1]);
-    const char *doc = argv[optind];
+    const char *db = a.db, *model_key = a.model_key, *png = a.png, *doc = argv[pos];
+    bool no_text = a.no_text;
+    long long page = a.page;
 
     struct folio_err err = {0};
     PGconn *c;

@@ -1,8 +1,10 @@
 /* folio status: a person's view of the queue, the fleet and recent problems,
  * read from the same views users query with psql. */
-#include "pipeline/pipeline.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -14,11 +16,7 @@ static const char USAGE[] =
     "Shows jobs per state, live workers, results per label, the latest\n"
     "rejections, split suggestions and dead jobs, plus throughput over the last\n"
     "minute and an estimate of when the queue is empty at that rate.\n"
-    "\n"
-    "  --json         one JSON object (with --watch: one per line)\n"
-    "  --watch        refresh until interrupted\n"
-    "  --interval S   seconds between refreshes (default 2)\n"
-    "  --count N      stop after N refreshes (default: never)\n";
+    "\n";
 
 /* Prints a result as an aligned text table; values are escaped so that a
  * hostile file name cannot move the cursor around the terminal. */
@@ -59,12 +57,27 @@ static void print_table(const char *title, PGresult *r)
 }
 
 /* File scope: the config layer reads the keys [status] accepts from it. */
-static const struct option opts[] = {
-        {"db", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'},
-        {"watch", no_argument, 0, 'w'},    {"interval", required_argument, 0, 'i'},
-        {"count", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+struct status_args {
+    const char *db;
+    int json, watch, count;
+    double interval;
+};
+#define AT(m, type) CLI_AT(struct status_args, m, type)
 
-const struct option *cmd_status_options(void) { return opts; }
+/* Also the keys of [status] in the configuration file (pipeline/config.c). */
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *)},
+    {.name = "json", .kind = CLI_FLAG, .off = AT(json, int), .help = "one JSON object (with --watch: one per line)"},
+    {.name = "watch", .kind = CLI_FLAG, .off = AT(watch, int), .help = "refresh until interrupted"},
+    {.name = "interval", .kind = CLI_DOUBLE, .off = AT(interval, double), .lo = 0.1, .hi = 86400,
+     .want = "seconds from 0.1 to 86400", .arg = "S", .help = "seconds between refreshes (default 2)"},
+    {.name = "count", .kind = CLI_INT, .off = AT(count, int), .min = 1, .max = 1000000000,
+     .want = "a positive number", .arg = "N", .help = "stop after N refreshes (default: never)"},
+};
+
+const struct cli_cmd cmd_status_cli = {
+    .name = "status", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0], .help_col = 17,
+};
 
 static const struct {
     const char *key, *title, *sql;
@@ -171,35 +184,14 @@ static int status_once(PGconn *c, int as_json, struct folio_err *err)
 
 int cmd_status(int argc, char **argv)
 {
-    const char *db = NULL;
-    int as_json = 0, watch = 0;
-    double interval = 2;
-    long long count = 0;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'j': as_json = 1; break;
-        case 'w': watch = 1; break;
-        case 'i': {
-            char *end = NULL;
-            interval = strtod(optarg, &end);
-            if (end == optarg || *end || !(interval >= 0.1 && interval <= 86400))
-                return cli_usage_error("status", "--interval wants seconds from 0.1 to 86400, got '%s'", optarg);
-            break;
-        }
-        case 'n':
-            if (folio_parse_int(optarg, 1, 1000000000, &count))
-                return cli_usage_error("status", "--count wants a positive number, got '%s'", optarg);
-            break;
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        default: return cli_usage_error("status", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("status", "unexpected argument '%s'", argv[optind]);
+    struct status_args a = {.interval = 2};
+    int pos, prc = cli_parse(&cmd_status_cli, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db;
+    int as_json = a.json, watch = a.watch;
+    double interval = a.interval;
+    long long count = a.count;
     struct folio_err err = {0};
     PGconn *c;
     if (cli_connect(db, "folio-status", &c))

@@ -1,5 +1,7 @@
 /* folio version: folio's version and the library versions it was built with. */
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
+#include "pipeline/db.h"
 
 #include "engine/engine.h"
 #include "ingest/ingest.h"

@@ -3,9 +3,10 @@
  *
  * The file never reaches the commands as a data structure: config_apply
  * turns it, and the FOLIO_* environment, into ordinary --key=value
- * arguments in front of the user's own. Each command keeps one parser and
- * one set of error messages, and "last one wins" in getopt gives the
- * precedence flags > environment > [CMD.NAME] > [CMD] > top level.
+ * arguments in front of the user's own. The keys are the names in each
+ * command's option table (pipeline/cli.h), whose one parser checks every
+ * value with one set of messages, and "last one wins" in the parser gives
+ * the precedence flags > environment > [CMD.NAME] > [CMD] > top level.
  */
 #include "pipeline/config.h"
 
@@ -19,14 +20,14 @@
 #include <unistd.h>
 
 static const struct config_command COMMANDS[] = {
-    {"worker", cmd_worker, cmd_worker_options, NULL},
-    {"ingest", cmd_ingest, cmd_ingest_options, "dir"},
-    {"status", cmd_status, cmd_status_options, NULL},
-    {"migrate", cmd_migrate, cmd_migrate_options, NULL},
-    {"jobs", cmd_jobs, cmd_jobs_options, NULL},
-    {"export", cmd_export, cmd_export_options, NULL},
-    {"show", cmd_show, cmd_show_options, NULL},
-    {"report", cmd_report, cmd_report_options, NULL},
+    {"worker", cmd_worker, &cmd_worker_cli, NULL},
+    {"ingest", cmd_ingest, &cmd_ingest_cli, "dir"},
+    {"status", cmd_status, &cmd_status_cli, NULL},
+    {"migrate", cmd_migrate, &cmd_migrate_cli, NULL},
+    {"jobs", cmd_jobs, &cmd_jobs_cli, NULL},
+    {"export", cmd_export, &cmd_export_cli, NULL},
+    {"show", cmd_show, &cmd_show_cli, NULL},
+    {"report", cmd_report, &cmd_report_cli, NULL},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
@@ -50,14 +51,9 @@ static bool key_reserved(const char *k)
     return strcmp(k, "help") == 0 || strcmp(k, "config") == 0 || strcmp(k, "instance") == 0;
 }
 
-static const struct option *find_option(const struct config_command *c, const char *key)
+static const struct cli_opt *find_option(const struct config_command *c, const char *key)
 {
-    if (key_reserved(key))
-        return NULL;
-    for (const struct option *o = c->options(); o->name; o++)
-        if (strcmp(o->name, key) == 0)
-            return o;
-    return NULL;
+    return key_reserved(key) ? NULL : cli_find(c->cli, key);
 }
 
 /* 1 true, 0 false, -1 neither. */
@@ -150,12 +146,12 @@ static int check_entry(struct config *cfg, const char *sec, const char *key, con
         /* Top level: a default for every command that has the option. */
         size_t nc;
         const struct config_command *all = config_commands(&nc);
-        const struct option *found = NULL;
+        const struct cli_opt *found = NULL;
         for (size_t i = 0; i < nc && !found; i++)
             found = find_option(&all[i], key);
         if (!found)
             return add_problem(cfg, line, "unknown key '%s': no folio command has an option --%s", key, key);
-        if (found->has_arg == no_argument && parse_bool(val) < 0)
+        if (cli_opt_is_flag(found) && parse_bool(val) < 0)
             return add_problem(cfg, line, "'%s' is a flag: write %s = true or false, not '%s'", key, key, val);
         return 0;
     }
@@ -164,13 +160,13 @@ static int check_entry(struct config *cfg, const char *sec, const char *key, con
         return 0; /* the section header was reported already */
     if (c->positional_key && strcmp(key, c->positional_key) == 0)
         return val[0] ? 0 : add_problem(cfg, line, "[%s] %s wants a value", sec, key);
-    const struct option *o = find_option(c, key);
+    const struct cli_opt *o = find_option(c, key);
     if (!o)
         return add_problem(cfg, line, "unknown key '%s' in [%s]: 'folio %s --help' lists the options", key, sec,
                            c->name);
-    if (o->has_arg == no_argument && parse_bool(val) < 0)
+    if (cli_opt_is_flag(o) && parse_bool(val) < 0)
         return add_problem(cfg, line, "[%s] '%s' is a flag: write %s = true or false, not '%s'", sec, key, key, val);
-    if (o->has_arg != no_argument && val[0] == '\0')
+    if (!cli_opt_is_flag(o) && val[0] == '\0')
         return add_problem(cfg, line, "[%s] %s wants a value", sec, key);
     return 0;
 }
@@ -364,10 +360,10 @@ static void args_free(struct arglist *a)
 }
 
 /* --key=value, or --key for a true flag (nothing for a false one). */
-static int push_setting(struct arglist *a, const struct option *o, const char *val, const char *origin)
+static int push_setting(struct arglist *a, const struct cli_opt *o, const char *val, const char *origin)
 {
     char buf[8192];
-    if (o->has_arg == no_argument) {
+    if (cli_opt_is_flag(o)) {
         if (parse_bool(val) != 1)
             return 0;
         snprintf(buf, sizeof buf, "--%s", o->name);
@@ -388,9 +384,9 @@ static bool has_positional(const struct config_command *c, int argc, char **argv
             return true;
         if (a[1] != '-' || strchr(a, '='))
             continue;
-        for (const struct option *o = c->options(); o->name; o++)
-            if (strcmp(o->name, a + 2) == 0 && o->has_arg == required_argument)
-                i++;
+        const struct cli_opt *o = cli_find(c->cli, a + 2);
+        if (o && !cli_opt_is_flag(o))
+            i++;
     }
     return false;
 }
@@ -475,7 +471,7 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
                     snprintf(positional_origin, sizeof positional_origin, "%s", origin);
                     continue;
                 }
-                const struct option *o = find_option(c, e->key);
+                const struct cli_opt *o = find_option(c, e->key);
                 if (o) /* top-level keys of other commands are not ours */
                     rc = push_setting(out, o, e->value, origin);
             }
@@ -501,8 +497,9 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
         return FOLIO_EXIT_USAGE;
     }
     /* Environment: FOLIO_<KEY>, over the file. */
-    for (const struct option *o = c->options(); rc == 0 && o->name; o++) {
-        if (key_reserved(o->name))
+    for (size_t oi = 0; rc == 0 && oi < c->cli->nopts; oi++) {
+        const struct cli_opt *o = &c->cli->opts[oi];
+        if (o->kind == CLI_TEXT || key_reserved(o->name))
             continue;
         char var[96] = "FOLIO_";
         size_t k = strlen(var);
@@ -512,7 +509,7 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
         const char *v = getenv(var);
         if (!v || !v[0])
             continue;
-        if (o->has_arg == no_argument && parse_bool(v) < 0) {
+        if (cli_opt_is_flag(o) && parse_bool(v) < 0) {
             fprintf(stderr, "folio %s: environment variable %s='%s': --%s is a flag, set it to 1 or 0\n", c->name,
                     var, v, o->name);
             config_free(&cfg);
@@ -582,11 +579,11 @@ static const char USAGE[] =
 /* Runs the command's own parser on one setting in a child process:
  * `CMD --key=value --help` stops at the first bad value with the
  * command's message, or prints its help (thrown away) and exits 0. */
-static int check_value(const struct config_command *c, const struct option *o, const char *val, char *msg,
+static int check_value(const struct config_command *c, const struct cli_opt *o, const char *val, char *msg,
                        size_t n)
 {
     char arg[8192];
-    if (o->has_arg == no_argument)
+    if (cli_opt_is_flag(o))
         snprintf(arg, sizeof arg, "--%s", o->name);
     else if (folio_snprintf(arg, sizeof arg, "--%s=%s", o->name, val) != 0) {
         snprintf(msg, n, "value longer than 8 KiB");
@@ -673,8 +670,8 @@ static int config_check(int argc, char **argv)
             char why[256];
             if (e->section[0] ? section_command(e->section, why, sizeof why) != c : false)
                 continue;
-            const struct option *o = find_option(c, e->key);
-            if (!o || (o->has_arg == no_argument && parse_bool(e->value) != 1))
+            const struct cli_opt *o = find_option(c, e->key);
+            if (!o || (cli_opt_is_flag(o) && parse_bool(e->value) != 1))
                 continue;
             char msg[1024];
             int r = check_value(c, o, e->value, msg, sizeof msg);

@@ -24,9 +24,8 @@
 #ifndef FOLIO_PIPELINE_CONFIG_H
 #define FOLIO_PIPELINE_CONFIG_H
 
-#include "pipeline/pipeline.h"
-
-#include <getopt.h>
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
 
 #define CONFIG_DEFAULT_PATH "/etc/folio/folio.conf"
 
@@ -44,12 +43,13 @@ struct config {
     size_t nproblems;
 };
 
-/* A command that reads the configuration: its option table and, where it
- * takes one, the key that stands for its positional argument. */
+/* A command that reads the configuration: its option table (the keys it
+ * takes, pipeline/cli.h) and, where it takes one, the key that stands for
+ * its positional argument. */
 struct config_command {
     const char *name;
     int (*fn)(int, char **);
-    const struct option *(*options)(void);
+    const struct cli_cmd *cli;
     const char *positional_key; /* e.g. "dir" for ingest; NULL = none */
 };
 const struct config_command *config_find_command(const char *name);
@@ -76,15 +76,5 @@ int config_apply(const struct config_command *cmd, int argc, char **argv, int *o
 void config_argv_free(int argc, char **argv);
 
 int cmd_config(int argc, char **argv);
-
-/* Option tables of the commands that read the configuration. */
-const struct option *cmd_worker_options(void);
-const struct option *cmd_ingest_options(void);
-const struct option *cmd_status_options(void);
-const struct option *cmd_migrate_options(void);
-const struct option *cmd_jobs_options(void);
-const struct option *cmd_export_options(void);
-const struct option *cmd_show_options(void);
-const struct option *cmd_report_options(void);
 
 #endif

@@ -11,7 +11,7 @@
  * statements instead of named prepared ones, the worker does not LISTEN
  * there. The only SET kept is the time zone, which PgBouncer tracks and
  * re-applies per client. */
-#include "pipeline/pipeline.h"
+#include "pipeline/db.h"
 
 #include <libpq-events.h>
 #include <stdlib.h>

@@ -7,10 +7,10 @@
  * the classified pages' texts joined with form feeds.
  */
 #include "pipeline/docpages.h"
+#include "common/json.h"
 #include "ingest/ingest.h"
 #include "pipeline/docpage.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
 #include <limits.h>
 #include <stdatomic.h>

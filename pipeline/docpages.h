@@ -10,6 +10,7 @@
 #ifndef FOLIO_PIPELINE_DOCPAGES_H
 #define FOLIO_PIPELINE_DOCPAGES_H
 
+#include "common/json.h"
 #include "engine/engine.h"
 
 struct ingest_membudget;

@@ -4,8 +4,8 @@
  * page is ~8 MB gray, and a 2000-page TIFF must not be held at once.
  */
 #include "pipeline/doctext.h"
+#include "common/json.h"
 #include "ingest/ingest.h"
-#include "pipeline/pipeline.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

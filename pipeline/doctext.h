@@ -18,6 +18,7 @@
 #ifndef FOLIO_PIPELINE_DOCTEXT_H
 #define FOLIO_PIPELINE_DOCTEXT_H
 
+#include "common/json.h"
 #include "engine/engine.h"
 
 struct ingest_membudget;

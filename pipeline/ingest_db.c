@@ -26,6 +26,7 @@
  */
 #include "pipeline/blobstore.h"
 #include "pipeline/ingest_run.h"
+#include "pipeline/queue.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #define FOLIO_PIPELINE_INGEST_RUN_H
 
 #include "ingest/ingest.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/db.h"
 
 enum ingest_after { INGEST_AFTER_MOVE, INGEST_AFTER_DELETE, INGEST_AFTER_KEEP };
 

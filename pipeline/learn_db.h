@@ -6,8 +6,8 @@
 #define FOLIO_PIPELINE_LEARN_DB_H
 
 #include "engine/engine.h"
+#include "pipeline/db.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
 #include <libpq-fe.h>
 

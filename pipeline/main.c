@@ -1,6 +1,9 @@
 /* folio: one binary, subcommands. Exit codes: 0 ok, 1 failure, 2 usage. */
+#include "pipeline/cli.h"
+#include "pipeline/commands.h"
 #include "pipeline/config.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/db.h"
+#include "pipeline/worker.h"
 
 #include <stdio.h>
 #include <string.h>

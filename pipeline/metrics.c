@@ -13,7 +13,7 @@
 #include "pipeline/http.h"
 
 #include "engine/engine.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/db.h"
 
 #include <pthread.h>
 #include <stdlib.h>

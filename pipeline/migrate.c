@@ -9,7 +9,8 @@
  * Concurrency: two `folio migrate` at once (a fleet starting) serialise on a
  * session advisory lock; the second then finds nothing to do.
  */
-#include "pipeline/pipeline.h"
+#include "pipeline/db.h"
+#include "pipeline/migrate.h"
 
 #include <ctype.h>
 #include <dirent.h>

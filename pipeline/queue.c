@@ -21,8 +21,9 @@
  * attempt back. Per-job statements are prepared once per connection (see
  * exec_hot); everything else is unnamed PQexecParams.
  */
-#include "pipeline/pipeline.h"
 #include "pipeline/blobstore.h"
+#include "pipeline/db.h"
+#include "pipeline/queue.h"
 
 #include <arpa/inet.h>
 #include <stdlib.h>

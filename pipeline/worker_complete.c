@@ -7,6 +7,7 @@
  * attempts, releases and dropped jobs are recorded here too, each with
  * its counter, metric and log line (worker_internal.h has the map).
  */
+#include "common/json.h"
 #include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
 #include "pipeline/metrics.h"

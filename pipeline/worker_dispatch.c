@@ -11,8 +11,10 @@
  * error: a broken connection is dropped and re-opened with jittered
  * backoff, and claiming waits meanwhile.
  */
+#include "common/json.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
+#include "pipeline/cli.h"
 #include "pipeline/metrics.h"
 #include "pipeline/service.h"
 #include "pipeline/worker_internal.h"

@@ -1,5 +1,5 @@
 /*
- * Private to the worker (not part of pipeline.h): the state its threads
+ * Private to the worker (not part of worker.h): the state its threads
  * share and the calls between its parts. The worker is split the way
  * River splits its client, one concern per file:
  *
@@ -20,7 +20,9 @@
 #ifndef FOLIO_PIPELINE_WORKER_INTERNAL_H
 #define FOLIO_PIPELINE_WORKER_INTERNAL_H
 
-#include "pipeline/pipeline.h"
+#include "pipeline/db.h"
+#include "pipeline/queue.h"
+#include "pipeline/worker.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

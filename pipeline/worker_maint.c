@@ -9,6 +9,7 @@
  * fences: a job the database says is lost, one with no renewal for a
  * whole lease, or one past its time budget gets its cancel flag.
  */
+#include "common/json.h"
 #include "engine/engine.h"
 #include "pipeline/learn_db.h"
 #include "pipeline/worker_internal.h"

@@ -15,7 +15,7 @@
  *  - a process with no fs store asked for an fs document says which
  *    option it needs. */
 #include "pipeline/blobstore.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/queue.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <dirent.h>

@@ -17,7 +17,7 @@
  *               slow only at 300 dpi, planted straight into the queue: the
  *               worker's sandbox stops it (--pdf-page-ms) and the job fails.
  */
-#include "pipeline/pipeline.h"
+#include "pipeline/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <leptonica/allheaders.h>

@@ -2,7 +2,9 @@
  * disjoint concurrent claims, lease expiry and the late worker's refused
  * completion, token-less and stale writes, backoff then dead, release,
  * the reaper's guard and dead-at-max, retention cleanup, heartbeats. */
-#include "pipeline/pipeline.h"
+#include "pipeline/db.h"
+#include "pipeline/migrate.h"
+#include "pipeline/queue.h"
 #include "tests/support/testutil.h"
 
 #include <pthread.h>

@@ -4,9 +4,9 @@
  * form feeds in order; the per-page and per-document text caps cut at a
  * character boundary, stop reading once the document is full, and say so
  * (fields and the pages JSON). */
+#include "common/json.h"
 #include "pipeline/docpages.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
 
 #include <leptonica/allheaders.h>

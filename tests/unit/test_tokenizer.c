@@ -5,9 +5,9 @@
  * round trip on arbitrary bytes incl. invalid UTF-8; load errors. When the
  * parity kit's fixtures are present, every reference string must give
  * exactly the reference ids and decode back to the same bytes. */
+#include "bench/pipeline/bench.h"
 #include "engine/model/gguf_write.h"
 #include "engine/model/tokenizer.h"
-#include "pipeline/pipeline.h"
 #include "tests/support/testutil.h"
 
 #include <dirent.h>
@@ -646,7 +646,7 @@ static double encode_cpu_s(const struct tok *t, const char *text, size_t len, in
 }
 
 /* Encoding is linear in the input on hostile text (the bench's scaling
- * texts, pipeline/bench_tokenizer.c): 1 MiB costs about 8
+ * texts, bench/pipeline/bench_tokenizer.c): 1 MiB costs about 8
  * times what 128 KiB costs (the old insertion sort made the marks case
  * 64 times, and 1 MiB of it minutes). Compared within one run, by CPU
  * time, best of three; the bound (24) leaves room for n log n BPE on the

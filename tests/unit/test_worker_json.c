@@ -2,7 +2,7 @@
  * output: OCR text with quotes, control bytes and invalid UTF-8 still
  * becomes valid JSON (PostgreSQL's jsonb would refuse anything else and
  * the job would fail), numbers that are not finite become null. */
-#include "pipeline/pipeline.h"
+#include "common/json.h"
 #include "tests/support/testutil.h"
 
 #include <math.h>

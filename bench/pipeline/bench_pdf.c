@@ -16,11 +16,12 @@
  * layer saves. One JSON object per line; the summary has medians and
  * render_speed_vs_pdftoppm (> 1: folio is faster).
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,39 +205,29 @@ static double run_pdftoppm(const char *file, const char *dir, int pages, int dpi
     return rc == 0 ? (folio_mono_ms() - t0) / pages : NAN;
 }
 
+struct pdf_args {
+    int pages, dpi, rounds;
+    const char *dir;
+};
+#define AT(m, type) CLI_AT(struct pdf_args, m, type)
+static const struct cli_opt OPTS[] = {
+    {.name = "pages", .kind = CLI_INT, .off = AT(pages, int), .min = 1, .max = 1000},
+    {.name = "dpi", .kind = CLI_INT, .off = AT(dpi, int), .min = 36, .max = 600},
+    {.name = "rounds", .kind = CLI_INT, .off = AT(rounds, int), .min = 1, .max = 15},
+    {.name = "dir", .kind = CLI_STR, .off = AT(dir, const char *)},
+};
+/* Extra arguments are ignored, as they always were. */
+static const struct cli_cmd CMD = {.name = "bench pdf", .usage = USAGE, .opts = OPTS,
+                                   .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1 << 30};
+
 int bench_pdf(int argc, char **argv)
 {
-    static const struct option opts[] = {{"pages", required_argument, 0, 1000}, {"dpi", required_argument, 0, 1001},
-                                         {"rounds", required_argument, 0, 1002}, {"dir", required_argument, 0, 1003},
-                                         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    int pages = 10, dpi = 300, rounds = 3;
-    const char *dir_opt = NULL;
-    long long v;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000:
-            if (folio_parse_int(optarg, 1, 1000, &v))
-                return cli_usage_error("bench pdf", "--pages wants 1..1000, got '%s'", optarg);
-            pages = (int)v;
-            break;
-        case 1001:
-            if (folio_parse_int(optarg, 36, 600, &v))
-                return cli_usage_error("bench pdf", "--dpi wants 36..600, got '%s'", optarg);
-            dpi = (int)v;
-            break;
-        case 1002:
-            if (folio_parse_int(optarg, 1, 15, &v))
-                return cli_usage_error("bench pdf", "--rounds wants 1..15, got '%s'", optarg);
-            rounds = (int)v;
-            break;
-        case 1003: dir_opt = optarg; break;
-        default: return cli_usage_error("bench pdf", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
+    struct pdf_args a = {.pages = 10, .dpi = 300, .rounds = 3};
+    int pos, parsed = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (parsed != CLI_GO)
+        return parsed;
+    int pages = a.pages, dpi = a.dpi, rounds = a.rounds;
+    const char *dir_opt = a.dir;
     if (system("pdftoppm -v >/dev/null 2>&1") != 0) {
         fprintf(stderr, "folio bench pdf: pdftoppm not found (apt-get install poppler-utils)\n");
         return FOLIO_EXIT_FAIL;

@@ -22,11 +22,13 @@
  * reports CPU ns per byte at each: flat means linear time, a 4x rise per
  * step means quadratic (what the NFC insertion sort used to do on marks).
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/model/gguf_write.h"
 #include "engine/model/tokenizer.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/cli.h"
 
-#include <getopt.h>
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,16 +42,7 @@ static const char USAGE[] =
     "Tokenises generated OCR-like UTF-8 text page by page on one core and prints\n"
     "two JSON lines (without and with the per-thread piece cache): MB/s of input\n"
     "by wall clock and by CPU time, tokens/s, and the vocabulary used.\n"
-    "  --model FILE   take the tokenizer from this GGUF (default: train a synthetic\n"
-    "                 byte-level BPE on the text)\n"
-    "  --bytes N      text size (default 1MiB)\n"
-    "  --seconds S    minimum measuring time (default 2)\n"
-    "  --merges N     merges for the synthetic vocabulary (default 4000)\n"
-    "  --pad-vocab N  add N tokens + merges that never fire, to reach a real\n"
-    "                 vocabulary's table sizes (Qwen2: --pad-vocab 147000)\n"
-    "  --case C       throughput (the two lines above), scaling (one line per hostile\n"
-    "                 text: CPU ns/byte at 4 sizes), or all (default)\n"
-    "  --scaling-bytes N  largest scaling size (default 1280KiB: 20, 80, 320, 1280 KiB)\n";
+    ;
 
 /* ------------------------------------------------------------ the text */
 
@@ -663,77 +656,49 @@ static int scaling(const struct tok *t, size_t max, const char *host, const char
     return 0;
 }
 
+struct tok_args {
+    const char *model;
+    uint64_t bytes, scaling_max;
+    double seconds;
+    int merges, pad, which;
+};
+#define AT(m, type) CLI_AT(struct tok_args, m, type)
+static const char *const CASES[] = {"all", "throughput", "scaling", NULL};
+static const struct cli_opt OPTS[] = {
+    {.name = "model", .kind = CLI_STR, .off = AT(model, const char *), .arg = "FILE",
+     .help = "take the tokenizer from this GGUF (default: train a synthetic\n"
+             "byte-level BPE on the text)"},
+    {.name = "bytes", .kind = CLI_SIZE, .off = AT(bytes, uint64_t), .min = 1024, .max = 1LL << 30,
+     .want = "1KiB..1GiB", .arg = "N", .help = "text size (default 1MiB)"},
+    {.name = "seconds", .kind = CLI_DOUBLE, .off = AT(seconds, double), .lo = DBL_MIN, .hi = 3600,
+     .want = "0..3600", .arg = "S", .help = "minimum measuring time (default 2)"},
+    {.name = "merges", .kind = CLI_INT, .off = AT(merges, int), .max = 100000, .arg = "N",
+     .help = "merges for the synthetic vocabulary (default 4000)"},
+    {.name = "pad-vocab", .kind = CLI_INT, .off = AT(pad, int), .max = 1000000, .arg = "N",
+     .help = "add N tokens + merges that never fire, to reach a real\n"
+             "vocabulary's table sizes (Qwen2: --pad-vocab 147000)"},
+    {.name = "case", .kind = CLI_ENUM, .off = AT(which, int), .choices = CASES,
+     .want = "all, throughput or scaling", .arg = "C",
+     .help = "throughput (the two lines above), scaling (one line per hostile\n"
+             "text: CPU ns/byte at 4 sizes), or all (default)"},
+    {.name = "scaling-bytes", .kind = CLI_SIZE, .off = AT(scaling_max, uint64_t), .min = 64 << 10,
+     .max = 256LL << 20, .want = "64KiB..256MiB", .arg = "N",
+     .help = "largest scaling size (default 1280KiB: 20, 80, 320, 1280 KiB)"},
+};
+static const struct cli_cmd CMD = {.name = "bench tokenizer", .usage = USAGE, .opts = OPTS,
+                                   .nopts = sizeof OPTS / sizeof OPTS[0], .help_col = 17};
+
 int bench_tokenizer(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"bytes", required_argument, 0, 'b'},
-                                         {"seconds", required_argument, 0, 's'},
-                                         {"merges", required_argument, 0, 'n'},
-                                         {"pad-vocab", required_argument, 0, 'p'},
-                                         {"case", required_argument, 0, 'c'},
-                                         {"scaling-bytes", required_argument, 0, 'S'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *model = NULL;
-    uint64_t bytes = 1 << 20;
-    double seconds = 2.0;
-    long long merges = 4000, pad = 0;
-    uint64_t scaling_max = 1280u << 10;
-    int do_throughput = 1, do_scaling = 1;
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h':
-            fputs(USAGE, stdout);
-            return FOLIO_EXIT_OK;
-        case 'm':
-            model = optarg;
-            break;
-        case 'b':
-            if (folio_parse_size(optarg, &bytes) != 0 || bytes < 1024 || bytes > (1ull << 30))
-                return cli_usage_error("bench tokenizer", "--bytes wants 1KiB..1GiB, got '%s'",
-                                       optarg);
-            break;
-        case 's': {
-            char *end;
-            seconds = strtod(optarg, &end);
-            if (*end || !(seconds > 0 && seconds <= 3600))
-                return cli_usage_error("bench tokenizer", "--seconds wants 0..3600, got '%s'",
-                                       optarg);
-            break;
-        }
-        case 'n':
-            if (folio_parse_int(optarg, 0, 100000, &merges) != 0)
-                return cli_usage_error("bench tokenizer", "--merges wants 0..100000, got '%s'",
-                                       optarg);
-            break;
-        case 'p':
-            if (folio_parse_int(optarg, 0, 1000000, &pad) != 0)
-                return cli_usage_error("bench tokenizer", "--pad-vocab wants 0..1000000, got '%s'",
-                                       optarg);
-            break;
-        case 'c':
-            if (strcmp(optarg, "all") && strcmp(optarg, "throughput") && strcmp(optarg, "scaling"))
-                return cli_usage_error("bench tokenizer", "--case wants all, throughput or "
-                                       "scaling, got '%s'", optarg);
-            do_throughput = strcmp(optarg, "scaling") != 0;
-            do_scaling = strcmp(optarg, "throughput") != 0;
-            break;
-        case 'S':
-            if (folio_parse_size(optarg, &scaling_max) != 0 || scaling_max < (64u << 10) ||
-                scaling_max > (256ull << 20))
-                return cli_usage_error("bench tokenizer", "--scaling-bytes wants 64KiB..256MiB, "
-                                       "got '%s'", optarg);
-            break;
-        default:
-            return cli_usage_error("bench tokenizer", "unknown or incomplete option '%s'",
-                                   argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("bench tokenizer", "unexpected argument '%s'", argv[optind]);
+    struct tok_args a = {.bytes = 1 << 20, .seconds = 2.0, .merges = 4000, .scaling_max = 1280u << 10};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *model = a.model;
+    uint64_t bytes = a.bytes, scaling_max = a.scaling_max;
+    double seconds = a.seconds;
+    long long merges = a.merges, pad = a.pad;
+    int do_throughput = a.which != 2, do_scaling = a.which != 1;
 
     struct folio_err err = {0};
     size_t len;

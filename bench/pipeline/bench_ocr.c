@@ -28,12 +28,13 @@
  * pdftoppm -r 300 -gray to PGM files plus the tesseract CLI over them
  * (one Init); for the text PDF, pdftotext. OSD off on both sides.
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/cli.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,19 +51,7 @@ static const char USAGE[] =
     "\n"
     "OCR pages/s per core vs the tesseract CLI on the same generated 300-dpi pages,\n"
     "and scaling with OCR threads. Needs text2image (tesseract-ocr) and fonts-dejavu-core.\n"
-    "\n"
-    "  --pages N        distinct pages generated (default 4)\n"
-    "  --threads LIST   OCR thread counts to measure (default 1,2,..cores)\n"
-    "  --rounds N       passes over the pages per measurement (default 1)\n"
-    "  --repeat N       folio-vs-CLI measurements, alternated; medians reported (default 3)\n"
-    "  --no-cli         skip the tesseract CLI comparison\n"
-    "  --keep DIR       generate pages into DIR and keep them\n"
-    "  --in-process     OCR in the calling thread, not in a folio-ocr helper process\n"
-    "                   (the worker's default; shows what isolation costs)\n"
-    "  --pdf            instead: the pages as a scanned-image PDF and as a text PDF\n"
-    "                   through the worker's text path (text layer, else render at\n"
-    "                   300 dpi + OCR) vs pdftoppm + tesseract CLI and pdftotext;\n"
-    "                   needs poppler-utils\n";
+    "\n";
 
 static const char *const LINES[] = {
     "Harbour Supplies Ltd, 14 Quay Street, Portsmouth",
@@ -438,45 +427,46 @@ static int bench_ocr_pdf(const char *dir, struct page *pages, int npages, int re
     return rc ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
 }
 
+struct ocr_args {
+    int npages, rounds, no_cli, repeat, in_process, pdf;
+    const char *threads, *keep;
+};
+#define AT(m, type) CLI_AT(struct ocr_args, m, type)
+static const struct cli_opt OPTS[] = {
+    {.name = "pages", .kind = CLI_INT, .off = AT(npages, int), .min = 1, .max = 100, .arg = "N",
+     .help = "distinct pages generated (default 4)"},
+    {.name = "threads", .kind = CLI_STR, .off = AT(threads, const char *), .arg = "LIST",
+     .help = "OCR thread counts to measure (default 1,2,..cores)"},
+    {.name = "rounds", .kind = CLI_INT, .off = AT(rounds, int), .min = 1, .max = 100, .arg = "N",
+     .help = "passes over the pages per measurement (default 1)"},
+    {.name = "repeat", .kind = CLI_INT, .off = AT(repeat, int), .min = 1, .max = 16, .arg = "N",
+     .help = "folio-vs-CLI measurements, alternated; medians reported (default 3)"},
+    {.name = "no-cli", .kind = CLI_FLAG, .off = AT(no_cli, int), .help = "skip the tesseract CLI comparison"},
+    {.name = "keep", .kind = CLI_STR, .off = AT(keep, const char *), .arg = "DIR",
+     .help = "generate pages into DIR and keep them"},
+    {.name = "in-process", .kind = CLI_FLAG, .off = AT(in_process, int),
+     .help = "OCR in the calling thread, not in a folio-ocr helper process\n"
+             "(the worker's default; shows what isolation costs)"},
+    {.name = "pdf", .kind = CLI_FLAG, .off = AT(pdf, int),
+     .help = "instead: the pages as a scanned-image PDF and as a text PDF\n"
+             "through the worker's text path (text layer, else render at\n"
+             "300 dpi + OCR) vs pdftoppm + tesseract CLI and pdftotext;\n"
+             "needs poppler-utils"},
+};
+/* Extra arguments are ignored, as they always were. */
+static const struct cli_cmd CMD = {.name = "bench ocr", .usage = USAGE, .opts = OPTS,
+                                   .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1 << 30, .help_col = 19};
+
 int bench_ocr(int argc, char **argv)
 {
-    static const struct option opts[] = {{"pages", required_argument, 0, 1000}, {"threads", required_argument, 0, 1001},
-                                         {"rounds", required_argument, 0, 1002}, {"no-cli", no_argument, 0, 1003},
-                                         {"keep", required_argument, 0, 1004},   {"repeat", required_argument, 0, 1005},
-                                         {"in-process", no_argument, 0, 1006}, {"pdf", no_argument, 0, 1007},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    int npages = 4, rounds = 1, cli = 1, repeat = 3, isolate = 1, pdf = 0, ch;
-    const char *tl = NULL, *keep = NULL;
+    struct ocr_args a = {.npages = 4, .rounds = 1, .repeat = 3};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    int npages = a.npages, rounds = a.rounds, cli = !a.no_cli, repeat = a.repeat, isolate = !a.in_process,
+        pdf = a.pdf;
+    const char *tl = a.threads, *keep = a.keep;
     long long v;
-    optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000:
-            if (folio_parse_int(optarg, 1, 100, &v))
-                return cli_usage_error("bench ocr", "--pages wants 1..100, got '%s'", optarg);
-            npages = (int)v;
-            break;
-        case 1001: tl = optarg; break;
-        case 1002:
-            if (folio_parse_int(optarg, 1, 100, &v))
-                return cli_usage_error("bench ocr", "--rounds wants 1..100, got '%s'", optarg);
-            rounds = (int)v;
-            break;
-        case 1003: cli = 0; break;
-        case 1006: isolate = 0; break;
-        case 1007: pdf = 1; break;
-        case 1004: keep = optarg; break;
-        case 1005:
-            if (folio_parse_int(optarg, 1, 16, &v))
-                return cli_usage_error("bench ocr", "--repeat wants 1..16, got '%s'", optarg);
-            repeat = (int)v;
-            break;
-        default: return cli_usage_error("bench ocr", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
     int levels[16], nl = 0;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (tl) {

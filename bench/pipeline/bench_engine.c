@@ -1,7 +1,7 @@
 /* folio bench engine: the engine's own benchmark (bench/engine/bench_engine.c),
  * the same code `folio-engine bench engine` runs on GPU machines. */
 #include "bench/engine/bench.h"
-#include "pipeline/pipeline.h"
+#include "bench/pipeline/bench.h"
 
 #include <stdio.h>
 

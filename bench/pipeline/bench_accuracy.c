@@ -17,14 +17,15 @@
  * OCR is the slow part (seconds a page); its text is cached per OCR
  * setting (--cache DIR) so classification experiments re-run in seconds.
  */
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "pipeline/cli.h"
 #include "pipeline/doctext.h"
-#include "pipeline/pipeline.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <leptonica/allheaders.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,22 +39,7 @@ static const char USAGE[] =
     "\n"
     "Accuracy of OCR orientation, ocr+rules and ocr+learned on a corpus made by\n"
     "tests/support/make_corpus.sh DIR (corpus.tsv + NNNN.tif).\n"
-    "\n"
-    "  --corpus DIR          the corpus\n"
-    "  --labels FILE         label set for the rules tier (default: the default taxonomy)\n"
-    "  --split S             rows scored: heldout (default), train, all, or tune: the train\n"
-    "                        rows beyond the first --train-per-label of each label (for\n"
-    "                        choosing constants without looking at heldout)\n"
-    "  --learned-evidence E  ocr+learned calibration constant (default: the built-in)\n"
-    "  --train-per-label N   ocr+learned: train on the first N train rows per label (default 20)\n"
-    "  --osd-min-conf C      OSD floor (default 12)\n"
-    "  --legacy-osd          OCR as before issue 16: ppi 300 whatever the file, OSD floor 2,\n"
-    "                        no full-size retry\n"
-    "  --review-below P      review threshold reported on (default 0.5)\n"
-    "  --review-margin M     review margin (default 0.1)\n"
-    "  --threads N           OCR threads (default 2)\n"
-    "  --cache DIR           OCR text cache (default CORPUS/ocr-cache-<setting>)\n"
-    "  --dump                one JSON line per scored page\n";
+    "\n";
 
 struct row {
     char file[16], label[ENGINE_LABEL_MAX + 1], style[16], split[16];
@@ -355,66 +341,54 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
     free(truth);
 }
 
+struct accuracy_args {
+    const char *dir, *labels_path, *cache;
+    int split, per_label, legacy, threads, dump;
+    double evidence, osd, rb, rm;
+};
+#define AT(m, type) CLI_AT(struct accuracy_args, m, type)
+static const char *const SPLITS[] = {"heldout", "tune", "train", "all", NULL};
+static const struct cli_opt OPTS[] = {
+    {.name = "corpus", .kind = CLI_STR, .off = AT(dir, const char *), .arg = "DIR", .help = "the corpus"},
+    {.name = "labels", .kind = CLI_STR, .off = AT(labels_path, const char *), .arg = "FILE",
+     .help = "label set for the rules tier (default: the default taxonomy)"},
+    {.name = "split", .kind = CLI_ENUM, .off = AT(split, int), .choices = SPLITS, .arg = "S",
+     .help = "rows scored: heldout (default), train, all, or tune: the train\n"
+             "rows beyond the first --train-per-label of each label (for\n"
+             "choosing constants without looking at heldout)"},
+    {.name = "learned-evidence", .kind = CLI_DOUBLE, .off = AT(evidence, double), .lo = 0.01, .hi = 1000,
+     .arg = "E", .help = "ocr+learned calibration constant (default: the built-in)"},
+    {.name = "train-per-label", .kind = CLI_INT, .off = AT(per_label, int), .min = 1, .max = 100000, .arg = "N",
+     .help = "ocr+learned: train on the first N train rows per label (default 20)"},
+    {.name = "osd-min-conf", .kind = CLI_DOUBLE, .off = AT(osd, double), .hi = 100, .arg = "C",
+     .help = "OSD floor (default 12)"},
+    {.name = "legacy-osd", .kind = CLI_FLAG, .off = AT(legacy, int),
+     .help = "OCR as before issue 16: ppi 300 whatever the file, OSD floor 2,\n"
+             "no full-size retry"},
+    {.name = "review-below", .kind = CLI_DOUBLE, .off = AT(rb, double), .hi = 1, .arg = "P",
+     .help = "review threshold reported on (default 0.5)"},
+    {.name = "review-margin", .kind = CLI_DOUBLE, .off = AT(rm, double), .hi = 1, .arg = "M",
+     .help = "review margin (default 0.1)"},
+    {.name = "threads", .kind = CLI_INT, .off = AT(threads, int), .min = 1, .max = 256, .arg = "N",
+     .help = "OCR threads (default 2)"},
+    {.name = "cache", .kind = CLI_STR, .off = AT(cache, const char *), .arg = "DIR",
+     .help = "OCR text cache (default CORPUS/ocr-cache-<setting>)"},
+    {.name = "dump", .kind = CLI_FLAG, .off = AT(dump, int), .help = "one JSON line per scored page"},
+};
+/* Extra arguments are ignored, as they always were. */
+static const struct cli_cmd CMD = {.name = "bench accuracy", .usage = USAGE, .opts = OPTS,
+                                   .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1 << 30, .help_col = 24};
+
 int bench_accuracy(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"corpus", required_argument, 0, 1000},     {"labels", required_argument, 0, 1001},
-        {"split", required_argument, 0, 1002},      {"train-per-label", required_argument, 0, 1003},
-        {"osd-min-conf", required_argument, 0, 1004}, {"legacy-osd", no_argument, 0, 1005},
-        {"review-below", required_argument, 0, 1006}, {"review-margin", required_argument, 0, 1007},
-        {"threads", required_argument, 0, 1008},    {"cache", required_argument, 0, 1009},
-        {"dump", no_argument, 0, 1010},             {"learned-evidence", required_argument, 0, 1011},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    const char *dir = NULL, *labels_path = NULL, *split = "heldout", *cache = NULL;
-    int per_label = 20, legacy = 0, threads = 2, dump = 0, ch;
-    double evidence = 0;
-    double osd = OCR_OSD_MIN_CONF_DEFAULT, rb = ENGINE_REVIEW_BELOW_DEFAULT, rm = ENGINE_REVIEW_MARGIN_DEFAULT;
-    long long v;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: dir = optarg; break;
-        case 1001: labels_path = optarg; break;
-        case 1002:
-            if (strcmp(optarg, "heldout") && strcmp(optarg, "train") && strcmp(optarg, "all") && strcmp(optarg, "tune"))
-                return cli_usage_error("bench accuracy", "--split takes heldout, tune, train or all, not '%s'", optarg);
-            split = optarg;
-            break;
-        case 1003:
-            if (folio_parse_int(optarg, 1, 100000, &v))
-                return cli_usage_error("bench accuracy", "--train-per-label wants 1..100000, got '%s'", optarg);
-            per_label = (int)v;
-            break;
-        case 1004:
-            if (cli_parse_double(optarg, 0, 100, &osd))
-                return cli_usage_error("bench accuracy", "--osd-min-conf wants 0..100, got '%s'", optarg);
-            break;
-        case 1005: legacy = 1; break;
-        case 1006:
-            if (cli_parse_double(optarg, 0, 1, &rb))
-                return cli_usage_error("bench accuracy", "--review-below wants 0..1, got '%s'", optarg);
-            break;
-        case 1007:
-            if (cli_parse_double(optarg, 0, 1, &rm))
-                return cli_usage_error("bench accuracy", "--review-margin wants 0..1, got '%s'", optarg);
-            break;
-        case 1008:
-            if (folio_parse_int(optarg, 1, 256, &v))
-                return cli_usage_error("bench accuracy", "--threads wants 1..256, got '%s'", optarg);
-            threads = (int)v;
-            break;
-        case 1009: cache = optarg; break;
-        case 1010: dump = 1; break;
-        case 1011:
-            if (cli_parse_double(optarg, 0.01, 1000, &evidence))
-                return cli_usage_error("bench accuracy", "--learned-evidence wants 0.01..1000, got '%s'", optarg);
-            break;
-        default: return cli_usage_error("bench accuracy", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
+    struct accuracy_args a = {.per_label = 20, .threads = 2, .osd = OCR_OSD_MIN_CONF_DEFAULT,
+                              .rb = ENGINE_REVIEW_BELOW_DEFAULT, .rm = ENGINE_REVIEW_MARGIN_DEFAULT};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *dir = a.dir, *labels_path = a.labels_path, *split = SPLITS[a.split], *cache = a.cache;
+    int per_label = a.per_label, legacy = a.legacy, threads = a.threads, dump = a.dump;
+    double evidence = a.evidence, osd = a.osd, rb = a.rb, rm = a.rm;
     if (!dir)
         return cli_usage_error("bench accuracy", "--corpus DIR is required");
     struct row *rows = NULL;

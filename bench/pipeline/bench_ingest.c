@@ -10,12 +10,14 @@
  * the same to decode. The documents the run inserts are deleted afterwards
  * unless --keep is given. One JSON object per line on stdout.
  */
+#include "bench/pipeline/bench.h"
 #include "common/rng.h"
+#include "pipeline/cli.h"
 #include "pipeline/ingest_run.h"
+#include "pipeline/migrate.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -362,54 +364,59 @@ static int delete_documents(const char *conninfo, const struct bench_files *f, s
     return rc;
 }
 
+struct ingest_bench_args {
+    const char *db, *dir;
+    int files, jobs, pages, rounds, pdf_pages, keep, pdf, pages_set;
+};
+#define AT(m, type) CLI_AT(struct ingest_bench_args, m, type)
+
+/* --pages also says it was given: the PDF inputs then take it as variants. */
+static int take_pages(const struct cli_opt *o, void *args, const char *v, const char *cmd)
+{
+    (void)cmd;
+    struct ingest_bench_args *a = args;
+    long long n;
+    if (folio_parse_int(v, o->min, o->max, &n))
+        return -1;
+    a->pages = (int)n;
+    a->pages_set = 1;
+    return 0;
+}
+
+/* --pdf scan|text: 1 scanned pages, 2 text. */
+static int take_pdf(const struct cli_opt *o, void *args, const char *v, const char *cmd)
+{
+    (void)o, (void)cmd;
+    int k = strcmp(v, "scan") == 0 ? 1 : strcmp(v, "text") == 0 ? 2 : 0;
+    ((struct ingest_bench_args *)args)->pdf = k;
+    return k ? 0 : -1;
+}
+
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *)},
+    {.name = "files", .kind = CLI_INT, .off = AT(files, int), .min = 1, .max = 100000, .want = "1 to 100000"},
+    {.name = "jobs", .kind = CLI_INT, .off = AT(jobs, int), .min = 1, .max = 256, .want = "1 to 256"},
+    {.name = "pages", .kind = CLI_FN, .fn = take_pages, .min = 1, .max = 1000, .want = "1 to 1000"},
+    {.name = "dir", .kind = CLI_STR, .off = AT(dir, const char *)},
+    {.name = "keep", .kind = CLI_FLAG, .off = AT(keep, int)},
+    {.name = "rounds", .kind = CLI_INT, .off = AT(rounds, int), .min = 1, .max = 100, .want = "1 to 100"},
+    {.name = "pdf", .kind = CLI_FN, .fn = take_pdf, .want = "scan or text"},
+    {.name = "pdf-pages", .kind = CLI_INT, .off = AT(pdf_pages, int), .min = 1, .max = 1000, .want = "1 to 1000"},
+};
+/* Extra arguments are ignored, as they always were. */
+static const struct cli_cmd CMD = {.name = "bench ingest", .usage = USAGE, .opts = OPTS,
+                                   .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1 << 30};
+
 int bench_ingest(int argc, char **argv)
 {
-    static const struct option opts[] = {{"db", required_argument, 0, 1}, {"files", required_argument, 0, 2},
-                                         {"jobs", required_argument, 0, 3}, {"pages", required_argument, 0, 4},
-                                         {"dir", required_argument, 0, 5}, {"keep", no_argument, 0, 6}, {"rounds", required_argument, 0, 7},
-                                         {"pdf", required_argument, 0, 8},   {"pdf-pages", required_argument, 0, 9},
-                                         {"help", no_argument, 0, 'h'},      {0, 0, 0, 0}};
-    const char *db = NULL, *dir_arg = NULL;
-    long long files = 300, jobs = sysconf(_SC_NPROCESSORS_ONLN), pages = 8, rounds = 3, pdf_pages = 4;
-    int keep = 0, pdf = 0, pages_set = 0; /* pdf: 1 scan, 2 text */
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 1: db = optarg; break;
-        case 2:
-            if (folio_parse_int(optarg, 1, 100000, &files) != 0)
-                return cli_usage_error("bench ingest", "--files wants 1 to 100000");
-            break;
-        case 3:
-            if (folio_parse_int(optarg, 1, 256, &jobs) != 0)
-                return cli_usage_error("bench ingest", "--jobs wants 1 to 256");
-            break;
-        case 4:
-            if (folio_parse_int(optarg, 1, 1000, &pages) != 0)
-                return cli_usage_error("bench ingest", "--pages wants 1 to 1000");
-            pages_set = 1;
-            break;
-        case 5: dir_arg = optarg; break;
-        case 6: keep = 1; break;
-        case 7:
-            if (folio_parse_int(optarg, 1, 100, &rounds) != 0)
-                return cli_usage_error("bench ingest", "--rounds wants 1 to 100");
-            break;
-        case 8:
-            if (strcmp(optarg, "scan") && strcmp(optarg, "text"))
-                return cli_usage_error("bench ingest", "--pdf wants scan or text, got '%s'", optarg);
-            pdf = optarg[0] == 's' ? 1 : 2;
-            break;
-        case 9:
-            if (folio_parse_int(optarg, 1, 1000, &pdf_pages) != 0)
-                return cli_usage_error("bench ingest", "--pdf-pages wants 1 to 1000");
-            break;
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        default: return cli_usage_error("bench ingest", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
+    struct ingest_bench_args a = {.files = 300, .jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), .pages = 8,
+                                  .rounds = 3, .pdf_pages = 4};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db, *dir_arg = a.dir;
+    long long files = a.files, jobs = a.jobs, pages = a.pages, rounds = a.rounds, pdf_pages = a.pdf_pages;
+    int keep = a.keep, pdf = a.pdf, pages_set = a.pages_set; /* pdf: 1 scan, 2 text */
     if (jobs < 1)
         jobs = 1;
     if (pdf && system("pdftoppm -v >/dev/null 2>&1") != 0) {

@@ -23,10 +23,13 @@
  * against a database that holds real work (real workers never claim
  * another model key). Prints one JSON object per line.
  */
-#include "pipeline/pipeline.h"
+#include "bench/pipeline/bench.h"
+#include "common/json.h"
+#include "pipeline/cli.h"
+#include "pipeline/db.h"
+#include "pipeline/queue.h"
 
 #include <dirent.h>
-#include <getopt.h>
 #include <sys/resource.h>
 #include <math.h>
 #include <pthread.h>
@@ -41,21 +44,7 @@ static const char USAGE[] =
     "\n"
     "Claim+complete cycles/s at 1, 4 and 16 concurrent workers (no-op classifier),\n"
     "and the same loop in pgbench. Needs a migrated database (folio migrate).\n"
-    "\n"
-    "  --db CONNINFO     PostgreSQL connection (default $FOLIO_DB, then PG*)\n"
-    "  --workers LIST    concurrency levels (default 1,4,16; up to 1000)\n"
-    "  --seconds S       measuring time per level (default 5)\n"
-    "  --pooler-db CONNINFO  also run every level through this transaction-mode\n"
-    "                    pooler (PgBouncer) in front of the same database\n"
-    "  --claim-batch K   jobs per claim statement, completed in one round trip (default 1)\n"
-    "  --think-ms MS     each worker pauses this long after a cycle, as if a GPU were\n"
-    "                    classifying (default 0: a saturation test)\n"
-    "  --rounds R        with --pooler-db: run each level's direct/pooled pair R times,\n"
-    "                    alternating, and print the median ratio (load on a shared\n"
-    "                    machine drifts; adjacent pairs see about the same load)\n"
-    "  --pgbouncer-pidfile FILE  PgBouncer's pid file: its CPU per job in the pooled\n"
-    "                    lines (the server's is read from /proc when it runs here)\n"
-    "  --no-pgbench      skip the pgbench comparison\n";
+    "\n";
 
 #define BENCH_MAX_BATCH 64
 #define BENCH_MAX_SAMPLES 100000
@@ -478,55 +467,48 @@ static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, i
     return 0;
 }
 
+struct queue_args {
+    const char *db, *workers, *pooler_db, *pgb_pidfile;
+    int seconds, no_pgbench, batch, think_ms, rounds;
+};
+#define AT(m, type) CLI_AT(struct queue_args, m, type)
+static const struct cli_opt OPTS[] = {
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "PostgreSQL connection (default $FOLIO_DB, then PG*)"},
+    {.name = "workers", .kind = CLI_STR, .off = AT(workers, const char *), .arg = "LIST",
+     .help = "concurrency levels (default 1,4,16; up to 1000)"},
+    {.name = "seconds", .kind = CLI_INT, .off = AT(seconds, int), .min = 1, .max = 3600, .arg = "S",
+     .help = "measuring time per level (default 5)"},
+    {.name = "pooler-db", .kind = CLI_STR, .off = AT(pooler_db, const char *), .arg = "CONNINFO",
+     .help = "also run every level through this transaction-mode\n"
+             "pooler (PgBouncer) in front of the same database"},
+    {.name = "claim-batch", .kind = CLI_INT, .off = AT(batch, int), .min = 1, .max = BENCH_MAX_BATCH, .arg = "K",
+     .help = "jobs per claim statement, completed in one round trip (default 1)"},
+    {.name = "think-ms", .kind = CLI_INT, .off = AT(think_ms, int), .max = 600000, .arg = "MS",
+     .help = "each worker pauses this long after a cycle, as if a GPU were\n"
+             "classifying (default 0: a saturation test)"},
+    {.name = "rounds", .kind = CLI_INT, .off = AT(rounds, int), .min = 1, .max = 100, .arg = "R",
+     .help = "with --pooler-db: run each level's direct/pooled pair R times,\n"
+             "alternating, and print the median ratio (load on a shared\n"
+             "machine drifts; adjacent pairs see about the same load)"},
+    {.name = "pgbouncer-pidfile", .kind = CLI_STR, .off = AT(pgb_pidfile, const char *), .arg = "FILE",
+     .help = "PgBouncer's pid file: its CPU per job in the pooled\n"
+             "lines (the server's is read from /proc when it runs here)"},
+    {.name = "no-pgbench", .kind = CLI_FLAG, .off = AT(no_pgbench, int), .help = "skip the pgbench comparison"},
+};
+/* Extra arguments are ignored, as they always were. */
+static const struct cli_cmd CMD = {.name = "bench queue", .usage = USAGE, .opts = OPTS,
+                                   .nopts = sizeof OPTS / sizeof OPTS[0], .max_pos = 1 << 30, .help_col = 20};
+
 int bench_queue(int argc, char **argv)
 {
-    static const struct option opts[] = {{"db", required_argument, 0, 1000},
-                                         {"workers", required_argument, 0, 1001},
-                                         {"seconds", required_argument, 0, 1002},
-                                         {"no-pgbench", no_argument, 0, 1003},
-                                         {"pooler-db", required_argument, 0, 1004},
-                                         {"claim-batch", required_argument, 0, 1005},
-                                         {"think-ms", required_argument, 0, 1006},
-                                         {"rounds", required_argument, 0, 1007},
-                                         {"pgbouncer-pidfile", required_argument, 0, 1008},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *db = NULL, *wl = "1,4,16", *pooler_db = NULL, *pgb_pidfile = NULL;
-    int seconds = 5, pgb = 1, batch = 1, think_ms = 0, rounds = 1, ch;
+    struct queue_args a = {.workers = "1,4,16", .seconds = 5, .batch = 1, .rounds = 1};
+    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    const char *db = a.db, *wl = a.workers, *pooler_db = a.pooler_db, *pgb_pidfile = a.pgb_pidfile;
+    int seconds = a.seconds, pgb = !a.no_pgbench, batch = a.batch, think_ms = a.think_ms, rounds = a.rounds;
     long long v;
-    optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h': fputs(USAGE, stdout); return FOLIO_EXIT_OK;
-        case 1000: db = optarg; break;
-        case 1001: wl = optarg; break;
-        case 1002:
-            if (folio_parse_int(optarg, 1, 3600, &v))
-                return cli_usage_error("bench queue", "--seconds wants 1..3600, got '%s'", optarg);
-            seconds = (int)v;
-            break;
-        case 1003: pgb = 0; break;
-        case 1004: pooler_db = optarg; break;
-        case 1005:
-            if (folio_parse_int(optarg, 1, BENCH_MAX_BATCH, &v))
-                return cli_usage_error("bench queue", "--claim-batch wants 1..%d, got '%s'", BENCH_MAX_BATCH, optarg);
-            batch = (int)v;
-            break;
-        case 1006:
-            if (folio_parse_int(optarg, 0, 600000, &v))
-                return cli_usage_error("bench queue", "--think-ms wants 0..600000, got '%s'", optarg);
-            think_ms = (int)v;
-            break;
-        case 1008: pgb_pidfile = optarg; break;
-        case 1007:
-            if (folio_parse_int(optarg, 1, 100, &v))
-                return cli_usage_error("bench queue", "--rounds wants 1..100, got '%s'", optarg);
-            rounds = (int)v;
-            break;
-        default: return cli_usage_error("bench queue", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
     int levels[16], nl = 0;
     char wbuf[128];
     snprintf(wbuf, sizeof wbuf, "%s", wl);
