@@ -155,10 +155,7 @@ static uint64_t after_seal_now(struct engine_models *m)
 {
     if (!m->vlm)
         return 0;
-    struct vkr_stats st;
-    memset(&st, 0, sizeof st);
-    vkr_get_stats(vlm_vkr(m->vlm), &st);
-    return st.pipeline_requests_after_seal;
+    return vlm_requests_after_seal(m->vlm); /* every device of the engine */
 }
 
 static void refresh_after_seal(struct engine_models *m)
@@ -361,10 +358,7 @@ static void lost(struct engine_models *m, const char *why)
     set_paths(m);
     while (m->users > 0)
         pthread_cond_wait(&m->done_cv, &m->mu);
-    struct vkr_stats st;
-    memset(&st, 0, sizeof st);
-    vkr_get_stats(vlm_vkr(v), &st);
-    atomic_fetch_add(&m->after_seal_closed, st.pipeline_requests_after_seal);
+    atomic_fetch_add(&m->after_seal_closed, vlm_requests_after_seal(v));
     vlm_close(v);
     m->closing = 0;
     m->retry_at_ms = folio_mono_ms() + vlm_backoff_ms(m->losses);

@@ -1,6 +1,7 @@
 /*
- * The vision-language engine (vlm.h): open sequence, driver gate, page
- * classification, device-loss bookkeeping. The self-test is vlm_selftest.c.
+ * The vision-language engine (vlm.h): open sequence, page classification,
+ * device-loss bookkeeping. The driver gate is vlm_gate.c, the self-test
+ * vlm_selftest.c.
  *
  * Ordering matters at open. The gate runs right after the device is
  * opened and BEFORE any model pipeline exists, because the bug it guards
@@ -28,7 +29,6 @@
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +40,9 @@
 struct vlm {
     struct vlm_config cfg;
     struct vlm_report rep;
-    struct vkr *vk;
+    struct vkr *vk;       /* vks[0]: the vision tower's and the first text layers' */
+    struct vkr *vks[VLM_MAX_DEVICES];
+    uint32_t ndev;
     struct gguf_model *tm, *vm;
     struct tok *tok;
     struct lm *lm;
@@ -52,219 +54,35 @@ struct vlm {
     uint32_t max_batch;   /* pages per GPU pass, planned at open */
 };
 
-/* ------------------------------------------------------------------ gate */
-
-static const struct vlm_gate_rule BUILTIN[] = {
-    {"amd", "radv", "", "26.0.5", VLM_GATE_VISION,
-     "Mesa RADV before 26.0.5 corrupts its heap while creating the vision tower's compute "
-     "pipelines"},
-};
-
-const struct vlm_gate_rule *vlm_gate_builtin(int *n)
-{
-    *n = (int)(sizeof BUILTIN / sizeof BUILTIN[0]);
-    return BUILTIN;
-}
-
-static void parse_version(const char *s, uint32_t v[3])
-{
-    v[0] = v[1] = v[2] = 0;
-    for (int i = 0; i < 3 && s && *s; i++) {
-        v[i] = (uint32_t)strtoul(s, (char **)&s, 10);
-        if (*s != '.')
-            break;
-        s++;
-    }
-}
-
-static int vcmp3(const uint32_t a[3], const uint32_t b[3])
-{
-    for (int i = 0; i < 3; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i] ? -1 : 1;
-    return 0;
-}
-
-void vlm_driver_version(const struct vkr_device_info *d, char *out, size_t n)
-{
-    const char *m = strstr(d->driver_info, "Mesa ");
-    if (m && isdigit((unsigned char)m[5])) {
-        uint32_t v[3];
-        parse_version(m + 5, v);
-        snprintf(out, n, "%u.%u.%u", v[0], v[1], v[2]);
-        return;
-    }
-    uint32_t x = d->driver_version;
-    if (d->vendor_id == 0x10de)
-        snprintf(out, n, "%u.%u.%u", x >> 22, (x >> 14) & 0xff, (x >> 6) & 0xff);
-    else
-        snprintf(out, n, "%u.%u.%u", x >> 22, (x >> 12) & 0x3ff, x & 0xfff);
-}
-
-static int vendor_matches(const char *rule, uint32_t id)
-{
-    if (!rule[0] || !strcasecmp(rule, "any"))
-        return 1;
-    static const struct {
-        const char *name;
-        uint32_t id;
-    } names[] = {{"amd", 0x1002}, {"nvidia", 0x10de}, {"intel", 0x8086}, {"mesa", 0x10005},
-                 {"arm", 0x13b5}, {"qualcomm", 0x5143}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcasecmp(rule, names[i].name))
-            return id == names[i].id;
-    char *end;
-    unsigned long v = strtoul(rule, &end, 16);
-    return *end == 0 && v == id;
-}
-
-static int icontains(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (!n)
-        return 1;
-    for (; *hay; hay++)
-        if (!strncasecmp(hay, needle, n))
-            return 1;
-    return 0;
-}
-
-static int rule_matches(const struct vlm_gate_rule *r, const struct vkr_device_info *d,
-                        const char *ver)
-{
-    if (!vendor_matches(r->vendor, d->vendor_id) || !icontains(d->driver_name, r->driver))
-        return 0;
-    uint32_t v[3], lo[3], hi[3];
-    parse_version(ver, v);
-    if (r->min_version[0]) {
-        parse_version(r->min_version, lo);
-        if (vcmp3(v, lo) < 0)
-            return 0;
-    }
-    if (r->max_version[0]) {
-        parse_version(r->max_version, hi);
-        if (vcmp3(v, hi) >= 0)
-            return 0;
-    }
-    return 1;
-}
-
-enum vlm_gate_path vlm_gate_check(const struct vkr_device_info *d,
-                                  const struct vlm_gate_rule *extra, int n_extra, char *why,
-                                  size_t n)
-{
-    char ver[32];
-    vlm_driver_version(d, ver, sizeof ver);
-    int nb;
-    const struct vlm_gate_rule *b = vlm_gate_builtin(&nb);
-    for (int pass = 0; pass < 2; pass++) {
-        const struct vlm_gate_rule *rs = pass ? extra : b;
-        int nr = pass ? n_extra : nb;
-        for (int i = 0; i < nr; i++)
-            if (rule_matches(&rs[i], d, ver)) {
-                if (why)
-                    snprintf(why, n, "driver gate (%s rule %d): %s [device %s, driver %s %s]",
-                             pass ? "config" : "built-in", i + 1, rs[i].reason, d->name,
-                             d->driver_name, ver);
-                return rs[i].path;
-            }
-    }
-    if (why && n)
-        why[0] = 0;
-    return VLM_GATE_NONE;
-}
-
-static int set_field(char *dst, size_t cap, const char *v, size_t len)
-{
-    if (len >= cap)
-        return -1;
-    memcpy(dst, v, len);
-    dst[len] = 0;
-    return 0;
-}
-
-int vlm_gate_parse(const char *text, struct vlm_gate_rule *out, int max, int *n,
-                   struct folio_err *err)
-{
-    *n = 0;
-    int line = 0;
-    for (const char *p = text; p && *p;) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
-        line++;
-        const char *s = p, *e = p + len;
-        p = eol ? eol + 1 : p + len;
-        while (s < e && isspace((unsigned char)*s))
-            s++;
-        while (e > s && isspace((unsigned char)e[-1]))
-            e--;
-        if (s == e || *s == '#')
-            continue;
-        if (*n >= max)
-            return folio_err_set(err, FOLIO_ELIMIT, "driver gate: more than %d rules", max);
-        struct vlm_gate_rule r;
-        memset(&r, 0, sizeof r);
-        r.path = VLM_GATE_NONE;
-        while (s < e) {
-            while (s < e && isspace((unsigned char)*s))
-                s++;
-            const char *eq = memchr(s, '=', (size_t)(e - s));
-            if (!eq)
-                return folio_err_set(err, FOLIO_EINVAL, "driver gate line %d: expected key=value "
-                                     "at '%.*s'", line, (int)(e - s), s);
-            size_t kl = (size_t)(eq - s);
-            const char *v = eq + 1, *ve = v;
-            if (kl == 6 && !strncmp(s, "reason", 6))
-                ve = e;
-            else
-                while (ve < e && !isspace((unsigned char)*ve))
-                    ve++;
-            size_t vl = (size_t)(ve - v);
-            int bad = 0;
-            if (kl == 6 && !strncmp(s, "vendor", 6))
-                bad = set_field(r.vendor, sizeof r.vendor, v, vl);
-            else if (kl == 6 && !strncmp(s, "driver", 6))
-                bad = set_field(r.driver, sizeof r.driver, v, vl);
-            else if (kl == 3 && !strncmp(s, "min", 3))
-                bad = set_field(r.min_version, sizeof r.min_version, v, vl);
-            else if (kl == 3 && !strncmp(s, "max", 3))
-                bad = set_field(r.max_version, sizeof r.max_version, v, vl);
-            else if (kl == 6 && !strncmp(s, "reason", 6))
-                bad = set_field(r.reason, sizeof r.reason, v, vl);
-            else if (kl == 4 && !strncmp(s, "path", 4)) {
-                if (vl == 6 && !strncmp(v, "vision", 6))
-                    r.path = VLM_GATE_VISION;
-                else if (vl == 3 && !strncmp(v, "gpu", 3))
-                    r.path = VLM_GATE_GPU;
-                else
-                    bad = 1;
-            } else
-                return folio_err_set(err, FOLIO_EINVAL, "driver gate line %d: unknown key "
-                                     "'%.*s' (vendor, driver, min, max, path, reason)", line,
-                                     (int)kl, s);
-            if (bad)
-                return folio_err_set(err, FOLIO_EINVAL, "driver gate line %d: bad value for "
-                                     "'%.*s'", line, (int)kl, s);
-            s = ve;
-        }
-        if (r.path == VLM_GATE_NONE)
-            return folio_err_set(err, FOLIO_EINVAL, "driver gate line %d: path=vision or "
-                                 "path=gpu is required", line);
-        if (!r.reason[0])
-            snprintf(r.reason, sizeof r.reason, "configured driver rule");
-        out[(*n)++] = r;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------ open */
 
 const struct vlm_report *vlm_report(const struct vlm *v) { return &v->rep; }
 int vlm_vision_enabled(const struct vlm *v) { return v->vis != NULL; }
-int vlm_dead(const struct vlm *v) { return v->dead || (v->vk && vkr_dead(v->vk)); }
+/* Whether any device of the engine is lost. */
+static int any_dead(const struct vlm *v)
+{
+    for (uint32_t i = 0; i < v->ndev; i++)
+        if (v->vks[i] && vkr_dead(v->vks[i]))
+            return 1;
+    return 0;
+}
+
+int vlm_dead(const struct vlm *v) { return v->dead || any_dead(v); }
 struct lm *vlm_lm(struct vlm *v) { return v->lm; }
 const struct tok *vlm_tok(const struct vlm *v) { return v->tok; }
 struct vkr *vlm_vkr(struct vlm *v) { return v->vk; }
+struct vkr *vlm_vkr_at(struct vlm *v, uint32_t i) { return i < v->ndev ? v->vks[i] : NULL; }
+
+uint64_t vlm_requests_after_seal(const struct vlm *v)
+{
+    uint64_t n = 0;
+    for (uint32_t d = 0; d < v->ndev; d++) {
+        struct vkr_stats st;
+        vkr_get_stats(v->vks[d], &st);
+        n += st.pipeline_requests_after_seal;
+    }
+    return n;
+}
 struct vis *vlm_vis_handle(struct vlm *v) { return v->vis; }
 const struct gguf_model *vlm_text_model(struct vlm *v) { return v->tm; }
 
@@ -408,7 +226,7 @@ static int choose_batch(struct vlm *v, struct folio_err *err)
         }
         if (!rc)
             break;
-        if (rc == FOLIO_EDEVICELOST || vkr_dead(v->vk))
+        if (rc == FOLIO_EDEVICELOST || any_dead(v))
             return folio_err_set(err, FOLIO_EDEVICELOST, "while planning a batch of %u: %s", b,
                                  e.msg);
         char q[300];
@@ -427,15 +245,44 @@ static void fault_setup(struct vlm *v)
     v->fault_after = (uint32_t)folio_fault_num(FOLIO_FAULT_device_lost);
 }
 
-int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *err)
+/* --device A,B: the selectors of the engine's devices (one when NULL or
+ * empty: the first GPU). Commas separate devices; a name substring needs
+ * none (llvmpipe's full name has one, "llvmpipe" selects it). */
+static int parse_devices(const char *spec, char sel[][128], uint32_t *n, struct folio_err *err)
 {
-    *out = NULL;
-    if (!cfg || !cfg->model_path)
-        return folio_err_set(err, FOLIO_EINVAL, "vlm: a text model (--model) is required");
-    struct vlm *v = calloc(1, sizeof *v);
-    if (!v)
-        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    double t0 = folio_mono_ms(), t;
+    *n = 0;
+    if (!spec || !*spec) {
+        sel[0][0] = 0;
+        *n = 1;
+        return 0;
+    }
+    for (const char *p = spec;;) {
+        size_t k = strcspn(p, ",");
+        if (k == 0 || k >= 128) {
+            folio_err_set(err, FOLIO_EINVAL, "--device '%s': %s", spec,
+                          k ? "a device selector longer than 127 characters"
+                            : "an empty device in the list");
+            folio_err_hint(err, "give one device, or two separated by a comma: index, UUID or "
+                           "name substring each (\"0,1\", \"llvmpipe,llvmpipe\")");
+            return FOLIO_EINVAL;
+        }
+        if (*n == VLM_MAX_DEVICES) {
+            folio_err_set(err, FOLIO_EINVAL, "--device '%s': one model runs on at most %d "
+                          "devices", spec, VLM_MAX_DEVICES);
+            folio_err_hint(err, "name one or two devices");
+            return FOLIO_EINVAL;
+        }
+        memcpy(sel[*n], p, k);
+        sel[(*n)++][k] = 0;
+        if (!p[k])
+            return 0;
+        p += k + 1;
+    }
+}
+
+/* The defaults of the configuration and the preprocessing plan. */
+static void open_defaults(struct vlm *v, const struct vlm_config *cfg)
+{
     v->cfg = *cfg;
     struct vlm_config *c = &v->cfg;
     if (!c->max_image_tokens)
@@ -456,110 +303,186 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
     if (v->prep.min_pixels > v->prep.max_pixels)
         v->prep.min_pixels = v->prep.max_pixels;
     fault_setup(v);
+}
 
+/* Every device of --device opened (each its own struct vkr; the same
+ * physical device named twice is two logical devices) and gated before
+ * any model pipeline exists. The vision tower runs on the first. */
+static int open_devices(struct vlm *v, struct folio_err *err)
+{
+    const struct vlm_config *c = &v->cfg;
     struct vlm_gate_rule rules[MAX_RULES];
     int nrules = 0;
+    char sel[VLM_MAX_DEVICES][128];
     int rc = load_gate(c, rules, &nrules, err);
-    struct vkr_config vc = {.device = c->device, .allow_cpu = c->allow_cpu,
-                            .validate = c->validate, .cache_dir = c->cache_dir};
-    t = folio_mono_ms();
     if (!rc)
-        rc = vkr_open(&vc, &v->vk, err);
+        rc = parse_devices(c->device, sel, &v->ndev, err);
+    double t = folio_mono_ms();
+    for (uint32_t i = 0; !rc && i < v->ndev; i++) {
+        struct vkr_config vc = {.device = sel[i][0] ? sel[i] : NULL, .allow_cpu = c->allow_cpu,
+                                .validate = c->validate, .cache_dir = c->cache_dir,
+                                .ordinal = (int)i};
+        rc = vkr_open(&vc, &v->vks[i], err);
+        if (rc && v->ndev > 1)
+            folio_err_context(err, "device %u of %u ('%s' in --device %s)", i + 1, v->ndev,
+                              sel[i], c->device);
+    }
+    v->vk = v->vks[0];
     v->rep.vk_ms = folio_mono_ms() - t;
     if (rc)
-        goto fail;
+        return rc;
+    v->rep.devices = v->ndev;
     const struct vkr_device_info *di = vkr_device(v->vk);
-    snprintf(v->rep.device, sizeof v->rep.device, "%s", di->name);
+    if (v->ndev > 1)
+        snprintf(v->rep.device, sizeof v->rep.device, "%.120s + %.120s", di->name,
+                 vkr_device(v->vks[1])->name);
+    else
+        snprintf(v->rep.device, sizeof v->rep.device, "%s", di->name);
     char ver[32];
     vlm_driver_version(di, ver, sizeof ver);
     snprintf(v->rep.driver, sizeof v->rep.driver, "%s %s", di->driver_name, ver);
-    char why[256];
-    enum vlm_gate_path gp = vlm_gate_check(di, rules, nrules, why, sizeof why);
-    if (gp == VLM_GATE_GPU) {
-        rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "GPU disabled by the %s", why);
-        folio_err_hint(err, "the OCR tiers still run; remove the rule or update the driver");
-        goto fail;
-    }
     v->rep.vision_enabled = c->mmproj_path != NULL;
     if (!c->mmproj_path)
         snprintf(v->rep.vision_reason, sizeof v->rep.vision_reason, "no vision projector "
                  "configured (--mmproj)");
-    else if (gp == VLM_GATE_VISION)
-        disable_vision(v, why);
+    for (uint32_t i = 0; i < v->ndev; i++) {
+        char why[256];
+        enum vlm_gate_path gp = vlm_gate_check(vkr_device(v->vks[i]), rules, nrules, why,
+                                               sizeof why);
+        if (gp == VLM_GATE_GPU) {
+            folio_err_set(err, FOLIO_EUNSUPPORTED, "GPU disabled by the %s", why);
+            folio_err_hint(err, "the OCR tiers still run; remove the rule or update the driver");
+            return FOLIO_EUNSUPPORTED;
+        }
+        if (gp == VLM_GATE_VISION && i == 0 && c->mmproj_path) /* the tower's device */
+            disable_vision(v, why);
+    }
+    return 0;
+}
 
-    /* models */
-    t = folio_mono_ms();
-    rc = gguf_model_open_text(c->model_path, &v->tm, err);
+/* The text model, its tokenizer and (when the path is on) the projector. */
+static int load_models(struct vlm *v, struct folio_err *err)
+{
+    const struct vlm_config *c = &v->cfg;
+    int rc = gguf_model_open_text(c->model_path, &v->tm, err);
     if (!rc)
         rc = tok_load(v->tm->file, &v->tok, err);
-    if (rc)
-        goto fail;
-    if (v->rep.vision_enabled) {
-        struct folio_err ve = {0};
-        if (gguf_model_open_vision(c->mmproj_path, &v->vm, &ve) != 0) {
-            char m[256];
-            snprintf(m, sizeof m, "vision projector: %s", ve.msg);
-            disable_vision(v, m);
-        } else if (v->vm->vision.proj_dim != v->tm->text.n_embd) {
-            char m[256];
-            snprintf(m, sizeof m, "vision projector outputs %u-wide rows; the text model is %u "
-                     "wide (they are not a pair)", v->vm->vision.proj_dim, v->tm->text.n_embd);
-            disable_vision(v, m);
-        } else if (v->vm->vision.n_deepstack != v->tm->text.n_deepstack) { /* Qwen3-VL */
-            char m[256];
-            snprintf(m, sizeof m, "vision projector has %u DeepStack layers; the text model "
-                     "takes %u (they are not a pair)", v->vm->vision.n_deepstack,
-                     v->tm->text.n_deepstack);
-            disable_vision(v, m);
-        } else if (v->vm->vision.kind == GGUF_VISION_QWEN3VL) {
-            qwen3vl_pixels(v);
-        }
-        if (!v->rep.vision_enabled) {
-            gguf_model_close(v->vm);
-            v->vm = NULL;
-        }
-    }
-    /* pipelines: everything the loaded models can ask for, then seal */
-    struct vkr_pipeline_key keys[160];
-    int nk = lm_pipeline_keys(v->vk, v->tm, keys, 80);
-    if (v->vm)
-        nk += vis_pipeline_keys(v->vk, v->vm, keys + nk, 160 - nk);
-    t = folio_mono_ms();
-    int failed = 0;
-    rc = vkr_prewarm(v->vk, keys, nk, &failed, err);
-    v->rep.prewarm_ms = folio_mono_ms() - t;
-    if (rc)
-        goto fail;
-    if (failed && v->vm) {
-        /* which ones? if only vision keys failed the LM can still run */
-        int nl = lm_pipeline_keys(v->vk, v->tm, keys, 80), lm_bad = 0;
-        for (int i = 0; i < nl; i++) {
-            uint32_t id;
-            struct folio_err pe = {0};
-            lm_bad |= vkr_pipeline(v->vk, &keys[i], &id, &pe) != 0;
-        }
-        if (lm_bad) {
-            rc = folio_err_set(err, FOLIO_EDEVICE, "%d pipelines failed to build, some of the "
-                               "text model's among them", failed);
-            goto fail;
-        }
-        char m[128];
-        snprintf(m, sizeof m, "%d vision pipelines failed to build on this driver", failed);
+    if (rc || !v->rep.vision_enabled)
+        return rc;
+    struct folio_err ve = {0};
+    if (gguf_model_open_vision(c->mmproj_path, &v->vm, &ve) != 0) {
+        char m[256];
+        snprintf(m, sizeof m, "vision projector: %s", ve.msg);
         disable_vision(v, m);
+    } else if (v->vm->vision.proj_dim != v->tm->text.n_embd) {
+        char m[256];
+        snprintf(m, sizeof m, "vision projector outputs %u-wide rows; the text model is %u "
+                 "wide (they are not a pair)", v->vm->vision.proj_dim, v->tm->text.n_embd);
+        disable_vision(v, m);
+    } else if (v->vm->vision.n_deepstack != v->tm->text.n_deepstack) { /* Qwen3-VL */
+        char m[256];
+        snprintf(m, sizeof m, "vision projector has %u DeepStack layers; the text model "
+                 "takes %u (they are not a pair)", v->vm->vision.n_deepstack,
+                 v->tm->text.n_deepstack);
+        disable_vision(v, m);
+    } else if (v->vm->vision.kind == GGUF_VISION_QWEN3VL) {
+        qwen3vl_pixels(v);
+    }
+    if (!v->rep.vision_enabled) {
         gguf_model_close(v->vm);
         v->vm = NULL;
-    } else if (failed) {
-        rc = folio_err_set(err, FOLIO_EDEVICE, "%d text-model pipelines failed to build", failed);
-        goto fail;
     }
-    vkr_seal(v->vk);
-    if (vkr_cache_save(v->vk, err) != 0)
-    {
-        char q[300];
-        folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s", folio_lq(q, sizeof q, err->msg));
-    }
+    return 0;
+}
 
-    v->max_batch = c->max_batch ? c->max_batch : 1; /* 0: batch 1, then choose_batch */
+/* Pipelines: everything the loaded models can ask for on each device (the
+ * tower's on the first only), then every registry sealed. */
+static int prewarm_all(struct vlm *v, struct folio_err *err)
+{
+    double t = folio_mono_ms();
+    int rc = 0;
+    for (uint32_t d = 0; d < v->ndev && !rc; d++) {
+        struct vkr *vk = v->vks[d];
+        struct vkr_pipeline_key keys[160];
+        int nk = lm_pipeline_keys(vk, v->tm, keys, 80);
+        if (v->vm && d == 0)
+            nk += vis_pipeline_keys(vk, v->vm, keys + nk, 160 - nk);
+        int failed = 0;
+        rc = vkr_prewarm(vk, keys, nk, &failed, err);
+        if (rc)
+            break;
+        if (failed && v->vm && d == 0) {
+            /* which ones? if only vision keys failed the LM can still run */
+            int nl = lm_pipeline_keys(vk, v->tm, keys, 80), lm_bad = 0;
+            for (int i = 0; i < nl; i++) {
+                uint32_t id;
+                struct folio_err pe = {0};
+                lm_bad |= vkr_pipeline(vk, &keys[i], &id, &pe) != 0;
+            }
+            if (lm_bad) {
+                rc = folio_err_set(err, FOLIO_EDEVICE, "%d pipelines failed to build, some of "
+                                   "the text model's among them", failed);
+                break;
+            }
+            char m[128];
+            snprintf(m, sizeof m, "%d vision pipelines failed to build on this driver", failed);
+            disable_vision(v, m);
+            gguf_model_close(v->vm);
+            v->vm = NULL;
+        } else if (failed) {
+            rc = folio_err_set(err, FOLIO_EDEVICE, "%d text-model pipelines failed to build on "
+                               "device %d (%s)", failed, vkr_device(vk)->index,
+                               vkr_device(vk)->name);
+            break;
+        }
+        vkr_seal(vk);
+        if (vkr_cache_save(vk, err) != 0) {
+            char q[300];
+            folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s",
+                      folio_lq(q, sizeof q, err->msg));
+        }
+    }
+    v->rep.prewarm_ms = folio_mono_ms() - t;
+    return rc;
+}
+
+/* The vision tower on the first device. A problem of the tower only
+ * disables the path, but a batch the device cannot hold fails the open. */
+static int open_vision(struct vlm *v, struct folio_err *err)
+{
+    const struct vlm_config *c = &v->cfg;
+    if (!v->vm)
+        return 0;
+    struct vis_config visc = {.max_patches = c->max_image_tokens * 4 * v->max_batch,
+                              .max_images = v->max_batch,
+                              .f32_matmul = c->f32_matmul, .gpu_weights = c->gpu_weights};
+    struct folio_err ve = {0};
+    if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) == 0)
+        return 0;
+    if (ve.code == FOLIO_EDEVICELOST)
+        return folio_err_set(err, FOLIO_EDEVICELOST, "%s", ve.msg);
+    if (v->max_batch > 1 && (ve.code == FOLIO_ELIMIT || ve.code == FOLIO_ENOMEM)) {
+        /* asked for a batch the device cannot hold: say so, rather
+         * than run without vision */
+        folio_err_set(err, ve.code, "vision tower: %s", ve.msg);
+        folio_err_detail(err, "planning max_batch %u pages per GPU pass of up to %u "
+                         "image tokens", v->max_batch, c->max_image_tokens);
+        folio_err_hint(err, "lower the batch (--gpu-batch) or the page plan "
+                       "(--max-image-tokens), or leave the batch to the memory plan");
+        return ve.code;
+    }
+    char m[256];
+    snprintf(m, sizeof m, "vision tower: %s", ve.msg);
+    disable_vision(v, m);
+    gguf_model_close(v->vm);
+    v->vm = NULL;
+    return 0;
+}
+
+/* The text model, over every device of the engine. */
+static int open_text(struct vlm *v, struct folio_err *err)
+{
+    const struct vlm_config *c = &v->cfg;
     /* rows per prompt: the image, the chat frame (~35 tokens) and the
      * instruction naming every label (each at most max_label_tokens with
      * its end marker; +2 for how it tokenizes inside the sentence). A
@@ -572,104 +495,131 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
                            .gpu_weights = c->gpu_weights};
     if (lc.max_tokens < c->max_text_tokens + 256)
         lc.max_tokens = c->max_text_tokens + 256;
-    rc = lm_open(v->vk, v->tm, &lc, &v->lm, err);
-    if (rc) {
-        if (v->max_batch > 1)
-            folio_err_detail(err, "planning the text model for max_batch %u pages per GPU pass "
-                             "of up to %u image tokens", v->max_batch, c->max_image_tokens);
-        goto fail;
+    int rc = lm_open_split(v->vks, v->ndev, v->tm, &lc, &v->lm, err);
+    if (rc && v->max_batch > 1)
+        folio_err_detail(err, "planning the text model for max_batch %u pages per GPU pass "
+                         "of up to %u image tokens", v->max_batch, c->max_image_tokens);
+    return rc;
+}
+
+/* Both models placed: one device, the text model then the tower (the
+ * batch chosen from the memory plan after); several, the tower first on
+ * the first device so that the text model's split is planned against
+ * what it left (the batch stays as configured, 1 by default). */
+static int open_models(struct vlm *v, struct folio_err *err)
+{
+    const struct vlm_config *c = &v->cfg;
+    v->max_batch = c->max_batch ? c->max_batch : 1; /* 0: batch 1, then choose_batch */
+    double t = folio_mono_ms();
+    int rc;
+    if (v->ndev > 1) {
+        rc = open_vision(v, err);
+        if (!rc)
+            rc = open_text(v, err);
+    } else {
+        rc = open_text(v, err);
+        if (!rc)
+            rc = open_vision(v, err);
+        if (!rc && !c->max_batch && v->vis)
+            rc = choose_batch(v, err);
     }
-    if (v->vm) {
-        struct vis_config visc = {.max_patches = c->max_image_tokens * 4 * v->max_batch,
-                                  .max_images = v->max_batch,
-                                  .f32_matmul = c->f32_matmul, .gpu_weights = c->gpu_weights};
-        struct folio_err ve = {0};
-        if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) != 0) {
-            if (ve.code == FOLIO_EDEVICELOST) {
-                rc = folio_err_set(err, FOLIO_EDEVICELOST, "%s", ve.msg);
-                goto fail;
-            }
-            if (v->max_batch > 1 && (ve.code == FOLIO_ELIMIT || ve.code == FOLIO_ENOMEM)) {
-                /* asked for a batch the device cannot hold: say so, rather
-                 * than run without vision */
-                rc = folio_err_set(err, ve.code, "vision tower: %s", ve.msg);
-                folio_err_detail(err, "planning max_batch %u pages per GPU pass of up to %u "
-                                 "image tokens", v->max_batch, c->max_image_tokens);
-                folio_err_hint(err, "lower the batch (--gpu-batch) or the page plan "
-                               "(--max-image-tokens), or leave the batch to the memory plan");
-                goto fail;
-            }
-            char m[256];
-            snprintf(m, sizeof m, "vision tower: %s", ve.msg);
-            disable_vision(v, m);
-            gguf_model_close(v->vm);
-            v->vm = NULL;
-        }
-    }
-    if (!c->max_batch && v->vis) {
-        rc = choose_batch(v, err);
-        if (rc)
-            goto fail;
-    }
+    if (rc)
+        return rc;
     v->rep.max_batch = v->max_batch;
-    v->rep.load_ms = folio_mono_ms() - t - v->rep.prewarm_ms;
+    v->rep.load_ms += folio_mono_ms() - t;
     uint64_t w1 = 0, a1 = 0, w2 = 0, a2 = 0;
     lm_memory(v->lm, &w1, &a1);
     if (v->vis)
         vis_memory(v->vis, &w2, &a2);
     v->rep.weights_bytes = w1 + w2;
     v->rep.activation_bytes = a1 + a2;
+    struct lm_device_plan pl[LM_MAX_DEVICES];
+    lm_devices(v->lm, pl, LM_MAX_DEVICES);
+    v->rep.split_layer = v->ndev > 1 ? pl[0].l1 : 0;
+    return 0;
+}
 
-    if (!c->skip_warmup) {
+/* Warm-up pass, self-test and the ready report. */
+static int open_check(struct vlm *v, double t0, struct folio_err *err)
+{
+    double t;
+    int rc;
+    if (!v->cfg.skip_warmup) {
         t = folio_mono_ms();
         rc = warmup(v, err);
         v->rep.warmup_ms = folio_mono_ms() - t;
         if (rc) {
             folio_err_context(err, "the warm-up pass");
-            goto fail;
+            return rc;
         }
     }
     t = folio_mono_ms();
     struct folio_err se = {0};
     rc = vlm_selftest(v, &se);
     v->rep.selftest_ms = folio_mono_ms() - t;
-    if (rc == FOLIO_EDEVICELOST || vkr_dead(v->vk)) {
-        rc = folio_err_set(err, FOLIO_EDEVICELOST, "self-test: %s", se.msg);
-        goto fail;
-    }
+    if (rc == FOLIO_EDEVICELOST || any_dead(v))
+        return folio_err_set(err, FOLIO_EDEVICELOST, "self-test: %s", se.msg);
     if (rc) {
         char m[256];
         snprintf(m, sizeof m, "self-test failed: %s", se.msg);
-        if (se.code == FOLIO_EDEVICE && !v->vis) {
-            rc = folio_err_set(err, FOLIO_EDEVICE, "%s", m);
-            goto fail;
-        }
+        if (se.code == FOLIO_EDEVICE && !v->vis)
+            return folio_err_set(err, FOLIO_EDEVICE, "%s", m);
         disable_vision(v, m);
         vis_close(v->vis);
         v->vis = NULL;
         gguf_model_close(v->vm);
         v->vm = NULL;
-        rc = 0;
     }
-    struct vkr_stats st;
-    vkr_get_stats(v->vk, &st);
-    char q1[300], q2[120], q3[300];
-    v->rep.pipelines = st.pipelines_built;
-    v->rep.cache_hit = st.cache_hit;
+    v->rep.pipelines = 0;
+    for (uint32_t d = 0; d < v->ndev; d++) {
+        struct vkr_stats st;
+        vkr_get_stats(v->vks[d], &st);
+        v->rep.pipelines += st.pipelines_built;
+        if (d == 0)
+            v->rep.cache_hit = st.cache_hit;
+    }
     v->rep.total_ms = folio_mono_ms() - t0;
+    char q1[300], q2[120], q3[300];
     folio_log(FOLIO_LOG_INFO, "vlm_ready",
-              "device=%s driver=%s vision=%d reason=%s vk_ms=%.0f load_ms=%.0f prewarm_ms=%.0f "
-              "warmup_ms=%.0f selftest_ms=%.0f total_ms=%.0f pipelines=%u cache_hit=%d "
-              "weights_bytes=%" PRIu64 " act_bytes=%" PRIu64,
+              "device=%s driver=%s devices=%u split_layer=%u vision=%d reason=%s vk_ms=%.0f "
+              "load_ms=%.0f prewarm_ms=%.0f warmup_ms=%.0f selftest_ms=%.0f total_ms=%.0f "
+              "pipelines=%u cache_hit=%d weights_bytes=%" PRIu64 " act_bytes=%" PRIu64,
               folio_lq(q1, sizeof q1, v->rep.device), folio_lq(q2, sizeof q2, v->rep.driver),
-              v->rep.vision_enabled, folio_lq(q3, sizeof q3, v->rep.vision_reason), v->rep.vk_ms, v->rep.load_ms, v->rep.prewarm_ms,
-              v->rep.warmup_ms, v->rep.selftest_ms, v->rep.total_ms, v->rep.pipelines,
-              v->rep.cache_hit, v->rep.weights_bytes, v->rep.activation_bytes);
+              v->rep.devices, v->rep.split_layer, v->rep.vision_enabled,
+              folio_lq(q3, sizeof q3, v->rep.vision_reason), v->rep.vk_ms, v->rep.load_ms,
+              v->rep.prewarm_ms, v->rep.warmup_ms, v->rep.selftest_ms, v->rep.total_ms,
+              v->rep.pipelines, v->rep.cache_hit, v->rep.weights_bytes,
+              v->rep.activation_bytes);
+    return 0;
+}
+
+int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *err)
+{
+    *out = NULL;
+    if (!cfg || !cfg->model_path)
+        return folio_err_set(err, FOLIO_EINVAL, "vlm: a text model (--model) is required");
+    struct vlm *v = calloc(1, sizeof *v);
+    if (!v)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    double t0 = folio_mono_ms();
+    open_defaults(v, cfg);
+    int rc = open_devices(v, err);
+    double t = folio_mono_ms();
+    if (!rc)
+        rc = load_models(v, err);
+    v->rep.load_ms = folio_mono_ms() - t;
+    if (!rc)
+        rc = prewarm_all(v, err);
+    if (!rc)
+        rc = open_models(v, err);
+    if (!rc)
+        rc = open_check(v, t0, err);
+    if (rc) {
+        vlm_close(v);
+        return rc;
+    }
     *out = v;
     return 0;
-fail:
-    vlm_close(v);
-    return rc;
 }
 
 void vlm_close(struct vlm *v)
@@ -678,18 +628,25 @@ void vlm_close(struct vlm *v)
         return;
     if (v->vk) {
         /* the promise of the design: nothing built on the request path */
-        struct vkr_stats st;
-        vkr_get_stats(v->vk, &st);
-        folio_log(st.pipeline_requests_after_seal ? FOLIO_LOG_ERROR : FOLIO_LOG_INFO, "vlm_closed",
-                  "pipelines=%u pipeline_requests_after_seal=%llu dead=%d", st.pipelines_built,
-                  (unsigned long long)st.pipeline_requests_after_seal, vlm_dead(v));
+        uint64_t after = 0;
+        uint32_t built = 0;
+        for (uint32_t d = 0; d < v->ndev && v->vks[d]; d++) {
+            struct vkr_stats st;
+            vkr_get_stats(v->vks[d], &st);
+            after += st.pipeline_requests_after_seal;
+            built += st.pipelines_built;
+        }
+        folio_log(after ? FOLIO_LOG_ERROR : FOLIO_LOG_INFO, "vlm_closed",
+                  "pipelines=%u pipeline_requests_after_seal=%llu dead=%d devices=%u", built,
+                  (unsigned long long)after, vlm_dead(v), v->ndev);
     }
     vis_close(v->vis);
     lm_close(v->lm);
     tok_free(v->tok);
     gguf_model_close(v->vm);
     gguf_model_close(v->tm);
-    vkr_close(v->vk);
+    for (uint32_t d = 0; d < VLM_MAX_DEVICES; d++)
+        vkr_close(v->vks[d]);
     free(v);
 }
 
@@ -701,9 +658,11 @@ void vlm_result_free(struct vlm_result *r)
     r->prompt_ids = NULL;
 }
 
+/* A lost device (any of them) takes the whole engine down: the caller
+ * falls back and re-opens every device. */
 static int lost(struct vlm *v, int rc, struct folio_err *err)
 {
-    if (rc == FOLIO_EDEVICELOST || vkr_dead(v->vk)) {
+    if (rc == FOLIO_EDEVICELOST || any_dead(v)) {
         if (!v->dead)
         {
             char q[300];
@@ -1055,10 +1014,38 @@ int vlm_report_json(const struct vlm *v, char *buf, size_t n)
                      "\"dead\":%s,\"vk_ms\":%.1f,\"load_ms\":%.1f,\"prewarm_ms\":%.1f,"
                      "\"warmup_ms\":%.1f,\"selftest_ms\":%.1f,\"ready_ms\":%.1f,"
                      "\"pipelines\":%u,\"cache_hit\":%d,\"weights_bytes\":%" PRIu64
-                     ",\"activation_bytes\":%" PRIu64 ",\"max_image_tokens\":%u,\"max_batch\":%u}",
+                     ",\"activation_bytes\":%" PRIu64 ",\"max_image_tokens\":%u,\"max_batch\":%u,"
+                     "\"split_layer\":%u,\"devices\":[",
                      dev, drv, r->vision_enabled ? "true" : "false", why,
                      vlm_dead(v) ? "true" : "false", r->vk_ms, r->load_ms, r->prewarm_ms,
                      r->warmup_ms, r->selftest_ms, r->total_ms, r->pipelines, r->cache_hit,
-                     r->weights_bytes, r->activation_bytes, r->max_image_tokens, r->max_batch);
-    return k < 0 || (size_t)k >= n ? FOLIO_ELIMIT : 0;
+                     r->weights_bytes, r->activation_bytes, r->max_image_tokens, r->max_batch,
+                     r->split_layer);
+    if (k < 0 || (size_t)k >= n)
+        return FOLIO_ELIMIT;
+    /* each device's plan: its text layers, the planner's need against its
+     * room (two devices), and what was placed */
+    struct lm_device_plan pl[LM_MAX_DEVICES];
+    uint32_t nd = v->lm ? lm_devices(v->lm, pl, LM_MAX_DEVICES) : 0;
+    for (uint32_t d = 0; d < nd && d < LM_MAX_DEVICES; d++) {
+        uint64_t vw = 0, va = 0;
+        if (d == 0 && v->vis)
+            vis_memory(v->vis, &vw, &va);
+        char name[300];
+        json_escape(name, sizeof name, vkr_device(pl[d].vk)->name);
+        int w = snprintf(buf + k, n - (size_t)k,
+                         "%s{\"index\":%d,\"name\":\"%s\",\"text_layers\":[%u,%u],\"lm_head\":%s,"
+                         "\"vision\":%s,\"room_bytes\":%" PRIu64 ",\"planned_bytes\":%" PRIu64
+                         ",\"text_weights_bytes\":%" PRIu64 ",\"text_activation_bytes\":%" PRIu64
+                         ",\"vision_bytes\":%" PRIu64 ",\"dead\":%s}",
+                         d ? "," : "", vkr_device(pl[d].vk)->index, name, pl[d].l0, pl[d].l1,
+                         pl[d].head ? "true" : "false", d == 0 && v->vis ? "true" : "false",
+                         pl[d].room, pl[d].need, pl[d].weights, pl[d].activations, vw + va,
+                         vkr_dead(pl[d].vk) ? "true" : "false");
+        if (w < 0 || (size_t)w >= n - (size_t)k)
+            return FOLIO_ELIMIT;
+        k += w;
+    }
+    int w = snprintf(buf + k, n - (size_t)k, "]}");
+    return w < 0 || (size_t)w >= n - (size_t)k ? FOLIO_ELIMIT : 0;
 }

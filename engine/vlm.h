@@ -21,6 +21,8 @@
  *         falls back for the batch, closes it and re-opens after
  *         vlm_backoff_ms(). Test builds inject a loss with
  *         FOLIO_FAULT=device_lost:N (the N-th classify of an instance).
+ *         Over two devices (vlm_config.device "A,B") either one lost
+ *         kills the engine, and the re-open opens both again.
  *
  * The OCR-text tier uses the same text model: vlm_lm() / vlm_tok() hand
  * it to lm_text_classify.
@@ -29,6 +31,7 @@
 #define FOLIO_VLM_H
 
 #include "common/common.h"
+#include "engine/vlm_gate.h" /* the driver gate vlm_open runs (vlm_config.gate_rules) */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,39 +43,15 @@ struct tok;
 struct vkr;
 struct vkr_device_info;
 
-/* ---- driver gate ---- */
-enum vlm_gate_path { VLM_GATE_NONE = 0, VLM_GATE_VISION = 1, VLM_GATE_GPU = 2 };
-
-struct vlm_gate_rule {
-    char vendor[16];        /* "", "any", "amd", "nvidia", "intel", "mesa" or a hex PCI id */
-    char driver[32];        /* case-insensitive substring of the driver name; "" = any */
-    char min_version[24];   /* inclusive, "" = unbounded (e.g. "22.0.0") */
-    char max_version[24];   /* exclusive, "" = unbounded */
-    enum vlm_gate_path path;
-    char reason[160];
-};
-
-/* The built-in rules (first: Mesa RADV < 26.0.5, vision pipelines). */
-const struct vlm_gate_rule *vlm_gate_builtin(int *n);
-/* Parses rules, one per line: key=value pairs (vendor, driver, min, max,
- * path=vision|gpu) and reason=... last (rest of the line); '#' comments.
- * Fails naming the line on anything else. */
-int vlm_gate_parse(const char *text, struct vlm_gate_rule *out, int max, int *n,
-                   struct folio_err *err);
-/* The driver version as "major.minor.patch" (Mesa's from driver_info when
- * present, else decoded per vendor). */
-void vlm_driver_version(const struct vkr_device_info *d, char *out, size_t n);
-/* First matching rule among the built-ins then extra; *why gets its reason
- * with the device and version. Returns the path it disables. */
-enum vlm_gate_path vlm_gate_check(const struct vkr_device_info *d,
-                                  const struct vlm_gate_rule *extra, int n_extra, char *why,
-                                  size_t n);
-
 /* ---- engine ---- */
 struct vlm_config {
     const char *model_path;    /* text GGUF (required) */
     const char *mmproj_path;   /* vision projector; NULL = no vision path */
-    const char *device;        /* vkr selector; NULL = first GPU */
+    /* vkr selector; NULL = first GPU. "A,B" (two selectors): one model over
+     * both devices, the vision tower and the first text layers on A, the
+     * other layers on B (lm_open_split: the memory planner's split); the
+     * same device named twice opens two logical devices. */
+    const char *device;
     int allow_cpu;
     int validate;              /* as vkr_config (-1 = $FOLIO_VK_VALIDATE) */
     const char *cache_dir;     /* as vkr_config */
@@ -102,7 +81,11 @@ struct vlm_report {
     uint64_t weights_bytes, activation_bytes;
     uint32_t max_image_tokens;
     uint32_t max_batch;
+    uint32_t devices;          /* 1, or 2 with --device A,B */
+    uint32_t split_layer;      /* two devices: the first text layer on the second */
 };
+
+#define VLM_MAX_DEVICES 2
 
 /* Opens the engine. A gate rule for the whole GPU, or an unusable text
  * model, fails (FOLIO_EUNSUPPORTED / the loader's code) with the reason:
@@ -117,7 +100,9 @@ int vlm_dead(const struct vlm *v);
 uint32_t vlm_backoff_ms(int failures);
 struct lm *vlm_lm(struct vlm *v);
 const struct tok *vlm_tok(const struct vlm *v);
-struct vkr *vlm_vkr(struct vlm *v);
+struct vkr *vlm_vkr(struct vlm *v);   /* the first device's runtime */
+/* Pipelines requested after seal, summed over the engine's devices (must stay 0). */
+uint64_t vlm_requests_after_seal(const struct vlm *v);
 
 struct vlm_page {
     const uint8_t *pixels;

@@ -10,6 +10,7 @@
 #include "pipeline/db.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char USAGE[] =
     "usage: folio doctor [OPTIONS]\n"
@@ -36,7 +37,7 @@ static const struct cli_opt OPTS[] = {
     {.name = "mmproj", .kind = CLI_STR, .off = AT(mmproj, const char *), .arg = "FILE",
      .help = "inspect a vision projector GGUF"},
     {.name = "device", .kind = CLI_STR, .off = AT(o.device, const char *), .arg = "SPEC",
-     .help = "Vulkan device: index, UUID or name substring"},
+     .help = "Vulkan device: index, UUID or name substring; A,B opens one model over two devices and shows the split"},
     {.name = "allow-cpu", .kind = CLI_FLAG, .off = AT(o.allow_cpu, int),
      .help = "consider CPU Vulkan devices (lavapipe)"},
     {.name = "serial-pipelines", .kind = CLI_FLAG, .off = AT(o.serial, int),
@@ -59,10 +60,23 @@ int cmd_doctor(int argc, char **argv)
     const char *db = a.db, *model = a.model, *mmproj = a.mmproj, *gate_file = a.gate_file;
     struct folio_err err = {0};
     int failed = 0;
-    if (engine_doctor_ops(&o, stdout, &err) != 0) {
-        folio_err_print(stderr, &err);
-        failed = 1;
-    }
+    /* --device A,B: the Vulkan check on each device of the list */
+    const char *list = o.device;
+    char one[256];
+    do {
+        size_t k = list ? strcspn(list, ",") : 0;
+        struct engine_doctor_opts od = o;
+        if (list) {
+            snprintf(one, sizeof one, "%.*s", (int)(k < sizeof one ? k : sizeof one - 1), list);
+            od.device = one;
+            list = list[k] ? list + k + 1 : NULL;
+        }
+        folio_err_clear(&err);
+        if (engine_doctor_ops(&od, stdout, &err) != 0) {
+            folio_err_print(stderr, &err);
+            failed = 1;
+        }
+    } while (list);
     if (db) {
         PGconn *c = NULL;
         folio_err_clear(&err);
@@ -94,7 +108,7 @@ int cmd_doctor(int argc, char **argv)
         struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = o.device,
                                           .allow_cpu = o.allow_cpu, .gate_file = gate_file};
         struct engine_models *m = NULL;
-        char rep[2048];
+        char rep[4096]; /* two devices: a plan each */
         folio_err_clear(&err);
         if (engine_models_open(&mc, &m, &err) != 0) {
             folio_err_print(stderr, &err);

@@ -13,6 +13,19 @@
  * token_embd stays on the host (in the GGUF mapping): a prompt needs a few
  * thousand of its 152k rows, which the CPU dequantizes and uploads with the
  * pass. It is uploaded only when it doubles as the LM head (tied models).
+ *
+ * Over two devices (lm_open_split) each device is a part: its layers'
+ * weights and KV cache, and a whole activation set, because every device
+ * runs every row of the pass (only the last has the head's buffers). The
+ * layout (row capacities, alignments, chunk sizes) is shared and taken
+ * against the tightest of the devices' limits, so one host staging and one
+ * index upload serve all. The split is chosen before anything is placed:
+ * vkr_plan_bytes gives each part's exact block bytes for every split
+ * point, and the one that leaves both devices the same share of their
+ * room wins; the weights arenas are told what comes (vkr_arena_expect) so
+ * that estimate and placement agree. The lm's own fields always mirror
+ * the current part (lm_part_use), which keeps the forward pass and the
+ * Qwen3-VL hooks written for one device.
  */
 #include "engine/model/lm_internal.h"
 #include "engine/model/quant.h"
@@ -135,15 +148,86 @@ static uint64_t lcm_u64(uint64_t a, uint64_t b)
     return a / gcd_u64(a, b) * b;
 }
 
-/* Sizes every activation for the worst pass and places it (fixed order:
- * the plan and the allocations must agree). */
-static int plan_activations(struct lm *lm, struct folio_err *err)
+/* ---- devices ---- */
+
+/* The per-device fields a part holds and the lm mirrors for part[cur]. */
+#define LM_PART_FIELDS(X)                                                                    \
+    X(vk) X(wa) X(aa) X(x) X(h) X(q) X(o) X(t2) X(gate) X(up) X(ks) X(vs) X(qp) X(op)       \
+    X(lg_h) X(lg_hn) X(logits) X(probs) X(pg) X(ints) X(asc)
+
+/* The current part's fields back into part[cur]. */
+static void part_save(struct lm *lm)
 {
-    const struct vkr_limits *lim = vkr_limits(lm->vk);
+    struct lm_part *P = &lm->part[lm->cur];
+#define SAVE(f) P->f = lm->f;
+    LM_PART_FIELDS(SAVE)
+#undef SAVE
+}
+
+/* part[p]'s fields into the lm's own (without saving the current ones). */
+static void part_load(struct lm *lm, uint32_t p)
+{
+    const struct lm_part *P = &lm->part[p];
+#define LOAD(f) lm->f = P->f;
+    LM_PART_FIELDS(LOAD)
+#undef LOAD
+    lm->cur = p;
+}
+
+void lm_part_use(struct lm *lm, uint32_t p)
+{
+    if (p == lm->cur)
+        return;
+    part_save(lm);
+    part_load(lm, p);
+}
+
+/* Row counts whose views stay aligned on every device of the model. */
+static uint64_t align_rows_all(const struct lm *lm, uint64_t row_bytes)
+{
+    uint64_t a = 1;
+    for (uint32_t p = 0; p < lm->nparts; p++)
+        a = lcm_u64(a, ops_align_rows(lm->part[p].vk, row_bytes));
+    return a;
+}
+
+/* The tightest of the devices' limits (the layout is shared). */
+static struct vkr_limits limits_all(const struct lm *lm)
+{
+    struct vkr_limits l = *vkr_limits(lm->part[0].vk);
+    for (uint32_t p = 1; p < lm->nparts; p++) {
+        const struct vkr_limits *o = vkr_limits(lm->part[p].vk);
+        l.max_range = o->max_range < l.max_range ? o->max_range : l.max_range;
+        l.block_size = o->block_size < l.block_size ? o->block_size : l.block_size;
+        l.min_ssbo_align = (uint32_t)lcm_u64(l.min_ssbo_align ? l.min_ssbo_align : 4,
+                                             o->min_ssbo_align ? o->min_ssbo_align : 4);
+    }
+    return l;
+}
+
+/* Which device of a split a failure was on (both may be one physical GPU). */
+static void part_context(const struct lm *lm, uint32_t p, struct folio_err *err)
+{
+    const struct lm_part *P = &lm->part[p];
+    folio_err_context(err, "the %s of %u devices (%d: %s) with layers %u..%u%s, planned "
+                      "need %" PRIu64 " bytes", p == 0 ? "first" : "second", lm->nparts,
+                      vkr_device(P->vk)->index, vkr_device(P->vk)->name, P->l0,
+                      P->l1 ? P->l1 - 1 : 0, p == lm->nparts - 1 ? " and the LM head" : "",
+                      P->need);
+}
+
+/* ---- activations ---- */
+
+/* Sizes every activation for the worst pass (shared by all devices: each
+ * runs every row of the pass through its layers). Fixed order: the plan
+ * and the allocations must agree. */
+static int plan_layout(struct lm *lm, struct folio_err *err)
+{
+    const struct vkr_limits L = limits_all(lm), *lim = &L;
     uint64_t align = lim->min_ssbo_align ? lim->min_ssbo_align : 4;
-    uint64_t r1 = ops_align_rows(lm->vk, (uint64_t)lm->QW * 4);
-    uint64_t r2 = ops_align_rows(lm->vk, (uint64_t)lm->KW * 4);
-    lm->ra = (uint32_t)(r1 > r2 ? r1 : r2);
+    uint64_t r1 = align_rows_all(lm, (uint64_t)lm->QW * 4);
+    uint64_t r2 = align_rows_all(lm, (uint64_t)lm->KW * 4);
+    lm->ra = (uint32_t)lcm_u64(r1, r2);
     lm->ialign = (uint32_t)(align >= 4 ? align / 4 : 1);
     const struct lm_config *c = &lm->cfg;
     uint64_t B = c->batch, T = c->max_tokens, NL = c->max_labels, LT = c->max_label_tokens;
@@ -181,8 +265,13 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     uint64_t asb[4] = {16, 16, 16, 16};
     if (kv * lm->KW * 4 > lim->max_range || sc * lm->KW * 4 > lim->max_range ||
         rows * lm->QW * 4 > lim->max_range || qp * lm->QW * 4 > lim->max_range)
-        op_attention_scratch_bytes(lm->vk, (uint32_t)(rows > qp ? rows : qp), lm->hp.n_head,
-                                   lm->D, asb);
+        for (uint32_t p = 0; p < lm->nparts; p++) {
+            uint64_t b[4] = {16, 16, 16, 16};
+            op_attention_scratch_bytes(lm->part[p].vk, (uint32_t)(rows > qp ? rows : qp),
+                                       lm->hp.n_head, lm->D, b);
+            for (int i = 0; i < 4; i++)
+                asb[i] = b[i] > asb[i] ? b[i] : asb[i];
+        }
     if ((uint64_t)lm->V * 4 > lim->max_range)
         return too_big(lm, "one logits row", (uint64_t)lm->V * 4, err);
     lm->rows_cap = (uint32_t)rows;
@@ -193,10 +282,7 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     lm->ints_cap = (uint32_t)ints;
 
     uint64_t E = lm->E, QW = lm->QW, KW = lm->KW, F = lm->F, V = lm->V;
-    uint32_t nsz = 21 + 2 * lm->hp.n_layer;
-    uint64_t *sizes = malloc(nsz * sizeof *sizes);
-    if (!sizes)
-        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    uint64_t *sizes = lm->act_sz;
     int n = 0;
     sizes[n++] = rows * E * 4;  /* x */
     sizes[n++] = rows * E * 4;  /* h */
@@ -207,8 +293,8 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
      * batch of pages is tens of thousands of rows, and rows x n_ff floats
      * would pass the block size (1 GiB) long before the rest does. Chunks
      * are whole multiples of the rows that keep every view aligned. */
-    uint64_t fg = lcm_u64(lcm_u64(ops_align_rows(lm->vk, E * 4), ops_align_rows(lm->vk, E * 2)),
-                          lcm_u64(ops_align_rows(lm->vk, F * 4), ops_align_rows(lm->vk, F * 2)));
+    uint64_t fg = lcm_u64(lcm_u64(align_rows_all(lm, E * 4), align_rows_all(lm, E * 2)),
+                          lcm_u64(align_rows_all(lm, F * 4), align_rows_all(lm, F * 2)));
     uint64_t fr = lim->block_size / (F * 4) / fg * fg;
     if (c->ffn_rows && c->ffn_rows < fr)
         fr = (c->ffn_rows + fg - 1) / fg * fg;
@@ -231,34 +317,75 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     sizes[n++] = ints * 4;      /* ints */
     for (int i = 0; i < 4; i++)
         sizes[n++] = asb[i];    /* split attention scratch */
-    int fixed = n;
-    for (uint32_t i = 0; i < lm->hp.n_layer; i++) {
-        sizes[n++] = kv * KW * 4;
-        sizes[n++] = kv * KW * 4;
+    lm->kv_bytes = kv * KW * 4;
+    return 0;
+}
+
+/* Index of the head's activations in act_sz (lg_h .. pg): only the last
+ * device has the LM head, the others plan them as empty. */
+static int is_head_act(int i)
+{
+    return i >= 11 && i <= 15;
+}
+
+/* The activation plan of part p (its layers' KV cache included). */
+static uint64_t part_act_sizes(const struct lm *lm, uint32_t p, uint64_t *sizes)
+{
+    const struct lm_part *P = &lm->part[p];
+    int head = p == lm->nparts - 1, n = 0;
+    uint64_t sum = 0;
+    for (int i = 0; i < LM_NACT; i++)
+        sizes[n++] = !head && is_head_act(i) ? 4 : lm->act_sz[i];
+    for (uint32_t i = P->l0; i < P->l1; i++) {
+        sizes[n++] = lm->kv_bytes;
+        sizes[n++] = lm->kv_bytes;
     }
-    int rc = vkr_arena_plan(lm->aa, sizes, n, err);
+    for (int i = 0; i < n; i++)
+        sum += (sizes[i] + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
+    return sum;
+}
+
+static int plan_part(struct lm *lm, uint32_t p, struct folio_err *err)
+{
+    lm_part_use(lm, p);
+    const struct lm_part *P = &lm->part[p];
+    uint32_t nsz = LM_NACT + 2 * (P->l1 - P->l0);
+    uint64_t *sizes = malloc(nsz * sizeof *sizes);
+    if (!sizes)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    part_act_sizes(lm, p, sizes);
+    int rc = vkr_arena_plan(lm->aa, sizes, (int)nsz, err);
     if (rc) {
         free(sizes);
         if (rc == FOLIO_ELIMIT) /* the arena's generic hint, in this model's knobs */
             folio_err_hint(err, "lower --max-tokens or --batch (now %u tokens x %u sequences)",
-                           c->max_tokens, c->batch);
+                           lm->cfg.max_tokens, lm->cfg.batch);
         return rc;
     }
     vkr_arena_reset(lm->aa);
-    struct vkr_tensor *dst[] = {&lm->x, &lm->h, &lm->q, &lm->o, &lm->t2, &lm->gate, &lm->up,
-                                &lm->ks, &lm->vs, &lm->qp, &lm->op, &lm->lg_h, &lm->lg_hn, &lm->logits,
-                                &lm->probs, &lm->pg, &lm->ints, &lm->asc.o, &lm->asc.lse,
-                                &lm->asc.lse_c, &lm->asc.ranges};
-    for (int i = 0; i < fixed && !rc; i++)
+    struct vkr_tensor *dst[LM_NACT] = {&lm->x, &lm->h, &lm->q, &lm->o, &lm->t2, &lm->gate,
+                                       &lm->up, &lm->ks, &lm->vs, &lm->qp, &lm->op, &lm->lg_h,
+                                       &lm->lg_hn, &lm->logits, &lm->probs, &lm->pg, &lm->ints,
+                                       &lm->asc.o, &lm->asc.lse, &lm->asc.lse_c, &lm->asc.ranges};
+    for (int i = 0; i < LM_NACT && !rc; i++)
         rc = vkr_arena_alloc(lm->aa, sizes[i], dst[i], err);
-    for (uint32_t i = 0; i < lm->hp.n_layer && !rc; i++) {
-        rc = vkr_arena_alloc(lm->aa, kv * KW * 4, &lm->L[i].kc, err);
+    for (uint32_t i = P->l0; i < P->l1 && !rc; i++) {
+        rc = vkr_arena_alloc(lm->aa, lm->kv_bytes, &lm->L[i].kc, err);
         if (!rc)
-            rc = vkr_arena_alloc(lm->aa, kv * KW * 4, &lm->L[i].vc, err);
+            rc = vkr_arena_alloc(lm->aa, lm->kv_bytes, &lm->L[i].vc, err);
     }
     free(sizes);
-    if (rc)
-        return rc;
+    part_save(lm);
+    return rc;
+}
+
+/* Host staging for one pass (shared by the devices). */
+static int plan_host(struct lm *lm, struct folio_err *err)
+{
+    const struct lm_config *c = &lm->cfg;
+    uint64_t B = c->batch, NL = c->max_labels, LT = c->max_label_tokens;
+    uint64_t rows = lm->rows_cap, ints = lm->ints_cap, V = lm->V, E = lm->E;
+    uint64_t pg = B * NL * LT;
     lm->lab_row = malloc((size_t)B * NL * sizeof *lm->lab_row);
     lm->lg_row = malloc((size_t)B * NL * sizeof *lm->lg_row);
     lm->lab_qp = malloc((size_t)B * NL * sizeof *lm->lab_qp);
@@ -281,16 +408,177 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
     return 0;
 }
 
-int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *cfg,
-            struct lm **out, struct folio_err *err)
+static int plan_activations(struct lm *lm, struct folio_err *err)
 {
-    *out = NULL;
-    if (!m || m->is_vision)
-        return folio_err_set(err, FOLIO_EINVAL, "lm_open needs a text model (qwen2vl)");
-    struct lm *lm = calloc(1, sizeof *lm);
-    if (!lm)
+    int rc = plan_layout(lm, err);
+    for (uint32_t p = 0; p < lm->nparts && !rc; p++)
+        if ((rc = plan_part(lm, p, err)) != 0 && lm->nparts > 1)
+            part_context(lm, p, err);
+    if (!rc)
+        rc = plan_host(lm, err);
+    return rc;
+}
+
+/* ---- the split ---- */
+
+/* The layer a tensor belongs to; n_layer for the head and anything else. */
+static uint32_t tensor_layer(const struct lm *lm, const char *name)
+{
+    unsigned li;
+    if (sscanf(name, "blk.%u.", &li) == 1 && li < lm->hp.n_layer)
+        return li;
+    return lm->hp.n_layer;
+}
+
+static uint32_t part_of_layer(const struct lm *lm, uint32_t li)
+{
+    for (uint32_t p = 0; p < lm->nparts; p++)
+        if (li >= lm->part[p].l0 && li < lm->part[p].l1)
+            return p;
+    return lm->nparts - 1; /* the head */
+}
+
+/* Device bytes of a tensor as ops_upload_weight will place it. */
+static uint64_t tensor_bytes(const struct vkr *vk, const struct gguf_tensor_info *t, int to_f16)
+{
+    uint64_t n = t->n_elems / t->ne[0], k = (uint64_t)t->ne[0], b = t->n_bytes;
+    if (to_f16 && t->n_dims == 2 && t->type != QUANT_F16 && !(t->type == QUANT_F32 && to_f16 < 2) &&
+        n * k * 2 <= vkr_limits(vk)->block_size)
+        b = n * k * 2;
+    return (b + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
+}
+
+static char *human_mib(uint64_t b, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.1f MiB", (double)b / (double)(1u << 20));
+    return buf;
+}
+
+/* What each device needs for the split at s: the weights arena of its
+ * layers (+ the head on the last) as vkr would place them, its
+ * activations with its layers' KV cache, and the f16 expansion's staging
+ * (stage). wsz: each device tensor's bytes on each device, in upload
+ * order; sizes: room for them. */
+static void split_needs(const struct lm *lm, const uint64_t *wsz, const uint64_t *stage,
+                        uint64_t *sizes, uint32_t s, uint64_t need[2])
+{
+    const struct gguf_model *m = lm->m;
+    uint32_t nl = lm->hp.n_layer;
+    for (uint32_t p = 0; p < 2; p++) {
+        int n = 0;
+        for (uint64_t i = 0; i < m->n_items; i++) {
+            uint32_t li = tensor_layer(lm, m->items[i].t->name);
+            if (wsz[p * m->n_items + i] && (p ? li >= s : li < s))
+                sizes[n++] = wsz[p * m->n_items + i];
+        }
+        need[p] = vkr_plan_bytes(lm->part[p].vk, VKR_ARENA_WEIGHTS, sizes, n);
+        n = 0;
+        for (int i = 0; i < LM_NACT; i++)
+            sizes[n++] = !p && is_head_act(i) ? 4 : lm->act_sz[i];
+        for (uint32_t i = p ? s : 0; i < (p ? nl : s); i++) {
+            sizes[n++] = lm->kv_bytes;
+            sizes[n++] = lm->kv_bytes;
+        }
+        need[p] += vkr_plan_bytes(lm->part[p].vk, VKR_ARENA_ACTIVATIONS, sizes, n) + stage[p];
+    }
+}
+
+/* Chooses layers [0, s) for the first device (or checks cfg.split_layer). */
+static int plan_split(struct lm *lm, struct folio_err *err)
+{
+    uint32_t nl = lm->hp.n_layer, lo = lm->hp.n_deepstack > 1 ? lm->hp.n_deepstack : 1;
+    struct lm_part *P = lm->part;
+    if (nl < 2 || lo >= nl)
+        return folio_err_set(err, FOLIO_EINVAL, "text model: %u layers (%u of them DeepStack) "
+                             "cannot be split over two devices", nl, lm->hp.n_deepstack);
+    /* per device (its own f16 choice and block size): each device tensor's bytes */
+    uint64_t ni = lm->m->n_items;
+    uint64_t *wsz = calloc(2 * ni + 1, sizeof *wsz);
+    uint64_t *sizes = calloc(ni + LM_NACT + 2 * (uint64_t)nl + 1, sizeof *sizes);
+    if (!wsz || !sizes) {
+        free(wsz);
+        free(sizes);
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    lm->vk = vk;
+    }
+    char why[200];
+    uint64_t stage[2] = {0, 0};
+    for (uint32_t p = 0; p < 2; p++) {
+        int to_f16 = ops_weights_f16(P[p].vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
+                                     gguf_model_matrix_f16_bytes(lm->m), why, sizeof why);
+        uint64_t big = 0; /* the largest native matrix: what lm-staging holds at a time */
+        for (uint64_t i = 0; i < ni; i++) {
+            const struct gguf_tensor_info *t = lm->m->items[i].t;
+            if (lm->m->items[i].on_host)
+                continue;
+            wsz[p * ni + i] = tensor_bytes(P[p].vk, t, to_f16);
+            if (t->n_dims == 2 && t->n_bytes > big)
+                big = t->n_bytes;
+        }
+        /* the f16 expansion's staging arena lives next to the weights while
+         * they load: its first block, and one more when a matrix passes it */
+        uint64_t first = 16ull << 20, bs = vkr_limits(P[p].vk)->block_size;
+        first = first < bs ? first : bs;
+        stage[p] = !to_f16 ? 0 : big > first ? first + (big < bs ? bs : big) : first;
+        P[p].room = vkr_room(P[p].vk);
+    }
+    uint32_t best = 0;
+    double best_r = INFINITY;
+    uint64_t need[2];
+    for (uint32_t s = lo; s < nl; s++) {
+        if (lm->cfg.split_layer && s != lm->cfg.split_layer)
+            continue;
+        split_needs(lm, wsz, stage, sizes, s, need);
+        double r0 = P[0].room ? (double)need[0] / (double)P[0].room : INFINITY;
+        double r1 = P[1].room ? (double)need[1] / (double)P[1].room : INFINITY;
+        double r = r0 > r1 ? r0 : r1;
+        if (r < best_r) {
+            best_r = r;
+            best = s;
+        }
+    }
+    if (!best && !lm->cfg.split_layer)
+        best = lo; /* no device has any room: the message names the first split */
+    if (lm->cfg.split_layer && !best) {
+        free(wsz);
+        free(sizes);
+        return folio_err_set(err, FOLIO_EINVAL, "text model: split_layer %u is outside %u..%u "
+                             "(%u layers, the first device keeps at least one and the DeepStack "
+                             "ones)", lm->cfg.split_layer, lo, nl - 1, nl);
+    }
+    split_needs(lm, wsz, stage, sizes, best, need);
+    free(wsz);
+    free(sizes);
+    P[0].l0 = 0;
+    P[0].l1 = P[1].l0 = best;
+    P[1].l1 = nl;
+    P[0].need = need[0];
+    P[1].need = need[1];
+    if (best_r > 1.0 && !lm->cfg.split_layer) {
+        char a[32], b[32], c2[32], d[32];
+        folio_err_set(err, FOLIO_ENOMEM, "text model does not fit devices %d (%s) and %d (%s) "
+                      "together: at its best split (layers 0..%u | %u..%u) the first needs %s and "
+                      "has room for %s, the second needs %s and has room for %s",
+                      vkr_device(P[0].vk)->index, vkr_device(P[0].vk)->name,
+                      vkr_device(P[1].vk)->index, vkr_device(P[1].vk)->name, best - 1, best,
+                      nl - 1, human_mib(need[0], a, sizeof a), human_mib(P[0].room, b, sizeof b),
+                      human_mib(need[1], c2, sizeof c2), human_mib(P[1].room, d, sizeof d));
+        folio_err_hint(err, "use devices with more memory, a smaller quantisation, or lower "
+                       "--max-tokens / --gpu-batch (the KV cache and activations scale with them)");
+        return FOLIO_ENOMEM;
+    }
+    char q0[300], q1[300];
+    folio_log(FOLIO_LOG_INFO, "lm_split", "layers=%u split=%u dev0=%s need0=%" PRIu64
+              " room0=%" PRIu64 " dev1=%s need1=%" PRIu64 " room1=%" PRIu64 " chosen=%s", nl, best,
+              folio_lq(q0, sizeof q0, vkr_device(P[0].vk)->name), need[0], P[0].room,
+              folio_lq(q1, sizeof q1, vkr_device(P[1].vk)->name), need[1], P[1].room,
+              lm->cfg.split_layer ? "configured" : "planner");
+    return 0;
+}
+
+/* ---- open ---- */
+
+static void lm_defaults(struct lm *lm, const struct gguf_model *m, const struct lm_config *cfg)
+{
     lm->m = m;
     lm->hp = m->text;
     if (cfg)
@@ -312,28 +600,42 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
     lm->V = h->n_vocab;
     lm->Ein = lm->E * (1 + h->n_deepstack);
     lm->rope_mode = h->family == GGUF_TEXT_QWEN3VL ? OP_ROPE_IMROPE : OP_ROPE_MROPE;
-    int rc = 0;
+}
+
+static int check_shape(const struct lm *lm, struct folio_err *err)
+{
+    const struct gguf_text_hparams *h = &lm->hp;
     if (!ops_attention_head_supported(lm->D))
-        rc = folio_err_set(err, FOLIO_EUNSUPPORTED, "text model: head size %u has no attention "
-                           "kernel (even sizes up to 256 are supported)", lm->D);
-    else if (h->mrope_sections[0] + h->mrope_sections[1] + h->mrope_sections[2] != (int)lm->D / 2)
-        rc = folio_err_set(err, FOLIO_EMODEL, "text model: M-RoPE sections %d+%d+%d do not cover "
-                           "head_dim/2 = %u", h->mrope_sections[0], h->mrope_sections[1],
-                           h->mrope_sections[2], lm->D / 2);
-    lm->embd = gguf_find_tensor(m->file, "token_embd.weight");
-    lm->L = calloc(h->n_layer ? h->n_layer : 1, sizeof *lm->L);
-    if (!rc && (!lm->L || !lm->embd))
-        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    if (!rc)
-        rc = vkr_arena_create(vk, "lm-weights", VKR_ARENA_WEIGHTS, &lm->wa, err);
-    if (!rc)
-        rc = vkr_arena_create(vk, "lm-activations", VKR_ARENA_ACTIVATIONS, &lm->aa, err);
-    char why[200];
-    struct vkr_arena *staging = NULL;
-    int to_f16 = 0;
-    if (!rc && (to_f16 = ops_weights_f16(vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
-                               gguf_model_matrix_f16_bytes(m), why, sizeof why)))
-        rc = vkr_arena_create(vk, "lm-staging", VKR_ARENA_WEIGHTS, &staging, err);
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "text model: head size %u has no attention "
+                             "kernel (even sizes up to 256 are supported)", lm->D);
+    if (h->mrope_sections[0] + h->mrope_sections[1] + h->mrope_sections[2] != (int)lm->D / 2)
+        return folio_err_set(err, FOLIO_EMODEL, "text model: M-RoPE sections %d+%d+%d do not "
+                             "cover head_dim/2 = %u", h->mrope_sections[0], h->mrope_sections[1],
+                             h->mrope_sections[2], lm->D / 2);
+    return 0;
+}
+
+/* Every device tensor into the weights arena of its layer's device
+ * (matrices through that device's staging when expanded to f16). */
+static int upload_weights(struct lm *lm, char *why, size_t why_n, struct folio_err *err)
+{
+    const struct gguf_model *m = lm->m;
+    struct vkr_arena *staging[LM_MAX_DEVICES] = {0};
+    int to_f16[LM_MAX_DEVICES] = {0}, rc = 0;
+    for (uint32_t p = 0; p < lm->nparts && !rc; p++) {
+        lm_part_use(lm, p);
+        if ((to_f16[p] = ops_weights_f16(lm->vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
+                                         gguf_model_matrix_f16_bytes(m), why, why_n)))
+            rc = vkr_arena_create(lm->vk, "lm-staging", VKR_ARENA_WEIGHTS, &staging[p], err);
+        if (!rc && lm->nparts > 1) { /* blocks sized to what comes, not grown past it */
+            uint64_t w = 0;
+            for (uint64_t i = 0; i < m->n_items; i++)
+                if (!m->items[i].on_host &&
+                    part_of_layer(lm, tensor_layer(lm, m->items[i].t->name)) == p)
+                    w += tensor_bytes(lm->vk, m->items[i].t, to_f16[p]);
+            vkr_arena_expect(lm->wa, w);
+        }
+    }
     for (uint64_t i = 0; !rc && i < m->n_items; i++) {
         const struct gguf_tensor_info *t = m->items[i].t;
         if (m->items[i].on_host)
@@ -343,12 +645,64 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
             rc = folio_err_set(err, FOLIO_EMODEL, "text model: unexpected tensor %s", t->name);
             break;
         }
-        rc = upload_tensor(lm, t, w, staging, to_f16, err);
+        uint32_t p = part_of_layer(lm, tensor_layer(lm, t->name));
+        lm_part_use(lm, p);
+        rc = upload_tensor(lm, t, w, staging[p], to_f16[p], err);
+        if (rc && lm->nparts > 1)
+            part_context(lm, p, err);
     }
-    vkr_arena_destroy(staging);
+    for (uint32_t p = 0; p < lm->nparts; p++)
+        vkr_arena_destroy(staging[p]);
     if (!rc && !lm->out_w.t.size)
         rc = folio_err_set(err, FOLIO_EMODEL, "text model: no LM head (output.weight)");
-    lm->gemm16 = !rc && ops_gemm_available(vk) && lm->E % 2 == 0 && lm->F % 2 == 0;
+    return rc;
+}
+
+int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m,
+                  const struct lm_config *cfg, struct lm **out, struct folio_err *err)
+{
+    *out = NULL;
+    if (!m || m->is_vision)
+        return folio_err_set(err, FOLIO_EINVAL, "lm_open needs a text model (qwen2vl)");
+    if (n < 1 || n > LM_MAX_DEVICES)
+        return folio_err_set(err, FOLIO_EINVAL, "text model: %u devices; one model runs on 1..%d",
+                             n, LM_MAX_DEVICES);
+    struct lm *lm = calloc(1, sizeof *lm);
+    if (!lm)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    lm_defaults(lm, m, cfg);
+    const struct gguf_text_hparams *h = &lm->hp;
+    lm->nparts = n;
+    int rc = check_shape(lm, err);
+    lm->embd = gguf_find_tensor(m->file, "token_embd.weight");
+    lm->L = calloc(h->n_layer ? h->n_layer : 1, sizeof *lm->L);
+    if (!rc && (!lm->L || !lm->embd))
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    for (uint32_t p = 0; p < n && !rc; p++) {
+        struct lm_part *P = &lm->part[p];
+        P->vk = vks[p];
+        P->l0 = p ? h->n_layer : 0;
+        P->l1 = h->n_layer;
+        rc = vkr_arena_create(vks[p], "lm-weights", VKR_ARENA_WEIGHTS, &P->wa, err);
+        if (!rc)
+            rc = vkr_arena_create(vks[p], "lm-activations", VKR_ARENA_ACTIVATIONS, &P->aa, err);
+    }
+    /* part[0] current: its fields in the lm's own */
+    part_load(lm, 0);
+    if (!rc)
+        rc = plan_layout(lm, err); /* the layout the split's estimate needs */
+    /* Qwen3-VL: DeepStack rows on the first device (nothing otherwise),
+     * before the split so that its room counts them */
+    if (!rc)
+        rc = q3_lm_open(lm, err);
+    if (!rc && n > 1)
+        rc = plan_split(lm, err);
+    char why[200] = "";
+    if (!rc)
+        rc = upload_weights(lm, why, sizeof why, err);
+    lm->gemm16 = !rc && lm->E % 2 == 0 && lm->F % 2 == 0;
+    for (uint32_t p = 0; p < n && lm->gemm16; p++)
+        lm->gemm16 = ops_gemm_available(lm->part[p].vk);
     for (uint32_t i = 0; lm->gemm16 && i < h->n_layer; i++) {
         const struct lm_layer *L = &lm->L[i];
         lm->gemm16 = L->wq.type == QUANT_F16 && L->wk.type == QUANT_F16 &&
@@ -358,19 +712,27 @@ int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *
     }
     if (!rc)
         rc = plan_activations(lm, err);
-    if (!rc)
-        rc = q3_lm_open(lm, err); /* Qwen3-VL: DeepStack rows; nothing otherwise */
+    lm_part_use(lm, 0);
     if (rc) {
         lm_close(lm);
         return rc;
     }
+    uint64_t wb = 0, ab = 0;
+    lm_memory(lm, &wb, &ab);
     folio_log(FOLIO_LOG_INFO, "lm_open",
               "layers=%u embd=%u heads=%u/%u ff=%u vocab=%u weights_bytes=%" PRIu64
-              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u gpu_weights=\"%s\" f16_path=%d",
-              h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, vkr_arena_used(lm->wa),
-              vkr_arena_capacity(lm->aa), lm->cfg.max_tokens, lm->cfg.batch, why, lm->gemm16);
+              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u gpu_weights=\"%s\" f16_path=%d"
+              " devices=%u split=%u",
+              h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, wb, ab,
+              lm->cfg.max_tokens, lm->cfg.batch, why, lm->gemm16, n, lm->part[0].l1);
     *out = lm;
     return 0;
+}
+
+int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *cfg,
+            struct lm **out, struct folio_err *err)
+{
+    return lm_open_split(&vk, 1, m, cfg, out, err);
 }
 
 int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, struct lm **out,
@@ -391,10 +753,32 @@ int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, 
 
 void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations)
 {
+    struct lm *l = (struct lm *)lm; /* part[cur] is the lm's own fields */
+    part_save(l);
+    uint64_t w = 0, a = 0;
+    for (uint32_t p = 0; p < lm->nparts; p++) {
+        w += lm->part[p].wa ? vkr_arena_used(lm->part[p].wa) : 0;
+        a += lm->part[p].aa ? vkr_arena_capacity(lm->part[p].aa) : 0;
+    }
     if (weights)
-        *weights = vkr_arena_used(lm->wa);
+        *weights = w;
     if (activations)
-        *activations = vkr_arena_capacity(lm->aa);
+        *activations = a;
+}
+
+uint32_t lm_devices(const struct lm *lm, struct lm_device_plan *out, uint32_t max)
+{
+    struct lm *l = (struct lm *)lm;
+    part_save(l);
+    for (uint32_t p = 0; p < lm->nparts && p < max; p++) {
+        const struct lm_part *P = &lm->part[p];
+        out[p] = (struct lm_device_plan){.vk = P->vk, .l0 = P->l0, .l1 = P->l1,
+                                         .head = p == lm->nparts - 1, .room = P->room,
+                                         .need = P->need,
+                                         .weights = P->wa ? vkr_arena_used(P->wa) : 0,
+                                         .activations = P->aa ? vkr_arena_capacity(P->aa) : 0};
+    }
+    return lm->nparts;
 }
 
 /* The host staging plan_activations allocates. */
@@ -427,11 +811,18 @@ static void free_staging(struct lm *lm)
 static int replan_to(struct lm *lm, uint32_t batch, struct folio_err *err)
 {
     free_staging(lm);
-    vkr_arena_destroy(lm->aa);
-    lm->aa = NULL;
+    part_save(lm);
+    int rc = 0;
+    for (uint32_t p = 0; p < lm->nparts; p++) {
+        vkr_arena_destroy(lm->part[p].aa);
+        lm->part[p].aa = NULL;
+    }
     lm->nseq = 0; /* the KV cache's prompts are gone */
     lm->cfg.batch = batch;
-    int rc = vkr_arena_create(lm->vk, "lm-activations", VKR_ARENA_ACTIVATIONS, &lm->aa, err);
+    for (uint32_t p = 0; p < lm->nparts && !rc; p++)
+        rc = vkr_arena_create(lm->part[p].vk, "lm-activations", VKR_ARENA_ACTIVATIONS,
+                              &lm->part[p].aa, err);
+    lm->aa = lm->part[lm->cur].aa;
     return rc ? rc : plan_activations(lm, err);
 }
 
@@ -456,10 +847,11 @@ void lm_close(struct lm *lm)
     if (!lm)
         return;
     q3_lm_close(lm);
-    if (lm->aa)
-        vkr_arena_destroy(lm->aa);
-    if (lm->wa)
-        vkr_arena_destroy(lm->wa);
+    part_save(lm);
+    for (uint32_t p = 0; p < lm->nparts; p++) {
+        vkr_arena_destroy(lm->part[p].aa);
+        vkr_arena_destroy(lm->part[p].wa);
+    }
     free(lm->L);
     free_staging(lm);
     if (lm->owned)

@@ -54,6 +54,9 @@ struct lm_config {
     /* Rows per MLP chunk; 0 = as many as one device block holds (tests set
      * it low to run the chunked MLP). */
     uint32_t ffn_rows;
+    /* lm_open_split over two devices: layers [0, split_layer) on the first;
+     * 0 = the memory planner's choice. */
+    uint32_t split_layer;
 };
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels
@@ -66,6 +69,31 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
  * owned, must outlive the lm: token_embd rows are read from its mapping). */
 int lm_open(struct vkr *vk, const struct gguf_model *m, const struct lm_config *cfg,
             struct lm **out, struct folio_err *err);
+/* ---- one model over several devices ----
+ * Layers [0, s) on vks[0] and [s, n_layer) with the LM head on vks[1]
+ * (n = 2), each device with its own weights arena, activations and the KV
+ * cache of its layers; a pass records and submits device by device and
+ * hands the residual stream rows on through host staging. s is
+ * cfg.split_layer or, when 0, the planner's: per-device needs (weights,
+ * KV, activations) against vkr_room() of each, balanced so both keep the
+ * same share of room. Qwen3-VL's DeepStack layers stay on the first
+ * device. Fails with FOLIO_ENOMEM naming both devices' rooms and needs
+ * when no split fits. n = 1 is lm_open. Every vks[i] must be pre-warmed
+ * with lm_pipeline_keys(vks[i], m). */
+#define LM_MAX_DEVICES 2
+int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m,
+                  const struct lm_config *cfg, struct lm **out, struct folio_err *err);
+struct lm_device_plan {
+    const struct vkr *vk;
+    uint32_t l0, l1;           /* layers on this device */
+    int head;                  /* holds the LM head */
+    uint64_t room;             /* vkr_room() when planned */
+    uint64_t need;             /* the planner's estimate */
+    uint64_t weights, activations; /* placed: weights arena used, activation plan */
+};
+/* The devices of the model (1 or 2); fills at most max plans. */
+uint32_t lm_devices(const struct lm *lm, struct lm_device_plan *out, uint32_t max);
+
 /* Same, opening and owning the file. */
 int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, struct lm **out,
                  struct folio_err *err);

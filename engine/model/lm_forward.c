@@ -3,7 +3,10 @@
  * biases -> M-RoPE -> grouped-query attention over the KV cache -> output
  * projection -> residual -> RMSNorm -> SwiGLU MLP -> residual; then the
  * final norm and the LM head on the rows whose logits are needed. One
- * command buffer, one submit.
+ * command buffer, one submit per device: a model split over two devices
+ * records the first's layers, submits, moves the residual stream rows to
+ * the second through host staging and records the rest there (the index
+ * words are uploaded to both; every KV cache stays with its layer).
  *
  * Rows of a pass, in order: the prompts of the batch concatenated (ragged),
  * then the label rows — for each sequence, for each label, the label's
@@ -199,51 +202,69 @@ static void set_pos(int32_t *p, int32_t v)
     p[0] = p[1] = p[2] = v;
 }
 
-int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct lm_label *labels,
-           uint32_t nl, int prefill, float *logits, double *logprob, struct folio_err *err)
-{
-    int rc = check_input(lm, seqs, nseq, labels, nl, prefill, logits, err);
-    if (rc)
-        return rc;
-    if (!prefill)
-        nseq = lm->nseq;
-    const uint32_t E = lm->E, V = lm->V, KW = lm->KW, QW = lm->QW;
-    if (!prefill && lm->last_pending) {
-        /* the last prefill's last rows, before this pass reuses the buffer */
-        rc = vkr_download(lm->vk, lm->logits, 0, lm->lastlg, (uint64_t)nseq * V * 4, err);
-        for (uint32_t b = 0; !rc && b < nseq; b++)
-            lm->lastlse[b] = row_lse(lm->lastlg + (size_t)b * V, V);
-        if (rc)
-            return rc;
-        lm->last_pending = 0;
-    }
+/* One pass's layout: which rows, groups and index sections it uses. */
+struct pass {
+    const struct lm_seq *seqs;
+    const struct lm_label *labels;
+    uint32_t nseq, nl;
+    int prefill;
+    float *logits;
+    uint32_t np, slot0, nrows, nlab_rows;
+    uint32_t nlast, nall, nlg, npg;
+    struct group *gr;
+    uint32_t *lgi; /* group of each (sequence, label) */
+    uint32_t ngr;
+    uint32_t o_pos, o_rngp, o_lg, o_pg, ints_used;
+};
 
-    /* ---- layout ---- */
+static void pass_free(struct pass *ps)
+{
+    free(ps->gr);
+    free(ps->lgi);
+    ps->gr = NULL;
+    ps->lgi = NULL;
+}
+
+/* The last prefill's last logits rows, before this pass reuses the buffer. */
+static int fetch_last(struct lm *lm, uint32_t nseq, struct folio_err *err)
+{
+    const uint32_t V = lm->V;
+    lm_part_use(lm, lm->nparts - 1);
+    int rc = vkr_download(lm->vk, lm->logits, 0, lm->lastlg, (uint64_t)nseq * V * 4, err);
+    for (uint32_t b = 0; !rc && b < nseq; b++)
+        lm->lastlse[b] = row_lse(lm->lastlg + (size_t)b * V, V);
+    if (!rc)
+        lm->last_pending = 0;
+    return rc;
+}
+
+/* Rows, label groups and index sections of the pass (no device work). */
+static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
+{
+    const uint32_t nseq = ps->nseq, nl = ps->nl;
+    const struct lm_label *labels = ps->labels;
     uint32_t np = 0, slot0 = 0;
-    if (prefill) {
+    if (ps->prefill) {
         for (uint32_t b = 0; b < nseq; b++) {
+            const struct lm_seq *s = &ps->seqs[b];
             lm->seq_start[b] = np;
-            lm->seq_n[b] = seqs[b].n;
-            lm->next_pos[b] = seqs[b].pos ? seqs[b].next_pos : (int32_t)seqs[b].n;
-            np += seqs[b].n;
+            lm->seq_n[b] = s->n;
+            lm->next_pos[b] = s->pos ? s->next_pos : (int32_t)s->n;
+            np += s->n;
         }
         lm->nseq = nseq;
         lm->kv_used = np;
     } else {
         slot0 = up_to(lm->kv_used, lm->ra);
     }
-    struct group *gr = NULL;
-    uint32_t *lgi = NULL; /* group of each (sequence, label) */
-    uint32_t ngr = 0, nrows = np, nlab_rows = 0;
+    uint32_t nrows = np, nlab_rows = 0, ngr = 0;
     if (nl) {
-        gr = calloc((size_t)nseq * nl, sizeof *gr);
-        lgi = calloc((size_t)nseq * nl, sizeof *lgi);
-        if (!gr || !lgi) {
-            free(gr);
-            free(lgi);
+        ps->gr = calloc((size_t)nseq * nl, sizeof *ps->gr);
+        ps->lgi = calloc((size_t)nseq * nl, sizeof *ps->lgi);
+        if (!ps->gr || !ps->lgi)
             return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-        }
     }
+    struct group *gr = ps->gr;
     /* Labels go in pairs (A, B) around one copy of the prompt's K/V:
      * scratch [A's rows reversed | prompt | B's rows]. A's token j then
      * sees [A_j .. A_0, prompt] and B's token j [prompt, B_0 .. B_j]: one
@@ -283,7 +304,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                 if (ll == UINT32_MAX)
                     continue;
                 nrows = up_to(nrows, lm->ra);
-                lgi[b * nl + ll] = (uint32_t)(cur - gr);
+                ps->lgi[b * nl + ll] = (uint32_t)(cur - gr);
                 lm->lab_row[b * nl + ll] = nrows;
                 lm->lab_qp[b * nl + ll] = cur->nqp + (side ? ka : 0);
                 lm->lab_base[b * nl + ll] = cur->nids;
@@ -298,52 +319,57 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     }
     if (cur)
         cur->nqp++; /* the last group's zero row */
-    if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap) {
-        free(gr);
-        free(lgi);
+    ps->np = np;
+    ps->slot0 = slot0;
+    ps->nrows = nrows;
+    ps->nlab_rows = nlab_rows;
+    ps->ngr = ngr;
+    if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: pass of %u rows exceeds the planned "
                              "%u rows", nrows, lm->rows_cap);
-    }
     /* logits rows: last prompt rows, [all prompt rows], label rows */
-    uint32_t nlast = prefill ? nseq : 0;
-    uint32_t nall = logits ? np : 0;
-    uint32_t nlg = nlast + nall + nlab_rows;
-    uint32_t npg = 0;
+    ps->nlast = ps->prefill ? nseq : 0;
+    ps->nall = ps->logits ? np : 0;
+    ps->nlg = ps->nlast + ps->nall + nlab_rows;
+    ps->npg = 0;
     for (uint32_t l = 0; l < nl; l++)
-        npg += prefill ? labels[l].n : labels[l].n - 1;
-    npg *= nseq;
-    if (nlg > lm->lg_cap) {
-        free(gr);
-        free(lgi);
+        ps->npg += ps->prefill ? labels[l].n : labels[l].n - 1;
+    ps->npg *= nseq;
+    if (ps->nlg > lm->lg_cap)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %u logits rows exceed the planned %u",
-                             nlg, lm->lg_cap);
-    }
-
-    /* ---- host inputs ---- */
-    /* every prompt row is written below; only the label rows' region (its
-     * alignment pads must be zero) needs clearing, not the whole staging
-     * (90 MB for 16 pages of 512^2: ~10 ms of host time per pass) */
-    memset(lm->emb + (size_t)np * E, 0, (size_t)(nrows - np) * E * sizeof *lm->emb);
+                             ps->nlg, lm->lg_cap);
     struct isec is = {.lm = lm};
-    uint32_t o_pos = isec_take(&is, nrows * 3);
-    uint32_t o_rngp = isec_take(&is, np * 2);
-    uint32_t o_lg = isec_take(&is, nlg);
-    uint32_t o_pg = isec_take(&is, npg);
+    ps->o_pos = isec_take(&is, nrows * 3);
+    ps->o_rngp = isec_take(&is, np * 2);
+    ps->o_lg = isec_take(&is, ps->nlg);
+    ps->o_pg = isec_take(&is, ps->npg);
     for (uint32_t i = 0; i < ngr; i++) {
         gr[i].ids_off = isec_take(&is, gr[i].nids);
         gr[i].qp_off = isec_take(&is, gr[i].nqp);
         gr[i].rng_off = isec_take(&is, gr[i].nqp * 2);
         gr[i].back_off = isec_take(&is, gr[i].nspan);
     }
-    if (is.over) {
-        free(gr);
-        free(lgi);
+    if (is.over)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: pass indices exceed the plan");
-    }
+    ps->ints_used = is.used;
+    return 0;
+}
+
+/* The host inputs: embedding rows (lm->emb) and every index (lm->iv). */
+static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *err)
+{
+    const uint32_t E = lm->E, V = lm->V, nseq = ps->nseq, nl = ps->nl, np = ps->np;
+    const struct lm_label *labels = ps->labels;
+    int rc = 0;
+    /* every prompt row is written below; only the label rows' region (its
+     * alignment pads must be zero) needs clearing, not the whole staging
+     * (90 MB for 16 pages of 512^2: ~10 ms of host time per pass) */
+    memset(lm->emb + (size_t)np * E, 0, (size_t)(ps->nrows - np) * E * sizeof *lm->emb);
     int32_t *iv = lm->iv;
-    memset(iv + o_pos, 0, (size_t)nrows * 3 * sizeof *iv);
-    for (uint32_t b = 0; b < nseq && prefill; b++) {
-        const struct lm_seq *s = &seqs[b];
+    const uint32_t o_pos = ps->o_pos, o_rngp = ps->o_rngp, o_lg = ps->o_lg;
+    memset(iv + o_pos, 0, (size_t)ps->nrows * 3 * sizeof *iv);
+    for (uint32_t b = 0; b < nseq && ps->prefill; b++) {
+        const struct lm_seq *s = &ps->seqs[b];
         uint32_t r0 = lm->seq_start[b];
         for (uint32_t i = 0; i < s->n && !rc; i++) {
             float *dst = lm->emb + (size_t)(r0 + i) * E;
@@ -360,13 +386,13 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         }
         iv[o_lg + b] = (int32_t)(r0 + s->n - 1);
     }
-    for (uint32_t i = 0; i < nall; i++)
-        iv[o_lg + nlast + i] = (int32_t)i;
+    for (uint32_t i = 0; i < ps->nall; i++)
+        iv[o_lg + ps->nlast + i] = (int32_t)i;
     /* label rows, their scratch gathers and ranges, their logits rows;
      * per group, ids and queries fill in label order */
-    uint32_t lgc = nlast + nall;
-    for (uint32_t gi = 0; gi < ngr; gi++) {
-        struct group *g = &gr[gi];
+    uint32_t lgc = ps->nlast + ps->nall;
+    for (uint32_t gi = 0; gi < ps->ngr; gi++) {
+        struct group *g = &ps->gr[gi];
         /* pad queries read any row and see no key (zeros); span rows that
          * are alignment padding take the group's zero row */
         for (uint32_t i = 0; i < g->nqp; i++) {
@@ -381,7 +407,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             uint32_t bl = b * nl + l, r = lm->lab_row[bl], k = labels[l].n - 1;
             if (r == UINT32_MAX)
                 continue;
-            struct group *g = &gr[lgi[bl]];
+            struct group *g = &ps->gr[ps->lgi[bl]];
             uint32_t n = lm->seq_n[b], base = lm->lab_base[bl];
             int is_a = lm->lab_ka[bl] == UINT32_MAX;
             uint32_t ka = is_a ? k : lm->lab_ka[bl];
@@ -402,7 +428,7 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
                     lo = base + ka;
                     hi = at + 1;
                 }
-                iv[g->ids_off + at] = (int32_t)(slot0 + r + j);
+                iv[g->ids_off + at] = (int32_t)(ps->slot0 + r + j);
                 iv[g->qp_off + qp] = (int32_t)(r + j);
                 iv[g->rng_off + 2 * qp] = (int32_t)lo;
                 iv[g->rng_off + 2 * qp + 1] = (int32_t)hi;
@@ -414,194 +440,226 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     uint32_t pgc = 0;
     for (uint32_t b = 0; b < nseq; b++)
         for (uint32_t l = 0; l < nl; l++)
-            for (uint32_t j = prefill ? 0 : 1; j < labels[l].n; j++) {
+            for (uint32_t j = ps->prefill ? 0 : 1; j < labels[l].n; j++) {
                 uint64_t prow = j == 0 ? b : lm->lg_row[b * nl + l] + j - 1;
                 uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
-                iv[o_pg + pgc++] = (int32_t)(uint32_t)idx; /* < 2^32: lm.c plans it */
+                iv[ps->o_pg + pgc++] = (int32_t)(uint32_t)idx; /* < 2^32: lm.c plans it */
             }
-    if (!rc) /* Qwen3-VL: the image rows' DeepStack features (qwen3vl.c) */
-        rc = q3_lm_stage(lm, seqs, nseq, prefill, err);
-    if (rc) {
-        free(gr);
-        free(lgi);
-        return rc;
-    }
-    rc = vkr_upload(lm->vk, lm->x, 0, lm->emb, (uint64_t)nrows * E * 4, err);
-    if (!rc)
-        rc = vkr_upload(lm->vk, lm->ints, 0, iv, (uint64_t)is.used * 4, err);
-    if (rc) {
-        free(gr);
-        free(lgi);
-        return rc;
-    }
+    return rc;
+}
 
-    /* ---- record ---- */
-    struct vkr_cmd *c;
-    rc = vkr_cmd_begin(lm->vk, &c, err);
-    if (rc) {
-        free(gr);
-        free(lgi);
-        return rc;
-    }
+/* One decoder layer of the pass into c (on the layer's own device). */
+static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps, uint32_t li,
+                        int f16, struct folio_err *err)
+{
+    const uint32_t E = lm->E, KW = lm->KW, QW = lm->QW, nrows = ps->nrows, np = ps->np;
     const struct gguf_text_hparams *hp = &lm->hp;
     float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)lm->D);
-    struct vkr_tensor pos = iview(lm, o_pos, nrows * 3);
+    struct vkr_tensor pos = iview(lm, ps->o_pos, nrows * 3);
+    struct lm_layer *L = &lm->L[li];
+    struct vkr_tensor kv_k = view(L->kc, (uint64_t)ps->slot0 * KW * 4, (uint64_t)nrows * KW * 4);
+    struct vkr_tensor kv_v = view(L->vc, (uint64_t)ps->slot0 * KW * 4, (uint64_t)nrows * KW * 4);
+    int rc;
+    if (f16) {
+        const int F16 = QUANT_F16, F32 = QUANT_F32;
+        rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->attn_norm.t, NULL, nrows, E, eps, err);
+        if (!rc)
+            rc = mm16(&L->wq, &L->bq, lm->h, F16, lm->q, F32, nrows, NULL, OP_MM_ACT_NONE,
+                      NULL, c, err);
+        if (!rc)
+            rc = mm16(&L->wk, &L->bk, lm->h, F16, kv_k, F32, nrows, NULL, OP_MM_ACT_NONE,
+                      NULL, c, err);
+        if (!rc)
+            rc = mm16(&L->wv, &L->bv, lm->h, F16, kv_v, F32, nrows, NULL, OP_MM_ACT_NONE,
+                      NULL, c, err);
+    } else {
+        rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+    }
+    if (!rc && L->qn.t.size) /* Qwen3-VL: per-head q/k RMSNorm before RoPE */
+        rc = q3_lm_qk_norm(lm, c, L, lm->q, kv_k, nrows, err);
+    struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
+                         .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
+                         .base = hp->rope_theta,
+                         .sections = {(uint32_t)hp->mrope_sections[0],
+                                      (uint32_t)hp->mrope_sections[1],
+                                      (uint32_t)hp->mrope_sections[2]}};
+    if (!rc)
+        rc = op_rope(c, &rq, err);
+    struct op_rope rk = rq;
+    rk.x = rk.y = kv_k;
+    rk.h = hp->n_head_kv;
+    if (!rc)
+        rc = op_rope(c, &rk, err);
+    if (!rc && np) {
+        struct vkr_tensor rg = iview(lm, ps->o_rngp, np * 2);
+        struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
+                                  .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
+                                  .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
+        rc = op_attention_ranged(c, &at, &lm->asc, err);
+    }
+    for (uint32_t gi = 0; gi < ps->ngr && !rc; gi++) {
+        const struct group *g = &ps->gr[gi];
+        struct vkr_tensor ids = iview(lm, g->ids_off, g->nids);
+        rc = op_gather(c, L->kc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->ks, err);
+        if (!rc)
+            rc = op_gather(c, L->vc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->vs, err);
+        if (!rc)
+            rc = op_gather(c, lm->q, QUANT_F32, nrows, QW, iview(lm, g->qp_off, g->nqp),
+                           g->nqp, lm->qp, err);
+        struct vkr_tensor rg = iview(lm, g->rng_off, g->nqp * 2);
+        struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
+                                  .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
+                                  .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
+                                  .causal = 0, .ranges = &rg,
+                                  /* labels: a few rows each against the whole page;
+                                   * the tensor-core kernel's 16-row fragments are
+                                   * mostly padding there (H200: 46.6 vs 17.6 ms for
+                                   * 16 labels, BENCHMARKS.md issue 13) */
+                                  .kernel = OP_ATTN_SCALAR};
+        if (!rc)
+            rc = op_attention_ranged(c, &at, &lm->asc, err);
+        if (!rc)
+            rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
+                           iview(lm, g->back_off, g->nspan), g->nspan,
+                           view(lm->o, (uint64_t)g->span0 * QW * 4,
+                                (uint64_t)g->nspan * QW * 4), err);
+    }
+    if (!rc && f16) {
+        const int F16 = QUANT_F16, F32 = QUANT_F32;
+        rc = mm16(&L->wo, NULL, lm->o, F32, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE, NULL, c,
+                  err);
+        if (!rc)
+            rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->ffn_norm.t, NULL, nrows, E, eps, err);
+        for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
+            uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
+            struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 2, (uint64_t)m * E * 2);
+            struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
+            rc = mm16(&L->wg, NULL, hv, F16, lm->gate, F32, m, NULL, OP_MM_ACT_NONE, NULL, c,
+                      err);
+            if (!rc)
+                rc = mm16(&L->wu, NULL, hv, F16, lm->up, F16, m, NULL, OP_MM_ACT_SWIGLU,
+                          &lm->gate, c, err);
+            if (!rc)
+                rc = mm16(&L->wd, NULL, lm->up, F16, xv, F32, m, &xv, OP_MM_ACT_NONE, NULL, c,
+                          err);
+        }
+        if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
+            rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
+        return rc;
+    }
+    if (!rc)
+        rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
+    if (!rc)
+        rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E, (uint64_t)nrows * E,
+                     1.0f, 0.0f, err);
+    if (!rc)
+        rc = op_norm(c, 0, lm->x, lm->h, &L->ffn_norm.t, NULL, nrows, E, eps, err);
+    /* the MLP in row chunks (lm.c: gate/up hold ffn_rows rows) */
+    for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
+        uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
+        uint64_t mf = (uint64_t)m * lm->F, me = (uint64_t)m * E;
+        struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 4, me * 4);
+        struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, me * 4);
+        struct vkr_tensor tv = view(lm->t2, (uint64_t)r0 * E * 4, me * 4);
+        rc = mm(lm, c, &L->wg, NULL, hv, lm->gate, m, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wu, NULL, hv, lm->up, m, err);
+        if (!rc)
+            rc = op_elem(c, OP_SWIGLU, lm->gate, &lm->up, lm->gate, mf, mf, 1.0f, 0.0f, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wd, NULL, lm->gate, tv, m, err);
+        if (!rc)
+            rc = op_elem(c, OP_ADD, xv, &tv, xv, me, me, 1.0f, 0.0f, err);
+    }
+    if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
+        rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
+    return rc;
+}
+
+/* The final norm, the LM head on the needed rows, softmax and the label
+ * token probabilities (on the last device). */
+static int record_head(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
+                       struct folio_err *err)
+{
+    const uint32_t nlg = ps->nlg, V = lm->V;
+    if (!nlg)
+        return 0;
+    int rc = op_gather(c, lm->x, QUANT_F32, ps->nrows, lm->E, iview(lm, ps->o_lg, nlg), nlg,
+                       lm->lg_h, err);
+    if (!rc)
+        rc = op_norm(c, 0, lm->lg_h, lm->lg_hn, &lm->out_norm.t, NULL, nlg, lm->E,
+                     lm->hp.rms_eps, err);
+    if (!rc)
+        rc = mm(lm, c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
+    uint32_t nsm = ps->nl ? nlg : ps->nlast;
+    if (!rc && nsm)
+        rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);
+    if (!rc && ps->npg)
+        rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V), 1,
+                       iview(lm, ps->o_pg, ps->npg), ps->npg, lm->pg, err);
+    return rc;
+}
+
+/* Runs the pass's layers device by device: one command buffer, one submit
+ * per device. The residual stream rows cross from one device to the next
+ * through host-visible staging (download, upload); each layer's KV cache
+ * stays on its own device. */
+static int pass_submit(struct lm *lm, const struct pass *ps, struct folio_err *err)
+{
+    const uint64_t xbytes = (uint64_t)ps->nrows * lm->E * 4;
     /* f16 data path for every pass above matvec's 8 rows: a label pass of a
      * few dozen rows is bound by reading the weights, which the GEMM does
      * once where matvec reads them once per 8 rows (H200: 52 -> see
      * BENCHMARKS.md). */
-    int f16 = lm->gemm16 && nrows > 8;
-    for (uint32_t li = 0; li < hp->n_layer && !rc; li++) {
-        struct lm_layer *L = &lm->L[li];
-        struct vkr_tensor kv_k = view(L->kc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
-        struct vkr_tensor kv_v = view(L->vc, (uint64_t)slot0 * KW * 4, (uint64_t)nrows * KW * 4);
-        if (f16) {
-            const int F16 = QUANT_F16, F32 = QUANT_F32;
-            rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->attn_norm.t, NULL, nrows, E, eps, err);
-            if (!rc)
-                rc = mm16(&L->wq, &L->bq, lm->h, F16, lm->q, F32, nrows, NULL, OP_MM_ACT_NONE,
-                          NULL, c, err);
-            if (!rc)
-                rc = mm16(&L->wk, &L->bk, lm->h, F16, kv_k, F32, nrows, NULL, OP_MM_ACT_NONE,
-                          NULL, c, err);
-            if (!rc)
-                rc = mm16(&L->wv, &L->bv, lm->h, F16, kv_v, F32, nrows, NULL, OP_MM_ACT_NONE,
-                          NULL, c, err);
-        } else {
-            rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
-            if (!rc)
-                rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
-            if (!rc)
-                rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
-            if (!rc)
-                rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
-        }
-        if (!rc && L->qn.t.size) /* Qwen3-VL: per-head q/k RMSNorm before RoPE */
-            rc = q3_lm_qk_norm(lm, c, L, lm->q, kv_k, nrows, err);
-        struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
-                             .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
-                             .base = hp->rope_theta,
-                             .sections = {(uint32_t)hp->mrope_sections[0],
-                                          (uint32_t)hp->mrope_sections[1],
-                                          (uint32_t)hp->mrope_sections[2]}};
+    int f16 = lm->gemm16 && ps->nrows > 8;
+    int rc = 0;
+    lm->last_ms = 0;
+    for (uint32_t p = 0; p < lm->nparts && !rc; p++) {
+        if (p) /* the residual stream of the previous device's last layer */
+            rc = vkr_download(lm->part[p - 1].vk, lm->part[p - 1].x, 0, lm->emb, xbytes, err);
+        lm_part_use(lm, p);
         if (!rc)
-            rc = op_rope(c, &rq, err);
-        struct op_rope rk = rq;
-        rk.x = rk.y = kv_k;
-        rk.h = hp->n_head_kv;
+            rc = vkr_upload(lm->vk, lm->x, 0, lm->emb, xbytes, err);
         if (!rc)
-            rc = op_rope(c, &rk, err);
-        if (!rc && np) {
-            struct vkr_tensor rg = iview(lm, o_rngp, np * 2);
-            struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
-                                      .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
-                                      .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
-            rc = op_attention_ranged(c, &at, &lm->asc, err);
-        }
-        for (uint32_t gi = 0; gi < ngr && !rc; gi++) {
-            const struct group *g = &gr[gi];
-            struct vkr_tensor ids = iview(lm, g->ids_off, g->nids);
-            rc = op_gather(c, L->kc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->ks, err);
-            if (!rc)
-                rc = op_gather(c, L->vc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->vs, err);
-            if (!rc)
-                rc = op_gather(c, lm->q, QUANT_F32, nrows, QW, iview(lm, g->qp_off, g->nqp),
-                               g->nqp, lm->qp, err);
-            struct vkr_tensor rg = iview(lm, g->rng_off, g->nqp * 2);
-            struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
-                                      .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
-                                      .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
-                                      .causal = 0, .ranges = &rg,
-                                      /* labels: a few rows each against the whole page;
-                                       * the tensor-core kernel's 16-row fragments are
-                                       * mostly padding there (H200: 46.6 vs 17.6 ms for
-                                       * 16 labels, BENCHMARKS.md issue 13) */
-                                      .kernel = OP_ATTN_SCALAR};
-            if (!rc)
-                rc = op_attention_ranged(c, &at, &lm->asc, err);
-            if (!rc)
-                rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
-                               iview(lm, g->back_off, g->nspan), g->nspan,
-                               view(lm->o, (uint64_t)g->span0 * QW * 4,
-                                    (uint64_t)g->nspan * QW * 4), err);
-        }
-        if (!rc && f16) {
-            const int F16 = QUANT_F16, F32 = QUANT_F32;
-            rc = mm16(&L->wo, NULL, lm->o, F32, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE, NULL, c,
-                      err);
-            if (!rc)
-                rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->ffn_norm.t, NULL, nrows, E, eps, err);
-            for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
-                uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
-                struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 2, (uint64_t)m * E * 2);
-                struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
-                rc = mm16(&L->wg, NULL, hv, F16, lm->gate, F32, m, NULL, OP_MM_ACT_NONE, NULL, c,
-                          err);
-                if (!rc)
-                    rc = mm16(&L->wu, NULL, hv, F16, lm->up, F16, m, NULL, OP_MM_ACT_SWIGLU,
-                              &lm->gate, c, err);
-                if (!rc)
-                    rc = mm16(&L->wd, NULL, lm->up, F16, xv, F32, m, &xv, OP_MM_ACT_NONE, NULL, c,
-                              err);
-            }
-            if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
-                rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
-            continue;
-        }
+            rc = vkr_upload(lm->vk, lm->ints, 0, lm->iv, (uint64_t)ps->ints_used * 4, err);
+        struct vkr_cmd *c = NULL;
         if (!rc)
-            rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
-        if (!rc)
-            rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E,
-                         (uint64_t)nrows * E, 1.0f, 0.0f, err);
-        if (!rc)
-            rc = op_norm(c, 0, lm->x, lm->h, &L->ffn_norm.t, NULL, nrows, E, eps, err);
-        /* the MLP in row chunks (lm.c: gate/up hold ffn_rows rows) */
-        for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
-            uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
-            uint64_t mf = (uint64_t)m * lm->F, me = (uint64_t)m * E;
-            struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 4, me * 4);
-            struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, me * 4);
-            struct vkr_tensor tv = view(lm->t2, (uint64_t)r0 * E * 4, me * 4);
-            rc = mm(lm, c, &L->wg, NULL, hv, lm->gate, m, err);
-            if (!rc)
-                rc = mm(lm, c, &L->wu, NULL, hv, lm->up, m, err);
-            if (!rc)
-                rc = op_elem(c, OP_SWIGLU, lm->gate, &lm->up, lm->gate, mf, mf, 1.0f, 0.0f, err);
-            if (!rc)
-                rc = mm(lm, c, &L->wd, NULL, lm->gate, tv, m, err);
-            if (!rc)
-                rc = op_elem(c, OP_ADD, xv, &tv, xv, me, me, 1.0f, 0.0f, err);
+            rc = vkr_cmd_begin(lm->vk, &c, err);
+        if (rc)
+            break;
+        for (uint32_t li = lm->part[p].l0; li < lm->part[p].l1 && !rc; li++)
+            rc = record_layer(lm, c, ps, li, f16, err);
+        if (!rc && p == lm->nparts - 1)
+            rc = record_head(lm, c, ps, err);
+        if (rc) {
+            vkr_cmd_abort(c);
+            break;
         }
-        if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
-            rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
+        double t0 = folio_mono_ms();
+        rc = vkr_cmd_submit(c, err);
+        lm->last_ms += folio_mono_ms() - t0;
     }
-    if (!rc && nlg) {
-        rc = op_gather(c, lm->x, QUANT_F32, nrows, E, iview(lm, o_lg, nlg), nlg, lm->lg_h, err);
-        if (!rc)
-            rc = op_norm(c, 0, lm->lg_h, lm->lg_hn, &lm->out_norm.t, NULL, nlg, E, eps, err);
-        if (!rc)
-            rc = mm(lm, c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
-        uint32_t nsm = nl ? nlg : nlast;
-        if (!rc && nsm)
-            rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);
-        if (!rc && npg)
-            rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V), 1,
-                           iview(lm, o_pg, npg), npg, lm->pg, err);
-    }
-    free(gr);
-    free(lgi);
-    if (rc) {
-        vkr_cmd_abort(c);
-        return rc;
-    }
-    double t0 = folio_mono_ms();
-    rc = vkr_cmd_submit(c, err);
-    lm->last_ms = folio_mono_ms() - t0;
-    if (rc)
-        return rc;
+    if (rc && lm->nparts > 1)
+        folio_err_context(err, "text model layers %u..%u on device %u of %u (%d: %s)",
+                          lm->part[lm->cur].l0, lm->part[lm->cur].l1 - 1, lm->cur + 1,
+                          lm->nparts, vkr_device(lm->vk)->index, vkr_device(lm->vk)->name);
+    return rc;
+}
 
-    /* ---- results ---- */
-    if (prefill) {
+/* Downloads what the pass scored and sums each label's log-probabilities. */
+static int pass_scores(struct lm *lm, const struct pass *ps, double *logprob,
+                       struct folio_err *err)
+{
+    const uint32_t V = lm->V, nl = ps->nl;
+    const struct lm_label *labels = ps->labels;
+    int rc = 0;
+    if (ps->prefill) {
         /* the prompts' last logits rows stay on the device for lm_score
          * (fetched by it, before its pass overwrites them): a fused
          * classify pass scored the first label tokens on the GPU already,
@@ -609,20 +667,20 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
          * per pass (~10 MB and 2.4M exp() for 16 pages) bought nothing */
         lm->last_pending = 1;
     }
-    if (!rc && nall)
-        rc = vkr_download(lm->vk, lm->logits, (uint64_t)nlast * V * 4, logits,
-                          (uint64_t)nall * V * 4, err);
-    if (!rc && npg)
-        rc = vkr_download(lm->vk, lm->pg, 0, lm->pgh, (uint64_t)npg * 4, err);
+    if (ps->nall)
+        rc = vkr_download(lm->vk, lm->logits, (uint64_t)ps->nlast * V * 4, ps->logits,
+                          (uint64_t)ps->nall * V * 4, err);
+    if (!rc && ps->npg)
+        rc = vkr_download(lm->vk, lm->pg, 0, lm->pgh, (uint64_t)ps->npg * 4, err);
     if (rc)
         return rc;
-    pgc = 0;
-    for (uint32_t b = 0; b < nseq && logprob && !rc; b++)
+    uint32_t pgc = 0;
+    for (uint32_t b = 0; b < ps->nseq && logprob && !rc; b++)
         for (uint32_t l = 0; l < nl && !rc; l++) {
             double s = 0.0;
             for (uint32_t j = 0; j < labels[l].n && !rc; j++) {
                 uint32_t tok = (uint32_t)labels[l].tokens[j];
-                if (j == 0 && !prefill) {
+                if (j == 0 && !ps->prefill) {
                     s += lm->lastlg[(size_t)b * V + tok] - lm->lastlse[b];
                     continue;
                 }
@@ -642,6 +700,32 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
             }
             logprob[(size_t)b * nl + l] = s;
         }
+    return rc;
+}
+
+int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct lm_label *labels,
+           uint32_t nl, int prefill, float *logits, double *logprob, struct folio_err *err)
+{
+    int rc = check_input(lm, seqs, nseq, labels, nl, prefill, logits, err);
+    if (rc)
+        return rc;
+    if (!prefill)
+        nseq = lm->nseq;
+    if (!prefill && lm->last_pending && (rc = fetch_last(lm, nseq, err)) != 0)
+        return rc;
+    struct pass ps = {.seqs = seqs, .labels = labels, .nseq = nseq, .nl = nl,
+                      .prefill = prefill, .logits = logits};
+    rc = pass_plan(lm, &ps, err);
+    if (!rc)
+        rc = pass_stage(lm, &ps, err);
+    lm_part_use(lm, 0);
+    if (!rc) /* Qwen3-VL: the image rows' DeepStack features (qwen3vl.c), first device */
+        rc = q3_lm_stage(lm, seqs, nseq, prefill, err);
+    if (!rc)
+        rc = pass_submit(lm, &ps, err);
+    pass_free(&ps);
+    if (!rc)
+        rc = pass_scores(lm, &ps, logprob, err);
     return rc;
 }
 

@@ -11,13 +11,31 @@ struct lm_w {
     uint32_t n, k; /* rows, row length */
 };
 
+/* Fixed activation tensors per device (x ... ints, split attention scratch). */
+#define LM_NACT 21
+
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
     struct lm_w qn, kn; /* Qwen3-VL: per-head q/k RMSNorm weights (qwen3vl.c) */
     struct vkr_tensor kc, vc; /* KV cache: kv_cap slots x KW f32 each */
 };
 
+/* What one device of a split model holds: its layers [l0, l1) (their
+ * weights and KV cache), a full set of activations (every device runs the
+ * same rows), and on the last device the LM head and the logits. */
+struct lm_part {
+    struct vkr *vk;
+    struct vkr_arena *wa, *aa;
+    uint32_t l0, l1;
+    struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
+    struct op_attention_scratch asc;
+    uint64_t room;            /* vkr_room when the split was planned */
+    uint64_t need;            /* the planner's estimate for this device */
+};
+
 struct lm {
+    /* The device being recorded/uploaded to and its tensors: a copy of
+     * part[cur] (lm_part_use). One device: part[0], always current. */
     struct vkr *vk;
     const struct gguf_model *m;
     struct gguf_model *owned;
@@ -72,7 +90,16 @@ struct lm {
     double *lastlse;      /* their log-sum-exp */
     float *rowbuf;        /* V: one logits row (exact log-probs of tiny p) */
     double last_ms;
+
+    struct lm_part part[LM_MAX_DEVICES];
+    uint32_t nparts, cur;
+    uint64_t act_sz[LM_NACT]; /* the fixed activations, in allocation order (lm.c) */
+    uint64_t kv_bytes;        /* one layer's K (or V) cache */
 };
+
+/* lm.c: makes part p current (its vk, arenas and activations in the lm's
+ * own fields, where the forward pass and the Qwen3-VL hooks look). */
+void lm_part_use(struct lm *lm, uint32_t p);
 
 /* lm_forward.c */
 int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct lm_label *labels,

@@ -59,6 +59,10 @@ struct vkr_config {
     const char *cache_dir;
     int serial_pipelines;   /* create pipelines on one thread */
     int threads;            /* pre-warm threads, 0 = online CPUs (max 8) */
+    /* Position of this device in a multi-device list (--device A,B): a
+     * FOLIO_VK_* limit given as a comma list ("1M,2M") applies its
+     * ordinal-th value here; a single value applies to every device. */
+    int ordinal;
 };
 
 int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *err);
@@ -75,6 +79,9 @@ struct vkr_limits {
     uint64_t max_range;       /* maxStorageBufferRange */
     uint64_t block_size;      /* min(max_alloc, max_buffer, FOLIO_VK_BLOCK_SIZE or 1 GiB) */
     uint64_t device_local_bytes; /* size of the largest device-local heap */
+    uint64_t budget;          /* FOLIO_VK_DEVICE_BYTES: device blocks beyond it fail as
+                               * out of memory (tests of the multi-device planner; the
+                               * heap size above and what depends on it stay); 0 = none */
     uint32_t min_ssbo_align;  /* minStorageBufferOffsetAlignment */
     uint32_t max_wg_count[3];
     uint32_t max_wg_invocations;
@@ -99,6 +106,9 @@ const struct vkr_limits *vkr_limits(const struct vkr *vk);
 const struct vkr_features *vkr_features(const struct vkr *vk);
 /* Dead after a fatal device error: every call then fails with FOLIO_EDEVICELOST. */
 int vkr_dead(const struct vkr *vk);
+/* Marks the runtime lost as a fatal VkResult does (fault-injection tests
+ * of engines over several devices: one of them lost). */
+void vkr_mark_lost(struct vkr *vk);
 
 struct vkr_stats {
     /* validation messages seen by the debug messenger (warnings + errors) */
@@ -132,6 +142,9 @@ struct vkr_tensor {
     uint64_t size;
 };
 
+/* Arenas place every tensor at a multiple of this (planners count with it). */
+#define VKR_TENSOR_ALIGN 256u
+
 enum vkr_arena_kind {
     VKR_ARENA_WEIGHTS,     /* bump, grows block by block, lives with the model */
     VKR_ARENA_ACTIVATIONS, /* planned once (vkr_arena_plan), then reset per pass */
@@ -156,6 +169,20 @@ void vkr_arena_reset(struct vkr_arena *a);
 uint64_t vkr_arena_used(const struct vkr_arena *a);
 uint64_t vkr_arena_capacity(const struct vkr_arena *a);
 uint32_t vkr_arena_blocks(const struct vkr_arena *a);
+/* Weights arenas: about `bytes` more will be placed; new blocks are sized
+ * to that (within the block size) instead of growing geometrically, so a
+ * planned split does not strand a half-empty block on a small device. */
+void vkr_arena_expect(struct vkr_arena *a, uint64_t bytes);
+/* Device bytes of the blocks an arena of this kind would allocate for
+ * tensors of these sizes in this order: a planned activation arena, or a
+ * weights arena told vkr_arena_expect(the sum) first. Exact, so planners
+ * can decide placements before allocating anything. */
+uint64_t vkr_plan_bytes(const struct vkr *vk, enum vkr_arena_kind kind, const uint64_t *sizes,
+                        int n);
+/* Device bytes a planner may still place on this device: the budget
+ * (FOLIO_VK_DEVICE_BYTES) or 95 % of the device-local heap, less the
+ * device blocks folio holds. */
+uint64_t vkr_room(const struct vkr *vk);
 
 /* Host <-> device copies through the staging ring (chunked; waits). */
 int vkr_upload(struct vkr *vk, struct vkr_tensor t, uint64_t offset, const void *src,

@@ -410,22 +410,37 @@ static int has_dev_ext(const VkExtensionProperties *e, uint32_t n, const char *n
 }
 
 /* Lowers a limit from the environment. Values above the device's are
- * ignored with a warning: tests may only make limits tighter. */
-static void env_lower(const char *var, uint64_t *v, int *overridden)
+ * ignored with a warning: tests may only make limits tighter. A comma
+ * list gives each device of a multi-device engine its own value (the
+ * ordinal-th; a device past the list's end keeps its limit). */
+static void env_lower(const char *var, int ordinal, uint64_t *v, int *overridden)
 {
     const char *s = getenv(var);
     if (!s || !*s)
         return;
+    char item[64], q[64];
+    const char *p = s;
+    for (int i = 0; i < ordinal && p && strchr(s, ','); i++) {
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return;
+    size_t n = strcspn(p, ",");
+    if (n >= sizeof item)
+        n = sizeof item - 1;
+    memcpy(item, p, n);
+    item[n] = 0;
     uint64_t x;
-    char q[64];
-    if (folio_parse_size(s, &x) != 0 || x == 0) {
-        folio_log(FOLIO_LOG_WARN, "vk_env_ignored", "var=%s value=%s reason=unparseable", var,
-                  folio_lq(q, sizeof q, s));
+    if (folio_parse_size(item, &x) != 0 || x == 0) {
+        folio_log(FOLIO_LOG_WARN, "vk_env_ignored", "var=%s value=%s device_ordinal=%d "
+                  "reason=unparseable", var, folio_lq(q, sizeof q, s), ordinal);
         return;
     }
     if (x >= *v) {
-        folio_log(FOLIO_LOG_WARN, "vk_env_ignored", "var=%s value=%" PRIu64
-                  " reason=not_below_device_limit limit=%" PRIu64, var, x, *v);
+        folio_log(FOLIO_LOG_WARN, "vk_env_ignored", "var=%s value=%" PRIu64 " device_ordinal=%d"
+                  " reason=not_below_device_limit limit=%" PRIu64, var, x, ordinal, *v);
         return;
     }
     *v = x;
@@ -608,10 +623,18 @@ static int create_device(struct vkr *vk, struct folio_err *err)
         if ((vk->memprops.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
             vk->memprops.memoryHeaps[h].size > lim->device_local_bytes)
             lim->device_local_bytes = vk->memprops.memoryHeaps[h].size;
-    env_lower("FOLIO_VK_MAX_ALLOC", &lim->max_alloc, &lim->overridden);
-    env_lower("FOLIO_VK_MAX_RANGE", &lim->max_range, &lim->overridden);
+    int ord = vk->cfg.ordinal;
+    env_lower("FOLIO_VK_MAX_ALLOC", ord, &lim->max_alloc, &lim->overridden);
+    env_lower("FOLIO_VK_MAX_RANGE", ord, &lim->max_range, &lim->overridden);
     uint64_t bs = 1ull << 30;
-    env_lower("FOLIO_VK_BLOCK_SIZE", &bs, &lim->overridden);
+    env_lower("FOLIO_VK_BLOCK_SIZE", ord, &bs, &lim->overridden);
+    uint64_t heap = lim->device_local_bytes ? lim->device_local_bytes : UINT64_MAX;
+    int budgeted = 0;
+    env_lower("FOLIO_VK_DEVICE_BYTES", ord, &heap, &budgeted);
+    if (budgeted) { /* the heap size stays: the f16 and batch choices do not move */
+        lim->budget = heap;
+        lim->overridden = 1;
+    }
     if (bs > lim->max_alloc)
         bs = lim->max_alloc;
     if (bs > lim->max_buffer)
@@ -721,6 +744,11 @@ const struct vkr_device_info *vkr_device(const struct vkr *vk) { return &vk->inf
 const struct vkr_limits *vkr_limits(const struct vkr *vk) { return &vk->lim; }
 const struct vkr_features *vkr_features(const struct vkr *vk) { return &vk->feat; }
 int vkr_dead(const struct vkr *vk) { return vk->dead; }
+void vkr_mark_lost(struct vkr *vk)
+{
+    folio_log(FOLIO_LOG_WARN, "vk_marked_lost", "device=%d", vk->info.index);
+    vk->dead = 1;
+}
 
 void vkr_get_stats(const struct vkr *vk, struct vkr_stats *s)
 {
@@ -764,7 +792,8 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         "\"vendor_id\":%u,\"device_id\":%u,\"driver_version\":%u,\"driver_info\":\"%s\","
         "\"api\":\"%u.%u.%u\"},"
         "\"limits\":{\"max_alloc\":%" PRIu64 ",\"max_buffer\":%" PRIu64 ",\"max_range\":%" PRIu64
-        ",\"block_size\":%" PRIu64 ",\"device_local_bytes\":%" PRIu64 ",\"min_ssbo_align\":%u,"
+        ",\"block_size\":%" PRIu64 ",\"device_local_bytes\":%" PRIu64 ",\"budget\":%" PRIu64
+        ",\"min_ssbo_align\":%u,"
         "\"max_shared\":%u,\"subgroup_size\":%u,\"max_push\":%u,\"overridden\":%s},"
         "\"features\":{\"storage_16bit\":%d,\"float16\":%d,\"int8\":%d,\"subgroup_arith\":%d,"
         "\"maintenance4\":%d,\"push_descriptor\":%d,\"memory_budget\":%d,\"device_fault\":%d,"
@@ -778,7 +807,7 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         vk->info.index, name, vk->info.type, vk->info.uuid_hex, vk->info.vendor_id,
         vk->info.device_id, vk->info.driver_version, drv, VK_API_VERSION_MAJOR(vk->info.api_version),
         VK_API_VERSION_MINOR(vk->info.api_version), VK_API_VERSION_PATCH(vk->info.api_version),
-        L->max_alloc, L->max_buffer, L->max_range, L->block_size, L->device_local_bytes,
+        L->max_alloc, L->max_buffer, L->max_range, L->block_size, L->device_local_bytes, L->budget,
         L->min_ssbo_align, L->max_shared, L->subgroup_size, L->max_push,
         L->overridden ? "true" : "false", F->storage_16bit, F->float16, F->int8,
         F->subgroup_arith, F->maintenance4, F->push_descriptor, F->memory_budget,

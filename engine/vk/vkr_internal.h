@@ -24,6 +24,7 @@ struct vkr_block {
     uint32_t heap;
     int host_visible;
     int in_use;
+    int local;                /* a device block (counts against the budget), not staging */
 };
 
 struct vkr_pipe {
@@ -62,6 +63,7 @@ struct vkr {
     struct vkr_block *blocks;
     uint32_t nblocks, cap_blocks;
     uint64_t device_bytes, device_bytes_peak;
+    uint64_t local_bytes;       /* device (not staging) blocks: what the budget counts */
     struct vkr_block staging;   /* host-visible ring for uploads/readbacks */
     void *staging_map;
 
@@ -118,6 +120,5 @@ int vkr_oneoff_begin(struct vkr *vk, VkCommandBuffer *cb, struct folio_err *err)
 int vkr_oneoff_end(struct vkr *vk, VkCommandBuffer cb, struct folio_err *err);
 
 #define VKR_STAGING_BYTES (16u << 20)
-#define VKR_TENSOR_ALIGN 256u
 
 #endif

@@ -84,6 +84,14 @@ int vkr_block_create(struct vkr *vk, uint64_t size, int host, struct vkr_block *
                          vk->lim.block_size);
         return FOLIO_ELIMIT;
     }
+    if (!host && vk->lim.budget && vk->local_bytes + size > vk->lim.budget) {
+        folio_err_set(err, FOLIO_ENOMEM, "out of device memory: needed %s more on device %d (%s)",
+                      human(size, s1, sizeof s1), vk->info.index, vk->info.name);
+        folio_err_detail(err, "its budget FOLIO_VK_DEVICE_BYTES is %" PRIu64 " bytes; folio "
+                         "holds %" PRIu64 " in device blocks", vk->lim.budget, vk->local_bytes);
+        folio_err_hint(err, "raise the budget, or give the model more devices (--device A,B)");
+        return FOLIO_ENOMEM;
+    }
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size,
                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -145,6 +153,8 @@ int vkr_block_create(struct vkr *vk, uint64_t size, int host, struct vkr_block *
     out->host_visible = (vk->memprops.memoryTypes[ti].propertyFlags &
                          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) != 0;
     out->in_use = 1;
+    out->local = !host;
+    vk->local_bytes += host ? 0 : size;
     vk->device_bytes += size;
     if (vk->device_bytes > vk->device_bytes_peak)
         vk->device_bytes_peak = vk->device_bytes;
@@ -157,6 +167,8 @@ void vkr_block_destroy(struct vkr *vk, struct vkr_block *b)
         vkDestroyBuffer(vk->dev, b->buf, &vk->ac);
     if (b->mem) {
         vkFreeMemory(vk->dev, b->mem, &vk->ac);
+        if (b->local)
+            vk->local_bytes -= vk->local_bytes >= b->size ? b->size : vk->local_bytes;
         vk->device_bytes -= vk->device_bytes >= b->size ? b->size : vk->device_bytes;
     }
     memset(b, 0, sizeof *b);
@@ -214,6 +226,7 @@ struct vkr_arena {
     uint32_t cur;          /* block being bumped */
     uint64_t top;          /* bump offset in blocks[cur] */
     uint64_t used;
+    uint64_t expect;       /* weights still to come (vkr_arena_expect); 0 = grow */
 };
 
 int vkr_arena_create(struct vkr *vk, const char *name, enum vkr_arena_kind kind,
@@ -304,6 +317,8 @@ int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
          * a tiny test model does not reserve a 1 GiB block and a large one
          * ends up in full-size blocks. */
         uint64_t grow = a->nblocks ? a->sizes[a->nblocks - 1] * 2 : (16u << 20);
+        if (a->expect)
+            grow = a->expect;
         if (grow > vk->lim.block_size)
             grow = vk->lim.block_size;
         rc = arena_new_block(a, need > grow ? need : grow, err);
@@ -321,6 +336,8 @@ int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
     out->size = size;
     a->top += need;
     a->used += need;
+    if (a->expect)
+        a->expect = a->expect > need ? a->expect - need : VKR_TENSOR_ALIGN;
     return 0;
 }
 
@@ -386,4 +403,39 @@ uint64_t vkr_arena_capacity(const struct vkr_arena *a)
     for (uint32_t i = 0; i < a->nblocks; i++)
         c += a->sizes[i];
     return c;
+}
+
+void vkr_arena_expect(struct vkr_arena *a, uint64_t bytes)
+{
+    a->expect = bytes ? align_up(bytes, VKR_TENSOR_ALIGN) : 0;
+}
+
+uint64_t vkr_room(const struct vkr *vk)
+{
+    uint64_t cap = vk->lim.budget ? vk->lim.budget : vk->lim.device_local_bytes / 20 * 19;
+    return cap > vk->local_bytes ? cap - vk->local_bytes : 0;
+}
+
+uint64_t vkr_plan_bytes(const struct vkr *vk, enum vkr_arena_kind kind, const uint64_t *sizes,
+                        int n)
+{
+    uint64_t bs = vk->lim.block_size, rem = 0, top = 0, cur = 0, total = 0;
+    for (int i = 0; i < n; i++)
+        rem += align_up(sizes[i] ? sizes[i] : 4, VKR_TENSOR_ALIGN);
+    for (int i = 0; i < n; i++) {
+        uint64_t need = align_up(sizes[i] ? sizes[i] : 4, VKR_TENSOR_ALIGN);
+        if (kind == VKR_ARENA_ACTIVATIONS) { /* vkr_arena_plan: blocks sized to their content */
+            total += need;
+            continue;
+        }
+        if (top + need > cur) { /* vkr_arena_alloc with an expectation: a new block */
+            uint64_t size = rem < bs ? rem : bs;
+            cur = need > size ? need : size;
+            total += cur;
+            top = 0;
+        }
+        top += need;
+        rem -= need;
+    }
+    return total;
 }
