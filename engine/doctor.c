@@ -8,7 +8,7 @@
 #include "engine/engine.h"
 #include "common/json.h"
 #include "engine/doctor_vk.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_describe.h"
 #include "engine/ops/ops.h"
 
 #include <inttypes.h>

@@ -20,7 +20,7 @@
 #include "common/fault.h"
 #include "common/json.h"
 #include "engine/vlm_internal.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/prompt.h"

@@ -14,7 +14,7 @@
  */
 #include "common/rng.h"
 #include "engine/vlm_internal.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/quant.h"
 #include "engine/model/vision.h"

@@ -90,6 +90,11 @@ struct run {
     int fatal;       /* the writer gave up: the run fails */
     struct folio_err fatal_err;
     struct ingest_run_stats st;
+    /* the main thread's own (start_threads / stop_threads) */
+    pthread_t *threads; /* nthreads validators, started of them running */
+    int started;
+    pthread_t writer;
+    bool writer_started;
 };
 
 static int64_t now_ms(void) { return folio_mono_ns() / 1000000; }
@@ -107,6 +112,173 @@ static void set_reject(struct ingest_item *it, const char *reason)
  * (--stable-ms) before it is rejected as corrupt (see validate). */
 #define SLOW_WRITER_FACTOR 10
 
+/* Links and special files are refused on what discovery saw, unopened.
+ * Returns true when the item is judged. */
+static bool judge_kind(struct ingest_item *it)
+{
+    if (it->cand.sig.kind == INGEST_CAND_SYMLINK) {
+        folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic links are refused");
+        folio_err_hint(&it->err, "pass --follow-symlinks to ingest the files links point to");
+        set_reject(it, "symlink");
+        return true;
+    }
+    if (it->cand.sig.kind == INGEST_CAND_SPECIAL) {
+        folio_err_set(&it->err, FOLIO_EUNSUPPORTED,
+                      "not a regular file (a fifo, socket, device or a link to nothing)");
+        set_reject(it, "not_regular_file");
+        return true;
+    }
+    return false;
+}
+
+/* Opens the file for reading; -1 when it cannot be (the item is judged:
+ * unreadable, gone, or to retry). */
+static int open_item(const struct ingest_run_opts *o, struct ingest_item *it)
+{
+    int fd = open(it->cand.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (o->follow_symlinks ? 0 : O_NOFOLLOW));
+    if (fd >= 0)
+        return fd;
+    if (errno == EACCES) {
+        folio_err_set(&it->err, FOLIO_EIO, "file cannot be read: %s", strerror(errno));
+        folio_err_hint(&it->err, "give the folio user read permission, then drop the file again");
+        set_reject(it, "unreadable");
+    } else {
+        it->status = (errno == ENOENT || errno == ELOOP) ? ITEM_REOBSERVE : ITEM_RETRY;
+        folio_err_set(&it->err, FOLIO_EIO, "cannot open: %s", strerror(errno));
+    }
+    return -1;
+}
+
+/* --follow-symlinks: a followed link must resolve inside the folder (or
+ * an --allow-root). Judged on what was opened, before a byte is read: no
+ * size, hash or content of a file outside the inbox is ever recorded.
+ * Returns true (fd closed, item rejected) when it leads outside. */
+static bool judge_outside(const struct ingest_run_opts *o, struct ingest_item *it, int fd)
+{
+    if (!o->follow_symlinks || ingest_fd_within(fd, o->dir, o->allow_roots))
+        return false;
+    close(fd);
+    /* The record describes the link, not its target: discovery
+     * stat()ed through it, and the target's size and mtime are
+     * facts about a file outside the inbox. */
+    struct stat ls;
+    if (lstat(it->cand.path, &ls) == 0) {
+        it->cand.sig.size = (uint64_t)ls.st_size;
+        it->cand.sig.mtime_ns = (int64_t)ls.st_mtim.tv_sec * 1000000000LL + ls.st_mtim.tv_nsec;
+    } else {
+        it->cand.sig.size = 0;
+    }
+    folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic link leads outside the ingest folder");
+    folio_err_hint(&it->err, "followed links must resolve inside DIR or an --allow-root folder");
+    set_reject(it, "symlink");
+    return true;
+}
+
+/* Still the file that was judged stable, and within --max-bytes? Returns
+ * true (fd closed, item judged) when it is not. */
+static bool judge_stat(const struct ingest_run_opts *o, struct ingest_item *it, int fd, struct stat *st)
+{
+    const struct ingest_sig *sig = &it->cand.sig;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || (uint64_t)st->st_ino != sig->ino ||
+        (uint64_t)st->st_size != sig->size ||
+        (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec != sig->mtime_ns) {
+        close(fd);
+        it->status = ITEM_REOBSERVE; /* replaced or written since it was judged stable */
+        return true;
+    }
+    if ((uint64_t)st->st_size > o->limits.max_bytes) {
+        /* Refused on its size alone: never read, never allocated. */
+        close(fd);
+        folio_err_set(&it->err, FOLIO_ELIMIT, "file is %llu bytes, over the limit of %llu bytes",
+                      (unsigned long long)st->st_size, (unsigned long long)o->limits.max_bytes);
+        folio_err_hint(&it->err, "raise --max-bytes if files this large are expected");
+        snprintf(it->info.limit_name, sizeof it->info.limit_name, "max_bytes");
+        it->info.limit_value = o->limits.max_bytes;
+        it->info.actual_value = (uint64_t)st->st_size;
+        set_reject(it, "too_large");
+        return true;
+    }
+    return false;
+}
+
+/* Reads the whole file into it->data and closes fd. Returns false (item
+ * judged, no data) when memory ran out or the file changed meanwhile. */
+static bool read_item(struct ingest_item *it, int fd, const struct stat *st)
+{
+    size_t size = (size_t)st->st_size, got = 0;
+    it->data = malloc(size ? size : 1);
+    if (!it->data) {
+        close(fd);
+        it->status = ITEM_RETRY;
+        folio_err_set(&it->err, FOLIO_ENOMEM, "out of memory reading %zu bytes", size);
+        return false;
+    }
+    while (got < size) {
+        ssize_t r = read(fd, it->data + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    struct stat st2;
+    bool same = fstat(fd, &st2) == 0 && st2.st_size == st->st_size &&
+                st2.st_mtim.tv_sec == st->st_mtim.tv_sec && st2.st_mtim.tv_nsec == st->st_mtim.tv_nsec;
+    close(fd);
+    if (got != size || !same) {
+        free(it->data);
+        it->data = NULL;
+        it->status = ITEM_REOBSERVE; /* written to while being read */
+        return false;
+    }
+    it->len = size;
+    return true;
+}
+
+/* A slow writer that paused longer than --stable-ms leaves a file that
+ * looks truncated. A damaged file that was written to recently may still
+ * be growing: look again (the stability window restarts) instead of
+ * recording half a file as corrupt; once it has been quiet for
+ * SLOW_WRITER_FACTOR stability windows it is judged as it is. */
+static bool maybe_growing(const struct ingest_run_opts *o, const struct ingest_item *it, const struct stat *st)
+{
+    int64_t mtime_ms = (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t quiet_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - mtime_ms;
+    if (strcmp(it->info.reason, "corrupt") != 0 || quiet_ms >= (int64_t)o->stable_ms * SLOW_WRITER_FACTOR)
+        return false;
+    char lq[1100];
+    folio_log(FOLIO_LOG_DEBUG, "file_maybe_growing", "path=%s quiet_ms=%lld action=reobserve",
+              folio_lq(lq, sizeof lq, it->path_display), (long long)quiet_ms);
+    return true;
+}
+
+/* The bytes are read: hash them and probe them (limits, format, whole-data
+ * validation); accept, reject with the probe's reason, or look again. */
+static void judge_content(const struct ingest_run_opts *o, struct ingest_item *it, const struct stat *st)
+{
+    if (folio_sha256(it->data, it->len, it->sha) == 0)
+        it->have_sha = 1;
+    int rc = ingest_probe(it->data, it->len, &o->limits, &it->info, &it->err);
+    if (rc == 0 && it->have_sha) {
+        it->status = ITEM_ACCEPT;
+        return;
+    }
+    free(it->data);
+    it->data = NULL;
+    it->len = 0;
+    if (rc == 0 || rc == FOLIO_ENOMEM || strcmp(it->info.reason, "internal") == 0) {
+        it->status = ITEM_RETRY; /* our problem, not the file's */
+        return;
+    }
+    if (maybe_growing(o, it, st)) {
+        it->status = ITEM_REOBSERVE;
+        return;
+    }
+    set_reject(it, it->info.reason[0] ? it->info.reason : "corrupt");
+}
+
 /* Reads and judges one stable file. Never touches the file system
  * otherwise: dispositions wait for the commit. */
 static struct ingest_item *validate(const struct run *R, struct ingest_candidate c)
@@ -119,127 +291,13 @@ static struct ingest_item *validate(const struct run *R, struct ingest_candidate
     ingest_display(it->path_display, sizeof it->path_display, c.path);
     ingest_display(it->name_display, sizeof it->name_display, c.path + c.name_off);
     const struct ingest_run_opts *o = R->o;
-    if (c.sig.kind == INGEST_CAND_SYMLINK) {
-        folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic links are refused");
-        folio_err_hint(&it->err, "pass --follow-symlinks to ingest the files links point to");
-        set_reject(it, "symlink");
+    if (judge_kind(it))
         return it;
-    }
-    if (c.sig.kind == INGEST_CAND_SPECIAL) {
-        folio_err_set(&it->err, FOLIO_EUNSUPPORTED,
-                      "not a regular file (a fifo, socket, device or a link to nothing)");
-        set_reject(it, "not_regular_file");
-        return it;
-    }
-    int fd = open(c.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (o->follow_symlinks ? 0 : O_NOFOLLOW));
-    if (fd < 0) {
-        if (errno == EACCES) {
-            folio_err_set(&it->err, FOLIO_EIO, "file cannot be read: %s", strerror(errno));
-            folio_err_hint(&it->err, "give the folio user read permission, then drop the file again");
-            set_reject(it, "unreadable");
-        } else {
-            it->status = (errno == ENOENT || errno == ELOOP) ? ITEM_REOBSERVE : ITEM_RETRY;
-            folio_err_set(&it->err, FOLIO_EIO, "cannot open: %s", strerror(errno));
-        }
-        return it;
-    }
-    if (o->follow_symlinks && !ingest_fd_within(fd, o->dir, o->allow_roots)) {
-        /* Judged on what was opened, before a byte is read: no size,
-         * hash or content of a file outside the inbox is ever recorded. */
-        close(fd);
-        /* The record describes the link, not its target: discovery
-         * stat()ed through it, and the target's size and mtime are
-         * facts about a file outside the inbox. */
-        struct stat ls;
-        if (lstat(c.path, &ls) == 0) {
-            it->cand.sig.size = (uint64_t)ls.st_size;
-            it->cand.sig.mtime_ns = (int64_t)ls.st_mtim.tv_sec * 1000000000LL + ls.st_mtim.tv_nsec;
-        } else {
-            it->cand.sig.size = 0;
-        }
-        folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic link leads outside the ingest folder");
-        folio_err_hint(&it->err, "followed links must resolve inside DIR or an --allow-root folder");
-        set_reject(it, "symlink");
-        return it;
-    }
+    int fd = open_item(o, it);
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_ino != c.sig.ino ||
-        (uint64_t)st.st_size != c.sig.size ||
-        (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != c.sig.mtime_ns) {
-        close(fd);
-        it->status = ITEM_REOBSERVE; /* replaced or written since it was judged stable */
+    if (fd < 0 || judge_outside(o, it, fd) || judge_stat(o, it, fd, &st) || !read_item(it, fd, &st))
         return it;
-    }
-    if ((uint64_t)st.st_size > o->limits.max_bytes) {
-        /* Refused on its size alone: never read, never allocated. */
-        close(fd);
-        folio_err_set(&it->err, FOLIO_ELIMIT, "file is %llu bytes, over the limit of %llu bytes",
-                      (unsigned long long)st.st_size, (unsigned long long)o->limits.max_bytes);
-        folio_err_hint(&it->err, "raise --max-bytes if files this large are expected");
-        snprintf(it->info.limit_name, sizeof it->info.limit_name, "max_bytes");
-        it->info.limit_value = o->limits.max_bytes;
-        it->info.actual_value = (uint64_t)st.st_size;
-        set_reject(it, "too_large");
-        return it;
-    }
-    size_t size = (size_t)st.st_size, got = 0;
-    it->data = malloc(size ? size : 1);
-    if (!it->data) {
-        close(fd);
-        it->status = ITEM_RETRY;
-        folio_err_set(&it->err, FOLIO_ENOMEM, "out of memory reading %zu bytes", size);
-        return it;
-    }
-    while (got < size) {
-        ssize_t r = read(fd, it->data + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    struct stat st2;
-    bool same = fstat(fd, &st2) == 0 && st2.st_size == st.st_size &&
-                st2.st_mtim.tv_sec == st.st_mtim.tv_sec && st2.st_mtim.tv_nsec == st.st_mtim.tv_nsec;
-    close(fd);
-    if (got != size || !same) {
-        free(it->data);
-        it->data = NULL;
-        it->status = ITEM_REOBSERVE; /* written to while being read */
-        return it;
-    }
-    it->len = size;
-    if (folio_sha256(it->data, size, it->sha) == 0)
-        it->have_sha = 1;
-    int rc = ingest_probe(it->data, size, &o->limits, &it->info, &it->err);
-    if (rc == 0 && it->have_sha) {
-        it->status = ITEM_ACCEPT;
-        return it;
-    }
-    free(it->data);
-    it->data = NULL;
-    it->len = 0;
-    if (rc == 0 || rc == FOLIO_ENOMEM || strcmp(it->info.reason, "internal") == 0) {
-        it->status = ITEM_RETRY; /* our problem, not the file's */
-        return it;
-    }
-    /* A slow writer that paused longer than --stable-ms leaves a file that
-     * looks truncated. A damaged file that was written to recently may
-     * still be growing: look again (the stability window restarts)
-     * instead of recording half a file as corrupt; once it has been quiet
-     * for SLOW_WRITER_FACTOR stability windows it is judged as it is. */
-    int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t quiet_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - mtime_ms;
-    if (strcmp(it->info.reason, "corrupt") == 0 && quiet_ms < (int64_t)o->stable_ms * SLOW_WRITER_FACTOR) {
-        char lq[1100];
-        folio_log(FOLIO_LOG_DEBUG, "file_maybe_growing", "path=%s quiet_ms=%lld action=reobserve",
-                  folio_lq(lq, sizeof lq, it->path_display), (long long)quiet_ms);
-        it->status = ITEM_REOBSERVE;
-        return it;
-    }
-    set_reject(it, it->info.reason[0] ? it->info.reason : "corrupt");
+    judge_content(o, it, &st);
     return it;
 }
 
@@ -335,68 +393,87 @@ static void today(char *buf, size_t n)
     strftime(buf, n, "%Y-%m-%d", &tm);
 }
 
-/* The commit is done: move, delete or keep each file; record outcomes. */
-static void dispose(struct run *R, struct ingest_item *it, const char *host)
+/* Rewritten since it was read? Then what was recorded is an earlier
+ * version: the file goes back to the tracker to be taken again. */
+static bool changed_since_read(const struct run *R, const struct ingest_item *it)
 {
-    const struct ingest_run_opts *o = R->o;
+    struct stat st;
+    char lq[1100];
+    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !R->o->follow_symlinks &&
+        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
+         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
+        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
+                  folio_lq(lq, sizeof lq, it->path_display));
+        return true;
+    }
+    return false;
+}
+
+/* An accepted file: into done/<date>/, deleted or kept (--after). Returns
+ * the tracker outcome. */
+static int dispose_accepted(const struct ingest_run_opts *o, struct ingest_item *it)
+{
     const char *rel = it->cand.path + it->cand.rel_off;
     char lq[1100], lq2[700];
     struct folio_err err = {0};
     char *moved = NULL;
     int outcome = INGEST_OUT_GONE;
-    /* Rewritten since it was read? Then what was recorded is an earlier
-     * version: leave the file for the tracker to take again. */
-    struct stat st;
-    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !o->follow_symlinks &&
-        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
-         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
-        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
-                  folio_lq(lq, sizeof lq, it->path_display));
-        complete(R, it, INGEST_OUT_REOBSERVE, 0);
-        return;
-    }
-    if (it->status == ITEM_ACCEPT) {
-        if (o->after == INGEST_AFTER_MOVE) {
-            char sub[32];
-            today(sub + 5, sizeof sub - 5);
-            memcpy(sub, "done/", 5);
-            if (ingest_move_into(o->dir, sub, it->cand.path, rel, &moved, &err) != 0)
-                outcome = INGEST_OUT_KEEP;
-        } else if (o->after == INGEST_AFTER_DELETE) {
-            if (unlink(it->cand.path) != 0) {
-                folio_err_set(&err, FOLIO_EIO, "cannot delete: %s", strerror(errno));
-                outcome = INGEST_OUT_KEEP;
-            }
-        } else {
+    if (o->after == INGEST_AFTER_MOVE) {
+        char sub[32];
+        today(sub + 5, sizeof sub - 5);
+        memcpy(sub, "done/", 5);
+        if (ingest_move_into(o->dir, sub, it->cand.path, rel, &moved, &err) != 0)
+            outcome = INGEST_OUT_KEEP;
+    } else if (o->after == INGEST_AFTER_DELETE) {
+        if (unlink(it->cand.path) != 0) {
+            folio_err_set(&err, FOLIO_EIO, "cannot delete: %s", strerror(errno));
             outcome = INGEST_OUT_KEEP;
         }
-        if (err.code)
-            folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
-                      folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
-        else
-            folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
-                      folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
     } else {
-        folio_log(FOLIO_LOG_WARN, "file_rejected", "path=%s reason=%s message=%s",
-                  folio_lq(lq, sizeof lq, it->path_display), it->reason,
-                  folio_lq(lq2, sizeof lq2, it->err.msg));
-        if (ingest_move_into(o->dir, "rejected", it->cand.path, rel, &moved, &err) == 0) {
-            char *json = malloc(4096);
-            if (json) {
-                ingest_reject_json(it, host, json, 4096);
-                if (ingest_write_reason(o->dir, moved, json, &err) != 0)
-                    folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
-                              folio_lq(lq, sizeof lq, it->path_display),
-                              folio_lq(lq2, sizeof lq2, err.msg));
-                free(json);
-            }
-        } else {
-            outcome = INGEST_OUT_KEEP;
-            folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
-                      folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+        outcome = INGEST_OUT_KEEP;
+    }
+    if (err.code)
+        folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
+                  folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+    else
+        folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
+                  folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
+    free(moved);
+    return outcome;
+}
+
+/* A rejected file: into rejected/ with NAME.reason.json beside it. Returns
+ * the tracker outcome. */
+static int dispose_rejected(const struct ingest_run_opts *o, struct ingest_item *it, const char *host)
+{
+    const char *rel = it->cand.path + it->cand.rel_off;
+    char lq[1100], lq2[700];
+    struct folio_err err = {0};
+    char *moved = NULL;
+    int outcome = INGEST_OUT_GONE;
+    folio_log(FOLIO_LOG_WARN, "file_rejected", "path=%s reason=%s message=%s",
+              folio_lq(lq, sizeof lq, it->path_display), it->reason, folio_lq(lq2, sizeof lq2, it->err.msg));
+    if (ingest_move_into(o->dir, "rejected", it->cand.path, rel, &moved, &err) == 0) {
+        char *json = malloc(4096);
+        if (json) {
+            ingest_reject_json(it, host, json, 4096);
+            if (ingest_write_reason(o->dir, moved, json, &err) != 0)
+                folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
+                          folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
+            free(json);
         }
+    } else {
+        outcome = INGEST_OUT_KEEP;
+        folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
+                  folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
     }
     free(moved);
+    return outcome;
+}
+
+/* The run's counters and metrics for a file that reached its outcome. */
+static void count_outcome(struct run *R, const struct ingest_item *it)
+{
     pthread_mutex_lock(&R->mu);
     R->st.files++;
     if (it->status == ITEM_ACCEPT) {
@@ -414,6 +491,17 @@ static void dispose(struct run *R, struct ingest_item *it, const char *host)
         metrics_add(R->o->metrics, M_FILES_INGESTED, it->new_document ? "new" : "duplicate", NULL, 1);
     else
         metrics_add(R->o->metrics, M_FILES_REJECTED, it->reason[0] ? it->reason : "unknown", NULL, 1);
+}
+
+/* The commit is done: move, delete or keep each file; record outcomes. */
+static void dispose(struct run *R, struct ingest_item *it, const char *host)
+{
+    if (changed_since_read(R, it)) {
+        complete(R, it, INGEST_OUT_REOBSERVE, 0);
+        return;
+    }
+    int outcome = it->status == ITEM_ACCEPT ? dispose_accepted(R->o, it) : dispose_rejected(R->o, it, host);
+    count_outcome(R, it);
     complete(R, it, outcome, 0);
 }
 
@@ -434,6 +522,86 @@ static bool nap(struct run *R, int64_t ms)
     }
 }
 
+/* The writer gives up: the run fails with err. */
+static void fail_run(struct run *R, const struct folio_err *err)
+{
+    pthread_mutex_lock(&R->mu);
+    R->fatal = 1;
+    R->fatal_err = *err;
+    pthread_mutex_unlock(&R->mu);
+}
+
+static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
+                        int64_t *outage_since);
+
+enum { COMMIT_DONE = 0, COMMIT_GIVE_UP = -1, COMMIT_AGAIN = 1 };
+
+/* The batch failed because of one of its files (INGEST_DB_ITEM): find it
+ * by committing each on its own; the one that still fails alone is
+ * rejected as enqueue_failed (COMMIT_AGAIN records that), or, when even
+ * its rejection cannot be recorded, left for a later try. */
+static int item_failed(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
+                       int64_t *outage_since, const struct folio_err *err)
+{
+    char lq[600], lq2[800];
+    if (n > 1) {
+        folio_log(FOLIO_LOG_WARN, "ingest_batch_split", "files=%zu error=%s", n,
+                  folio_lq(lq2, sizeof lq2, err->msg));
+        for (size_t i = 0; i < n; i++)
+            if (commit_batch(R, db, &items[i], 1, outage_since) != 0)
+                return COMMIT_GIVE_UP;
+        return COMMIT_DONE;
+    }
+    if (items[0]->status == ITEM_ACCEPT) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        free(items[0]->data);
+        items[0]->data = NULL;
+        items[0]->len = 0;
+        folio_err_set(&items[0]->err, FOLIO_EDB, "the database refused this file");
+        folio_err_detail(&items[0]->err, "%s", msg);
+        set_reject(items[0], "enqueue_failed");
+        return COMMIT_AGAIN;
+    }
+    items[0]->status = ITEM_RETRY;
+    folio_log(FOLIO_LOG_ERROR, "ingest_record_failed", "path=%s error=%s",
+              folio_lq(lq, sizeof lq, items[0]->path_display), folio_lq(lq2, sizeof lq2, err->msg));
+    return COMMIT_DONE;
+}
+
+/* A transient failure: drop the connection and wait *backoff (doubling
+ * to 30 s) before the same batch is tried again. False when the run
+ * gives up instead: aborted, or a one-shot run past --db-wait. */
+static bool outage_wait(struct run *R, struct ingest_db *db, size_t n, const struct folio_err *err,
+                        int64_t *outage_since, int64_t *backoff)
+{
+    const struct ingest_run_opts *o = R->o;
+    ingest_db_close(db);
+    pthread_mutex_lock(&R->mu);
+    R->st.db_retries++;
+    pthread_mutex_unlock(&R->mu);
+    if (!*outage_since)
+        *outage_since = now_ms();
+    double down_s = (double)(now_ms() - *outage_since) / 1000.0;
+    char lq[600], lq2[800], lq3[800];
+    folio_log(FOLIO_LOG_WARN, "database_unavailable",
+              "error=%s detail=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f",
+              folio_lq(lq2, sizeof lq2, err->msg), folio_lq(lq3, sizeof lq3, err->detail),
+              folio_lq(lq, sizeof lq, err->hint[0] ? err->hint : "files stay where they are until it is back"),
+              n, (long long)*backoff, down_s);
+    if (!o->watch && down_s >= o->db_wait_s) {
+        struct folio_err fe = *err;
+        folio_err_prefix(&fe, "database unavailable for %.0f s: ", down_s);
+        folio_err_hint(&fe, "files were left where they are; run again once the database is reachable");
+        fail_run(R, &fe);
+        return false;
+    }
+    if (!nap(R, *backoff))
+        return false;
+    *backoff = *backoff * 2 > 30000 ? 30000 : *backoff * 2;
+    return true;
+}
+
 /* Commits items[0..n): 0 when committed, -1 when given up (abort or the
  * one-shot database wait ran out; the items are then left untouched). */
 static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
@@ -441,7 +609,6 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
 {
     const struct ingest_run_opts *o = R->o;
     int64_t backoff = 500;
-    char lq[600], lq2[800];
     for (;;) {
         struct folio_err err = {0};
         int kind = INGEST_DB_TRANSIENT;
@@ -457,10 +624,7 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
             }
             if (orc == FOLIO_ESTATE && !o->watch) {
                 /* Reachable but not migrated: waiting will not fix that. */
-                pthread_mutex_lock(&R->mu);
-                R->fatal = 1;
-                R->fatal_err = err;
-                pthread_mutex_unlock(&R->mu);
+                fail_run(R, &err);
                 return -1;
             }
         } else {
@@ -477,58 +641,13 @@ static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item 
             }
         }
         if (kind == INGEST_DB_ITEM) {
-            if (n > 1) {
-                /* Find the file that fails: each on its own. */
-                folio_log(FOLIO_LOG_WARN, "ingest_batch_split", "files=%zu error=%s", n,
-                          folio_lq(lq2, sizeof lq2, err.msg));
-                for (size_t i = 0; i < n; i++)
-                    if (commit_batch(R, db, &items[i], 1, outage_since) != 0)
-                        return -1;
-                return 0;
-            }
-            if (items[0]->status == ITEM_ACCEPT) {
-                char msg[sizeof err.msg];
-                snprintf(msg, sizeof msg, "%s", err.msg);
-                free(items[0]->data);
-                items[0]->data = NULL;
-                items[0]->len = 0;
-                folio_err_set(&items[0]->err, FOLIO_EDB, "the database refused this file");
-                folio_err_detail(&items[0]->err, "%s", msg);
-                set_reject(items[0], "enqueue_failed");
+            int r = item_failed(R, db, items, n, outage_since, &err);
+            if (r == COMMIT_AGAIN)
                 continue;
-            }
-            /* Even its rejection cannot be recorded: leave it for later. */
-            items[0]->status = ITEM_RETRY;
-            folio_log(FOLIO_LOG_ERROR, "ingest_record_failed", "path=%s error=%s",
-                      folio_lq(lq, sizeof lq, items[0]->path_display), folio_lq(lq2, sizeof lq2, err.msg));
-            return 0;
+            return r;
         }
-        /* Transient: drop the connection, wait, try the same batch again. */
-        ingest_db_close(db);
-        pthread_mutex_lock(&R->mu);
-        R->st.db_retries++;
-        pthread_mutex_unlock(&R->mu);
-        if (!*outage_since)
-            *outage_since = now_ms();
-        double down_s = (double)(now_ms() - *outage_since) / 1000.0;
-        char lq3[800];
-        folio_log(FOLIO_LOG_WARN, "database_unavailable",
-                  "error=%s detail=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f",
-                  folio_lq(lq2, sizeof lq2, err.msg), folio_lq(lq3, sizeof lq3, err.detail),
-                  folio_lq(lq, sizeof lq, err.hint[0] ? err.hint : "files stay where they are until it is back"),
-                  n, (long long)backoff, down_s);
-        if (!o->watch && down_s >= o->db_wait_s) {
-            pthread_mutex_lock(&R->mu);
-            R->fatal = 1;
-            R->fatal_err = err;
-            folio_err_prefix(&R->fatal_err, "database unavailable for %.0f s: ", down_s);
-            folio_err_hint(&R->fatal_err, "files were left where they are; run again once the database is reachable");
-            pthread_mutex_unlock(&R->mu);
+        if (!outage_wait(R, db, n, &err, outage_since, &backoff))
             return -1;
-        }
-        if (!nap(R, backoff))
-            return -1;
-        backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
     }
 }
 
@@ -541,6 +660,65 @@ static long fault_crash_batch(void)
     return folio_fault_num(FOLIO_FAULT_ingest_crash_after_commit);
 }
 #endif
+
+/* Under R->mu: takes validated files off the result queue into batch
+ * until it is full (--batch-max files or BATCH_BYTES_CAP bytes), the
+ * validators are idle, or --batch-ms passed since its first file. Files
+ * with nothing to record (and every file once the writer gave up) go
+ * straight back to the tracker. Returns false when the validators are
+ * done and nothing is left: the writer ends. */
+static bool gather_batch(struct run *R, struct ingest_item **batch, size_t cap, bool give_up, size_t *nbatch)
+{
+    const struct ingest_run_opts *o = R->o;
+    size_t nb = 0, bytes = 0;
+    int64_t first = 0;
+    for (;;) {
+        while (R->res_head && nb < cap && bytes < BATCH_BYTES_CAP) {
+            struct ingest_item *it = R->res_head;
+            R->res_head = it->next;
+            if (!R->res_head)
+                R->res_tail = NULL;
+            it->next = NULL;
+            R->res_bytes -= it->len;
+            if (it->status == ITEM_REOBSERVE || it->status == ITEM_RETRY || give_up) {
+                /* Nothing to record: straight back to the tracker. */
+                pthread_mutex_unlock(&R->mu);
+                complete(R, it, it->status == ITEM_REOBSERVE ? INGEST_OUT_REOBSERVE : INGEST_OUT_RETRY,
+                         RETRY_MS);
+                ingest_item_free(it);
+                pthread_mutex_lock(&R->mu);
+                continue;
+            }
+            batch[nb++] = it;
+            bytes += it->len;
+            if (nb == 1)
+                first = now_ms();
+        }
+        pthread_cond_broadcast(&R->res_space_cv);
+        bool all_done = R->validators_done == R->nthreads && !R->res_head;
+        bool idle = R->work_len == 0 && R->busy == 0 && !R->res_head;
+        if (nb == cap || bytes >= BATCH_BYTES_CAP)
+            break;
+        if (nb > 0 && (idle || now_ms() - first >= o->batch_ms))
+            break;
+        if (nb == 0 && all_done)
+            return false;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait = nb > 0 ? first + o->batch_ms - now_ms() : 200;
+        if (wait < 1)
+            wait = 1;
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&R->res_cv, &R->mu, &ts);
+    }
+    *nbatch = nb;
+    return true;
+}
 
 static void *writer_main(void *arg)
 {
@@ -577,56 +755,8 @@ static void *writer_main(void *arg)
     }
     pthread_mutex_lock(&R->mu);
     for (;;) {
-        size_t nb = 0, bytes = 0;
-        int64_t first = 0;
-        bool exit_now = false;
-        for (;;) {
-            while (R->res_head && nb < cap && bytes < BATCH_BYTES_CAP) {
-                struct ingest_item *it = R->res_head;
-                R->res_head = it->next;
-                if (!R->res_head)
-                    R->res_tail = NULL;
-                it->next = NULL;
-                R->res_bytes -= it->len;
-                if (it->status == ITEM_REOBSERVE || it->status == ITEM_RETRY || give_up) {
-                    /* Nothing to record: straight back to the tracker. */
-                    pthread_mutex_unlock(&R->mu);
-                    complete(R, it, it->status == ITEM_REOBSERVE ? INGEST_OUT_REOBSERVE : INGEST_OUT_RETRY,
-                             RETRY_MS);
-                    ingest_item_free(it);
-                    pthread_mutex_lock(&R->mu);
-                    continue;
-                }
-                batch[nb++] = it;
-                bytes += it->len;
-                if (nb == 1)
-                    first = now_ms();
-            }
-            pthread_cond_broadcast(&R->res_space_cv);
-            bool all_done = R->validators_done == R->nthreads && !R->res_head;
-            bool idle = R->work_len == 0 && R->busy == 0 && !R->res_head;
-            if (nb == cap || bytes >= BATCH_BYTES_CAP)
-                break;
-            if (nb > 0 && (idle || now_ms() - first >= o->batch_ms))
-                break;
-            if (nb == 0 && all_done) {
-                exit_now = true;
-                break;
-            }
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t wait = nb > 0 ? first + o->batch_ms - now_ms() : 200;
-            if (wait < 1)
-                wait = 1;
-            ts.tv_sec += wait / 1000;
-            ts.tv_nsec += (wait % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&R->res_cv, &R->mu, &ts);
-        }
-        if (exit_now)
+        size_t nb = 0;
+        if (!gather_batch(R, batch, cap, give_up, &nb))
             break;
         pthread_mutex_unlock(&R->mu);
         int rc = give_up ? -1 : commit_batch(R, &db, batch, nb, &outage_since);
@@ -701,72 +831,51 @@ static void drain_completions(struct run *R, struct ingest_tracker *t)
     }
 }
 
-int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats, struct folio_err *err)
+/* Sources record absolute paths: the same name in two folders, or a run
+ * from another working directory, must not look alike. One ingester per
+ * folder: two would race for the same files. The lock is on the folder
+ * itself, so nothing is created in it. */
+static int open_folder(const char *dir, char **absdir, int *lockfd, struct folio_err *err)
 {
-    memset(stats, 0, sizeof *stats);
-    /* Sources record absolute paths: the same name in two folders, or a
-     * run from another working directory, must not look alike. */
-    char *absdir = realpath(oin->dir, NULL);
-    if (!absdir) {
-        char d[300];
-        ingest_display(d, sizeof d, oin->dir);
+    char d[300];
+    *absdir = realpath(dir, NULL);
+    if (!*absdir) {
+        ingest_display(d, sizeof d, dir);
         folio_err_set(err, FOLIO_EINVAL, "ingest folder %s: %s", d, strerror(errno));
         return FOLIO_EINVAL;
     }
-    struct ingest_run_opts oo = *oin;
-    oo.dir = absdir;
-    const struct ingest_run_opts *o = &oo;
-    /* One ingester per folder: two would race for the same files. The
-     * lock is on the folder itself, so nothing is created in it. */
-    int lockfd = open(absdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        char d[300];
-        ingest_display(d, sizeof d, absdir);
-        if (lockfd >= 0)
-            close(lockfd);
-        free(absdir);
-        if (e == EWOULDBLOCK) {
-            folio_err_set(err, FOLIO_ESTATE, "another folio ingest is already taking files from %s", d);
-            folio_err_hint(err, "run one folio ingest per folder; stop the other one first");
-            return FOLIO_ESTATE;
-        }
-        return folio_err_set(err, FOLIO_EIO, "cannot open the ingest folder %s: %s", d, strerror(e));
+    *lockfd = open(*absdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*lockfd >= 0 && flock(*lockfd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    int e = errno;
+    ingest_display(d, sizeof d, *absdir);
+    if (*lockfd >= 0)
+        close(*lockfd);
+    *lockfd = -1;
+    free(*absdir);
+    *absdir = NULL;
+    if (e == EWOULDBLOCK) {
+        folio_err_set(err, FOLIO_ESTATE, "another folio ingest is already taking files from %s", d);
+        folio_err_hint(err, "run one folio ingest per folder; stop the other one first");
+        return FOLIO_ESTATE;
     }
-    struct run R;
-    memset(&R, 0, sizeof R);
-    R.o = o;
-    R.evfd = -1;
-    int sfd = -1, rc = 0;
-    struct ingest_tracker *t = NULL;
-    pthread_t *threads = NULL, writer;
-    bool writer_started = false;
-    int started = 0;
-    int64_t t0 = now_ms();
+    return folio_err_set(err, FOLIO_EIO, "cannot open the ingest folder %s: %s", d, strerror(e));
+}
 
-    /* Signals arrive through a signalfd, so no handler and no global flag:
-     * block them here, before any thread exists, so every thread inherits
-     * the mask. */
-    sigset_t mask, oldmask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &mask, &oldmask);
-    sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    R.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (sfd < 0 || R.evfd < 0) {
-        rc = folio_err_set(err, FOLIO_EIO, "cannot create signal/event descriptors: %s", strerror(errno));
-        goto out;
-    }
-
+/* The scanner: the tracker (first scan done) with inotify in watch mode;
+ * a network file system gets a warning that rescans carry the load. */
+static int open_tracker(const struct ingest_run_opts *o, struct ingest_tracker **t, int *inotify,
+                        struct folio_err *err)
+{
     struct ingest_scan_opts so = {.dir = o->dir,
                                   .recursive = o->recursive,
                                   .follow_symlinks = o->follow_symlinks,
                                   .use_inotify = o->watch && o->use_inotify,
                                   .stable_ms = o->stable_ms};
-    rc = ingest_tracker_open(&so, &t, err);
+    *inotify = so.use_inotify;
+    int rc = ingest_tracker_open(&so, t, err);
     if (rc)
-        goto out;
+        return rc;
     char lq[600];
     if (o->watch && so.use_inotify && is_network_fs(o->dir))
         folio_log(FOLIO_LOG_WARN, "ingest_network_fs",
@@ -774,227 +883,351 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
                   folio_lq(lq + 300, 300, "network file system: inotify misses other machines' writes; "
                                           "relying on rescans"),
                   o->rescan_s);
-    rc = ingest_tracker_rescan(t, err);
-    if (rc)
-        goto out;
+    return ingest_tracker_rescan(*t, err);
+}
 
-    R.nthreads = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (R.nthreads < 1)
-        R.nthreads = 1;
-    R.work_cap = (size_t)R.nthreads * 4 + 8;
-    R.work = calloc(R.work_cap, sizeof *R.work);
-    threads = calloc((size_t)R.nthreads, sizeof *threads);
-    if (!R.work || !threads) {
-        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
-        goto out;
-    }
-    pthread_mutex_init(&R.mu, NULL);
-    pthread_cond_init(&R.work_cv, NULL);
-    pthread_cond_init(&R.res_cv, NULL);
-    pthread_cond_init(&R.res_space_cv, NULL);
-    for (; started < R.nthreads; started++)
-        if (pthread_create(&threads[started], NULL, validator_main, &R) != 0)
+/* Asks the validators and then the writer to finish, and joins them;
+ * abort: the writer also gives up a batch it cannot commit. */
+static void stop_threads(struct run *R, bool abort)
+{
+    pthread_mutex_lock(&R->mu);
+    R->stop_validators = 1;
+    if (abort)
+        R->abort = 1;
+    pthread_cond_broadcast(&R->work_cv);
+    pthread_mutex_unlock(&R->mu);
+    for (int i = 0; i < R->started; i++)
+        pthread_join(R->threads[i], NULL);
+    R->started = 0;
+    if (R->writer_started)
+        pthread_join(R->writer, NULL);
+    R->writer_started = false;
+}
+
+/* The validators (--jobs, one per CPU by default) and the writer, with
+ * the work queue they share. */
+static int start_threads(struct run *R, struct folio_err *err)
+{
+    const struct ingest_run_opts *o = R->o;
+    R->nthreads = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (R->nthreads < 1)
+        R->nthreads = 1;
+    R->work_cap = (size_t)R->nthreads * 4 + 8;
+    R->work = calloc(R->work_cap, sizeof *R->work);
+    R->threads = calloc((size_t)R->nthreads, sizeof *R->threads);
+    if (!R->work || !R->threads)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+    pthread_mutex_init(&R->mu, NULL);
+    pthread_cond_init(&R->work_cv, NULL);
+    pthread_cond_init(&R->res_cv, NULL);
+    pthread_cond_init(&R->res_space_cv, NULL);
+    for (; R->started < R->nthreads; R->started++)
+        if (pthread_create(&R->threads[R->started], NULL, validator_main, R) != 0)
             break;
-    if (started == 0 || pthread_create(&writer, NULL, writer_main, &R) != 0) {
-        rc = folio_err_set(err, FOLIO_EIO, "cannot start threads: %s", strerror(errno));
-        pthread_mutex_lock(&R.mu);
-        R.stop_validators = 1;
-        pthread_cond_broadcast(&R.work_cv);
-        pthread_mutex_unlock(&R.mu);
-        for (int i = 0; i < started; i++)
-            pthread_join(threads[i], NULL);
-        started = 0;
-        goto out;
+    if (R->started == 0 || pthread_create(&R->writer, NULL, writer_main, R) != 0) {
+        int rc = folio_err_set(err, FOLIO_EIO, "cannot start threads: %s", strerror(errno));
+        stop_threads(R, false);
+        return rc;
     }
-    writer_started = true;
-    folio_log(FOLIO_LOG_INFO, "ingest_started", "dir=%s mode=%s threads=%d stable_ms=%d after=%s model_key=%s",
-              folio_lq(lq, sizeof lq, o->dir), o->watch ? (so.use_inotify ? "watch" : "watch-rescan-only") : "one-shot",
-              R.nthreads, o->stable_ms,
-              o->after == INGEST_AFTER_MOVE ? "move" : o->after == INGEST_AFTER_DELETE ? "delete" : "keep",
-              folio_lq(lq + 400, 200, o->model_key));
+    R->writer_started = true;
+    return 0;
+}
 
+/* The main thread's loop state. */
+struct main_loop {
+    struct run *R;
+    struct ingest_tracker *t;
+    int sfd;
+    bool inotify;          /* watch mode with inotify (else rescans alone) */
+    bool show;             /* the progress line on stderr */
+    bool stopping;         /* a signal or a fatal writer error: drain, then stop */
+    int64_t t0, next_rescan, last_progress, last_report;
+    struct ingest_run_stats reported; /* as of the last ingest_progress line */
+    struct ingest_candidate *ready;   /* work_cap entries */
     struct service_watchdog wd;
-    service_watchdog_init(&wd);
-    service_ready(o->watch ? "watching" : "one-shot");
-    metrics_set_ready(o->metrics, 1, "");
-    bool show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
-    bool stopping = false;
-    int64_t next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
-    int64_t last_progress = 0, last_report = now_ms();
-    struct ingest_run_stats reported = {0};
-    struct ingest_candidate *ready = calloc(R.work_cap, sizeof *ready);
-    if (!ready) {
-        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
-        stopping = true;
+};
+
+/* Ripe files into the work queue, as much as it has space for. Returns
+ * how many were queued. */
+static size_t feed_work(struct main_loop *L, size_t space)
+{
+    struct run *R = L->R;
+    size_t n = space ? ingest_tracker_take_ready(L->t, L->ready, space) : 0;
+    if (n) {
+        pthread_mutex_lock(&R->mu);
+        for (size_t i = 0; i < n; i++) {
+            R->work[(R->work_head + R->work_len) % R->work_cap] = L->ready[i];
+            R->work_len++;
+        }
+        pthread_cond_broadcast(&R->work_cv);
+        pthread_mutex_unlock(&R->mu);
     }
+    return n;
+}
+
+/* How long poll may sleep: until the tracker's next ripe file or the
+ * next rescan, at most a second (a quarter with the progress line).
+ * With the work queue full, ripe files must wait for a validator; the
+ * validator that frees a slot wakes us through the eventfd. */
+static int loop_timeout(const struct main_loop *L, bool queue_full)
+{
+    const struct ingest_run_opts *o = L->R->o;
+    int64_t timeout = L->stopping ? 100 : queue_full ? -1 : ingest_tracker_next_ms(L->t);
+    if (o->watch) {
+        int64_t to_rescan = L->next_rescan - now_ms();
+        if (to_rescan < 0)
+            to_rescan = 0;
+        if (timeout < 0 || to_rescan < timeout)
+            timeout = to_rescan;
+    }
+    if (timeout < 0 || timeout > 1000)
+        timeout = 1000;
+    if (L->show && timeout > 250)
+        timeout = 250;
+    return (int)timeout;
+}
+
+/* SIGINT/SIGTERM: stop taking files. Files not yet picked up stay where
+ * they are, and the writer does not wait out a database outage. */
+static void on_signal(struct main_loop *L)
+{
+    struct run *R = L->R;
+    struct signalfd_siginfo si;
+    while (read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (!L->stopping)
+            service_stopping();
+        if (!L->stopping)
+            folio_log(FOLIO_LOG_INFO, "ingest_stopping", "signal=%u in_flight=%zu", si.ssi_signo,
+                      ingest_tracker_in_flight(L->t));
+        L->stopping = true;
+    }
+    if (!L->stopping)
+        return;
+    pthread_mutex_lock(&R->mu);
+    while (R->work_len) {
+        struct ingest_candidate *c = &R->work[R->work_head];
+        ingest_tracker_done(L->t, c->path, INGEST_OUT_RETRY, NULL, RETRY_MS);
+        ingest_candidate_free(c);
+        R->work_head = (R->work_head + 1) % R->work_cap;
+        R->work_len--;
+    }
+    R->abort = 1; /* do not wait out a database outage: files stay put */
+    pthread_cond_broadcast(&R->res_space_cv);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* inotify events; an overflowed queue costs a rescan. */
+static void on_fs_events(struct main_loop *L)
+{
+    char lq[600];
+    int need = 0;
+    struct folio_err ierr = {0};
+    if (ingest_tracker_handle_events(L->t, &need, &ierr) != 0)
+        folio_log(FOLIO_LOG_ERROR, "ingest_events_failed", "error=%s", folio_lq(lq, sizeof lq, ierr.msg));
+    if (need) {
+        folio_log(FOLIO_LOG_WARN, "ingest_events_overflow", "action=rescan");
+        if (ingest_tracker_rescan(L->t, &ierr) != 0)
+            folio_log(FOLIO_LOG_ERROR, "ingest_rescan_failed", "error=%s", folio_lq(lq, sizeof lq, ierr.msg));
+    }
+}
+
+/* The progress line (a TTY or --progress) every 250 ms, and in watch mode
+ * once a minute, when it did anything, a log line of what it did, so a
+ * log reader sees it working without per-file lines. */
+static void report(struct main_loop *L)
+{
+    struct run *R = L->R;
+    if (L->show && now_ms() - L->last_progress >= 250) {
+        pthread_mutex_lock(&R->mu);
+        progress_line(R, L->t0, false);
+        pthread_mutex_unlock(&R->mu);
+        L->last_progress = now_ms();
+    }
+    if (!R->o->watch || now_ms() - L->last_report < 60000)
+        return;
+    pthread_mutex_lock(&R->mu);
+    struct ingest_run_stats cur = R->st;
+    pthread_mutex_unlock(&R->mu);
+    const struct ingest_run_stats *was = &L->reported;
+    if (cur.files != was->files)
+        folio_log(FOLIO_LOG_INFO, "ingest_progress",
+                  "files=%llu new_documents=%llu duplicates=%llu rejected=%llu waiting=%zu in_flight=%zu",
+                  (unsigned long long)(cur.files - was->files),
+                  (unsigned long long)(cur.new_documents - was->new_documents),
+                  (unsigned long long)(cur.duplicates - was->duplicates),
+                  (unsigned long long)(cur.rejected - was->rejected), ingest_tracker_waiting(L->t),
+                  ingest_tracker_in_flight(L->t));
+    L->reported = cur;
+    L->last_report = now_ms();
+}
+
+/* The main thread's loop: applies outcomes, rescans when due, feeds the
+ * validators, sleeps in poll (signals, wake-ups, inotify) and reports,
+ * until the folder is drained (one-shot) or a signal has been handled
+ * and nothing is in flight. Returns the writer's fatal error, if any. */
+static int main_loop(struct main_loop *L, struct folio_err *err)
+{
+    struct run *R = L->R;
+    const struct ingest_run_opts *o = R->o;
+    int rc = 0;
+    char lq[600];
     for (;;) {
         size_t n = 0;
-        service_watchdog_tick(&wd);
-        drain_completions(&R, t);
-        pthread_mutex_lock(&R.mu);
-        int fatal = R.fatal;
-        size_t space = R.work_cap - R.work_len;
-        pthread_mutex_unlock(&R.mu);
-        if (fatal && !stopping) {
-            stopping = true;
-            rc = R.fatal_err.code ? R.fatal_err.code : FOLIO_EDB;
+        service_watchdog_tick(&L->wd);
+        drain_completions(R, L->t);
+        pthread_mutex_lock(&R->mu);
+        int fatal = R->fatal;
+        size_t space = R->work_cap - R->work_len;
+        pthread_mutex_unlock(&R->mu);
+        if (fatal && !L->stopping) {
+            L->stopping = true;
+            rc = R->fatal_err.code ? R->fatal_err.code : FOLIO_EDB;
             if (err)
-                *err = R.fatal_err;
+                *err = R->fatal_err;
         }
-        if (stopping) {
-            if (ingest_tracker_in_flight(t) == 0)
+        if (L->stopping) {
+            if (ingest_tracker_in_flight(L->t) == 0)
                 break;
         } else {
-            if (o->watch && now_ms() >= next_rescan) {
+            if (o->watch && now_ms() >= L->next_rescan) {
                 struct folio_err serr = {0};
-                if (ingest_tracker_rescan(t, &serr) != 0)
+                if (ingest_tracker_rescan(L->t, &serr) != 0)
                     folio_log(FOLIO_LOG_ERROR, "ingest_rescan_failed", "error=%s",
                               folio_lq(lq, sizeof lq, serr.msg));
-                next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
+                L->next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
             }
-            n = space ? ingest_tracker_take_ready(t, ready, space) : 0;
-            if (n) {
-                pthread_mutex_lock(&R.mu);
-                for (size_t i = 0; i < n; i++) {
-                    R.work[(R.work_head + R.work_len) % R.work_cap] = ready[i];
-                    R.work_len++;
-                }
-                pthread_cond_broadcast(&R.work_cv);
-                pthread_mutex_unlock(&R.mu);
-            }
-            if (!o->watch && ingest_tracker_waiting(t) == 0 && ingest_tracker_in_flight(t) == 0)
+            n = feed_work(L, space);
+            if (!o->watch && ingest_tracker_waiting(L->t) == 0 && ingest_tracker_in_flight(L->t) == 0)
                 break;
         }
-        /* With the work queue full, ripe files must wait for a validator;
-         * the validator that frees a slot wakes us through the eventfd. */
-        bool queue_full = space == n;
-        int64_t timeout = stopping ? 100 : queue_full ? -1 : ingest_tracker_next_ms(t);
-        if (o->watch) {
-            int64_t to_rescan = next_rescan - now_ms();
-            if (to_rescan < 0)
-                to_rescan = 0;
-            if (timeout < 0 || to_rescan < timeout)
-                timeout = to_rescan;
-        }
-        if (timeout < 0 || timeout > 1000)
-            timeout = 1000;
-        if (show && timeout > 250)
-            timeout = 250;
-        struct pollfd pf[3] = {{.fd = sfd, .events = POLLIN},
-                               {.fd = R.evfd, .events = POLLIN},
-                               {.fd = ingest_tracker_fd(t), .events = POLLIN}};
-        int np = poll(pf, ingest_tracker_fd(t) >= 0 ? 3 : 2, (int)timeout);
-        if (np > 0 && (pf[0].revents & POLLIN)) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (!stopping)
-                    service_stopping();
-                if (!stopping)
-                    folio_log(FOLIO_LOG_INFO, "ingest_stopping", "signal=%u in_flight=%zu", si.ssi_signo,
-                              ingest_tracker_in_flight(t));
-                stopping = true;
-            }
-            if (stopping) {
-                /* Files not yet picked up stay where they are. */
-                pthread_mutex_lock(&R.mu);
-                while (R.work_len) {
-                    struct ingest_candidate *c = &R.work[R.work_head];
-                    ingest_tracker_done(t, c->path, INGEST_OUT_RETRY, NULL, RETRY_MS);
-                    ingest_candidate_free(c);
-                    R.work_head = (R.work_head + 1) % R.work_cap;
-                    R.work_len--;
-                }
-                R.abort = 1; /* do not wait out a database outage: files stay put */
-                pthread_cond_broadcast(&R.res_space_cv);
-                pthread_mutex_unlock(&R.mu);
-            }
-        }
-        if (np > 0 && ingest_tracker_fd(t) >= 0 && (pf[2].revents & POLLIN)) {
-            int need = 0;
-            struct folio_err ierr = {0};
-            if (ingest_tracker_handle_events(t, &need, &ierr) != 0)
-                folio_log(FOLIO_LOG_ERROR, "ingest_events_failed", "error=%s", folio_lq(lq, sizeof lq, ierr.msg));
-            if (need) {
-                folio_log(FOLIO_LOG_WARN, "ingest_events_overflow", "action=rescan");
-                if (ingest_tracker_rescan(t, &ierr) != 0)
-                    folio_log(FOLIO_LOG_ERROR, "ingest_rescan_failed", "error=%s", folio_lq(lq, sizeof lq, ierr.msg));
-            }
-        }
-        if (show && now_ms() - last_progress >= 250) {
-            pthread_mutex_lock(&R.mu);
-            progress_line(&R, t0, false);
-            pthread_mutex_unlock(&R.mu);
-            last_progress = now_ms();
-        }
-        /* A long-running watch says what it did once a minute, when it did
-         * anything, so a log reader sees it working without per-file lines. */
-        if (o->watch && now_ms() - last_report >= 60000) {
-            pthread_mutex_lock(&R.mu);
-            struct ingest_run_stats cur = R.st;
-            pthread_mutex_unlock(&R.mu);
-            if (cur.files != reported.files)
-                folio_log(FOLIO_LOG_INFO, "ingest_progress",
-                          "files=%llu new_documents=%llu duplicates=%llu rejected=%llu waiting=%zu in_flight=%zu",
-                          (unsigned long long)(cur.files - reported.files),
-                          (unsigned long long)(cur.new_documents - reported.new_documents),
-                          (unsigned long long)(cur.duplicates - reported.duplicates),
-                          (unsigned long long)(cur.rejected - reported.rejected), ingest_tracker_waiting(t),
-                          ingest_tracker_in_flight(t));
-            reported = cur;
-            last_report = now_ms();
-        }
+        struct pollfd pf[3] = {{.fd = L->sfd, .events = POLLIN},
+                               {.fd = R->evfd, .events = POLLIN},
+                               {.fd = ingest_tracker_fd(L->t), .events = POLLIN}};
+        int np = poll(pf, ingest_tracker_fd(L->t) >= 0 ? 3 : 2, loop_timeout(L, space == n));
+        if (np > 0 && (pf[0].revents & POLLIN))
+            on_signal(L);
+        if (np > 0 && ingest_tracker_fd(L->t) >= 0 && (pf[2].revents & POLLIN))
+            on_fs_events(L);
+        report(L);
     }
-    free(ready);
+    return rc;
+}
 
-    pthread_mutex_lock(&R.mu);
-    R.stop_validators = 1;
-    pthread_cond_broadcast(&R.work_cv);
-    pthread_mutex_unlock(&R.mu);
-    for (int i = 0; i < started; i++)
-        pthread_join(threads[i], NULL);
-    started = 0;
-    if (writer_started)
-        pthread_join(writer, NULL);
-    writer_started = false;
-    drain_completions(&R, t);
-    if (show)
-        progress_line(&R, t0, true);
-
-out:
-    if (writer_started || started) {
-        pthread_mutex_lock(&R.mu);
-        R.stop_validators = 1;
-        R.abort = 1;
-        pthread_cond_broadcast(&R.work_cv);
-        pthread_mutex_unlock(&R.mu);
-        for (int i = 0; i < started; i++)
-            pthread_join(threads[i], NULL);
-        if (writer_started)
-            pthread_join(writer, NULL);
+/* Frees what the run still holds after its threads are gone: candidates
+ * never handed out, outcomes never applied, the queues. */
+static void free_run(struct run *R)
+{
+    if (R->threads) {
+        pthread_mutex_destroy(&R->mu);
+        pthread_cond_destroy(&R->work_cv);
+        pthread_cond_destroy(&R->res_cv);
+        pthread_cond_destroy(&R->res_space_cv);
     }
-    if (threads) {
-        pthread_mutex_destroy(&R.mu);
-        pthread_cond_destroy(&R.work_cv);
-        pthread_cond_destroy(&R.res_cv);
-        pthread_cond_destroy(&R.res_space_cv);
-    }
-    R.st.seconds = (double)(now_ms() - t0) / 1000.0;
-    *stats = R.st;
-    if (R.work) {
-        while (R.work_len) {
-            ingest_candidate_free(&R.work[R.work_head]);
-            R.work_head = (R.work_head + 1) % R.work_cap;
-            R.work_len--;
+    if (R->work) {
+        while (R->work_len) {
+            ingest_candidate_free(&R->work[R->work_head]);
+            R->work_head = (R->work_head + 1) % R->work_cap;
+            R->work_len--;
         }
     }
-    while (R.done_head) {
-        struct completion *c = R.done_head;
-        R.done_head = c->next;
+    while (R->done_head) {
+        struct completion *c = R->done_head;
+        R->done_head = c->next;
         free(c->path);
         free(c);
     }
-    free(R.work);
-    free(threads);
+    free(R->work);
+    free(R->threads);
+}
+
+static const char *after_name(enum ingest_after a)
+{
+    return a == INGEST_AFTER_MOVE ? "move" : a == INGEST_AFTER_DELETE ? "delete" : "keep";
+}
+
+/* Signals arrive through a signalfd, so no handler and no global flag:
+ * block them here, before any thread exists, so every thread inherits
+ * the mask (the caller's is kept in oldmask). The eventfd wakes the main
+ * thread for outcomes and freed work slots. */
+static int open_fds(struct run *R, int *sfd, sigset_t *oldmask, struct folio_err *err)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &mask, oldmask);
+    *sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    R->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (*sfd < 0 || R->evfd < 0)
+        return folio_err_set(err, FOLIO_EIO, "cannot create signal/event descriptors: %s", strerror(errno));
+    return 0;
+}
+
+/* With the tracker open and the threads running: says so, runs the main
+ * loop, then lets the validators and the writer finish and applies their
+ * last outcomes. */
+static int run_started(struct run *R, struct ingest_tracker *t, int sfd, bool inotify, int64_t t0,
+                       struct folio_err *err)
+{
+    const struct ingest_run_opts *o = R->o;
+    char lq[600];
+    folio_log(FOLIO_LOG_INFO, "ingest_started", "dir=%s mode=%s threads=%d stable_ms=%d after=%s model_key=%s",
+              folio_lq(lq, sizeof lq, o->dir), o->watch ? (inotify ? "watch" : "watch-rescan-only") : "one-shot",
+              R->nthreads, o->stable_ms, after_name(o->after), folio_lq(lq + 400, 200, o->model_key));
+    struct main_loop L = {.R = R, .t = t, .sfd = sfd, .inotify = inotify, .t0 = t0};
+    service_watchdog_init(&L.wd);
+    service_ready(o->watch ? "watching" : "one-shot");
+    metrics_set_ready(o->metrics, 1, "");
+    L.show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
+    L.next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
+    L.last_report = now_ms();
+    int rc = 0;
+    L.ready = calloc(R->work_cap, sizeof *L.ready);
+    if (!L.ready) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+        L.stopping = true;
+    }
+    int lrc = main_loop(&L, err);
+    if (lrc)
+        rc = lrc;
+    free(L.ready);
+    stop_threads(R, false);
+    drain_completions(R, t);
+    if (L.show)
+        progress_line(R, t0, true);
+    return rc;
+}
+
+int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats, struct folio_err *err)
+{
+    memset(stats, 0, sizeof *stats);
+    char *absdir = NULL;
+    int lockfd = -1;
+    int rc = open_folder(oin->dir, &absdir, &lockfd, err);
+    if (rc)
+        return rc;
+    struct ingest_run_opts oo = *oin;
+    oo.dir = absdir;
+    struct run R;
+    memset(&R, 0, sizeof R);
+    R.o = &oo;
+    R.evfd = -1;
+    int sfd = -1, inotify = 0;
+    struct ingest_tracker *t = NULL;
+    int64_t t0 = now_ms();
+    sigset_t oldmask;
+    rc = open_fds(&R, &sfd, &oldmask, err);
+    if (!rc)
+        rc = open_tracker(&oo, &t, &inotify, err);
+    if (!rc)
+        rc = start_threads(&R, err);
+    if (!rc)
+        rc = run_started(&R, t, sfd, inotify, t0, err);
+    if (R.writer_started || R.started)
+        stop_threads(&R, true);
+    R.st.seconds = (double)(now_ms() - t0) / 1000.0;
+    *stats = R.st;
+    free_run(&R);
     ingest_tracker_close(t);
     if (R.evfd >= 0)
         close(R.evfd);

@@ -44,7 +44,7 @@ int learn_db_train(PGconn *c, const struct learn_train_opts *o, struct learn_tra
 int learn_db_maybe_retrain(PGconn *c, const struct learn_train_opts *o, int retrain_after, int *trained,
                            struct folio_err *err);
 
-/* How often a worker re-reads folio.labels (worker.c): a label set changed
+/* How often a worker re-reads folio.labels (worker_maint.c): a label set changed
  * longer ago than this is the one every worker classifies with. */
 #define WORKER_LABELS_REFRESH_MS 10000.0
 

@@ -21,7 +21,7 @@
 #include "bench/engine/bench_internal.h"
 #include "bench/engine/synth.h"
 #include "engine/vlm.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/quant.h"

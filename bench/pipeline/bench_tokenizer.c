@@ -24,7 +24,7 @@
  */
 #include "bench/pipeline/bench.h"
 #include "common/json.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/tokenizer.h"
 #include "pipeline/cli.h"
 

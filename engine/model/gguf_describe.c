@@ -10,7 +10,8 @@
  * summarised, so the output shows *why* along with *what*.
  */
 #include "common/json.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_describe.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/quant.h"
 #include "engine/model/tokenizer.h"
 
@@ -208,178 +209,229 @@ static void print_hparams_json(FILE *out, const struct gguf_model *m)
     }
 }
 
-int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
-{
-    struct gguf_file *f = NULL;
-    int rc = gguf_open(path, &f, err);
-    if (rc) {
-        if (json) {
-            fputs("{\"path\":", out);
-            json_cstr(out, path);
-            fputs(",\"ok\":false,\"error\":", out);
-            json_cstr(out, err ? err->msg : "cannot open");
-            fputs("}\n", out);
-        } else {
-            fprintf(out, "file          %s\ncheck         FAILED: %s\n", path,
-                    err ? err->msg : "cannot open");
-        }
-        return rc;
-    }
-    struct gguf_str arch;
-    const char *kind = kind_of(f, &arch);
-    struct gguf_model *m = NULL;
-    struct folio_err cerr = {0};
-    if (strcmp(kind, "unknown") == 0) {
-        char q[160];
-        rc = folio_err_set(&cerr, FOLIO_EMODEL, "'%s' has architecture %s, which is neither a "
-                           "qwen2vl text model nor a clip mmproj", path,
-                           folio_lq_bytes(q, sizeof q, arch.p, arch.n > 64 ? 64 : arch.n));
-    } else {
-        struct gguf_file *f2 = NULL;
-        rc = gguf_open(path, &f2, &cerr);
-        if (rc == 0)
-            rc = gguf_model_check(f2, strcmp(kind, "mmproj") == 0, &m, &cerr);
-    }
-    /* the text model's tokenizer must load too; say what it holds */
-    struct tok *tk = NULL;
-    struct folio_err terr = {0};
-    int tok_rc = 1; /* 1 = not applicable */
-    if (m && !m->is_vision) {
-        tok_rc = tok_load(f, &tk, &terr);
-        if (tok_rc && rc == 0) {
-            rc = tok_rc;
-            cerr = terr;
-        }
-    }
-    struct groups gs = {0};
-    if (collect(f, &gs) != 0) {
-        tok_free(tk);
-        free(gs.g);
-        gguf_model_close(m);
-        gguf_close(f);
-        return folio_err_set(err, FOLIO_ENOMEM, "out of memory describing '%s'", path);
-    }
+/* What gguf_describe learned about one file. */
+struct described {
+    const char *path;
+    struct gguf_file *f;
+    struct gguf_str arch;     /* general.architecture */
+    const char *kind;         /* "text", "mmproj" or "unknown" */
+    struct gguf_model *m;     /* when the checks passed (or got far enough) */
+    struct tok *tk;           /* a text model's tokenizer, when it loaded */
+    struct groups gs;         /* tensors by group */
+    int rc;                   /* the checks' verdict; cerr says why */
+    struct folio_err cerr;
+};
 
+static void print_open_failed(FILE *out, const char *path, int json, const struct folio_err *err)
+{
     if (json) {
         fputs("{\"path\":", out);
         json_cstr(out, path);
-        fprintf(out, ",\"gguf_version\":%u,\"file_bytes\":%" PRIu64 ",\"tensor_count\":%" PRIu64
-                     ",\"kv_count\":%" PRIu64 ",\"alignment\":%u,\"architecture\":",
-                gguf_version(f), gguf_file_size(f), gguf_tensor_count(f), gguf_kv_count(f),
-                gguf_alignment(f));
-        json_fstr(out, arch.p, arch.n);
-        fprintf(out, ",\"kind\":\"%s\",\"ok\":%s", kind, rc ? "false" : "true");
-        if (rc) {
-            fputs(",\"error\":", out);
-            json_cstr(out, cerr.msg);
-        } else {
-            print_hparams_json(out, m);
-            if (tk)
-                fprintf(out, ",\"tokenizer\":{\"tokens\":%u,\"specials\":%u,\"merges\":%u,"
-                             "\"merges_skipped\":%u}",
-                        tok_n_vocab(tk), tok_n_specials(tk), tok_n_merges(tk),
-                        tok_n_skipped_merges(tk));
-            fprintf(out, ",\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64,
-                    m->device_bytes, m->host_bytes);
-            fputs(",\"assumed\":[", out);
-            for (uint32_t i = 0; i < m->n_assumed; i++) {
-                fputs(i ? ",{\"key\":" : "{\"key\":", out);
-                json_cstr(out, m->assumed[i].key);
-                fputs(",\"value\":", out);
-                json_cstr(out, m->assumed[i].value);
-                fputs(",\"why\":", out);
-                json_cstr(out, m->assumed[i].why);
-                fputc('}', out);
-            }
-            fputs("],\"ignored_keys\":[", out);
-            for (uint64_t i = 0, k = 0; i < gguf_kv_count(f); i++)
-                if (!gguf_key_used(gguf_kv_key(f, i))) {
-                    fputs(k++ ? "," : "", out);
-                    json_cstr(out, gguf_kv_key(f, i));
-                }
-            fputc(']', out);
-        }
-        fputs(",\"groups\":[", out);
-        for (size_t i = 0; i < gs.n; i++) {
-            fputs(i ? ",{\"name\":" : "{\"name\":", out);
-            json_cstr(out, gs.g[i].name);
-            fprintf(out, ",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"dtypes\":{",
-                    gs.g[i].count, gs.g[i].bytes);
-            int first = 1;
-            for (int q = 0; q < N_QTYPES; q++)
-                if (gs.g[i].by_type[q]) {
-                    fprintf(out, "%s\"%s\":%" PRIu64, first ? "" : ",", quant_type_name(QTYPES[q]),
-                            gs.g[i].by_type[q]);
-                    first = 0;
-                }
-            fputs("}}", out);
-        }
-        fputs("]}\n", out);
+        fputs(",\"ok\":false,\"error\":", out);
+        json_cstr(out, err ? err->msg : "cannot open");
+        fputs("}\n", out);
     } else {
-        char sz[32];
-        human_bytes(sz, sizeof sz, gguf_file_size(f));
-        fprintf(out, "file          %s\n", path);
-        fprintf(out, "gguf          v%u, %s (%" PRIu64 " bytes), %" PRIu64 " tensors, %" PRIu64
-                     " keys, alignment %u\n",
-                gguf_version(f), sz, gguf_file_size(f), gguf_tensor_count(f), gguf_kv_count(f),
-                gguf_alignment(f));
-        fprintf(out, "architecture  %.*s (%s)\n", (int)(arch.n > 64 ? 64 : arch.n), arch.p, kind);
-        if (rc) {
-            fprintf(out, "check         FAILED: %s\n", cerr.msg);
-            if (cerr.detail[0])
-                fprintf(out, "              %s\n", cerr.detail);
-        } else {
-            fprintf(out, "check         ok\n");
-            print_hparams_text(out, m);
-            if (tk)
-                fprintf(out, "              %u specials, %u merges (%u skipped: not tokens)\n",
-                        tok_n_specials(tk), tok_n_merges(tk), tok_n_skipped_merges(tk));
-            /* no default is silent: each key the file lacks, with its value */
-            for (uint32_t i = 0; i < m->n_assumed; i++)
-                fprintf(out, "%s%s=%s assumed (not in the file: %s)\n",
-                        i ? "              " : "assumed       ", m->assumed[i].key,
-                        m->assumed[i].value, m->assumed[i].why);
-            if (m->n_ignored) {
-                fprintf(out, "ignored       %u keys folio does not read:", m->n_ignored);
-                for (uint64_t i = 0, k = 0; i < gguf_kv_count(f) && k < 8; i++) {
-                    const char *key = gguf_kv_key(f, i);
-                    char q[160];
-                    if (!gguf_key_used(key))
-                        fprintf(out, "%s %s", k++ ? "," : "",
-                                folio_lq_bytes(q, sizeof q, key, strlen(key) > 96 ? 96 : strlen(key)));
-                }
-                fputs(m->n_ignored > 8 ? ", ...\n" : "\n", out);
-            }
-        }
-        fprintf(out, "tensors       group                          count  dtypes\n");
-        for (size_t i = 0; i < gs.n; i++) {
-            char line[256];
-            size_t k = 0;
-            for (int q = 0; q < N_QTYPES && k < sizeof line; q++)
-                if (gs.g[i].by_type[q])
-                    k += (size_t)snprintf(line + k, sizeof line - k, "%s%s x%" PRIu64,
-                                          k ? ", " : "", quant_type_name(QTYPES[q]),
-                                          gs.g[i].by_type[q]);
-            human_bytes(sz, sizeof sz, gs.g[i].bytes);
-            fprintf(out, "              %-30s %5" PRIu64 "  %s (%s)\n", gs.g[i].name,
-                    gs.g[i].count, k ? line : "-", sz);
-        }
-        if (!rc) {
-            char dv[32], hv[32];
-            human_bytes(dv, sizeof dv, m->device_bytes);
-            human_bytes(hv, sizeof hv, m->host_bytes);
-            fprintf(out, "memory        device %s (%" PRIu64 " bytes) for weights", dv,
-                    m->device_bytes);
-            if (m->host_bytes)
-                fprintf(out, "; host %s mapped (token_embd rows gathered on the CPU)", hv);
-            fputc('\n', out);
+        fprintf(out, "file          %s\ncheck         FAILED: %s\n", path, err ? err->msg : "cannot open");
+    }
+}
+
+/* The model checks for the file's kind, and a text model's tokenizer
+ * (it must load too; the description says what it holds). */
+static void check_model(struct described *d)
+{
+    d->kind = kind_of(d->f, &d->arch);
+    if (strcmp(d->kind, "unknown") == 0) {
+        char q[160];
+        d->rc = folio_err_set(&d->cerr, FOLIO_EMODEL, "'%s' has architecture %s, which is neither a "
+                              "qwen2vl text model nor a clip mmproj", d->path,
+                              folio_lq_bytes(q, sizeof q, d->arch.p, d->arch.n > 64 ? 64 : d->arch.n));
+    } else {
+        struct gguf_file *f2 = NULL;
+        d->rc = gguf_open(d->path, &f2, &d->cerr);
+        if (d->rc == 0)
+            d->rc = gguf_model_check(f2, strcmp(d->kind, "mmproj") == 0, &d->m, &d->cerr);
+    }
+    struct folio_err terr = {0};
+    if (d->m && !d->m->is_vision) {
+        int tok_rc = tok_load(d->f, &d->tk, &terr);
+        if (tok_rc && d->rc == 0) {
+            d->rc = tok_rc;
+            d->cerr = terr;
         }
     }
-    if (rc && err)
-        *err = cerr;
-    tok_free(tk);
-    free(gs.g);
-    gguf_model_close(m);
-    gguf_close(f);
+}
+
+/* The checked model's part of the JSON object: hyper-parameters,
+ * tokenizer, memory, assumed and ignored keys. */
+static void print_model_json(FILE *out, const struct described *d)
+{
+    const struct gguf_model *m = d->m;
+    const struct gguf_file *f = d->f;
+    print_hparams_json(out, m);
+    if (d->tk)
+        fprintf(out, ",\"tokenizer\":{\"tokens\":%u,\"specials\":%u,\"merges\":%u,"
+                     "\"merges_skipped\":%u}",
+                tok_n_vocab(d->tk), tok_n_specials(d->tk), tok_n_merges(d->tk), tok_n_skipped_merges(d->tk));
+    fprintf(out, ",\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64, m->device_bytes, m->host_bytes);
+    fputs(",\"assumed\":[", out);
+    for (uint32_t i = 0; i < m->n_assumed; i++) {
+        fputs(i ? ",{\"key\":" : "{\"key\":", out);
+        json_cstr(out, m->assumed[i].key);
+        fputs(",\"value\":", out);
+        json_cstr(out, m->assumed[i].value);
+        fputs(",\"why\":", out);
+        json_cstr(out, m->assumed[i].why);
+        fputc('}', out);
+    }
+    fputs("],\"ignored_keys\":[", out);
+    for (uint64_t i = 0, k = 0; i < gguf_kv_count(f); i++)
+        if (!gguf_key_used(gguf_kv_key(f, i))) {
+            fputs(k++ ? "," : "", out);
+            json_cstr(out, gguf_kv_key(f, i));
+        }
+    fputc(']', out);
+}
+
+static void print_groups_json(FILE *out, const struct groups *gs)
+{
+    fputs(",\"groups\":[", out);
+    for (size_t i = 0; i < gs->n; i++) {
+        fputs(i ? ",{\"name\":" : "{\"name\":", out);
+        json_cstr(out, gs->g[i].name);
+        fprintf(out, ",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"dtypes\":{", gs->g[i].count, gs->g[i].bytes);
+        int first = 1;
+        for (int q = 0; q < N_QTYPES; q++)
+            if (gs->g[i].by_type[q]) {
+                fprintf(out, "%s\"%s\":%" PRIu64, first ? "" : ",", quant_type_name(QTYPES[q]),
+                        gs->g[i].by_type[q]);
+                first = 0;
+            }
+        fputs("}}", out);
+    }
+    fputs("]", out);
+}
+
+/* One JSON object on one line. */
+static void print_json(FILE *out, const struct described *d)
+{
+    const struct gguf_file *f = d->f;
+    fputs("{\"path\":", out);
+    json_cstr(out, d->path);
+    fprintf(out, ",\"gguf_version\":%u,\"file_bytes\":%" PRIu64 ",\"tensor_count\":%" PRIu64
+                 ",\"kv_count\":%" PRIu64 ",\"alignment\":%u,\"architecture\":",
+            gguf_version(f), gguf_file_size(f), gguf_tensor_count(f), gguf_kv_count(f), gguf_alignment(f));
+    json_fstr(out, d->arch.p, d->arch.n);
+    fprintf(out, ",\"kind\":\"%s\",\"ok\":%s", d->kind, d->rc ? "false" : "true");
+    if (d->rc) {
+        fputs(",\"error\":", out);
+        json_cstr(out, d->cerr.msg);
+    } else {
+        print_model_json(out, d);
+    }
+    print_groups_json(out, &d->gs);
+    fputs("}\n", out);
+}
+
+/* The checked model's lines: hyper-parameters, tokenizer, and every key
+ * folio assumed (no default is silent) or does not read. */
+static void print_model_text(FILE *out, const struct described *d)
+{
+    const struct gguf_model *m = d->m;
+    const struct gguf_file *f = d->f;
+    fprintf(out, "check         ok\n");
+    print_hparams_text(out, m);
+    if (d->tk)
+        fprintf(out, "              %u specials, %u merges (%u skipped: not tokens)\n", tok_n_specials(d->tk),
+                tok_n_merges(d->tk), tok_n_skipped_merges(d->tk));
+    for (uint32_t i = 0; i < m->n_assumed; i++)
+        fprintf(out, "%s%s=%s assumed (not in the file: %s)\n", i ? "              " : "assumed       ",
+                m->assumed[i].key, m->assumed[i].value, m->assumed[i].why);
+    if (m->n_ignored) {
+        fprintf(out, "ignored       %u keys folio does not read:", m->n_ignored);
+        for (uint64_t i = 0, k = 0; i < gguf_kv_count(f) && k < 8; i++) {
+            const char *key = gguf_kv_key(f, i);
+            char q[160];
+            if (!gguf_key_used(key))
+                fprintf(out, "%s %s", k++ ? "," : "",
+                        folio_lq_bytes(q, sizeof q, key, strlen(key) > 96 ? 96 : strlen(key)));
+        }
+        fputs(m->n_ignored > 8 ? ", ...\n" : "\n", out);
+    }
+}
+
+static void print_groups_text(FILE *out, const struct groups *gs)
+{
+    char sz[32];
+    fprintf(out, "tensors       group                          count  dtypes\n");
+    for (size_t i = 0; i < gs->n; i++) {
+        char line[256];
+        size_t k = 0;
+        for (int q = 0; q < N_QTYPES && k < sizeof line; q++)
+            if (gs->g[i].by_type[q])
+                k += (size_t)snprintf(line + k, sizeof line - k, "%s%s x%" PRIu64, k ? ", " : "",
+                                      quant_type_name(QTYPES[q]), gs->g[i].by_type[q]);
+        human_bytes(sz, sizeof sz, gs->g[i].bytes);
+        fprintf(out, "              %-30s %5" PRIu64 "  %s (%s)\n", gs->g[i].name, gs->g[i].count, k ? line : "-",
+                sz);
+    }
+}
+
+static void print_memory_text(FILE *out, const struct gguf_model *m)
+{
+    char dv[32], hv[32];
+    human_bytes(dv, sizeof dv, m->device_bytes);
+    human_bytes(hv, sizeof hv, m->host_bytes);
+    fprintf(out, "memory        device %s (%" PRIu64 " bytes) for weights", dv, m->device_bytes);
+    if (m->host_bytes)
+        fprintf(out, "; host %s mapped (token_embd rows gathered on the CPU)", hv);
+    fputc('\n', out);
+}
+
+static void print_text(FILE *out, const struct described *d)
+{
+    const struct gguf_file *f = d->f;
+    char sz[32];
+    human_bytes(sz, sizeof sz, gguf_file_size(f));
+    fprintf(out, "file          %s\n", d->path);
+    fprintf(out, "gguf          v%u, %s (%" PRIu64 " bytes), %" PRIu64 " tensors, %" PRIu64
+                 " keys, alignment %u\n",
+            gguf_version(f), sz, gguf_file_size(f), gguf_tensor_count(f), gguf_kv_count(f), gguf_alignment(f));
+    fprintf(out, "architecture  %.*s (%s)\n", (int)(d->arch.n > 64 ? 64 : d->arch.n), d->arch.p, d->kind);
+    if (d->rc) {
+        fprintf(out, "check         FAILED: %s\n", d->cerr.msg);
+        if (d->cerr.detail[0])
+            fprintf(out, "              %s\n", d->cerr.detail);
+    } else {
+        print_model_text(out, d);
+    }
+    print_groups_text(out, &d->gs);
+    if (!d->rc)
+        print_memory_text(out, d->m);
+}
+
+int gguf_describe(const char *path, int json, FILE *out, struct folio_err *err)
+{
+    struct described d = {.path = path};
+    int rc = gguf_open(path, &d.f, err);
+    if (rc) {
+        print_open_failed(out, path, json, err);
+        return rc;
+    }
+    check_model(&d);
+    if (collect(d.f, &d.gs) != 0) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory describing '%s'", path);
+    } else {
+        if (json)
+            print_json(out, &d);
+        else
+            print_text(out, &d);
+        rc = d.rc;
+        if (rc && err)
+            *err = d.cerr;
+    }
+    tok_free(d.tk);
+    free(d.gs.g);
+    gguf_model_close(d.m);
+    gguf_close(d.f);
     return rc;
 }

@@ -15,7 +15,7 @@
  * device memory it needs. token_embd stays on the host (rows are gathered
  * per request) unless the output head is tied to it.
  */
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/quant.h"
 
 #include <inttypes.h>

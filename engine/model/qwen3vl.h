@@ -31,7 +31,7 @@
 #define FOLIO_QWEN3VL_H
 
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/vk/vkr.h"
 
 #include <stdint.h>

@@ -32,7 +32,7 @@
 #define FOLIO_VISION_H
 
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/vk/vkr.h"
 
 #include <stdint.h>

@@ -20,7 +20,7 @@
 #include "tests/support/testutil.h"
 #include "tests/engine/lm_json.h"
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"

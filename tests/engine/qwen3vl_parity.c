@@ -26,7 +26,7 @@
 #include "tests/engine/lm_json.h"
 #include "tests/engine/vision_parity_util.h"
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/vision.h"

@@ -24,7 +24,7 @@
 #include "tests/support/testutil.h"
 #include "common/common.h"
 #include "bench/engine/synth.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/quant.h"
 #include "engine/vk/vkr.h"

@@ -12,7 +12,7 @@
  */
 #include "tests/support/testutil.h"
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/prompt.h"
 #include "engine/model/tokenizer.h"

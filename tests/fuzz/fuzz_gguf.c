@@ -5,7 +5,7 @@
  * bounds bug in the validation shows up as an ASan report here rather than
  * as a read past the mapping in production. Files with tokenizer keys also
  * go through tok_load, and a loaded tokenizer must round-trip a sample. */
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/tokenizer.h"
 
 #include <stdint.h>

@@ -13,7 +13,9 @@
  *    through the reader and the checks.
  * With FOLIO_WRITE_SEEDS=DIR set, it also writes its valid files there
  * (that is how tests/fuzz/corpus/gguf/ was made). */
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_describe.h"
+#include "engine/model/gguf_model.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/quant.h"
 #include "engine/model/tokenizer.h"
 #include "tests/support/testutil.h"

@@ -12,7 +12,7 @@
  * When the fixtures are absent the test says so and passes (nothing to
  * compare); manifest.json is read with the small JSON reader below. */
 #include "tests/support/parity_root.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_model.h"
 #include "engine/model/prompt.h"
 #include "engine/model/quant.h"
 #include "engine/model/tokenizer.h"

@@ -6,7 +6,7 @@
  * parity kit's fixtures are present, every reference string must give
  * exactly the reference ids and decode back to the same bytes. */
 #include "bench/pipeline/bench.h"
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/tokenizer.h"
 #include "tests/support/testutil.h"
 

@@ -4,7 +4,7 @@
 #ifndef FOLIO_TEST_TINYMODEL_H
 #define FOLIO_TEST_TINYMODEL_H
 
-#include "engine/model/gguf.h"
+#include "engine/model/gguf_write.h"
 #include "engine/model/quant.h"
 
 #include <stdarg.h>
