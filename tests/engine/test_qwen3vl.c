@@ -275,7 +275,10 @@ static void test_text(int mat_type)
               NB * R * C, e.msg, e.detail);
         for (int b = 0; !rc && many && b < NB; b++) {
             double mxb, db = maxdiff(many + (size_t)b * T * V, nods, (size_t)T * V, &mxb);
-            CHECK(db <= 1e-5 * mxb, "prompt %d of the batch vs alone: max|d| %.3g of %.3g", b, db,
+            /* tensor-core devices stage the taller batch's operands in f16
+             * (3.5e-3 of max on the H200): the f16 policy's bound there */
+            double bb = ops_coopmat_available(vk) || ops_gemm_available(vk) ? tol_lm : 1e-5;
+            CHECK(db <= bb * mxb, "prompt %d of the batch vs alone: max|d| %.3g of %.3g", b, db,
                   mxb);
         }
         free(many);
