@@ -447,7 +447,23 @@ static void env_lower(const char *var, int ordinal, uint64_t *v, int *overridden
     *overridden = 1;
 }
 
-static int create_device(struct vkr *vk, struct folio_err *err)
+/* What the physical device offers, queried once; the feature and property
+ * structs are chained through pNext, so they live together here. */
+struct dev_caps {
+    int api13, e_push, e_budget, e_fault, e_cm;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf;
+    VkPhysicalDeviceFaultFeaturesEXT ff;
+    VkPhysicalDeviceVulkan13Features f13;
+    VkPhysicalDeviceVulkan12Features f12;
+    VkPhysicalDeviceVulkan11Features f11;
+    VkPhysicalDeviceFeatures2 f2;
+    VkPhysicalDeviceVulkan13Properties p13;
+    VkPhysicalDeviceVulkan11Properties p11;
+    VkPhysicalDeviceProperties2 p2;
+};
+
+/* The device extensions folio can use, by name. */
+static int query_extensions(struct vkr *vk, struct dev_caps *dc, struct folio_err *err)
 {
     uint32_t next = 0;
     VkResult r = vkEnumerateDeviceExtensionProperties(vk->pd, NULL, &next, NULL);
@@ -461,95 +477,108 @@ static int create_device(struct vkr *vk, struct folio_err *err)
         free(ext);
         return vkr_check(vk, r, "vkEnumerateDeviceExtensionProperties", err);
     }
-    int api13 = VK_API_VERSION_MINOR(vk->info.api_version) >= 3 ||
+    dc->api13 = VK_API_VERSION_MINOR(vk->info.api_version) >= 3 ||
                 VK_API_VERSION_MAJOR(vk->info.api_version) > 1;
-    int e_push = has_dev_ext(ext, next, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-    int e_budget = has_dev_ext(ext, next, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-    int e_fault = has_dev_ext(ext, next, VK_EXT_DEVICE_FAULT_EXTENSION_NAME);
-    int e_cm = has_dev_ext(ext, next, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    dc->e_push = has_dev_ext(ext, next, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    dc->e_budget = has_dev_ext(ext, next, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    dc->e_fault = has_dev_ext(ext, next, VK_EXT_DEVICE_FAULT_EXTENSION_NAME);
+    dc->e_cm = has_dev_ext(ext, next, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     free(ext);
+    return 0;
+}
 
-    /* Query what exists. */
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf = {
+/* Features and properties, for the extensions that exist. */
+static void query_caps(struct vkr *vk, struct dev_caps *dc)
+{
+    dc->cmf = (VkPhysicalDeviceCooperativeMatrixFeaturesNV){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-    VkPhysicalDeviceFaultFeaturesEXT ff = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT};
-    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    void **tail = &f2.pNext;
-    *tail = &f11, tail = &f11.pNext;
-    *tail = &f12, tail = &f12.pNext;
-    if (api13)
-        *tail = &f13, tail = &f13.pNext;
-    if (e_cm)
-        *tail = &cmf, tail = &cmf.pNext;
-    if (e_fault)
-        *tail = &ff, tail = &ff.pNext;
-    vkGetPhysicalDeviceFeatures2(vk->pd, &f2);
+    dc->ff = (VkPhysicalDeviceFaultFeaturesEXT){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT};
+    dc->f13 = (VkPhysicalDeviceVulkan13Features){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    dc->f12 = (VkPhysicalDeviceVulkan12Features){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    dc->f11 = (VkPhysicalDeviceVulkan11Features){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    dc->f2 = (VkPhysicalDeviceFeatures2){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    void **tail = &dc->f2.pNext;
+    *tail = &dc->f11, tail = &dc->f11.pNext;
+    *tail = &dc->f12, tail = &dc->f12.pNext;
+    if (dc->api13)
+        *tail = &dc->f13, tail = &dc->f13.pNext;
+    if (dc->e_cm)
+        *tail = &dc->cmf, tail = &dc->cmf.pNext;
+    if (dc->e_fault)
+        *tail = &dc->ff, tail = &dc->ff.pNext;
+    vkGetPhysicalDeviceFeatures2(vk->pd, &dc->f2);
 
-    VkPhysicalDeviceVulkan13Properties p13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
-    VkPhysicalDeviceVulkan11Properties p11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
-                                              .pNext = api13 ? &p13 : NULL};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                      .pNext = &p11};
-    vkGetPhysicalDeviceProperties2(vk->pd, &p2);
-    const VkPhysicalDeviceLimits *L = &p2.properties.limits;
+    dc->p13 = (VkPhysicalDeviceVulkan13Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
+    dc->p11 = (VkPhysicalDeviceVulkan11Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
+                                                   .pNext = dc->api13 ? &dc->p13 : NULL};
+    dc->p2 = (VkPhysicalDeviceProperties2){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                           .pNext = &dc->p11};
+    vkGetPhysicalDeviceProperties2(vk->pd, &dc->p2);
+}
 
-    /* Enable only what folio uses. */
+/* A compute queue family, one with timestamps preferred; graphics+compute
+ * is fine. */
+static int pick_queue(struct vkr *vk, VkQueueFamilyProperties *qf, struct folio_err *err)
+{
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(vk->pd, &nq, NULL);
+    VkQueueFamilyProperties all[32];
+    if (nq > 32)
+        nq = 32;
+    vkGetPhysicalDeviceQueueFamilyProperties(vk->pd, &nq, all);
+    vk->qfam = UINT32_MAX;
+    for (uint32_t i = 0; i < nq; i++)
+        if ((all[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
+            (vk->qfam == UINT32_MAX || (all[i].timestampValidBits && !all[vk->qfam].timestampValidBits)))
+            vk->qfam = i;
+    if (vk->qfam == UINT32_MAX)
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "device %s has no compute queue", vk->info.name);
+    *qf = all[vk->qfam];
+    return 0;
+}
+
+/* The logical device with only what folio uses enabled, its queue and the
+ * extension entry points. */
+static int make_device(struct vkr *vk, const struct dev_caps *dc, struct folio_err *err)
+{
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cme = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
-        .cooperativeMatrix = cmf.cooperativeMatrix};
+        .cooperativeMatrix = dc->cmf.cooperativeMatrix};
     VkPhysicalDeviceFaultFeaturesEXT ffe = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT,
-                                            .deviceFault = ff.deviceFault};
+                                            .deviceFault = dc->ff.deviceFault};
     VkPhysicalDeviceVulkan13Features e13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
-                                            .maintenance4 = f13.maintenance4,
-                                            .subgroupSizeControl = f13.subgroupSizeControl,
-                                            .computeFullSubgroups = f13.computeFullSubgroups};
+                                            .maintenance4 = dc->f13.maintenance4,
+                                            .subgroupSizeControl = dc->f13.subgroupSizeControl,
+                                            .computeFullSubgroups = dc->f13.computeFullSubgroups};
     VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .shaderFloat16 = f12.shaderFloat16,
-                                            .shaderInt8 = f12.shaderInt8,
-                                            .storageBuffer8BitAccess = f12.storageBuffer8BitAccess};
+                                            .shaderFloat16 = dc->f12.shaderFloat16,
+                                            .shaderInt8 = dc->f12.shaderInt8,
+                                            .storageBuffer8BitAccess = dc->f12.storageBuffer8BitAccess};
     VkPhysicalDeviceVulkan11Features e11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .storageBuffer16BitAccess = f11.storageBuffer16BitAccess};
+                                            .storageBuffer16BitAccess = dc->f11.storageBuffer16BitAccess};
     VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    e2.features.shaderInt16 = f2.features.shaderInt16;
-    e2.features.shaderInt64 = f2.features.shaderInt64;
-    tail = &e2.pNext;
+    e2.features.shaderInt16 = dc->f2.features.shaderInt16;
+    e2.features.shaderInt64 = dc->f2.features.shaderInt64;
+    void **tail = &e2.pNext;
     *tail = &e11, tail = &e11.pNext;
     *tail = &e12, tail = &e12.pNext;
-    if (api13)
+    if (dc->api13)
         *tail = &e13, tail = &e13.pNext;
 
     const char *dext[8];
     uint32_t nd = 0;
-    if (e_push)
+    if (dc->e_push)
         dext[nd++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
-    if (e_budget)
+    if (dc->e_budget)
         dext[nd++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
-    if (e_fault && ff.deviceFault) {
+    if (dc->e_fault && dc->ff.deviceFault) {
         dext[nd++] = VK_EXT_DEVICE_FAULT_EXTENSION_NAME;
         *tail = &ffe, tail = &ffe.pNext;
     }
-    if (e_cm && cmf.cooperativeMatrix) {
+    if (dc->e_cm && dc->cmf.cooperativeMatrix) {
         dext[nd++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
         *tail = &cme, tail = &cme.pNext;
     }
-
-    uint32_t nq = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(vk->pd, &nq, NULL);
-    VkQueueFamilyProperties qf[32];
-    if (nq > 32)
-        nq = 32;
-    vkGetPhysicalDeviceQueueFamilyProperties(vk->pd, &nq, qf);
-    /* Prefer a compute queue with timestamps; graphics+compute is fine. */
-    vk->qfam = UINT32_MAX;
-    for (uint32_t i = 0; i < nq; i++)
-        if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
-            (vk->qfam == UINT32_MAX || (qf[i].timestampValidBits && !qf[vk->qfam].timestampValidBits)))
-            vk->qfam = i;
-    if (vk->qfam == UINT32_MAX)
-        return folio_err_set(err, FOLIO_EUNSUPPORTED, "device %s has no compute queue", vk->info.name);
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                    .queueFamilyIndex = vk->qfam, .queueCount = 1,
@@ -557,57 +586,70 @@ static int create_device(struct vkr *vk, struct folio_err *err)
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &e2,
                               .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
                               .enabledExtensionCount = nd, .ppEnabledExtensionNames = dext};
-    r = vkCreateDevice(vk->pd, &dci, &vk->ac, &vk->dev);
+    VkResult r = vkCreateDevice(vk->pd, &dci, &vk->ac, &vk->dev);
     if (r != VK_SUCCESS)
         return vkr_check(vk, r, "vkCreateDevice", err);
     vkGetDeviceQueue(vk->dev, vk->qfam, 0, &vk->queue);
-    if (e_push) {
+    if (dc->e_push)
         vk->push_desc = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(vk->dev, "vkCmdPushDescriptorSetKHR");
-    }
-    if (e_fault && ff.deviceFault)
+    if (dc->e_fault && dc->ff.deviceFault)
         vk->get_fault = (PFN_vkGetDeviceFaultInfoEXT)vkGetDeviceProcAddr(vk->dev, "vkGetDeviceFaultInfoEXT");
+    return 0;
+}
 
+/* The 16x16x16 f16 -> f32 subgroup shape the GEMM and attention kernels use. */
+static int has_coopmat_16(struct vkr *vk)
+{
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV gp =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+            vk->inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    if (!gp || gp(vk->pd, &n, NULL) != VK_SUCCESS || n == 0 || n >= 256)
+        return 0;
+    VkCooperativeMatrixPropertiesNV cp[256];
+    for (uint32_t i = 0; i < n; i++)
+        cp[i] = (VkCooperativeMatrixPropertiesNV){.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV};
+    if (gp(vk->pd, &n, cp) != VK_SUCCESS)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
+            cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+            cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+            cp[i].scope == VK_SCOPE_SUBGROUP_NV)
+            return 1;
+    return 0;
+}
+
+/* What the kernels may rely on (vkr_features). */
+static void record_features(struct vkr *vk, const struct dev_caps *dc, const VkQueueFamilyProperties *qf)
+{
     struct vkr_features *F = &vk->feat;
-    F->storage_16bit = (int)f11.storageBuffer16BitAccess;
-    F->float16 = (int)f12.shaderFloat16;
-    F->int8 = (int)f12.shaderInt8;
-    F->subgroup_basic = (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0;
-    F->subgroup_arith = (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
-    F->subgroup_shuffle = (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
-    F->maintenance4 = api13 && f13.maintenance4;
-    F->size_control = api13 && f13.subgroupSizeControl;
+    const VkPhysicalDeviceVulkan11Properties *p11 = &dc->p11;
+    F->storage_16bit = (int)dc->f11.storageBuffer16BitAccess;
+    F->float16 = (int)dc->f12.shaderFloat16;
+    F->int8 = (int)dc->f12.shaderInt8;
+    F->subgroup_basic = (p11->subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0;
+    F->subgroup_arith = (p11->subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
+    F->subgroup_shuffle = (p11->subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+    F->maintenance4 = dc->api13 && dc->f13.maintenance4;
+    F->size_control = dc->api13 && dc->f13.subgroupSizeControl;
     F->push_descriptor = vk->push_desc != NULL;
-    F->memory_budget = e_budget;
+    F->memory_budget = dc->e_budget;
     F->device_fault = vk->get_fault != NULL;
-    F->timestamps = qf[vk->qfam].timestampValidBits != 0 && L->timestampPeriod > 0;
+    F->timestamps = qf->timestampValidBits != 0 && dc->p2.properties.limits.timestampPeriod > 0;
     F->validation = vk->messenger != VK_NULL_HANDLE;
-    F->coopmat_nv = 0;
-    if (e_cm && cmf.cooperativeMatrix) {
-        PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV gp =
-            (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
-                vk->inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
-        uint32_t n = 0;
-        if (gp && gp(vk->pd, &n, NULL) == VK_SUCCESS && n > 0 && n < 256) {
-            VkCooperativeMatrixPropertiesNV cp[256];
-            for (uint32_t i = 0; i < n; i++)
-                cp[i] = (VkCooperativeMatrixPropertiesNV){
-                    .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV};
-            if (gp(vk->pd, &n, cp) == VK_SUCCESS)
-                for (uint32_t i = 0; i < n; i++)
-                    if (cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
-                        cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                        cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                        cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                        cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                        cp[i].scope == VK_SCOPE_SUBGROUP_NV)
-                        F->coopmat_nv = 1;
-        }
-    }
+    F->coopmat_nv = dc->e_cm && dc->cmf.cooperativeMatrix && has_coopmat_16(vk);
+}
 
+/* The device's limits, lowered by the FOLIO_VK_* test knobs (one value, or
+ * one per device of a list); the block size derived from them. */
+static int record_limits(struct vkr *vk, const struct dev_caps *dc, struct folio_err *err)
+{
+    const VkPhysicalDeviceLimits *L = &dc->p2.properties.limits;
     struct vkr_limits *lim = &vk->lim;
     vkGetPhysicalDeviceMemoryProperties(vk->pd, &vk->memprops);
-    lim->max_alloc = p11.maxMemoryAllocationSize;
-    lim->max_buffer = api13 ? p13.maxBufferSize : p11.maxMemoryAllocationSize;
+    lim->max_alloc = dc->p11.maxMemoryAllocationSize;
+    lim->max_buffer = dc->api13 ? dc->p13.maxBufferSize : dc->p11.maxMemoryAllocationSize;
     lim->max_range = L->maxStorageBufferRange;
     lim->min_ssbo_align = (uint32_t)L->minStorageBufferOffsetAlignment;
     if (lim->min_ssbo_align < 4)
@@ -617,7 +659,7 @@ static int create_device(struct vkr *vk, struct folio_err *err)
     lim->max_wg_invocations = L->maxComputeWorkGroupInvocations;
     lim->max_shared = L->maxComputeSharedMemorySize;
     lim->max_push = L->maxPushConstantsSize;
-    lim->subgroup_size = p11.subgroupSize;
+    lim->subgroup_size = dc->p11.subgroupSize;
     lim->timestamp_period_ns = L->timestampPeriod;
     for (uint32_t h = 0; h < vk->memprops.memoryHeapCount; h++)
         if ((vk->memprops.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
@@ -649,6 +691,27 @@ static int create_device(struct vkr *vk, struct folio_err *err)
         return FOLIO_EINVAL;
     }
     return 0;
+}
+
+/* The logical device and what folio records about it: extensions, features
+ * and properties queried, a compute queue picked, the device created with
+ * only what folio uses, then features and limits recorded. */
+static int create_device(struct vkr *vk, struct folio_err *err)
+{
+    struct dev_caps dc;
+    memset(&dc, 0, sizeof dc);
+    VkQueueFamilyProperties qf = {0};
+    int rc = query_extensions(vk, &dc, err);
+    if (rc)
+        return rc;
+    query_caps(vk, &dc);
+    rc = pick_queue(vk, &qf, err);
+    if (!rc)
+        rc = make_device(vk, &dc, err);
+    if (rc)
+        return rc;
+    record_features(vk, &dc, &qf);
+    return record_limits(vk, &dc, err);
 }
 
 int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *err)
