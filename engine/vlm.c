@@ -20,6 +20,7 @@
 #include "common/fault.h"
 #include "common/json.h"
 #include "engine/vlm_internal.h"
+#include "engine/vlm_selftest.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
@@ -54,6 +55,11 @@ struct vlm {
     uint32_t max_batch;   /* pages per GPU pass, planned at open */
 };
 
+int vlm_selftest(struct vlm *v, struct folio_err *err)
+{
+    return vlm_selftest_on(v->vk, v->tm, v->vis ? vis_hparams(v->vis) : NULL, err);
+}
+
 /* ------------------------------------------------------------------ open */
 
 const struct vlm_report *vlm_report(const struct vlm *v) { return &v->rep; }
@@ -84,7 +90,6 @@ uint64_t vlm_requests_after_seal(const struct vlm *v)
     return n;
 }
 struct vis *vlm_vis_handle(struct vlm *v) { return v->vis; }
-const struct gguf_model *vlm_text_model(struct vlm *v) { return v->tm; }
 
 uint32_t vlm_backoff_ms(int failures)
 {

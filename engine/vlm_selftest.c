@@ -13,7 +13,7 @@
  * vision path (or refuses the GPU when the text model's ops fail).
  */
 #include "common/rng.h"
-#include "engine/vlm_internal.h"
+#include "engine/vlm_selftest.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/quant.h"
@@ -59,12 +59,9 @@ static int compare(const char *op, const float *g, const float *r, size_t n,
 enum { B_W, B_X, B_Y, B_QW, B_QX, B_QY, B_NX, B_NW, B_NB, B_NY, B_RX, B_RP, B_RY,
        B_AQ, B_AK, B_AV, B_AO, B_AR, B_EA, B_EB, B_EY, B_EY2, NB };
 
-int vlm_selftest(struct vlm *v, struct folio_err *err)
+int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
+                    const struct gguf_vision_hparams *vh, struct folio_err *err)
 {
-    struct vkr *vk = vlm_vkr(v);
-    struct vis *vis = vlm_vis_handle(v);
-    const struct gguf_model *tm = vlm_text_model(v);
-    const struct gguf_vision_hparams *vh = vis ? vis_hparams(vis) : NULL;
     int layer = vh && vh->kind != GGUF_VISION_QWEN25VL; /* LayerNorm: Qwen2-VL, Qwen3-VL */
     uint32_t H = 2, Dh = vh ? vh->head_dim : tm->text.head_dim;
     enum op_rope_mode rmode = vh ? OP_ROPE_VISION : OP_ROPE_MROPE;
