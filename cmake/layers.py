@@ -29,7 +29,7 @@ LAYERS = [
     ("bench", "bench/"),  # the pipeline's benches (bench/pipeline/)
     ("tools", "engine/tools/"),
     ("vk", "engine/vk/"),
-    ("quant", "engine/model/quant."),  # block formats: below ops (to move to engine/quant/)
+    ("quant", "engine/quant/"),  # block formats: below ops
     ("ops", "engine/ops/"),
     ("model", "engine/model/"),
     ("ocr", "engine/ocr"),

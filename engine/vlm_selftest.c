@@ -16,7 +16,7 @@
 #include "engine/vlm_selftest.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"

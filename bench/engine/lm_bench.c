@@ -21,7 +21,7 @@
 #include "common/rng.h"
 #include "engine/model/lm_internal.h"
 #include "engine/model/qwen3vl.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <inttypes.h>
 #include <math.h>

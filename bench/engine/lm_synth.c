@@ -17,7 +17,7 @@
 #include "common/rng.h"
 #include "engine/model/gguf_write.h"
 #include "engine/model/lm.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdio.h>

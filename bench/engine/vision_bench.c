@@ -11,7 +11,7 @@
 #include "bench/engine/bench_internal.h"
 #include "bench/engine/synth.h"
 #include "engine/model/preprocess.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 

@@ -11,7 +11,7 @@
 #include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/gguf_write.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdarg.h>

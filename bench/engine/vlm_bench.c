@@ -24,7 +24,7 @@
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/qwen3vl.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"

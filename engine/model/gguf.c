@@ -17,7 +17,7 @@
  * other tools about what the file means.
  */
 #include "engine/model/gguf.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <errno.h>
 #include <fcntl.h>

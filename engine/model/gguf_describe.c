@@ -12,7 +12,7 @@
 #include "common/json.h"
 #include "engine/model/gguf_describe.h"
 #include "engine/model/gguf_model.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/tokenizer.h"
 
 #include <ctype.h>

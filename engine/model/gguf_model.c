@@ -16,7 +16,7 @@
  * per request) unless the output head is tied to it.
  */
 #include "engine/model/gguf_model.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <inttypes.h>
 #include <math.h>

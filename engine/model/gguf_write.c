@@ -10,7 +10,7 @@
  * checking each call.
  */
 #include "engine/model/gguf_write.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -28,7 +28,7 @@
  * Qwen3-VL hooks written for one device.
  */
 #include "engine/model/lm_internal.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/qwen3vl.h"
 
 #include <inttypes.h>

@@ -41,7 +41,7 @@
  * pass, so its first tokens are exact too.
  */
 #include "engine/model/lm_internal.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/qwen3vl.h"
 
 #include <inttypes.h>

@@ -11,7 +11,7 @@
  *  - Qwen2-VL: LayerNorm with biases, quick-GELU MLP, full attention.
  */
 #include "engine/model/tower_internal.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <stdio.h>
 #include <string.h>

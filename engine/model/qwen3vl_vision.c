@@ -19,7 +19,7 @@
  * LayerNorm statistics and activations stay f32.
  */
 #include "engine/model/qwen3vl.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/tower_internal.h"
 
 #include <stdio.h>

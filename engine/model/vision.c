@@ -18,7 +18,7 @@
  * (plus, for Qwen3-VL, the interpolated position rows of a new grid).
  */
 #include "engine/model/tower_internal.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <assert.h>
 #include <inttypes.h>

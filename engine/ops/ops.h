@@ -3,7 +3,7 @@
  * (DESIGN.md §6.2). Each op records dispatches into a vkr pass; tensors
  * are vkr_tensor byte ranges and every activation is f32, row-major.
  * Weights may be F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K (GGUF block
- * layouts, engine/model/quant.h); accumulation is always f32.
+ * layouts, engine/quant/quant.h); accumulation is always f32.
  *
  * Ops never create pipelines on their own after seal: ops_pipeline_keys()
  * lists every pipeline the library can use on a device and ops_prewarm()
@@ -18,7 +18,7 @@
 #define FOLIO_OPS_H
 
 #include "common/common.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/vk/vkr.h"
 
 #include <stdint.h>

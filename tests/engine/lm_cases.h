@@ -21,7 +21,7 @@
 #include "common/common.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 

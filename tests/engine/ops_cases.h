@@ -11,7 +11,7 @@
 #include "tests/support/testutil.h"
 #include "common/common.h"
 #include "common/rng.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 

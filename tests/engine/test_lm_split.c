@@ -26,7 +26,7 @@
 #include "bench/engine/synth.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/vk/vkr.h"
 
 #include <math.h>

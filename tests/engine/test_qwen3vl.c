@@ -39,7 +39,7 @@
 #include "engine/model/gguf_model.h"
 #include "engine/model/gguf_write.h"
 #include "engine/model/lm.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/qwen3vl.h"
 #include "engine/model/tokenizer.h"
 #include "engine/model/vision.h"

@@ -4,7 +4,7 @@
  * (GPU machines; FOLIO_VIS_BENCH_IMAGE sets the page side, default 1024). */
 #include "tests/support/testutil.h"
 #include "bench/engine/bench.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/vision.h"
 
 #include <stdio.h>

@@ -16,7 +16,7 @@
 #include "engine/model/gguf_describe.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/gguf_write.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/tokenizer.h"
 #include "tests/support/testutil.h"
 #include "tests/unit/tinymodel.h"

@@ -14,7 +14,7 @@
 #include "tests/support/parity_root.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/prompt.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/model/tokenizer.h"
 #include "tests/support/testutil.h"
 

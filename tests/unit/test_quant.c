@@ -3,7 +3,7 @@
  * ggml layout description (not from quant.c), and quantise→dequantise round
  * trips with error bounds on random, skewed and degenerate data. */
 #include "common/rng.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 #include "tests/support/testutil.h"
 
 #include <math.h>

@@ -5,7 +5,7 @@
 #define FOLIO_TEST_TINYMODEL_H
 
 #include "engine/model/gguf_write.h"
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -32,7 +32,7 @@
  * scales). They need not match ggml's quantiser value for value: any block
  * they produce is a valid ggml block, and the dequantisers are exact.
  */
-#include "engine/model/quant.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <string.h>
