@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INSTRUCTION "Classify this document. Answer with one label: "
+#define INSTRUCTION PROMPT_INSTRUCTION
 #define MAX_RULES 64
 
 struct vlm {

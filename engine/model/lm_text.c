@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INSTRUCTION "Classify this document. Answer with one label: "
+#define INSTRUCTION PROMPT_INSTRUCTION
 
 /* The user turn: instruction, label list, then the (cut) OCR text. */
 static int build(const struct tok *tok, int no_system, const char *const *labels, uint32_t nl,

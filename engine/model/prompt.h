@@ -28,6 +28,9 @@
 #include <stdint.h>
 
 #define PROMPT_DEFAULT_SYSTEM "You are a helpful assistant."
+/* The classification instruction both tiers put before the label list
+ * (vision: vlm.c; OCR text: lm_text.c), spelled once so they cannot drift. */
+#define PROMPT_INSTRUCTION "Classify this document. Answer with one label: "
 
 enum prompt_item_kind { PROMPT_TEXT, PROMPT_IMAGE };
 
