@@ -215,10 +215,10 @@ static int lin(struct vis *v, struct vkr_cmd *c, int f16, const struct vis_w *w,
                const struct vis_w *b, struct vkr_tensor x, int xh, struct vkr_tensor y, uint32_t m,
                int acc, struct folio_err *err)
 {
-    /* The GEMM reads f32 rows in 4-float steps: a k that is not a multiple
-     * of 4 (an FFN of 90 in the parity kit's tower; every released model's is)
+    /* A shape the GEMM cannot stage (an f32 FFN activation of width 90 in
+     * the parity kit's tower; every released model's is a multiple of 4)
      * takes the op library's pick instead, which reads the same f16 weights. */
-    if (f16 && (xh || w->k % 4 == 0))
+    if (f16 && ops_gemm_shape_ok(w->n, w->k, xh ? QUANT_F16 : QUANT_F32, QUANT_F32))
         return vis_mm16(w, b, x, xh ? QUANT_F16 : QUANT_F32, y, QUANT_F32, m, acc ? &y : NULL,
                         OP_MM_ACT_NONE, NULL, c, err);
     uint64_t mn = (uint64_t)m * w->n;

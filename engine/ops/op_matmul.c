@@ -138,12 +138,17 @@ struct gemm_push {
     uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags;
 };
 
+int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype)
+{
+    return k % (xtype == QUANT_F16 ? 2 : 4) == 0 && (ytype != QUANT_F16 || n % 2 == 0);
+}
+
 /* The tensor-core GEMM: f16 weights, f32 or f16 activations. */
 static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)
 {
     struct vkr *vk = vkr_cmd_vkr(c);
     uint32_t xb = a->xtype == QUANT_F16 ? 2 : 4, yb = a->ytype == QUANT_F16 ? 2 : 4;
-    if (a->wtype != QUANT_F16 || a->k % 2 || (xb == 4 && a->k % 4) || (yb == 2 && a->n % 2))
+    if (a->wtype != QUANT_F16 || !ops_gemm_shape_ok(a->n, a->k, a->xtype, a->ytype))
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the tensor-core GEMM needs f16 weights, "
                              "an even k (k %% 4 == 0 for f32 inputs) and an even n for f16 "
                              "outputs; got %s, n=%u, k=%u", quant_type_name(a->wtype), a->n, a->k);
@@ -248,8 +253,7 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
     enum op_mm_kernel kern = a->kernel == OP_MM_AUTO ? op_matmul_pick(vk, a->wtype, a->m) : a->kernel;
     /* AUTO: rows the GEMM cannot stage (f32 inputs need k % 4 == 0, f16
      * inputs an even k) take the tiled kernel */
-    if (kern == OP_MM_GEMM && a->kernel == OP_MM_AUTO &&
-        (a->k % (a->xtype == QUANT_F16 ? 2 : 4) || (a->ytype == QUANT_F16 && a->n % 2)))
+    if (kern == OP_MM_GEMM && a->kernel == OP_MM_AUTO && !ops_gemm_shape_ok(a->n, a->k, a->xtype, a->ytype))
         kern = OP_MM_TILED;
     if (kern == OP_MM_GEMM) {
         if (!ops_gemm_available(vk))

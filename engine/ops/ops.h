@@ -84,6 +84,11 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
 enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m);
 /* 1 when the f16 tensor-core GEMM (gemm_cm) is built and the device has it. */
 int ops_gemm_available(const struct vkr *vk);
+/* 1 when the GEMM can stage an n x k product with these activation types
+ * (QUANT_F32 / QUANT_F16): f32 inputs in 4-float steps (k % 4 == 0), f16
+ * inputs an even k, f16 outputs an even n. AUTO leaves other shapes to the
+ * tiled kernel; a caller that asks for OP_MM_GEMM checks first. */
+int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype);
 /* The GEMM's pipeline keys (every input type, alignment and tile shape a
  * model can need; none where the GEMM is unavailable). Writes at most
  * OPS_GEMM_MAX_KEYS; returns the count. */
