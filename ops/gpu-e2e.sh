@@ -193,7 +193,9 @@ if [ "$BENCH" = 1 ]; then
   # tokenizer, which bench engine's id-only synthetic model has not; one
   # page through `folio classify` says how long it is, the image pads (the
   # prompt's most frequent id) excluded.
-  seq 1 16 | sed 's/^/kind /; s/$/:/' >"$WORK/labels.txt"
+  # the worker's own label set, read back from the database (the 16 "kind N"
+  # of --synthetic, or what `folio migrate` seeded for --model files)
+  sql "SELECT name || ':' FROM folio.labels WHERE active ORDER BY id" >"$WORK/labels.txt"
   CARGS=(--json --labels "$WORK/labels.txt" --model "$MODEL" --mmproj "$MMPROJ" --max-image-tokens "$TOKENS")
   [ -n "$DEVICE" ] && CARGS+=(--device "$DEVICE")
   TEXTTOK=$("$FOLIO" classify "${CARGS[@]}" "$WORK/probe.png" 2>"$WORK/classify.log" | python3 -c '
