@@ -830,11 +830,8 @@ static int replan_to(struct lm *lm, uint32_t batch, struct folio_err *err)
      * open until now, a larger batch's image rows overflowed them. They stay
      * on the first device. */
     if (!rc && lm->hp.n_deepstack) {
-        struct vkr *cur = lm->vk;
         q3_lm_close(lm);
-        lm->vk = lm->part[0].vk;
         rc = q3_lm_open(lm, err);
-        lm->vk = cur;
     }
     return rc;
 }

@@ -44,7 +44,8 @@ int q3_lm_open(struct lm *lm, struct folio_err *err)
     sizes[n] = cap * 4;
     sizes[n + 1] = cap * E * 4;
     lm->ds.cap = (uint32_t)cap;
-    int rc = vkr_arena_create(lm->vk, "lm-deepstack", VKR_ARENA_ACTIVATIONS, &lm->ds.a, err);
+    /* on the first device, with the early layers that add the rows */
+    int rc = vkr_arena_create(lm->part[0].vk, "lm-deepstack", VKR_ARENA_ACTIVATIONS, &lm->ds.a, err);
     if (!rc)
         rc = vkr_arena_plan(lm->ds.a, sizes, (int)n + 2, err);
     if (!rc)
