@@ -52,8 +52,8 @@
  * (token-checked, attempt not counted). The workers row is marked stopped
  * and worker_run returns 0. A second signal exits at once: leases cover it.
  *
- * The parts live in worker_dispatch.c, worker_exec.c, worker_complete.c
- * and worker_maint.c (worker_internal.h has the map); this file holds
+ * The parts live in worker_dispatch.c, worker_exec.c, worker_complete.c,
+ * worker_maint.c and worker_shared.c (worker_internal.h has the map); this file holds
  * worker_run, the sequence that sets them up, runs and stops them.
  */
 #include "common/fault.h"
@@ -71,44 +71,6 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
-
-/* ------------------------------------------------------------ helpers */
-
-double worker_jitter(unsigned int *seed, double v)
-{
-    /* ±50 %: spreads a fleet's retries and polls so they do not march in step. */
-    return v * (0.5 + (double)rand_r(seed) / ((double)RAND_MAX + 1.0));
-}
-
-/* The job time budget: --job-deadline, or by default what the slowest
- * legitimate job can take (every page OCR'd to its hard stop, plus two
- * minutes for fetch, vision and completion); 0 = none (no page deadline). */
-double worker_job_budget_ms(const struct worker_opts *o)
-{
-    if (o->job_deadline_s > 0)
-        return o->job_deadline_s * 1000.0;
-    if (o->page_deadline_ms <= 0)
-        return 0;
-    double page_hard = o->page_deadline_ms * 1.25 + 2000.0;
-    return (o->ocr_max_pages > 0 ? o->ocr_max_pages : 10) * page_hard + 120000.0;
-}
-
-void worker_wake_dispatcher(struct worker *w)
-{
-    uint64_t one = 1;
-    ssize_t r = write(w->wake_fd, &one, sizeof one);
-    (void)r; /* a full counter already means "wake up" */
-}
-
-int worker_busy_slots(struct worker *w)
-{
-    pthread_mutex_lock(&w->mu);
-    int n = 0;
-    for (int i = 0; i < w->nslots; i++)
-        n += w->slots[i].state != SLOT_FREE;
-    pthread_mutex_unlock(&w->mu);
-    return n;
-}
 
 static void parse_faults(struct worker_fault *f)
 {

@@ -17,67 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How long one step retries a server that keeps answering with a
- * transient error (a table locked by VACUUM FULL, statement_timeout, a
- * standby mid-failover) while the heartbeat still holds the lease. Past
- * it the error fails the job (one attempt), so a permanent setting that
- * only looks transient (a statement_timeout no blob read can meet)
- * cannot hold a job forever. */
-#define TRANSIENT_RETRY_MS (300 * 1000.0)
-
-static double slot_lease_until(struct worker *w, struct slot *s)
-{
-    pthread_mutex_lock(&w->mu);
-    double t = s->lease_until_ms;
-    pthread_mutex_unlock(&w->mu);
-    return t;
-}
-
-int worker_ensure_conn(struct ocr_thread *t, struct slot *s)
-{
-    if (t->conn && PQstatus(t->conn) == CONNECTION_OK)
-        return 0;
-    double backoff = 200;
-    for (;;) {
-        if (t->conn) {
-            PQfinish(t->conn);
-            t->conn = NULL;
-        }
-        struct folio_err err = {0};
-        char app[64];
-        snprintf(app, sizeof app, "folio-worker-ocr%d", t->idx);
-        if (db_open(t->w->o->conninfo, t->w->o->pooler, app, &t->conn, &err) == 0)
-            return 0;
-        double left = slot_lease_until(t->w, s) - folio_mono_ms();
-        char q[600];
-        folio_log(FOLIO_LOG_WARN, "db_reconnect", "thread=ocr%d job=%lld retry_ms=%.0f lease_left_ms=%.0f error=%s",
-                  t->idx, (long long)s->job.id, backoff, left, folio_lq(q, sizeof q, err.msg));
-        if (left <= backoff || worker_job_cancelled(s))
-            return FOLIO_EDB;
-        folio_sleep_ms((int64_t)worker_jitter(&t->seed, backoff));
-        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
-    }
-}
-
-/* Returns nonzero when the step should stop retrying: the job was
- * cancelled (lease lost, shutdown) or TRANSIENT_RETRY_MS has passed;
- * else waits a jittered, doubling backoff before the step is retried on
- * a fresh connection. */
-int worker_transient_wait(struct ocr_thread *t, struct slot *s, const struct folio_err *err, double first_ms,
-                          double *backoff)
-{
-    if (worker_job_cancelled(s) || folio_mono_ms() - first_ms + *backoff > TRANSIENT_RETRY_MS)
-        return 1;
-    char q[600];
-    folio_log(FOLIO_LOG_WARN, "db_transient", "thread=ocr%d job=%lld retry_ms=%.0f error=%s", t->idx,
-              (long long)s->job.id, *backoff, folio_lq(q, sizeof q, err->msg));
-    double until = folio_mono_ms() + worker_jitter(&t->seed, *backoff);
-    while (folio_mono_ms() < until && !worker_job_cancelled(s))
-        folio_sleep_ms(20);
-    *backoff = *backoff * 2 > 5000 ? 5000 : *backoff * 2;
-    return worker_job_cancelled(s);
-}
-
 /* The document's display name (its file name as first ingested, made
  * printable at ingest) for the job's log lines (issue 17): what an
  * operator greps for. Best effort, one indexed row: a missing row, a

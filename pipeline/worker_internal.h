@@ -4,7 +4,7 @@
  * River splits its client, one concern per file:
  *
  *   worker.c           worker_run: set-up, start, the dispatcher's run,
- *                      shutdown (a sequence of steps); shared helpers
+ *                      shutdown (a sequence of steps)
  *   worker_dispatch.c  the dispatcher: connection, registration, LISTEN,
  *                      claim, reaper/cleanup, signals, the poll loop
  *   worker_exec.c      an OCR thread and one job's stages: fetch, classify,
@@ -13,6 +13,12 @@
  *                      (write_group) and complete_job
  *   worker_maint.c     the heartbeat thread (lease renewal, self-fencing,
  *                      the workers row), stats and label/learned refresh
+ *   worker_shared.c    what the parts share (jitter, budget, slot count,
+ *                      wake-up, reconnect and transient waits): below them
+ *
+ * Each file calls only files listed after it (worker.c the parts, exec
+ * complete and maint, dispatch maint), never back up: cmake/circles.py
+ * fails the build on a circle.
  *
  * Locking: every field marked "guarded by mu" is read and written with
  * worker.mu held; the _Atomic ones are read without it.
@@ -111,7 +117,7 @@ struct worker_paths {
                           * ocr-only: none configured, or off until restart */
 };
 
-/* ---- shared helpers (worker.c) ---- */
+/* ---- shared helpers (worker_shared.c: below every part) ---- */
 
 /* v scaled by a random factor in [0.5, 1.5): spreads a fleet's retries
  * and polls so they do not march in step. */
@@ -124,6 +130,14 @@ void worker_wake_dispatcher(struct worker *w);
 int worker_busy_slots(struct worker *w);
 
 static inline int worker_job_cancelled(struct slot *s) { return atomic_load(&s->cancel) != CANCEL_NONE; }
+
+/* Connects (or re-connects) with jittered backoff until connected, the
+ * lease of the slot's job runs out, or the job is cancelled. */
+int worker_ensure_conn(struct ocr_thread *t, struct slot *s);
+/* After a transient error from a working server: waits a jittered,
+ * doubling backoff. Nonzero when the step should stop retrying. */
+int worker_transient_wait(struct ocr_thread *t, struct slot *s, const struct folio_err *err, double first_ms,
+                          double *backoff);
 
 /* ---- the dispatcher (worker_dispatch.c) ---- */
 
@@ -138,13 +152,6 @@ void worker_disp_finish(struct dispatcher *d, int mark_stopped);
 /* ---- an OCR thread and its jobs (worker_exec.c) ---- */
 
 void *worker_ocr_thread_main(void *arg);
-/* Connects (or re-connects) with jittered backoff until connected, the
- * lease of the slot's job runs out, or the job is cancelled. */
-int worker_ensure_conn(struct ocr_thread *t, struct slot *s);
-/* After a transient error from a working server: waits a jittered,
- * doubling backoff. Nonzero when the step should stop retrying. */
-int worker_transient_wait(struct ocr_thread *t, struct slot *s, const struct folio_err *err, double first_ms,
-                          double *backoff);
 
 /* Retries a database step across reconnects until the lease runs out.
  * Leaves rcvar 0, the step's own (non-transient) error, or FOLIO_EDB when

@@ -23,7 +23,7 @@ const char *bench_tok_hostile_name(int kind);
 char *bench_tok_hostile(int kind, size_t n, size_t *len);
 int bench_engine(int argc, char **argv);
 int bench_pdf(int argc, char **argv);
-/* A 300-dpi-like office scan as a colour JPEG (bench_ingest.c; bench pdf
+/* A 300-dpi-like office scan as a colour JPEG (bench_scan.c; bench pdf
  * wraps the same pages in PDFs). malloc'd, NULL on failure. */
 uint8_t *bench_scan_page_jpeg(int w, int h, uint32_t seed, size_t *len);
 /* The PDFs of bench pdf, ingest and ocr (bench_pdf.c), in memory: scan

@@ -11,19 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+import treecopy
+from treecopy import ROOT, check
+
 SCRIPT = os.path.join(ROOT, "cmake", "layers.py")
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL:", what)
 
 
 def run(root, *extra):
@@ -32,11 +24,7 @@ def run(root, *extra):
 
 
 def copy_tree():
-    d = tempfile.mkdtemp(prefix="folio-layers-")
-    for top in ("bench", "common", "engine", "ingest", "pipeline", "tests"):
-        shutil.copytree(os.path.join(ROOT, top), os.path.join(d, top),
-                        ignore=shutil.ignore_patterns("fixtures", "results", "*.gguf", "*.bin", "*.png"))
-    return d
+    return treecopy.copy_tree("folio-layers-")
 
 
 def planted(rel, include):
@@ -93,5 +81,5 @@ rc, out = planted("pipeline/queue.c", "bench/pipeline/bench.h")
 check(rc == 1 and "pipeline/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
       f"pipeline -> bench refused: {rc} {out}")
 
-print(f"layers: {failures} failed")
-sys.exit(1 if failures else 0)
+print(f"layers: {treecopy.failures} failed")
+sys.exit(1 if treecopy.failures else 0)
