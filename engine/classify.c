@@ -1,6 +1,6 @@
 /*
  * Classification: the label set, the fallback chain and the keyword-rules
- * tier (DESIGN.md §6.4).
+ * tier (docs/DESIGN.md §6.4).
  *
  * The chain is walked top-down; a tier is skipped when no model is
  * configured for it, when it was disabled at open (driver gate, self-test),

@@ -1,6 +1,6 @@
 /*
  * engine — pixels in, labels out. Knows nothing of jobs, files or
- * PostgreSQL (DESIGN.md §6). This header is the engine's public API, the
+ * PostgreSQL (docs/DESIGN.md §6). This header is the engine's public API, the
  * tools' too (the doctor below); the Vulkan runtime (engine/vk), ops and
  * model code have their own headers that only the engine, its benches
  * (bench/engine) and its tests include.
@@ -20,7 +20,7 @@
 const char *engine_vulkan_header_version(void);
 
 /* ===================================================================
- * Classification (DESIGN.md §6.4). One API for every tier: the caller
+ * Classification (docs/DESIGN.md §6.4). One API for every tier: the caller
  * describes a document and how to get its text; the engine walks the
  * fallback chain (vision → OCR text + LM → OCR text + keyword rules),
  * records which tier answered and why the higher ones were skipped:

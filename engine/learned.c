@@ -1,6 +1,6 @@
 /*
  * ocr+learned: a text classifier trained from the user's corrections
- * (DESIGN.md §6.4, tier 3, between ocr+lm and the keyword rules).
+ * (docs/DESIGN.md §6.4, tier 3, between ocr+lm and the keyword rules).
  *
  * Model: multinomial naive Bayes over binarised hashed features (each
  * feature counts once per document; Wang & Manning 2012 found binarised

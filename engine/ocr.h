@@ -1,5 +1,5 @@
 /*
- * ocr — Tesseract through its C API (DESIGN.md §6.4). Separate library
+ * ocr — Tesseract through its C API (docs/DESIGN.md §6.4). Separate library
  * (folio_ocr) so engine-only tools never link Tesseract.
  *
  * One struct ocr_engine per thread: Tesseract instances are safe in parallel

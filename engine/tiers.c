@@ -1,5 +1,5 @@
 /*
- * The model tiers of the fallback chain (DESIGN.md §6.4): vision, then
+ * The model tiers of the fallback chain (docs/DESIGN.md §6.4): vision, then
  * OCR text + LM, each skipped with a recorded reason; the rules tier in
  * classify.c is the floor under them.
  *

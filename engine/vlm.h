@@ -1,6 +1,6 @@
 /*
  * vlm — the vision-language engine of a worker: one page image and a label
- * set in, a label distribution out (DESIGN.md §6.4, tier 1), plus what a
+ * set in, a label distribution out (docs/DESIGN.md §6.4, tier 1), plus what a
  * worker needs around it to be trusted on a real driver:
  *
  *  open:  Vulkan device -> driver gate (a built-in table of known-bad

@@ -1,5 +1,5 @@
 /*
- * The start-up known-answer self-test (DESIGN.md §6.4): small instances of
+ * The start-up known-answer self-test (docs/DESIGN.md §6.4): small instances of
  * the ops the loaded models run — with the same pipelines, so nothing new
  * is built after seal — computed on this device and compared with the C
  * references in engine/ops. It exists for drivers that build a pipeline

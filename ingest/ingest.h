@@ -1,6 +1,6 @@
 /*
  * ingest — file discovery, format sniffing, validation and decoding of
- * scans (DESIGN.md §5). Its decode API is also what workers use to turn a
+ * scans (docs/DESIGN.md §5). Its decode API is also what workers use to turn a
  * blob back into pixels. Never includes Vulkan or libpq: enqueueing lives
  * in pipeline/, which calls into here.
  */

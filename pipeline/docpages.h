@@ -1,6 +1,6 @@
 /*
  * Private to pipeline/: every page of a document classified on its own,
- * shared by `folio worker` and `folio classify` (DESIGN.md §6.4). The
+ * shared by `folio worker` and `folio classify` (docs/DESIGN.md §6.4). The
  * document's result and its split suggestions are derived from the pages
  * by the rule in engine.h (engine_pages_segments).
  *

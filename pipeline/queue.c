@@ -1,5 +1,5 @@
 /*
- * The queue protocol (DESIGN.md §4; reference/pg-queue.md §4 for why).
+ * The queue protocol (docs/DESIGN.md §4; docs/reference/pg-queue.md §4 for why).
  *
  * Every call is one autocommit statement. Nothing is held open while a
  * document is OCR'd: who owns a running job is written in its lease columns

@@ -8,7 +8,7 @@
 
 #include "pipeline/db.h"
 
-/* ---- queue protocol (pipeline/queue.c; DESIGN.md §4, reference/pg-queue.md) ----
+/* ---- queue protocol (pipeline/queue.c; docs/DESIGN.md §4, docs/reference/pg-queue.md) ----
  * Every statement is autocommit and short: ownership of a running job lives
  * in its lease columns, never in an open transaction. All times are the
  * database's (now() plus intervals); a worker never sends a timestamp. */

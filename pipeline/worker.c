@@ -1,6 +1,6 @@
 /*
  * The worker process: claims jobs, classifies documents, writes results
- * (DESIGN.md §4, §6.4). Threads and what each owns:
+ * (docs/DESIGN.md §4, §6.4). Threads and what each owns:
  *
  *   dispatcher (the calling thread)  one PGconn: LISTEN, claim, reaper,
  *       retention cleanup, the workers row; a signalfd for SIGTERM/SIGINT

@@ -1,6 +1,6 @@
 /*
  * lm_bench: the text model's speed on this device, next to what the device
- * can do in the same run (DESIGN.md §7: numbers, not assertions).
+ * can do in the same run (docs/DESIGN.md §7: numbers, not assertions).
  *
  * Roofline first: FLOP/s of folio's best matmul kernel on a large f16 GEMM
  * (the cooperative-matrix kernel where the device has it) and of the

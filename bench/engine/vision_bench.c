@@ -3,7 +3,7 @@
  * the 7B shape (or Qwen3-VL-8B's, or a small one), one page of the given
  * size through it, ms per page and TFLOP/s.
  *
- * FLOPs for the benchmark's roofline follow reference/qwen25vl.md §6.1 with
+ * FLOPs for the benchmark's roofline follow docs/reference/qwen25vl.md §6.1 with
  * the folded patch kernel (588 inputs per patch) and the actual window
  * sizes of the page.
  */

@@ -3,7 +3,7 @@
  * model / vision projector folio can run", or the first reason it is not.
  *
  * The expected tensor set is spelled out per layer from the hyper-parameters
- * (reference/qwen25vl.md §1): each tensor's presence, dtype class and shape
+ * (docs/reference/qwen25vl.md §1): each tensor's presence, dtype class and shape
  * is checked in a fixed order, so the error names the first mismatch the
  * way a reader walks the model (token_embd, then blk.0.*, ...). Every tensor
  * the file holds must be claimed by an expectation: an unknown extra tensor

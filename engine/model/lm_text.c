@@ -1,5 +1,5 @@
 /*
- * The OCR-text tier (DESIGN.md §6.4, tier 2): a document's OCR text,
+ * The OCR-text tier (docs/DESIGN.md §6.4, tier 2): a document's OCR text,
  * truncated to a token budget, in a text-only chat prompt that lists the
  * labels; each label is scored as the assistant's answer followed by
  * <|im_end|> (so "invoice" and "invoice copy" are told apart: the shorter

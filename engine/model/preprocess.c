@@ -1,5 +1,5 @@
 /*
- * Image preprocessing (preprocess.h; reference/qwen25vl.md §2).
+ * Image preprocessing (preprocess.h; docs/reference/qwen25vl.md §2).
  *
  * The resampler reproduces Pillow's ImagingResample for 8-bit data because
  * the parity reference resizes with Pillow: the kernel weights of each

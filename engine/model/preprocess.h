@@ -1,6 +1,6 @@
 /*
  * prep — image preprocessing for the Qwen2-VL / Qwen2.5-VL vision tower
- * (reference/qwen25vl.md §2): decoded page pixels in, the tower's patch
+ * (docs/reference/qwen25vl.md §2): decoded page pixels in, the tower's patch
  * matrix out.
  *
  *  1. smart resize: both sides to multiples of patch*merge (28), rounding

@@ -1,6 +1,6 @@
 /*
  * prompt — Qwen2-VL / Qwen2.5-VL chat prompts as token ids plus 3-D M-RoPE
- * positions (reference/qwen25vl.md §4.3, §5).
+ * positions (docs/reference/qwen25vl.md §4.3, §5).
  *
  * A chat prompt renders as
  *   <|im_start|>system\n{system}<|im_end|>\n

@@ -2,7 +2,7 @@
  * Qwen2-VL / Qwen2.5-VL, the vision tower's family table (tower_internal.h;
  * the skeleton is vision.c, the data flow vision.h): patch 14 without
  * bias, blocks of norm -> Q/K/V with biases -> 2-D RoPE -> attention over
- * the block's window (2.5, reference/qwen25vl.md §3.3) or the whole image
+ * the block's window (2.5, docs/reference/qwen25vl.md §3.3) or the whole image
  * -> projection -> residual -> norm -> MLP -> residual, then the merger
  * (norm per patch, 4 patches concatenated, GELU MLP) and the scatter from
  * window order back to raster order.

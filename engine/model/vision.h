@@ -1,5 +1,5 @@
 /*
- * vis — the Qwen2-VL / Qwen2.5-VL vision tower (reference/qwen25vl.md §3)
+ * vis — the Qwen2-VL / Qwen2.5-VL vision tower (docs/reference/qwen25vl.md §3)
  * on folio's Vulkan ops: patch rows in, the LM's image-token embeddings out.
  *
  * Life cycle, as lm: vis_pipeline_keys() -> vkr_prewarm() -> vis_open() ->

@@ -1,6 +1,6 @@
 /*
  * ops — the engine's GPU op library and the C reference of every op
- * (DESIGN.md §6.2). Each op records dispatches into a vkr pass; tensors
+ * (docs/DESIGN.md §6.2). Each op records dispatches into a vkr pass; tensors
  * are vkr_tensor byte ranges and every activation is f32, row-major.
  * Weights may be F32, F16, BF16, Q8_0, Q4_K, Q5_K or Q6_K (GGUF block
  * layouts, engine/quant/quant.h); accumulation is always f32.

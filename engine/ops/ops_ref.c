@@ -1,7 +1,7 @@
 /*
  * C references for every op. Written for obviousness, not speed: double
  * accumulators where sums are long, libm transcendental functions, the
- * formulas of reference/qwen25vl.md spelled out. Tests compare the GPU
+ * formulas of docs/reference/qwen25vl.md spelled out. Tests compare the GPU
  * against these; they are never used on the request path.
  */
 #include "engine/ops/ops.h"

@@ -1,5 +1,5 @@
 /*
- * vkr — folio's Vulkan runtime (DESIGN.md §6.1). One struct vkr owns one
+ * vkr — folio's Vulkan runtime (docs/DESIGN.md §6.1). One struct vkr owns one
  * logical device and everything made from it: memory blocks and arenas, the
  * pipeline registry (pre-warmed, then sealed), command recording and
  * submission. Only the engine, its ops and its tests include this header.

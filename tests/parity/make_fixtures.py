@@ -652,7 +652,7 @@ def own_preprocess(rgb):
 
 
 # ---------------------------------------------------------------------------------------------
-# Position bookkeeping shared with the engine (reference/qwen25vl.md section 4.3)
+# Position bookkeeping shared with the engine (docs/reference/qwen25vl.md section 4.3)
 # ---------------------------------------------------------------------------------------------
 def mrope_positions(ids, image_token_id, merged_hw):
     """3 x T positions for one image whose M = H'*W' pad tokens appear as one run."""
