@@ -39,12 +39,6 @@
 
 #define SCRATCH_BUDGET (64ull << 20)
 
-static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
-                uint32_t s1)
-{
-    *k = ops_key(shader, nspec, s0, s1);
-}
-
 int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                      struct vkr_pipeline_key *out, int max)
 {
@@ -54,17 +48,16 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     int nt = gguf_model_matrix_types(m, types, 0, 8);
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
-    key(&all[n++], "gather", 1, QUANT_F32, 0);
-    key(&all[n++], "norm", 1, 0, 0);
+    all[n++] = ops_gather_key(QUANT_F32);
+    all[n++] = ops_norm_key(0, 0);
     if (ops_gemm_available(vk))
-        key(&all[n++], "norm", 2, 0, 1);
-    key(&all[n++], "softmax", 0, 0, 0);
-    key(&all[n++], "rope", 1, OP_ROPE_MROPE, 0);
+        all[n++] = ops_norm_key(0, 1);
+    all[n++] = ops_softmax_key();
+    all[n++] = ops_rope_key(OP_ROPE_MROPE);
     n += ops_attention_keys(vk, m->text.head_dim, 0, &all[n]);
-    key(&all[n++], "attn_lse", 0, 0, 0); /* attention past one binding */
-    key(&all[n++], "attn_merge", 0, 0, 0);
-    key(&all[n++], "elem", 1, OP_ADD, 0);
-    key(&all[n++], "elem", 1, OP_SWIGLU, 0);
+    n += ops_attention_split_keys(&all[n]); /* attention past one binding */
+    all[n++] = ops_elem_key(OP_ADD);
+    all[n++] = ops_elem_key(OP_SWIGLU);
     if (m->text.family == GGUF_TEXT_QWEN3VL) /* Qwen3-VL hook (qwen3vl.c) */
         n += q3_lm_keys(&all[n]);
     n = ops_keys_unique(all, n);

@@ -19,11 +19,11 @@
 
 int q3_lm_keys(struct vkr_pipeline_key *out)
 {
-    out[0] = ops_key("rope", 1, OP_ROPE_IMROPE, 0);
-    out[1] = ops_key("scatter", 0, 0, 0);
-    out[2] = ops_key("gather", 1, QUANT_F32, 0);
-    out[3] = ops_key("elem", 1, OP_ADD, 0);
-    out[4] = ops_key("norm", 1, 0, 0);
+    out[0] = ops_rope_key(OP_ROPE_IMROPE);
+    out[1] = ops_scatter_key();
+    out[2] = ops_gather_key(QUANT_F32);
+    out[3] = ops_elem_key(OP_ADD);
+    out[4] = ops_norm_key(0, 0);
     return 5;
 }
 

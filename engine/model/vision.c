@@ -45,18 +45,17 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     int nt = gguf_model_matrix_types(m, types, 1, 8);
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
-    all[n++] = ops_key("norm", 1, (uint32_t)f->norm_kind, 0);
+    all[n++] = ops_norm_key(f->norm_kind, 0);
     if (ops_gemm_available(vk))
-        all[n++] = ops_key("norm", 2, (uint32_t)f->norm_kind, 1);
-    all[n++] = ops_key("rope", 1, OP_ROPE_VISION, 0);
+        all[n++] = ops_norm_key(f->norm_kind, 1);
+    all[n++] = ops_rope_key(OP_ROPE_VISION);
     n += ops_attention_keys(vk, m->vision.head_dim, 0, &all[n]);
-    all[n++] = ops_key("attn_lse", 0, 0, 0); /* attention past one binding */
-    all[n++] = ops_key("attn_merge", 0, 0, 0);
-    all[n++] = ops_key("elem", 1, OP_ADD, 0);
-    all[n++] = ops_key("elem", 1, f->act, 0);
-    all[n++] = ops_key("elem", 1, OP_GELU_ERF, 0);
+    n += ops_attention_split_keys(&all[n]); /* attention past one binding */
+    all[n++] = ops_elem_key(OP_ADD);
+    all[n++] = ops_elem_key((int)f->act);
+    all[n++] = ops_elem_key(OP_GELU_ERF);
     if (f->scatter)
-        all[n++] = ops_key("scatter", 0, 0, 0);
+        all[n++] = ops_scatter_key();
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)

@@ -85,6 +85,13 @@ void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, 
     out[3] = r * 8;              /* the chunk's relative key ranges */
 }
 
+int ops_attention_split_keys(struct vkr_pipeline_key *out)
+{
+    out[0] = ops_key("attn_lse", 0, 0, 0);
+    out[1] = ops_key("attn_merge", 0, 0, 0);
+    return 2;
+}
+
 int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                         const struct op_attention_scratch *s, struct folio_err *err)
 {
@@ -128,9 +135,11 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                              "floats) does not fit the binding range %" PRIu64 " (or the split "
                              "scratch holds no chunk)", qs, ks, R);
     uint32_t pl, pm;
-    int rc = ops_pipe(vk, "attn_lse", 0, NULL, &pl, err);
+    struct vkr_pipeline_key split[2];
+    ops_attention_split_keys(split);
+    int rc = ops_pipe_key(vk, split[0], &pl, err);
     if (!rc)
-        rc = ops_pipe(vk, "attn_merge", 0, NULL, &pm, err);
+        rc = ops_pipe_key(vk, split[1], &pm, err);
     if (rc)
         return rc;
     if (a->ranges)

@@ -14,6 +14,16 @@ struct elem_push {
     uint32_t as, bs, ys;
 };
 
+struct vkr_pipeline_key ops_elem_key(int op)
+{
+    return ops_key("elem", 1, (uint32_t)op, 0);
+}
+
+struct vkr_pipeline_key ops_convert_key(int to_f16)
+{
+    return ops_key("convert", 1, to_f16 ? 0u : 1u, 0); /* spec 0: f32 -> f16 (0) or back (1) */
+}
+
 int op_elem(struct vkr_cmd *c, enum op_elem_kind op, struct vkr_tensor a,
             const struct vkr_tensor *b, struct vkr_tensor y, uint64_t n, uint64_t nb, float s,
             float c0, struct folio_err *err)
@@ -31,8 +41,8 @@ int op_elem(struct vkr_cmd *c, enum op_elem_kind op, struct vkr_tensor a,
     if (nb == 0 || n % nb != 0)
         return folio_err_set(err, FOLIO_EINVAL, "elementwise: n=%" PRIu64 " is not a multiple of "
                              "the broadcast length %" PRIu64, n, nb);
-    uint32_t pid, spec = (uint32_t)op;
-    int rc = ops_pipe(vk, "elem", 1, &spec, &pid, err);
+    uint32_t pid;
+    int rc = ops_pipe_key(vk, ops_elem_key((int)op), &pid, err);
     if (rc)
         return rc;
     int bfull = binary && nb == n;
@@ -86,8 +96,8 @@ int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_te
     struct vkr *vk = vkr_cmd_vkr(c);
     if (n == 0)
         return 0;
-    uint32_t pid, spec = to_f16 ? 0u : 1u;
-    int rc = ops_pipe(vk, "convert", 1, &spec, &pid, err);
+    uint32_t pid;
+    int rc = ops_pipe_key(vk, ops_convert_key(to_f16), &pid, err);
     if (rc)
         return rc;
     uint64_t f32b = n * 4, f16b = (n + 1) / 2 * 4;

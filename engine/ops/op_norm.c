@@ -57,6 +57,17 @@ static int rows_dispatch(struct vkr_cmd *c, uint32_t pid, const char *label, str
     return 0;
 }
 
+struct vkr_pipeline_key ops_norm_key(int layer, int f16_out)
+{
+    /* spec 0: LayerNorm (1) or RMSNorm (0); spec 1, only for f16 output: 1 */
+    return ops_key("norm", f16_out ? 2 : 1, layer ? 1u : 0u, f16_out ? 1u : 0u);
+}
+
+struct vkr_pipeline_key ops_softmax_key(void)
+{
+    return ops_key("softmax", 0, 0, 0);
+}
+
 int op_norm(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y,
             const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
             float eps, struct folio_err *err)
@@ -74,8 +85,8 @@ int op_norm_to(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_ten
     int f16 = ytype == QUANT_F16;
     if (f16 && n % 2)
         return folio_err_set(err, FOLIO_EINVAL, "norm: f16 output needs an even row width, got %u", n);
-    uint32_t pid, spec[2] = {layer ? 1u : 0u, (uint32_t)f16};
-    int rc = ops_pipe(vk, "norm", f16 ? 2 : 1, spec, &pid, err);
+    uint32_t pid;
+    int rc = ops_pipe_key(vk, ops_norm_key(layer, f16), &pid, err);
     if (rc)
         return rc;
     struct vkr_bind extra[2];
@@ -96,7 +107,7 @@ int op_softmax(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint
     if (rows == 0 || n == 0)
         return 0;
     uint32_t pid;
-    int rc = ops_pipe(vk, "softmax", 0, NULL, &pid, err);
+    int rc = ops_pipe_key(vk, ops_softmax_key(), &pid, err);
     if (rc)
         return rc;
     struct softmax_push pc = {n, 0, scale, 0, 0};

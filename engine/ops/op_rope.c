@@ -12,6 +12,11 @@ struct rope_push {
     uint32_t xs, ys, ps;
 };
 
+struct vkr_pipeline_key ops_rope_key(int mode)
+{
+    return ops_key("rope", 1, (uint32_t)mode, 0);
+}
+
 int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
 {
     struct vkr *vk = vkr_cmd_vkr(c);
@@ -24,8 +29,8 @@ int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
                              a->sections[0], a->sections[1], a->sections[2], a->d / 2);
     if (a->t == 0 || a->h == 0)
         return 0;
-    uint32_t pid, spec = (uint32_t)a->mode;
-    int rc = ops_pipe(vk, "rope", 1, &spec, &pid, err);
+    uint32_t pid;
+    int rc = ops_pipe_key(vk, ops_rope_key((int)a->mode), &pid, err);
     if (rc)
         return rc;
     uint32_t streams = a->mode == OP_ROPE_NEOX ? 1 : a->mode == OP_ROPE_VISION ? 2 : 3;

@@ -94,6 +94,21 @@ static void scatter_fill(const struct index_chunk *ch, void *push)
     pc->ds = ch->table_skip / 4;
 }
 
+struct vkr_pipeline_key ops_gather_key(int wtype)
+{
+    return ops_key("gather", 1, (uint32_t)wtype, 0);
+}
+
+struct vkr_pipeline_key ops_scatter_key(void)
+{
+    return ops_key("scatter", 0, 0, 0);
+}
+
+struct vkr_pipeline_key ops_concat2x2_key(void)
+{
+    return ops_key("concat2x2", 0, 0, 0);
+}
+
 int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t rows, uint32_t k,
               struct vkr_tensor ids, uint32_t n_ids, struct vkr_tensor y, struct folio_err *err)
 {
@@ -105,8 +120,8 @@ int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t ro
         return folio_err_set(err, FOLIO_EINVAL, "gather: row length %u is not a multiple of %u", k, be);
     if (n_ids == 0 || rows == 0)
         return 0;
-    uint32_t pid, spec = (uint32_t)wtype;
-    int rc = ops_pipe(vk, "gather", 1, &spec, &pid, err);
+    uint32_t pid;
+    int rc = ops_pipe_key(vk, ops_gather_key(wtype), &pid, err);
     if (rc)
         return rc;
     uint64_t rb = quant_row_bytes(wtype, k);
@@ -132,7 +147,7 @@ int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, 
     if (n == 0 || width == 0)
         return 0;
     uint32_t pid;
-    int rc = ops_pipe(vk, "scatter", 0, NULL, &pid, err);
+    int rc = ops_pipe_key(vk, ops_scatter_key(), &pid, err);
     if (rc)
         return rc;
     uint64_t rb = (uint64_t)width * 4;
@@ -160,7 +175,7 @@ int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, ui
     if (total == 0)
         return 0;
     uint32_t pid;
-    int rc = ops_pipe(vk, "concat2x2", 0, NULL, &pid, err);
+    int rc = ops_pipe_key(vk, ops_concat2x2_key(), &pid, err);
     if (rc)
         return rc;
     rc = ops_need(x, total * 4, "concat input", err);

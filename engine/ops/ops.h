@@ -46,6 +46,30 @@ int ops_attention_head_supported(uint32_t d);
  * available): models pre-warm exactly these. Writes at most 2 keys to out;
  * returns the count (0 when the head size is not supported). */
 int ops_attention_keys(const struct vkr *vk, uint32_t d, int f16, struct vkr_pipeline_key *out);
+/* The two keys op_attention adds when q, k or v exceed one binding (the
+ * ranged path: per-chunk log-sum-exp, then the merge). Writes 2; returns 2. */
+int ops_attention_split_keys(struct vkr_pipeline_key *out);
+
+/* ---- each op's own pipelines ----
+ * The key an op dispatches for one specialization, made by the op's own
+ * function, which the op also uses to get its pipeline: a model's
+ * pre-warm list (lm_pipeline_keys, vis_pipeline_keys) asks these instead
+ * of restating the shader's specialization layout, so the list and the
+ * dispatch cannot disagree (a disagreement is a miss after seal). */
+/* op_norm / op_norm_to: RMSNorm (layer 0) or LayerNorm (1), f32 or f16 output. */
+struct vkr_pipeline_key ops_norm_key(int layer, int f16_out);
+struct vkr_pipeline_key ops_softmax_key(void);
+/* op_rope in one of enum op_rope_mode's layouts. */
+struct vkr_pipeline_key ops_rope_key(int mode);
+/* op_elem of one enum op_elem_kind. */
+struct vkr_pipeline_key ops_elem_key(int op);
+/* op_convert: f32 -> f16 (to_f16) or back. */
+struct vkr_pipeline_key ops_convert_key(int to_f16);
+/* op_gather of table rows of wtype; op_scatter; op_concat2x2. */
+struct vkr_pipeline_key ops_gather_key(int wtype);
+struct vkr_pipeline_key ops_scatter_key(void);
+struct vkr_pipeline_key ops_concat2x2_key(void);
+
 /* The smallest row count r such that r rows of row_bytes end on the
  * device's storage-buffer offset alignment: views that start at multiples
  * of r rows can be bound directly. */

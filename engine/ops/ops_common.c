@@ -51,6 +51,11 @@ int ops_pipe(struct vkr *vk, const char *shader, uint32_t nspec, const uint32_t 
     return vkr_pipeline(vk, &k, id, err);
 }
 
+int ops_pipe_key(struct vkr *vk, struct vkr_pipeline_key k, uint32_t *id, struct folio_err *err)
+{
+    return ops_pipe(vk, k.shader, k.nspec, k.spec, id, err);
+}
+
 void ops_grid(uint64_t groups, uint32_t *gx, uint32_t *gy)
 {
     if (groups <= 65535) {

@@ -16,12 +16,6 @@ static const int WTYPES[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
  * ops_attention_keys, whatever it is. */
 static const uint32_t HEADS[] = {16, 32, 64, 72, 80, 96, 128, 256};
 
-static void key(struct vkr_pipeline_key *k, const char *shader, uint32_t nspec, uint32_t s0,
-                uint32_t s1)
-{
-    *k = ops_key(shader, nspec, s0, s1);
-}
-
 int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *out)
 {
     int n = 0;
@@ -44,28 +38,27 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     int n = 0;
     for (size_t i = 0; i < sizeof WTYPES / sizeof WTYPES[0]; i++) {
         n += ops_matmul_keys(vk, WTYPES[i], &all[n]);
-        key(&all[n++], "gather", 1, (uint32_t)WTYPES[i], 0);
+        all[n++] = ops_gather_key(WTYPES[i]);
     }
-    key(&all[n++], "norm", 1, 0, 0);
-    key(&all[n++], "norm", 1, 1, 0);
-    key(&all[n++], "norm", 2, 0, 1);
-    key(&all[n++], "norm", 2, 1, 1);
-    key(&all[n++], "softmax", 0, 0, 0);
-    for (uint32_t m = 0; m < 4; m++)
-        key(&all[n++], "rope", 1, m, 0);
+    for (int f16 = 0; f16 < 2; f16++)
+        for (int layer = 0; layer < 2; layer++)
+            all[n++] = ops_norm_key(layer, f16);
+    all[n++] = ops_softmax_key();
+    for (int m = OP_ROPE_NEOX; m <= OP_ROPE_IMROPE; m++)
+        all[n++] = ops_rope_key(m);
     for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
         for (int f16 = 0; f16 < 2; f16++)
             n += ops_attention_keys(vk, HEADS[i], f16, &all[n]);
-    key(&all[n++], "attn_lse", 0, 0, 0);
-    key(&all[n++], "attn_merge", 0, 0, 0);
-    for (uint32_t op = 0; op <= OP_SCALE; op++)
-        key(&all[n++], "elem", 1, op, 0);
-    key(&all[n++], "convert", 1, 0, 0);
-    key(&all[n++], "convert", 1, 1, 0);
-    key(&all[n++], "scatter", 0, 0, 0);
-    key(&all[n++], "concat2x2", 0, 0, 0);
-    key(&all[n++], "peak_fma", 0, 0, 0);
-    key(&all[n++], "peak_bw", 0, 0, 0);
+    n += ops_attention_split_keys(&all[n]);
+    for (int op = 0; op <= OP_SCALE; op++)
+        all[n++] = ops_elem_key(op);
+    all[n++] = ops_convert_key(1);
+    all[n++] = ops_convert_key(0);
+    all[n++] = ops_scatter_key();
+    all[n++] = ops_concat2x2_key();
+    /* bench ops' roofline probes (bench/engine/ops_bench.c): no op owns them */
+    all[n++] = ops_key("peak_fma", 0, 0, 0);
+    all[n++] = ops_key("peak_bw", 0, 0, 0);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
