@@ -66,146 +66,26 @@
  * re-opens it; after ENGINE_MAX_REOPEN failed re-opens or losses in a row
  * the models stay off until restart: the worker keeps running on OCR +
  * rules and engine_models_paths() says so (the workers row shows it).
+ *
+ * Files (each calls only the ones below it; tiers_internal.h has the
+ * shared state):
+ *   tiers.c         the API: open, close, counters, the report, labels,
+ *                   the steps of a document and tier 2 (the text tier)
+ *   tiers_vision.c  tier 1 over a document's pages, a window at a time
+ *   tiers_gpu.c     the GPU thread and its bounded queue
+ *   tiers_models.c  the vlm's life (open, re-open, loss) and the helpers
+ *                   that fill a page's result
  */
 #include "common/fault.h"
 #include "common/json.h"
-#include "engine/engine.h"
-#include "engine/model/lm.h"
-#include "engine/tiers.h"
-#include "engine/vk/vkr.h"
-#include "engine/vlm.h"
+#include "engine/tiers_internal.h"
 
-#include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define ENGINE_MAX_REOPEN 3
-#define GPU_BATCH_MAX 256 /* = --gpu-batch's upper bound */
-
-enum gpu_kind { GPU_VISION, GPU_TEXT };
-enum gpu_state { GPU_IDLE, GPU_QUEUED, GPU_TAKEN, GPU_DONE };
-
-/* One page (or one OCR text) waiting for, in, or back from a GPU pass.
- * Lives on the submitting job thread's stack. */
-struct gpu_item {
-    enum gpu_kind kind;
-    int state;                  /* enum gpu_state, guarded by m->mu */
-    uint64_t gen;               /* vlm generation the page was prepared on */
-    struct vlm_prepared *prep;  /* GPU_VISION */
-    uint32_t page_h;            /* the page's height (fault injection) */
-    double page_ms;             /* GPU_VISION: its decode time */
-    int report;                 /* GPU_VISION: rc/vr are the page's outcome (else its reason is set) */
-    const char *text;           /* GPU_TEXT */
-    const char *const *names;
-    uint32_t nl;
-    struct vlm_result vr;       /* GPU_VISION result (prob/logprob: the job's arrays) */
-    struct lm_text_result tr;   /* GPU_TEXT result */
-    int rc;                     /* 0, or why this item failed */
-    int lost;                   /* its pass lost the device */
-    uint32_t batch;             /* pages in the pass that answered it */
-    char msg[256];
-    struct gpu_item *next;
-};
-
-struct engine_models {
-    struct engine_models_config cfg;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv;  /* GPU thread: an item was queued, or quit */
-    pthread_cond_t done_cv;  /* job threads: an item is done, the queue has room, preparers left */
-    struct vlm *vlm;         /* touched on the device only by the GPU thread */
-    uint64_t gen;            /* bumped whenever vlm changes: stale prepared pages are refused */
-    int users;               /* job threads inside vlm_prepare on vlm (guarded by mu) */
-    int busy;                /* a GPU pass runs outside mu */
-    int closing;             /* a lost vlm waits for its preparers before vlm_close */
-    struct gpu_item *head, *tail;
-    int queued, queue_cap;
-    int reserved;            /* slots held by job threads preparing pages for them */
-    int quit;
-    int has_thread;
-    pthread_t gpu;
-    int losses;            /* consecutive losses / failed re-opens */
-    int gave_up;
-    double retry_at_ms;
-    char reason[320];      /* why a tier is off now ("" when all run) */
-    _Atomic int level;     /* 2 vision+lm, 1 lm, 0 rules only: read without the lock */
-    _Atomic unsigned batch;                  /* pages per pass of the open vlm (0: none open) */
-    _Atomic unsigned long long after_seal_closed; /* of vlms already closed */
-    _Atomic unsigned long long after_seal;   /* closed + the open one, after each pass */
-    _Atomic unsigned long long passes, pages, splits;
-    uint32_t fault_fail_h;   /* FOLIO_FAULT=gpu_page_fail:H (test builds) */
-    uint32_t fault_nan_h;    /* FOLIO_FAULT=gpu_nan:H (test builds) */
-    int fault_gather_ms;     /* FOLIO_FAULT=gpu_gather_ms:N (test builds) */
-};
-
 static const char *const PATHS[3] = {"ocr+rules", "ocr+lm,ocr+rules", "vision,ocr+lm,ocr+rules"};
-
-static void set_paths(struct engine_models *m)
-{
-    atomic_store(&m->level, m->vlm && vlm_vision_enabled(m->vlm) ? 2 : m->vlm ? 1 : 0);
-}
-
-/* Pipelines requested after the registry was sealed: must stay 0 (every
- * shape the batch can take was pre-warmed at open). Read by the owner of
- * the device (GPU thread, or with no pass running). */
-static uint64_t after_seal_now(struct engine_models *m)
-{
-    if (!m->vlm)
-        return 0;
-    return vlm_requests_after_seal(m->vlm); /* every device of the engine */
-}
-
-static void refresh_after_seal(struct engine_models *m)
-{
-    atomic_store(&m->after_seal, atomic_load(&m->after_seal_closed) + after_seal_now(m));
-}
-
-/* Opens the vlm (mu held); on failure records why and whether retrying
- * can help. */
-static void try_open(struct engine_models *m)
-{
-    struct vlm_config vc = {.model_path = m->cfg.model_path, .mmproj_path = m->cfg.mmproj_path,
-                            .device = m->cfg.device, .allow_cpu = m->cfg.allow_cpu,
-                            .validate = -1, .cache_dir = m->cfg.cache_dir,
-                            .max_image_tokens = m->cfg.max_image_tokens,
-                            .gate_file = m->cfg.gate_file, .gpu_weights = m->cfg.gpu_weights,
-                            .max_batch = m->cfg.max_batch,
-                            .max_label_tokens = m->cfg.max_label_tokens};
-    struct folio_err e = {0};
-    int rc = vlm_open(&vc, &m->vlm, &e);
-    m->gen++;
-    if (rc == 0) {
-        m->reason[0] = 0;
-        if (!vlm_vision_enabled(m->vlm))
-            snprintf(m->reason, sizeof m->reason, "vision off: %s",
-                     vlm_report(m->vlm)->vision_reason);
-        uint32_t b = vlm_max_batch(m->vlm);
-        b = b < 1 ? 1 : b > GPU_BATCH_MAX ? GPU_BATCH_MAX : b;
-        atomic_store(&m->batch, b);
-        m->queue_cap = 2 * (int)b;
-        refresh_after_seal(m);
-        set_paths(m);
-        folio_log(FOLIO_LOG_INFO, "engine_gpu_batch", "max_batch=%u queue=%d", b, m->queue_cap);
-        return;
-    }
-    m->vlm = NULL;
-    int transient = rc == FOLIO_EDEVICELOST || rc == FOLIO_EDEVICE;
-    if (transient)
-        m->losses++;
-    if (!transient || m->losses >= ENGINE_MAX_REOPEN)
-        m->gave_up = 1;
-    snprintf(m->reason, sizeof m->reason, "GPU tiers off%s: %s%s%s",
-             m->gave_up && transient ? " after repeated failures (OCR-only until restart)" : "",
-             e.msg, e.hint[0] ? "; " : "", e.hint);
-    m->retry_at_ms = folio_mono_ms() + vlm_backoff_ms(m->losses);
-    set_paths(m);
-    char q[400];
-    folio_log(FOLIO_LOG_WARN, "engine_models_off", "reason=%s retry=%d",
-              folio_lq(q, sizeof q, m->reason), !m->gave_up);
-}
 
 static void parse_faults(struct engine_models *m)
 {
@@ -220,8 +100,6 @@ static void parse_faults(struct engine_models *m)
     (void)m;
 #endif
 }
-
-static void *gpu_main(void *arg);
 
 int engine_models_open(const struct engine_models_config *cfg, struct engine_models **out,
                        struct folio_err *err)
@@ -249,12 +127,12 @@ int engine_models_open(const struct engine_models_config *cfg, struct engine_mod
     if (!cfg->model_path) {
         m->gave_up = 1;
         snprintf(m->reason, sizeof m->reason, "no model configured (--model)");
-        set_paths(m);
+        tiers_set_paths(m);
     } else {
         pthread_mutex_lock(&m->mu);
-        try_open(m);
+        tiers_try_open(m);
         pthread_mutex_unlock(&m->mu);
-        if (pthread_create(&m->gpu, NULL, gpu_main, m) != 0) {
+        if (pthread_create(&m->gpu, NULL, tiers_gpu_main, m) != 0) {
             engine_models_close(m);
             return folio_err_set(err, FOLIO_EIO, "cannot start the GPU thread");
         }
@@ -341,38 +219,6 @@ int engine_models_report_json(struct engine_models *m, char *buf, size_t n)
     return rc;
 }
 
-/* The vlm died under us (GPU thread, mu held): every later page falls
- * back until the re-open. Waits for job threads still preparing on it. */
-static void lost(struct engine_models *m, const char *why)
-{
-    struct vlm *v = m->vlm;
-    m->vlm = NULL;
-    m->gen++;
-    m->closing = 1;
-    m->losses++;
-    m->gave_up = m->losses >= ENGINE_MAX_REOPEN;
-    snprintf(m->reason, sizeof m->reason, "GPU lost (%s)%s", why,
-             m->gave_up ? "; OCR-only until restart after repeated failures"
-                        : "; re-opening with backoff");
-    atomic_store(&m->batch, 0);
-    set_paths(m);
-    while (m->users > 0)
-        pthread_cond_wait(&m->done_cv, &m->mu);
-    atomic_fetch_add(&m->after_seal_closed, vlm_requests_after_seal(v));
-    vlm_close(v);
-    m->closing = 0;
-    m->retry_at_ms = folio_mono_ms() + vlm_backoff_ms(m->losses);
-    char q[400];
-    folio_log(FOLIO_LOG_ERROR, "engine_gpu_lost", "losses=%d gave_up=%d reason=%s", m->losses,
-              m->gave_up, folio_lq(q, sizeof q, why));
-}
-
-static void add_reason(struct engine_result *out, const char *s)
-{
-    size_t k = strlen(out->fallback_reason);
-    snprintf(out->fallback_reason + k, sizeof out->fallback_reason - k, "%s%s", k ? "; " : "", s);
-}
-
 int engine_models_check_labels(struct engine_models *m, const char *const *names, int nl,
                                struct folio_err *err)
 {
@@ -380,507 +226,6 @@ int engine_models_check_labels(struct engine_models *m, const char *const *names
     pthread_mutex_lock(&m->mu);
     int rc = m->vlm ? vlm_check_labels(m->vlm, names, (uint32_t)nl, err) : 0;
     pthread_mutex_unlock(&m->mu);
-    return rc;
-}
-
-/* ------------------------------------------------------------ GPU thread */
-
-static int dev_lost(struct vlm *v, int rc)
-{
-    return rc == FOLIO_EDEVICELOST || vlm_dead(v);
-}
-
-/* One vision pass over n prepared pages (no lock held). */
-static int vision_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it, uint32_t n,
-                       struct folio_err *e)
-{
-    struct vlm_prepared *preps[GPU_BATCH_MAX] = {0};
-    struct vlm_result res[GPU_BATCH_MAX];
-    memset(res, 0, n * sizeof *res);
-    for (uint32_t i = 0; i < n; i++) {
-        preps[i] = it[i]->prep;
-        res[i] = it[i]->vr;
-    }
-    int rc;
-#ifdef FOLIO_FAULT_INJECTION
-    for (uint32_t i = 0; i < n && m->fault_fail_h; i++)
-        if (it[i]->page_h == m->fault_fail_h)
-            return folio_err_set(e, FOLIO_EIO, "injected page failure (FOLIO_FAULT=gpu_page_fail:%u)",
-                                 m->fault_fail_h);
-#else
-    (void)m;
-#endif
-    rc = vlm_classify_batch(v, preps, n, res, e);
-#ifdef FOLIO_FAULT_INJECTION
-    for (uint32_t i = 0; i < n && rc == 0 && m->fault_nan_h; i++)
-        if (it[i]->page_h == m->fault_nan_h)
-            res[i].confidence = NAN;
-#endif
-    for (uint32_t i = 0; i < n; i++)
-        it[i]->vr = res[i];
-    return rc;
-}
-
-static void set_item_err(struct gpu_item *it, int rc, const char *msg, int lost_dev)
-{
-    it->rc = rc;
-    it->lost = lost_dev;
-    snprintf(it->msg, sizeof it->msg, "%s", msg);
-}
-
-/* A model whose activations overflow (a broken or badly quantised file, an
- * f16 range exceeded) scores NaN or infinity. That is the model's fault on
- * this page, not the document's: the page gets an error of its own, so the
- * document falls back to the next tier with the reason instead of writing
- * a NaN confidence that the database refuses (every attempt, until dead:
- * seen with random-weight models on the H200). */
-static void nonfinite_check(struct gpu_item *it, double confidence, const char *tier)
-{
-    if (isfinite(confidence))
-        return;
-    char msg[200];
-    snprintf(msg, sizeof msg, "the %s tier's label scores are not finite (%g): the model's "
-             "activations overflowed on this page", tier, confidence);
-    set_item_err(it, FOLIO_EFORMAT, msg, 0);
-}
-
-/* Runs the taken items on v; returns 1 when the device was lost (msg says
- * why). No lock held: only this thread touches the device. */
-static int run_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it, uint32_t n, char *why,
-                    size_t whyn)
-{
-    struct folio_err e = {0};
-    if (it[0]->kind == GPU_TEXT) {
-        const char *txt = it[0]->text ? it[0]->text : "";
-        int rc = lm_text_classify(vlm_lm(v), vlm_tok(v), &txt, NULL, 1, it[0]->names, it[0]->nl, 0,
-                                  &it[0]->tr, &e);
-        int l = rc && dev_lost(v, rc);
-        if (rc)
-            set_item_err(it[0], rc, e.msg, l);
-        else
-            nonfinite_check(it[0], it[0]->tr.confidence, "ocr+lm");
-        snprintf(why, whyn, "%s", e.msg);
-        return l;
-    }
-    atomic_fetch_add(&m->passes, 1);
-    atomic_fetch_add(&m->pages, n);
-    double t0 = folio_mono_ms();
-    int rc = vision_pass(m, v, it, n, &e);
-    folio_log(FOLIO_LOG_DEBUG, "gpu_pass", "pages=%u rc=%d ms=%.1f", n, rc, folio_mono_ms() - t0);
-    if (rc == 0) {
-        for (uint32_t i = 0; i < n; i++) {
-            it[i]->batch = n;
-            nonfinite_check(it[i], it[i]->vr.confidence, "vision");
-        }
-        return 0;
-    }
-    if (dev_lost(v, rc)) {
-        for (uint32_t i = 0; i < n; i++)
-            set_item_err(it[i], rc, e.msg, 1);
-        snprintf(why, whyn, "%s", e.msg);
-        return 1;
-    }
-    if (n == 1) {
-        set_item_err(it[0], rc, e.msg, 0);
-        return 0;
-    }
-    /* Not the device: some page of the pass is bad. Each page alone, so
-     * the good ones still get their answer and the bad one its own error. */
-    atomic_fetch_add(&m->splits, 1);
-    char q[300];
-    folio_log(FOLIO_LOG_WARN, "gpu_batch_split", "pages=%u error=%s", n, folio_lq(q, sizeof q, e.msg));
-    for (uint32_t i = 0; i < n; i++) {
-        struct folio_err ei = {0};
-        vlm_result_free(&it[i]->vr);
-        atomic_fetch_add(&m->passes, 1);
-        int r = vision_pass(m, v, &it[i], 1, &ei);
-        if (r == 0) {
-            it[i]->batch = 1;
-            nonfinite_check(it[i], it[i]->vr.confidence, "vision"); /* as in a whole pass */
-            continue;
-        }
-        if (dev_lost(v, r)) {
-            for (uint32_t k = i; k < n; k++)
-                set_item_err(it[k], r, ei.msg, 1);
-            snprintf(why, whyn, "%s", ei.msg);
-            return 1;
-        }
-        set_item_err(it[i], r, ei.msg, 0);
-    }
-    return 0;
-}
-
-static void unlink_item(struct engine_models *m, struct gpu_item *it)
-{
-    struct gpu_item **pp = &m->head, *prev = NULL;
-    while (*pp && *pp != it) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (!*pp)
-        return;
-    *pp = it->next;
-    if (m->tail == it)
-        m->tail = prev;
-    it->next = NULL;
-    m->queued--;
-}
-
-static void *gpu_main(void *arg)
-{
-    struct engine_models *m = arg;
-    struct gpu_item *take[GPU_BATCH_MAX];
-    pthread_mutex_lock(&m->mu);
-    for (;;) {
-        while (!m->quit && !m->head)
-            pthread_cond_wait(&m->work_cv, &m->mu);
-        if (!m->head)
-            break; /* quit with nothing queued */
-#ifdef FOLIO_FAULT_INJECTION
-        /* tests: let every ready page join this pass, so that a batch
-         * of several pages is certain */
-        if (m->fault_gather_ms && !m->quit) {
-            pthread_mutex_unlock(&m->mu);
-            folio_sleep_ms(m->fault_gather_ms);
-            pthread_mutex_lock(&m->mu);
-        }
-#endif
-        uint32_t cap = atomic_load(&m->batch);
-        cap = cap < 1 ? 1 : cap;
-        uint32_t n = 0;
-        for (struct gpu_item *it = m->head, *nx; it; it = nx) {
-            nx = it->next;
-            if (m->quit || !m->vlm || it->gen != m->gen) {
-                /* prepared on a vlm that is gone, or the engine is
-                 * closing: the page falls back with the reason */
-                unlink_item(m, it);
-                set_item_err(it, FOLIO_ESTATE, m->quit ? "engine closing" : m->reason, 0);
-                it->state = GPU_DONE;
-                continue;
-            }
-            if (n == 0 && it->kind == GPU_TEXT) {
-                take[n++] = it;
-                break;
-            }
-            if (it->kind == GPU_VISION && n < cap)
-                take[n++] = it;
-        }
-        pthread_cond_broadcast(&m->done_cv);
-        if (n == 0)
-            continue;
-        for (uint32_t i = 0; i < n; i++) {
-            unlink_item(m, take[i]);
-            take[i]->state = GPU_TAKEN;
-        }
-        struct vlm *v = m->vlm;
-        m->busy = 1;
-        pthread_mutex_unlock(&m->mu);
-
-        char why[256] = "";
-        int was_lost = run_pass(m, v, take, n, why, sizeof why);
-
-        pthread_mutex_lock(&m->mu);
-        m->busy = 0;
-        if (was_lost)
-            lost(m, why);
-        else
-            refresh_after_seal(m);
-        if (!was_lost && n && take[0]->rc == 0)
-            m->losses = 0;
-        for (uint32_t i = 0; i < n; i++)
-            take[i]->state = GPU_DONE;
-        pthread_cond_broadcast(&m->done_cv);
-    }
-    pthread_mutex_unlock(&m->mu);
-    return NULL;
-}
-
-/* ------------------------------------------------------------ job threads */
-
-static int cancelled(const struct engine_doc *doc)
-{
-    return doc->cancel && atomic_load(doc->cancel) != 0;
-}
-
-static void wait_a_bit(struct engine_models *m)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 50 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&m->done_cv, &m->mu, &ts);
-}
-
-/* Queue room for this thread, mu held: slots neither queued nor reserved
- * by a thread still preparing pages for them. */
-static int room(const struct engine_models *m)
-{
-    return m->queue_cap - m->queued - m->reserved;
-}
-
-/* Queues it and sleeps until the GPU thread answered it (mu held on entry
- * and exit). FOLIO_ETIMEOUT when the job was cancelled before its pass. */
-static int submit_wait(struct engine_models *m, struct gpu_item *it, const struct engine_doc *doc,
-                       struct folio_err *err)
-{
-    while (!m->quit && room(m) < 1 && !cancelled(doc))
-        wait_a_bit(m);
-    if (cancelled(doc))
-        return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
-    if (m->quit || !m->has_thread) {
-        set_item_err(it, FOLIO_ESTATE, "engine closing", 0);
-        return 0;
-    }
-    it->state = GPU_QUEUED;
-    it->next = NULL;
-    if (m->tail)
-        m->tail->next = it;
-    else
-        m->head = it;
-    m->tail = it;
-    m->queued++;
-    pthread_cond_signal(&m->work_cv);
-    while (it->state != GPU_DONE) {
-        if (it->state == GPU_QUEUED && cancelled(doc)) {
-            unlink_item(m, it);
-            pthread_cond_broadcast(&m->done_cv);
-            return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while queued for the GPU");
-        }
-        wait_a_bit(m);
-    }
-    return 0;
-}
-
-/* A model tier answered: out takes the distribution (prob, lp: malloc'd). */
-static void answer(struct engine_result *out, const char *const *names, int nl, double *prob, double *lp,
-                   int best, double confidence, const char *path)
-{
-    free(out->scores);
-    free(out->raw);
-    out->scores = prob;
-    out->raw = lp;
-    out->n_labels = nl;
-    out->names = names;
-    snprintf(out->label, sizeof out->label, "%s", names[best]);
-    out->confidence = confidence;
-    snprintf(out->engine_path, sizeof out->engine_path, "%s", path);
-}
-
-/* Tier 1 over the pages of one document, a window at a time (see
- * "Pages of one document" at the top). The items of a window live in it[]
- * (room for cap); each page's outcome lands in its own out: answered
- * (engine_path "vision") or the reason it was not. */
-
-/* Queues the window's prepared pages together and sleeps until the GPU
- * thread answered every one (mu held on entry and exit). On cancel the
- * pages still queued are taken back out, the ones in a pass are waited
- * for (the GPU thread writes into them), and FOLIO_ETIMEOUT is returned. */
-static int submit_window(struct engine_models *m, struct gpu_item *it, int k, const struct engine_doc *doc,
-                         struct folio_err *err)
-{
-    int queued = 0;
-    for (int i = 0; i < k; i++) {
-        if (!it[i].prep)
-            continue; /* not decoded or not prepared: its reason is set */
-        if (m->quit) {
-            set_item_err(&it[i], FOLIO_ESTATE, "engine closing", 0);
-            continue;
-        }
-        it[i].state = GPU_QUEUED;
-        it[i].next = NULL;
-        if (m->tail)
-            m->tail->next = &it[i];
-        else
-            m->head = &it[i];
-        m->tail = &it[i];
-        m->queued++;
-        queued++;
-    }
-    if (queued)
-        pthread_cond_signal(&m->work_cv);
-    int cancel = 0;
-    for (;;) {
-        int waiting = 0;
-        for (int i = 0; i < k; i++) {
-            if (it[i].state == GPU_QUEUED && cancelled(doc)) {
-                unlink_item(m, &it[i]);
-                it[i].state = GPU_IDLE;
-                cancel = 1;
-                pthread_cond_broadcast(&m->done_cv);
-            } else if (it[i].state == GPU_QUEUED || it[i].state == GPU_TAKEN) {
-                waiting++;
-            }
-        }
-        if (!waiting)
-            break;
-        wait_a_bit(m);
-    }
-    return cancel ? folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while queued for the GPU") : 0;
-}
-
-/* Decodes and prepares page i of the window on this thread (no lock
- * held); a page that cannot be decoded gets its reason and no item. */
-static void prepare_page(struct vlm *v, const char *const *names, int nl, const struct engine_doc *doc,
-                         struct engine_result *out, struct gpu_item *it)
-{
-    memset(it, 0, sizeof *it);
-    it->kind = GPU_VISION;
-    it->names = names;
-    it->nl = (uint32_t)nl;
-    struct engine_page pg;
-    memset(&pg, 0, sizeof pg);
-    struct folio_err pe = {0};
-    char b[320];
-    if (!doc->page) {
-        add_reason(out, "vision: no page image for this document");
-        return;
-    }
-    if (doc->page(doc->page_ctx, &pg, &pe) != 0) {
-        snprintf(b, sizeof b, "vision: page not decoded: %s", pe.msg);
-        add_reason(out, b);
-        return;
-    }
-    it->page_h = (uint32_t)pg.height;
-    it->page_ms = pg.ms;
-    it->vr.prob = calloc((size_t)nl, sizeof *it->vr.prob);
-    it->vr.logprob = calloc((size_t)nl, sizeof *it->vr.logprob);
-    if (!it->vr.prob || !it->vr.logprob) {
-        free(pg.pixels);
-        free(it->vr.prob);
-        free(it->vr.logprob);
-        it->vr.prob = it->vr.logprob = NULL;
-        add_reason(out, "vision failed: out of host memory");
-        return;
-    }
-    struct vlm_page vp = {pg.pixels, (uint32_t)pg.width, (uint32_t)pg.height, pg.stride, pg.channels};
-    int prc = vlm_prepare(v, &vp, names, (uint32_t)nl, &it->prep, &pe);
-    free(pg.pixels);
-    if (prc) {
-        vlm_prepared_free(it->prep);
-        it->prep = NULL;
-        set_item_err(it, prc, pe.msg, 0);
-    }
-    it->report = 1; /* answered by its pass, or "vision failed: <why>" */
-}
-
-/* The outcome of one item for its page (when record is set);
- * FOLIO_EDEVICELOST under the release policy. Frees what the item holds. */
-static int page_outcome(struct engine_models *m, const char *const *names, int nl, struct gpu_item *it,
-                        struct engine_result *out, int record, struct folio_err *err)
-{
-    vlm_prepared_free(it->prep);
-    it->prep = NULL;
-    int rc = 0;
-    if (!record || !it->report) {
-        /* cancelled, or its reason is already in out */
-    } else if (it->rc == 0) {
-        struct vlm_result *r = &it->vr;
-        answer(out, names, nl, r->prob, r->logprob, r->best, r->confidence, "vision");
-        r->prob = r->logprob = NULL;
-        out->prompt_ids = r->prompt_ids;
-        out->n_prompt_ids = r->n_prompt;
-        r->prompt_ids = NULL;
-        out->vision_ms = r->preprocess_ms + r->vision_ms + it->page_ms;
-        out->lm_ms = r->lm_ms;
-        out->text.decode_ms += it->page_ms;
-    } else {
-        char b[320];
-        snprintf(b, sizeof b, "vision failed: %s", it->msg);
-        add_reason(out, b);
-        if (it->lost && m->cfg.release_on_device_loss)
-            rc = folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the vision pass: %s", it->msg);
-    }
-    free(it->vr.prob);
-    free(it->vr.logprob);
-    it->vr.prob = it->vr.logprob = NULL;
-    vlm_result_free(&it->vr);
-    return rc;
-}
-
-/* One window: reserves queue room for up to cap of the n pages left,
- * prepares them, queues them together, waits, and records each page's
- * outcome. *used: pages the window covered (all n when vision is off). */
-static int vision_window(struct engine_models *m, const char *const *names, int nl, const struct engine_doc *docs,
-                         struct engine_result *outs, int n, struct gpu_item *it, int cap, int *used,
-                         struct folio_err *err)
-{
-    pthread_mutex_lock(&m->mu);
-    struct vlm *v;
-    for (;;) {
-        v = m->vlm;
-        if (m->quit || !v || m->closing || !vlm_vision_enabled(v)) {
-            for (int p = 0; p < n; p++)
-                add_reason(&outs[p], m->quit ? "vision failed: engine closing" : m->reason);
-            pthread_mutex_unlock(&m->mu);
-            *used = n;
-            return 0;
-        }
-        if (room(m) > 0)
-            break;
-        if (cancelled(&docs[0])) {
-            pthread_mutex_unlock(&m->mu);
-            return folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
-        }
-        wait_a_bit(m);
-    }
-    int k = n < cap ? n : cap;
-    if (room(m) < k)
-        k = room(m); /* what fits now: no waiting for a fuller window */
-    /* the reservation bounds prepared pages by the queue, like queued ones;
-     * the user reference keeps the vlm open while they are prepared
-     * (lost() waits for it) */
-    m->reserved += k;
-    m->users++;
-    uint64_t gen = m->gen;
-    pthread_mutex_unlock(&m->mu);
-    for (int i = 0; i < k; i++) {
-        prepare_page(v, names, nl, &docs[i], &outs[i], &it[i]);
-        it[i].gen = gen;
-    }
-    pthread_mutex_lock(&m->mu);
-    m->reserved -= k;
-    if (--m->users == 0)
-        pthread_cond_broadcast(&m->done_cv);
-    int rc = 0;
-    if (cancelled(&docs[0]))
-        rc = folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
-    else
-        rc = submit_window(m, it, k, &docs[0], err);
-    pthread_mutex_unlock(&m->mu);
-    int orc = 0;
-    for (int i = 0; i < k; i++) {
-        int r = page_outcome(m, names, nl, &it[i], &outs[i], rc == 0, err);
-        orc = orc ? orc : r;
-    }
-    *used = k;
-    return rc ? rc : orc;
-}
-
-int engine_models_vision(struct engine_models *m, const char *const *names, int nl,
-                         const struct engine_doc *docs, int n, struct engine_result *outs, int *failed,
-                         struct folio_err *err)
-{
-    uint32_t b = atomic_load(&m->batch);
-    int cap = b < 1 ? 1 : (int)b;
-    cap = cap < n ? cap : n;
-    struct gpu_item *it = calloc((size_t)(cap > 0 ? cap : 1), sizeof *it);
-    if (!it) {
-        for (int p = 0; p < n; p++)
-            add_reason(&outs[p], "vision failed: out of host memory");
-        return 0;
-    }
-    int rc = 0;
-    for (int p = 0; p < n && rc == 0;) {
-        int used = 0;
-        rc = vision_window(m, names, nl, docs + p, outs + p, n - p, it, cap, &used, err);
-        if (rc && failed)
-            *failed = p;
-        p += used;
-    }
-    free(it);
     return rc;
 }
 
@@ -903,27 +248,27 @@ static int text_tier(struct engine_models *m, const char *const *names, int nl,
     if (!prob || !lp) {
         free(prob);
         free(lp);
-        add_reason(out, "ocr+lm failed: out of host memory");
+        tiers_add_reason(out, "ocr+lm failed: out of host memory");
         return 0;
     }
     double t0 = folio_mono_ms();
     pthread_mutex_lock(&m->mu);
     int rc = 0;
     if (!m->vlm || m->closing) {
-        add_reason(out, m->reason);
+        tiers_add_reason(out, m->reason);
         pthread_mutex_unlock(&m->mu);
         free(prob);
         free(lp);
         return 0;
     }
     it.gen = m->gen;
-    rc = submit_wait(m, &it, doc, err);
+    rc = tiers_submit_wait(m, &it, doc, err);
     pthread_mutex_unlock(&m->mu);
     if (rc == 0 && it.rc == 0) {
-        answer(out, names, nl, prob, lp, it.tr.best, it.tr.confidence, "ocr+lm");
+        tiers_answer(out, names, nl, prob, lp, it.tr.best, it.tr.confidence, "ocr+lm");
         out->lm_ms = folio_mono_ms() - t0;
         if (it.tr.truncated)
-            add_reason(out, "ocr+lm: OCR text cut to the prompt budget");
+            tiers_add_reason(out, "ocr+lm: OCR text cut to the prompt budget");
         *done = 1;
         return 0;
     }
@@ -933,7 +278,7 @@ static int text_tier(struct engine_models *m, const char *const *names, int nl,
         return rc;
     char b[320];
     snprintf(b, sizeof b, "ocr+lm failed: %s", it.msg);
-    add_reason(out, b);
+    tiers_add_reason(out, b);
     if (it.lost && m->cfg.release_on_device_loss)
         return folio_err_set(err, FOLIO_EDEVICELOST, "GPU lost during the ocr+lm pass: %s", it.msg);
     return 0;
@@ -945,10 +290,10 @@ int engine_models_begin(struct engine_models *m, struct engine_result *outs, int
     /* the re-open after a loss: by the first document past the backoff
      * (the GPU thread has nothing to run meanwhile) */
     if (!m->vlm && !m->gave_up && !m->closing && folio_mono_ms() >= m->retry_at_ms)
-        try_open(m);
+        tiers_try_open(m);
     int level = !m->vlm ? 0 : vlm_vision_enabled(m->vlm) ? 2 : 1;
     for (int p = 0; p < n && level < 2; p++)
-        add_reason(&outs[p], m->reason);
+        tiers_add_reason(&outs[p], m->reason);
     pthread_mutex_unlock(&m->mu);
     return level;
 }

@@ -75,9 +75,14 @@ static int any_dead(const struct vlm *v)
 
 int vlm_dead(const struct vlm *v) { return v->dead || any_dead(v); }
 struct lm *vlm_lm(struct vlm *v) { return v->lm; }
-const struct tok *vlm_tok(const struct vlm *v) { return v->tok; }
 struct vkr *vlm_vkr(struct vlm *v) { return v->vk; }
 struct vkr *vlm_vkr_at(struct vlm *v, uint32_t i) { return i < v->ndev ? v->vks[i] : NULL; }
+
+int vlm_classify_text(struct vlm *v, const char *text, const char *const *names, uint32_t nl,
+                      uint32_t token_budget, struct lm_text_result *out, struct folio_err *err)
+{
+    return lm_text_classify(v->lm, v->tok, &text, NULL, 1, names, nl, token_budget, out, err);
+}
 
 uint64_t vlm_requests_after_seal(const struct vlm *v)
 {

@@ -24,8 +24,7 @@
  *         Over two devices (vlm_config.device "A,B") either one lost
  *         kills the engine, and the re-open opens both again.
  *
- * The OCR-text tier uses the same text model: vlm_lm() / vlm_tok() hand
- * it to lm_text_classify.
+ * The OCR-text tier uses the same text model: vlm_classify_text.
  */
 #ifndef FOLIO_VLM_H
 #define FOLIO_VLM_H
@@ -98,8 +97,16 @@ int vlm_vision_enabled(const struct vlm *v);
 int vlm_dead(const struct vlm *v);
 /* Delay before re-open attempt `failures` (1, 2, ...): 0.5 s doubling to 60 s. */
 uint32_t vlm_backoff_ms(int failures);
+/* The text model itself, for tests that inspect its plan (lm_replan,
+ * lm_devices); the tiers classify through vlm_classify_text. */
 struct lm *vlm_lm(struct vlm *v);
-const struct tok *vlm_tok(const struct vlm *v);
+/* The OCR-text tier on this engine's text model and tokenizer: one
+ * document's text among nl label names (lm_text_classify: token_budget 0
+ * = as many tokens as the prompt allows). out's prob/logprob pointers are
+ * the caller's (or NULL). */
+struct lm_text_result;
+int vlm_classify_text(struct vlm *v, const char *text, const char *const *names, uint32_t nl,
+                      uint32_t token_budget, struct lm_text_result *out, struct folio_err *err);
 struct vkr *vlm_vkr(struct vlm *v);   /* the first device's runtime */
 /* Pipelines requested after seal, summed over the engine's devices (must stay 0). */
 uint64_t vlm_requests_after_seal(const struct vlm *v);

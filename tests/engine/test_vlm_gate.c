@@ -173,7 +173,7 @@ static void gated(void)
     const char *txt = "INVOICE No. 42, total 540.00 EUR.";
     struct lm_text_result tr;
     memset(&tr, 0, sizeof tr);
-    rc = lm_text_classify(vlm_lm(v), vlm_tok(v), &txt, NULL, 1, LABELS, 3, 32, &tr, &e);
+    rc = vlm_classify_text(v, txt, LABELS, 3, 32, &tr, &e);
     CHECK(rc == 0 && tr.best >= 0 && tr.best < 3, "ocr+lm on the gated engine: %s", e.msg);
     CHECK(vlm_selftest(v, &e) == 0, "text-only self-test: %s", e.msg);
     vlm_close(v);
