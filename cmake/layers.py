@@ -30,6 +30,8 @@ LAYERS = [
     ("tools", "engine/tools/"),
     ("vk", "engine/vk/"),
     ("quant", "engine/quant/"),  # block formats: below ops
+    ("gguf", "engine/gguf/"),  # the container: reader and writer, below every model
+    ("text", "engine/text/"),  # tokenizer and prompts: the text stack, on the container
     ("ops", "engine/ops/"),
     ("model", "engine/model/"),
     ("ocr", "engine/ocr"),
@@ -48,18 +50,22 @@ ALLOWED = {
     "vk": {"common"},
     "quant": {"common"},
     "ops": {"vk", "quant", "common"},
-    "model": {"ops", "vk", "quant", "common"},
+    "gguf": {"quant", "common"},
+    "text": {"gguf", "common"},
+    "model": {"text", "gguf", "ops", "vk", "quant", "common"},
     "ocr": {"common", "sandbox"},  # engine/ocrhelper (folio-ocr) confines itself
-    "engine": {"model", "ops", "vk", "quant", "common"},
-    "tools": {"bench_engine", "engine", "model", "ops", "vk", "quant", "common"},
+    "engine": {"model", "text", "gguf", "ops", "vk", "quant", "common"},
+    "tools": {"bench_engine", "engine", "model", "text", "gguf", "ops", "vk", "quant", "common"},
     "ingest": {"common"},
     "pdfhelper": {"ingest", "sandbox"},  # ingest: the wire protocol header only (main below)
     "pipeline": {"engine", "ocr", "ingest", "common"},
     # bench code measures the layers below it and may reach engine
     # internals by design; nothing production includes it
-    "bench_engine": {"engine", "model", "ops", "vk", "quant", "common"},
-    "bench": {"bench_engine", "pipeline", "engine", "ocr", "ingest", "model", "ops", "vk", "quant", "common"},
-    "tests": {"bench", "bench_engine", "pipeline", "engine", "ocr", "ingest", "model", "ops", "vk", "quant", "common", "tools",
+    "bench_engine": {"engine", "model", "text", "gguf", "ops", "vk", "quant", "common"},
+    "bench": {"bench_engine", "pipeline", "engine", "ocr", "ingest", "model", "text", "gguf", "ops", "vk", "quant",
+              "common"},
+    "tests": {"bench", "bench_engine", "pipeline", "engine", "ocr", "ingest", "model", "text", "gguf", "ops", "vk",
+              "quant", "common", "tools",
               "pdfhelper", "sandbox"},
 }
 

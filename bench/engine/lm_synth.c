@@ -15,7 +15,7 @@
  */
 #include "bench/engine/synth.h"
 #include "common/rng.h"
-#include "engine/model/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/model/lm.h"
 #include "engine/quant/quant.h"
 

@@ -10,7 +10,7 @@
  */
 #include "bench/engine/synth.h"
 #include "common/rng.h"
-#include "engine/model/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/quant/quant.h"
 
 #include <math.h>

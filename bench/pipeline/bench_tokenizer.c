@@ -24,8 +24,8 @@
  */
 #include "bench/pipeline/bench.h"
 #include "common/json.h"
-#include "engine/model/gguf_write.h"
-#include "engine/model/tokenizer.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/text/tokenizer.h"
 #include "pipeline/cli.h"
 
 #include <float.h>

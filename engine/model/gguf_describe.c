@@ -13,7 +13,7 @@
 #include "engine/model/gguf_describe.h"
 #include "engine/model/gguf_model.h"
 #include "engine/quant/quant.h"
-#include "engine/model/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #include <ctype.h>
 #include <inttypes.h>

@@ -9,7 +9,7 @@
 #ifndef FOLIO_GGUF_MODEL_H
 #define FOLIO_GGUF_MODEL_H
 
-#include "engine/model/gguf.h"
+#include "engine/gguf/gguf.h"
 
 /* Text architectures (general.architecture): qwen2vl (Qwen2-VL, Qwen2.5-VL)
  * and qwen3vl (Qwen3-VL dense: per-head q/k RMSNorm, no q/k/v biases, a

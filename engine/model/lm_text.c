@@ -11,8 +11,8 @@
  * not fit --max-tokens; the result says whether text was cut.
  */
 #include "engine/model/lm_internal.h"
-#include "engine/model/prompt.h"
-#include "engine/model/tokenizer.h"
+#include "engine/text/prompt.h"
+#include "engine/text/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>

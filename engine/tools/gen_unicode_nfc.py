@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes engine/model/unicode_nfc.h: the tables NFC normalisation needs
+"""Writes engine/text/unicode_nfc.h: the tables NFC normalisation needs
 (the Qwen2 tokenizer's normalizer is NFC, applied before pre-tokenising).
 
   NFC_CCC       ranges of non-zero canonical combining class
@@ -21,7 +21,7 @@ normalization exactly: Unicode's stability policy freezes the combining
 class and canonical decomposition of an assigned character and the
 composition exclusions of existing ones. Run:
     python3 engine/tools/gen_unicode_nfc.py --npm /tmp/ucd/node_modules \
-        > engine/model/unicode_nfc.h
+        > engine/text/unicode_nfc.h
 """
 import os
 import sys

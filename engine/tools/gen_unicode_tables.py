@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes engine/model/unicode_tables.h: the code-point ranges of the Unicode
+"""Writes engine/text/unicode_tables.h: the code-point ranges of the Unicode
 general categories L* (letters) and N* (numbers) that the qwen2 pre-tokenizer
 needs (\\p{L}, \\p{N}).
 
@@ -12,7 +12,7 @@ Unicode version: 16.0, the data of the Oniguruma that Hugging Face
 tokenizers >= 0.21.2 runs its split regex on (see gen_unicode_common.py for
 the reference and how to get the data). Run:
     python3 engine/tools/gen_unicode_tables.py --npm /tmp/ucd/node_modules \\
-        > engine/model/unicode_tables.h
+        > engine/text/unicode_tables.h
 """
 import os
 import sys

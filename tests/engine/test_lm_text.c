@@ -14,8 +14,8 @@
 #include "common/common.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
-#include "engine/model/prompt.h"
-#include "engine/model/tokenizer.h"
+#include "engine/text/prompt.h"
+#include "engine/text/tokenizer.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 

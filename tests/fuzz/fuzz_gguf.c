@@ -6,7 +6,7 @@
  * as a read past the mapping in production. Files with tokenizer keys also
  * go through tok_load, and a loaded tokenizer must round-trip a sample. */
 #include "engine/model/gguf_model.h"
-#include "engine/model/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * and without special parsing, with and without the piece cache; the
  * results must agree and decode back to the input (NFC off), and to the
  * input's NFC form with NFC on. */
-#include "engine/model/gguf_write.h"
-#include "engine/model/tokenizer.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/text/tokenizer.h"
 
 #include <stdint.h>
 #include <stdlib.h>

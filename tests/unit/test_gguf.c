@@ -15,9 +15,9 @@
  * (that is how tests/fuzz/corpus/gguf/ was made). */
 #include "engine/model/gguf_describe.h"
 #include "engine/model/gguf_model.h"
-#include "engine/model/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/quant/quant.h"
-#include "engine/model/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/support/testutil.h"
 #include "tests/unit/tinymodel.h"
 

@@ -13,9 +13,9 @@
  * compare); manifest.json is read with the small JSON reader below. */
 #include "tests/support/parity_root.h"
 #include "engine/model/gguf_model.h"
-#include "engine/model/prompt.h"
+#include "engine/text/prompt.h"
 #include "engine/quant/quant.h"
-#include "engine/model/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/support/testutil.h"
 
 #include <math.h>

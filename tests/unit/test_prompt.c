@@ -5,9 +5,9 @@
  * then image blocks, next start = max + 1); also: caller text cannot inject
  * special tokens, grid errors, missing specials, label continuations, the
  * ggml section layout. */
-#include "engine/model/gguf_write.h"
-#include "engine/model/prompt.h"
-#include "engine/model/tokenizer.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/text/prompt.h"
+#include "engine/text/tokenizer.h"
 #include "tests/support/testutil.h"
 
 #include <stdlib.h>

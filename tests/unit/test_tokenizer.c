@@ -6,8 +6,8 @@
  * parity kit's fixtures are present, every reference string must give
  * exactly the reference ids and decode back to the same bytes. */
 #include "bench/pipeline/bench.h"
-#include "engine/model/gguf_write.h"
-#include "engine/model/tokenizer.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/text/tokenizer.h"
 #include "tests/support/testutil.h"
 
 #include <dirent.h>

@@ -4,7 +4,7 @@
 #ifndef FOLIO_TEST_TINYMODEL_H
 #define FOLIO_TEST_TINYMODEL_H
 
-#include "engine/model/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/quant/quant.h"
 
 #include <stdarg.h>

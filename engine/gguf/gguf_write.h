@@ -7,7 +7,7 @@
 #ifndef FOLIO_GGUF_WRITE_H
 #define FOLIO_GGUF_WRITE_H
 
-#include "engine/model/gguf.h" /* enum gguf_vtype: the element types of arrays */
+#include "engine/gguf/gguf.h" /* enum gguf_vtype: the element types of arrays */
 
 struct gguf_writer;
 /* version 2 or 3; alignment a power of two (written as general.alignment

@@ -10,7 +10,7 @@
  * and makes such spellings inert where it does. Positions are assigned as
  * tokens are appended, so the prompt never needs a second walk.
  */
-#include "engine/model/prompt.h"
+#include "engine/text/prompt.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -20,8 +20,8 @@
  * decomposition; ordering sorts short runs of marks by insertion and long
  * ones by counting; composition is one pass.
  */
-#include "engine/model/tokenizer.h"
-#include "engine/model/unicode_nfc.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/unicode_nfc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,7 @@
  * reader that silently takes the first or last one would disagree with
  * other tools about what the file means.
  */
-#include "engine/model/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/quant/quant.h"
 
 #include <errno.h>

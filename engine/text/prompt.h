@@ -22,7 +22,7 @@
 #define FOLIO_PROMPT_H
 
 #include "common/common.h"
-#include "engine/model/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #include <stddef.h>
 #include <stdint.h>

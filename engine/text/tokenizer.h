@@ -31,7 +31,7 @@
 #define FOLIO_TOKENIZER_H
 
 #include "common/common.h"
-#include "engine/model/gguf.h"
+#include "engine/gguf/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

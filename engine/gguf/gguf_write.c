@@ -9,7 +9,7 @@
  * (recorded once, reported by finish) so callers can add many keys without
  * checking each call.
  */
-#include "engine/model/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/quant/quant.h"
 
 #include <stdlib.h>

@@ -30,8 +30,8 @@
  * what Hugging Face tokenizers' BPE does. An optional per-thread cache
  * (struct tok_cache) memoises short pieces, since OCR text repeats words.
  */
-#include "engine/model/tokenizer.h"
-#include "engine/model/unicode_tables.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/unicode_tables.h"
 
 #include <stdlib.h>
 #include <string.h>
