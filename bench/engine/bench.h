@@ -28,6 +28,10 @@ struct ops_tool_opts {
 /* `bench ops`: JSON lines with GFLOP/s, GB/s and the fraction of the
  * roofline measured in the same run (peak FMA rate and read bandwidth). */
 int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err);
+/* `bench ops [OPTIONS]` for `folio bench ops` and `folio-engine bench ops`:
+ * parses argv (argv[0] = "ops") with one option table, runs ops_bench.
+ * Returns an exit code: 0 ok, 1 failure, 2 usage error. */
+int ops_bench_main(const char *prog, int argc, char **argv, FILE *out);
 
 /* ---- text model (`bench engine --text`) ---- */
 struct lm_bench_opts {
@@ -85,15 +89,29 @@ struct vlm_bench_opts {
  * scoring split, and the FLOP rate. JSON lines on out. */
 int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err);
 
+/* ---- the tokenizer (`bench tokenizer`, tokenizer_bench.c) ---- */
+/* `bench tokenizer [OPTIONS]` for `folio bench tokenizer` and
+ * `folio-engine bench tokenizer`: MB/s of encode on a model's vocabulary
+ * (or a synthetic one) and the scaling on hostile texts; JSON lines on
+ * stdout. Returns an exit code: 0 ok, 1 failure, 2 usage error. */
+int tokenizer_bench_main(const char *prog, int argc, char **argv);
+/* Hostile texts of about n bytes for the tokenizer's scaling case, shared by
+ * the bench and tests/unit/test_tokenizer.c (malloc'd, *len set; NULL when
+ * out of memory). */
+enum { TOK_HOSTILE_MARKS, TOK_HOSTILE_SPACES, TOK_HOSTILE_PUNCT, TOK_HOSTILE_WORD, TOK_HOSTILE_N };
+const char *bench_tok_hostile_name(int kind);
+char *bench_tok_hostile(int kind, size_t n, size_t *len);
+
 /* ---- the `bench engine` command ---- */
 /* `bench engine [--text | --vision] [OPTIONS]` for `folio bench engine` and
  * `folio-engine bench engine`: parses argv (argv[0] = "engine"), runs the
- * benchmark, prints JSON lines to out. Returns an exit code: 0 ok,
- * 1 failure, 2 usage error. */
-int engine_bench_main(int argc, char **argv, FILE *out);
+ * benchmark, prints JSON lines to out (--help to stdout). prog names the
+ * program in messages ("folio", "folio-engine"). Returns an exit code:
+ * 0 ok, 1 failure, 2 usage error. */
+int engine_bench_main(const char *prog, int argc, char **argv, FILE *out);
 /* `bench engine --pages N --model M --mmproj P [...]` (bench_pages.c):
  * one N-page document through engine_models page by page and with
  * engine_classify_pages; same argv and exit codes. */
-int engine_bench_pages(int argc, char **argv, FILE *out);
+int engine_bench_pages(const char *prog, int argc, char **argv, FILE *out);
 
 #endif

@@ -11,22 +11,42 @@
  * no two are alike), the text tiers never run (every page by vision).
  */
 #include "bench/engine/bench.h"
+#include "common/cliopt.h"
 #include "engine/engine.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char PAGES_USAGE[] =
-    "usage: bench engine --pages N --model TEXT.gguf --mmproj MMPROJ.gguf [OPTIONS]\n"
-    "  --pages N         pages in the document (1..64)\n"
-    "  --batch B         pages per GPU pass (default 4)\n"
-    "  --image N         page side in pixels (default 448)\n"
-    "  --image-tokens N  the vision plan (--max-image-tokens; default 256)\n"
-    "  --iters N         timed repetitions, best reported (default 3)\n"
-    "  --device SEL      Vulkan device (default: first GPU)\n"
-    "  --allow-cpu       allow a CPU Vulkan device (lavapipe)\n";
+    "usage: bench engine --pages N --model TEXT.gguf --mmproj MMPROJ.gguf [OPTIONS]\n";
+
+struct pages_args {
+    int npages, batch, side, tokens, iters, allow_cpu;
+    const char *model, *mmproj, *device;
+};
+
+#define AT(m, type) CLI_AT(struct pages_args, m, type)
+static const struct cli_opt PAGES_OPTS[] = {
+    {.name = "pages", .kind = CLI_INT, .off = AT(npages, int), .min = 1, .max = 64, .arg = "N",
+     .help = "pages in the document (1..64)"},
+    {.name = "model", .kind = CLI_STR, .off = AT(model, const char *), .min = 1, .arg = "TEXT.gguf",
+     .help = "the text model"},
+    {.name = "mmproj", .kind = CLI_STR, .off = AT(mmproj, const char *), .min = 1, .arg = "MMPROJ.gguf",
+     .help = "its vision tower"},
+    {.name = "batch", .kind = CLI_INT, .off = AT(batch, int), .min = 1, .max = 256, .arg = "B",
+     .help = "pages per GPU pass (default 4)"},
+    {.name = "image", .kind = CLI_INT, .off = AT(side, int), .min = 16, .max = 8192, .arg = "N",
+     .help = "page side in pixels (default 448)"},
+    {.name = "image-tokens", .kind = CLI_INT, .off = AT(tokens, int), .min = 4, .max = 16384, .arg = "N",
+     .help = "the vision plan (--max-image-tokens; default 256)"},
+    {.name = "iters", .kind = CLI_INT, .off = AT(iters, int), .min = 1, .max = 1000, .arg = "N",
+     .help = "timed repetitions, best reported (default 3)"},
+    {.name = "device", .kind = CLI_STR, .off = AT(device, const char *), .arg = "SEL",
+     .help = "Vulkan device (default: first GPU)"},
+    {.name = "allow-cpu", .kind = CLI_FLAG, .off = AT(allow_cpu, int), .help = "allow a CPU Vulkan device (lavapipe)"},
+};
+#undef AT
 
 struct bench_page {
     int index, side;
@@ -88,58 +108,19 @@ static int bench_run(struct engine *e, struct engine_models *m, const struct eng
     return rc;
 }
 
-static int pages_num(const char *s, long long lo, long long hi, int *out)
+int engine_bench_pages(const char *prog, int argc, char **argv, FILE *out)
 {
-    long long v;
-    if (folio_parse_int(s, lo, hi, &v))
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-int engine_bench_pages(int argc, char **argv, FILE *out)
-{
-    static const struct option opts[] = {
-        {"pages", required_argument, NULL, 'p'},   {"model", required_argument, NULL, 'm'},
-        {"mmproj", required_argument, NULL, 'j'},  {"batch", required_argument, NULL, 'b'},
-        {"image", required_argument, NULL, 'i'},   {"image-tokens", required_argument, NULL, 't'},
-        {"iters", required_argument, NULL, 'n'},   {"device", required_argument, NULL, 'd'},
-        {"allow-cpu", no_argument, NULL, 'c'},     {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    int npages = 0, batch = 4, side = 448, tokens = 256, iters = 3, allow_cpu = 0, ch;
-    const char *model = NULL, *mmproj = NULL, *device = NULL;
-    optind = 1;
-    opterr = 0;
-    int li = -1;
-    while ((ch = getopt_long(argc, argv, "h", opts, &li)) != -1) {
-        int bad = 0;
-        switch (ch) {
-        case 'p': bad = pages_num(optarg, 1, 64, &npages); break;
-        case 'b': bad = pages_num(optarg, 1, 256, &batch); break;
-        case 'i': bad = pages_num(optarg, 16, 8192, &side); break;
-        case 't': bad = pages_num(optarg, 4, 16384, &tokens); break;
-        case 'n': bad = pages_num(optarg, 1, 1000, &iters); break;
-        case 'm': model = optarg; break;
-        case 'j': mmproj = optarg; break;
-        case 'd': device = optarg; break;
-        case 'c': allow_cpu = 1; break;
-        case 'h': fputs(PAGES_USAGE, out); return 0;
-        default: bad = 1; break;
-        }
-        if (bad && ch != '?' && li >= 0)
-            fprintf(stderr, "bench engine: --%s: '%s' is not a number in its range\n%s", opts[li].name, optarg,
-                    PAGES_USAGE);
-        else if (bad)
-            fprintf(stderr, "bench engine: unknown or incomplete option '%s'\n%s", argv[optind - 1], PAGES_USAGE);
-        if (bad)
-            return 2;
-        li = -1;
-    }
-    if (!npages || !model || !mmproj) {
-        fprintf(stderr, "bench engine: --pages needs --model and --mmproj (the vision pair to run)\n%s",
-                PAGES_USAGE);
-        return 2;
-    }
+    const struct cli_cmd cmd = {.name = "bench engine", .prog = prog, .usage = PAGES_USAGE, .opts = PAGES_OPTS,
+                                .nopts = sizeof PAGES_OPTS / sizeof PAGES_OPTS[0], .help_col = 20};
+    struct pages_args a = {.batch = 4, .side = 448, .tokens = 256, .iters = 3};
+    int pos, prc = cli_parse(&cmd, &a, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    if (!a.npages || !a.model || !a.mmproj)
+        return cli_cmd_usage_error(&cmd, "--pages needs --model and --mmproj (the vision pair to run)");
+    int npages = a.npages, batch = a.batch, side = a.side, tokens = a.tokens, iters = a.iters;
+    int allow_cpu = a.allow_cpu;
+    const char *model = a.model, *mmproj = a.mmproj, *device = a.device;
     struct folio_err err = {0};
     struct engine_models_config mc = {.model_path = model, .mmproj_path = mmproj, .device = device,
                                       .allow_cpu = allow_cpu, .max_image_tokens = (uint32_t)tokens,

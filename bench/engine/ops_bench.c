@@ -11,6 +11,7 @@
  * warm-up pass. Weights are random bytes: speed does not depend on values.
  */
 #include "bench/engine/bench.h"
+#include "common/cliopt.h"
 #include "common/json.h"
 #include "common/rng.h"
 #include "engine/doctor_vk.h"
@@ -477,4 +478,39 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
                 vkr_features(b.vk)->timestamps);
     vkr_close(b.vk);
     return rc;
+}
+
+static const char OPS_USAGE[] =
+    "usage: bench ops [--quick] [--device SPEC] [--allow-cpu] [--reps N] [--serial-pipelines]\n"
+    "                 [--only roofline|matmul|gemm|attention] [--dtype TYPE]\n"
+    "\n"
+    "Matmul per weight type at LLM shapes and attention at vision/text sizes:\n"
+    "GFLOP/s, GB/s and the fraction of the roofline measured in the same run.\n";
+
+#define AT(m, type) CLI_AT(struct ops_tool_opts, m, type)
+static const struct cli_opt OPS_OPTS[] = {
+    {.name = "quick", .kind = CLI_FLAG, .off = AT(quick, int)},
+    {.name = "device", .kind = CLI_STR, .off = AT(device, const char *)},
+    {.name = "allow-cpu", .kind = CLI_FLAG, .off = AT(allow_cpu, int)},
+    {.name = "reps", .kind = CLI_INT, .off = AT(reps, int), .min = 1, .max = 1000},
+    {.name = "only", .kind = CLI_STR, .off = AT(only, const char *)},
+    {.name = "dtype", .kind = CLI_STR, .off = AT(dtype, const char *)},
+    {.name = "serial-pipelines", .kind = CLI_FLAG, .off = AT(serial, int)},
+};
+#undef AT
+
+int ops_bench_main(const char *prog, int argc, char **argv, FILE *out)
+{
+    const struct cli_cmd cmd = {.name = "bench ops", .prog = prog, .usage = OPS_USAGE, .opts = OPS_OPTS,
+                                .nopts = sizeof OPS_OPTS / sizeof OPS_OPTS[0]};
+    struct ops_tool_opts o = {0};
+    int pos, prc = cli_parse(&cmd, &o, argc, argv, &pos);
+    if (prc != CLI_GO)
+        return prc;
+    struct folio_err err = {0};
+    if (ops_bench(&o, out, &err) != 0) {
+        folio_err_print(stderr, &err);
+        return FOLIO_EXIT_FAIL;
+    }
+    return FOLIO_EXIT_OK;
 }

@@ -15,12 +15,6 @@ int bench_queue(int argc, char **argv);
 int bench_ocr(int argc, char **argv);
 int bench_ops(int argc, char **argv);
 int bench_tokenizer(int argc, char **argv);
-/* Hostile texts of about n bytes for the tokenizer's scaling case, shared by
- * the bench and tests/unit/test_tokenizer.c (malloc'd, *len set; NULL when
- * out of memory). */
-enum { TOK_HOSTILE_MARKS, TOK_HOSTILE_SPACES, TOK_HOSTILE_PUNCT, TOK_HOSTILE_WORD, TOK_HOSTILE_N };
-const char *bench_tok_hostile_name(int kind);
-char *bench_tok_hostile(int kind, size_t n, size_t *len);
 int bench_engine(int argc, char **argv);
 int bench_pdf(int argc, char **argv);
 /* A 300-dpi-like office scan as a colour JPEG (bench_scan.c; bench pdf

@@ -89,7 +89,7 @@ check "bench engine small page" 0 "$F" bench engine --small --allow-cpu --iters 
 expect_in '"what":"pages"'
 expect_in '"pages_per_s"'
 check "bench engine --batch 0" 2 "$F" bench engine --batch 0
-expect_in 'not a list of at most 8 sizes 1..64'
+expect_in '--batch wants a list of at most 8 sizes 1..64'
 check "bench engine --batch with --text" 2 "$F" bench engine --text --batch 4
 check "bench engine --text-tokens 5" 2 "$F" bench engine --text-tokens 5
 expect_in 'chat header, vision markers and closing take 27'
@@ -103,12 +103,24 @@ expect_in '"gpu_pages_per_s"'
 check "bench engine --pages without models" 2 "$F" bench engine --pages 2
 expect_in "--pages needs --model and --mmproj"
 check "bench engine --pages 0" 2 "$F" bench engine --pages 0 --model "$FIX/text-F32.gguf" --mmproj "$FIX/mmproj-F32.gguf"
-expect_in "--pages: '0' is not a number in its range"
+expect_in "--pages wants 1..64, got '0'"
 check "bench engine --pages 2" 0 "$F" bench engine --pages 2 --batch 2 --model "$FIX/text-F32.gguf" \
   --mmproj "$FIX/mmproj-F32.gguf" --device llvmpipe --allow-cpu --image 224 --image-tokens 64 --iters 1
 expect_in '"passes":2,"vision":2},"together"'
 expect_in '"together":{"ms":'
 expect_in '"passes":1,"vision":2}'
+
+# the engine-only tool parses with the same option tables (common/cliopt.h)
+# and runs the engine-side benches: the tokenizer's among them
+FE=$(dirname "$F")/engine/tools/folio-engine
+check "folio-engine bench tokenizer" 0 "$FE" bench tokenizer --case scaling --scaling-bytes 64KiB
+expect_in '"bench":"tokenizer_scaling"'
+check "folio-engine bench tokenizer --bytes x" 2 "$FE" bench tokenizer --bytes x
+expect_in "folio-engine bench tokenizer: --bytes wants 1KiB..1GiB, got 'x'"
+check "folio-engine bench engine --iters 0" 2 "$FE" bench engine --iters 0
+expect_in "folio-engine bench engine: --iters wants 1..1000, got '0'"
+check "folio-engine doctor --bogus" 2 "$FE" doctor --bogus
+expect_in "try 'folio-engine doctor --help'"
 
 echo "$checks checks, $fail failed"
 [ "$fail" -eq 0 ]

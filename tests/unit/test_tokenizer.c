@@ -5,7 +5,7 @@
  * round trip on arbitrary bytes incl. invalid UTF-8; load errors. When the
  * parity kit's fixtures are present, every reference string must give
  * exactly the reference ids and decode back to the same bytes. */
-#include "bench/pipeline/bench.h"
+#include "bench/engine/bench.h"
 #include "engine/gguf/gguf_write.h"
 #include "engine/text/tokenizer.h"
 #include "tests/support/testutil.h"
@@ -646,7 +646,7 @@ static double encode_cpu_s(const struct tok *t, const char *text, size_t len, in
 }
 
 /* Encoding is linear in the input on hostile text (the bench's scaling
- * texts, bench/pipeline/bench_tokenizer.c): 1 MiB costs about 8
+ * texts, bench/engine/tokenizer_bench.c): 1 MiB costs about 8
  * times what 128 KiB costs (the old insertion sort made the marks case
  * 64 times, and 1 MiB of it minutes). Compared within one run, by CPU
  * time, best of three; the bound (24) leaves room for n log n BPE on the

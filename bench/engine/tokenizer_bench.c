@@ -1,5 +1,6 @@
 /*
- * folio bench tokenizer: single-thread tokenizer throughput on OCR-like text.
+ * bench tokenizer (folio bench tokenizer, folio-engine bench tokenizer):
+ * single-thread tokenizer throughput on OCR-like text.
  *
  * The text is generated (deterministic, default 1 MiB): invoice and
  * datasheet lines — words, numbers, dates, amounts, units and symbols
@@ -22,11 +23,11 @@
  * reports CPU ns per byte at each: flat means linear time, a 4x rise per
  * step means quadratic (what the NFC insertion sort used to do on marks).
  */
-#include "bench/pipeline/bench.h"
+#include "bench/engine/bench.h"
+#include "common/cliopt.h"
 #include "common/json.h"
 #include "engine/gguf/gguf_write.h"
 #include "engine/text/tokenizer.h"
-#include "pipeline/cli.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -35,9 +36,9 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-    "usage: folio bench tokenizer [--model FILE.gguf] [--bytes N] [--seconds S] [--merges N]\n"
-    "                             [--pad-vocab N] [--case all|throughput|scaling]\n"
-    "                             [--scaling-bytes N]\n"
+    "usage: bench tokenizer [--model FILE.gguf] [--bytes N] [--seconds S] [--merges N]\n"
+    "                       [--pad-vocab N] [--case all|throughput|scaling]\n"
+    "                       [--scaling-bytes N]\n"
     "\n"
     "Tokenises generated OCR-like UTF-8 text page by page on one core and prints\n"
     "two JSON lines (without and with the per-thread piece cache): MB/s of input\n"
@@ -685,13 +686,12 @@ static const struct cli_opt OPTS[] = {
      .max = 256LL << 20, .want = "64KiB..256MiB", .arg = "N",
      .help = "largest scaling size (default 1280KiB: 20, 80, 320, 1280 KiB)"},
 };
-static const struct cli_cmd CMD = {.name = "bench tokenizer", .usage = USAGE, .opts = OPTS,
-                                   .nopts = sizeof OPTS / sizeof OPTS[0], .help_col = 17};
-
-int bench_tokenizer(int argc, char **argv)
+int tokenizer_bench_main(const char *prog, int argc, char **argv)
 {
+    const struct cli_cmd cmd = {.name = "bench tokenizer", .prog = prog, .usage = USAGE, .opts = OPTS,
+                                .nopts = sizeof OPTS / sizeof OPTS[0], .help_col = 17};
     struct tok_args a = {.bytes = 1 << 20, .seconds = 2.0, .merges = 4000, .scaling_max = 1280u << 10};
-    int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
+    int pos, prc = cli_parse(&cmd, &a, argc, argv, &pos);
     if (prc != CLI_GO)
         return prc;
     const char *model = a.model;
