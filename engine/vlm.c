@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INSTRUCTION PROMPT_INSTRUCTION
 #define MAX_RULES 64
 
 struct vlm {
@@ -474,9 +473,13 @@ static int open_vision(struct vlm *v, struct folio_err *err)
     if (v->max_batch > 1 && (ve.code == FOLIO_ELIMIT || ve.code == FOLIO_ENOMEM)) {
         /* asked for a batch the device cannot hold: say so, rather
          * than run without vision */
-        folio_err_set(err, ve.code, "vision tower: %s", ve.msg);
-        folio_err_detail(err, "planning max_batch %u pages per GPU pass of up to %u "
-                         "image tokens", v->max_batch, c->max_image_tokens);
+        /* the tower's own error (its detail: the numbers that prove it),
+         * with where it happened added */
+        if (err)
+            *err = ve;
+        folio_err_prefix(err, "vision tower: ");
+        folio_err_context(err, "planning max_batch %u pages per GPU pass of up to %u "
+                          "image tokens", v->max_batch, c->max_image_tokens);
         folio_err_hint(err, "lower the batch (--gpu-batch) or the page plan "
                        "(--max-image-tokens), or leave the batch to the memory plan");
         return ve.code;
@@ -506,9 +509,9 @@ static int open_text(struct vlm *v, struct folio_err *err)
     if (lc.max_tokens < c->max_text_tokens + 256)
         lc.max_tokens = c->max_text_tokens + 256;
     int rc = lm_open_split(v->vks, v->ndev, v->tm, &lc, &v->lm, err);
-    if (rc && v->max_batch > 1)
-        folio_err_detail(err, "planning the text model for max_batch %u pages per GPU pass "
-                         "of up to %u image tokens", v->max_batch, c->max_image_tokens);
+    if (rc && v->max_batch > 1) /* context: the loader's detail stays */
+        folio_err_context(err, "planning the text model for max_batch %u pages per GPU pass "
+                          "of up to %u image tokens", v->max_batch, c->max_image_tokens);
     return rc;
 }
 
@@ -687,28 +690,8 @@ static int lost(struct vlm *v, int rc, struct folio_err *err)
 
 static int build_instruction(const char *const *labels, uint32_t nl, char **out, size_t *len)
 {
-    size_t cap = sizeof INSTRUCTION + 8;
-    for (uint32_t l = 0; l < nl; l++)
-        cap += strlen(labels[l]) + 2;
-    char *u = malloc(cap);
-    if (!u)
-        return FOLIO_ENOMEM;
-    size_t n = sizeof INSTRUCTION - 1;
-    memcpy(u, INSTRUCTION, n);
-    for (uint32_t l = 0; l < nl; l++) {
-        size_t k = strlen(labels[l]);
-        memcpy(u + n, labels[l], k);
-        n += k;
-        if (l + 1 < nl) {
-            memcpy(u + n, ", ", 2);
-            n += 2;
-        }
-    }
-    u[n++] = '.';
-    u[n] = 0;
-    *out = u;
-    *len = n;
-    return 0;
+    *out = prompt_instruction(labels, nl, 0, len);
+    return *out ? 0 : FOLIO_ENOMEM;
 }
 
 int vlm_check_labels(const struct vlm *v, const char *const *labels, uint32_t nl,

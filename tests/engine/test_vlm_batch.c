@@ -354,12 +354,13 @@ static void replan_case(const struct jv *cfg, const struct img *im)
               lp[l], lp0[l]);
     vlm_result_free(&r);
     vlm_close(v);
-    /* an explicit batch the device cannot hold fails the open, naming it */
+    /* an explicit batch the device cannot hold fails the open, naming it
+     * in the context and keeping the loader's own message and detail */
     vc.max_batch = 4096;
     struct folio_err be = {0};
     rc = vlm_open(&vc, &v, &be);
-    CHECK(rc == FOLIO_ELIMIT && strstr(be.detail, "max_batch 4096"),
-          "max_batch 4096: rc %d '%s' / '%s'", rc, be.msg, be.detail);
+    CHECK(rc == FOLIO_ELIMIT && strstr(be.context, "max_batch 4096") && !strstr(be.detail, "max_batch 4096"),
+          "max_batch 4096: rc %d '%s' / detail '%s' / context '%s'", rc, be.msg, be.detail, be.context);
     if (rc == 0)
         vlm_close(v);
 }
