@@ -17,31 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INSTRUCTION PROMPT_INSTRUCTION
-
 /* The user turn: instruction, label list, then the (cut) OCR text. */
 static int build(const struct tok *tok, int no_system, const char *const *labels, uint32_t nl,
                  const char *text, size_t len, struct prompt *p, struct folio_err *err)
 {
-    size_t cap = sizeof INSTRUCTION + 32 + len;
-    for (uint32_t l = 0; l < nl; l++)
-        cap += strlen(labels[l]) + 2;
-    char *u = malloc(cap);
+    static const char mid[] = "\n\nOCR text:\n";
+    size_t n;
+    char *u = prompt_instruction(labels, nl, sizeof mid + len, &n);
     if (!u)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    size_t n = 0;
-    memcpy(u, INSTRUCTION, sizeof INSTRUCTION - 1);
-    n = sizeof INSTRUCTION - 1;
-    for (uint32_t l = 0; l < nl; l++) {
-        size_t k = strlen(labels[l]);
-        memcpy(u + n, labels[l], k);
-        n += k;
-        if (l + 1 < nl) {
-            memcpy(u + n, ", ", 2);
-            n += 2;
-        }
-    }
-    static const char mid[] = ".\n\nOCR text:\n";
     memcpy(u + n, mid, sizeof mid - 1);
     n += sizeof mid - 1;
     memcpy(u + n, text, len);

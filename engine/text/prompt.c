@@ -161,6 +161,31 @@ static int add_image(const struct tok *t, struct prompt *p, struct span *s,
     return add_special(t, p, s, "<|vision_end|>", err);
 }
 
+char *prompt_instruction(const char *const *labels, uint32_t nl, size_t reserve, size_t *len)
+{
+    size_t cap = sizeof PROMPT_INSTRUCTION + 1 + reserve;
+    for (uint32_t l = 0; l < nl; l++)
+        cap += strlen(labels[l]) + 2;
+    char *u = malloc(cap);
+    if (!u)
+        return NULL;
+    size_t n = sizeof PROMPT_INSTRUCTION - 1;
+    memcpy(u, PROMPT_INSTRUCTION, n);
+    for (uint32_t l = 0; l < nl; l++) {
+        size_t k = strlen(labels[l]);
+        memcpy(u + n, labels[l], k);
+        n += k;
+        if (l + 1 < nl) {
+            memcpy(u + n, ", ", 2);
+            n += 2;
+        }
+    }
+    u[n++] = '.';
+    u[n] = 0;
+    *len = n;
+    return u;
+}
+
 void prompt_free(struct prompt *p)
 {
     tok_ids_free(&p->ids);

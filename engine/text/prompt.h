@@ -31,6 +31,11 @@
 /* The classification instruction both tiers put before the label list
  * (vision: vlm.c; OCR text: lm_text.c), spelled once so they cannot drift. */
 #define PROMPT_INSTRUCTION "Classify this document. Answer with one label: "
+/* PROMPT_INSTRUCTION, the label names ("a, b, c") and a full stop, built
+ * once for both tiers: malloc'd with room for reserve more bytes and a
+ * NUL after the *len written (the OCR tier appends its text). NULL when
+ * out of memory. */
+char *prompt_instruction(const char *const *labels, uint32_t nl, size_t reserve, size_t *len);
 
 enum prompt_item_kind { PROMPT_TEXT, PROMPT_IMAGE };
 
