@@ -417,16 +417,24 @@ static int orient_upright(struct ocr_tess *e, PIX **pix, int ppi, struct ocr_pag
     return 0;
 }
 
-int ocr_tess_page(struct ocr_tess *e, const struct ocr_image *img, const _Atomic int *cancel,
-                    struct ocr_page_result *out, struct folio_err *err)
+int ocr_image_check(const struct ocr_image *img, struct folio_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->confidence = -1;
     if (!img->pixels || img->width <= 0 || img->height <= 0 ||
         (img->channels != 1 && img->channels != 3 && img->channels != 4) ||
         img->stride < (size_t)img->width * (size_t)img->channels)
         return folio_err_set(err, FOLIO_EINVAL, "OCR page is not an 8-bit gray/RGB image (%dx%d, %d channels, stride %zu)",
                              img->width, img->height, img->channels, img->stride);
+    return 0;
+}
+
+int ocr_tess_page(struct ocr_tess *e, const struct ocr_image *img, const _Atomic int *cancel,
+                    struct ocr_page_result *out, struct folio_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->confidence = -1;
+    int crc = ocr_image_check(img, err);
+    if (crc)
+        return crc;
     /* Tesseract's own hard limit (OCRmyPDF docs): refuse rather than crash. */
     if (img->width > 32767 || img->height > 32767)
         return folio_err_set(err, FOLIO_ELIMIT, "page is %dx%d pixels; Tesseract handles at most 32767 per side",

@@ -418,11 +418,9 @@ int ocr_page(struct ocr_engine *e, const struct ocr_image *img, const _Atomic in
         return ocr_tess_page(e->tess, img, cancel, out, err);
     memset(out, 0, sizeof *out);
     out->confidence = -1;
-    if (!img->pixels || img->width <= 0 || img->height <= 0 ||
-        (img->channels != 1 && img->channels != 3 && img->channels != 4) ||
-        img->stride < (size_t)img->width * (size_t)img->channels)
-        return folio_err_set(err, FOLIO_EINVAL, "OCR page is not an 8-bit gray/RGB image (%dx%d, %d channels, stride %zu)",
-                             img->width, img->height, img->channels, img->stride);
+    int crc = ocr_image_check(img, err); /* before any helper round trip */
+    if (crc)
+        return crc;
     if (cancel && atomic_load(cancel))
         return folio_err_set(err, FOLIO_ETIMEOUT, "OCR cancelled before it started");
 
