@@ -74,7 +74,7 @@ try:
 finally:
     shutil.rmtree(d)
 
-# bench/ may reach engine internals (bench_ops.c includes engine/ops/ops.h
+# bench/ may reach engine internals (ops_bench.c includes engine/ops/ops_internal.h
 # with no exception), but production code never includes bench code.
 check(os.path.exists(os.path.join(ROOT, "bench", "pipeline", "bench_ops.c")), "bench code lives in bench/")
 rc, out = planted("pipeline/queue.c", "bench/pipeline/bench.h")
