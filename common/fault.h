@@ -35,7 +35,8 @@
     X(ingest_crash_after_commit, "N", "ingest: SIGKILL right after the N-th committed batch") \
     X(gpu_page_fail, "H", "engine/tiers: every GPU pass holding a page of height H fails")    \
     X(gpu_nan, "H", "engine/tiers: a page of height H gets NaN label scores from its pass")  \
-    X(gpu_gather_ms, "MS", "engine/tiers: the GPU thread waits MS before taking a pass")
+    X(gpu_gather_ms, "MS", "engine/tiers: the GPU thread waits MS before taking a pass")     \
+    X(ocr_crash_width, "N", "engine/ocrhelper: folio-ocr raises SIGSEGV on a page N pixels wide")
 
 enum folio_fault_site {
 #define FOLIO_FAULT_ENUM(name, arg, what) FOLIO_FAULT_##name,

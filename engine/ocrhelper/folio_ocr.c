@@ -20,6 +20,7 @@
  * folio-pdf (common/sandbox). Tesseract's chatter goes to fd 2, a memfd
  * the parent logs as logfmt.
  */
+#include "common/fault.h"
 #include "common/sandbox/sandbox.h"
 #include "engine/ocr_internal.h"
 #include "engine/ocr_proto.h"
@@ -37,20 +38,14 @@
 #define PIX_FD 3
 #define EXIT_SETUP 3
 
-#ifdef FOLIO_FAULT_INJECTION
-/* FOLIO_FAULT=ocr_crash_width:N (test builds): a real SIGSEGV on a page N
- * pixels wide, standing in for a Tesseract bug, so tests can prove a crash
- * fails that page only. */
+/* FOLIO_FAULT=ocr_crash_width:N (common/fault.h; test builds): a real
+ * SIGSEGV on a page N pixels wide, standing in for a Tesseract bug, so
+ * tests can prove a crash fails that page only. */
 static void fault_point(int width)
 {
-    const char *f = getenv("FOLIO_FAULT");
-    const char *k = f ? strstr(f, "ocr_crash_width:") : NULL;
-    if (k && atoi(k + 16) == width)
+    if (width > 0 && folio_fault_num(FOLIO_FAULT_ocr_crash_width) == width)
         raise(SIGSEGV);
 }
-#else
-static void fault_point(int width) { (void)width; }
-#endif
 
 static int serve_page(struct ocr_tess *t, const struct ocr_request *q)
 {
