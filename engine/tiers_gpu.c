@@ -131,6 +131,7 @@ static int run_pass(struct engine_models *m, struct vlm *v, struct gpu_item **it
 
 static void unlink_item(struct engine_models *m, struct gpu_item *it)
 {
+    TIERS_MU_HELD(m);
     struct gpu_item **pp = &m->head, *prev = NULL;
     while (*pp && *pp != it) {
         prev = *pp;
@@ -138,6 +139,7 @@ static void unlink_item(struct engine_models *m, struct gpu_item *it)
     }
     if (!*pp)
         return;
+    assert(it->state == GPU_QUEUED && m->queued > 0); /* only queued items are in the list */
     *pp = it->next;
     if (m->tail == it)
         m->tail = prev;
@@ -206,8 +208,10 @@ void *tiers_gpu_main(void *arg)
             tiers_refresh_after_seal(m);
         if (!was_lost && n && take[0]->rc == 0)
             m->losses = 0;
-        for (uint32_t i = 0; i < n; i++)
+        for (uint32_t i = 0; i < n; i++) {
+            assert(take[i]->state == GPU_TAKEN);
             take[i]->state = GPU_DONE;
+        }
         pthread_cond_broadcast(&m->done_cv);
     }
     pthread_mutex_unlock(&m->mu);
@@ -243,6 +247,7 @@ int tiers_room(const struct engine_models *m)
 int tiers_submit_wait(struct engine_models *m, struct gpu_item *it, const struct engine_doc *doc,
                        struct folio_err *err)
 {
+    TIERS_MU_HELD(m);
     while (!m->quit && tiers_room(m) < 1 && !tiers_cancelled(doc))
         tiers_wait_a_bit(m);
     if (tiers_cancelled(doc))
@@ -251,6 +256,7 @@ int tiers_submit_wait(struct engine_models *m, struct gpu_item *it, const struct
         tiers_set_item_err(it, FOLIO_ESTATE, "engine closing", 0);
         return 0;
     }
+    assert(it->state == GPU_IDLE); /* an item is queued once */
     it->state = GPU_QUEUED;
     it->next = NULL;
     if (m->tail)
@@ -278,6 +284,7 @@ int tiers_submit_wait(struct engine_models *m, struct gpu_item *it, const struct
 int tiers_submit_window(struct engine_models *m, struct gpu_item *it, int k, const struct engine_doc *doc,
                          struct folio_err *err)
 {
+    TIERS_MU_HELD(m);
     int queued = 0;
     for (int i = 0; i < k; i++) {
         if (!it[i].prep)
@@ -286,6 +293,7 @@ int tiers_submit_window(struct engine_models *m, struct gpu_item *it, int k, con
             tiers_set_item_err(&it[i], FOLIO_ESTATE, "engine closing", 0);
             continue;
         }
+        assert(it[i].state == GPU_IDLE);
         it[i].state = GPU_QUEUED;
         it[i].next = NULL;
         if (m->tail)

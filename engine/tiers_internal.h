@@ -11,9 +11,16 @@
 #include "engine/tiers.h"
 #include "engine/vlm.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+
+/* Debug builds: asserts that m->mu is held where a function says "mu
+ * held" (queue, vlm pointer, reservations). A mutex held by another
+ * thread passes too; one held by none fails. */
+#define TIERS_MU_HELD(m) assert(pthread_mutex_trylock(&(m)->mu) == EBUSY)
 
 #define ENGINE_MAX_REOPEN 3
 #define GPU_BATCH_MAX 256 /* = --gpu-batch's upper bound */

@@ -34,6 +34,7 @@ void tiers_refresh_after_seal(struct engine_models *m)
  * can help. */
 void tiers_try_open(struct engine_models *m)
 {
+    TIERS_MU_HELD(m);
     struct vlm_config vc = {.model_path = m->cfg.model_path, .mmproj_path = m->cfg.mmproj_path,
                             .device = m->cfg.device, .allow_cpu = m->cfg.allow_cpu,
                             .validate = -1, .cache_dir = m->cfg.cache_dir,
@@ -78,6 +79,7 @@ void tiers_try_open(struct engine_models *m)
  * back until the re-open. Waits for job threads still preparing on it. */
 void tiers_lost(struct engine_models *m, const char *why)
 {
+    TIERS_MU_HELD(m);
     struct vlm *v = m->vlm;
     m->vlm = NULL;
     m->gen++;
