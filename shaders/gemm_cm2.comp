@@ -35,9 +35,15 @@ layout(constant_id = 3) const uint BN = 128;
 layout(constant_id = 4) const uint BK = 32;
 layout(local_size_x_id = 5) in;
 layout(constant_id = 6) const uint ACC16 = 0; // 0: f32 accumulation; else K per f16 chunk
+// 1: A and B are read through 16-byte-element views of their bindings (the
+// host checks that the skips and K are multiples of 8 halves), so the driver
+// knows the rows' alignment; 0: through f16 views (any offset).
+layout(constant_id = 7) const uint VEC = 0;
 
 layout(std430, binding = 0) readonly buffer BW { float16_t W[]; };
 layout(std430, binding = 1) readonly buffer BX { float16_t X[]; };
+layout(std430, binding = 0) readonly buffer BW4 { uvec4 W4[]; };
+layout(std430, binding = 1) readonly buffer BX4 { uvec4 X4[]; };
 layout(std430, binding = 2) buffer BY { float Y[]; };
 layout(std430, binding = 2) buffer BYH { float16_t YH[]; };
 layout(std430, binding = 3) readonly buffer BB { float B[]; };
@@ -78,8 +84,13 @@ float qgelu_e(const in uint32_t r, const in uint32_t c, const in float y) { retu
     {                                                                                            \
         CM(float16_t, BM, BK, gl_MatrixUseA) a_;                                                 \
         CM(float16_t, BK, BN, gl_MatrixUseB) b_;                                                 \
-        coopMatLoadTensorNV(a_, X, p.x_skip, sliceTensorLayoutNV(LX, m0, BM, K0, BK));          \
-        coopMatLoadTensorNV(b_, W, p.w_skip, sliceTensorLayoutNV(LW, n0, BN, K0, BK), tr);      \
+        if (VEC == 1u) {                                                                         \
+            coopMatLoadTensorNV(a_, X4, p.x_skip / 8u, sliceTensorLayoutNV(LX, m0, BM, K0, BK)); \
+            coopMatLoadTensorNV(b_, W4, p.w_skip / 8u, sliceTensorLayoutNV(LW, n0, BN, K0, BK), tr); \
+        } else {                                                                                 \
+            coopMatLoadTensorNV(a_, X, p.x_skip, sliceTensorLayoutNV(LX, m0, BM, K0, BK));      \
+            coopMatLoadTensorNV(b_, W, p.w_skip, sliceTensorLayoutNV(LW, n0, BN, K0, BK), tr);  \
+        }                                                                                        \
         C = coopMatMulAdd(a_, b_, C);                                                            \
     }
 

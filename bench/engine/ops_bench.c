@@ -285,6 +285,12 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             int cfg = v >= 5 ? v - 4 : 0;
             if (cfg && (!b->o->only || strcmp(b->o->only, "gemm") || !ops_gemm_config_fits(b->vk, cfg - 1)))
                 continue;
+            if (cfg) {
+                int acc16, probe, k_mult;
+                ops_gemm_config_info(cfg - 1, &acc16, &probe, &k_mult);
+                if (k % (uint32_t)k_mult)
+                    continue;
+            }
             int xf16 = v == 1 || cfg;
             int ty = v < 2 || cfg ? QUANT_F16 : qtypes[v - 2];
             enum op_mm_kernel kern = v < 2 || cfg ? OP_MM_GEMM : OP_MM_COOPMAT;

@@ -60,13 +60,20 @@ static const uint32_t GEMM_CFG[][7] = {
     {2, 4, 4, 2, 32, 2, 2}, /* probe: AUTO's shape, the global -> shared traffic alone */
 };
 #define SG_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
-/* The subgroup configuration AUTO uses, measured on the H200 (BENCHMARKS.md,
- * bench ops --only gemm): 8 subgroups of 64x32 in a 128x128 tile. */
-#define SG_AUTO 5
+/* The subgroup configurations AUTO uses, measured on the H200 (BENCHMARKS.md,
+ * bench ops --only gemm, khr and nv alike): 16 subgroups of 32x32 in a
+ * 128x128 tile, K step 64, one stage, for the prefill and vision shapes
+ * (1.1-1.35x the earlier 8 x 64x32); 4 subgroups of 32x32 in a 32x128 tile
+ * where there are few output tiles (k/v projections: n <= 512; label
+ * passes: m <= 64). */
+#define SG_AUTO 11
+#define SG_AUTO_NARROW 8
+static int sg_auto_for(uint32_t m, uint32_t n) { return m <= 64 || n <= 512 ? SG_AUTO_NARROW : SG_AUTO; }
 
 /* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
- * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32). */
-static const uint32_t CM2_CFG[][5] = {
+ * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32),
+ * 16-byte views of A and B (needs skips and K in multiples of 8 halves). */
+static const uint32_t CM2_CFG[][6] = {
     {128, 128, 32, 128, 0},
     {128, 128, 64, 128, 0},
     {128, 256, 32, 256, 0},
@@ -81,6 +88,9 @@ static const uint32_t CM2_CFG[][5] = {
     {128, 128, 64, 128, 256},
     {128, 256, 32, 256, 128},
     {256, 128, 32, 256, 128},
+    {128, 128, 32, 128, 0, 1},
+    {128, 256, 32, 256, 0, 1},
+    {128, 128, 32, 128, 128, 1},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -113,7 +123,7 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         char acc[24] = "f32acc";
         if (g[4])
             snprintf(acc, sizeof acc, "f16acc%u", g[4]);
-        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s", g[0], g[1], g[2], g[3], acc);
+        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "");
         return;
     }
     const uint32_t *g = sg_cfg(c);
@@ -168,10 +178,12 @@ int ops_gemm_config_fits(const struct vkr *vk, int c)
            vkr_coopmat2_shape_ok(vk, g[0], g[2], g[1], g[4] != 0, g[3]);
 }
 
-void ops_gemm_config_info(int c, int *acc16, int *probe)
+void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
 {
-    *acc16 = c >= 0 && c < GEMM_NCFG && cfg_route(c) == GEMM_CM2 ? (int)cm2_cfg(c)[4] : 0;
-    *probe = c >= 0 && c < GEMM_NCFG && cfg_route(c) != GEMM_CM2 && sg_cfg(c)[6] != 0;
+    int cm2 = c >= 0 && c < GEMM_NCFG && cfg_route(c) == GEMM_CM2;
+    *acc16 = cm2 ? (int)cm2_cfg(c)[4] : 0;
+    *probe = c >= 0 && c < GEMM_NCFG && !cm2 && sg_cfg(c)[6] != 0;
+    *k_mult = cm2 && cm2_cfg(c)[5] ? 8 : 2;
 }
 
 static enum gemm_route gemm_route(const struct vkr *vk)
@@ -183,27 +195,33 @@ static enum gemm_route gemm_route(const struct vkr *vk)
                 return route_has(vk, (enum gemm_route)r) ? (enum gemm_route)r : GEMM_NONE;
         return GEMM_NONE; /* "none" (or a name this build does not know): no GEMM */
     }
-    for (int r = GEMM_CM2; r >= GEMM_NV; r--)
-        if (route_has(vk, (enum gemm_route)r))
-            return (enum gemm_route)r;
+    /* Measured order on the H200 (BENCHMARKS.md): khr, then nv (the same
+     * kernel, within noise), then cm2 (correct, but a third of khr's rate
+     * with this kernel: AUTO takes it only where it is the one route). */
+    static const enum gemm_route order[] = {GEMM_KHR, GEMM_NV, GEMM_CM2};
+    for (int i = 0; i < 3; i++)
+        if (route_has(vk, order[i]))
+            return order[i];
     return GEMM_NONE;
 }
 
 const char *ops_gemm_route_name(const struct vkr *vk) { return ROUTE_NAME[gemm_route(vk)]; }
 
-/* The configuration AUTO takes on a route. */
-static int auto_cfg(enum gemm_route r)
+/* The configuration AUTO takes on a route (sg: one of the subgroup table's
+ * AUTO entries). */
+static int auto_cfg(enum gemm_route r, int sg)
 {
-    return r == GEMM_CM2 ? 2 * SG_NCFG + CM2_AUTO : r == GEMM_KHR ? SG_NCFG + SG_AUTO : SG_AUTO;
+    return r == GEMM_CM2 ? 2 * SG_NCFG + CM2_AUTO : r == GEMM_KHR ? SG_NCFG + sg : sg;
 }
 
-/* Where f32 inputs go when the route is cm2: the subgroup kernel, KHR first. */
-static int auto_cfg_for(const struct vkr *vk, int f32_input)
+/* AUTO's configuration for an m x n product: f32 inputs on a cm2 device go
+ * to the subgroup kernel (KHR first). */
+static int auto_cfg_for(const struct vkr *vk, int f32_input, uint32_t m, uint32_t n)
 {
     enum gemm_route r = gemm_route(vk);
     if (r == GEMM_CM2 && f32_input)
         r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
-    return auto_cfg(r);
+    return auto_cfg(r, sg_auto_for(m, n));
 }
 
 int ops_gemm_available(const struct vkr *vk) { return gemm_route(vk) != GEMM_NONE; }
@@ -224,8 +242,8 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     if (cfg_route(c) == GEMM_CM2) {
         const uint32_t *g = cm2_cfg(c);
         struct vkr_pipeline_key k = ops_key("gemm_cm2", 2, xtype, ytype);
-        k.nspec = 7;
-        for (int i = 0; i < 5; i++)
+        k.nspec = 8;
+        for (int i = 0; i < 6; i++)
             k.spec[2 + i] = g[i];
         return k;
     }
@@ -262,18 +280,25 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
     enum gemm_route r = gemm_route(vk);
     if (r == GEMM_NONE)
         return 0;
-    int n = 0;
+    int n = 0, own[3], nown = 0;
     if (r == GEMM_CM2) { /* f16 inputs on cm2 (both outputs), f32 inputs on the subgroup route */
-        n += cfg_keys(auto_cfg(r), 0, out);
-        out[n++] = ops_gemm_key(1, 1, 8, auto_cfg(r));
-        n += cfg_keys(auto_cfg_for(vk, 1), 1, &out[n]);
-    } else {
-        n += cfg_keys(auto_cfg(r), 1, out);
+        own[nown++] = auto_cfg(r, SG_AUTO);
+        n += cfg_keys(own[0], 0, out);
+        out[n++] = ops_gemm_key(1, 1, 8, own[0]);
+        r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
     }
+    own[nown++] = auto_cfg(r, SG_AUTO);
+    own[nown++] = auto_cfg(r, SG_AUTO_NARROW);
+    for (int i = nown - 2; i < nown; i++)
+        n += cfg_keys(own[i], 1, &out[n]);
     if (all_configs) /* the benchmark: every configuration of every route, f16 in, f32 out */
-        for (int c = 0; c < GEMM_NCFG; c++)
-            if (c != auto_cfg(r) && ops_gemm_config_fits(vk, c))
+        for (int c = 0; c < GEMM_NCFG; c++) {
+            int mine = 0;
+            for (int i = 0; i < nown; i++)
+                mine |= c == own[i];
+            if (!mine && ops_gemm_config_fits(vk, c))
                 n += cfg_keys(c, 0, &out[n]);
+        }
     return n;
 }
 
@@ -325,7 +350,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
     if (m_per > 256)
         m_per -= m_per % 256;
     int tile = a->gemm_config > 0 && a->gemm_config <= GEMM_NCFG ? a->gemm_config - 1
-                                                                    : auto_cfg_for(vk, xb == 4);
+                                                                    : auto_cfg_for(vk, xb == 4, a->m, a->n);
     if (cfg_route(tile) == GEMM_CM2 && xb == 4)
         return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d (cm2) takes f16 "
                              "inputs only", tile);
@@ -359,6 +384,9 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 align /= 2;
             if (xb == 4 && xsh % 4)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: f32 input rows not 16-byte aligned");
+            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
+                return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
+                                     "vectors: k and the row offsets must be multiples of 8", tile);
             uint32_t pid;
             struct vkr_pipeline_key key = ops_gemm_key(a->xtype == QUANT_F16,
                                                        a->ytype == QUANT_F16, align, tile);

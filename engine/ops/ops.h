@@ -96,7 +96,7 @@ int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype);
 /* The GEMM's pipeline keys (every input type, alignment and tile shape a
  * model can need; none where the GEMM is unavailable). Writes at most
  * OPS_GEMM_MAX_KEYS; returns the count. */
-#define OPS_GEMM_MAX_KEYS 24
+#define OPS_GEMM_MAX_KEYS 32
 int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
 
