@@ -101,7 +101,7 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
                 F->push_descriptor, F->memory_budget, F->device_fault, F->coopmat_nv,
                 ops_coopmat_available(vk) ? "on" : "off", F->coopmat_khr, F->coopmat2_nv,
                 F->timestamps, F->validation);
-        fprintf(out, "GEMM route: %s (cm2 > khr > nv > none; FOLIO_GEMM_ROUTE forces one)\n",
+        fprintf(out, "GEMM route: %s (AUTO order khr > nv > cm2, as measured; FOLIO_GEMM_ROUTE=cm2|khr|nv|none forces one)\n",
                 ops_gemm_route_name(vk));
         fprintf(out, "pipelines: %u built, %u unavailable, pre-warm %.0f ms, sealed %s, "
                      "requests after seal %" PRIu64 "\n",
