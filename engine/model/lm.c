@@ -65,6 +65,12 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     key(&all[n++], "attn_merge", 0, 0, 0);
     key(&all[n++], "elem", 1, OP_ADD, 0);
     key(&all[n++], "elem", 1, OP_SWIGLU, 0);
+    /* the GEMM forms specialized for this model's K: every projection reads
+     * n_embd columns, the down projection n_ff, the output projection the
+     * attention width */
+    n += ops_gemm_keys_for_k(vk, m->text.n_embd, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->text.n_ff, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, &all[n]);
     if (m->text.family == GGUF_TEXT_QWEN3VL) /* Qwen3-VL hook (qwen3vl.c) */
         n += q3_lm_keys(&all[n]);
     n = ops_keys_unique(all, n);
