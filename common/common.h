@@ -127,6 +127,15 @@ int folio_helper_path(const char *env_var, const char *name, const char *build_p
 /* The last n-1 bytes of the file fd (a helper's stderr memfd) as one line:
  * control bytes become spaces, trailing spaces go ("" when empty). */
 void folio_fd_tail_line(int fd, char *buf, size_t n);
+/* The environment a helper starts with: the few variables its libraries
+ * read (locale, TZ, Tesseract's and fontconfig's paths, OpenMP, the
+ * sanitizers' options, FOLIO_LOG_LEVEL; in test builds FOLIO_FAULT and
+ * FOLIO_PDF_FAULT), then `extra` (a NAME=VALUE added when NAME is not set,
+ * or NULL). Nothing else: FOLIO_DB, PGPASSWORD and whatever else the
+ * operator's environment holds stay out of reach of a hijacked parser.
+ * Fills out[0..cap-1] with pointers into environ (no allocation, so it is
+ * safe right before posix_spawn), NULL-terminated. */
+void folio_helper_environ(char **out, size_t cap, char *extra);
 
 /* ---- small string helpers ---- */
 /* snprintf that reports truncation as an error instead of silently cutting. */

@@ -35,8 +35,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #ifndef FOLIO_PDF_HELPER_BUILD
 #define FOLIO_PDF_HELPER_BUILD "folio-pdf"
 #endif
@@ -278,7 +276,9 @@ int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits 
     snprintf(mem, sizeof mem, "%d", mem_mb);
     snprintf(cpu, sizeof cpu, "%d", cpu_s);
     char *argv[] = {"folio-pdf", "serve", mem, cpu, NULL};
-    int se = posix_spawn(&p->pid, path, &fa, NULL, argv, environ);
+    char *envp[48];
+    folio_helper_environ(envp, sizeof envp / sizeof envp[0], NULL);
+    int se = posix_spawn(&p->pid, path, &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     close(sv[1]);
     sv[1] = -1;
