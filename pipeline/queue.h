@@ -26,6 +26,8 @@ void queue_cfg_default(struct queue_cfg *q);
 struct queue_job {
     int64_t id, document_id;
     char token[37];          /* lease token of this claim (uuid text) */
+    int64_t worker_id;       /* who claimed it (0: none); fail and release
+                                name it, the server checks it is this login's */
     int attempt, max_attempts;
     int pages;
     char sha256[65];         /* hex, for logs and fault injection */
