@@ -71,6 +71,7 @@ struct metrics {
     size_t n, cap;
     int ready;
     char paths[128];
+    char unready[600]; /* set: not ready for this reason, whatever else holds */
     int engine_set; /* the engine gauges below are valid */
     double weights_bytes, activation_bytes, pipelines, ready_ms;
     char component[16], model_key[208], device[256];
@@ -180,6 +181,15 @@ void metrics_set_ready(struct metrics *m, int ready, const char *paths)
     pthread_mutex_lock(&m->mu);
     m->ready = ready;
     snprintf(m->paths, sizeof m->paths, "%s", paths ? paths : "");
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_set_unready(struct metrics *m, const char *reason)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->unready, sizeof m->unready, "%s", reason ? reason : "not ready");
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -344,7 +354,18 @@ static int queue_gauges(struct metrics *m, struct out *o)
     return up;
 }
 
-static void render(struct metrics *m, struct out *o)
+/* Whether this process is ready, and if not why ("; "-separated): one
+ * rule for /readyz and the folio_ready gauge, so they never disagree.
+ * db: the last query of this request reached PostgreSQL. Under m->mu. */
+static int ready_locked(const struct metrics *m, int db, char *why, size_t n)
+{
+    int paths = m->paths[0] != '\0' || strcmp(m->component, "worker") != 0;
+    snprintf(why, n, "%s%s%s%s%s", m->ready ? "" : " start-up not finished;", db ? "" : " database unreachable;",
+             paths ? "" : " no engine path enabled;", m->unready[0] ? " " : "", m->unready);
+    return m->ready && db && paths && !m->unready[0];
+}
+
+static void render(struct metrics *m, struct out *o, int db)
 {
     pthread_mutex_lock(&m->mu);
     outf(o, "# HELP folio_build_info Version of this folio binary.\n# TYPE folio_build_info gauge\n"
@@ -353,10 +374,12 @@ static void render(struct metrics *m, struct out *o)
     outf(o, "# HELP folio_start_time_seconds Start of this process, Unix time.\n"
             "# TYPE folio_start_time_seconds gauge\nfolio_start_time_seconds %.3f\n",
          m->started_at);
-    outf(o, "# HELP folio_ready Start-up finished (pre-warm and self-test done for a worker).\n"
+    char why[800];
+    outf(o, "# HELP folio_ready What /readyz answers: start-up finished (pre-warm and self-test done for a worker), "
+            "the database reached, an engine path enabled, nothing that stops the work.\n"
             "# TYPE folio_ready gauge\nfolio_ready");
     labels(o, m, &(struct family){0}, NULL, NULL, NULL);
-    outf(o, " %d\n", m->ready);
+    outf(o, " %d\n", ready_locked(m, db, why, sizeof why));
     if (strcmp(m->component, "worker") == 0) {
         static const char *P[] = {"vision", "ocr+lm", "ocr+rules"};
         outf(o, "# HELP folio_engine_path_enabled Engine paths enabled now.\n"
@@ -457,8 +480,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, TEXT, &o);
     }
     if (strcmp(url, "/metrics") == 0) {
-        render(m, &o);
-        queue_gauges(m, &o);
+        /* the gauges first: folio_ready needs to know whether they reached
+         * the database */
+        struct out q = {0};
+        int db = queue_gauges(m, &q);
+        render(m, &o, db);
+        outf(&o, "%s", q.s ? q.s : "");
+        o.oom |= q.oom;
+        free(q.s);
         return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", &o);
     }
     if (strcmp(url, "/healthz") == 0) {
@@ -469,15 +498,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         struct out scratch = {0};
         int db = queue_gauges(m, &scratch);
         free(scratch.s);
+        char why[800];
         pthread_mutex_lock(&m->mu);
-        int ready = m->ready, paths = m->paths[0] != '\0' || strcmp(m->component, "worker") != 0;
+        int ready = ready_locked(m, db, why, sizeof why);
         pthread_mutex_unlock(&m->mu);
-        if (ready && db && paths) {
+        if (ready) {
             outf(&o, "ready\n");
             return reply(c, MHD_HTTP_OK, TEXT, &o);
         }
-        outf(&o, "not ready:%s%s%s\n", ready ? "" : " start-up not finished;", db ? "" : " database unreachable;",
-             paths ? "" : " no engine path enabled;");
+        outf(&o, "not ready:%s\n", why);
         return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, &o);
     }
     outf(&o, "not found: try /metrics, /healthz or /readyz\n");
