@@ -604,21 +604,6 @@ int queue_fetch_document(PGconn *c, const struct blobstore *store, int64_t docum
         return FOLIO_EFORMAT;
     }
     size_t n = (size_t)PQgetlength(r, 0, 2);
-    /* The bytes must be the document's, as an fs blob's are (issue 32): a
-     * row changed behind folio's back is refused, never classified. */
-    uint8_t got[FOLIO_SHA256_LEN];
-    if (PQgetlength(r, 0, 1) != FOLIO_SHA256_LEN || folio_sha256(PQgetvalue(r, 0, 2), n, got) != 0 ||
-        memcmp(got, PQgetvalue(r, 0, 1), FOLIO_SHA256_LEN) != 0) {
-        char want[2 * FOLIO_SHA256_LEN + 1] = "?", gh[2 * FOLIO_SHA256_LEN + 1];
-        if (PQgetlength(r, 0, 1) == FOLIO_SHA256_LEN)
-            folio_hex((const uint8_t *)PQgetvalue(r, 0, 1), FOLIO_SHA256_LEN, want);
-        folio_hex(got, FOLIO_SHA256_LEN, gh);
-        PQclear(r);
-        folio_err_set(err, FOLIO_EFORMAT, "document %lld: blob %s in folio.blobs is corrupt: its %zu bytes hash to %s",
-                      (long long)document_id, want, n, gh);
-        folio_err_hint(err, "re-ingest the original file or restore folio.blobs from a backup");
-        return FOLIO_EFORMAT;
-    }
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) {
         PQclear(r);

@@ -139,8 +139,7 @@ int queue_fetch_blob(PGconn *c, int64_t document_id, uint8_t **data, size_t *len
  * or the fs store `store` (pipeline/blobstore.h; NULL = none configured, a
  * clear error for an fs document). A missing or corrupt blob is an error
  * about this document (FOLIO_EIO / FOLIO_EFORMAT, never FOLIO_EDB), so the
- * job fails with the reason and the worker goes on. Bytes in folio.blobs
- * are hash-checked like an fs blob's. FOLIO_EUNSUPPORTED: the document is
+ * job fails with the reason and the worker goes on. FOLIO_EUNSUPPORTED: the document is
  * in an fs store and this process has none, an error about the worker (it
  * releases the job without spending the attempt). */
 struct blobstore;
