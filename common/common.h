@@ -115,7 +115,14 @@ int folio_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *o
 /* folio_read_file plus a terminating NUL; FOLIO_EINVAL for a file with a
  * NUL byte inside (not text). */
 int folio_read_text(const char *path, size_t max_bytes, char **out, struct folio_err *err);
-/* Writes via temp file + fsync + rename so readers never see a partial file. */
+/* A new temporary file next to path (path.tmp-<random>, created O_EXCL |
+ * O_NOFOLLOW, so a planted name or symlink in a shared folder is never
+ * written through): its descriptor, tmp filled; the caller renames it onto
+ * path when complete (rename replaces a link at path, never its target).
+ * A negative FOLIO_E* with err set otherwise. */
+int folio_open_temp(const char *path, char *tmp, size_t n, struct folio_err *err);
+/* Writes via temp file (folio_open_temp) + fsync + rename so readers never
+ * see a partial file. */
 int folio_write_file_atomic(const char *path, const void *data, size_t len,
                             struct folio_err *err);
 

@@ -65,6 +65,8 @@ REASON=$(sql "SELECT reason FROM folio.rejections")
 wait_for 10 'test "$(metric "$IP" '\''folio_files_ingested_total{component="ingest",model_key="default",device="none",result="new"}'\'')" = 2'
 expect_eq "files_ingested new" "$(metric "$IP" 'folio_files_ingested_total{component="ingest",model_key="default",device="none",result="new"}')" 2
 expect_eq "files_rejected $REASON" "$(metric "$IP" "folio_files_rejected_total{component=\"ingest\",model_key=\"default\",device=\"none\",reason=\"$REASON\"}")" 1
+# the queue gauges are a probe's cached answer (every 2 s): wait for it
+wait_for 20 'test "$(metric "$IP" '\''folio_queue_jobs{model_key="default",state="queued"}'\'')" = 2'
 expect_eq "ingest queue gauge" "$(metric "$IP" 'folio_queue_jobs{model_key="default",state="queued"}')" 2
 check "ingest metrics pass promtool" 0 bash -c "curl -sf http://127.0.0.1:$IP/metrics | promtool check metrics"
 check "ingest readyz" 0 curl -sf "http://127.0.0.1:$IP/readyz"
@@ -102,6 +104,7 @@ expect_eq "failed metric" "$(metric "$WP" "folio_jobs_finished_total$M,outcome=\
 expect_eq "claimed metric" "$(metric "$WP" "folio_jobs_claimed_total$M}")" 3
 expect_eq "job latency count" "$(metric "$WP" "folio_job_duration_seconds_count$M,tier=\"ocr+rules\"}")" 2
 expect_eq "ocr page count" "$(metric "$WP" "folio_ocr_page_duration_seconds_count$M}")" 2
+wait_for 20 'test "$(metric "$WP" '\''folio_queue_jobs{model_key="default",state="done"}'\'')" = 2 && test "$(metric "$WP" '\''folio_queue_jobs{model_key="default",state="dead"}'\'')" = 1'
 expect_eq "queue gauge done" "$(metric "$WP" 'folio_queue_jobs{model_key="default",state="done"}')" 2
 expect_eq "queue gauge dead" "$(metric "$WP" 'folio_queue_jobs{model_key="default",state="dead"}')" 1
 expect_eq "ready gauge" "$(metric "$WP" "folio_ready$M}")" 1
