@@ -291,6 +291,11 @@ static void test_hostile_contained(void)
     ingest_limits_default(&lim);
     lim.pdf_page_ms = 300;
     expect_reject("slow.pdf", &lim, FOLIO_ETIMEOUT, "pdf_timeout", "took longer than 300 ms");
+    /* the document's clock: a page limit far above, the document's below */
+    lim.pdf_page_ms = 600000;
+    lim.pdf_doc_ms = 300;
+    expect_reject("slow.pdf", &lim, FOLIO_ETIMEOUT, "pdf_timeout", "took longer than 300 ms for the whole document");
+    lim.pdf_doc_ms = 0;
 
     /* The decompression bomb: a 30000x30000 image (900 MB of gray, 3.6 GB
      * as cairo's surface) behind 0.9 MB. Under a small address-space
