@@ -498,9 +498,9 @@ static int ready_locked(const struct metrics *m, int db, char *why, size_t n)
 static void render(struct metrics *m, struct out *o, int db)
 {
     pthread_mutex_lock(&m->mu);
-    outf(o, "# HELP folio_build_info Version of this folio binary.\n# TYPE folio_build_info gauge\n"
-            "folio_build_info{version=\"%s\"} 1\n",
-         FOLIO_VERSION_STRING);
+    outf(o, "# HELP folio_build_info Version of this folio binary.\n# TYPE folio_build_info gauge\nfolio_build_info");
+    labels(o, m, &(struct family){0}, NULL, "version", FOLIO_VERSION_STRING);
+    outf(o, " 1\n");
     outf(o, "# HELP folio_start_time_seconds Start of this process, Unix time.\n"
             "# TYPE folio_start_time_seconds gauge\nfolio_start_time_seconds %.3f\n",
          m->started_at);
@@ -521,7 +521,9 @@ static void render(struct metrics *m, struct out *o, int db)
                 size_t l = strcspn(p, ",");
                 on |= l == strlen(P[i]) && strncmp(p, P[i], l) == 0;
             }
-            outf(o, "folio_engine_path_enabled{path=\"%s\"} %d\n", P[i], on);
+            outf(o, "folio_engine_path_enabled");
+            labels(o, m, &(struct family){0}, NULL, "path", P[i]);
+            outf(o, " %d\n", on);
         }
     }
     if (m->engine_set) {
@@ -542,8 +544,13 @@ static void render(struct metrics *m, struct out *o, int db)
         labels(o, m, &(struct family){0}, NULL, NULL, NULL);
         outf(o, " %.3f\n", m->ready_ms / 1000.0);
     }
+    int ingest = strcmp(m->component, "ingest") == 0;
     for (int id = 0; id < M_COUNT; id++) {
         const struct family *f = &FAMILIES[id];
+        /* each component exports its own families only (an ingest has no
+         * claims, a worker ingests no files) */
+        if (ingest != (id == M_FILES_INGESTED || id == M_FILES_REJECTED || id == M_INGEST_BATCHES))
+            continue;
         const char *type = f->type == MT_COUNTER ? "counter" : f->type == MT_GAUGE ? "gauge" : "histogram";
         outf(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, type);
         int any = 0;
