@@ -248,7 +248,7 @@ int main(void)
     long long old_id = wt_q1(c, "SELECT document_id FROM folio.document_sources WHERE name_display = 'old.tif'");
     uint8_t *data = NULL;
     size_t len = 0;
-    CHECK(queue_fetch_document(c, NULL, memo_id, &data, &len, &err) == FOLIO_EINVAL &&
+    CHECK(queue_fetch_document(c, NULL, memo_id, &data, &len, &err) == FOLIO_EUNSUPPORTED &&
               strstr(err.hint, "--blob-store fs:PATH"),
           "no store configured: the error names the option: %s", err.msg);
     CHECK(queue_fetch_document(c, b, memo_id, &data, &len, &err) == 0 && (long long)len == st.st_size,
@@ -256,6 +256,37 @@ int main(void)
     free(data);
     CHECK(queue_fetch_blob(c, old_id, &data, &len, &err) == 0 && len > 0, "pg document as before: %s", err.msg);
     free(data);
+
+    /* A worker started without the store: it puts the fs job it claimed
+     * back with its attempt, claims no more, and is not ready, saying why
+     * (before: every fs document burnt its attempts and died). */
+    char log0[1200];
+    snprintf(log0, sizeof log0, "%s/nostore.log", scratch);
+    const char *const nargs[] = {"--poll", "0.2", "--lease", "5", "--ocr-threads", "1", "--metrics-listen",
+                                 "127.0.0.1:0", NULL};
+    pid_t w0 = wt_spawn_worker(db, NULL, log0, nargs);
+    char grep_cmd[1400];
+    snprintf(grep_cmd, sizeof grep_cmd, "grep -q 'reason=blob_store_mismatch' '%s'", log0);
+    int seen = 0;
+    for (int i = 0; i < 600 && !seen; i++) {
+        seen = tu_sh("%s", grep_cmd) == 0;
+        if (!seen)
+            folio_sleep_ms(100);
+    }
+    CHECK(seen, "the worker without a store says so; see %s", log0);
+    tu_sh_out(out, sizeof out, "sed -n 's/.*event=metrics_listening .*port=\\([0-9]*\\).*/\\1/p' '%s' | head -1", log0);
+    int mport = atoi(out);
+    rc = tu_sh_out(out, sizeof out, "curl -s --max-time 20 http://127.0.0.1:%d/readyz", mport);
+    CHECK(mport > 0 && strstr(out, "not ready") && strstr(out, "--blob-store fs:PATH"),
+          "its /readyz says not ready and why: %s", out);
+    folio_sleep_ms(1500); /* several poll intervals: a worker still claiming would have failed jobs by now */
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs j JOIN folio.documents d ON d.id = j.document_id"
+                   " WHERE d.blob_store = 'fs' AND j.state = 'queued' AND j.attempts = 0") == 3,
+          "the fs jobs are queued with no attempt spent; see %s", log0);
+    tu_sh_out(out, sizeof out, "grep -c 'event=job_failed' '%s'", log0);
+    CHECK(atoi(out) == 0, "no job failed for the missing store, got %s", out);
+    kill(w0, SIGTERM);
+    CHECK(wt_wait_exit(w0, 20000) == 0, "the worker without a store exits 0 on SIGTERM");
 
     /* Damage two blobs, then let a worker at them. */
     tu_sh("chmod u+w '%s' && printf X | dd of='%s' bs=1 seek=100 conv=notrunc status=none", p_broken, p_broken);
