@@ -130,8 +130,9 @@ int http_start(const char *option, const char *listen_at, const char *event, MHD
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handler, cls, MHD_OPTION_LISTEN_SOCKET, fd,
-                                            MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
+    /* the logger first: options before it log through libmicrohttpd's own */
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handler, cls, MHD_OPTION_EXTERNAL_LOGGER, http_log,
+                                            NULL, MHD_OPTION_LISTEN_SOCKET, fd,
                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_IDLE_S,
                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_HARD_LIMIT,
                                             MHD_OPTION_END);

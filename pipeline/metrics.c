@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -682,7 +683,15 @@ int metrics_start(const struct metrics_cfg *cfg, struct metrics **out, int *port
         pthread_mutex_lock(&m->mu);
         m->probe_running = 1;
         pthread_mutex_unlock(&m->mu);
-        if (pthread_create(&m->probe, NULL, probe_main, m) != 0) {
+        /* The probe blocks every signal, as the HTTP thread does (http.h):
+         * a SIGTERM delivered to it would kill the process instead of
+         * reaching the command's signalfd. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int pe = pthread_create(&m->probe, NULL, probe_main, m);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pe != 0) {
             MHD_stop_daemon(m->d);
             rc = folio_err_set(err, FOLIO_ENOMEM, "cannot start the metrics database probe thread");
         }
