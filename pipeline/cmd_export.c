@@ -133,8 +133,13 @@ int cmd_export(int argc, char **argv)
     char tmp[4200] = "";
     FILE *f = stdout;
     if (out) {
-        if (folio_snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid()) != 0 || !(f = fopen(tmp, "w"))) {
-            fprintf(stderr, "folio: error: cannot write %s: %s\n", out, strerror(errno));
+        int fd = folio_open_temp(out, tmp, sizeof tmp, &err);
+        if (fd < 0 || !(f = fdopen(fd, "w"))) {
+            if (fd >= 0) {
+                close(fd);
+                unlink(tmp);
+            }
+            fprintf(stderr, "folio: error: cannot write %s: %s\n", out, fd < 0 ? err.msg : strerror(errno));
             PQfinish(c);
             return FOLIO_EXIT_FAIL;
         }

@@ -116,6 +116,10 @@ static const struct cli_opt OPTS[] = {
      .want = "10 to 3600000", .arg = "MS",
      .help = "PDF: wall-clock limit per page for the sandboxed parser\n"
              "(default 20000); slower pages are rejected (pdf_timeout)"},
+    {.name = "pdf-doc-ms", .kind = CLI_INT, .off = AT(o.limits.pdf_doc_ms, int), .min = 10, .max = 36000000,
+     .want = "10 to 36000000", .arg = "MS",
+     .help = "PDF: wall-clock limit for validating a whole document\n"
+             "(default 3 x --pdf-page-ms); slower ones are rejected (pdf_timeout)"},
     {.name = "pdf-memory-mb", .kind = CLI_INT, .off = AT(o.limits.pdf_memory_mb, int), .min = 64,
      .max = 1048576, .want = "64 to 1048576", .arg = "MB",
      .help = "PDF: the parser's address-space limit (default 1024)"},
