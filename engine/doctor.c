@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "engine/doctor_vk.h"
 #include "engine/model/gguf_describe.h"
+#include "engine/model/gguf_model.h"
 #include "engine/ops/ops.h"
 
 #include <inttypes.h>
@@ -119,4 +120,12 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
 int engine_doctor_model(const char *path, int json, FILE *out, struct folio_err *err)
 {
     return gguf_describe(path, json, out, err);
+}
+
+int engine_check_model_file(const char *path, int vision, struct folio_err *err)
+{
+    struct gguf_model *m = NULL;
+    int rc = vision ? gguf_model_open_vision(path, &m, err) : gguf_model_open_text(path, &m, err);
+    gguf_model_close(m);
+    return rc;
 }

@@ -311,5 +311,12 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
 /* A model file (text GGUF or vision projector): what it holds and what it
  * needs, or the first thing wrong with it (FOLIO_EFORMAT and the like). */
 int engine_doctor_model(const char *path, int json, FILE *out, struct folio_err *err);
+/* Reads a model file's header, metadata and tensor table and checks them
+ * as the engine will at open (every tensor inside the file, the expected
+ * tensors in a usable dtype and shape), with no device: vision = 1 for an
+ * mmproj. A truncated or corrupt file is a configuration error the caller
+ * reports before it looks for a GPU, since without one the engine would
+ * never read the file and the service would quietly run on OCR alone. */
+int engine_check_model_file(const char *path, int vision, struct folio_err *err);
 
 #endif

@@ -74,6 +74,28 @@ ok '[ "$rc" = 1 ] && grep -q "no-such.gguf" "$D/err"' "missing --model: rc $rc $
 ok '[ "$rc" = 1 ] && grep -q "not a GGUF" "$D/err"' "non-GGUF --model: rc $rc $(cat "$D/err")"
 "$F" worker --db 'host=/nonexistent' --mmproj "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
 ok '[ "$rc" = 1 ] && grep -q "mmproj.*not a GGUF" "$D/err"' "worker non-GGUF --mmproj: rc $rc $(cat "$D/err")"
+# A file that starts with GGUF but is cut short (the first 2 MB of the
+# fixture model) or only 9 bytes long is a configuration error too: classify,
+# worker and doctor exit 1 and say why, on a machine without a GPU (the
+# default device policy never picks lavapipe here), instead of degrading to
+# ocr+rules with exit 0 (issue 34).
+TXT=$SRC/tests/fixtures/parity/qwen25vl/text-F32.gguf
+head -c 2000000 "$TXT" >"$D/trunc.gguf"
+printf 'GGUFNOPE\n' >"$D/short.gguf"
+for m in trunc short; do
+  case $m in trunc) why="do not fit";; short) why="too short";; esac
+  "$F" classify --model "$D/$m.gguf" "$D/memo.tif" >"$D/out" 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && [ ! -s "$D/out" ] && grep -q -- "--model: .*$m.gguf.*$why" "$D/err"' "classify $m model: rc $rc $(cat "$D/err")"
+  "$F" worker --db 'host=/nonexistent' --model "$D/$m.gguf" >/dev/null 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && grep -q -- "--model: .*$why" "$D/err"' "worker $m model: rc $rc $(cat "$D/err")"
+  "$F" worker --db 'host=/nonexistent' --model "$TXT" --mmproj "$D/$m.gguf" >/dev/null 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && grep -q -- "--mmproj: .*$why" "$D/err"' "worker $m mmproj: rc $rc $(cat "$D/err")"
+  "$F" doctor --model "$D/$m.gguf" >/dev/null 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && grep -q "$why" "$D/err"' "doctor $m model: rc $rc $(cat "$D/err")"
+done
+# the text model passed as --mmproj is the wrong kind, said before any device
+"$F" classify --model "$TXT" --mmproj "$TXT" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q -- "--mmproj: .*expected .clip." "$D/err"' "text model as --mmproj: rc $rc $(cat "$D/err")"
 # --review-below 1 flags every result; the reason is in the output
 out=$("$F" classify --review-below 1 "$D/memo.tif" 2>/dev/null)
 ok 'case "$out" in *"\"needs_review\":true"*"\"review_reason\":\"probability"*) true;; *) false;; esac' "--review-below 1: $out"
