@@ -261,6 +261,34 @@ check "show unknown" 1 "$F" show deadbeefdeadbeef
 expect_in "no document matches"
 check "show bad page" 1 "$F" show "$DOC" --page 3 --png "$S/p3.png"
 expect_in "page 3"
+# show is readable (issue 34): JSON columns pretty and whole, a per-page
+# table, each page's text under its own heading, where the file was moved;
+# DOC means the same for every command: a sha256 prefix needs 8 hex digits
+# (the error says so), and correct takes a file name as show does.
+check "show layout" 0 "$F" show "$DOC"
+expect_in "  pages"
+expect_in "--- page 1 (ocr text) ---"
+expect_in "moved to .folio/done/$(date -u +%Y-%m-%d)/ in its inbox"
+expect_not '\"'
+expect_not '...'
+checks=$((checks+1)); printf '%s\n' "$LAST_OUT" | grep -Eq '^        "[a-z_]+": [0-9.]+,?$' || { echo "FAIL: timings not pretty JSON: $LAST_OUT"; fail=$((fail+1)); }
+checks=$((checks+1)); printf '%s\n' "$LAST_OUT" | grep -Eq '^    1     [a-z_]+ +[0-9.]+ +ocr\+rules +ocr ' || { echo "FAIL: no row for page 1: $LAST_OUT"; fail=$((fail+1)); }
+check "show 7-digit prefix" 1 "$F" show "${SHA:0:7}"
+expect_in "at least 8 hex digits"
+check "show 8-digit prefix" 0 "$F" show "${SHA:0:8}" --no-text
+expect_in "document $DOC"
+# Text from a document cannot drive the terminal: ESC, BEL, C1 CSI and a
+# bidi override reach stdout escaped, as the logs write them.
+sql "UPDATE folio.results SET ocr_text = ocr_text || E'\\n\\x1b]0;owned\\x07\\x1b[2J' || chr(155) || 'x' || chr(8238) || 'gnp.exe'
+     WHERE document_id = $DOC" >/dev/null
+"$F" show "$DOC" > "$S/show-hostile.out" 2>&1
+checks=$((checks+1)); LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$S/show-hostile.out" && { echo "FAIL: show printed a raw control byte"; fail=$((fail+1)); }
+checks=$((checks+1)); grep -q $'\u202e\|\xc2\x9b' "$S/show-hostile.out" && { echo "FAIL: show printed a raw bidi override or C1 CSI"; fail=$((fail+1)); }
+checks=$((checks+1)); grep -qF '| \x1b]0;owned\x07\x1b[2J\u009bx\u202egnp.exe' "$S/show-hostile.out" || { echo "FAIL: hostile text not shown escaped: $(tail -3 "$S/show-hostile.out")"; fail=$((fail+1)); }
+check "correct by file name" 0 "$F" correct memo.tif memo
+expect_in "is now 'memo'"
+check "correct 7-digit prefix" 1 "$F" correct "${SHA:0:7}" memo
+expect_in "at least 8 hex digits"
 
 # ---- report, rendered by a real browser
 sql "UPDATE folio.results SET needs_review = true WHERE document_id = $DOC" >/dev/null
