@@ -292,6 +292,13 @@ int engine_keyword_split(char *kw, double *weight);
  *   name: keyword, "phrase, with comma", weighted^3   # comment
  * Parse errors name the source and line. */
 int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err);
+/* The same, but a bad line does not stop the parse: each one goes to
+ * report (its error names SOURCE and the line) and the rest is still read,
+ * so `folio labels test` lists every problem in one run; then FOLIO_EINVAL
+ * counting them. report NULL: stop at the first, as engine_labels_parse. */
+int engine_labels_parse_each(struct engine_labels *l, const char *text, const char *source,
+                             void (*report)(void *ctx, const struct folio_err *e), void *ctx,
+                             struct folio_err *err);
 /* The default taxonomy in that format (what `folio migrate` seeds). */
 extern const char ENGINE_DEFAULT_LABELS[];
 /* Keywords of label i as written ("amount due^3"), for export. */

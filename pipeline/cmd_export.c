@@ -25,7 +25,10 @@ static const char USAGE[] =
     "fallback_reason, classified_at (UTC, ISO 8601), worker_id, job_id, scores\n"
     "(JSON: label -> probability), segments (JSON: the split suggestions, an array\n"
     "of {first_page, last_page, label, confidence}; [] when the document reads as\n"
-    "one). CSV follows RFC 4180 with a header line.\n"
+    "one), review_reason (why needs_review is set), then ocr_text with --with-text.\n"
+    "CSV follows RFC 4180 with a header line; a cell that begins with = + - @, a\n"
+    "tab or a carriage return gets a leading apostrophe (and quotes), so that a\n"
+    "spreadsheet shows it as text instead of running it as a formula.\n"
     "\n";
 
 struct export_args {
@@ -60,19 +63,25 @@ const struct cli_cmd cmd_export_cli = {
 static const char *const COLS[] = {"document_id", "sha256", "name", "path", "media_type", "pages",
                                    "model_key", "label", "confidence", "needs_review", "engine_path",
                                    "fallback_reason", "classified_at", "worker_id", "job_id", "scores",
-                                   "segments", "ocr_text"};
+                                   "segments", "review_reason", "ocr_text"};
 /* JSON type of each column: n number, b boolean, j raw JSON, s string. */
-static const char TYPES[] = "nssssnssnbsssnnjjs";
+static const char TYPES[] = "nssssnssnbsssnnjjss";
 
+/* One RFC 4180 cell. A cell a spreadsheet would take as a formula (first
+ * character = + - @, tab or CR: OWASP's CSV injection guidance) gets a
+ * leading apostrophe inside quotes, so file names and label text from the
+ * inbox are shown, never evaluated. No numeric column folio writes begins
+ * with one of those (ids, confidences and times are never negative). */
 static void csv_field(FILE *f, const char *s, bool null)
 {
     if (null)
         return;
-    if (!s[strcspn(s, ",\"\r\n")] && s[0] != ' ' && (s[0] == '\0' || s[strlen(s) - 1] != ' ')) {
+    bool formula = s[0] && strchr("=+-@\t\r", s[0]);
+    if (!formula && !s[strcspn(s, ",\"\r\n")] && s[0] != ' ' && (s[0] == '\0' || s[strlen(s) - 1] != ' ')) {
         fputs(s, f);
         return;
     }
-    fputc('"', f);
+    fputs(formula ? "\"'" : "\"", f);
     for (; *s; s++) {
         if (*s == '"')
             fputc('"', f);
@@ -93,7 +102,7 @@ int cmd_export(int argc, char **argv)
     if (!format)
         return cli_usage_error("export", "--format csv or --format jsonl is required");
     bool csv = strcmp(format, "csv") == 0;
-    int ncols = with_text ? 18 : 17;
+    int ncols = with_text ? 19 : 18;
 
     struct folio_err err = {0};
     PGconn *c;
@@ -111,7 +120,7 @@ int cmd_export(int argc, char **argv)
               * document that reads as one has none */
              "coalesce((SELECT jsonb_agg(jsonb_build_object('first_page', g.first_page, 'last_page', g.last_page, "
              "'label', g.label, 'confidence', g.confidence) ORDER BY g.first_page) "
-             "FROM folio.document_segments g WHERE g.result_id = r.id), '[]')::text%s "
+             "FROM folio.document_segments g WHERE g.result_id = r.id), '[]')::text, r.review_reason%s "
              "FROM folio.results r JOIN folio.documents d ON d.id = r.document_id "
              "LEFT JOIN LATERAL (SELECT name_display, path_display FROM folio.document_sources x "
              "WHERE x.document_id = r.document_id ORDER BY x.id LIMIT 1) s ON true WHERE true",

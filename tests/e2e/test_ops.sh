@@ -224,7 +224,7 @@ got = " ".join(f"{r['document_id']}={r['label']}" for r in rows)
 assert got == want, (got, want)
 cols = list(rows[0].keys())
 assert cols[:6] == ["document_id", "sha256", "name", "path", "media_type", "pages"], cols
-assert cols[-2:] == ["scores", "segments"] and len(cols) == 17, cols
+assert cols[-3:] == ["scores", "segments", "review_reason"] and len(cols) == 18, cols
 assert all(r["segments"] == "[]" for r in rows), "one-page documents have no split suggestion"
 lines = [json.loads(l) for l in open(sys.argv[2])]
 assert " ".join(f"{l['document_id']}={l['label']}" for l in lines) == want
@@ -235,6 +235,29 @@ for l in lines:
     assert "ocr_text" in l and list(l)[-1] == "ocr_text" and l["segments"] == []
 print("ok", len(rows))
 PY
+# CSV cells a spreadsheet would run as a formula (OWASP: first character
+# = + - @ tab CR) come out with a leading apostrophe; JSON lines unchanged.
+FIRST_SRC=$(sql "SELECT id FROM folio.document_sources ORDER BY id LIMIT 1")
+sql "CREATE TABLE src_keep AS SELECT * FROM folio.document_sources WHERE id = $FIRST_SRC;
+     UPDATE folio.document_sources SET path_display = E'\\t=cmd|calc', name_display = '=HYPERLINK(\"http://x\",\"y\")'
+      WHERE id = $FIRST_SRC;
+     UPDATE folio.results SET review_reason = '@SUM(1+1)' WHERE id = (SELECT min(id) FROM folio.results)" >/dev/null
+check "export csv (formulas)" 0 "$F" export --format csv --out "$S/f.csv"
+check "formula cells neutralised" 0 python3 - "$S/f.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+r = [r for r in rows if r["review_reason"]][0]
+assert r["name"] == "'=HYPERLINK(\"http://x\",\"y\")", r["name"]
+assert r["path"] == "'\t=cmd|calc", r["path"]
+assert r["review_reason"] == "'@SUM(1+1)", r["review_reason"]
+assert all(not v or v[0] not in "=+-@\t\r" for row in rows for v in row.values() if v), rows
+print("ok")
+PY
+check "export jsonl keeps the text" 0 "$F" export --format jsonl
+expect_in '"review_reason":"@SUM(1+1)"'
+sql "UPDATE folio.results SET review_reason = NULL;
+     UPDATE folio.document_sources s SET path_display = k.path_display, name_display = k.name_display
+       FROM src_keep k WHERE s.id = k.id; DROP TABLE src_keep" >/dev/null
 INV=$(sql "SELECT label FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display = 'invoice.tif'")
 check "export --label" 0 "$F" export --format csv --label "$INV"
 expect_eq "export --label rows" "$(printf '%s\n' "$LAST_OUT" | grep -c ',invoice.tif,')" 1
