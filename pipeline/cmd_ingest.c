@@ -101,7 +101,7 @@ static const struct cli_opt OPTS[] = {
     {.name = "follow-symlinks", .kind = CLI_FLAG, .off = AT(o.follow_symlinks, int),
      .help = "accept symbolic links (refused by default) that resolve\n"
              "inside DIR or an --allow-root folder"},
-    {.name = "allow-root", .kind = CLI_FN, .fn = take_allow_root, .arg = "DIR",
+    {.name = "allow-root", .kind = CLI_FN, .repeats = 1, .fn = take_allow_root, .arg = "DIR",
      .help = "followed links may also lead here (repeatable)"},
     /* A blob is one bytea value, which PostgreSQL caps at 1 GiB. */
     {.name = "max-bytes", .kind = CLI_SIZE, .off = AT(o.limits.max_bytes, uint64_t), .min = 1,
