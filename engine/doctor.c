@@ -38,7 +38,33 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
     if (rc)
         return rc;
     struct vkr *vk = NULL;
-    rc = engine_tool_vkr_open(o->device, o->allow_cpu, o->serial, 0, &vk, err);
+    /* The doctor checks what a worker would use: without --allow-cpu (or a
+     * --device naming one) a worker never takes a CPU device, so neither
+     * does the doctor; it lists the devices and says so. */
+    struct vkr_config vc = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = -1,
+                            .serial_pipelines = o->serial};
+    rc = vkr_open(&vc, &vk, err);
+    if (rc == FOLIO_EDEVICE && !o->device && !o->allow_cpu) {
+        if (o->json) {
+            fprintf(out, "{\"devices\":[");
+            for (int i = 0; i < ndev && i < 16; i++) {
+                char nm[600];
+                json_escape(nm, sizeof nm, devs[i].name);
+                fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
+                        devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
+            }
+            fprintf(out, "],\"selected\":null,\"gpu\":false}\n");
+        } else {
+            fprintf(out, "Vulkan devices:\n");
+            for (int i = 0; i < ndev && i < 16; i++)
+                fprintf(out, "  %d: %s (%s) uuid %s\n", devs[i].index, devs[i].name, devs[i].type, devs[i].uuid_hex);
+            fprintf(out, "selected: none: no Vulkan GPU%s; a worker here runs the OCR tiers only "
+                         "(--allow-cpu checks a CPU device such as lavapipe)\n",
+                    ndev ? " among them" : " found");
+        }
+        folio_err_clear(err);
+        return 0;
+    }
     if (rc)
         return rc;
     int failed = 0;

@@ -93,6 +93,15 @@ for m in trunc short; do
   "$F" doctor --model "$D/$m.gguf" >/dev/null 2>"$D/err"; rc=$?
   ok '[ "$rc" = 1 ] && grep -q "$why" "$D/err"' "doctor $m model: rc $rc $(cat "$D/err")"
 done
+# doctor checks what a worker would use: no CPU device (lavapipe) without
+# --allow-cpu, and the database of $FOLIO_DB when no --db is given.
+out=$("$F" doctor 2>"$D/err"); rc=$?
+ok '[ "$rc" = 0 ] && ! printf "%s\n" "$out" | grep -q "(cpu).*<- selected"' "doctor picked a CPU device: rc $rc $out"
+case "$out" in *"<- selected"*) ;; *) ok 'printf "%s\n" "$out" | grep -q "^selected: none: no Vulkan GPU"' "doctor without a GPU: $out";; esac
+out=$("$F" doctor --allow-cpu 2>/dev/null); rc=$?
+ok '[ "$rc" = 0 ] && printf "%s\n" "$out" | grep -q "<- selected"' "doctor --allow-cpu: rc $rc"
+FOLIO_DB='host=/nonexistent connect_timeout=1' "$F" doctor >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "cannot connect to PostgreSQL" "$D/err" && grep -q "came from \$FOLIO_DB" "$D/err"' "doctor and \$FOLIO_DB: rc $rc $(cat "$D/err")"
 # the text model passed as --mmproj is the wrong kind, said before any device
 "$F" classify --model "$TXT" --mmproj "$TXT" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
 ok '[ "$rc" = 1 ] && grep -q -- "--mmproj: .*expected .clip." "$D/err"' "text model as --mmproj: rc $rc $(cat "$D/err")"
