@@ -170,10 +170,16 @@ int cmd_ingest(int argc, char **argv)
               (unsigned long long)st.rejected, (unsigned long long)st.bytes,
               (unsigned long long)st.batches, (unsigned long long)st.db_retries, st.seconds,
               st.seconds > 0 ? (double)st.files / st.seconds : 0.0);
-    printf("folio ingest: %llu files in %.1f s: %llu new documents, %llu duplicates, %llu rejected%s\n",
+    printf("folio ingest: %llu files in %.1f s: %llu new documents, %llu duplicates, %llu rejected",
            (unsigned long long)st.files, st.seconds, (unsigned long long)st.new_documents,
-           (unsigned long long)st.duplicates, (unsigned long long)st.rejected,
-           st.rejected ? " (see DIR/.folio/rejected/)" : "");
+           (unsigned long long)st.duplicates, (unsigned long long)st.rejected);
+    if (st.rejected) {
+        /* the folder as given, so the line can be pasted into ls */
+        printf(" (see ");
+        folio_term_puts(stdout, o.dir);
+        printf("%s.folio/rejected/)", o.dir[0] && o.dir[strlen(o.dir) - 1] == '/' ? "" : "/");
+    }
+    printf("\n");
     fflush(stdout);
     if (rc) {
         folio_err_print(stderr, &err);

@@ -123,7 +123,12 @@ PY
 expect_eq "status --watch --count 3 lines" "$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["jobs"]))' "$S/watch.jsonl")" 3
 check "status tables" 0 "$F" status
 expect_in "throughput (last minute)"
+expect_not '""'  # a NULL (the dead job's document has no source path) is a blank cell
 check "status bad interval" 2 "$F" status --watch --interval 0
+# the one-shot summary names the folder it read (issue 34), not "DIR"
+mkdir -p "$S/in2"; echo "not an image" > "$S/in2/junk.png"
+check "one-shot ingest summary" 0 "$F" ingest --stable-ms 0 "$S/in2"
+expect_in "1 rejected (see $S/in2/.folio/rejected/)"
 
 check "worker metrics pass promtool" 0 bash -c "curl -sf http://127.0.0.1:$WP/metrics | promtool check metrics"
 checks=$((checks+1)); [ "$(grep -c 'WATCHDOG=1' "$S/notify.log")" -ge 2 ] || { echo "FAIL: fewer than 2 watchdog pings"; fail=$((fail+1)); }
