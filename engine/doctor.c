@@ -30,6 +30,27 @@ int engine_tool_vkr_open(const char *device, int allow_cpu, int serial, int time
     return rc;
 }
 
+/* The device list both reports open with: a JSON array's head
+ * ("{\"devices\":[...]") or the text lines, selected marked (-1: none). */
+static void print_devices(FILE *out, int json, const struct vkr_device_info *devs, int ndev, int selected)
+{
+    if (json) {
+        fprintf(out, "{\"devices\":[");
+        for (int i = 0; i < ndev && i < 16; i++) {
+            char nm[600];
+            json_escape(nm, sizeof nm, devs[i].name);
+            fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
+                    devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
+        }
+        fputs("]", out);
+        return;
+    }
+    fprintf(out, "Vulkan devices:\n");
+    for (int i = 0; i < ndev && i < 16; i++)
+        fprintf(out, "  %d: %s (%s) uuid %s%s\n", devs[i].index, devs[i].name, devs[i].type, devs[i].uuid_hex,
+                devs[i].index == selected ? "  <- selected" : "");
+}
+
 int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct folio_err *err)
 {
     struct vkr_device_info devs[16];
@@ -45,23 +66,13 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
                             .serial_pipelines = o->serial};
     rc = vkr_open(&vc, &vk, err);
     if (rc == FOLIO_EDEVICE && !o->device && !o->allow_cpu) {
-        if (o->json) {
-            fprintf(out, "{\"devices\":[");
-            for (int i = 0; i < ndev && i < 16; i++) {
-                char nm[600];
-                json_escape(nm, sizeof nm, devs[i].name);
-                fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
-                        devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
-            }
-            fprintf(out, "],\"selected\":null,\"gpu\":false}\n");
-        } else {
-            fprintf(out, "Vulkan devices:\n");
-            for (int i = 0; i < ndev && i < 16; i++)
-                fprintf(out, "  %d: %s (%s) uuid %s\n", devs[i].index, devs[i].name, devs[i].type, devs[i].uuid_hex);
+        print_devices(out, o->json, devs, ndev, -1);
+        if (o->json)
+            fprintf(out, ",\"selected\":null,\"gpu\":false}\n");
+        else
             fprintf(out, "selected: none: no Vulkan GPU%s; a worker here runs the OCR tiers only "
                          "(--allow-cpu checks a CPU device such as lavapipe)\n",
                     ndev ? " among them" : " found");
-        }
         folio_err_clear(err);
         return 0;
     }
@@ -95,21 +106,11 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
     const struct vkr_limits *L = vkr_limits(vk);
     const struct vkr_features *F = vkr_features(vk);
     const struct vkr_device_info *D = vkr_device(vk);
+    print_devices(out, o->json, devs, ndev, D->index);
     if (o->json) {
-        fprintf(out, "{\"devices\":[");
-        for (int i = 0; i < ndev && i < 16; i++) {
-            char nm[600];
-            json_escape(nm, sizeof nm, devs[i].name);
-            fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
-                    devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
-        }
-        fprintf(out, "],\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s}\n", js,
+        fprintf(out, ",\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s}\n", js,
                 failed, ops_coopmat_available(vk) ? "true" : "false");
     } else {
-        fprintf(out, "Vulkan devices:\n");
-        for (int i = 0; i < ndev && i < 16; i++)
-            fprintf(out, "  %d: %s (%s) uuid %s%s\n", devs[i].index, devs[i].name, devs[i].type,
-                    devs[i].uuid_hex, devs[i].index == D->index ? "  <- selected" : "");
         fprintf(out, "selected: %s, driver %s %s, Vulkan %u.%u.%u\n", D->name, D->driver_name,
                 D->driver_info, D->api_version >> 22,
                 (D->api_version >> 12) & 0x3ffu, D->api_version & 0xfffu);
