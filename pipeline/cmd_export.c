@@ -20,7 +20,8 @@ static const char USAGE[] =
     "usage: folio export --format csv|jsonl [--since T] [--label L] [--model-key K] [--out FILE]\n"
     "\n"
     "Writes one line per result (document x model key), oldest first, to stdout\n"
-    "or FILE. Columns, in this order: document_id, sha256, name, path,\n"
+    "or FILE. Columns, in this order: document_id, sha256, name, path (where the\n"
+    "file is now: under DIR/.folio/done/ when moved; empty when deleted),\n"
     "media_type, pages, model_key, label, confidence, needs_review, engine_path,\n"
     "fallback_reason, classified_at (UTC, ISO 8601), worker_id, job_id, scores\n"
     "(JSON: label -> probability), segments (JSON: the split suggestions, an array\n"
@@ -112,7 +113,10 @@ int cmd_export(int argc, char **argv)
     int np = 0;
     char sql[3072];
     snprintf(sql, sizeof sql,
-             "SELECT r.document_id, encode(d.sha256, 'hex'), s.name_display, s.path_display, d.media_type, "
+             "SELECT r.document_id, encode(d.sha256, 'hex'), s.name_display, "
+             /* where the file is now (schema 018), not where it was found */
+             "CASE WHEN s.disposition = 'deleted' THEN NULL ELSE coalesce(s.stored_at, s.path_display) END, "
+             "d.media_type, "
              "d.pages, r.model_key, r.label, r.confidence, r.needs_review, r.engine_path, r.fallback_reason, "
              "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), r.worker_id, "
              "r.job_id, r.scores::text, "
@@ -122,7 +126,7 @@ int cmd_export(int argc, char **argv)
              "'label', g.label, 'confidence', g.confidence) ORDER BY g.first_page) "
              "FROM folio.document_segments g WHERE g.result_id = r.id), '[]')::text, r.review_reason%s "
              "FROM folio.results r JOIN folio.documents d ON d.id = r.document_id "
-             "LEFT JOIN LATERAL (SELECT name_display, path_display FROM folio.document_sources x "
+             "LEFT JOIN LATERAL (SELECT name_display, path_display, stored_at, disposition FROM folio.document_sources x "
              "WHERE x.document_id = r.document_id ORDER BY x.id LIMIT 1) s ON true WHERE true",
              with_text ? ", r.ocr_text" : "");
     if (since) {

@@ -110,12 +110,9 @@ int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struc
         json_raw(&arr, "{");
         char kw[256];
         for (int k = 0; engine_labels_keyword(l, i, k, kw, sizeof kw) == 0; k++) {
-            json_raw(&arr, k ? ",\"" : "\"");
-            for (const char *p = kw; *p; p++) {
-                char one[3] = {*p == '"' || *p == '\\' ? '\\' : *p, *p == '"' || *p == '\\' ? *p : 0, 0};
-                json_raw(&arr, one);
-            }
-            json_raw(&arr, "\"");
+            if (k)
+                json_raw(&arr, ",");
+            db_array_elem(&arr, kw);
         }
         json_raw(&arr, "}");
         const char *p[2] = {engine_labels_name(l, i), arr.s};

@@ -156,7 +156,7 @@ int cmd_show(int argc, char **argv)
     if (rc == 0 && (r = q(c,
                           "SELECT path_display, host, disposition, duplicate, "
                           "to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), "
-                          "to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') "
+                          "to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), coalesce(stored_at, '') "
                           "FROM folio.document_sources WHERE document_id = $1::bigint ORDER BY id",
                           1, p1, &err))) {
         printf("\nsources\n");
@@ -166,13 +166,17 @@ int cmd_show(int argc, char **argv)
             folio_term_puts(stdout, PQgetvalue(r, i, 0));
             printf(" on ");
             folio_term_puts(stdout, PQgetvalue(r, i, 1));
-            /* ingest moves an accepted file to DIR/.folio/done/<UTC date of
-             * the commit>/ under its path relative to DIR (a ".N" before
-             * the extension when that name is taken) */
-            if (strcmp(disp, "moved") == 0)
+            /* where ingest put it (schema 018); rows from before that, or
+             * whose record failed, get the rule: DIR/.folio/done/<UTC date
+             * of the commit>/ under the path relative to DIR */
+            if (strcmp(disp, "moved") == 0 && PQgetvalue(r, i, 6)[0]) {
+                printf(", moved to ");
+                folio_term_puts(stdout, PQgetvalue(r, i, 6));
+            } else if (strcmp(disp, "moved") == 0) {
                 printf(", moved to .folio/done/%s/ in its inbox", PQgetvalue(r, i, 5));
-            else
+            } else {
                 printf(", %s", disp);
+            }
             printf("%s\n", PQgetvalue(r, i, 3)[0] == 't' ? ", duplicate" : "");
         }
         PQclear(r);

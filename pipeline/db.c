@@ -12,6 +12,7 @@
  * there. The only SET kept is the time zone, which PgBouncer tracks and
  * re-applies per client. */
 #include "pipeline/db.h"
+#include "common/json.h"
 
 #include <libpq-events.h>
 #include <stdlib.h>
@@ -328,4 +329,14 @@ int db_resolve_doc(PGconn *c, const char *doc, long long *id, struct folio_err *
         folio_err_hint(err, "give more of the sha256, or the document id");
     }
     return FOLIO_EINVAL;
+}
+
+void db_array_elem(struct json_buf *b, const char *s)
+{
+    json_raw(b, "\"");
+    for (const char *p = s; *p; p++) {
+        char one[3] = {*p == '"' || *p == '\\' ? '\\' : *p, *p == '"' || *p == '\\' ? *p : 0, 0};
+        json_raw(b, one);
+    }
+    json_raw(b, "\"");
 }

@@ -60,6 +60,11 @@ int db_hide_password_arg(int argc, char **argv);
  * Retrying such an error must never use up a document's attempts. */
 int db_sqlstate_transient(const char *sqlstate);
 
+/* Appends s to b as one quoted element of a PostgreSQL array literal
+ * ("a \"b\" c", backslash and quote escaped): text[] parameters built in C. */
+struct json_buf;
+void db_array_elem(struct json_buf *b, const char *s);
+
 /* DOC, the way every command that names one document takes it (show,
  * correct, eval's truth file): a document id (1-18 decimal digits), a
  * sha256 prefix of at least DB_DOC_PREFIX_MIN hex digits (up to all 64),

@@ -244,7 +244,7 @@ PY
 # = + - @ tab CR) come out with a leading apostrophe; JSON lines unchanged.
 FIRST_SRC=$(sql "SELECT id FROM folio.document_sources ORDER BY id LIMIT 1")
 sql "CREATE TABLE src_keep AS SELECT * FROM folio.document_sources WHERE id = $FIRST_SRC;
-     UPDATE folio.document_sources SET path_display = E'\\t=cmd|calc', name_display = '=HYPERLINK(\"http://x\",\"y\")'
+     UPDATE folio.document_sources SET stored_at = E'\\t=cmd|calc', name_display = '=HYPERLINK(\"http://x\",\"y\")'
       WHERE id = $FIRST_SRC;
      UPDATE folio.results SET review_reason = '@SUM(1+1)' WHERE id = (SELECT min(id) FROM folio.results)" >/dev/null
 check "export csv (formulas)" 0 "$F" export --format csv --out "$S/f.csv"
@@ -261,8 +261,12 @@ PY
 check "export jsonl keeps the text" 0 "$F" export --format jsonl
 expect_in '"review_reason":"@SUM(1+1)"'
 sql "UPDATE folio.results SET review_reason = NULL;
-     UPDATE folio.document_sources s SET path_display = k.path_display, name_display = k.name_display
+     UPDATE folio.document_sources s SET stored_at = k.stored_at, name_display = k.name_display
        FROM src_keep k WHERE s.id = k.id; DROP TABLE src_keep" >/dev/null
+# export's path is where the file is now (issue 34): in .folio/done/, and it is there
+EXPATH=$(python3 -c 'import csv,sys; print([r["path"] for r in csv.DictReader(open(sys.argv[1], newline="")) if r["name"] == "invoice.tif"][0])' "$S/r.csv")
+expect_eq "export path is the moved file" "$EXPATH" "$S/in/.folio/done/$(date -u +%Y-%m-%d)/invoice.tif"
+checks=$((checks+1)); [ -f "$EXPATH" ] || { echo "FAIL: no file at export's path $EXPATH"; fail=$((fail+1)); }
 INV=$(sql "SELECT label FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display = 'invoice.tif'")
 check "export --label" 0 "$F" export --format csv --label "$INV"
 expect_eq "export --label rows" "$(printf '%s\n' "$LAST_OUT" | grep -c ',invoice.tif,')" 1
@@ -296,7 +300,7 @@ expect_in "page 3"
 check "show layout" 0 "$F" show "$DOC"
 expect_in "  pages"
 expect_in "--- page 1 (ocr text) ---"
-expect_in "moved to .folio/done/$(date -u +%Y-%m-%d)/ in its inbox"
+expect_in "moved to $S/in/.folio/done/$(date -u +%Y-%m-%d)/invoice.tif"
 expect_not '\"'
 expect_not '...'
 checks=$((checks+1)); printf '%s\n' "$LAST_OUT" | grep -Eq '^        "[a-z_]+": [0-9.]+,?$' || { echo "FAIL: timings not pretty JSON: $LAST_OUT"; fail=$((fail+1)); }
