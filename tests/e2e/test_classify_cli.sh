@@ -102,6 +102,11 @@ out=$("$F" doctor --allow-cpu 2>/dev/null); rc=$?
 ok '[ "$rc" = 0 ] && printf "%s\n" "$out" | grep -q "<- selected"' "doctor --allow-cpu: rc $rc"
 FOLIO_DB='host=/nonexistent connect_timeout=1' "$F" doctor >/dev/null 2>"$D/err"; rc=$?
 ok '[ "$rc" = 1 ] && grep -q "cannot connect to PostgreSQL" "$D/err" && grep -q "came from \$FOLIO_DB" "$D/err"' "doctor and \$FOLIO_DB: rc $rc $(cat "$D/err")"
+# the database hint says where the conninfo came from (issue 34)
+env -u FOLIO_DB PGHOST=/nonexistent PGCONNECT_TIMEOUT=1 "$F" status >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "FOLIO_DB is not set and no --db was given" "$D/err"' "hint without FOLIO_DB: $(cat "$D/err")"
+env -u FOLIO_DB "$F" status --db 'host=/nonexistent connect_timeout=1' >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "came from --db or the config file" "$D/err"' "hint with --db: $(cat "$D/err")"
 # the text model passed as --mmproj is the wrong kind, said before any device
 "$F" classify --model "$TXT" --mmproj "$TXT" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
 ok '[ "$rc" = 1 ] && grep -q -- "--mmproj: .*expected .clip." "$D/err"' "text model as --mmproj: rc $rc $(cat "$D/err")"
