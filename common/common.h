@@ -96,6 +96,13 @@ const char *folio_lq_bytes(char *buf, size_t n, const void *s, size_t len);
  * CSI) and bidi controls U+202A..U+202E, U+2066..U+2069; else 0. */
 uint32_t folio_utf8_unsafe_cp(const unsigned char *s, size_t l);
 
+/* Writes text for a terminal (show, labels, error messages): line breaks
+ * and tabs as they are, every other control byte, DEL, invalid UTF-8, C1
+ * control and bidi override escaped as the logs do (\x1b, \u202e). -1
+ * on a write error. */
+int folio_term_write(FILE *f, const void *s, size_t len);
+int folio_term_puts(FILE *f, const char *s); /* NULL writes nothing */
+
 /* ---- hashing (OpenSSL EVP) ---- */
 #define FOLIO_SHA256_LEN 32
 int folio_sha256(const void *data, size_t len, uint8_t out[FOLIO_SHA256_LEN]);

@@ -47,6 +47,7 @@ struct ingest_pdf {
     int page_ms;
     double doc_deadline; /* 0: none (ingest_pdf_set_deadline) */
     int doc_ms, doc_bound; /* doc_bound: the last request's deadline was the document's */
+    int cut;           /* no "%%EOF" near the end: probably cut short in transfer */
     int pages;
     struct pdf_page_size *sizes; /* pages entries, or NULL when over the page limit */
     char reason[32];
@@ -209,7 +210,13 @@ static int request(struct ingest_pdf *p, const struct pdf_request *q, const char
             session_fail(p, "pdf_memory", FOLIO_ELIMIT, "PDF %s: %s", what, r->msg);
             break;
         case PDF_ST_CORRUPT:
-            session_fail(p, "corrupt", FOLIO_EFORMAT, "PDF is damaged: %s", r->msg);
+            if (p->cut) {
+                session_fail(p, "corrupt", FOLIO_EFORMAT,
+                             "PDF is truncated or damaged: %s, and the file does not end with %%%%EOF", r->msg);
+                folio_err_hint(&p->err, "the file was probably cut short in transfer: copy it again");
+            } else {
+                session_fail(p, "corrupt", FOLIO_EFORMAT, "PDF is damaged: %s", r->msg);
+            }
             break;
         default:
             session_fail(p, "internal", FOLIO_EINVAL, "PDF helper refused %s: %s", what, r->msg);
@@ -246,6 +253,11 @@ int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits 
     if (!p)
         return folio_err_set(err, FOLIO_ENOMEM, "out of memory for a PDF session");
     p->sock = p->errfd = -1;
+    /* A complete PDF ends with "%%EOF" (after startxref); without one the
+     * likeliest story is a copy cut short, and saying so tells the sender
+     * what to do (send it again) better than "damaged" or "no pages". */
+    size_t tail = len < 1024 ? len : 1024;
+    p->cut = memmem(data + len - tail, tail, "%%EOF", 5) == NULL;
     ingest_pdf_limits(lim, &dpi, &p->page_ms, &mem_mb, &cpu_s);
     int max_pages = lim && lim->max_pages > 0 ? lim->max_pages : 2000;
     char path[PATH_MAX];
@@ -324,7 +336,12 @@ int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits 
         }
     }
     if (rc == 0 && p->pages < 1) {
-        session_fail(p, "corrupt", FOLIO_EFORMAT, "PDF has no pages");
+        session_fail(p, "corrupt", FOLIO_EFORMAT,
+                     p->cut ? "PDF is truncated or damaged: no page could be read and the file does not end with "
+                              "%%%%EOF"
+                            : "PDF has no pages");
+        if (p->cut)
+            folio_err_hint(&p->err, "the file (%zu bytes) was probably cut short in transfer: copy it again", len);
         *err = p->err;
         rc = err->code;
     }

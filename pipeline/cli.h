@@ -30,7 +30,9 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_parse_double(const char *s, double min, double max, double *out);
 /* "90", "90s", "30m", "12h", "7d" -> seconds (>= 0); -1 if not. */
 int cli_parse_duration(const char *s, double *out);
-/* FOLIO_EINVAL naming the flag when path cannot be read or is not a GGUF file. */
+/* FOLIO_EINVAL naming the flag when path cannot be read, is not a GGUF file, or
+ * is one the engine cannot load (truncated, corrupt tensor table, wrong kind):
+ * --mmproj is checked as a vision projector, any other flag as a text model. */
 int cli_check_gguf(const char *flag, const char *path, struct folio_err *err);
 
 enum cli_kind {
@@ -63,6 +65,7 @@ struct cli_opt {
     const char *want;
     const char *arg;  /* metavar in --help ("N", "SECONDS"); none for flags */
     const char *help; /* its --help text, lines split by '\n'; NULL = unlisted (an old name) */
+    int repeats;      /* each use adds (--allow-root, --id): `config show` keeps every one */
 };
 
 /* Where member m of struct T lies; fails to compile when m is not a `type`. */

@@ -190,6 +190,9 @@ int main(void)
     CHECK(tu_sh("%s ingest --db '%s' --stable-ms 0 --no-progress '%s' >>'%s' 2>&1", tu_folio_bin(), ing, inbox,
                 log) == 0, "ingest as folio_ingest; see %s", log);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued'") == 1, "job queued by folio_ingest");
+    /* folio_ingest records where the file went (schema 018's column grant) */
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.document_sources WHERE stored_at LIKE '%/.folio/done/%/invoice.tif'") == 1,
+          "stored_at written by folio_ingest; see %s", log);
     const char *const args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", NULL};
     pid_t w = wt_spawn_worker(wk, NULL, log, args);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.results r JOIN folio.jobs j ON j.id = r.job_id"

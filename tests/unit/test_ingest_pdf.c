@@ -273,8 +273,13 @@ static void test_rejections(void)
 
     TU_NEED(tu_sh("head -c 2000 '%s/text.pdf' > '%s/trunc.pdf' && "
                "{ printf '%%%%PDF-1.7\\n'; head -c 20000 /dev/urandom; } > '%s/junk.pdf'", S, S, S) == 0, "broken");
-    expect_reject("trunc.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged");
-    expect_reject("junk.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged");
+    /* both lack the closing %%EOF: cut short, and the message says so */
+    expect_reject("trunc.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is truncated or damaged");
+    expect_reject("junk.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is truncated or damaged");
+    /* damaged but complete (ends in %%EOF): "damaged" only */
+    TU_NEED(tu_sh("{ head -c 20000 '%s/junk.pdf'; printf '\\n%%%%%%%%EOF\\n'; } > '%s/junk-eof.pdf'", S, S) == 0,
+            "junk-eof");
+    expect_reject("junk-eof.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged: ");
 
     TU_NEED(hostile("pages", "pages.pdf", "40") == 0 && hostile("huge", "huge.pdf", NULL) == 0, "hostile_pdf.py");
     struct ingest_limits lim;
