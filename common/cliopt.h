@@ -65,6 +65,7 @@ struct cli_opt {
     const char *want;
     const char *arg;  /* metavar in --help ("N", "SECONDS"); none for flags */
     const char *help; /* its --help text, lines split by '\n'; NULL = unlisted (an old name) */
+    int repeats;      /* each use adds (--allow-root, --id): `config show` keeps every one */
 };
 
 /* Where member m of struct T lies; fails to compile when m is not a `type`. */

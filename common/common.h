@@ -96,6 +96,13 @@ const char *folio_lq_bytes(char *buf, size_t n, const void *s, size_t len);
  * CSI) and bidi controls U+202A..U+202E, U+2066..U+2069; else 0. */
 uint32_t folio_utf8_unsafe_cp(const unsigned char *s, size_t l);
 
+/* Writes text for a terminal (show, labels, error messages): line breaks
+ * and tabs as they are, every other control byte, DEL, invalid UTF-8, C1
+ * control and bidi override escaped as the logs do (\x1b, \u202e). -1
+ * on a write error. */
+int folio_term_write(FILE *f, const void *s, size_t len);
+int folio_term_puts(FILE *f, const char *s); /* NULL writes nothing */
+
 /* ---- hashing (OpenSSL EVP) ---- */
 #define FOLIO_SHA256_LEN 32
 int folio_sha256(const void *data, size_t len, uint8_t out[FOLIO_SHA256_LEN]);
@@ -115,7 +122,14 @@ int folio_read_file(const char *path, size_t max_bytes, uint8_t **out, size_t *o
 /* folio_read_file plus a terminating NUL; FOLIO_EINVAL for a file with a
  * NUL byte inside (not text). */
 int folio_read_text(const char *path, size_t max_bytes, char **out, struct folio_err *err);
-/* Writes via temp file + fsync + rename so readers never see a partial file. */
+/* A new temporary file next to path (path.tmp-<random>, created O_EXCL |
+ * O_NOFOLLOW, so a planted name or symlink in a shared folder is never
+ * written through): its descriptor, tmp filled; the caller renames it onto
+ * path when complete (rename replaces a link at path, never its target).
+ * A negative FOLIO_E* with err set otherwise. */
+int folio_open_temp(const char *path, char *tmp, size_t n, struct folio_err *err);
+/* Writes via temp file (folio_open_temp) + fsync + rename so readers never
+ * see a partial file. */
 int folio_write_file_atomic(const char *path, const void *data, size_t len,
                             struct folio_err *err);
 
@@ -127,6 +141,15 @@ int folio_helper_path(const char *env_var, const char *name, const char *build_p
 /* The last n-1 bytes of the file fd (a helper's stderr memfd) as one line:
  * control bytes become spaces, trailing spaces go ("" when empty). */
 void folio_fd_tail_line(int fd, char *buf, size_t n);
+/* The environment a helper starts with: the few variables its libraries
+ * read (locale, TZ, Tesseract's and fontconfig's paths, OpenMP, the
+ * sanitizers' options, FOLIO_LOG_LEVEL; in test builds FOLIO_FAULT and
+ * FOLIO_PDF_FAULT), then `extra` (a NAME=VALUE added when NAME is not set,
+ * or NULL). Nothing else: FOLIO_DB, PGPASSWORD and whatever else the
+ * operator's environment holds stay out of reach of a hijacked parser.
+ * Fills out[0..cap-1] with pointers into environ (no allocation, so it is
+ * safe right before posix_spawn), NULL-terminated. */
+void folio_helper_environ(char **out, size_t cap, char *extra);
 
 /* ---- small string helpers ---- */
 /* snprintf that reports truncation as an error instead of silently cutting. */

@@ -104,13 +104,23 @@ const char *folio_errcode_name(int code)
     }
 }
 
+/* One line of an error: the text may quote a file's or a database's
+ * content (a label line, a file name), so it is written through the
+ * terminal escaper. */
+static void err_line(FILE *f, const char *head, const char *text)
+{
+    fputs(head, f);
+    folio_term_puts(f, text);
+    fputc('\n', f);
+}
+
 void folio_err_print(FILE *f, const struct folio_err *err)
 {
-    fprintf(f, "folio: error: %s\n", err->msg[0] ? err->msg : folio_errcode_name(err->code));
+    err_line(f, "folio: error: ", err->msg[0] ? err->msg : folio_errcode_name(err->code));
     if (err->detail[0])
-        fprintf(f, "  detail: %s\n", err->detail);
+        err_line(f, "  detail: ", err->detail);
     if (err->context[0])
-        fprintf(f, "  context: %s\n", err->context);
+        err_line(f, "  context: ", err->context);
     if (err->hint[0])
-        fprintf(f, "  hint: %s\n", err->hint);
+        err_line(f, "  hint: ", err->hint);
 }

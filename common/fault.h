@@ -16,7 +16,8 @@
  * otherwise make a fault test pass for the wrong reason).
  *
  * (The sandboxed PDF helper, ingest/pdfhelper, links nothing of folio and
- * keeps its own FOLIO_PDF_FAULT=crash_page:N.)
+ * keeps its own FOLIO_PDF_FAULT=crash_page:N; sandbox_escape is parsed by
+ * common/sandbox, which the helpers link, from the same FOLIO_FAULT.)
  */
 #ifndef FOLIO_FAULT_H
 #define FOLIO_FAULT_H
@@ -36,7 +37,8 @@
     X(gpu_page_fail, "H", "engine/tiers: every GPU pass holding a page of height H fails")    \
     X(gpu_nan, "H", "engine/tiers: a page of height H gets NaN label scores from its pass")  \
     X(gpu_gather_ms, "MS", "engine/tiers: the GPU thread waits MS before taking a pass")     \
-    X(ocr_crash_width, "N", "engine/ocrhelper: folio-ocr raises SIGSEGV on a page N pixels wide")
+    X(ocr_crash_width, "N", "engine/ocrhelper: folio-ocr raises SIGSEGV on a page N pixels wide") \
+    X(sandbox_escape, "NAME", "folio-pdf, folio-ocr: once confined, try escape NAME (or all); exit 97 if it works")
 
 enum folio_fault_site {
 #define FOLIO_FAULT_ENUM(name, arg, what) FOLIO_FAULT_##name,

@@ -1,11 +1,13 @@
-/* Finding folio's helper executables (folio-pdf, folio-ocr) and reading
- * what they printed. */
+/* Finding folio's helper executables (folio-pdf, folio-ocr), the
+ * environment they start with, and reading what they printed. */
 #include "common/common.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+extern char **environ;
 
 void folio_fd_tail_line(int fd, char *buf, size_t n)
 {
@@ -46,4 +48,38 @@ int folio_helper_path(const char *env_var, const char *name, const char *build_p
     }
     snprintf(out, n, "%s", build_path);
     return access(out, X_OK) == 0 ? 0 : -1;
+}
+
+static int helper_var(const char *kv)
+{
+    static const char *const names[] = {
+        "LANG", "LANGUAGE", "TZ", "TESSDATA_PREFIX", "OMP_THREAD_LIMIT", "FONTCONFIG_FILE", "FONTCONFIG_PATH",
+        "FONTCONFIG_SYSROOT", "FOLIO_LOG_LEVEL", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+#ifdef FOLIO_FAULT_INJECTION
+        "FOLIO_FAULT", "FOLIO_PDF_FAULT",
+#endif
+    };
+    if (strncmp(kv, "LC_", 3) == 0)
+        return 1;
+    size_t kl = strcspn(kv, "=");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == kl && memcmp(names[i], kv, kl) == 0)
+            return 1;
+    return 0;
+}
+
+void folio_helper_environ(char **out, size_t cap, char *extra)
+{
+    size_t n = 0, el = extra ? strcspn(extra, "=") + 1 : 0;
+    int have_extra = 0;
+    for (char **e = environ; *e && n + 2 < cap; e++) {
+        if (!helper_var(*e))
+            continue;
+        if (extra && strncmp(*e, extra, el) == 0)
+            have_extra = 1;
+        out[n++] = *e;
+    }
+    if (extra && !have_extra && n + 1 < cap)
+        out[n++] = extra;
+    out[n] = NULL;
 }

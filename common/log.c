@@ -190,6 +190,35 @@ const char *folio_lq_bytes(char *buf, size_t n, const void *src, size_t len)
     return buf;
 }
 
+int folio_term_write(FILE *f, const void *src, size_t len)
+{
+    /* Same pieces as a log value, but text for a person: line breaks, tabs,
+     * quotes and backslashes stay as they are; every other control, C1
+     * control, bidi override and invalid byte is shown escaped, so text
+     * from a document or a label file cannot drive the terminal. */
+    const unsigned char *s = src;
+    char tmp[16];
+    size_t adv;
+    for (size_t i = 0; i < len; i += adv) {
+        unsigned char c = s[i];
+        if (c == '\n' || c == '\t' || c == '"' || c == '\\') {
+            adv = 1;
+            if (putc(c, f) == EOF)
+                return -1;
+            continue;
+        }
+        size_t tl = lq_piece(s, len, i, tmp, &adv);
+        if (fwrite(tmp, 1, tl, f) != tl)
+            return -1;
+    }
+    return 0;
+}
+
+int folio_term_puts(FILE *f, const char *s)
+{
+    return s ? folio_term_write(f, s, strlen(s)) : 0;
+}
+
 const char *folio_lq(char *buf, size_t n, const char *s)
 {
     if (!s)

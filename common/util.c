@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 int folio_sha256(const void *data, size_t len, uint8_t out[FOLIO_SHA256_LEN])
@@ -145,15 +146,33 @@ int folio_read_text(const char *path, size_t max_bytes, char **out, struct folio
     return 0;
 }
 
+int folio_open_temp(const char *path, char *tmp, size_t n, struct folio_err *err)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        uint64_t r;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            return folio_err_set(err, FOLIO_EIO, "cannot draw a temporary name for %s: %s", path, strerror(errno));
+        if (folio_snprintf(tmp, n, "%s.tmp-%016llx", path, (unsigned long long)r) != 0)
+            return folio_err_set(err, FOLIO_EINVAL, "path too long: %s", path);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST)
+            break;
+    }
+    int e = errno;
+    folio_err_set(err, FOLIO_EIO, "cannot create a temporary file next to %s: %s", path, strerror(e));
+    folio_err_hint(err, "the folder of --out must exist and be writable");
+    return FOLIO_EIO;
+}
+
 int folio_write_file_atomic(const char *path, const void *data, size_t len,
                             struct folio_err *err)
 {
     char tmp[PATH_MAX];
-    if (folio_snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) != 0)
-        return folio_err_set(err, FOLIO_EINVAL, "path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = folio_open_temp(path, tmp, sizeof tmp, err);
     if (fd < 0)
-        return folio_err_set(err, FOLIO_EIO, "cannot create %s: %s", tmp, strerror(errno));
+        return fd;
     const uint8_t *p = data;
     size_t done = 0;
     while (done < len) {

@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "engine/doctor_vk.h"
 #include "engine/model/gguf_describe.h"
+#include "engine/model/gguf_model.h"
 #include "engine/ops/ops.h"
 
 #include <inttypes.h>
@@ -29,6 +30,27 @@ int engine_tool_vkr_open(const char *device, int allow_cpu, int serial, int time
     return rc;
 }
 
+/* The device list both reports open with: a JSON array's head
+ * ("{\"devices\":[...]") or the text lines, selected marked (-1: none). */
+static void print_devices(FILE *out, int json, const struct vkr_device_info *devs, int ndev, int selected)
+{
+    if (json) {
+        fprintf(out, "{\"devices\":[");
+        for (int i = 0; i < ndev && i < 16; i++) {
+            char nm[600];
+            json_escape(nm, sizeof nm, devs[i].name);
+            fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
+                    devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
+        }
+        fputs("]", out);
+        return;
+    }
+    fprintf(out, "Vulkan devices:\n");
+    for (int i = 0; i < ndev && i < 16; i++)
+        fprintf(out, "  %d: %s (%s) uuid %s%s\n", devs[i].index, devs[i].name, devs[i].type, devs[i].uuid_hex,
+                devs[i].index == selected ? "  <- selected" : "");
+}
+
 int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct folio_err *err)
 {
     struct vkr_device_info devs[16];
@@ -37,7 +59,23 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
     if (rc)
         return rc;
     struct vkr *vk = NULL;
-    rc = engine_tool_vkr_open(o->device, o->allow_cpu, o->serial, 0, &vk, err);
+    /* The doctor checks what a worker would use: without --allow-cpu (or a
+     * --device naming one) a worker never takes a CPU device, so neither
+     * does the doctor; it lists the devices and says so. */
+    struct vkr_config vc = {.device = o->device, .allow_cpu = o->allow_cpu, .validate = -1,
+                            .serial_pipelines = o->serial};
+    rc = vkr_open(&vc, &vk, err);
+    if (rc == FOLIO_EDEVICE && !o->device && !o->allow_cpu) {
+        print_devices(out, o->json, devs, ndev, -1);
+        if (o->json)
+            fprintf(out, ",\"selected\":null,\"gpu\":false}\n");
+        else
+            fprintf(out, "selected: none: no Vulkan GPU%s; a worker here runs the OCR tiers only "
+                         "(--allow-cpu checks a CPU device such as lavapipe)\n",
+                    ndev ? " among them" : " found");
+        folio_err_clear(err);
+        return 0;
+    }
     if (rc)
         return rc;
     int failed = 0;
@@ -68,22 +106,12 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
     const struct vkr_limits *L = vkr_limits(vk);
     const struct vkr_features *F = vkr_features(vk);
     const struct vkr_device_info *D = vkr_device(vk);
+    print_devices(out, o->json, devs, ndev, D->index);
     if (o->json) {
-        fprintf(out, "{\"devices\":[");
-        for (int i = 0; i < ndev && i < 16; i++) {
-            char nm[600];
-            json_escape(nm, sizeof nm, devs[i].name);
-            fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
-                    devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
-        }
-        fprintf(out, "],\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s,"
+        fprintf(out, ",\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s,"
                      "\"gemm_route\":\"%s\"}\n", js,
                 failed, ops_coopmat_available(vk) ? "true" : "false", ops_gemm_route_name(vk));
     } else {
-        fprintf(out, "Vulkan devices:\n");
-        for (int i = 0; i < ndev && i < 16; i++)
-            fprintf(out, "  %d: %s (%s) uuid %s%s\n", devs[i].index, devs[i].name, devs[i].type,
-                    devs[i].uuid_hex, devs[i].index == D->index ? "  <- selected" : "");
         fprintf(out, "selected: %s, driver %s %s, Vulkan %u.%u.%u\n", D->name, D->driver_name,
                 D->driver_info, D->api_version >> 22,
                 (D->api_version >> 12) & 0x3ffu, D->api_version & 0xfffu);
@@ -124,4 +152,12 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
 int engine_doctor_model(const char *path, int json, FILE *out, struct folio_err *err)
 {
     return gguf_describe(path, json, out, err);
+}
+
+int engine_check_model_file(const char *path, int vision, struct folio_err *err)
+{
+    struct gguf_model *m = NULL;
+    int rc = vision ? gguf_model_open_vision(path, &m, err) : gguf_model_open_text(path, &m, err);
+    gguf_model_close(m);
+    return rc;
 }

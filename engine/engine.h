@@ -292,6 +292,13 @@ int engine_keyword_split(char *kw, double *weight);
  *   name: keyword, "phrase, with comma", weighted^3   # comment
  * Parse errors name the source and line. */
 int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err);
+/* The same, but a bad line does not stop the parse: each one goes to
+ * report (its error names SOURCE and the line) and the rest is still read,
+ * so `folio labels test` lists every problem in one run; then FOLIO_EINVAL
+ * counting them. report NULL: stop at the first, as engine_labels_parse. */
+int engine_labels_parse_each(struct engine_labels *l, const char *text, const char *source,
+                             void (*report)(void *ctx, const struct folio_err *e), void *ctx,
+                             struct folio_err *err);
 /* The default taxonomy in that format (what `folio migrate` seeds). */
 extern const char ENGINE_DEFAULT_LABELS[];
 /* Keywords of label i as written ("amount due^3"), for export. */
@@ -311,5 +318,12 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
 /* A model file (text GGUF or vision projector): what it holds and what it
  * needs, or the first thing wrong with it (FOLIO_EFORMAT and the like). */
 int engine_doctor_model(const char *path, int json, FILE *out, struct folio_err *err);
+/* Reads a model file's header, metadata and tensor table and checks them
+ * as the engine will at open (every tensor inside the file, the expected
+ * tensors in a usable dtype and shape), with no device: vision = 1 for an
+ * mmproj. A truncated or corrupt file is a configuration error the caller
+ * reports before it looks for a GPU, since without one the engine would
+ * never read the file and the service would quietly run on OCR alone. */
+int engine_check_model_file(const char *path, int vision, struct folio_err *err);
 
 #endif

@@ -156,9 +156,11 @@ static int parse_line(struct engine_labels *l, char *line, struct folio_err *err
     return engine_labels_add(l, name, kw, n, err);
 }
 
-int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err)
+int engine_labels_parse_each(struct engine_labels *l, const char *text, const char *source,
+                             void (*report)(void *ctx, const struct folio_err *e), void *ctx,
+                             struct folio_err *err)
 {
-    int lineno = 0;
+    int lineno = 0, bad = 0;
     const char *p = text;
     while (*p) {
         const char *nl = strchr(p, '\n');
@@ -169,15 +171,32 @@ int engine_labels_parse(struct engine_labels *l, const char *text, const char *s
             return folio_err_set(err, FOLIO_ENOMEM, "out of memory reading %s", source);
         memcpy(line, p, len);
         line[len] = '\0';
-        int rc = parse_line(l, line, err);
+        struct folio_err le = {0};
+        int rc = parse_line(l, line, &le);
         free(line);
         if (rc) {
-            folio_err_prefix(err, "%s line %d: ", source, lineno);
-            return rc;
+            folio_err_prefix(&le, "%s line %d: ", source, lineno);
+            if (!report || rc == FOLIO_ENOMEM) {
+                *err = le;
+                return rc;
+            }
+            /* a bad line adds nothing (parse_line adds a label last), so
+             * the lines after it are checked against the same set */
+            report(ctx, &le);
+            bad++;
         }
         p += len + (nl ? 1 : 0);
+    }
+    if (bad) {
+        folio_err_set(err, FOLIO_EINVAL, "%s: %d line%s with problems", source, bad, bad == 1 ? "" : "s");
+        return FOLIO_EINVAL;
     }
     if (engine_labels_count(l) == 0)
         return folio_err_set(err, FOLIO_EINVAL, "%s defines no labels", source);
     return 0;
+}
+
+int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err)
+{
+    return engine_labels_parse_each(l, text, source, NULL, NULL, err);
 }

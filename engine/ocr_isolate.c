@@ -48,8 +48,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #ifndef FOLIO_OCR_HELPER_BUILD
 #define FOLIO_OCR_HELPER_BUILD "folio-ocr"
 #endif
@@ -141,21 +139,11 @@ static int spawn_helper(struct ocr_engine *e, struct folio_err *err)
     if (ftruncate(e->errfd, 0) == 0)
         lseek(e->errfd, 0, SEEK_SET);
     /* Tesseract's OpenMP must see OMP_THREAD_LIMIT=1 when it loads (ocr.h):
-     * the helper gets it in its environment unless the user chose one. */
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    char **envp = malloc((n + 2) * sizeof *envp);
-    if (!envp) {
-        close(sv[0]);
-        close(sv[1]);
-        return folio_err_set(err, FOLIO_ENOMEM, "out of memory starting the OCR helper");
-    }
-    memcpy(envp, environ, n * sizeof *envp);
+     * the helper gets it in its environment unless the user chose one. The
+     * rest of the worker's environment (FOLIO_DB) stays here. */
     static char omp[] = "OMP_THREAD_LIMIT=1";
-    if (!getenv("OMP_THREAD_LIMIT"))
-        envp[n++] = omp;
-    envp[n] = NULL;
+    char *envp[48];
+    folio_helper_environ(envp, sizeof envp / sizeof envp[0], omp);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
@@ -169,7 +157,6 @@ static int spawn_helper(struct ocr_engine *e, struct folio_err *err)
     pid_t pid = 0;
     int se = posix_spawn(&pid, e->helper, &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
-    free(envp);
     close(sv[1]);
     if (se != 0) {
         close(sv[0]);

@@ -90,6 +90,10 @@ static int probe_pdf(const uint8_t *data, size_t len, const struct ingest_limits
     int dpi, page_ms, mem_mb, cpu_s;
     ingest_pdf_limits(lim, &dpi, &page_ms, &mem_mb, &cpu_s);
     out->pdf_dpi = dpi;
+    /* The whole validation has a wall clock too (the open's own request
+     * is under the page limit, which the document limit is never below). */
+    int doc_ms = lim && lim->pdf_doc_ms > 0 ? lim->pdf_doc_ms : 3 * page_ms;
+    double doc_deadline = folio_mono_ms() + doc_ms;
     struct ingest_pdf *p = NULL;
     int rc = ingest_pdf_open(data, len, lim, &p, err);
     if (rc) {
@@ -97,6 +101,7 @@ static int probe_pdf(const uint8_t *data, size_t len, const struct ingest_limits
         ingest_pdf_close(p);
         return rc;
     }
+    ingest_pdf_set_deadline(p, doc_deadline, doc_ms);
     int pages = ingest_pdf_pages(p);
     out->pages = pages;
     if (pages > lim->max_pages) {

@@ -18,8 +18,11 @@ struct ingest_limits {
     /* PDF (0 = default): the resolution pages are sized at for max_pixels
      * (300, what OCR reads), the wall-clock limit per helper request
      * (20000 ms), the helper's address-space limit (1024 MiB) and its CPU
-     * time for the whole document (600 s). */
-    int pdf_dpi, pdf_page_ms, pdf_memory_mb, pdf_cpu_s;
+     * time for the whole document (600 s). pdf_doc_ms: ingest's wall
+     * clock for validating a whole PDF (default 3 x pdf_page_ms), so a
+     * document of many pages each just under the page limit cannot hold a
+     * validator for minutes. */
+    int pdf_dpi, pdf_page_ms, pdf_memory_mb, pdf_cpu_s, pdf_doc_ms;
 };
 void ingest_limits_default(struct ingest_limits *l);
 
@@ -139,6 +142,10 @@ int ingest_decode_page_opts(const uint8_t *data, size_t len, int page, const str
 /* The text-layer rule needs at least this many letters and digits. */
 #define INGEST_PDF_TEXT_MIN_ALNUM 40
 struct ingest_pdf;
+/* No request of the session may run past mono_ms (folio_mono_ms clock):
+ * the per-page limit is cut to what is left, and a request stopped by it
+ * fails pdf_timeout naming the document's limit of limit_ms. */
+void ingest_pdf_set_deadline(struct ingest_pdf *p, double mono_ms, int limit_ms);
 int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits *lim,
                     struct ingest_pdf **out, struct folio_err *err);
 void ingest_pdf_close(struct ingest_pdf *p);

@@ -35,8 +35,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #ifndef FOLIO_PDF_HELPER_BUILD
 #define FOLIO_PDF_HELPER_BUILD "folio-pdf"
 #endif
@@ -47,6 +45,9 @@ struct ingest_pdf {
     int errfd;         /* the helper's stderr (memfd) */
     int dead;          /* a failure ended the session; err/reason say why */
     int page_ms;
+    double doc_deadline; /* 0: none (ingest_pdf_set_deadline) */
+    int doc_ms, doc_bound; /* doc_bound: the last request's deadline was the document's */
+    int cut;           /* no "%%EOF" near the end: probably cut short in transfer */
     int pages;
     struct pdf_page_size *sizes; /* pages entries, or NULL when over the page limit */
     char reason[32];
@@ -111,6 +112,13 @@ static void helper_died(struct ingest_pdf *p, const char *what, int timed_out)
     char how[96], said[400];
     reap(p, 1, how, sizeof how);
     helper_stderr(p, said, sizeof said);
+    if (timed_out && p->doc_bound) {
+        session_fail(p, "pdf_timeout", FOLIO_ETIMEOUT,
+                     "PDF validation took longer than %d ms for the whole document (during %s); the parser was stopped",
+                     p->doc_ms, what);
+        folio_err_hint(&p->err, "a document this slow is hostile or broken; raise --pdf-doc-ms if it is not");
+        return;
+    }
     if (timed_out) {
         session_fail(p, "pdf_timeout", FOLIO_ETIMEOUT, "PDF %s took longer than %d ms; the parser was stopped",
                      what, p->page_ms);
@@ -182,6 +190,9 @@ static int request(struct ingest_pdf *p, const struct pdf_request *q, const char
         return err->code;
     }
     *deadline = folio_mono_ms() + p->page_ms;
+    p->doc_bound = p->doc_deadline > 0 && p->doc_deadline < *deadline;
+    if (p->doc_bound)
+        *deadline = p->doc_deadline;
     int to = 0;
     if (read_until(p->sock, r, sizeof *r, *deadline, &to) != 0 || r->magic != PDF_PROTO_MAGIC) {
         helper_died(p, what, to);
@@ -199,7 +210,13 @@ static int request(struct ingest_pdf *p, const struct pdf_request *q, const char
             session_fail(p, "pdf_memory", FOLIO_ELIMIT, "PDF %s: %s", what, r->msg);
             break;
         case PDF_ST_CORRUPT:
-            session_fail(p, "corrupt", FOLIO_EFORMAT, "PDF is damaged: %s", r->msg);
+            if (p->cut) {
+                session_fail(p, "corrupt", FOLIO_EFORMAT,
+                             "PDF is truncated or damaged: %s, and the file does not end with %%%%EOF", r->msg);
+                folio_err_hint(&p->err, "the file was probably cut short in transfer: copy it again");
+            } else {
+                session_fail(p, "corrupt", FOLIO_EFORMAT, "PDF is damaged: %s", r->msg);
+            }
             break;
         default:
             session_fail(p, "internal", FOLIO_EINVAL, "PDF helper refused %s: %s", what, r->msg);
@@ -236,6 +253,11 @@ int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits 
     if (!p)
         return folio_err_set(err, FOLIO_ENOMEM, "out of memory for a PDF session");
     p->sock = p->errfd = -1;
+    /* A complete PDF ends with "%%EOF" (after startxref); without one the
+     * likeliest story is a copy cut short, and saying so tells the sender
+     * what to do (send it again) better than "damaged" or "no pages". */
+    size_t tail = len < 1024 ? len : 1024;
+    p->cut = memmem(data + len - tail, tail, "%%EOF", 5) == NULL;
     ingest_pdf_limits(lim, &dpi, &p->page_ms, &mem_mb, &cpu_s);
     int max_pages = lim && lim->max_pages > 0 ? lim->max_pages : 2000;
     char path[PATH_MAX];
@@ -278,7 +300,9 @@ int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits 
     snprintf(mem, sizeof mem, "%d", mem_mb);
     snprintf(cpu, sizeof cpu, "%d", cpu_s);
     char *argv[] = {"folio-pdf", "serve", mem, cpu, NULL};
-    int se = posix_spawn(&p->pid, path, &fa, NULL, argv, environ);
+    char *envp[48];
+    folio_helper_environ(envp, sizeof envp / sizeof envp[0], NULL);
+    int se = posix_spawn(&p->pid, path, &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     close(sv[1]);
     sv[1] = -1;
@@ -312,7 +336,12 @@ int ingest_pdf_open(const uint8_t *data, size_t len, const struct ingest_limits 
         }
     }
     if (rc == 0 && p->pages < 1) {
-        session_fail(p, "corrupt", FOLIO_EFORMAT, "PDF has no pages");
+        session_fail(p, "corrupt", FOLIO_EFORMAT,
+                     p->cut ? "PDF is truncated or damaged: no page could be read and the file does not end with "
+                              "%%%%EOF"
+                            : "PDF has no pages");
+        if (p->cut)
+            folio_err_hint(&p->err, "the file (%zu bytes) was probably cut short in transfer: copy it again", len);
         *err = p->err;
         rc = err->code;
     }
@@ -334,6 +363,14 @@ fail:
         close(p->errfd);
     free(p);
     return rc;
+}
+
+void ingest_pdf_set_deadline(struct ingest_pdf *p, double mono_ms, int limit_ms)
+{
+    if (!p)
+        return;
+    p->doc_deadline = mono_ms;
+    p->doc_ms = limit_ms;
 }
 
 void ingest_pdf_close(struct ingest_pdf *p)

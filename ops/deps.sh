@@ -15,6 +15,7 @@ PKGS=(
   libpoppler-glib-dev libseccomp-dev poppler-utils qpdf img2pdf
   python3 iproute2
   libsystemd-dev libmicrohttpd-dev
+  help2man lintian
   prometheus chromium-headless-shell
 )
 

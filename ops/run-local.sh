@@ -17,7 +17,10 @@ fi
 
 bash ops/deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FAULT_INJECTION=OFF >/dev/null
-ninja -C build
+# Only what the service runs: folio and the two helpers it starts (OCR,
+# PDF). The tests, benches and tools are built by the test command
+# (ops/test.sh), so the first start does not wait for ~300 targets.
+ninja -C build folio folio-ocr folio-pdf
 F="$ROOT/build/folio"
 
 mkdir -p "$VAR/inbox"

@@ -36,19 +36,24 @@ const char *blobstore_kind(const struct blobstore *b);
 /* True when the bytes go into folio.blobs (b NULL counts as pg). */
 int blobstore_in_pg(const struct blobstore *b);
 
-/* fs: stores data under its sha256. Atomic: a temporary file in the
- * target directory, written, fsync'd, renamed into place, then the
- * directory fsync'd (fan-out directories are created and their parents
- * fsync'd too), so a crash leaves either no file or the whole file. A file
- * already there with the right size is kept. pg: nothing to do (the bytes
- * travel in the ingest statement). */
+/* fs: stores data under its sha256. Atomic: a temporary file (0600,
+ * O_EXCL, random name) in the target directory, written, fsync'd, renamed
+ * into place, then the directory fsync'd (fan-out directories are created
+ * 0700 and their parents fsync'd too), so a crash leaves either no file or
+ * the whole file. Nothing is followed through a symlink or outside the
+ * root. A file already there is kept only when its bytes hash to its name;
+ * a corrupt one (or a FIFO, a link) is replaced by data, so re-ingesting
+ * the original repairs it. pg: nothing to do (the bytes travel in the
+ * ingest statement). */
 int blobstore_put(const struct blobstore *b, const uint8_t sha[FOLIO_SHA256_LEN], const void *data, size_t len,
                   struct folio_err *err);
 
 /* fs: reads the blob of sha into a malloc'd buffer and checks its sha256.
- * FOLIO_EIO when it is missing or unreadable, FOLIO_EFORMAT when its bytes
- * do not hash to its name (corrupt), both naming the path and the
- * document's hash. max_bytes caps the read. */
+ * Opened beneath the root with no symlink followed and O_NONBLOCK; only a
+ * regular file is read (a FIFO is refused at once, never waited on).
+ * FOLIO_EIO when it is missing, unreadable or not a regular file,
+ * FOLIO_EFORMAT when its bytes do not hash to its name (corrupt),
+ * FOLIO_ELIMIT over max_bytes, each naming the path and the hash. */
 int blobstore_get(const struct blobstore *b, const uint8_t sha[FOLIO_SHA256_LEN], size_t max_bytes,
                   uint8_t **data, size_t *len, struct folio_err *err);
 

@@ -72,6 +72,17 @@ int cli_check_gguf(const char *flag, const char *path, struct folio_err *err)
         folio_err_hint(err, "folio reads llama.cpp GGUF files: a text model and its mmproj");
         return FOLIO_EINVAL;
     }
+    /* The magic is not enough: a truncated copy or a file with a corrupt
+     * tensor table would otherwise only fail at engine open, which a
+     * machine without a GPU never reaches, and the service would run on
+     * OCR alone with exit 0. The header and tensor table are read here. */
+    if (engine_check_model_file(path, strcmp(flag, "--mmproj") == 0, err)) {
+        folio_err_prefix(err, "%s: ", flag);
+        if (!err->hint[0])
+            folio_err_hint(err, "copy the model file again (folio doctor %s %s shows what it holds)", flag, path);
+        err->code = FOLIO_EINVAL;
+        return FOLIO_EINVAL;
+    }
     return 0;
 }
 

@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* FOLIO_EINVAL naming the flag when path cannot be read or is not a GGUF file. */
+/* FOLIO_EINVAL naming the flag when path cannot be read, is not a GGUF file, or
+ * is one the engine cannot load (truncated, corrupt tensor table, wrong kind):
+ * --mmproj is checked as a vision projector, any other flag as a text model. */
 int cli_check_gguf(const char *flag, const char *path, struct folio_err *err);
 
 /* CLI_FN takers shared by several commands, each writing at .off:
@@ -23,4 +25,5 @@ int cli_check_gguf(const char *flag, const char *path, struct folio_err *err);
 int cli_take_gpu_weights(const struct cli_opt *o, void *args, const char *v, const char *cmd);
 int cli_take_text_caps(const struct cli_opt *o, void *args, const char *v, const char *cmd);
 int cli_take_listen(const struct cli_opt *o, void *args, const char *v, const char *cmd);
+
 #endif

@@ -31,7 +31,8 @@ struct doctor_args {
 
 static const struct cli_opt OPTS[] = {
     {.name = "json", .kind = CLI_FLAG, .off = AT(o.json, int), .help = "machine-readable output"},
-    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO", .help = "also check this database"},
+    {.name = "db", .kind = CLI_STR, .off = AT(db, const char *), .arg = "CONNINFO",
+     .help = "also check this database (default $FOLIO_DB when set)"},
     {.name = "model", .kind = CLI_STR, .off = AT(model, const char *), .arg = "FILE",
      .help = "inspect a text model GGUF"},
     {.name = "mmproj", .kind = CLI_STR, .off = AT(mmproj, const char *), .arg = "FILE",
@@ -77,6 +78,9 @@ int cmd_doctor(int argc, char **argv)
             failed = 1;
         }
     } while (list);
+    /* the database the other commands would use: --db, else $FOLIO_DB */
+    if (!db && db_conninfo(NULL)[0])
+        db = db_conninfo(NULL);
     if (db) {
         PGconn *c = NULL;
         folio_err_clear(&err);

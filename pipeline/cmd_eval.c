@@ -34,7 +34,7 @@ static const struct cli_opt OPTS[] = {
     {.name = "model-key", .kind = CLI_STR, .off = AT(key, const char *), .arg = "KEY",
      .help = "results to score (default \"default\")"},
     {.name = "truth", .kind = CLI_STR, .off = AT(truth, const char *), .arg = "FILE",
-     .help = "lines of \"DOC<TAB>LABEL\" (DOC: document id or sha256 hex)\n"
+     .help = "lines of \"DOC<TAB>LABEL\" (DOC: " DB_DOC_HELP ")\n"
              "instead of the corrections"},
 };
 
@@ -60,20 +60,19 @@ static int load_truth(PGconn *c, const char *path, struct folio_err *err)
             break;
         }
         *tab = 0;
-        const char *p[2] = {line, tab + 1};
-        PGresult *r = PQexecParams(c,
-                                   "INSERT INTO eval_truth SELECT id, $2 FROM folio.documents WHERE"
-                                   " ($1 ~ '^[0-9]{1,18}$' AND id = $1::bigint) OR"
-                                   " ($1 ~* '^[0-9a-f]{64}$' AND sha256 = decode($1, 'hex'))",
-                                   2, NULL, p, NULL, NULL, 0);
+        long long id;
+        if ((rc = db_resolve_doc(c, line, &id, err)) != 0) {
+            folio_err_prefix(err, "%s line %d: ", path, lineno);
+            break;
+        }
+        char ids[32];
+        snprintf(ids, sizeof ids, "%lld", id);
+        const char *p[2] = {ids, tab + 1};
+        PGresult *r = PQexecParams(c, "INSERT INTO eval_truth VALUES ($1::bigint, $2)", 2, NULL, p, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_COMMAND_OK)
             rc = db_err_from_result(r, c, "loading the truth file", err);
-        else if (strcmp(PQcmdTuples(r), "1") != 0) {
-            rc = folio_err_set(err, FOLIO_EINVAL, "%s line %d: no document '%s'", path, lineno, line);
+        else
             PQclear(r);
-        } else {
-            PQclear(r);
-        }
     }
     free(text);
     return rc;

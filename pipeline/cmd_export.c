@@ -20,12 +20,16 @@ static const char USAGE[] =
     "usage: folio export --format csv|jsonl [--since T] [--label L] [--model-key K] [--out FILE]\n"
     "\n"
     "Writes one line per result (document x model key), oldest first, to stdout\n"
-    "or FILE. Columns, in this order: document_id, sha256, name, path,\n"
+    "or FILE. Columns, in this order: document_id, sha256, name, path (where the\n"
+    "file is now: under DIR/.folio/done/ when moved; empty when deleted),\n"
     "media_type, pages, model_key, label, confidence, needs_review, engine_path,\n"
     "fallback_reason, classified_at (UTC, ISO 8601), worker_id, job_id, scores\n"
     "(JSON: label -> probability), segments (JSON: the split suggestions, an array\n"
     "of {first_page, last_page, label, confidence}; [] when the document reads as\n"
-    "one). CSV follows RFC 4180 with a header line.\n"
+    "one), review_reason (why needs_review is set), then ocr_text with --with-text.\n"
+    "CSV follows RFC 4180 with a header line; a cell that begins with = + - @, a\n"
+    "tab or a carriage return gets a leading apostrophe (and quotes), so that a\n"
+    "spreadsheet shows it as text instead of running it as a formula.\n"
     "\n";
 
 struct export_args {
@@ -60,19 +64,25 @@ const struct cli_cmd cmd_export_cli = {
 static const char *const COLS[] = {"document_id", "sha256", "name", "path", "media_type", "pages",
                                    "model_key", "label", "confidence", "needs_review", "engine_path",
                                    "fallback_reason", "classified_at", "worker_id", "job_id", "scores",
-                                   "segments", "ocr_text"};
+                                   "segments", "review_reason", "ocr_text"};
 /* JSON type of each column: n number, b boolean, j raw JSON, s string. */
-static const char TYPES[] = "nssssnssnbsssnnjjs";
+static const char TYPES[] = "nssssnssnbsssnnjjss";
 
+/* One RFC 4180 cell. A cell a spreadsheet would take as a formula (first
+ * character = + - @, tab or CR: OWASP's CSV injection guidance) gets a
+ * leading apostrophe inside quotes, so file names and label text from the
+ * inbox are shown, never evaluated. No numeric column folio writes begins
+ * with one of those (ids, confidences and times are never negative). */
 static void csv_field(FILE *f, const char *s, bool null)
 {
     if (null)
         return;
-    if (!s[strcspn(s, ",\"\r\n")] && s[0] != ' ' && (s[0] == '\0' || s[strlen(s) - 1] != ' ')) {
+    bool formula = s[0] && strchr("=+-@\t\r", s[0]);
+    if (!formula && !s[strcspn(s, ",\"\r\n")] && s[0] != ' ' && (s[0] == '\0' || s[strlen(s) - 1] != ' ')) {
         fputs(s, f);
         return;
     }
-    fputc('"', f);
+    fputs(formula ? "\"'" : "\"", f);
     for (; *s; s++) {
         if (*s == '"')
             fputc('"', f);
@@ -93,7 +103,7 @@ int cmd_export(int argc, char **argv)
     if (!format)
         return cli_usage_error("export", "--format csv or --format jsonl is required");
     bool csv = strcmp(format, "csv") == 0;
-    int ncols = with_text ? 18 : 17;
+    int ncols = with_text ? 19 : 18;
 
     struct folio_err err = {0};
     PGconn *c;
@@ -103,7 +113,10 @@ int cmd_export(int argc, char **argv)
     int np = 0;
     char sql[3072];
     snprintf(sql, sizeof sql,
-             "SELECT r.document_id, encode(d.sha256, 'hex'), s.name_display, s.path_display, d.media_type, "
+             "SELECT r.document_id, encode(d.sha256, 'hex'), s.name_display, "
+             /* where the file is now (schema 018), not where it was found */
+             "CASE WHEN s.disposition = 'deleted' THEN NULL ELSE coalesce(s.stored_at, s.path_display) END, "
+             "d.media_type, "
              "d.pages, r.model_key, r.label, r.confidence, r.needs_review, r.engine_path, r.fallback_reason, "
              "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), r.worker_id, "
              "r.job_id, r.scores::text, "
@@ -111,9 +124,9 @@ int cmd_export(int argc, char **argv)
               * document that reads as one has none */
              "coalesce((SELECT jsonb_agg(jsonb_build_object('first_page', g.first_page, 'last_page', g.last_page, "
              "'label', g.label, 'confidence', g.confidence) ORDER BY g.first_page) "
-             "FROM folio.document_segments g WHERE g.result_id = r.id), '[]')::text%s "
+             "FROM folio.document_segments g WHERE g.result_id = r.id), '[]')::text, r.review_reason%s "
              "FROM folio.results r JOIN folio.documents d ON d.id = r.document_id "
-             "LEFT JOIN LATERAL (SELECT name_display, path_display FROM folio.document_sources x "
+             "LEFT JOIN LATERAL (SELECT name_display, path_display, stored_at, disposition FROM folio.document_sources x "
              "WHERE x.document_id = r.document_id ORDER BY x.id LIMIT 1) s ON true WHERE true",
              with_text ? ", r.ocr_text" : "");
     if (since) {
@@ -133,8 +146,13 @@ int cmd_export(int argc, char **argv)
     char tmp[4200] = "";
     FILE *f = stdout;
     if (out) {
-        if (folio_snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid()) != 0 || !(f = fopen(tmp, "w"))) {
-            fprintf(stderr, "folio: error: cannot write %s: %s\n", out, strerror(errno));
+        int fd = folio_open_temp(out, tmp, sizeof tmp, &err);
+        if (fd < 0 || !(f = fdopen(fd, "w"))) {
+            if (fd >= 0) {
+                close(fd);
+                unlink(tmp);
+            }
+            fprintf(stderr, "folio: error: cannot write %s: %s\n", out, fd < 0 ? err.msg : strerror(errno));
             PQfinish(c);
             return FOLIO_EXIT_FAIL;
         }

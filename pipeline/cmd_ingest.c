@@ -101,7 +101,7 @@ static const struct cli_opt OPTS[] = {
     {.name = "follow-symlinks", .kind = CLI_FLAG, .off = AT(o.follow_symlinks, int),
      .help = "accept symbolic links (refused by default) that resolve\n"
              "inside DIR or an --allow-root folder"},
-    {.name = "allow-root", .kind = CLI_FN, .fn = take_allow_root, .arg = "DIR",
+    {.name = "allow-root", .kind = CLI_FN, .repeats = 1, .fn = take_allow_root, .arg = "DIR",
      .help = "followed links may also lead here (repeatable)"},
     /* A blob is one bytea value, which PostgreSQL caps at 1 GiB. */
     {.name = "max-bytes", .kind = CLI_SIZE, .off = AT(o.limits.max_bytes, uint64_t), .min = 1,
@@ -116,6 +116,10 @@ static const struct cli_opt OPTS[] = {
      .want = "10 to 3600000", .arg = "MS",
      .help = "PDF: wall-clock limit per page for the sandboxed parser\n"
              "(default 20000); slower pages are rejected (pdf_timeout)"},
+    {.name = "pdf-doc-ms", .kind = CLI_INT, .off = AT(o.limits.pdf_doc_ms, int), .min = 10, .max = 36000000,
+     .want = "10 to 36000000", .arg = "MS",
+     .help = "PDF: wall-clock limit for validating a whole document\n"
+             "(default 3 x --pdf-page-ms); slower ones are rejected (pdf_timeout)"},
     {.name = "pdf-memory-mb", .kind = CLI_INT, .off = AT(o.limits.pdf_memory_mb, int), .min = 64,
      .max = 1048576, .want = "64 to 1048576", .arg = "MB",
      .help = "PDF: the parser's address-space limit (default 1024)"},
@@ -170,10 +174,16 @@ int cmd_ingest(int argc, char **argv)
               (unsigned long long)st.rejected, (unsigned long long)st.bytes,
               (unsigned long long)st.batches, (unsigned long long)st.db_retries, st.seconds,
               st.seconds > 0 ? (double)st.files / st.seconds : 0.0);
-    printf("folio ingest: %llu files in %.1f s: %llu new documents, %llu duplicates, %llu rejected%s\n",
+    printf("folio ingest: %llu files in %.1f s: %llu new documents, %llu duplicates, %llu rejected",
            (unsigned long long)st.files, st.seconds, (unsigned long long)st.new_documents,
-           (unsigned long long)st.duplicates, (unsigned long long)st.rejected,
-           st.rejected ? " (see DIR/.folio/rejected/)" : "");
+           (unsigned long long)st.duplicates, (unsigned long long)st.rejected);
+    if (st.rejected) {
+        /* the folder as given, so the line can be pasted into ls */
+        printf(" (see ");
+        folio_term_puts(stdout, o.dir);
+        printf("%s.folio/rejected/)", o.dir[0] && o.dir[strlen(o.dir) - 1] == '/' ? "" : "/");
+    }
+    printf("\n");
     fflush(stdout);
     if (rc) {
         folio_err_print(stderr, &err);

@@ -120,7 +120,7 @@ static const char *const STATES[] = {"queued", "running", "done", "dead", "faile
 
 /* Also the keys of [jobs] in the configuration file (pipeline/config.c). */
 static const struct cli_opt OPTS[] = {
-    {.name = "id", .kind = CLI_FN, .fn = take_ids, .want = "job ids like 17 or 17,18", .arg = "N[,N...]",
+    {.name = "id", .kind = CLI_FN, .repeats = 1, .fn = take_ids, .want = "job ids like 17 or 17,18", .arg = "N[,N...]",
      .help = "job ids (repeatable)"},
     {.name = "state", .kind = CLI_ENUM, .off = AT(state, int), .choices = STATES,
      .want = "queued, running, done, dead or failed", .arg = "STATE",

@@ -11,6 +11,7 @@
 #include "pipeline/db.h"
 #include "pipeline/learn_db.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,20 +28,35 @@ static const char USAGE[] =
     "\n"
     "Label file: one label per line, name: keyword, \"a, phrase\", weighted^3  # comment\n";
 
-int labels_file_parse(const char *path, struct engine_labels **out, struct folio_err *err)
+/* Reads and parses a label file; with report set, every bad line goes to
+ * it and parsing goes on (engine_labels_parse_each). */
+static int labels_file_read(const char *path, void (*report)(void *, const struct folio_err *),
+                            struct engine_labels **out, struct folio_err *err)
 {
     char *text = NULL;
     int rc = folio_read_text(path, 16u << 20, &text, err);
     if (rc)
         return rc;
     struct engine_labels *l = engine_labels_new();
-    rc = l ? engine_labels_parse(l, text, path, err) : folio_err_set(err, FOLIO_ENOMEM, "out of memory");
+    rc = l ? engine_labels_parse_each(l, text, path, report, NULL, err)
+           : folio_err_set(err, FOLIO_ENOMEM, "out of memory");
     free(text);
     if (rc)
         engine_labels_free(l);
     else
         *out = l;
     return rc;
+}
+
+int labels_file_parse(const char *path, struct engine_labels **out, struct folio_err *err)
+{
+    return labels_file_read(path, NULL, out, err);
+}
+
+static void print_problem(void *ctx, const struct folio_err *e)
+{
+    (void)ctx;
+    folio_err_print(stderr, e);
 }
 
 static int labels_test(int argc, char **argv)
@@ -51,12 +67,13 @@ static int labels_test(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         struct folio_err err = {0};
         struct engine_labels *l = NULL;
-        if (labels_file_parse(argv[i], &l, &err)) {
+        if (labels_file_read(argv[i], print_problem, &l, &err)) {
             folio_err_print(stderr, &err);
             bad++;
             continue;
         }
-        printf("%s: %d labels ok\n", argv[i], engine_labels_count(l));
+        folio_term_puts(stdout, argv[i]);
+        printf(": %d labels ok\n", engine_labels_count(l));
         engine_labels_free(l);
     }
     return bad ? FOLIO_EXIT_FAIL : FOLIO_EXIT_OK;
@@ -68,13 +85,18 @@ static void put_keyword(const char *label, const char *kw)
 {
     if (strchr(kw, '"')) {
         /* the format has no escape for a quote; SQL can hold one */
-        fprintf(stderr, "folio labels: label '%s': keyword %s has a '\"', left out of the export\n", label, kw);
+        fprintf(stderr, "folio labels: label '%s': keyword ", label);
+        folio_term_puts(stderr, kw);
+        fputs(" has a '\"', left out of the export\n", stderr);
         return;
     }
-    if (strpbrk(kw, ",#"))
-        printf("\"%s\"", kw);
-    else
-        fputs(kw, stdout);
+    /* text from the database: controls, C1 and bidi overrides escaped */
+    bool quote = strpbrk(kw, ",#") != NULL;
+    if (quote)
+        fputc('"', stdout);
+    folio_term_puts(stdout, kw);
+    if (quote)
+        fputc('"', stdout);
 }
 
 int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struct folio_err *err)
@@ -88,12 +110,9 @@ int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struc
         json_raw(&arr, "{");
         char kw[256];
         for (int k = 0; engine_labels_keyword(l, i, k, kw, sizeof kw) == 0; k++) {
-            json_raw(&arr, k ? ",\"" : "\"");
-            for (const char *p = kw; *p; p++) {
-                char one[3] = {*p == '"' || *p == '\\' ? '\\' : *p, *p == '"' || *p == '\\' ? *p : 0, 0};
-                json_raw(&arr, one);
-            }
-            json_raw(&arr, "\"");
+            if (k)
+                json_raw(&arr, ",");
+            db_array_elem(&arr, kw);
         }
         json_raw(&arr, "}");
         const char *p[2] = {engine_labels_name(l, i), arr.s};
@@ -165,8 +184,9 @@ static int labels_db(const char *sub, const char *db, int all, int replace, cons
             for (int i = 0; i < PQntuples(r); i++) {
                 int active = strcmp(PQgetvalue(r, i, 1), "t") == 0;
                 if (strcmp(sub, "list") == 0) {
-                    printf("%-24s %-8s %s\n", PQgetvalue(r, i, 0), active ? "active" : "inactive",
-                           PQgetvalue(r, i, 3));
+                    printf("%-24s %-8s ", PQgetvalue(r, i, 0), active ? "active" : "inactive");
+                    folio_term_puts(stdout, PQgetvalue(r, i, 3));
+                    fputc('\n', stdout);
                     continue;
                 }
                 if (!active && !all)

@@ -11,8 +11,8 @@
 static const char CORRECT_USAGE[] =
     "usage: folio correct [--db CONNINFO] [--page N] DOC LABEL\n"
     "\n"
-    "Records that document DOC (its id or sha256, or 8+ leading hex digits of it) is\n"
-    "LABEL, in folio.corrections. Corrections train ocr+learned (folio train; workers\n"
+    "Records that document DOC (" DB_DOC_HELP ")\n"
+    "is LABEL, in folio.corrections. Corrections train ocr+learned (folio train; workers\n"
     "retrain on their own after --retrain-after new ones).\n";
 
 static const char TRAIN_USAGE[] =

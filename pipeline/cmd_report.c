@@ -495,8 +495,14 @@ int cmd_report(int argc, char **argv)
     if (cli_connect(db, "folio-report", &R.c))
         return FOLIO_EXIT_FAIL;
     char tmp[4200];
-    if (folio_snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid()) != 0 || !(R.f = fopen(tmp, "w"))) {
-        fprintf(stderr, "folio: error: cannot write %s: %s\n", out, strerror(errno));
+    struct folio_err terr = {0};
+    int tfd = folio_open_temp(out, tmp, sizeof tmp, &terr);
+    if (tfd < 0 || !(R.f = fdopen(tfd, "w"))) {
+        if (tfd >= 0) {
+            close(tfd);
+            unlink(tmp);
+        }
+        fprintf(stderr, "folio: error: cannot write %s: %s\n", out, tfd < 0 ? terr.msg : strerror(errno));
         PQfinish(R.c);
         return FOLIO_EXIT_FAIL;
     }

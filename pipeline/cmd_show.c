@@ -18,8 +18,8 @@
 static const char USAGE[] =
     "usage: folio show DOC [--model-key K] [--no-text] [--page N --png FILE]\n"
     "\n"
-    "DOC is a document id, a sha256 prefix (6+ hex digits) or a file name as\n"
-    "ingested. Prints the document, its sources, jobs and results (label,\n"
+    "DOC is " DB_DOC_HELP ".\n"
+    "Prints the document, its sources, jobs and results (label,\n"
     "confidence, engine path and why, the distribution over labels, timings,\n"
     "OCR text).\n"
     "\n";
@@ -57,52 +57,59 @@ static PGresult *q(PGconn *c, const char *sql, int n, const char *const *params,
     return r;
 }
 
-/* The document id DOC names, or an error saying why none or several. */
-static int resolve(PGconn *c, const char *doc, char id[32], struct folio_err *err)
-{
-    size_t l = strlen(doc);
-    bool digits = l > 0 && strspn(doc, "0123456789") == l;
-    bool hex = l >= 6 && l <= 64 && strspn(doc, "0123456789abcdefABCDEF") == l;
-    const char *sql =
-        digits && l < 6 ? "SELECT id FROM folio.documents WHERE id = $1::bigint"
-        : hex ? "SELECT id FROM folio.documents WHERE encode(sha256, 'hex') LIKE lower($1) || '%' "
-                "OR ($1 ~ '^[0-9]{1,18}$' AND id = $1::bigint) LIMIT 3"
-              : "SELECT DISTINCT document_id FROM folio.document_sources WHERE name_display = $1 "
-                "OR path_display = $1 LIMIT 3";
-    PGresult *r = q(c, sql, 1, &doc, err);
-    if (!r)
-        return FOLIO_EDB;
-    int n = PQntuples(r);
-    if (n == 1)
-        snprintf(id, 32, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    if (n == 0) {
-        folio_err_set(err, FOLIO_EINVAL, "no document matches '%s'", doc);
-        folio_err_hint(err, "use a document id, a sha256 prefix or a file name; 'folio export' lists them");
-        return FOLIO_EINVAL;
-    }
-    if (n > 1) {
-        folio_err_set(err, FOLIO_EINVAL, "'%s' matches several documents", doc);
-        folio_err_hint(err, "give more of the sha256, or the document id");
-        return FOLIO_EINVAL;
-    }
-    return 0;
-}
-
-/* Each line of text, after prefix. */
+/* Each line of text after prefix, through the terminal escaper: a PDF's
+ * text layer or OCR output may carry escape sequences, C1 controls or bidi
+ * overrides that must reach the operator's terminal as text. */
 static void print_lines(const char *prefix, const char *text)
 {
     for (const char *line = text; line && *line;) {
         size_t ll = strcspn(line, "\n");
-        printf("%s%.*s\n", prefix, (int)ll, line);
+        fputs(prefix, stdout);
+        folio_term_write(stdout, line, ll);
+        fputc('\n', stdout);
         line = line[ll] ? line + ll + 1 : NULL;
     }
 }
 
 static void kv(const char *k, const char *v)
 {
-    char b[600];
-    printf("  %-16s %s\n", k, folio_lq(b, sizeof b, v));
+    printf("  %-16s ", k);
+    folio_term_puts(stdout, v);
+    fputc('\n', stdout);
+}
+
+/* A JSON column as jsonb_pretty wrote it, indented under its key: whole,
+ * neither escaped nor cut. */
+static void kv_json(const char *k, const char *pretty)
+{
+    if (!strchr(pretty, '\n')) {
+        kv(k, pretty);
+        return;
+    }
+    printf("  %s\n", k);
+    print_lines("    ", pretty);
+}
+
+/* The text of the classified pages, which the worker joined with form
+ * feeds, one block per page: pages[i] is the number of the i-th page
+ * (page_results order), or i + 1 when unknown. */
+static void print_text(const char *text, PGresult *pages)
+{
+    printf("  text\n");
+    int i = 0;
+    for (const char *s = text; s; i++) {
+        const char *ff = strchr(s, '\f');
+        size_t n = ff ? (size_t)(ff - s) : strlen(s);
+        const char *pg = pages && i < PQntuples(pages) ? PQgetvalue(pages, i, 0) : NULL;
+        const char *src = pages && i < PQntuples(pages) ? PQgetvalue(pages, i, 5) : "";
+        printf("    --- page %d%s%s%s ---\n", pg ? atoi(pg) : i + 1, src[0] ? " (" : "", src, src[0] ? " text)" : "");
+        char *one = strndup(s, n);
+        if (one) {
+            print_lines("    | ", one);
+            free(one);
+        }
+        s = ff ? ff + 1 : NULL;
+    }
 }
 
 int cmd_show(int argc, char **argv)
@@ -112,7 +119,7 @@ int cmd_show(int argc, char **argv)
     if (prc != CLI_GO)
         return prc;
     if (pos >= argc)
-        return cli_usage_error("show", "missing DOC (a document id, sha256 prefix or file name)");
+        return cli_usage_error("show", "missing DOC (" DB_DOC_HELP ")");
     const char *db = a.db, *model_key = a.model_key, *png = a.png, *doc = argv[pos];
     bool no_text = a.no_text;
     long long page = a.page;
@@ -122,7 +129,9 @@ int cmd_show(int argc, char **argv)
     if (cli_connect(db, "folio-show", &c))
         return FOLIO_EXIT_FAIL;
     char id[32];
-    int rc = resolve(c, doc, id, &err);
+    long long doc_id = 0;
+    int rc = db_resolve_doc(c, doc, &doc_id, &err);
+    snprintf(id, sizeof id, "%lld", doc_id);
     PGresult *r = NULL;
     const char *p1[] = {id, model_key};
     if (rc == 0 && (r = q(c,
@@ -146,14 +155,29 @@ int cmd_show(int argc, char **argv)
     }
     if (rc == 0 && (r = q(c,
                           "SELECT path_display, host, disposition, duplicate, "
-                          "to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') "
+                          "to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), "
+                          "to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), coalesce(stored_at, '') "
                           "FROM folio.document_sources WHERE document_id = $1::bigint ORDER BY id",
                           1, p1, &err))) {
         printf("\nsources\n");
         for (int i = 0; i < PQntuples(r); i++) {
-            char b[600];
-            printf("  %s  %s on %s, %s%s\n", PQgetvalue(r, i, 4), folio_lq(b, sizeof b, PQgetvalue(r, i, 0)),
-                   PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3)[0] == 't' ? ", duplicate" : "");
+            const char *disp = PQgetvalue(r, i, 2);
+            printf("  %s  ", PQgetvalue(r, i, 4));
+            folio_term_puts(stdout, PQgetvalue(r, i, 0));
+            printf(" on ");
+            folio_term_puts(stdout, PQgetvalue(r, i, 1));
+            /* where ingest put it (schema 018); rows from before that, or
+             * whose record failed, get the rule: DIR/.folio/done/<UTC date
+             * of the commit>/ under the path relative to DIR */
+            if (strcmp(disp, "moved") == 0 && PQgetvalue(r, i, 6)[0]) {
+                printf(", moved to ");
+                folio_term_puts(stdout, PQgetvalue(r, i, 6));
+            } else if (strcmp(disp, "moved") == 0) {
+                printf(", moved to .folio/done/%s/ in its inbox", PQgetvalue(r, i, 5));
+            } else {
+                printf(", %s", disp);
+            }
+            printf("%s\n", PQgetvalue(r, i, 3)[0] == 't' ? ", duplicate" : "");
         }
         PQclear(r);
     } else if (rc == 0) {
@@ -168,10 +192,11 @@ int cmd_show(int argc, char **argv)
         if (PQntuples(r) == 0)
             printf("  (none: finished jobs are deleted after --retain)\n");
         for (int i = 0; i < PQntuples(r); i++) {
-            char b[900];
-            printf("  job %s  model_key=%s state=%s attempts=%s%s%s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
-                   PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4)[0] ? " last_error=" : "",
-                   PQgetvalue(r, i, 4)[0] ? folio_lq(b, sizeof b, PQgetvalue(r, i, 4)) : "");
+            printf("  job %s  model_key=", PQgetvalue(r, i, 0));
+            folio_term_puts(stdout, PQgetvalue(r, i, 1));
+            printf(" state=%s attempts=%s\n", PQgetvalue(r, i, 2), PQgetvalue(r, i, 3));
+            if (PQgetvalue(r, i, 4)[0])
+                print_lines("    last error: ", PQgetvalue(r, i, 4));
         }
         PQclear(r);
     } else if (rc == 0) {
@@ -180,39 +205,86 @@ int cmd_show(int argc, char **argv)
     if (rc == 0 &&
         (r = q(c,
                "SELECT r.model_key, r.label, round(r.confidence::numeric, 4), r.needs_review, r.engine_path, "
-               "coalesce(r.fallback_reason, ''), r.timings::text, coalesce(r.ocr_text, ''), "
-               "coalesce(round(r.ocr_confidence::numeric, 1)::text, ''), coalesce(r.ocr_pages::text, ''), "
+               "coalesce(r.fallback_reason, ''), jsonb_pretty(r.timings), coalesce(r.ocr_text, ''), "
+               "coalesce(round(r.ocr_confidence::numeric, 1)::text, ''), "
+               "coalesce(jsonb_pretty(nullif(r.ocr_pages - 'results' - 'segments', '{}'::jsonb)), ''), "
                "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), coalesce(r.worker_id::text, ''), "
                "(SELECT string_agg(format('%s %s', lpad(round(v::numeric, 4)::text, 7), k), E'\\n' "
                "ORDER BY v DESC, k) FROM (SELECT key AS k, CASE WHEN jsonb_typeof(value) = 'number' "
-               "THEN value::text::float8 END AS v FROM jsonb_each(r.scores)) e WHERE v IS NOT NULL) "
+               "THEN value::text::float8 END AS v FROM jsonb_each(r.scores)) e WHERE v IS NOT NULL), "
+               "r.id, coalesce(r.review_reason, '') "
                "FROM folio.results r WHERE r.document_id = $1::bigint "
                "AND ($2::text IS NULL OR r.model_key = $2) ORDER BY r.id",
                2, p1, &err))) {
         if (PQntuples(r) == 0)
             printf("\nresults\n  (none yet)\n");
-        for (int i = 0; i < PQntuples(r); i++) {
-            printf("\nresult (model_key %s)\n", PQgetvalue(r, i, 0));
+        for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+            printf("\nresult (model_key ");
+            folio_term_puts(stdout, PQgetvalue(r, i, 0));
+            printf(")\n");
             kv("label", PQgetvalue(r, i, 1));
             kv("confidence", PQgetvalue(r, i, 2));
             kv("needs review", PQgetvalue(r, i, 3)[0] == 't' ? "yes" : "no");
+            if (PQgetvalue(r, i, 14)[0])
+                kv("review reason", PQgetvalue(r, i, 14));
             kv("engine path", PQgetvalue(r, i, 4));
             if (PQgetvalue(r, i, 5)[0])
                 kv("fallback reason", PQgetvalue(r, i, 5));
             kv("classified", PQgetvalue(r, i, 10));
             if (PQgetvalue(r, i, 11)[0])
                 kv("worker", PQgetvalue(r, i, 11));
-            kv("timings (ms)", PQgetvalue(r, i, 6));
+            kv_json("timings (ms)", PQgetvalue(r, i, 6));
             if (PQgetvalue(r, i, 9)[0])
-                kv("ocr pages", PQgetvalue(r, i, 9));
+                kv_json("ocr pages", PQgetvalue(r, i, 9));
             if (PQgetvalue(r, i, 8)[0])
                 kv("ocr confidence", PQgetvalue(r, i, 8));
             printf("  distribution\n");
             print_lines("    ", PQgetvalue(r, i, 12));
-            if (!no_text && PQgetvalue(r, i, 7)[0]) {
-                printf("  ocr text\n");
-                print_lines("    | ", PQgetvalue(r, i, 7));
+            /* one row per classified page, then the label runs the worker
+             * suggests as splits */
+            const char *pr[1] = {PQgetvalue(r, i, 13)};
+            PGresult *pages = q(c,
+                                "SELECT page, label, round(confidence::numeric, 4), engine_path, "
+                                "coalesce(fallback_reason, ''), text_source FROM folio.page_results "
+                                "WHERE result_id = $1::bigint ORDER BY page",
+                                1, pr, &err);
+            PGresult *segs = pages ? q(c,
+                                       "SELECT first_page, last_page, label, round(confidence::numeric, 4), "
+                                       "needs_review FROM folio.document_segments "
+                                       "WHERE result_id = $1::bigint ORDER BY first_page",
+                                       1, pr, &err)
+                                   : NULL;
+            if (!pages || !segs) {
+                PQclear(pages);
+                rc = FOLIO_EDB;
+                break;
             }
+            if (PQntuples(pages) > 0) {
+                printf("  pages\n    %-5s %-24s %-10s %-10s %-5s %s\n", "page", "label", "confidence", "path",
+                       "text", "fallback reason");
+                for (int k = 0; k < PQntuples(pages); k++) {
+                    printf("    %-5s ", PQgetvalue(pages, k, 0));
+                    folio_term_puts(stdout, PQgetvalue(pages, k, 1));
+                    int pad = 24 - (int)strlen(PQgetvalue(pages, k, 1));
+                    printf("%*s %-10s %-10s %-5s ", pad > 0 ? pad : 0, "", PQgetvalue(pages, k, 2),
+                           PQgetvalue(pages, k, 3), PQgetvalue(pages, k, 5));
+                    folio_term_puts(stdout, PQgetvalue(pages, k, 4));
+                    fputc('\n', stdout);
+                }
+            }
+            if (PQntuples(segs) > 0) {
+                printf("  split suggestions\n");
+                for (int k = 0; k < PQntuples(segs); k++) {
+                    printf("    pages %s-%s  ", PQgetvalue(segs, k, 0), PQgetvalue(segs, k, 1));
+                    folio_term_puts(stdout, PQgetvalue(segs, k, 2));
+                    printf("  %s%s\n", PQgetvalue(segs, k, 3),
+                           PQgetvalue(segs, k, 4)[0] == 't' ? "  needs review" : "");
+                }
+            }
+            if (!no_text && PQgetvalue(r, i, 7)[0])
+                print_text(PQgetvalue(r, i, 7), PQntuples(pages) ? pages : NULL);
+            PQclear(pages);
+            PQclear(segs);
         }
         PQclear(r);
     } else if (rc == 0) {

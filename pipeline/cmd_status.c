@@ -18,6 +18,17 @@ static const char USAGE[] =
     "minute and an estimate of when the queue is empty at that rate.\n"
     "\n";
 
+/* One cell: a NULL (no worker yet, no error) is left blank; a value is
+ * escaped, and quoted only when it must be (an empty string shows as ""). */
+static const char *cell(char *buf, size_t n, PGresult *r, int t, int f)
+{
+    if (PQgetisnull(r, t, f)) {
+        buf[0] = '\0';
+        return buf;
+    }
+    return folio_lq(buf, n, PQgetvalue(r, t, f));
+}
+
 /* Prints a result as an aligned text table; values are escaped so that a
  * hostile file name cannot move the cursor around the terminal. */
 static void print_table(const char *title, PGresult *r)
@@ -38,7 +49,7 @@ static void print_table(const char *title, PGresult *r)
     for (int f = 0; f < nf; f++) {
         w[f] = (int)strlen(PQfname(r, f));
         for (int t = 0; t < nt; t++) {
-            int l = (int)strlen(folio_lq(buf, sizeof buf, PQgetvalue(r, t, f)));
+            int l = (int)strlen(cell(buf, sizeof buf, r, t, f));
             if (l > w[f])
                 w[f] = l;
         }
@@ -50,7 +61,7 @@ static void print_table(const char *title, PGresult *r)
     for (int t = 0; t < nt; t++) {
         printf(" ");
         for (int f = 0; f < nf; f++)
-            printf(" %-*s", w[f], folio_lq(buf, sizeof buf, PQgetvalue(r, t, f)));
+            printf(" %-*s", w[f], cell(buf, sizeof buf, r, t, f));
         printf("\n");
     }
     printf("\n");

@@ -9,6 +9,7 @@
  * the precedence flags > environment > [CMD.NAME] > [CMD] > top level.
  */
 #include "pipeline/config.h"
+#include "pipeline/db.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -196,6 +197,82 @@ static int add_entry(struct config *cfg, const char *sec, const char *key, const
     return 0;
 }
 
+/* A file anyone can write, or that belongs to another user, decides what
+ * folio runs (which database, which files it deletes): say so on every
+ * read. Root's files are trusted (the packaged /etc/folio/folio.conf). */
+static void warn_permissions(FILE *f, const char *path)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        return;
+    if (st.st_mode & S_IWOTH)
+        fprintf(stderr, "folio: config: warning: %s is writable by every user (mode %04o): anyone can change "
+                        "what folio runs; chmod o-w %s\n",
+                path, (unsigned)(st.st_mode & 07777), path);
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+        fprintf(stderr, "folio: config: warning: %s belongs to uid %u, not to you (uid %u) or root: "
+                        "its owner decides what folio runs\n",
+                path, (unsigned)st.st_uid, (unsigned)geteuid());
+}
+
+struct entry_ref {
+    const struct config_entry *e;
+    size_t i;
+};
+
+static int cmp_entry_ref(const void *a, const void *b)
+{
+    const struct entry_ref *x = a, *y = b;
+    int c = strcmp(x->e->section, y->e->section);
+    if (!c)
+        c = strcmp(x->e->key, y->e->key);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* A key set twice in one section is a problem on its second line. Sorted
+ * by (section, key, position), so a file of many settings is checked in
+ * n log n rather than comparing every pair. The later entries go. */
+static int drop_duplicates(struct config *cfg)
+{
+    if (cfg->n < 2)
+        return 0;
+    struct entry_ref *r = malloc(cfg->n * sizeof *r);
+    bool *drop = calloc(cfg->n, sizeof *drop);
+    if (!r || !drop) {
+        free(r);
+        free(drop);
+        return FOLIO_ENOMEM;
+    }
+    for (size_t i = 0; i < cfg->n; i++)
+        r[i] = (struct entry_ref){&cfg->e[i], i};
+    qsort(r, cfg->n, sizeof *r, cmp_entry_ref);
+    int rc = 0;
+    for (size_t k = 1, first = 0; k < cfg->n && rc == 0; k++) {
+        const struct config_entry *a = r[first].e, *b = r[k].e;
+        if (strcmp(a->section, b->section) != 0 || strcmp(a->key, b->key) != 0) {
+            first = k;
+            continue;
+        }
+        drop[r[k].i] = true;
+        rc = add_problem(cfg, b->line, "'%s' is set twice in %s%s%s (first on line %d)", b->key,
+                         b->section[0] ? "[" : "the top level", b->section, b->section[0] ? "]" : "", a->line);
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < cfg->n; i++) {
+        if (drop[i]) {
+            free(cfg->e[i].section);
+            free(cfg->e[i].key);
+            free(cfg->e[i].value);
+        } else {
+            cfg->e[o++] = cfg->e[i];
+        }
+    }
+    cfg->n = o;
+    free(r);
+    free(drop);
+    return rc;
+}
+
 int config_load(const char *path, struct config *cfg, struct folio_err *err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -206,13 +283,26 @@ int config_load(const char *path, struct config *cfg, struct folio_err *err)
         folio_err_hint(err, "pass --config FILE, set FOLIO_CONFIG, or create %s", CONFIG_DEFAULT_PATH);
         return FOLIO_EIO;
     }
-    char *buf = NULL;
+    warn_permissions(f, path);
+    char *buf = NULL, *raw = NULL;
     size_t cap = 0;
     ssize_t got;
     int line = 0, rc = 0;
     char sec[128] = "";
     bool sec_ok = true;
+    size_t problems_before = 0;
     while (rc == 0 && (got = getline(&buf, &cap, f)) >= 0) {
+        /* Problems quote the line, key or value; a password in it (a
+         * conninfo's password=, a URI's user:secret@) is starred out. */
+        for (size_t i = problems_before; raw && i < cfg->nproblems; i++)
+            db_scrub(cfg->problems[i], strlen(cfg->problems[i]) + 1, raw);
+        problems_before = cfg->nproblems;
+        free(raw);
+        raw = strdup(buf);
+        if (!raw) {
+            rc = FOLIO_ENOMEM;
+            break;
+        }
         line++;
         if ((size_t)got != strlen(buf)) {
             rc = add_problem(cfg, line, "NUL byte in the file: is it a text file?");
@@ -268,18 +358,16 @@ int config_load(const char *path, struct config *cfg, struct folio_err *err)
         rc = check_entry(cfg, sec, key, val, line);
         if (rc || (int)cfg->nproblems > before)
             continue;
-        for (size_t i = 0; i < cfg->n; i++)
-            if (strcmp(cfg->e[i].section, sec) == 0 && strcmp(cfg->e[i].key, key) == 0) {
-                rc = add_problem(cfg, line, "'%s' is set twice in %s%s%s (first on line %d)", key,
-                                 sec[0] ? "[" : "the top level", sec, sec[0] ? "]" : "", cfg->e[i].line);
-                goto next;
-            }
         rc = add_entry(cfg, sec, key, val, line);
-    next:;
     }
+    for (size_t i = problems_before; raw && i < cfg->nproblems; i++)
+        db_scrub(cfg->problems[i], strlen(cfg->problems[i]) + 1, raw);
+    free(raw);
     int rerr = ferror(f);
     free(buf);
     fclose(f);
+    if (rc == 0)
+        rc = drop_duplicates(cfg);
     if (rc)
         return folio_err_set(err, FOLIO_ENOMEM, "out of memory reading %s", path);
     if (rerr)
@@ -315,6 +403,8 @@ const char *config_path(const char *flag_value, int *is_explicit)
 }
 
 /* ------------------------------------------------------------ applying */
+
+static void sort_problems(struct config *cfg);
 
 struct arglist {
     char **v;
@@ -446,6 +536,7 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
             return FOLIO_EXIT_FAIL;
         }
         if (cfg.nproblems) {
+            sort_problems(&cfg);
             for (size_t i = 0; i < cfg.nproblems; i++)
                 fprintf(stderr, "folio: config: %s\n", cfg.problems[i]);
             fprintf(stderr, "  hint: fix the file; 'folio config check --config %s' lists every problem\n", path);
@@ -522,8 +613,18 @@ static int build_args(const struct config_command *c, int argc, char **argv, str
     }
     for (int i = 1; rc == 0 && i < argc; i++)
         rc = args_push(out, argv[i], "command line");
-    if (rc == 0 && positional && !has_positional(c, argc, argv))
-        rc = args_push(out, positional, positional_origin);
+    if (rc == 0 && positional && !has_positional(c, argc, argv)) {
+        /* The file's folder is a folder, never an option: `dir = --after=delete`
+         * must not turn into --after=delete. After a "--" the parser takes
+         * it as it is; one is added unless the user's arguments end in one. */
+        bool dashdash = false;
+        for (int i = 1; i < argc && !dashdash; i++)
+            dashdash = strcmp(argv[i], "--") == 0;
+        if (!dashdash && positional[0] == '-')
+            rc = args_push(out, "--", positional_origin);
+        if (rc == 0)
+            rc = args_push(out, positional, positional_origin);
+    }
     config_free(&cfg);
     if (rc) {
         args_free(out);
@@ -576,22 +677,90 @@ static const char USAGE[] =
     "Precedence: command line > FOLIO_<KEY> environment > [CMD.NAME] > [CMD] >\n"
     "top level.\n";
 
-/* Runs the command's own parser on one setting in a child process:
- * `CMD --key=value --help` stops at the first bad value with the
- * command's message, or prints its help (thrown away) and exits 0. */
-static int check_value(const struct config_command *c, const struct cli_opt *o, const char *val, char *msg,
-                       size_t n)
+/* The first line of what a command's parser printed, without its
+ * "folio CMD: " prefix. */
+static void first_line(const char *cmd, char *out, char *msg, size_t n)
 {
-    char arg[8192];
-    if (cli_opt_is_flag(o))
-        snprintf(arg, sizeof arg, "--%s", o->name);
-    else if (folio_snprintf(arg, sizeof arg, "--%s=%s", o->name, val) != 0) {
-        snprintf(msg, n, "value longer than 8 KiB");
-        return -1;
+    char *nl = strchr(out, '\n');
+    if (nl)
+        *nl = '\0';
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "folio %s: ", cmd);
+    const char *m = strncmp(out, prefix, strlen(prefix)) == 0 ? out + strlen(prefix) : out;
+    snprintf(msg, n, "%s", m[0] ? m : "refused by the command");
+}
+
+/* In the child: runs the command's own parser (cli_parse on its option
+ * table, what `CMD --key=value` checks before anything starts) on each
+ * listed entry and writes "INDEX MESSAGE\n" to fd for each refusal. One
+ * process per command, not per setting: a file of many settings costs one
+ * fork, and whatever an option's function keeps stays in the child. */
+static void check_child(const struct config_command *c, const struct config *cfg, const size_t *idx, size_t n,
+                        int fd)
+{
+    FILE *devnull = freopen("/dev/null", "w", stdout);
+    (void)devnull;
+    FILE *cap = tmpfile();
+    if (!cap || dup2(fileno(cap), 2) < 0)
+        _exit(3);
+    /* The values go into a zeroed stand-in for the command's argument
+     * struct (the tables give offsets into it, pipeline/cli.h), large
+     * enough for any of them; the command itself never runs. */
+    enum { SCRATCH = 1 << 20 };
+    void *scratch = calloc(1, SCRATCH);
+    if (!scratch)
+        _exit(3);
+    for (size_t i = 0; i < c->cli->nopts; i++)
+        if (c->cli->opts[i].off + 64 > SCRATCH)
+            _exit(3);
+    for (size_t k = 0; k < n; k++) {
+        const struct config_entry *e = &cfg->e[idx[k]];
+        const struct cli_opt *o = find_option(c, e->key);
+        /* kept alive: getopt may still point into the last argv */
+        char *arg = malloc(strlen(o->name) + strlen(e->value) + 4);
+        if (!arg)
+            _exit(3);
+        if (cli_opt_is_flag(o))
+            sprintf(arg, "--%s", o->name);
+        else
+            sprintf(arg, "--%s=%s", o->name, e->value);
+        /* stand-ins for the positional arguments a command needs (ingest's
+         * DIR), after "--" so that they are never options */
+        char *av[16] = {(char *)c->name, arg, (char *)"--"};
+        int ac = 3;
+        for (int p = 0; p < c->cli->min_pos && ac < 15; p++)
+            av[ac++] = (char *)"x";
+        av[ac] = NULL;
+        fflush(stderr);
+        if (ftruncate(2, 0) != 0 || lseek(2, 0, SEEK_SET) != 0)
+            _exit(3);
+        int pos, rc = cli_parse(c->cli, scratch, ac, av, &pos);
+        rc = rc == CLI_GO ? 0 : rc;
+        fflush(stderr);
+        fflush(stdout);
+        if (rc == 0)
+            continue;
+        char out[2048], msg[1024], line[1100];
+        ssize_t got = pread(2, out, sizeof out - 1, 0);
+        out[got > 0 ? got : 0] = '\0';
+        first_line(c->name, out, msg, sizeof msg);
+        int l = snprintf(line, sizeof line, "%zu %s\n", idx[k], msg);
+        if (l > 0 && write(fd, line, (size_t)l) != l)
+            _exit(3);
     }
+    _exit(0);
+}
+
+/* Checks entries idx[0..n) with command c's parser in one child; the
+ * refusals land in why[i] (malloc'd, first one kept). 0, or -1 with msg. */
+static int check_values(const struct config_command *c, const struct config *cfg, const size_t *idx, size_t n,
+                        char **why, char *msg, size_t msgn)
+{
+    if (n == 0)
+        return 0;
     int pfd[2];
     if (pipe(pfd) != 0) {
-        snprintf(msg, n, "pipe: %s", strerror(errno));
+        snprintf(msg, msgn, "pipe: %s", strerror(errno));
         return -1;
     }
     fflush(stdout);
@@ -600,42 +769,108 @@ static int check_value(const struct config_command *c, const struct cli_opt *o, 
     if (pid < 0) {
         close(pfd[0]);
         close(pfd[1]);
-        snprintf(msg, n, "fork: %s", strerror(errno));
+        snprintf(msg, msgn, "fork: %s", strerror(errno));
         return -1;
     }
     if (pid == 0) {
         close(pfd[0]);
-        FILE *devnull = freopen("/dev/null", "w", stdout);
-        (void)devnull;
-        dup2(pfd[1], 2);
-        close(pfd[1]);
-        char *av[] = {(char *)c->name, arg, (char *)"--help", NULL};
-        _exit(c->fn(3, av));
+        check_child(c, cfg, idx, n, pfd[1]);
     }
     close(pfd[1]);
-    char out[2048];
-    size_t got = 0;
-    ssize_t r;
-    while ((r = read(pfd[0], out + got, sizeof out - 1 - got)) > 0 || (r < 0 && errno == EINTR))
-        if (r > 0)
-            got += (size_t)r;
-    out[got] = '\0';
+    size_t len = 0, capb = 0;
+    char *all = NULL;
+    int rc = 0;
+    for (;;) {
+        if (len + 4096 + 1 > capb) {
+            size_t nc = capb ? capb * 2 : 8192;
+            char *na = realloc(all, nc);
+            if (!na) {
+                rc = -1;
+                snprintf(msg, msgn, "out of memory");
+                break;
+            }
+            all = na;
+            capb = nc;
+        }
+        ssize_t r = read(pfd[0], all + len, 4096);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
     close(pfd[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        rc = -1;
+        snprintf(msg, msgn, "the check of [%s] values did not finish (status %d)", c->name, status);
+    }
+    if (all) {
+        all[len] = '\0';
+        for (char *p = all, *nl; rc == 0 && (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+            *nl = '\0';
+            char *sp = strchr(p, ' ');
+            size_t i = (size_t)strtoull(p, NULL, 10);
+            if (sp && i < cfg->n && !why[i] && !(why[i] = strdup(sp + 1))) {
+                rc = -1;
+                snprintf(msg, msgn, "out of memory");
+            }
+        }
+    }
+    free(all);
+    return rc;
+}
+
+struct problem_ref {
+    long line;
+    size_t i;
+    char *p;
+};
+
+static int cmp_problem(const void *a, const void *b)
+{
+    const struct problem_ref *x = a, *y = b;
+    if (x->line != y->line)
+        return (x->line > y->line) - (x->line < y->line);
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* File order (by line, then as found), whichever check found them. */
+static void sort_problems(struct config *cfg)
+{
+    struct problem_ref *r = malloc((cfg->nproblems ? cfg->nproblems : 1) * sizeof *r);
+    if (!r)
+        return; /* found order then */
+    size_t skip = strlen(cfg->path) + 1;
+    for (size_t i = 0; i < cfg->nproblems; i++)
+        r[i] = (struct problem_ref){atol(cfg->problems[i] + skip), i, cfg->problems[i]};
+    qsort(r, cfg->nproblems, sizeof *r, cmp_problem);
+    for (size_t i = 0; i < cfg->nproblems; i++)
+        cfg->problems[i] = r[i].p;
+    free(r);
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Distinct sections that hold a setting (sorted, so n log n). */
+static size_t count_sections(const struct config *cfg)
+{
+    const char **v = malloc((cfg->n ? cfg->n : 1) * sizeof *v);
+    if (!v)
         return 0;
-    /* "folio worker: --ocr-threads wants 1..256, got 'x'\ntry ..." → the
-     * first line, without the prefix. */
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
-    char prefix[80];
-    snprintf(prefix, sizeof prefix, "folio %s: ", c->name);
-    const char *m = strncmp(out, prefix, strlen(prefix)) == 0 ? out + strlen(prefix) : out;
-    snprintf(msg, n, "%s", m[0] ? m : "refused by the command");
-    return 1;
+    for (size_t i = 0; i < cfg->n; i++)
+        v[i] = cfg->e[i].section;
+    qsort(v, cfg->n, sizeof *v, cmp_str_ptr);
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n; i++)
+        n += i == 0 || strcmp(v[i - 1], v[i]) != 0;
+    free(v);
+    return n;
 }
 
 static int config_check(int argc, char **argv)
@@ -660,39 +895,55 @@ static int config_check(int argc, char **argv)
         config_free(&cfg);
         return FOLIO_EXIT_FAIL;
     }
-    /* Values, by the commands' own parsers. */
-    for (size_t i = 0; i < cfg.n; i++) {
-        const struct config_entry *e = &cfg.e[i];
-        size_t nc;
-        const struct config_command *all = config_commands(&nc);
-        for (size_t k = 0; k < nc; k++) {
-            const struct config_command *c = &all[k];
-            char why[256];
-            if (e->section[0] ? section_command(e->section, why, sizeof why) != c : false)
+    /* Values, by the commands' own parsers: each command checks the
+     * entries of its sections and the top-level ones it has; a top-level
+     * value is refused by the first command (in table order) that
+     * refuses it, which is what that command would say at start. */
+    size_t nc;
+    const struct config_command *all = config_commands(&nc);
+    char **why = calloc(cfg.n ? cfg.n : 1, sizeof *why);
+    size_t *idx = malloc((cfg.n ? cfg.n : 1) * sizeof *idx);
+    const struct config_command **sec_cmd = calloc(cfg.n ? cfg.n : 1, sizeof *sec_cmd);
+    int crc = why && idx && sec_cmd ? 0 : -1;
+    char cmsg[256] = "out of memory";
+    for (size_t i = 0; crc == 0 && i < cfg.n; i++) {
+        char w[256];
+        sec_cmd[i] = cfg.e[i].section[0] ? section_command(cfg.e[i].section, w, sizeof w) : NULL;
+    }
+    for (size_t k = 0; crc == 0 && k < nc; k++) {
+        const struct config_command *c = &all[k];
+        size_t n = 0;
+        for (size_t i = 0; i < cfg.n; i++) {
+            const struct config_entry *e = &cfg.e[i];
+            if (e->section[0] ? sec_cmd[i] != c : why[i] != NULL)
                 continue;
             const struct cli_opt *o = find_option(c, e->key);
             if (!o || (cli_opt_is_flag(o) && parse_bool(e->value) != 1))
                 continue;
-            char msg[1024];
-            int r = check_value(c, o, e->value, msg, sizeof msg);
-            if (r != 0 && add_problem(&cfg, e->line, "%s%s%s%s: %s", e->section[0] ? "[" : "", e->section,
-                                      e->section[0] ? "] " : "", e->key, msg) != 0) {
-                config_free(&cfg);
-                fprintf(stderr, "folio config: out of memory\n");
-                return FOLIO_EXIT_FAIL;
-            }
-            if (e->section[0] || r != 0)
-                break; /* a top-level value is checked by each command that has it, first refusal wins */
+            idx[n++] = i;
         }
+        crc = check_values(c, &cfg, idx, n, why, cmsg, sizeof cmsg);
     }
-    /* In file order, whichever check found them. */
-    size_t skip = strlen(cfg.path) + 1;
-    for (size_t i = 1; i < cfg.nproblems; i++) /* insertion sort: stable, and lists are short */
-        for (size_t j = i; j > 0 && atol(cfg.problems[j - 1] + skip) > atol(cfg.problems[j] + skip); j--) {
-            char *t = cfg.problems[j];
-            cfg.problems[j] = cfg.problems[j - 1];
-            cfg.problems[j - 1] = t;
-        }
+    for (size_t i = 0; crc == 0 && i < cfg.n; i++) {
+        const struct config_entry *e = &cfg.e[i];
+        if (!why[i])
+            continue;
+        db_scrub(why[i], strlen(why[i]) + 1, e->value); /* the parsers quote the value back */
+        if (add_problem(&cfg, e->line, "%s%s%s%s: %s", e->section[0] ? "[" : "", e->section,
+                        e->section[0] ? "] " : "", e->key, why[i]) != 0)
+            crc = -1;
+    }
+    for (size_t i = 0; why && i < cfg.n; i++)
+        free(why[i]);
+    free(why);
+    free(idx);
+    free(sec_cmd);
+    if (crc) {
+        fprintf(stderr, "folio config: %s\n", cmsg);
+        config_free(&cfg);
+        return FOLIO_EXIT_FAIL;
+    }
+    sort_problems(&cfg);
     for (size_t i = 0; i < cfg.nproblems; i++)
         printf("%s\n", cfg.problems[i]);
     size_t problems = cfg.nproblems;
@@ -701,16 +952,50 @@ static int config_check(int argc, char **argv)
         config_free(&cfg);
         return FOLIO_EXIT_FAIL;
     }
-    size_t nsec = 0;
-    for (size_t i = 0; i < cfg.n; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = strcmp(cfg.e[j].section, cfg.e[i].section) == 0;
-        nsec += !seen;
-    }
+    size_t nsec = count_sections(&cfg);
     printf("%s: ok (%zu settings in %zu section%s)\n", path, cfg.n, nsec, nsec == 1 ? "" : "s");
     config_free(&cfg);
     return FOLIO_EXIT_OK;
+}
+
+/* A value as a shell would need it: bare when it is plain, else in single
+ * quotes (a conninfo's spaces, a path's blanks). */
+static void put_shell_word(FILE *f, const char *s)
+{
+    if (s[0] && !s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=@%+,-")]) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++)
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    fputc('\'', f);
+}
+
+/* One setting as `config show` prints it: "--name=value" / "--name" /
+ * a positional, with the value masked when it holds a password. */
+struct shown {
+    const struct cli_opt *o; /* NULL: a positional or "--" */
+    const char *value;       /* NULL: a flag */
+    char *masked;            /* value with any password starred out */
+    const char *raw, *origin;
+    int drop;                /* overridden by a later one */
+};
+
+static void put_shown(FILE *f, const struct shown *s)
+{
+    if (!s->o) {
+        put_shell_word(f, s->masked ? s->masked : s->raw);
+        return;
+    }
+    fprintf(f, "--%s", s->o->name);
+    if (s->value) {
+        fputc('=', f);
+        put_shell_word(f, s->masked);
+    }
 }
 
 static int config_show(int argc, char **argv)
@@ -724,12 +1009,74 @@ static int config_show(int argc, char **argv)
     int rc = build_args(c, argc - 1, argv + 1, &a);
     if (rc != FOLIO_EXIT_OK)
         return rc;
-    printf("folio");
-    for (int i = 0; i < a.n; i++)
-        printf(" %s", a.v[i]);
+    /* Pair each option with its value ("--grace 5" is one setting), mark
+     * those a later one overrides (last wins, as in the parser), and star
+     * out passwords: what is left is the command line that runs. */
+    struct shown *v = calloc((size_t)a.n + 1, sizeof *v);
+    if (!v) {
+        args_free(&a);
+        fprintf(stderr, "folio config: out of memory\n");
+        return FOLIO_EXIT_FAIL;
+    }
+    int n = 0;
+    bool positional = false;
+    for (int i = 1; i < a.n; i++) {
+        struct shown *s = &v[n++];
+        s->raw = a.v[i];
+        s->origin = a.origin[i];
+        const char *arg = a.v[i];
+        if (!positional && strcmp(arg, "--") == 0) {
+            positional = true;
+            continue;
+        }
+        if (positional || strncmp(arg, "--", 2) != 0) {
+            s->masked = strdup(arg);
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)((eq ? (size_t)(eq - arg) : strlen(arg)) - 2), arg + 2);
+        s->o = cli_find(c->cli, name);
+        if (!s->o) {
+            s->masked = strdup(arg);
+            continue;
+        }
+        if (eq)
+            s->value = eq + 1;
+        else if (!cli_opt_is_flag(s->o) && i + 1 < a.n)
+            s->value = a.v[++i];
+        if (s->value && (s->masked = strdup(s->value)) != NULL)
+            db_scrub(s->masked, strlen(s->masked) + 1, s->value);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; v[i].o && !v[i].o->repeats && j < n && !v[i].drop; j++)
+            v[i].drop = v[j].o == v[i].o;
+    printf("folio %s", c->name);
+    for (int i = 0; i < n; i++) {
+        if (v[i].drop)
+            continue;
+        fputc(' ', stdout);
+        put_shown(stdout, &v[i]);
+    }
     printf("\n");
-    for (int i = 1; i < a.n; i++)
-        printf("  %-40s # %s\n", a.v[i], a.origin[i]);
+    for (int i = 0; i < n; i++) {
+        if (v[i].drop)
+            continue;
+        char *line = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&line, &len);
+        if (m) {
+            put_shown(m, &v[i]);
+            fclose(m);
+        }
+        printf("  %-40s # ", line ? line : v[i].raw);
+        folio_term_puts(stdout, v[i].origin);
+        fputc('\n', stdout);
+        free(line);
+    }
+    for (int i = 0; i < n; i++)
+        free(v[i].masked);
+    free(v);
     args_free(&a);
     return FOLIO_EXIT_OK;
 }

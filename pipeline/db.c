@@ -12,6 +12,7 @@
  * there. The only SET kept is the time zone, which PgBouncer tracks and
  * re-applies per client. */
 #include "pipeline/db.h"
+#include "common/json.h"
 
 #include <libpq-events.h>
 #include <stdlib.h>
@@ -197,10 +198,18 @@ int db_open(const char *conninfo, enum db_pooler pooler, const char *app_name, P
         db_scrub(msg, sizeof msg, conninfo);
         folio_err_set(err, FOLIO_EDB, "cannot connect to PostgreSQL");
         folio_err_detail(err, "%s", msg);
+        /* Say where the conninfo really came from: an empty one means
+         * libpq's defaults, a non-empty one equal to $FOLIO_DB came from the
+         * environment, anything else from --db (or the config file's db =). */
+        const char *env = getenv("FOLIO_DB");
+        const char *from = !conninfo[0] ? "FOLIO_DB is not set and no --db was given: libpq's defaults were used "
+                                          "(PG* variables, the local socket)"
+                           : env && strcmp(env, conninfo) == 0 ? "the conninfo came from $FOLIO_DB"
+                                                               : "the conninfo came from --db or the config file";
         folio_err_hint(err,
-                       "pass --db 'host=... dbname=...' or set FOLIO_DB (now %s); "
+                       "pass --db 'host=... dbname=...' or set FOLIO_DB (%s); "
                        "for a local test server run: ops/pg-local.sh start ./var/pg",
-                       conninfo[0] ? "set" : "unset, using libpq defaults");
+                       from);
         return FOLIO_EDB;
     }
     if (pooler == DB_POOLER_TRANSACTION &&
@@ -284,4 +293,50 @@ int db_sqlstate_transient(const char *st)
         if (strcmp(st, states[i]) == 0)
             return 1;
     return 0;
+}
+
+#define DB_STR_(x) #x
+#define DB_STR(x) DB_STR_(x)
+
+int db_resolve_doc(PGconn *c, const char *doc, long long *id, struct folio_err *err)
+{
+    *id = 0;
+    const char *p[1] = {doc};
+    PGresult *r = PQexecParams(c,
+                               "SELECT id FROM folio.documents WHERE"
+                               " ($1 ~ '^[0-9]{1,18}$' AND id = $1::bigint) OR"
+                               " ($1 ~* '^[0-9a-f]{" DB_STR(DB_DOC_PREFIX_MIN) ",64}$'"
+                               "  AND encode(sha256, 'hex') LIKE lower($1) || '%')"
+                               " UNION SELECT document_id FROM folio.document_sources"
+                               " WHERE name_display = $1 OR path_display = $1 LIMIT 2",
+                               1, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return db_err_from_result(r, c, "looking up the document", err);
+    int n = PQntuples(r);
+    if (n == 1)
+        *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    if (n == 1)
+        return 0;
+    size_t l = strlen(doc);
+    if (n == 0) {
+        folio_err_set(err, FOLIO_EINVAL, "no document matches '%s'", doc);
+        if (l < DB_DOC_PREFIX_MIN && l > 0 && strspn(doc, "0123456789abcdefABCDEF") == l)
+            folio_err_detail(err, "a sha256 prefix needs at least %d hex digits", DB_DOC_PREFIX_MIN);
+        folio_err_hint(err, "DOC is %s; 'folio export' lists them", DB_DOC_HELP);
+    } else {
+        folio_err_set(err, FOLIO_EINVAL, "'%s' matches several documents", doc);
+        folio_err_hint(err, "give more of the sha256, or the document id");
+    }
+    return FOLIO_EINVAL;
+}
+
+void db_array_elem(struct json_buf *b, const char *s)
+{
+    json_raw(b, "\"");
+    for (const char *p = s; *p; p++) {
+        char one[3] = {*p == '"' || *p == '\\' ? '\\' : *p, *p == '"' || *p == '\\' ? *p : 0, 0};
+        json_raw(b, one);
+    }
+    json_raw(b, "\"");
 }

@@ -60,6 +60,20 @@ int db_hide_password_arg(int argc, char **argv);
  * Retrying such an error must never use up a document's attempts. */
 int db_sqlstate_transient(const char *sqlstate);
 
+/* Appends s to b as one quoted element of a PostgreSQL array literal
+ * ("a \"b\" c", backslash and quote escaped): text[] parameters built in C. */
+struct json_buf;
+void db_array_elem(struct json_buf *b, const char *s);
+
+/* DOC, the way every command that names one document takes it (show,
+ * correct, eval's truth file): a document id (1-18 decimal digits), a
+ * sha256 prefix of at least DB_DOC_PREFIX_MIN hex digits (up to all 64),
+ * or a file name or path as ingested (name_display / path_display). All
+ * three are tried; exactly one document must match, else FOLIO_EINVAL
+ * saying none or several (and what to give instead). */
+#define DB_DOC_PREFIX_MIN 8
+#define DB_DOC_HELP "a document id, a sha256 prefix (8+ hex digits) or a file name as ingested"
+int db_resolve_doc(PGconn *c, const char *doc, long long *id, struct folio_err *err);
 /* The start-up that `folio worker` and `folio ingest` share after their
  * options are parsed (pipeline/cli.c): the conninfo (--db, else
  * $FOLIO_DB), the pooler mode (--pooler, else $FOLIO_DB_POOLER), the blob

@@ -22,6 +22,12 @@ int http_parse_listen(const char *option, const char *listen, struct folio_err *
 int http_start(const char *option, const char *listen, const char *event, MHD_AccessHandlerCallback handler,
                void *cls, struct MHD_Daemon **out, int *port_out, struct folio_err *err);
 
+/* Whether more connections are open than are served at once; a handler
+ * that sees it answers http_refuse_busy (503, Retry-After, close) instead
+ * of making every client wait or be reset. */
+int http_busy(struct MHD_Connection *c);
+enum MHD_Result http_refuse_busy(struct MHD_Connection *c);
+
 /* Queues body (malloc'd, taken over; NULL = empty) with a content type and
  * no caching. */
 enum MHD_Result http_reply(struct MHD_Connection *c, unsigned int status, const char *ctype, char *body,

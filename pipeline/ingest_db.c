@@ -24,6 +24,7 @@
  * sha256 key: the loser's statement snapshot cannot see the winner's row,
  * so it finds no document; that file's statement is simply run again.
  */
+#include "common/json.h"
 #include "pipeline/blobstore.h"
 #include "pipeline/ingest_run.h"
 #include "pipeline/queue.h"
@@ -61,7 +62,7 @@ static const char SQL_ENQ[] =
     "              AND s.file_mtime = to_timestamp($14) AND s.file_size = $17)"
     "         RETURNING id)"
     " SELECT (SELECT id FROM doc LIMIT 1), (SELECT count(*) FROM ins), (SELECT count(*) FROM src),"
-    "        (SELECT count(*) FROM job)";
+    "        (SELECT count(*) FROM job), (SELECT id FROM src LIMIT 1)";
 static const Oid ENQ_TYPES[18] = {OID_BYTEA, OID_TEXT,  OID_INT8,  OID_INT4,  OID_INT4,  OID_INT4,
                                   OID_INT2,  OID_TEXT,  OID_BYTEA, OID_TEXT,  OID_BYTEA, OID_TEXT,
                                   OID_TEXT,  OID_FLOAT8, OID_TEXT, OID_TEXT,  OID_INT8,  OID_TEXT};
@@ -80,6 +81,7 @@ void ingest_item_free(struct ingest_item *it)
     if (!it)
         return;
     free(it->data);
+    free(it->stored_display);
     ingest_candidate_free(&it->cand);
     free(it);
 }
@@ -292,6 +294,50 @@ static void parse_enq(struct ingest_item *it, PGresult *r)
     it->document_id = atoll(PQgetvalue(r, 0, 0));
     it->new_document = atoi(PQgetvalue(r, 0, 1)) > 0;
     it->new_source = atoi(PQgetvalue(r, 0, 2)) > 0;
+    it->source_id = PQnfields(r) > 4 && !PQgetisnull(r, 0, 4) ? atoll(PQgetvalue(r, 0, 4)) : 0;
+}
+
+int ingest_db_record_stored(struct ingest_db *d, struct ingest_item **items, size_t n, struct folio_err *err)
+{
+    /* Two array literals, {id,...} and {"display",...}: one statement for
+     * the batch, after every file of it reached its place. */
+    struct json_buf ids, at;
+    json_init(&ids);
+    json_init(&at);
+    json_raw(&ids, "{");
+    json_raw(&at, "{");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct ingest_item *it = items[i];
+        if (!it->source_id || !it->stored_display)
+            continue;
+        char num[32];
+        snprintf(num, sizeof num, "%s%lld", k ? "," : "", it->source_id);
+        json_raw(&ids, num);
+        if (k)
+            json_raw(&at, ",");
+        db_array_elem(&at, it->stored_display);
+        k++;
+    }
+    json_raw(&ids, "}");
+    json_raw(&at, "}");
+    int rc = 0;
+    if (ids.oom || at.oom) {
+        rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory recording where files went");
+    } else if (k > 0) {
+        const char *p[2] = {ids.s, at.s};
+        PGresult *r = PQexecParams(d->c,
+                                   "UPDATE folio.document_sources s SET stored_at = u.at"
+                                   " FROM unnest($1::bigint[], $2::text[]) AS u (id, at) WHERE s.id = u.id",
+                                   2, NULL, p, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = db_err_from_result(r, d->c, "recording where the files went", err);
+        else
+            PQclear(r);
+    }
+    json_free(&ids);
+    json_free(&at);
+    return rc;
 }
 
 static int run_sync(struct ingest_db *d, struct ingest_item *it, enum ingest_after after,

@@ -438,6 +438,14 @@ static int dispose_accepted(const struct ingest_run_opts *o, struct ingest_item 
     else
         folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
                   folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
+    /* where the file is now, for folio.document_sources.stored_at */
+    if (moved) {
+        char d[sizeof it->path_display];
+        ingest_display(d, sizeof d, moved);
+        it->stored_display = strdup(d);
+    } else if (outcome == INGEST_OUT_KEEP) {
+        it->stored_display = strdup(it->path_display);
+    }
     free(moved);
     return outcome;
 }
@@ -769,8 +777,18 @@ static void *writer_main(void *arg)
                 complete(R, batch[i], INGEST_OUT_RETRY, RETRY_MS);
             else
                 dispose(R, batch[i], db.host);
-            ingest_item_free(batch[i]);
         }
+        if (rc == 0) {
+            struct folio_err serr = {0};
+            if (ingest_db_record_stored(&db, batch, nb, &serr) != 0) {
+                char lq[800];
+                folio_log(FOLIO_LOG_WARN, "ingest_stored_at_failed", "error=%s note=%s",
+                          folio_lq(lq, sizeof lq, serr.msg),
+                          "\"the files are in place; folio show/export give their inbox path\"");
+            }
+        }
+        for (size_t i = 0; i < nb; i++)
+            ingest_item_free(batch[i]);
         if (rc != 0)
             give_up = true; /* drain the rest without touching anything */
         pthread_mutex_lock(&R->mu);

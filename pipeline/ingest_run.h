@@ -77,6 +77,10 @@ struct ingest_item {
     /* Filled by the commit. */
     long long document_id;
     int new_document, new_source;
+    long long source_id;  /* the source row this sighting added, 0 = none */
+    /* Filled by the disposition: where the file is now (display form;
+     * NULL when deleted or left where it was by a failure). */
+    char *stored_display;
 };
 void ingest_item_free(struct ingest_item *it);
 
@@ -99,6 +103,10 @@ enum { INGEST_DB_OK = 0, INGEST_DB_TRANSIENT = 1, INGEST_DB_ITEM = 2 };
  * retry the whole batch later) or INGEST_DB_ITEM (something about one of
  * the files: retry them one by one) and fills err; nothing is committed. */
 int ingest_db_commit(struct ingest_db *d, struct ingest_item **items, size_t n, struct folio_err *err);
+/* Records where each item's file is now (folio.document_sources.stored_at,
+ * schema 018) in one statement, for items with a new source row and a
+ * stored_display. Failure leaves the column NULL; the caller only logs. */
+int ingest_db_record_stored(struct ingest_db *d, struct ingest_item **items, size_t n, struct folio_err *err);
 /* The JSON detail of a rejection (also written as NAME.reason.json). */
 void ingest_reject_json(const struct ingest_item *it, const char *host, char *buf, size_t n);
 

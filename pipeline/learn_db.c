@@ -69,46 +69,28 @@ int learn_db_latest(PGconn *c, const char *model_key, long long have_id, long lo
 int learn_db_correct(PGconn *c, const char *doc, const char *label, int page, struct folio_err *err,
                      long long *doc_id)
 {
-    /* DOC is an id or a sha256 (hex, or a prefix of 8+ digits) */
-    const char *p[3] = {doc, label, NULL};
-    char pg[16];
-    if (page > 0) {
-        snprintf(pg, sizeof pg, "%d", page);
-        p[2] = pg;
-    }
+    long long did;
+    int rc = db_resolve_doc(c, doc, &did, err);
+    if (rc)
+        return rc;
+    char id[32], pg[16];
+    snprintf(id, sizeof id, "%lld", did);
+    snprintf(pg, sizeof pg, "%d", page);
+    const char *q[3] = {id, label, page > 0 ? pg : NULL};
     PGresult *r = PQexecParams(c,
-                               "SELECT id FROM folio.documents WHERE"
-                               " ($1 ~ '^[0-9]{1,18}$' AND id = $1::bigint) OR"
-                               " ($1 ~* '^[0-9a-f]{8,64}$' AND encode(sha256, 'hex') LIKE lower($1) || '%')"
-                               " LIMIT 2",
-                               1, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return db_err_from_result(r, c, "looking up the document", err);
-    int n = PQntuples(r);
-    if (n != 1) {
-        PQclear(r);
-        folio_err_set(err, FOLIO_EINVAL, n ? "'%s' matches more than one document" : "no document '%s'", doc);
-        folio_err_hint(err, "name a document by its id or sha256 (folio.document_status shows both)");
-        return FOLIO_EINVAL;
-    }
-    char id[32];
-    snprintf(id, sizeof id, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    const char *q[3] = {id, label, p[2]};
-    r = PQexecParams(c,
-                     "INSERT INTO folio.corrections (document_id, label, page)"
-                     " SELECT $1::bigint, name, $3::int FROM folio.labels WHERE name = $2 RETURNING id",
-                     3, NULL, q, NULL, NULL, 0);
+                               "INSERT INTO folio.corrections (document_id, label, page)"
+                               " SELECT $1::bigint, name, $3::int FROM folio.labels WHERE name = $2 RETURNING id",
+                               3, NULL, q, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "recording the correction", err);
-    n = PQntuples(r);
+    int n = PQntuples(r);
     PQclear(r);
     if (n != 1) {
         folio_err_set(err, FOLIO_EINVAL, "there is no label '%s'", label);
         folio_err_hint(err, "folio.labels lists the labels (SELECT name FROM folio.labels)");
         return FOLIO_EINVAL;
     }
-    *doc_id = strtoll(id, NULL, 10);
+    *doc_id = did;
     return 0;
 }
 

@@ -4,9 +4,17 @@
  * The registry is a fixed table of families and a small array of series
  * (family + up to two label values) under one mutex. The HTTP side is
  * libmicrohttpd with its internal polling thread: requests are served one
- * at a time by that thread, which also owns the one PGconn used for the
- * queue-depth gauges and the /readyz database check (threads own their
- * handles). A scrape never touches the worker's own connections.
+ * at a time by that thread.
+ *
+ * No request waits on the database (issue 32: a lock on folio.jobs
+ * delayed /healthz 13 s, a stalled backend made it time out). A probe
+ * thread owns the one PGconn used for the queue-depth gauges and the
+ * database check: every PROBE_EVERY_MS it runs the query (statement_timeout
+ * on the server, and its own deadline on the socket, after which the
+ * connection is dropped) and caches the answer. /metrics and /readyz read
+ * the cache; the database counts as up while the last answer is fresh.
+ * /healthz answers from this process's state alone. A scrape never touches
+ * the worker's own connections.
  */
 #include "pipeline/metrics.h"
 
@@ -15,7 +23,10 @@
 #include "engine/engine.h"
 #include "pipeline/db.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -71,16 +82,28 @@ struct metrics {
     size_t n, cap;
     int ready;
     char paths[128];
+    char unready[600]; /* set: not ready for this reason, whatever else holds */
     int engine_set; /* the engine gauges below are valid */
     double weights_bytes, activation_bytes, pipelines, ready_ms;
     char component[16], model_key[208], device[256];
     char *conninfo;
     double started_at; /* unix seconds */
     struct MHD_Daemon *d;
-    /* Owned by the MHD thread while it runs. */
+    /* The probe (under mu): the cached gauges, when they were read */
+    char *gauges;
+    int gauges_up;
+    double probed_ms;
+    int stop;
+    pthread_cond_t cv;
+    pthread_t probe;
+    int probe_running;
+    /* Owned by the probe thread. */
     PGconn *conn;
-    double next_connect_ms;
 };
+
+#define PROBE_EVERY_MS 2000
+#define PROBE_DEADLINE_MS 3000  /* a query or connect longer than this: down */
+#define PROBE_FRESH_MS 10000    /* an answer older than this: down */
 
 /* ------------------------------------------------------------ registry */
 
@@ -180,6 +203,15 @@ void metrics_set_ready(struct metrics *m, int ready, const char *paths)
     pthread_mutex_lock(&m->mu);
     m->ready = ready;
     snprintf(m->paths, sizeof m->paths, "%s", paths ? paths : "");
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_set_unready(struct metrics *m, const char *reason)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->unready, sizeof m->unready, "%s", reason ? reason : "not ready");
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -305,58 +337,180 @@ static void labels(struct out *o, const struct metrics *m, const struct family *
     outf(o, "}");
 }
 
-/* Queue depth by state for our model key: one aggregate over the jobs
- * table, which retention keeps to the live queue plus recent history. */
-static int queue_gauges(struct metrics *m, struct out *o)
+static int probe_stopping(struct metrics *m)
 {
-    double now = folio_mono_ms();
+    pthread_mutex_lock(&m->mu);
+    int s = m->stop;
+    pthread_mutex_unlock(&m->mu);
+    return s;
+}
+
+/* Waits until fd is ready for ev or the deadline (monotonic ms) passes:
+ * 1 ready, 0 timed out or stopping. */
+static int probe_wait(struct metrics *m, int fd, short ev, double deadline)
+{
+    while (!probe_stopping(m)) {
+        double left = deadline - folio_mono_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd pf = {fd, ev, 0};
+        int r = poll(&pf, 1, left > 200 ? 200 : (int)left + 1);
+        if (r > 0)
+            return 1;
+        if (r < 0 && errno != EINTR)
+            return 0;
+    }
+    return 0;
+}
+
+/* A connection within the deadline, never blocking past it: the probe
+ * must stop promptly at shutdown whatever the server does. The server
+ * bounds each statement too (statement_timeout). */
+static PGconn *probe_connect(struct metrics *m, double deadline)
+{
+    const char *keys[] = {"dbname", "application_name", "options", NULL};
+    const char *vals[] = {m->conninfo, "folio-metrics", "-c statement_timeout=2000", NULL};
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    if (!c || PQstatus(c) == CONNECTION_BAD) {
+        PQfinish(c);
+        return NULL;
+    }
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED ||
+            !probe_wait(m, PQsocket(c), st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline)) {
+            PQfinish(c);
+            return NULL;
+        }
+        st = PQconnectPoll(c);
+    }
+    return c;
+}
+
+/* Queue depth by state for our model key (one aggregate over the jobs
+ * table, which retention keeps to the live queue plus recent history),
+ * as exposition text in o. 1 when the database answered. */
+static int probe_once(struct metrics *m, struct out *o)
+{
+    double deadline = folio_mono_ms() + PROBE_DEADLINE_MS;
     if (m->conn && db_conn_broken(m->conn)) {
         PQfinish(m->conn);
         m->conn = NULL;
     }
-    if (!m->conn && now >= m->next_connect_ms) {
-        struct folio_err err = {0};
-        if (db_connect(m->conninfo, "folio-metrics", &m->conn, &err) != 0)
-            m->next_connect_ms = now + 5000; /* do not hammer a server that is down */
-    }
+    if (!m->conn && !(m->conn = probe_connect(m, deadline)))
+        return 0;
+    const char *params[] = {m->model_key};
     int up = 0;
-    if (m->conn) {
-        const char *params[] = {m->model_key};
-        PGresult *r = PQexecParams(m->conn,
-                                   "SELECT s.state, count(j.id) FROM unnest(ARRAY['queued','running','done','dead']) "
-                                   "AS s(state) LEFT JOIN folio.jobs j ON j.state = s.state AND j.model_key = $1 "
-                                   "GROUP BY s.state ORDER BY s.state",
-                                   1, NULL, params, NULL, NULL, 0);
-        if (PQresultStatus(r) == PGRES_TUPLES_OK) {
-            up = 1;
-            outf(o, "# HELP folio_queue_jobs Jobs in the queue by state for this model key.\n"
-                    "# TYPE folio_queue_jobs gauge\n");
-            char a[512];
-            for (int i = 0; i < PQntuples(r); i++)
-                outf(o, "folio_queue_jobs{model_key=\"%s\",state=\"%s\"} %s\n", lv(a, sizeof a, m->model_key),
-                     PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+    if (PQsendQueryParams(m->conn,
+                          "SELECT s.state, count(j.id) FROM unnest(ARRAY['queued','running','done','dead']) "
+                          "AS s(state) LEFT JOIN folio.jobs j ON j.state = s.state AND j.model_key = $1 "
+                          "GROUP BY s.state ORDER BY s.state",
+                          1, NULL, params, NULL, NULL, 0)) {
+        int failed = 0;
+        while (!failed && PQisBusy(m->conn))
+            failed = !probe_wait(m, PQsocket(m->conn), POLLIN, deadline) || !PQconsumeInput(m->conn);
+        if (failed) {
+            /* a stalled backend: drop it, the next probe connects anew */
+            PQfinish(m->conn);
+            m->conn = NULL;
+            return 0;
         }
-        PQclear(r);
+        PGresult *r;
+        while ((r = PQgetResult(m->conn)) != NULL) {
+            if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+                up = 1;
+                outf(o, "# HELP folio_queue_jobs Jobs in the queue by state for this model key.\n"
+                        "# TYPE folio_queue_jobs gauge\n");
+                char a[512];
+                for (int i = 0; i < PQntuples(r); i++)
+                    outf(o, "folio_queue_jobs{model_key=\"%s\",state=\"%s\"} %s\n", lv(a, sizeof a, m->model_key),
+                         PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+            }
+            PQclear(r);
+        }
     }
-    outf(o, "# HELP folio_database_up Whether the last query of this scrape reached PostgreSQL.\n"
+    return up && !o->oom;
+}
+
+static void *probe_main(void *arg)
+{
+    struct metrics *m = arg;
+    for (;;) {
+        struct out o = {0};
+        int up = probe_once(m, &o);
+        pthread_mutex_lock(&m->mu);
+        if (up) {
+            free(m->gauges);
+            m->gauges = o.s;
+            o.s = NULL;
+        }
+        m->gauges_up = up;
+        m->probed_ms = folio_mono_ms();
+        pthread_cond_broadcast(&m->cv); /* a request waiting for the first answer */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += PROBE_EVERY_MS / 1000;
+        while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT)
+            ;
+        int stop = m->stop;
+        pthread_mutex_unlock(&m->mu);
+        free(o.s);
+        if (stop)
+            break;
+    }
+    return NULL;
+}
+
+/* The cached gauges and folio_database_up: 1 when the database answered
+ * the latest probe and that answer is fresh. Never waits on PostgreSQL. */
+static int queue_gauges(struct metrics *m, struct out *o)
+{
+    pthread_mutex_lock(&m->mu);
+    /* Right after start there is no answer yet: wait for the first probe,
+     * which is bounded by its own deadline. */
+    if (m->probed_ms == 0 && m->probe_running) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += PROBE_DEADLINE_MS / 1000 + 1;
+        while (m->probed_ms == 0 && !m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT)
+            ;
+    }
+    int up = m->gauges_up && m->probed_ms > 0 && folio_mono_ms() - m->probed_ms < PROBE_FRESH_MS;
+    if (up && m->gauges)
+        outf(o, "%s", m->gauges);
+    pthread_mutex_unlock(&m->mu);
+    outf(o, "# HELP folio_database_up Whether the latest probe (every %d s, at most %d s old) reached PostgreSQL.\n"
             "# TYPE folio_database_up gauge\nfolio_database_up %d\n",
-         up);
+         PROBE_EVERY_MS / 1000, PROBE_FRESH_MS / 1000, up);
     return up;
 }
 
-static void render(struct metrics *m, struct out *o)
+/* Whether this process is ready, and if not why ("; "-separated): one
+ * rule for /readyz and the folio_ready gauge, so they never disagree.
+ * db: the last query of this request reached PostgreSQL. Under m->mu. */
+static int ready_locked(const struct metrics *m, int db, char *why, size_t n)
+{
+    int paths = m->paths[0] != '\0' || strcmp(m->component, "worker") != 0;
+    snprintf(why, n, "%s%s%s%s%s", m->ready ? "" : " start-up not finished;", db ? "" : " database unreachable;",
+             paths ? "" : " no engine path enabled;", m->unready[0] ? " " : "", m->unready);
+    return m->ready && db && paths && !m->unready[0];
+}
+
+static void render(struct metrics *m, struct out *o, int db)
 {
     pthread_mutex_lock(&m->mu);
-    outf(o, "# HELP folio_build_info Version of this folio binary.\n# TYPE folio_build_info gauge\n"
-            "folio_build_info{version=\"%s\"} 1\n",
-         FOLIO_VERSION_STRING);
+    outf(o, "# HELP folio_build_info Version of this folio binary.\n# TYPE folio_build_info gauge\nfolio_build_info");
+    labels(o, m, &(struct family){0}, NULL, "version", FOLIO_VERSION_STRING);
+    outf(o, " 1\n");
     outf(o, "# HELP folio_start_time_seconds Start of this process, Unix time.\n"
             "# TYPE folio_start_time_seconds gauge\nfolio_start_time_seconds %.3f\n",
          m->started_at);
-    outf(o, "# HELP folio_ready Start-up finished (pre-warm and self-test done for a worker).\n"
+    char why[800];
+    outf(o, "# HELP folio_ready What /readyz answers: start-up finished (pre-warm and self-test done for a worker), "
+            "the database reached, an engine path enabled, nothing that stops the work.\n"
             "# TYPE folio_ready gauge\nfolio_ready");
     labels(o, m, &(struct family){0}, NULL, NULL, NULL);
-    outf(o, " %d\n", m->ready);
+    outf(o, " %d\n", ready_locked(m, db, why, sizeof why));
     if (strcmp(m->component, "worker") == 0) {
         static const char *P[] = {"vision", "ocr+lm", "ocr+rules"};
         outf(o, "# HELP folio_engine_path_enabled Engine paths enabled now.\n"
@@ -368,7 +522,9 @@ static void render(struct metrics *m, struct out *o)
                 size_t l = strcspn(p, ",");
                 on |= l == strlen(P[i]) && strncmp(p, P[i], l) == 0;
             }
-            outf(o, "folio_engine_path_enabled{path=\"%s\"} %d\n", P[i], on);
+            outf(o, "folio_engine_path_enabled");
+            labels(o, m, &(struct family){0}, NULL, "path", P[i]);
+            outf(o, " %d\n", on);
         }
     }
     if (m->engine_set) {
@@ -389,8 +545,13 @@ static void render(struct metrics *m, struct out *o)
         labels(o, m, &(struct family){0}, NULL, NULL, NULL);
         outf(o, " %.3f\n", m->ready_ms / 1000.0);
     }
+    int ingest = strcmp(m->component, "ingest") == 0;
     for (int id = 0; id < M_COUNT; id++) {
         const struct family *f = &FAMILIES[id];
+        /* each component exports its own families only (an ingest has no
+         * claims, a worker ingests no files) */
+        if (ingest != (id == M_FILES_INGESTED || id == M_FILES_REJECTED || id == M_INGEST_BATCHES))
+            continue;
         const char *type = f->type == MT_COUNTER ? "counter" : f->type == MT_GAUGE ? "gauge" : "histogram";
         outf(o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, type);
         int any = 0;
@@ -452,13 +613,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     struct metrics *m = cls;
     struct out o = {0};
     static const char TEXT[] = "text/plain; charset=utf-8";
+    if (http_busy(c))
+        return http_refuse_busy(c);
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
         outf(&o, "only GET\n");
         return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, TEXT, &o);
     }
     if (strcmp(url, "/metrics") == 0) {
-        render(m, &o);
-        queue_gauges(m, &o);
+        /* the gauges first: folio_ready needs to know whether they reached
+         * the database */
+        struct out q = {0};
+        int db = queue_gauges(m, &q);
+        render(m, &o, db);
+        outf(&o, "%s", q.s ? q.s : "");
+        o.oom |= q.oom;
+        free(q.s);
         return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", &o);
     }
     if (strcmp(url, "/healthz") == 0) {
@@ -469,15 +638,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         struct out scratch = {0};
         int db = queue_gauges(m, &scratch);
         free(scratch.s);
+        char why[800];
         pthread_mutex_lock(&m->mu);
-        int ready = m->ready, paths = m->paths[0] != '\0' || strcmp(m->component, "worker") != 0;
+        int ready = ready_locked(m, db, why, sizeof why);
         pthread_mutex_unlock(&m->mu);
-        if (ready && db && paths) {
+        if (ready) {
             outf(&o, "ready\n");
             return reply(c, MHD_HTTP_OK, TEXT, &o);
         }
-        outf(&o, "not ready:%s%s%s\n", ready ? "" : " start-up not finished;", db ? "" : " database unreachable;",
-             paths ? "" : " no engine path enabled;");
+        outf(&o, "not ready:%s\n", why);
         return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, &o);
     }
     outf(&o, "not found: try /metrics, /healthz or /readyz\n");
@@ -508,9 +677,28 @@ int metrics_start(const struct metrics_cfg *cfg, struct metrics **out, int *port
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     m->started_at = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    pthread_cond_init(&m->cv, NULL);
     int rc = http_start("--metrics-listen", cfg->listen, "metrics_listening", handle, m, &m->d, port_out, err);
+    if (rc == 0) {
+        pthread_mutex_lock(&m->mu);
+        m->probe_running = 1;
+        pthread_mutex_unlock(&m->mu);
+        /* The probe blocks every signal, as the HTTP thread does (http.h):
+         * a SIGTERM delivered to it would kill the process instead of
+         * reaching the command's signalfd. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int pe = pthread_create(&m->probe, NULL, probe_main, m);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pe != 0) {
+            MHD_stop_daemon(m->d);
+            rc = folio_err_set(err, FOLIO_ENOMEM, "cannot start the metrics database probe thread");
+        }
+    }
     if (rc) {
         free(m->conninfo);
+        pthread_cond_destroy(&m->cv);
         pthread_mutex_destroy(&m->mu);
         free(m);
         return rc;
@@ -523,9 +711,19 @@ void metrics_stop(struct metrics *m)
 {
     if (!m)
         return;
-    MHD_stop_daemon(m->d); /* joins the server thread: its PGconn is ours now */
+    MHD_stop_daemon(m->d); /* joins the server thread */
+    if (m->probe_running) {
+        /* the probe never blocks longer than a poll step: this returns promptly */
+        pthread_mutex_lock(&m->mu);
+        m->stop = 1;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+        pthread_join(m->probe, NULL);
+    }
     if (m->conn)
         PQfinish(m->conn);
+    free(m->gauges);
+    pthread_cond_destroy(&m->cv);
     free(m->conninfo);
     free(m->s);
     pthread_mutex_destroy(&m->mu);

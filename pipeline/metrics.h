@@ -59,6 +59,9 @@ void metrics_observe(struct metrics *m, enum metric_id id, const char *l1, doubl
 void metrics_job(struct metrics *m, const char *outcome, const struct engine_result *er, double total_ms);
 /* Readiness: start-up done and the engine paths now enabled ("" = none). */
 void metrics_set_ready(struct metrics *m, int ready, const char *paths);
+/* Not ready from now on, for this reason (a worker that cannot read its
+ * documents' store): /readyz says it and folio_ready is 0. */
+void metrics_set_unready(struct metrics *m, const char *reason);
 
 /* The engine's open report (engine_models_report_json): device name for
  * the device label, planned GPU memory, pre-warmed pipelines, start-up time. */

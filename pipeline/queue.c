@@ -8,6 +8,13 @@
  * (the reaper re-queued the job, another worker claimed it) makes the write
  * a no-op, which is how a late worker's output is dropped.
  *
+ * Since schema 012 every write runs inside an owner's SECURITY DEFINER
+ * function (folio.claim_jobs, heartbeat_jobs, complete_job, fail_job,
+ * release_job, reap_jobs, cleanup_jobs, worker_register, worker_stopped),
+ * which also checks that the worker id is one this login registered: a
+ * folio_worker login has no write on the queue tables and cannot read a
+ * token, so it can forge nothing (tests/pg/test_roles.c).
+ *
  * Completion is one statement with two data-modifying CTEs: the token-
  * checked UPDATE to done runs first and the result INSERT selects from its
  * RETURNING, so the INSERT happens only when the UPDATE matched, and both
@@ -126,46 +133,24 @@ int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
     *n = 0;
     if (k <= 0)
         return 0;
-    /* The token is drawn once per row in the locking subquery so that
-     * lease_token and claim_token carry the same value. The batch size is
-     * a literal, one prepared statement per size: a generic plan for
-     * "LIMIT $n" assumes 10 % of the table and picks a sort of every
-     * queued row over the claim index (measured 36 ms per claim on 27,000
-     * queued jobs instead of 0.3 ms). */
-    char SQL[1400];
-    snprintf(SQL, sizeof SQL,
-        "WITH c AS ("
-        "  SELECT id, gen_random_uuid() AS tok FROM folio.jobs"
-        "   WHERE state = 'queued' AND model_key = $1 AND run_after <= now()"
-        "   ORDER BY priority DESC, run_after, id"
-        "   LIMIT %d FOR UPDATE SKIP LOCKED)"
-        " UPDATE folio.jobs j SET state = 'running', attempts = j.attempts + 1,"
-        "   lease_token = c.tok, claim_token = c.tok,"
-        "   lease_expires_at = now() + make_interval(secs => $2::float8),"
-        "   worker_id = $3, started_at = now(), finished_at = NULL"
-        "  FROM c, folio.documents d"
-        " WHERE j.id = c.id AND d.id = j.document_id"
-        " RETURNING j.id, j.document_id, j.lease_token, j.attempts,"
-        "   CASE WHEN $4::int > 0 THEN $4::int ELSE j.max_attempts END,"
-        "   d.pages, encode(d.sha256, 'hex'), d.media_type", k);
-    char name[40];
-    snprintf(name, sizeof name, "folio_claim_v2_k%d", k);
+    /* folio.claim_jobs (schema 007, an owner's function since 012): a
+     * folio_worker login has no UPDATE on jobs and cannot read tokens, so
+     * the claim runs as the owner, for this login's worker id only. Its
+     * plan is kept per server session, which also serves workers behind
+     * a transaction pooler. */
+    static const char SQL[] = "SELECT * FROM folio.claim_jobs($1, $2::float8, $3::bigint, $4::int, $5::int)";
     char lb[32], wb[24], mb[16], kb[16];
     snprintf(lb, sizeof lb, "%.3f", q->lease_s);
     snprintf(wb, sizeof wb, "%lld", (long long)worker_id);
     snprintf(mb, sizeof mb, "%d", q->max_attempts);
     snprintf(kb, sizeof kb, "%d", k);
     const char *v[] = {mk(q), lb, worker_id > 0 ? wb : NULL, mb, kb};
-    /* Behind a transaction pooler the same claim runs inside
-     * folio.claim_jobs (schema 007), whose plan the server session keeps:
-     * an unnamed statement would be planned on every call. */
-    PGresult *r = db_pooled(c) ? exec(c, "SELECT * FROM folio.claim_jobs($1, $2::float8, $3::bigint, $4::int, $5::int)", 5, v)
-                               : exec_hot(c, name, SQL, 4, v);
+    PGresult *r = db_pooled(c) ? exec(c, SQL, 5, v) : exec_hot(c, "folio_claim_v3", SQL, 5, v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         if (st && strcmp(st, "42883") == 0) {
             PQclear(r);
-            folio_err_set(err, FOLIO_ESTATE, "claiming jobs: folio.claim_jobs is missing (schema older than 007)");
+            folio_err_set(err, FOLIO_ESTATE, "claiming jobs: folio.claim_jobs is missing (schema older than 012)");
             folio_err_hint(err, "run: folio migrate (on a direct connection)");
             return FOLIO_ESTATE;
         }
@@ -178,6 +163,7 @@ int queue_claim(PGconn *c, const struct queue_cfg *q, int64_t worker_id, int k,
         j->id = strtoll(PQgetvalue(r, i, 0), NULL, 10);
         j->document_id = strtoll(PQgetvalue(r, i, 1), NULL, 10);
         snprintf(j->token, sizeof j->token, "%s", PQgetvalue(r, i, 2));
+        j->worker_id = worker_id > 0 ? worker_id : 0;
         j->attempt = atoi(PQgetvalue(r, i, 3));
         j->max_attempts = atoi(PQgetvalue(r, i, 4));
         j->pages = atoi(PQgetvalue(r, i, 5));
@@ -215,16 +201,10 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
                     const struct queue_worker_stats *st, const int64_t *ids,
                     const char (*tokens)[37], int n, unsigned char *alive, struct folio_err *err)
 {
-    static const char SQL[] =
-        "WITH w AS ("
-        "  UPDATE folio.workers SET heartbeat_at = now(), jobs_done = $4, jobs_failed = $5,"
-        "    jobs_lost = $6, state = coalesce($7, state), paths = coalesce($9::text[], paths),"
-        "    paths_disabled = coalesce($10::jsonb, paths_disabled)"
-        "   WHERE id = $3)"
-        " UPDATE folio.jobs j SET lease_expires_at = now() + make_interval(secs => $8::float8)"
-        "  FROM unnest($1::bigint[], $2::uuid[]) AS h(id, tok)"
-        " WHERE j.id = h.id AND j.lease_token = h.tok AND j.state = 'running'"
-        " RETURNING j.id";
+    /* folio.heartbeat_jobs (schema 012): token- and worker-checked, as
+     * the owner. */
+    static const char SQL[] = "SELECT * FROM folio.heartbeat_jobs($1::bigint[], $2::uuid[], $3::bigint, $4::bigint,"
+                              " $5::bigint, $6::bigint, $7, $8::float8, $9::text[], $10::jsonb)";
     char *ia = array_literal(n, ids, NULL), *ta = array_literal(n, NULL, tokens);
     if (!ia || !ta) {
         free(ia);
@@ -233,13 +213,14 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
     }
     char wb[24], d[24], f[24], l[24], lb[32];
     snprintf(wb, sizeof wb, "%lld", (long long)worker_id);
+    const char *wv = worker_id > 0 ? wb : NULL;
     snprintf(d, sizeof d, "%lld", (long long)(st ? st->done : 0));
     snprintf(f, sizeof f, "%lld", (long long)(st ? st->failed : 0));
     snprintf(l, sizeof l, "%lld", (long long)(st ? st->lost : 0));
     snprintf(lb, sizeof lb, "%.3f", q->lease_s);
-    const char *v[] = {ia, ta, wb, d, f, l, st ? st->state : NULL, lb, st ? st->paths_array : NULL,
+    const char *v[] = {ia, ta, wv, d, f, l, st ? st->state : NULL, lb, st ? st->paths_array : NULL,
                        st ? st->paths_disabled_json : NULL};
-    PGresult *r = exec_hot(c, "folio_heartbeat_v2", SQL, 10, v);
+    PGresult *r = exec_hot(c, "folio_heartbeat_v3", SQL, 10, v);
     free(ia);
     free(ta);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -256,36 +237,15 @@ int queue_heartbeat(PGconn *c, const struct queue_cfg *q, int64_t worker_id,
     return 0;
 }
 
-static const char COMPLETE_SQL[] =
-    "WITH d AS ("
-    "  UPDATE folio.jobs SET state = 'done', finished_at = now(), lease_token = NULL,"
-    "    lease_expires_at = NULL, last_error = NULL"
-    "   WHERE id = $1 AND lease_token = $2::uuid AND state = 'running'"
-    "   RETURNING id, document_id, model_key, attempts),"
-    " ins AS ("
-    "  INSERT INTO folio.results (document_id, model_key, label, confidence, needs_review,"
-    "    scores, engine_path, fallback_reason, ocr_text, ocr_confidence, ocr_orientation,"
-    "    ocr_pages, timings, worker_id, job_id, attempt, lease_token, review_reason)"
-    "  SELECT d.document_id, d.model_key, $3, $4::real, $5::boolean, $6::jsonb, $7, $8, $9,"
-    "    $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, d.id, d.attempts, $2::uuid, $15"
-    "    FROM d"
-    "  ON CONFLICT (document_id, model_key) DO NOTHING"
-    "  RETURNING id)"
-    " SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM ins),"
-    "   EXISTS (SELECT 1 FROM folio.jobs jj JOIN folio.results r"
-    "            ON r.document_id = jj.document_id AND r.model_key = jj.model_key"
-    "           WHERE jj.id = $1 AND r.lease_token = $2::uuid)";
 #define COMPLETE_NPARAMS 15
-/* Behind a transaction pooler: the same statement inside folio.complete_job
- * (schema 009), whose plan the server session keeps; an unnamed
- * COMPLETE_SQL would be planned on every call (what made pooled --claim-batch
- * 1 run at 0.61x direct). Same parameters, same answer columns. */
+/* folio.complete_job (schema 009; since 012 it runs as the owner and
+ * checks the token and the worker id, so a folio_worker login needs no
+ * INSERT on results): the token-checked UPDATE to done, the INSERT ... ON
+ * CONFLICT and whether a result under this token already exists, one
+ * statement whose plan the server session keeps (also behind a pooler). */
 static const char COMPLETE_CALL[] =
     "SELECT * FROM folio.complete_job($1::bigint, $2::uuid, $3, $4::real, $5::boolean, $6::jsonb, $7, $8, $9,"
     " $10::real, $11::smallint, $12::jsonb, $13::jsonb, $14::bigint, $15)";
-
-/* The completion statement a pipeline sends unnamed on this connection. */
-static const char *complete_sql(PGconn *c) { return db_pooled(c) ? COMPLETE_CALL : COMPLETE_SQL; }
 
 /* 42883 (undefined function): the schema predates 009. */
 static int complete_missing(PGresult *r, struct folio_err *err)
@@ -293,7 +253,7 @@ static int complete_missing(PGresult *r, struct folio_err *err)
     const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     if (!st || strcmp(st, "42883") != 0)
         return 0;
-    folio_err_set(err, FOLIO_ESTATE, "writing the result: folio.complete_job is missing (schema older than 009)");
+    folio_err_set(err, FOLIO_ESTATE, "writing the result: folio.complete_job is missing (schema older than 012)");
     folio_err_hint(err, "run: folio migrate (on a direct connection)");
     return 1;
 }
@@ -344,7 +304,7 @@ int queue_complete(PGconn *c, const struct queue_job *j, int64_t worker_id,
     struct complete_params p;
     complete_params(&p, j, worker_id, res);
     PGresult *r = db_pooled(c) ? exec(c, COMPLETE_CALL, COMPLETE_NPARAMS, p.v)
-                               : exec_hot(c, "folio_complete_v2", COMPLETE_SQL, COMPLETE_NPARAMS, p.v);
+                               : exec_hot(c, "folio_complete_v3", COMPLETE_CALL, COMPLETE_NPARAMS, p.v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         if (complete_missing(r, err)) {
             PQclear(r);
@@ -415,7 +375,7 @@ int queue_complete_many(PGconn *c, const struct queue_job *const *jobs, int64_t 
     int sent = PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
     for (int i = 0; sent && i < n; i++) {
         complete_params(&p[i], jobs[i], worker_id, res[i]);
-        sent = PQsendQueryParams(c, complete_sql(c), COMPLETE_NPARAMS, NULL, p[i].v, NULL, NULL, 0);
+        sent = PQsendQueryParams(c, COMPLETE_CALL, COMPLETE_NPARAMS, NULL, p[i].v, NULL, NULL, 0);
     }
     if (sent)
         sent = PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
@@ -441,23 +401,17 @@ int queue_fail(PGconn *c, const struct queue_cfg *q, const struct queue_job *j, 
                char state_out[8], struct folio_err *err)
 {
     snprintf(state_out, 8, "lost");
-    static const char SQL[] =
-        "UPDATE folio.jobs SET"
-        "  state = CASE WHEN attempts >= coalesce($3::int, max_attempts) THEN 'dead' ELSE 'queued' END,"
-        "  run_after = now() + make_interval(secs => least($5::float8,"
-        "      $4::float8 * power(2, greatest(attempts - 1, 0))) * (0.5 + random())),"
-        "  finished_at = CASE WHEN attempts >= coalesce($3::int, max_attempts) THEN now() END,"
-        "  lease_token = NULL, lease_expires_at = NULL, last_error = $6"
-        " WHERE id = $1 AND lease_token = $2::uuid AND state = 'running'"
-        " RETURNING state";
-    char idb[24], mb[16], base[32], cap[32];
+    static const char SQL[] = "SELECT * FROM folio.fail_job($1::bigint, $2::uuid, $7::bigint, $3::int, $4::float8,"
+                              " $5::float8, $6)";
+    char idb[24], mb[16], base[32], cap[32], wb[24];
     snprintf(idb, sizeof idb, "%lld", (long long)j->id);
     snprintf(mb, sizeof mb, "%d", q->max_attempts);
     snprintf(base, sizeof base, "%.3f", q->retry_base_s);
     snprintf(cap, sizeof cap, "%.3f", q->retry_max_s);
+    snprintf(wb, sizeof wb, "%lld", (long long)j->worker_id);
     const char *v[] = {idb, j->token, q->max_attempts > 0 ? mb : NULL, base, cap,
-                       error && error[0] ? error : "failed (no message)"};
-    PGresult *r = exec_hot(c, "folio_fail_v1", SQL, 6, v);
+                       error && error[0] ? error : "failed (no message)", j->worker_id > 0 ? wb : NULL};
+    PGresult *r = exec_hot(c, "folio_fail_v2", SQL, 7, v);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "recording a job failure", err);
     if (PQntuples(r) == 1)
@@ -469,17 +423,15 @@ int queue_fail(PGconn *c, const struct queue_cfg *q, const struct queue_job *j, 
 int queue_release(PGconn *c, const struct queue_job *j, int *released, struct folio_err *err)
 {
     *released = 0;
-    static const char SQL[] =
-        "UPDATE folio.jobs SET state = 'queued', attempts = greatest(attempts - 1, 0),"
-        "  run_after = now(), lease_token = NULL, lease_expires_at = NULL"
-        " WHERE id = $1 AND lease_token = $2::uuid AND state = 'running'";
-    char idb[24];
+    static const char SQL[] = "SELECT folio.release_job($1::bigint, $2::uuid, $3::bigint)";
+    char idb[24], wb[24];
     snprintf(idb, sizeof idb, "%lld", (long long)j->id);
-    const char *v[] = {idb, j->token};
-    PGresult *r = exec_hot(c, "folio_release_v1", SQL, 2, v);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+    snprintf(wb, sizeof wb, "%lld", (long long)j->worker_id);
+    const char *v[] = {idb, j->token, j->worker_id > 0 ? wb : NULL};
+    PGresult *r = exec_hot(c, "folio_release_v2", SQL, 3, v);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "releasing a job", err);
-    *released = atoi(PQcmdTuples(r)) > 0;
+    *released = atoi(PQgetvalue(r, 0, 0)) > 0;
     PQclear(r);
     return 0;
 }
@@ -488,26 +440,11 @@ int queue_reap(PGconn *c, const struct queue_cfg *q, int *ran, int *requeued, in
                struct folio_err *err)
 {
     *ran = *requeued = *dead = 0;
-    /* The guard is transaction-scoped (works through a transaction pooler)
-     * and taken in a MATERIALIZED CTE so it is evaluated once, before the
+    /* In folio.reap_jobs: the guard is transaction-scoped (works through a
+     * transaction pooler) and taken in a MATERIALIZED CTE so it is evaluated once, before the
      * UPDATE looks at any row. The UPDATE re-checks state and expiry on every
      * row it locks, so a job completed meanwhile is left alone. */
-    static const char SQL[] =
-        "WITH g AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(" REAPER_LOCK_KEY ") AS got),"
-        " r AS ("
-        "  UPDATE folio.jobs j SET"
-        "    state = CASE WHEN j.attempts >= coalesce($1::int, j.max_attempts) THEN 'dead' ELSE 'queued' END,"
-        "    run_after = now() + make_interval(secs => least($3::float8,"
-        "        $2::float8 * power(2, greatest(j.attempts - 1, 0))) * (0.5 + random())),"
-        "    finished_at = CASE WHEN j.attempts >= coalesce($1::int, j.max_attempts) THEN now() END,"
-        "    last_error = 'lease expired: worker ' || coalesce(j.worker_id::text, '?')"
-        "                 || ' stopped renewing it during attempt ' || j.attempts,"
-        "    lease_token = NULL, lease_expires_at = NULL"
-        "   FROM g"
-        "  WHERE g.got AND j.state = 'running' AND j.lease_expires_at < now()"
-        "  RETURNING j.state)"
-        " SELECT (SELECT got FROM g), count(*) FILTER (WHERE state = 'queued'),"
-        "   count(*) FILTER (WHERE state = 'dead') FROM r";
+    static const char SQL[] = "SELECT * FROM folio.reap_jobs($1::int, $2::float8, $3::float8, " REAPER_LOCK_KEY ")";
     char mb[16], base[32], cap[32];
     snprintf(mb, sizeof mb, "%d", q->max_attempts);
     snprintf(base, sizeof base, "%.3f", q->retry_base_s);
@@ -526,16 +463,7 @@ int queue_reap(PGconn *c, const struct queue_cfg *q, int *ran, int *requeued, in
 int queue_cleanup(PGconn *c, double retain_s, int limit, int *deleted, struct folio_err *err)
 {
     *deleted = 0;
-    static const char SQL[] =
-        "WITH g AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(" CLEANUP_LOCK_KEY ") AS got),"
-        " del AS ("
-        "  DELETE FROM folio.jobs WHERE id IN ("
-        "    SELECT j.id FROM folio.jobs j, g"
-        "     WHERE g.got AND j.state = 'done'"
-        "       AND j.finished_at < now() - make_interval(secs => $1::float8)"
-        "     ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED)"
-        "  RETURNING 1)"
-        " SELECT count(*) FROM del";
+    static const char SQL[] = "SELECT folio.cleanup_jobs($1::float8, $2::int, " CLEANUP_LOCK_KEY ")";
     char rb[32], lb[16];
     snprintf(rb, sizeof rb, "%.3f", retain_s);
     snprintf(lb, sizeof lb, "%d", limit);
@@ -584,8 +512,7 @@ int queue_worker_register(PGconn *c, const struct queue_worker_info *w, int64_t 
                           struct folio_err *err)
 {
     static const char SQL[] =
-        "INSERT INTO folio.workers (host, pid, model_key, state, device, paths, paths_disabled, detail)"
-        " VALUES ($1, $2, $3, $4, $5, $6::text[], $7::jsonb, $8::jsonb) RETURNING id";
+        "SELECT folio.worker_register($1, $2::int, $3, $4, $5, $6::text[], $7::jsonb, $8::jsonb)";
     char pb[16];
     snprintf(pb, sizeof pb, "%d", w->pid);
     const char *v[] = {w->host, pb, w->model_key ? w->model_key : "default", w->state, w->device,
@@ -604,8 +531,7 @@ int queue_worker_stopped(PGconn *c, int64_t id, const struct queue_worker_stats 
                          struct folio_err *err)
 {
     static const char SQL[] =
-        "UPDATE folio.workers SET state = 'stopped', stopped_at = now(), heartbeat_at = now(),"
-        "  jobs_done = $2, jobs_failed = $3, jobs_lost = $4 WHERE id = $1";
+        "SELECT folio.worker_stopped($1::bigint, $2::bigint, $3::bigint, $4::bigint)";
     char ib[24], d[24], f[24], l[24];
     snprintf(ib, sizeof ib, "%lld", (long long)id);
     snprintf(d, sizeof d, "%lld", (long long)st->done);
@@ -613,7 +539,7 @@ int queue_worker_stopped(PGconn *c, int64_t id, const struct queue_worker_stats 
     snprintf(l, sizeof l, "%lld", (long long)st->lost);
     const char *v[] = {ib, d, f, l};
     PGresult *r = exec(c, SQL, 4, v);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, "marking the worker stopped", err);
     PQclear(r);
     return 0;
@@ -658,11 +584,11 @@ int queue_fetch_document(PGconn *c, const struct blobstore *store, int64_t docum
         if (blobstore_in_pg(store)) {
             char hex[2 * FOLIO_SHA256_LEN + 1];
             folio_hex(sha, FOLIO_SHA256_LEN, hex);
-            folio_err_set(err, FOLIO_EINVAL,
+            folio_err_set(err, FOLIO_EUNSUPPORTED,
                           "document %lld (sha256 %s) is in the fs blob store, and this process has none",
                           (long long)document_id, hex);
             folio_err_hint(err, "pass --blob-store fs:PATH, the store ingest wrote it to");
-            return FOLIO_EINVAL;
+            return FOLIO_EUNSUPPORTED;
         }
         /* A blob is at most one ingest --max-bytes (< 1 GiB). */
         int rc = blobstore_get(store, sha, (size_t)1 << 30, data, len, err);

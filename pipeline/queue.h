@@ -26,6 +26,8 @@ void queue_cfg_default(struct queue_cfg *q);
 struct queue_job {
     int64_t id, document_id;
     char token[37];          /* lease token of this claim (uuid text) */
+    int64_t worker_id;       /* who claimed it (0: none); fail and release
+                                name it, the server checks it is this login's */
     int attempt, max_attempts;
     int pages;
     char sha256[65];         /* hex, for logs and fault injection */
@@ -137,7 +139,9 @@ int queue_fetch_blob(PGconn *c, int64_t document_id, uint8_t **data, size_t *len
  * or the fs store `store` (pipeline/blobstore.h; NULL = none configured, a
  * clear error for an fs document). A missing or corrupt blob is an error
  * about this document (FOLIO_EIO / FOLIO_EFORMAT, never FOLIO_EDB), so the
- * job fails with the reason and the worker goes on. */
+ * job fails with the reason and the worker goes on. FOLIO_EUNSUPPORTED: the document is
+ * in an fs store and this process has none, an error about the worker (it
+ * releases the job without spending the attempt). */
 struct blobstore;
 int queue_fetch_document(PGconn *c, const struct blobstore *store, int64_t document_id, uint8_t **data,
                          size_t *len, struct folio_err *err);

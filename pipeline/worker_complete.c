@@ -194,6 +194,29 @@ void worker_finish_released(struct ocr_thread *t, struct slot *s, const struct e
                   j->attempt, released);
 }
 
+/* The document's bytes are where this worker cannot look (an fs store it
+ * was not given): not the document's fault, so the job goes back with its
+ * attempt (a correctly started worker takes it), and this worker stops
+ * claiming and reports not ready with the reason until it is restarted
+ * right. Before, every fs document burnt its attempts here (246 failures
+ * in two minutes, the jobs dead). */
+void worker_finish_misconfigured(struct ocr_thread *t, struct slot *s, const struct folio_err *why, const char *qn)
+{
+    struct worker *w = t->w;
+    const struct queue_job *j = &s->job;
+    struct folio_err err = {0};
+    int released = 0, rc;
+    atomic_store(&w->misconfigured, 1);
+    char reason[600], q[700];
+    snprintf(reason, sizeof reason, "%s (%s)", why->msg, why->hint);
+    metrics_set_unready(w->o->metrics, reason);
+    WITH_DB_RETRY(t, s, rc, &err, queue_release(t->conn, j, &released, &err));
+    (void)rc;
+    metrics_job(w->o->metrics, "released", NULL, 0);
+    folio_log(FOLIO_LOG_ERROR, "job_released", "job=%lld name=%s attempt=%d released=%d reason=blob_store_mismatch "
+              "msg=%s", (long long)j->id, qn, j->attempt, released, folio_lq(q, sizeof q, reason));
+}
+
 void worker_finish_dropped(struct ocr_thread *t, struct slot *s, int lease_lost, const char *qn)
 {
     const struct queue_job *j = &s->job;

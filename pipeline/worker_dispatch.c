@@ -169,7 +169,7 @@ static int disp_claim(struct dispatcher *d, int *free_after)
     struct worker *w = d->w;
     int nfree = w->nslots - worker_busy_slots(w);
     *free_after = nfree;
-    if (nfree == 0)
+    if (nfree == 0 || atomic_load(&w->misconfigured))
         return 0;
     int k = nfree < w->o->batch ? nfree : w->o->batch;
     struct queue_job jobs[64];

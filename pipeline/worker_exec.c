@@ -49,6 +49,7 @@ struct job_run {
     struct doc_classified dc;
     struct folio_err err;
     int rc;
+    int store_mismatch; /* the bytes are in a store this worker lacks */
 };
 
 /* Stage 1: the document's bytes and name, then the label set (reloaded
@@ -60,6 +61,7 @@ static void job_fetch(struct ocr_thread *t, struct slot *s, struct job_run *jr)
     WITH_DB_RETRY(t, s, jr->rc, &jr->err,
                   queue_fetch_document(t->conn, w->o->blobs, j->document_id, &jr->data, &jr->len, &jr->err));
     char name[256];
+    jr->store_mismatch = jr->rc == FOLIO_EUNSUPPORTED;
     fetch_doc_name(jr->rc == 0 ? t->conn : NULL, j->document_id, name, sizeof name);
     folio_lq(jr->qn, sizeof jr->qn, name);
     jr->fetch_ms = folio_mono_ms() - jr->t0;
@@ -129,6 +131,8 @@ static void job_finish(struct ocr_thread *t, struct slot *s, struct job_run *jr)
         worker_finish_released(t, s, &jr->dc.doc, 1, jr->qn);
     else if (cancel == CANCEL_SHUTDOWN)
         worker_finish_released(t, s, &jr->dc.doc, 0, jr->qn);
+    else if (jr->store_mismatch)
+        worker_finish_misconfigured(t, s, &jr->err, jr->qn);
     else if (jr->rc)
         worker_finish_failed(t, s, &jr->dc.doc, &jr->err, cancel, jr->qn);
     else

@@ -77,6 +77,7 @@ struct worker {
     int done_writing;             /* a thread is writing a group (guarded by mu) */
     pthread_cond_t done_cv;       /* a group write ended */
     _Atomic int draining;    /* SIGTERM seen: the heartbeat keeps the row's 'draining' */
+    _Atomic int misconfigured; /* a document's store is not this worker's: no more claims */
     int wake_fd;
     struct worker_fault fault;
     char host[256];
@@ -192,6 +193,9 @@ void worker_finish_failed(struct ocr_thread *t, struct slot *s, const struct eng
 /* Back to the queue, attempt not counted (shutdown, or a lost GPU). */
 void worker_finish_released(struct ocr_thread *t, struct slot *s, const struct engine_result *er, int device_lost,
                             const char *qn);
+/* Back to the queue, attempt not counted, because this worker cannot read
+ * the document's store: it claims no more and reports not ready (why). */
+void worker_finish_misconfigured(struct ocr_thread *t, struct slot *s, const struct folio_err *why, const char *qn);
 /* Nothing written: the lease is lost or the database was unreachable for
  * a whole lease, so someone else may own the job now. */
 void worker_finish_dropped(struct ocr_thread *t, struct slot *s, int lease_lost, const char *qn);

@@ -34,6 +34,15 @@ static int refresh_learned(struct ocr_thread *t, struct folio_err *err)
     int trained = 0;
     if (t->idx == 0 && o->retrain_after > 0) {
         int rc = learn_db_maybe_retrain(t->conn, &lo, o->retrain_after, &trained, err);
+        if (rc && strstr(err->msg, "(SQLSTATE 42501)")) {
+            /* schema 012: only folio_trainer stores models. A worker login
+             * without it keeps classifying with the model it has. */
+            char q[600];
+            folio_log(FOLIO_LOG_WARN, "learned_retrain_refused", "msg=%s hint=%s", folio_lq(q, sizeof q, err->msg),
+                      "grant folio_trainer to this worker's login, or retrain with folio learn train");
+            folio_err_clear(err);
+            rc = 0;
+        }
         if (rc)
             return rc;
     }

@@ -39,6 +39,10 @@ layout(constant_id = 6) const uint ACC16 = 0; // 0: f32 accumulation; else K per
 // host checks that the skips and K are multiples of 8 halves), so the driver
 // knows the rows' alignment; 0: through f16 views (any offset).
 layout(constant_id = 7) const uint VEC = 0;
+// Non-zero: K fixed at pipeline creation (the row stride of A and B and the
+// loop's trip count known to the driver's compiler); 0: K from the push
+// constants.
+layout(constant_id = 8) const uint KC = 0;
 
 layout(std430, binding = 0) readonly buffer BW { float16_t W[]; };
 layout(std430, binding = 1) readonly buffer BX { float16_t X[]; };
@@ -96,6 +100,7 @@ float qgelu_e(const in uint32_t r, const in uint32_t c, const in float y) { retu
 
 void main()
 {
+    const uint KK = KC != 0u ? KC : p.K;
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
     bool interior = m0 + BM <= p.M && n0 + BN <= p.N;
 
@@ -103,33 +108,33 @@ void main()
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tW =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    tX = setTensorLayoutDimensionNV(tX, p.M, p.K);
-    tW = setTensorLayoutDimensionNV(tW, p.N, p.K);
+    tX = setTensorLayoutDimensionNV(tX, p.M, KK);
+    tW = setTensorLayoutDimensionNV(tW, p.N, KK);
     tensorLayoutNV<2> uX = createTensorLayoutNV(2);
     tensorLayoutNV<2> uW = createTensorLayoutNV(2);
-    uX = setTensorLayoutDimensionNV(uX, p.M, p.K);
-    uW = setTensorLayoutDimensionNV(uW, p.N, p.K);
+    uX = setTensorLayoutDimensionNV(uX, p.M, KK);
+    uW = setTensorLayoutDimensionNV(uW, p.N, KK);
     tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0); // W rows are B's columns
 
     // One loop per layout pair, with no branch inside: the driver software-
     // pipelines a clean loop of tensor loads and products (a branch per load
     // to pick the layout cost 4-5x). Interior tiles take the unclamped
     // layouts up to the last whole K step; the tail and the edge tiles clamp.
-    uint kfull = interior ? p.K / BK * BK : 0u;
+    uint kfull = interior ? KK / BK * BK : 0u;
     ACC acc = ACC(0.0);
     if (ACC16 == 0u) {
         for (uint k = 0; k < kfull; k += BK)
             STEP(acc, uX, uW, k);
-        for (uint k = kfull; k < p.K; k += BK)
+        for (uint k = kfull; k < KK; k += BK)
             STEP(acc, tX, tW, k);
     } else {
         // f16 partial sums over ACC16 columns of K, each added into f32
-        for (uint k0 = 0; k0 < p.K; k0 += ACC16) {
+        for (uint k0 = 0; k0 < KK; k0 += ACC16) {
             ACCH h = ACCH(0.0);
             uint k1 = min(k0 + ACC16, kfull);
             for (uint k = k0; k < k1; k += BK)
                 STEP(h, uX, uW, k);
-            for (uint k = max(k0, kfull); k < min(k0 + ACC16, p.K); k += BK)
+            for (uint k = max(k0, kfull); k < min(k0 + ACC16, KK); k += BK)
                 STEP(h, tX, tW, k);
             acc = acc + ACC(h);
         }

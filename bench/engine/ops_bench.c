@@ -289,7 +289,7 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             if (cfg) {
                 int acc16, probe, k_mult;
                 ops_gemm_config_info(cfg - 1, &acc16, &probe, &k_mult);
-                if (k % (uint32_t)k_mult)
+                if (k_mult > 0 ? k % (uint32_t)k_mult != 0 : k != (uint32_t)-k_mult)
                     continue;
             }
             int xf16 = v == 1 || cfg;
@@ -466,6 +466,10 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         /* every GEMM tile configuration, compared at the model's shapes */
         struct vkr_pipeline_key gk[512];
         int ng = ops_gemm_keys_all(b.vk, 1, gk);
+        /* the K-specialized forms a model of these shapes pre-warms (AUTO's lines use them) */
+        static const uint32_t model_k[] = {3584, 18944, 1280, 3420, 5120};
+        for (size_t i = 0; i < sizeof model_k / sizeof model_k[0]; i++)
+            ng += ops_gemm_keys_for_k(b.vk, model_k[i], &gk[ng]);
         rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }
     if (!rc) {

@@ -58,6 +58,12 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     n += ops_attention_split_keys(&all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
     all[n++] = ops_elem_key(OP_SWIGLU);
+    /* the GEMM forms specialized for this model's K: every projection reads
+     * n_embd columns, the down projection n_ff, the output projection the
+     * attention width */
+    n += ops_gemm_keys_for_k(vk, m->text.n_embd, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->text.n_ff, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, &all[n]);
     if (m->text.family == GGUF_TEXT_QWEN3VL) /* Qwen3-VL hook (qwen3vl.c) */
         n += q3_lm_keys(&all[n]);
     n = ops_keys_unique(all, n);

@@ -56,6 +56,11 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     all[n++] = ops_elem_key(OP_GELU_ERF);
     if (f->scatter)
         all[n++] = ops_scatter_key();
+    /* the GEMM forms specialized for the tower's K: blocks read n_embd and
+     * n_ff columns, the merger merger_dim */
+    n += ops_gemm_keys_for_k(vk, m->vision.n_embd, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->vision.n_ff, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->vision.merger_dim, &all[n]);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)

@@ -16,8 +16,9 @@
  * It initialises Tesseract once (0.2-0.35 s) and then serves pages until
  * its socket closes. Before the first page it confines itself: address
  * space (--ocr memory), no core dumps, a small written-file limit (its
- * stderr memfd), few descriptors, and the seccomp deny list shared with
- * folio-pdf (common/sandbox). Tesseract's chatter goes to fd 2, a memfd
+ * stderr memfd), few descriptors, then common/sandbox (shared with
+ * folio-pdf): nobody when started as root, no capabilities, a Landlock
+ * read-only view, a default-deny seccomp allow list. Tesseract's chatter goes to fd 2, a memfd
  * the parent logs as logfmt.
  */
 #include "common/fault.h"
@@ -131,8 +132,12 @@ int main(int argc, char **argv)
     h.rc = ocr_tess_open(&o, &t, &h.err);
     /* The traineddata is loaded: nothing is opened from here on that a
      * page could need, so the filter goes on before the first page. */
-    if (!h.rc && folio_sandbox_filter() != 0)
-        h.rc = folio_err_set(&h.err, FOLIO_EIO, "folio-ocr cannot install its seccomp filter");
+    const char *tp = getenv("TESSDATA_PREFIX");
+    const char *const read_paths[] = {o.datapath ? o.datapath : "", tp ? tp : "", NULL};
+    if (!h.rc && folio_sandbox_confine("folio-ocr", read_paths) != 0)
+        h.rc = folio_err_set(&h.err, FOLIO_EIO, "folio-ocr cannot confine itself (its stderr says why)");
+    if (!h.rc)
+        folio_sandbox_fault_escape("folio-ocr");
     if (folio_sandbox_write_all(SOCK_FD, &h, sizeof h) != 0 || h.rc) {
         ocr_tess_close(t);
         return h.rc ? EXIT_SETUP : 0;

@@ -72,8 +72,9 @@ static int sg_auto_for(uint32_t m, uint32_t n) { return m <= 64 || n <= 512 ? SG
 
 /* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
  * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32),
- * 16-byte views of A and B (needs skips and K in multiples of 8 halves). */
-static const uint32_t CM2_CFG[][6] = {
+ * 16-byte views of A and B (needs skips and K in multiples of 8 halves),
+ * K fixed at pipeline creation (0: any K). */
+static const uint32_t CM2_CFG[][7] = {
     {128, 128, 32, 128, 0},
     {128, 128, 64, 128, 0},
     {128, 256, 32, 256, 0},
@@ -91,9 +92,30 @@ static const uint32_t CM2_CFG[][6] = {
     {128, 128, 32, 128, 0, 1},
     {128, 256, 32, 256, 0, 1},
     {128, 128, 32, 128, 128, 1},
+    /* K fixed: does the driver stage better when it knows the stride and trip count? */
+    {128, 128, 32, 128, 0, 0, 3584},
+    {128, 128, 32, 128, 0, 1, 3584},
+    {128, 256, 32, 256, 0, 0, 3584},
+    {128, 128, 64, 128, 0, 0, 3584},
+    {128, 128, 32, 256, 0, 0, 3584},
+    {128, 128, 32, 128, 128, 0, 3584},
+    {128, 128, 32, 128, 0, 0, 1280},
+    {128, 256, 32, 256, 0, 0, 1280},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
+/* The cm2 configuration built per K for a model's own shapes
+ * (ops_gemm_keys_for_k): with K fixed at pipeline creation the driver
+ * stages the workgroup-scope loads 3-4x faster than with K from push
+ * constants (BENCHMARKS.md, issue 29). Measured on the H200 it beats the
+ * khr kernel only for short K (the vision tower's 1280: 1.1-1.4x) and loses
+ * for long K (3420, 5120, 18944: 0.5-0.75x), so AUTO takes it for wide
+ * products (n >= CM2K_MIN_N, m >= CM2K_MIN_M) of K <= CM2K_MAX_K where a
+ * model pre-warmed that K. */
+#define CM2_KAUTO 0
+#define CM2K_MIN_N 1024
+#define CM2K_MIN_M 256
+#define CM2K_MAX_K 2048
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
 static enum gemm_route cfg_route(int c) { return c < SG_NCFG ? GEMM_NV : c < 2 * SG_NCFG ? GEMM_KHR : GEMM_CM2; }
@@ -123,7 +145,10 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         char acc[24] = "f32acc";
         if (g[4])
             snprintf(acc, sizeof acc, "f16acc%u", g[4]);
-        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "");
+        char kc[24] = "";
+        if (g[6])
+            snprintf(kc, sizeof kc, "/K=%u", g[6]);
+        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "", kc);
         return;
     }
     const uint32_t *g = sg_cfg(c);
@@ -184,7 +209,11 @@ void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
     *acc16 = cm2 ? (int)cm2_cfg(c)[4] : 0;
     *probe = c >= 0 && c < GEMM_NCFG && !cm2 && sg_cfg(c)[6] != 0;
     *k_mult = cm2 && cm2_cfg(c)[5] ? 8 : 2;
+    if (cm2 && cm2_cfg(c)[6]) /* only that K: a multiple of itself, and the caller checks k == it */
+        *k_mult = -(int)cm2_cfg(c)[6];
 }
+
+static int cm2_k_usable(const struct vkr *vk);
 
 static enum gemm_route gemm_route(const struct vkr *vk)
 {
@@ -205,7 +234,13 @@ static enum gemm_route gemm_route(const struct vkr *vk)
     return GEMM_NONE;
 }
 
-const char *ops_gemm_route_name(const struct vkr *vk) { return ROUTE_NAME[gemm_route(vk)]; }
+const char *ops_gemm_route_name(const struct vkr *vk)
+{
+    enum gemm_route r = gemm_route(vk);
+    if (r != GEMM_CM2 && r != GEMM_NONE && cm2_k_usable(vk))
+        return r == GEMM_KHR ? "khr+cm2k" : "nv+cm2k";
+    return ROUTE_NAME[r];
+}
 
 /* The configuration AUTO takes on a route (sg: one of the subgroup table's
  * AUTO entries). */
@@ -237,15 +272,40 @@ enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
     return OP_MM_TILED;
 }
 
+/* cm2 pipeline of table row g with K fixed at kc (0: the row's own). */
+static struct vkr_pipeline_key cm2_key(uint32_t ytype, const uint32_t *g, uint32_t kc)
+{
+    struct vkr_pipeline_key k = ops_key("gemm_cm2", 2, 1, ytype);
+    k.nspec = 9;
+    for (int i = 0; i < 7; i++)
+        k.spec[2 + i] = g[i];
+    if (kc)
+        k.spec[8] = kc;
+    return k;
+}
+
+/* 1 when the device has the cm2 kernel at all (any forced route aside). */
+static int cm2_k_usable(const struct vkr *vk)
+{
+    const char *e = getenv("FOLIO_GEMM_ROUTE");
+    int forced_other = e && *e && strcmp(e, "auto") != 0 && strcmp(e, "cm2") != 0;
+    return !forced_other && route_has(vk, GEMM_CM2);
+}
+
+int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out)
+{
+    if (!cm2_k_usable(vk) || k == 0 || k % 2 || k > CM2K_MAX_K)
+        return 0;
+    out[0] = cm2_key(0, CM2_CFG[CM2_KAUTO], k);
+    out[1] = cm2_key(1, CM2_CFG[CM2_KAUTO], k);
+    return 2;
+}
+
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int c)
 {
     if (cfg_route(c) == GEMM_CM2) {
-        const uint32_t *g = cm2_cfg(c);
-        struct vkr_pipeline_key k = ops_key("gemm_cm2", 2, xtype, ytype);
-        k.nspec = 8;
-        for (int i = 0; i < 6; i++)
-            k.spec[2 + i] = g[i];
-        return k;
+        (void)xtype; /* f16 inputs only */
+        return cm2_key(ytype, cm2_cfg(c), 0);
     }
     const uint32_t *g = sg_cfg(c);
     struct vkr_pipeline_key k = ops_key(cfg_route(c) == GEMM_KHR ? "gemm_khr" : "gemm_cm", 2, xtype, ytype);
@@ -351,6 +411,16 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
         m_per -= m_per % 256;
     int tile = a->gemm_config > 0 && a->gemm_config <= GEMM_NCFG ? a->gemm_config - 1
                                                                     : auto_cfg_for(vk, xb == 4, a->m, a->n);
+    /* AUTO on a cm2 device: the K-specialized workgroup kernel for wide
+     * products whose K the model pre-warmed */
+    int kspec = 0;
+    if (a->gemm_config == 0 && xb == 2 && a->n >= CM2K_MIN_N && a->m >= CM2K_MIN_M && cm2_k_usable(vk)) {
+        struct vkr_pipeline_key kk = cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k);
+        if (vkr_pipeline_ready(vk, &kk)) {
+            tile = 2 * SG_NCFG + CM2_KAUTO;
+            kspec = 1;
+        }
+    }
     if (cfg_route(tile) == GEMM_CM2 && xb == 4)
         return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d (cm2) takes f16 "
                              "inputs only", tile);
@@ -384,12 +454,16 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 align /= 2;
             if (xb == 4 && xsh % 4)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: f32 input rows not 16-byte aligned");
+            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[6] && cm2_cfg(tile)[6] != a->k)
+                return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
+                                     "k = %u, not %u", tile, cm2_cfg(tile)[6], a->k);
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
                                      "vectors: k and the row offsets must be multiples of 8", tile);
             uint32_t pid;
-            struct vkr_pipeline_key key = ops_gemm_key(a->xtype == QUANT_F16,
-                                                       a->ytype == QUANT_F16, align, tile);
+            struct vkr_pipeline_key key = kspec ? cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k)
+                                                : ops_gemm_key(a->xtype == QUANT_F16,
+                                                               a->ytype == QUANT_F16, align, tile);
             rc = vkr_pipeline(vk, &key, &pid, err);
             if (rc)
                 return rc;

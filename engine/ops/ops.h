@@ -109,8 +109,10 @@ enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m);
 /* 1 when an f16 tensor-core GEMM route (cm2, khr or nv; op_matmul.c) is
  * built and the device has it. */
 int ops_gemm_available(const struct vkr *vk);
-/* The GEMM route matmul takes on this device: "cm2", "khr", "nv" or "none"
- * (FOLIO_GEMM_ROUTE forces one; a forced route the device lacks is "none"). */
+/* The GEMM route matmul takes on this device: "khr", "nv", "cm2" or "none",
+ * "khr+cm2k" / "nv+cm2k" where wide products of pre-warmed K take the
+ * K-specialized cm2 kernel (FOLIO_GEMM_ROUTE forces one route; a forced
+ * route the device lacks is "none"). */
 const char *ops_gemm_route_name(const struct vkr *vk);
 /* 1 when the GEMM can stage an n x k product with these activation types
  * (QUANT_F32 / QUANT_F16): f32 inputs in 4-float steps (k % 4 == 0), f16
@@ -123,6 +125,10 @@ int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype);
 #define OPS_GEMM_MAX_KEYS 32
 int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
+/* The GEMM pipelines specialized for one K (the cm2 route's fast form: a
+ * model pre-warms one per distinct K of its matrices, and matmul's AUTO takes
+ * it for wide products). Writes at most 2; 0 where the route is absent. */
+int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out);
 
 /* ---- weights in the form the fast kernel wants ---- */
 /* --gpu-weights: auto = f16 when the tensor-core GEMM exists and the

@@ -232,6 +232,10 @@ void vkr_seal(struct vkr *vk);
  * A key whose creation failed returns FOLIO_EUNSUPPORTED with the result. */
 int vkr_pipeline(struct vkr *vk, const struct vkr_pipeline_key *key, uint32_t *id,
                  struct folio_err *err);
+/* 1 when this pipeline was created successfully (pre-warmed); no side
+ * effects, never creates one: for kernels that exist only for the shapes a
+ * model declared. */
+int vkr_pipeline_ready(struct vkr *vk, const struct vkr_pipeline_key *key);
 /* 1 when the embedded SPIR-V set holds this shader. */
 int vkr_has_shader(const char *shader);
 /* Loads/saves the on-disk VkPipelineCache. Open loads it; call save after

@@ -491,6 +491,12 @@ void vkr_seal(struct vkr *vk)
     folio_log(FOLIO_LOG_INFO, "vk_sealed", "pipelines=%u failed=%u", vk->built, vk->failed);
 }
 
+int vkr_pipeline_ready(struct vkr *vk, const struct vkr_pipeline_key *key)
+{
+    int i = find_pipe(vk, key);
+    return i >= 0 && vk->pipes[i].result == VK_SUCCESS && vk->pipes[i].pipe != VK_NULL_HANDLE;
+}
+
 int vkr_pipeline(struct vkr *vk, const struct vkr_pipeline_key *key, uint32_t *id,
                  struct folio_err *err)
 {

@@ -10,9 +10,11 @@
  * Before it looks at a single byte of the PDF, the helper confines itself:
  *  - resource limits from argv: address space (memory), CPU seconds, open
  *    files, written file size, no core dumps;
- *  - a seccomp deny list (common/sandbox/sandbox.c, shared with folio-ocr):
- *    no sockets, exec, fork, ptrace, signals to others, or files opened
- *    for writing. Fonts and fontconfig's cache can still be read.
+ *  - common/sandbox (shared with folio-ocr): started as root it becomes
+ *    nobody; no capabilities, no-new-privs; a Landlock read-only view
+ *    (fonts, fontconfig's cache) where the kernel offers it; a default-deny
+ *    seccomp allow list. Its environment is clean (the parent passes no
+ *    FOLIO_DB, common/helper.c).
  * The parent adds the wall-clock limit per request (it kills the helper).
  *
  * It is a separate executable (not a fork of ingest) so that the folio
@@ -65,7 +67,7 @@ static int fail(int status, const char *fmt, ...)
 
 static void limit(int res, rlim_t v, rlim_t hard) { folio_sandbox_limit("folio-pdf", res, v, hard); }
 
-static int sandbox(void) { return folio_sandbox_filter(); }
+static int sandbox(void) { return folio_sandbox_confine("folio-pdf", NULL); }
 
 /* Counts a page's text by Unicode class for the text-layer rule. */
 static void text_stats(const char *s, struct pdf_text_stats *st)
@@ -273,10 +275,8 @@ static int do_text(PopplerDocument *doc, const struct pdf_request *q)
  * refuse (and one thing it must allow), one word each, for the tests. */
 static int sandbox_check(void)
 {
-    if (sandbox() != 0) {
-        fprintf(stderr, "folio-pdf: cannot install the seccomp filter\n");
+    if (sandbox() != 0)
         return PDF_EXIT_SETUP;
-    }
     int sock = socket(AF_INET, SOCK_STREAM, 0);
     int wfd = open("/tmp/folio-pdf-sandbox-check", O_WRONLY | O_CREAT, 0600);
     int rfd = open("/proc/self/status", O_RDONLY);
@@ -330,10 +330,9 @@ int main(int argc, char **argv)
         return PDF_EXIT_SETUP;
     }
     close(PDF_FD);
-    if (sandbox() != 0) {
-        fprintf(stderr, "folio-pdf: cannot install the seccomp filter\n");
-        return PDF_EXIT_SETUP;
-    }
+    if (sandbox() != 0)
+        return PDF_EXIT_SETUP; /* it said why on stderr */
+    folio_sandbox_fault_escape("folio-pdf");
 
     GBytes *bytes = g_bytes_new_static(data, len);
     PopplerDocument *doc = NULL;

@@ -29,6 +29,27 @@ int main(void)
               strstr(out, "\n  hint: use a smaller model\n"),
           "printed: %s", out);
 
+    /* an error quoting a file's text (a label line, a name) reaches the
+     * terminal with its controls, C1 CSI and bidi override escaped, the
+     * line breaks and quotes of plain text kept (issue 32) */
+    folio_err_set(&e, FOLIO_EINVAL, "line 2: 'a\x1b]0;x\x07" "b' has \"no\" colon \xc2\x9b\xe2\x80\xae\xff");
+    folio_err_hint(&e, "tab\there");
+    memset(out, 0, sizeof out);
+    f = fmemopen(out, sizeof out - 1, "w");
+    REQUIRE(f, "fmemopen");
+    folio_err_print(f, &e);
+    fclose(f);
+    CHECK(strstr(out, "folio: error: line 2: 'a\\x1b]0;x\\x07b' has \"no\" colon \\u009b\\u202e\\xff\n") &&
+              strstr(out, "  hint: tab\there\n") && !strchr(out, 0x1b) && !strchr(out, 0x07) &&
+              !strstr(out, "\xe2\x80\xae"),
+          "escaped: %s", out);
+    char buf[64] = "";
+    f = fmemopen(buf, sizeof buf - 1, "w");
+    REQUIRE(f, "fmemopen");
+    CHECK(folio_term_write(f, "x\0y\r\n", 5) == 0, "term_write");
+    fclose(f);
+    CHECK(strcmp(buf, "x\\x00y\\x0d\n") == 0, "NUL and CR escaped: %s", buf);
+
     /* a new error starts without the old one's context */
     folio_err_set(&e, FOLIO_EIO, "next");
     CHECK(e.context[0] == 0 && e.detail[0] == 0 && e.hint[0] == 0, "set clears: %s", e.context);

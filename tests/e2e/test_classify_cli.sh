@@ -74,6 +74,42 @@ ok '[ "$rc" = 1 ] && grep -q "no-such.gguf" "$D/err"' "missing --model: rc $rc $
 ok '[ "$rc" = 1 ] && grep -q "not a GGUF" "$D/err"' "non-GGUF --model: rc $rc $(cat "$D/err")"
 "$F" worker --db 'host=/nonexistent' --mmproj "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
 ok '[ "$rc" = 1 ] && grep -q "mmproj.*not a GGUF" "$D/err"' "worker non-GGUF --mmproj: rc $rc $(cat "$D/err")"
+# A file that starts with GGUF but is cut short (the first 2 MB of the
+# fixture model) or only 9 bytes long is a configuration error too: classify,
+# worker and doctor exit 1 and say why, on a machine without a GPU (the
+# default device policy never picks lavapipe here), instead of degrading to
+# ocr+rules with exit 0 (issue 34).
+TXT=$SRC/tests/fixtures/parity/qwen25vl/text-F32.gguf
+head -c 2000000 "$TXT" >"$D/trunc.gguf"
+printf 'GGUFNOPE\n' >"$D/short.gguf"
+for m in trunc short; do
+  case $m in trunc) why="do not fit";; short) why="too short";; esac
+  "$F" classify --model "$D/$m.gguf" "$D/memo.tif" >"$D/out" 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && [ ! -s "$D/out" ] && grep -q -- "--model: .*$m.gguf.*$why" "$D/err"' "classify $m model: rc $rc $(cat "$D/err")"
+  "$F" worker --db 'host=/nonexistent' --model "$D/$m.gguf" >/dev/null 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && grep -q -- "--model: .*$why" "$D/err"' "worker $m model: rc $rc $(cat "$D/err")"
+  "$F" worker --db 'host=/nonexistent' --model "$TXT" --mmproj "$D/$m.gguf" >/dev/null 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && grep -q -- "--mmproj: .*$why" "$D/err"' "worker $m mmproj: rc $rc $(cat "$D/err")"
+  "$F" doctor --model "$D/$m.gguf" >/dev/null 2>"$D/err"; rc=$?
+  ok '[ "$rc" = 1 ] && grep -q "$why" "$D/err"' "doctor $m model: rc $rc $(cat "$D/err")"
+done
+# doctor checks what a worker would use: no CPU device (lavapipe) without
+# --allow-cpu, and the database of $FOLIO_DB when no --db is given.
+out=$("$F" doctor 2>"$D/err"); rc=$?
+ok '[ "$rc" = 0 ] && ! printf "%s\n" "$out" | grep -q "(cpu).*<- selected"' "doctor picked a CPU device: rc $rc $out"
+case "$out" in *"<- selected"*) ;; *) ok 'printf "%s\n" "$out" | grep -q "^selected: none: no Vulkan GPU"' "doctor without a GPU: $out";; esac
+out=$("$F" doctor --allow-cpu 2>/dev/null); rc=$?
+ok '[ "$rc" = 0 ] && printf "%s\n" "$out" | grep -q "<- selected"' "doctor --allow-cpu: rc $rc"
+FOLIO_DB='host=/nonexistent connect_timeout=1' "$F" doctor >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "cannot connect to PostgreSQL" "$D/err" && grep -q "came from \$FOLIO_DB" "$D/err"' "doctor and \$FOLIO_DB: rc $rc $(cat "$D/err")"
+# the database hint says where the conninfo came from (issue 34)
+env -u FOLIO_DB PGHOST=/nonexistent PGCONNECT_TIMEOUT=1 "$F" status >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "FOLIO_DB is not set and no --db was given" "$D/err"' "hint without FOLIO_DB: $(cat "$D/err")"
+env -u FOLIO_DB "$F" status --db 'host=/nonexistent connect_timeout=1' >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q "came from --db or the config file" "$D/err"' "hint with --db: $(cat "$D/err")"
+# the text model passed as --mmproj is the wrong kind, said before any device
+"$F" classify --model "$TXT" --mmproj "$TXT" "$D/memo.tif" >/dev/null 2>"$D/err"; rc=$?
+ok '[ "$rc" = 1 ] && grep -q -- "--mmproj: .*expected .clip." "$D/err"' "text model as --mmproj: rc $rc $(cat "$D/err")"
 # --review-below 1 flags every result; the reason is in the output
 out=$("$F" classify --review-below 1 "$D/memo.tif" 2>/dev/null)
 ok 'case "$out" in *"\"needs_review\":true"*"\"review_reason\":\"probability"*) true;; *) false;; esac' "--review-below 1: $out"

@@ -74,11 +74,13 @@ batch = 2
 gpu-batch = 4
 CONF
 check "show ingest" 0 "$F" config show ingest --config "$S/good.conf" --instance scans
-expect_in "folio ingest --db=dbname=top --rescan=11 --rescan=22 --stable-ms=100 --rescan=33 --watch /srv/folio/scans"
+# the setting that wins, once: overridden values are not repeated
+expect_in "folio ingest --db=dbname=top --stable-ms=100 --rescan=33 --watch /srv/folio/scans"
 check "show ingest env+flag" 0 env FOLIO_RESCAN=44 FOLIO_WATCH=0 "$F" config show ingest --config "$S/good.conf" --instance scans --rescan 55 /other
-expect_in "--rescan=33 --watch --rescan=44 --rescan 55 /other"
+expect_in "folio ingest --db=dbname=top --stable-ms=100 --watch --rescan=55 /other"
 expect_not "/srv/folio/scans"
-expect_in "# environment FOLIO_RESCAN"
+expect_not "--rescan=44"
+checks=$((checks+1)); printf '%s\n' "$LAST_OUT" | grep -Eq '^  --rescan=55 +# command line$' || { echo "FAIL: --rescan 55 not one setting: $LAST_OUT"; fail=$((fail+1)); }
 check "ingest instance must exist" 2 "$F" ingest --config "$S/good.conf" --instance nope
 expect_in "has no section [ingest.nope]"
 check "worker instance optional" 0 "$F" config show worker --config "$S/good.conf" --instance 7
@@ -88,6 +90,37 @@ check "bad flag in env" 2 env FOLIO_WATCH=sometimes "$F" ingest --config "$S/goo
 expect_in "FOLIO_WATCH"
 # The winning value is what the command uses.
 check "ingest --help through config" 0 "$F" ingest --config "$S/good.conf" --instance scans --help
+
+# config show: a conninfo is quoted as one word and its password starred
+# out (from the file or $FOLIO_DB); a folder that looks like an option stays
+# the folder, after "--" (issue 32).
+printf 'db = host=/tmp dbname=x password=hunter2\n[ingest]\ndir = --after=delete\n' > "$S/secret.conf"
+check "show masks the password" 0 "$F" config show ingest --config "$S/secret.conf"
+expect_in "folio ingest --db='host=/tmp dbname=x password=***' -- --after=delete"
+expect_not "hunter2"
+check "show masks a URI password" 0 env FOLIO_DB='postgresql://u:s3cr3t@h/db' "$F" config show ingest --config "$S/secret.conf"
+expect_in "--db='postgresql://u:***@h/db'"
+expect_not "s3cr3t"
+check "dir = --after=... is a folder" 1 "$F" ingest --config "$S/secret.conf" --db 'host=/nonexistent connect_timeout=1'
+expect_in "ingest folder --after=delete"
+# config check quotes no password back from a malformed line or a value
+printf '[worker]\ndb host=x password=hunter2\npostgresql://u:s3cr3t@h/db\nlease = password=hunter2\n' > "$S/leak.conf"
+check "check does not echo secrets" 1 "$F" config check --config "$S/leak.conf"
+expect_in "leak.conf:3: expected 'key = value'"
+expect_in "leak.conf:4: [worker] lease:"
+expect_not "hunter2"
+expect_not "s3cr3t"
+# a world-writable file, or one another user owns, is named on every read
+cp "$S/good.conf" "$S/open.conf"; chmod 666 "$S/open.conf"
+check "world-writable warned" 0 "$F" config check --config "$S/open.conf"
+expect_in "warning: $S/open.conf is writable by every user"
+check "own file, no warning" 0 "$F" config check --config "$S/good.conf"
+expect_not "warning"
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+  cp "$S/good.conf" "$S/foreign.conf"; chown nobody "$S/foreign.conf"
+  check "foreign owner warned" 0 "$F" config check --config "$S/foreign.conf"
+  expect_in "belongs to uid $(id -u nobody)"
+fi
 
 # Effect: the db setting that wins decides whether status reaches PostgreSQL.
 GOOD="host=${FOLIO_TEST_PGHOST:?} port=${FOLIO_TEST_PGPORT:?} dbname=postgres user=$( [ "$(id -u)" = 0 ] && echo postgres || id -un) connect_timeout=3"

@@ -65,9 +65,14 @@ REASON=$(sql "SELECT reason FROM folio.rejections")
 wait_for 10 'test "$(metric "$IP" '\''folio_files_ingested_total{component="ingest",model_key="default",device="none",result="new"}'\'')" = 2'
 expect_eq "files_ingested new" "$(metric "$IP" 'folio_files_ingested_total{component="ingest",model_key="default",device="none",result="new"}')" 2
 expect_eq "files_rejected $REASON" "$(metric "$IP" "folio_files_rejected_total{component=\"ingest\",model_key=\"default\",device=\"none\",reason=\"$REASON\"}")" 1
+# the queue gauges are a probe's cached answer (every 2 s): wait for it
+wait_for 20 'test "$(metric "$IP" '\''folio_queue_jobs{model_key="default",state="queued"}'\'')" = 2'
 expect_eq "ingest queue gauge" "$(metric "$IP" 'folio_queue_jobs{model_key="default",state="queued"}')" 2
 check "ingest metrics pass promtool" 0 bash -c "curl -sf http://127.0.0.1:$IP/metrics | promtool check metrics"
 check "ingest readyz" 0 curl -sf "http://127.0.0.1:$IP/readyz"
+check "ingest metrics" 0 curl -sf "http://127.0.0.1:$IP/metrics"
+expect_in 'folio_build_info{component="ingest",model_key="default",device="none",version='
+expect_not 'folio_jobs_claimed_total'
 kill -TERM $IPID; wait $IPID; rc=$?
 expect_eq "ingest exit on SIGTERM" "$rc" 0
 checks=$((checks+1)); grep -q "STOPPING=1" "$S/notify-ingest.log" || { echo "FAIL: ingest sent no STOPPING=1"; fail=$((fail+1)); }
@@ -102,10 +107,16 @@ expect_eq "failed metric" "$(metric "$WP" "folio_jobs_finished_total$M,outcome=\
 expect_eq "claimed metric" "$(metric "$WP" "folio_jobs_claimed_total$M}")" 3
 expect_eq "job latency count" "$(metric "$WP" "folio_job_duration_seconds_count$M,tier=\"ocr+rules\"}")" 2
 expect_eq "ocr page count" "$(metric "$WP" "folio_ocr_page_duration_seconds_count$M}")" 2
+wait_for 20 'test "$(metric "$WP" '\''folio_queue_jobs{model_key="default",state="done"}'\'')" = 2 && test "$(metric "$WP" '\''folio_queue_jobs{model_key="default",state="dead"}'\'')" = 1'
 expect_eq "queue gauge done" "$(metric "$WP" 'folio_queue_jobs{model_key="default",state="done"}')" 2
 expect_eq "queue gauge dead" "$(metric "$WP" 'folio_queue_jobs{model_key="default",state="dead"}')" 1
 expect_eq "ready gauge" "$(metric "$WP" "folio_ready$M}")" 1
-expect_eq "path gauge" "$(metric "$WP" 'folio_engine_path_enabled{path="ocr+rules"}')" 1
+expect_eq "path gauge" "$(metric "$WP" "folio_engine_path_enabled$M,path=\"ocr+rules\"}")" 1
+# issue 34: build info carries the process's labels; a worker exports no
+# ingest counters (and ingest no worker ones, below)
+expect_eq "build info labels" "$(metric "$WP" "folio_build_info$M,version=")" 1
+checks=$((checks+1)); curl -sf "http://127.0.0.1:$WP/metrics" | grep -q '^# TYPE folio_files_ingested_total' &&
+  { echo "FAIL: the worker exports ingest counters"; fail=$((fail+1)); }
 # ---- status --json / --watch: the same numbers as SQL, throughput and ETA
 "$F" status --json > "$S/status.json" 2>"$S/status.err"
 check "status --json = SQL" 0 python3 - "$S/status.json" "$(sql "SELECT count(*) FROM folio.results WHERE created_at > now() - interval '1 minute'")" <<'PY'
@@ -123,7 +134,12 @@ PY
 expect_eq "status --watch --count 3 lines" "$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["jobs"]))' "$S/watch.jsonl")" 3
 check "status tables" 0 "$F" status
 expect_in "throughput (last minute)"
+expect_not '""'  # a NULL (the dead job's document has no source path) is a blank cell
 check "status bad interval" 2 "$F" status --watch --interval 0
+# the one-shot summary names the folder it read (issue 34), not "DIR"
+mkdir -p "$S/in2"; echo "not an image" > "$S/in2/junk.png"
+check "one-shot ingest summary" 0 "$F" ingest --stable-ms 0 "$S/in2"
+expect_in "1 rejected (see $S/in2/.folio/rejected/)"
 
 check "worker metrics pass promtool" 0 bash -c "curl -sf http://127.0.0.1:$WP/metrics | promtool check metrics"
 checks=$((checks+1)); [ "$(grep -c 'WATCHDOG=1' "$S/notify.log")" -ge 2 ] || { echo "FAIL: fewer than 2 watchdog pings"; fail=$((fail+1)); }
@@ -187,7 +203,8 @@ assert w and w[0] > 0 and a and a[0] > 0 and p and p[0] > 0, (w, a, p)
 # with the device label (0: every shape was pre-warmed)
 s = [v for k, v in m.items() if k.startswith("folio_pipelines_requested_after_seal{") and dev in k]
 assert s == [0.0], s
-assert m['folio_engine_path_enabled{path="vision"}'] == 1
+assert any(k.startswith("folio_engine_path_enabled{") and dev in k and 'path="vision"' in k and v == 1
+           for k, v in m.items())
 assert any(k.startswith("folio_ready{") and 'model_key="tiny"' in k and v == 1 for k, v in m.items())
 print("ok")
 PY
@@ -224,7 +241,7 @@ got = " ".join(f"{r['document_id']}={r['label']}" for r in rows)
 assert got == want, (got, want)
 cols = list(rows[0].keys())
 assert cols[:6] == ["document_id", "sha256", "name", "path", "media_type", "pages"], cols
-assert cols[-2:] == ["scores", "segments"] and len(cols) == 17, cols
+assert cols[-3:] == ["scores", "segments", "review_reason"] and len(cols) == 18, cols
 assert all(r["segments"] == "[]" for r in rows), "one-page documents have no split suggestion"
 lines = [json.loads(l) for l in open(sys.argv[2])]
 assert " ".join(f"{l['document_id']}={l['label']}" for l in lines) == want
@@ -235,6 +252,33 @@ for l in lines:
     assert "ocr_text" in l and list(l)[-1] == "ocr_text" and l["segments"] == []
 print("ok", len(rows))
 PY
+# CSV cells a spreadsheet would run as a formula (OWASP: first character
+# = + - @ tab CR) come out with a leading apostrophe; JSON lines unchanged.
+FIRST_SRC=$(sql "SELECT id FROM folio.document_sources ORDER BY id LIMIT 1")
+sql "CREATE TABLE src_keep AS SELECT * FROM folio.document_sources WHERE id = $FIRST_SRC;
+     UPDATE folio.document_sources SET stored_at = E'\\t=cmd|calc', name_display = '=HYPERLINK(\"http://x\",\"y\")'
+      WHERE id = $FIRST_SRC;
+     UPDATE folio.results SET review_reason = '@SUM(1+1)' WHERE id = (SELECT min(id) FROM folio.results)" >/dev/null
+check "export csv (formulas)" 0 "$F" export --format csv --out "$S/f.csv"
+check "formula cells neutralised" 0 python3 - "$S/f.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+r = [r for r in rows if r["review_reason"]][0]
+assert r["name"] == "'=HYPERLINK(\"http://x\",\"y\")", r["name"]
+assert r["path"] == "'\t=cmd|calc", r["path"]
+assert r["review_reason"] == "'@SUM(1+1)", r["review_reason"]
+assert all(not v or v[0] not in "=+-@\t\r" for row in rows for v in row.values() if v), rows
+print("ok")
+PY
+check "export jsonl keeps the text" 0 "$F" export --format jsonl
+expect_in '"review_reason":"@SUM(1+1)"'
+sql "UPDATE folio.results SET review_reason = NULL;
+     UPDATE folio.document_sources s SET stored_at = k.stored_at, name_display = k.name_display
+       FROM src_keep k WHERE s.id = k.id; DROP TABLE src_keep" >/dev/null
+# export's path is where the file is now (issue 34): in .folio/done/, and it is there
+EXPATH=$(python3 -c 'import csv,sys; print([r["path"] for r in csv.DictReader(open(sys.argv[1], newline="")) if r["name"] == "invoice.tif"][0])' "$S/r.csv")
+expect_eq "export path is the moved file" "$EXPATH" "$S/in/.folio/done/$(date -u +%Y-%m-%d)/invoice.tif"
+checks=$((checks+1)); [ -f "$EXPATH" ] || { echo "FAIL: no file at export's path $EXPATH"; fail=$((fail+1)); }
 INV=$(sql "SELECT label FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display = 'invoice.tif'")
 check "export --label" 0 "$F" export --format csv --label "$INV"
 expect_eq "export --label rows" "$(printf '%s\n' "$LAST_OUT" | grep -c ',invoice.tif,')" 1
@@ -261,6 +305,34 @@ check "show unknown" 1 "$F" show deadbeefdeadbeef
 expect_in "no document matches"
 check "show bad page" 1 "$F" show "$DOC" --page 3 --png "$S/p3.png"
 expect_in "page 3"
+# show is readable (issue 34): JSON columns pretty and whole, a per-page
+# table, each page's text under its own heading, where the file was moved;
+# DOC means the same for every command: a sha256 prefix needs 8 hex digits
+# (the error says so), and correct takes a file name as show does.
+check "show layout" 0 "$F" show "$DOC"
+expect_in "  pages"
+expect_in "--- page 1 (ocr text) ---"
+expect_in "moved to $S/in/.folio/done/$(date -u +%Y-%m-%d)/invoice.tif"
+expect_not '\"'
+expect_not '...'
+checks=$((checks+1)); printf '%s\n' "$LAST_OUT" | grep -Eq '^        "[a-z_]+": [0-9.]+,?$' || { echo "FAIL: timings not pretty JSON: $LAST_OUT"; fail=$((fail+1)); }
+checks=$((checks+1)); printf '%s\n' "$LAST_OUT" | grep -Eq '^    1     [a-z_]+ +[0-9.]+ +ocr\+rules +ocr ' || { echo "FAIL: no row for page 1: $LAST_OUT"; fail=$((fail+1)); }
+check "show 7-digit prefix" 1 "$F" show "${SHA:0:7}"
+expect_in "at least 8 hex digits"
+check "show 8-digit prefix" 0 "$F" show "${SHA:0:8}" --no-text
+expect_in "document $DOC"
+# Text from a document cannot drive the terminal: ESC, BEL, C1 CSI and a
+# bidi override reach stdout escaped, as the logs write them.
+sql "UPDATE folio.results SET ocr_text = ocr_text || E'\\n\\x1b]0;owned\\x07\\x1b[2J' || chr(155) || 'x' || chr(8238) || 'gnp.exe'
+     WHERE document_id = $DOC" >/dev/null
+"$F" show "$DOC" > "$S/show-hostile.out" 2>&1
+checks=$((checks+1)); LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$S/show-hostile.out" && { echo "FAIL: show printed a raw control byte"; fail=$((fail+1)); }
+checks=$((checks+1)); grep -q $'\u202e\|\xc2\x9b' "$S/show-hostile.out" && { echo "FAIL: show printed a raw bidi override or C1 CSI"; fail=$((fail+1)); }
+checks=$((checks+1)); grep -qF '| \x1b]0;owned\x07\x1b[2J\u009bx\u202egnp.exe' "$S/show-hostile.out" || { echo "FAIL: hostile text not shown escaped: $(tail -3 "$S/show-hostile.out")"; fail=$((fail+1)); }
+check "correct by file name" 0 "$F" correct memo.tif memo
+expect_in "is now 'memo'"
+check "correct 7-digit prefix" 1 "$F" correct "${SHA:0:7}" memo
+expect_in "at least 8 hex digits"
 
 # ---- report, rendered by a real browser
 sql "UPDATE folio.results SET needs_review = true WHERE document_id = $DOC" >/dev/null

@@ -430,8 +430,11 @@ static void test_gemm_configs(struct T *t)
         fprintf(stderr, "ops: tensor-core GEMM not on this device; GEMM configuration cases not run\n");
         return;
     }
+    /* the last two are wide enough (m >= 256, n >= 1024) for AUTO to take the
+     * K-specialized cm2 kernel pre-warmed for their K (run_all) */
     static const uint32_t shapes[][3] = {{130, 300, 1540}, {72, 3584, 18944}, {72, 18944, 3584},
-                                         {70, 512, 3584}, {96, 1280, 3420}};
+                                         {70, 512, 3584},  {96, 1280, 3420},  {260, 1280, 1280},
+                                         {256, 3584, 3584}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
         size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
@@ -470,7 +473,8 @@ static void test_gemm_configs(struct T *t)
         for (int cf = -1; cf < ops_gemm_configs(); cf++) {
             int acc16 = 0, probe = 0, k_mult = 2;
             ops_gemm_config_info(cf, &acc16, &probe, &k_mult);
-            if (cf >= 0 && (probe || k % (uint32_t)k_mult || !ops_gemm_config_fits(t->vk, cf)))
+            if (cf >= 0 && (probe || (k_mult > 0 ? k % (uint32_t)k_mult != 0 : k != (uint32_t)-k_mult) ||
+                            !ops_gemm_config_fits(t->vk, cf)))
                 continue;
             struct op_matmul a = {.w = wt, .wtype = QUANT_F16, .n = n, .k = k, .m = m,
                                   .kernel = OP_MM_GEMM, .xtype = QUANT_F16, .x = xt, .y = yt,
@@ -1105,6 +1109,8 @@ static int run_all(int ranged)
         /* every GEMM configuration (test_gemm_configs), as bench ops --only gemm does */
         struct vkr_pipeline_key gk[512];
         int ng = ops_gemm_keys_all(t.vk, 1, gk);
+        ng += ops_gemm_keys_for_k(t.vk, 1280, &gk[ng]);
+        ng += ops_gemm_keys_for_k(t.vk, 3584, &gk[ng]);
         rc = vkr_prewarm(t.vk, gk, ng, &failed, &e);
         REQUIRE(rc == 0 && failed == 0, "GEMM configurations: rc %d failed %d: %s", rc, failed, e.msg);
     }

@@ -1,9 +1,12 @@
 /* The blob-store seam (issue 18) through real PostgreSQL and real
  * `folio ingest` / `folio worker` processes:
  *  - the fs store's contract: content-addressed fan-out layout, atomic
- *    put (no temporary file left, read-only result, idempotent), a get
+ *    put (no temporary file left, private 0600/0700, idempotent), a get
  *    that verifies the hash (corrupt and missing blobs are distinct,
  *    clear errors), bad --blob-store values refused with the reason;
+ *  - hostile stores (issue 32): a same-size corruption repaired by the
+ *    next put of the original, a FIFO refused without blocking, symlinks
+ *    (a fan-out folder or the blob itself) never followed;
  *  - ingest --blob-store fs:DIR writes the bytes there and only the
  *    location into PostgreSQL (no folio.blobs row);
  *  - a worker with the same store classifies those documents; a corrupt
@@ -64,8 +67,12 @@ static void store_contract(const char *scratch)
     snprintf(want, sizeof want, "%s/sha256/%.2s/%.2s/%s", root, hex, hex + 2, hex);
     CHECK(strcmp(path, want) == 0, "fan-out layout: %s, want %s", path, want);
     struct stat st;
-    CHECK(stat(path, &st) == 0 && (size_t)st.st_size == strlen(data) && (st.st_mode & 0222) == 0,
-          "the blob is a whole, read-only file");
+    CHECK(stat(path, &st) == 0 && (size_t)st.st_size == strlen(data) && (st.st_mode & 0777) == 0600,
+          "the blob is a whole, private file (mode %o)", (unsigned)(st.st_mode & 0777));
+    char dir[1400];
+    snprintf(dir, sizeof dir, "%s/sha256/%.2s", root, hex);
+    CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700, "fan-out folders are private (mode %o)",
+          (unsigned)(st.st_mode & 0777));
     CHECK(count_named(root, ".tmp-") == 0, "no temporary file is left behind");
 
     uint8_t *got = NULL;
@@ -86,6 +93,60 @@ static void store_contract(const char *scratch)
     CHECK(blobstore_put(b, sha, data, strlen(data), &err) == 0 && blobstore_get(b, sha, 1 << 20, &got, &n, &err) == 0,
           "a re-put restores it: %s", err.msg);
     free(got);
+
+    /* Corrupted in place, same size: the next put of the original (a
+     * re-ingest) repairs it; it is not taken for a duplicate. */
+    tu_sh("printf X | dd of='%s' bs=1 seek=3 conv=notrunc status=none", path);
+    CHECK(blobstore_get(b, sha, 1 << 20, &got, &n, &err) == FOLIO_EFORMAT, "corrupt in place");
+    CHECK(blobstore_put(b, sha, data, strlen(data), &err) == 0 && blobstore_get(b, sha, 1 << 20, &got, &n, &err) == 0 &&
+              n == strlen(data) && memcmp(got, data, n) == 0,
+          "re-putting the original repairs a same-size corruption: %s", err.msg);
+    free(got);
+
+    /* A named pipe at the blob path: refused at once (a blocking open
+     * would wait for a writer for ever), then replaced by a put. */
+    unlink(path);
+    TU_NEED(mkfifo(path, 0600) == 0, "mkfifo %s", path);
+    double t0 = folio_mono_ms();
+    CHECK(blobstore_get(b, sha, 1 << 20, &got, &n, &err) == FOLIO_EIO && strstr(err.msg, "not a regular file") &&
+              strstr(err.msg, "named pipe"),
+          "a FIFO is refused without blocking: %s", err.msg);
+    fprintf(stderr, "blobstore: FIFO refused in %.0f ms\n", folio_mono_ms() - t0);
+    CHECK(blobstore_put(b, sha, data, strlen(data), &err) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode),
+          "a put replaces the FIFO with the blob: %s", err.msg);
+
+    /* A symlink planted in the store (a fan-out folder pointing outside):
+     * neither a put nor a get goes through it. */
+    char outside[1200], aa[1400];
+    snprintf(outside, sizeof outside, "%s/outside", scratch);
+    TU_NEED(folio_mkdirs(outside, &err) == 0, "mkdir %s", outside);
+    const char *other = "other document bytes";
+    uint8_t osha[FOLIO_SHA256_LEN];
+    char ohex[65];
+    folio_sha256(other, strlen(other), osha);
+    folio_hex(osha, FOLIO_SHA256_LEN, ohex);
+    snprintf(aa, sizeof aa, "%s/sha256/%.2s", root, ohex);
+    tu_sh("rm -rf '%s' && ln -s '%s' '%s'", aa, outside, aa);
+    CHECK(blobstore_put(b, osha, other, strlen(other), &err) == FOLIO_EIO, "a put through a linked folder fails: %s",
+          err.msg);
+    CHECK(count_named(outside, ohex) == 0 && count_named(outside, ".tmp-") == 0,
+          "nothing was written outside the store through the link");
+    CHECK(blobstore_get(b, osha, 1 << 20, &got, &n, &err) == FOLIO_EIO && got == NULL,
+          "a get does not follow the link: %s", err.msg);
+    /* and a symlink as the blob itself, to a file with the right bytes */
+    char target[1300];
+    snprintf(target, sizeof target, "%s/good", outside);
+    FILE *f = fopen(target, "w");
+    TU_NEED(f, "create %s", target);
+    fputs(data, f);
+    fclose(f);
+    unlink(path);
+    TU_NEED(symlink(target, path) == 0, "symlink %s", path);
+    CHECK(blobstore_get(b, sha, 1 << 20, &got, &n, &err) == FOLIO_EIO && strstr(err.msg, "symbolic link"),
+          "a blob that is a symlink is refused: %s", err.msg);
+    CHECK(blobstore_put(b, sha, data, strlen(data), &err) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+              stat(target, &st) == 0 && (size_t)st.st_size == strlen(data),
+          "a put replaces the link itself, never writes its target: %s", err.msg);
     blobstore_close(b);
 }
 
@@ -187,7 +248,7 @@ int main(void)
     long long old_id = wt_q1(c, "SELECT document_id FROM folio.document_sources WHERE name_display = 'old.tif'");
     uint8_t *data = NULL;
     size_t len = 0;
-    CHECK(queue_fetch_document(c, NULL, memo_id, &data, &len, &err) == FOLIO_EINVAL &&
+    CHECK(queue_fetch_document(c, NULL, memo_id, &data, &len, &err) == FOLIO_EUNSUPPORTED &&
               strstr(err.hint, "--blob-store fs:PATH"),
           "no store configured: the error names the option: %s", err.msg);
     CHECK(queue_fetch_document(c, b, memo_id, &data, &len, &err) == 0 && (long long)len == st.st_size,
@@ -195,6 +256,37 @@ int main(void)
     free(data);
     CHECK(queue_fetch_blob(c, old_id, &data, &len, &err) == 0 && len > 0, "pg document as before: %s", err.msg);
     free(data);
+
+    /* A worker started without the store: it puts the fs job it claimed
+     * back with its attempt, claims no more, and is not ready, saying why
+     * (before: every fs document burnt its attempts and died). */
+    char log0[1200];
+    snprintf(log0, sizeof log0, "%s/nostore.log", scratch);
+    const char *const nargs[] = {"--poll", "0.2", "--lease", "5", "--ocr-threads", "1", "--metrics-listen",
+                                 "127.0.0.1:0", NULL};
+    pid_t w0 = wt_spawn_worker(db, NULL, log0, nargs);
+    char grep_cmd[1400];
+    snprintf(grep_cmd, sizeof grep_cmd, "grep -q 'reason=blob_store_mismatch' '%s'", log0);
+    int seen = 0;
+    for (int i = 0; i < 600 && !seen; i++) {
+        seen = tu_sh("%s", grep_cmd) == 0;
+        if (!seen)
+            folio_sleep_ms(100);
+    }
+    CHECK(seen, "the worker without a store says so; see %s", log0);
+    tu_sh_out(out, sizeof out, "sed -n 's/.*event=metrics_listening .*port=\\([0-9]*\\).*/\\1/p' '%s' | head -1", log0);
+    int mport = atoi(out);
+    rc = tu_sh_out(out, sizeof out, "curl -s --max-time 20 http://127.0.0.1:%d/readyz", mport);
+    CHECK(mport > 0 && strstr(out, "not ready") && strstr(out, "--blob-store fs:PATH"),
+          "its /readyz says not ready and why: %s", out);
+    folio_sleep_ms(1500); /* several poll intervals: a worker still claiming would have failed jobs by now */
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs j JOIN folio.documents d ON d.id = j.document_id"
+                   " WHERE d.blob_store = 'fs' AND j.state = 'queued' AND j.attempts = 0") == 3,
+          "the fs jobs are queued with no attempt spent; see %s", log0);
+    tu_sh_out(out, sizeof out, "grep -c 'event=job_failed' '%s'", log0);
+    CHECK(atoi(out) == 0, "no job failed for the missing store, got %s", out);
+    kill(w0, SIGTERM);
+    CHECK(wt_wait_exit(w0, 20000) == 0, "the worker without a store exits 0 on SIGTERM");
 
     /* Damage two blobs, then let a worker at them. */
     tu_sh("chmod u+w '%s' && printf X | dd of='%s' bs=1 seek=100 conv=notrunc status=none", p_broken, p_broken);

@@ -1,7 +1,8 @@
 /* Chaos: 300 documents, 4 real worker processes, kill -9 of a random worker
  * every 1–2.5 s with a replacement started at once, one immediate
  * (crash-style) restart of the PostgreSQL server in the middle, and 3
- * planted poison documents that kill whichever worker claims them.
+ * planted poison documents that kill whichever worker claims them. The
+ * workers log in as a folio_worker role (schema 012).
  *
  * Runs on its OWN cluster (ops/pg-local.sh in a private folder): restarting
  * the shared fixture cluster would break the tests running beside it.
@@ -20,7 +21,7 @@
 #define NPOISON 3
 #define NWORKERS 4
 
-static char g_dir[256], g_db[512];
+static char g_dir[256], g_db[512], g_wdb[512];
 
 static const char *runas(void) { return geteuid() == 0 ? "runuser -u postgres --" : ""; }
 
@@ -67,6 +68,12 @@ int main(void)
     int applied = 0;
     struct migrate_opts mo = {0};
     REQUIRE_OK(migrate_run(c, &mo, &applied, &err) == 0, "migrate: %s", err.msg);
+    /* The workers log in as folio_worker (schema 012: every write through
+     * the owner's token- and worker-checked functions), as a fleet would. */
+    PGresult *lr = PQexec(c, "CREATE ROLE folio_chaos_worker LOGIN; GRANT folio_worker TO folio_chaos_worker");
+    REQUIRE_OK(PQresultStatus(lr) == PGRES_COMMAND_OK, "worker login: %s", PQerrorMessage(c));
+    PQclear(lr);
+    snprintf(g_wdb, sizeof g_wdb, "host=%s port=5441 dbname=folio user=folio_chaos_worker connect_timeout=5", g_dir);
 
     const char *dir = tu_scratch("chaos");
     uint8_t *page = NULL;
@@ -89,7 +96,7 @@ int main(void)
     snprintf(log, sizeof log, "%s/workers.log", dir);
     pid_t pids[NWORKERS];
     for (int i = 0; i < NWORKERS; i++)
-        pids[i] = wt_spawn_worker(g_db, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
+        pids[i] = wt_spawn_worker(g_wdb, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
 
     unsigned int seed = (unsigned int)time(NULL);
     int kills = 0, crashes = 0, spawned = NWORKERS, pg_restarts = 0;
@@ -102,7 +109,7 @@ int main(void)
             int st;
             if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
                 crashes++;
-                pids[i] = wt_spawn_worker(g_db, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
+                pids[i] = wt_spawn_worker(g_wdb, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
                 spawned++;
             }
         }
@@ -111,7 +118,7 @@ int main(void)
             kill(pids[v], SIGKILL);
             waitpid(pids[v], NULL, 0);
             kills++;
-            pids[v] = wt_spawn_worker(g_db, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
+            pids[v] = wt_spawn_worker(g_wdb, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
             spawned++;
             next_kill = now + 1000 + rand_r(&seed) % 1500;
         }

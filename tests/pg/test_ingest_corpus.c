@@ -214,6 +214,8 @@ static size_t build_corpus(struct input *in)
     add_done(in, &n, "doc.pdf", d, len, "application/pdf", 1, NULL);
     d = cg_pdf(&len);
     add_other(in, &n, "broken.pdf", d, 40, EXP_REJECTED, "corrupt", 0, 0);
+    d = cg_pdf(&len);
+    add_other(in, &n, "truncated.pdf", d, len * 6 / 10, EXP_REJECTED, "corrupt", 0, 0);
     add_other(in, &n, "link.jpg", NULL, 0, EXP_REJECTED, "symlink", 1, 0);
     /* Hostile names: all valid JPEGs with distinct content. */
     static const struct { const char *name, *display; } hostile[] = {
@@ -509,6 +511,10 @@ int main(void)
           "documents %lld blobs %lld jobs %lld, want %zu each", t.docs, t.blobs, t.jobs, n_done - 1);
     CHECK(t.sources == (long long)n_done, "sources %lld, want %zu", t.sources, n_done);
     CHECK(t.rejections == (long long)n_rej, "rejections %lld, want %zu", t.rejections, n_rej);
+    /* a PDF cut short says so (issue 34), not only "no pages" */
+    CHECK(q_count(c, "SELECT count(*) FROM folio.rejections WHERE name_display = 'truncated.pdf'"
+                     " AND message LIKE 'PDF is truncated or damaged%%EOF'") == 1,
+          "truncated.pdf: %s", tu_pg_q1(c, "SELECT message FROM folio.rejections WHERE name_display = 'truncated.pdf'"));
     CHECK(q_count(c, "SELECT count(DISTINCT document_id) FROM folio.document_sources"
                      " WHERE name_display IN ('dupA.jpg', 'dupB.jpg')") == 1,
           "dupA and dupB share a document");

@@ -112,6 +112,24 @@ int main(void)
     CHECK(rc == 1 && strstr(out, "bad.labels line 2"), "bad import: rc=%d %s", rc, out);
     rc = tu_sh_out(out, sizeof out, "%s labels list --db '%s'", bin, ci);
     CHECK(rc == 0 && strstr(out, "inactive") && strstr(out, "receipt"), "list: %s", out);
+    /* labels test names every bad line in one run (issue 34), and the
+     * lines after a bad one are still checked */
+    rc = tu_sh_out(out, sizeof out,
+                   "printf 'memo: m\nBad: x\nno colon\nmemo: twice\nok: \"open\nfine: f\n' > %s/many.labels"
+                   " && %s labels test %s/many.labels",
+                   ld, bin, ld);
+    CHECK(rc == 1 && strstr(out, "many.labels line 2") && strstr(out, "many.labels line 3") &&
+              strstr(out, "line 4: label 'memo' is defined twice") && strstr(out, "many.labels line 5") &&
+              !strstr(out, "line 6") && strstr(out, "4 lines with problems"),
+          "labels test, every problem: rc=%d %s", rc, out);
+    /* label text from SQL reaches the terminal escaped (issue 32): ESC,
+     * a C1 CSI and a bidi override in a keyword */
+    CHECK(exec_ok(c, "UPDATE folio.labels SET keywords = keywords || (E'\\x1b[2J' || chr(155) || chr(8238) || 'kw')"
+                     " WHERE name = 'memo'"),
+          "hostile keyword");
+    rc = tu_sh_out(out, sizeof out, "%s labels export --db '%s'", bin, ci);
+    CHECK(rc == 0 && strstr(out, "\\x1b[2J\\u009b\\u202ekw") && !strchr(out, 0x1b) && !strstr(out, "\xe2\x80\xae"),
+          "export escapes controls: %s", out);
     /* back to the full default set (the rest of the test uses it) */
     rc = tu_sh_out(out, sizeof out, "%s labels import --db '%s' --replace %s/all.labels", bin, ci, ld);
     CHECK(rc == 0 && strstr(out, "16 labels imported"), "re-import: rc=%d %s", rc, out);
@@ -124,7 +142,7 @@ int main(void)
     for (int i = 0; i < 9; i++)
         add_doc(c, i, "letter", i % 3 == 0 ? memo : i % 3 == 1 ? mail : inv);
     rc = tu_sh_out(out, sizeof out, "%s correct --db '%s' 999 memo", bin, ci);
-    CHECK(rc == 1 && strstr(out, "no document '999'"), "unknown document: rc=%d %s", rc, out);
+    CHECK(rc == 1 && strstr(out, "no document matches '999'"), "unknown document: rc=%d %s", rc, out);
     rc = tu_sh_out(out, sizeof out, "%s correct --db '%s' 1 memorandum", bin, ci);
     CHECK(rc == 1 && strstr(out, "no label 'memorandum'"), "unknown label: rc=%d %s", rc, out);
     rc = tu_sh_out(out, sizeof out, "%s correct --db '%s' 1", bin, ci);

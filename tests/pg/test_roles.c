@@ -56,6 +56,117 @@ static void login(const char *role, const char *group, char *conninfo, size_t n,
         CHECK(strcmp(st_, (want)) == 0, "%s: SQLSTATE %s, want %s (%s)", (why), st_, (want), (sql)); \
     } while (0)
 
+/* One statement on an open connection: its first value, or NULL with the
+ * SQLSTATE in st. */
+static char *one(PGconn *x, const char *sql, char st[6])
+{
+    PGresult *r = PQexec(x, sql);
+    char *v = NULL;
+    snprintf(st, 6, "00000");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0)
+        v = strdup(PQgetvalue(r, 0, 0));
+    else if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK)
+        snprintf(st, 6, "%s", PQresultErrorField(r, PG_DIAG_SQLSTATE) ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : "?????");
+    PQclear(r);
+    return v;
+}
+
+#define REFUSED(x, sql, why)                                                                    \
+    do {                                                                                        \
+        char st_[6];                                                                            \
+        free(one((x), (sql), st_));                                                             \
+        CHECK(strcmp(st_, "42501") == 0, "%s: SQLSTATE %s, want 42501 (%s)", (why), st_, (sql)); \
+    } while (0)
+
+/* The forgeries of issue 32, as two folio_worker logins A and B: B learns
+ * A's lease token (from the owner here; it cannot read it itself) and
+ * tries to complete, fail, heartbeat or claim as A or as itself. Each is
+ * refused or a no-op, and A then completes its own job. */
+static int forgeries(PGconn *c, const char *wk, long long q, long long d)
+{
+    char wk2[400], p[1200], st[6];
+    login("folio_t32_worker2", "folio_worker", wk2, sizeof wk2, c);
+    PGconn *a = PQconnectdb(wk), *b = PQconnectdb(wk2);
+    REQUIRE(PQstatus(a) == CONNECTION_OK && PQstatus(b) == CONNECTION_OK, "two worker logins");
+    static const char REG[] = "SELECT folio.worker_register('h', 1, 'default', 'ready', NULL, '{}', '{}', '{}')";
+    char *ida = one(a, REG, st), *idb = one(b, REG, st);
+    REQUIRE(ida && idb, "both register: %s", st);
+    REFUSED(a, "SELECT lease_token FROM folio.jobs", "worker reads lease tokens");
+    REFUSED(a, "SELECT claim_token FROM folio.jobs", "worker reads claim tokens");
+    REFUSED(a, "SELECT * FROM folio.jobs", "worker reads every job column");
+    snprintf(p, sizeof p, "SELECT token FROM folio.claim_jobs('default', 60, %s, 0, 1)", idb);
+    REFUSED(a, p, "A claims under B's worker id");
+    snprintf(p, sizeof p, "SELECT token FROM folio.claim_jobs('default', 60, %s, 0, 1)", ida);
+    char *tok = one(a, p, st);
+    REQUIRE(tok, "A claims job %lld: %s", q, st);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'running'") == 1, "A holds the job");
+
+    /* B, with A's token: as itself a no-op, as A refused. */
+    snprintf(p, sizeof p, "SELECT moved FROM folio.complete_job(%lld, '%s', 'letter', 1, false, '{}', 'vision',"
+             " NULL, NULL, NULL, NULL, NULL, '{}', %s, NULL)", q, tok, idb);
+    char *mv = one(b, p, st);
+    CHECK(mv && strcmp(mv, "0") == 0, "B completes A's job under its own id: moved %s (%s)", mv ? mv : "-", st);
+    free(mv);
+    snprintf(p, sizeof p, "SELECT moved FROM folio.complete_job(%lld, '%s', 'letter', 1, false, '{}', 'vision',"
+             " NULL, NULL, NULL, NULL, NULL, '{}', %s, NULL)", q, tok, ida);
+    REFUSED(b, p, "B completes A's job as A");
+    snprintf(p, sizeof p, "SELECT * FROM folio.fail_job(%lld, '%s', %s, 1, 1, 1, 'x')", q, tok, ida);
+    REFUSED(b, p, "B fails A's job as A");
+    snprintf(p, sizeof p, "SELECT * FROM folio.fail_job(%lld, '%s', %s, 1, 1, 1, 'x')", q, tok, idb);
+    free(one(b, p, st));
+    snprintf(p, sizeof p, "SELECT folio.release_job(%lld, '%s', %s)", q, tok, ida);
+    REFUSED(b, p, "B releases A's job as A");
+    snprintf(p, sizeof p, "SELECT * FROM folio.heartbeat_jobs('{%lld}', '{%s}', %s, 0, 0, 0, NULL, 60, NULL, NULL)",
+             q, tok, ida);
+    REFUSED(b, p, "B heartbeats as A");
+    snprintf(p, sizeof p, "SELECT folio.worker_stopped(%s, 0, 0, 0)", ida);
+    REFUSED(b, p, "B stops A's worker row");
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'running' AND lease_token IS NOT NULL") == 1 &&
+              wt_q1(c, "SELECT count(*) FROM folio.results WHERE label = 'letter'") == 0,
+          "A's job is still A's, no result from B");
+
+    /* Direct writes: none. */
+    snprintf(p, sizeof p,
+             "INSERT INTO folio.results (document_id, model_key, label, confidence, engine_path, job_id, attempt)"
+             " VALUES (%lld, 'default', 'letter', 1, 'vision', %lld, 1)", d, q);
+    REFUSED(b, p, "worker inserts a result");
+    snprintf(p, sizeof p, "INSERT INTO folio.page_results (document_id, model_key, page, label, confidence)"
+             " VALUES (%lld, 'default', 1, 'letter', 1)", d);
+    REFUSED(b, p, "worker inserts a page result");
+    snprintf(p, sizeof p, "INSERT INTO folio.document_segments (document_id, model_key, first_page, last_page, label)"
+             " VALUES (%lld, 'default', 1, 2, 'letter')", d);
+    REFUSED(b, p, "worker inserts a split suggestion");
+    REFUSED(b, "UPDATE folio.jobs SET state = 'dead', lease_token = NULL WHERE state = 'queued'", "worker kills queued jobs");
+    REFUSED(b, "UPDATE folio.jobs SET run_after = 'infinity'", "worker makes jobs never run");
+    REFUSED(b, "UPDATE folio.workers SET state = 'stopped'", "worker rewrites worker rows");
+    REFUSED(b, "INSERT INTO folio.workers (host, pid) VALUES ('x', 1)", "worker inserts a worker row");
+    REFUSED(b, "INSERT INTO folio.learned_models (examples, per_label, model) VALUES (1, '{}', 'x')",
+            "worker inserts a learned model");
+
+    /* A completes its own job. */
+    snprintf(p, sizeof p, "SELECT moved FROM folio.complete_job(%lld, '%s', 'invoice', 1, false, '{}', 'vision',"
+             " NULL, NULL, NULL, NULL, NULL, '{}', %s, NULL)", q, tok, ida);
+    mv = one(a, p, st);
+    CHECK(mv && strcmp(mv, "1") == 0, "A completes its own job: moved %s (%s)", mv ? mv : "-", st);
+    free(mv);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE label = 'invoice'") == 2, "A's result is there");
+
+    /* Learned models: the training role writes them, bounded. */
+    char tr[400];
+    login("folio_t32_trainer", "folio_trainer", tr, sizeof tr, c);
+    DENIED(tr, "INSERT INTO folio.learned_models (examples, per_label, model) VALUES (1, '{}', 'x')", "00000",
+           "trainer stores a model");
+    DENIED(tr, "INSERT INTO folio.learned_models (examples, per_label, model)"
+               " VALUES (1, '{}', decode(repeat('00', 9 * 1048576), 'hex'))", "23514",
+           "trainer stores a 9 MiB model");
+    free(tok);
+    free(ida);
+    free(idb);
+    PQfinish(a);
+    PQfinish(b);
+    return 0;
+}
+
 int main(void)
 {
     PGconn *c = wt_fresh_schema("folio_test_roles", g_db, sizeof g_db);
@@ -79,6 +190,9 @@ int main(void)
     CHECK(tu_sh("%s ingest --db '%s' --stable-ms 0 --no-progress '%s' >>'%s' 2>&1", tu_folio_bin(), ing, inbox,
                 log) == 0, "ingest as folio_ingest; see %s", log);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued'") == 1, "job queued by folio_ingest");
+    /* folio_ingest records where the file went (schema 018's column grant) */
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.document_sources WHERE stored_at LIKE '%/.folio/done/%/invoice.tif'") == 1,
+          "stored_at written by folio_ingest; see %s", log);
     const char *const args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", NULL};
     pid_t w = wt_spawn_worker(wk, NULL, log, args);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.results r JOIN folio.jobs j ON j.id = r.job_id"
@@ -105,10 +219,10 @@ int main(void)
 
     /* 2. folio_worker. */
     snprintf(p, sizeof p, "DELETE FROM folio.jobs WHERE id = %lld", q);
-    DENIED(wk, p, "00000", "delete runs");
+    DENIED(wk, p, "42501", "worker deletes a queued job");
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'queued'") == 1, "worker deleted a queued job");
     snprintf(p, sizeof p, "UPDATE folio.jobs SET state = 'done' WHERE id = %lld", q);
-    DENIED(wk, p, "23514", "worker sets a queued job done");
+    DENIED(wk, p, "42501", "worker sets a queued job done");
     snprintf(p, sizeof p,
              "INSERT INTO folio.results (document_id, model_key, label, confidence, engine_path, job_id, attempt)"
              " VALUES (%lld, 'default', 'letter', 1, 'vision', %lld, 1)", d, q);
@@ -124,6 +238,9 @@ int main(void)
     DENIED(wk, "SELECT label FROM folio.results_history", "42501", "worker reads old labels");
     DENIED(wk, "UPDATE folio.jobs SET reuse_text_from = NULL", "42501", "worker changes which text a job reuses");
 
+    if (forgeries(c, wk, q, d))
+        return tu_finish();
+
     /* 3. folio_ingest. */
     DENIED(ing, "SELECT data FROM folio.blobs", "42501", "ingest reads blobs");
     snprintf(p, sizeof p, "INSERT INTO folio.jobs (document_id, model_key, state) VALUES (%lld, 'k2', 'done')", d);
@@ -133,7 +250,17 @@ int main(void)
     DENIED(ing, "SELECT last_error FROM folio.jobs", "42501", "ingest reads job errors");
     DENIED(ing, "UPDATE folio.jobs SET state = 'dead'", "42501", "ingest updates jobs");
 
-    /* 4. folio_reader. */
+    /* 4. folio_reader: the read-only commands, then nothing else. */
+    snprintf(p, sizeof p, "%s status --db '%s' >>'%s' 2>&1", tu_folio_bin(), rd, log);
+    CHECK(tu_sh("%s", p) == 0, "status as folio_reader; see %s", log);
+    snprintf(p, sizeof p, "%s show 1 --db '%s' >>'%s' 2>&1", tu_folio_bin(), rd, log);
+    CHECK(tu_sh("%s", p) == 0, "show as folio_reader; see %s", log);
+    snprintf(p, sizeof p, "%s jobs list --db '%s' >>'%s' 2>&1", tu_folio_bin(), rd, log);
+    CHECK(tu_sh("%s", p) == 0, "jobs list as folio_reader; see %s", log);
+    snprintf(p, sizeof p, "%s report --db '%s' --out '%s/report.html' >>'%s' 2>&1", tu_folio_bin(), rd, dir, log);
+    CHECK(tu_sh("%s", p) == 0, "report as folio_reader; see %s", log);
+    DENIED(rd, "SELECT lease_token FROM folio.jobs", "42501", "reader reads lease tokens");
+    DENIED(rd, "SELECT * FROM folio.claim_jobs('default', 60, NULL, 0, 1)", "42501", "reader claims a job");
     DENIED(rd, "SELECT count(*) FROM folio.results", "00000", "reader reads results");
     DENIED(rd, "SELECT count(*) FROM folio.document_status", "00000", "reader reads the views");
     DENIED(rd, "DELETE FROM folio.results", "42501", "reader deletes results");

@@ -273,8 +273,13 @@ static void test_rejections(void)
 
     TU_NEED(tu_sh("head -c 2000 '%s/text.pdf' > '%s/trunc.pdf' && "
                "{ printf '%%%%PDF-1.7\\n'; head -c 20000 /dev/urandom; } > '%s/junk.pdf'", S, S, S) == 0, "broken");
-    expect_reject("trunc.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged");
-    expect_reject("junk.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged");
+    /* both lack the closing %%EOF: cut short, and the message says so */
+    expect_reject("trunc.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is truncated or damaged");
+    expect_reject("junk.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is truncated or damaged");
+    /* damaged but complete (ends in %%EOF): "damaged" only */
+    TU_NEED(tu_sh("{ head -c 20000 '%s/junk.pdf'; printf '\\n%%%%%%%%EOF\\n'; } > '%s/junk-eof.pdf'", S, S) == 0,
+            "junk-eof");
+    expect_reject("junk-eof.pdf", NULL, FOLIO_EFORMAT, "corrupt", "PDF is damaged: ");
 
     TU_NEED(hostile("pages", "pages.pdf", "40") == 0 && hostile("huge", "huge.pdf", NULL) == 0, "hostile_pdf.py");
     struct ingest_limits lim;
@@ -291,6 +296,11 @@ static void test_hostile_contained(void)
     ingest_limits_default(&lim);
     lim.pdf_page_ms = 300;
     expect_reject("slow.pdf", &lim, FOLIO_ETIMEOUT, "pdf_timeout", "took longer than 300 ms");
+    /* the document's clock: a page limit far above, the document's below */
+    lim.pdf_page_ms = 600000;
+    lim.pdf_doc_ms = 300;
+    expect_reject("slow.pdf", &lim, FOLIO_ETIMEOUT, "pdf_timeout", "took longer than 300 ms for the whole document");
+    lim.pdf_doc_ms = 0;
 
     /* The decompression bomb: a 30000x30000 image (900 MB of gray, 3.6 GB
      * as cairo's surface) behind 0.9 MB. Under a small address-space
@@ -374,6 +384,54 @@ static void test_sandbox(void)
           "sandbox: rc %d: %s", rc, out);
 }
 
+/* The known escapes, each tried inside the real helper once it is
+ * confined (FOLIO_FAULT=sandbox_escape:NAME, common/sandbox), with a
+ * secret in this process's environment: every one must be refused and
+ * the PDF still parsed and drawn (fonts read through the read-only view).
+ * `control` is an allowed call reported as an escape: it must fail the
+ * document, which shows a working escape would be seen. */
+static void test_escapes(void)
+{
+#ifdef FOLIO_FAULT_INJECTION
+    static const char *const names[] = {
+        "io_uring_setup", "mknodat", "fchmod", "fchown", "fsetxattr", "utimensat", "pidfd_open", "pidfd_getfd",
+        "rt_sigqueueinfo", "kill_parent", "ptrace", "unshare", "socket", "open_write", "execve", "fork",
+        "setrlimit", "parent_environ", "inherited_secret", "root", "capabilities", "read_outside", "control",
+    };
+    size_t n = 0;
+    uint8_t *d = load("text.pdf", &n);
+    TU_NEED(d, "text.pdf (test_text_layers makes it)");
+    setenv("FOLIO_DB", "postgresql://folio:hunter2@db.example/folio", 1);
+    setenv("PGPASSWORD", "hunter2", 1);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char f[64];
+        snprintf(f, sizeof f, "sandbox_escape:%s", names[i]);
+        setenv("FOLIO_FAULT", f, 1);
+        struct folio_err err = {0};
+        struct ingest_pdf *p = NULL;
+        struct ingest_page pg = {0};
+        int rc = ingest_pdf_open(d, n, NULL, &p, &err);
+        if (rc == 0)
+            rc = ingest_pdf_render(p, 0, 50, 1, &pg, &err);
+        if (strcmp(names[i], "control") == 0)
+            CHECK(rc != 0 && strcmp(ingest_pdf_reason(p), "pdf_crashed") == 0 &&
+                      strstr(err.detail, "escape=control result=escaped"),
+                  "control escape is seen: rc %d reason %s: %s (%s)", rc, ingest_pdf_reason(p), err.msg, err.detail);
+        else
+            CHECK(rc == 0 && pg.width > 0, "escape %s inside folio-pdf is refused: rc %d %s (%s)", names[i], rc,
+                  err.msg, err.detail);
+        ingest_page_free(&pg);
+        ingest_pdf_close(p);
+    }
+    unsetenv("FOLIO_FAULT");
+    unsetenv("FOLIO_DB");
+    unsetenv("PGPASSWORD");
+    free(d);
+#else
+    fprintf(stderr, "ingest_pdf: escape attempts need the fault hooks (FOLIO_FAULT_INJECTION build); not run\n");
+#endif
+}
+
 int main(void)
 {
     S = tu_scratch("ingest_pdf");
@@ -384,6 +442,7 @@ int main(void)
     test_sandbox();
     test_scanned_pdf();
     test_text_layers();
+    test_escapes();
     test_rejections();
     test_hostile_contained();
     return tu_finish();

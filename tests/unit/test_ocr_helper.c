@@ -218,6 +218,37 @@ int main(void)
     if (rc == 0)
         ocr_page_result_free(&r);
     unsetenv("FOLIO_FAULT");
+
+    /* 4. Every known escape, tried inside the confined helper with a
+     * secret in the worker's environment, is refused and the page is
+     * still read; the control (an allowed call reported as an escape)
+     * fails its page, so a working escape would be seen. */
+    setenv("FOLIO_DB", "postgresql://folio:hunter2@db.example/folio", 1);
+    setenv("PGPASSWORD", "hunter2", 1);
+    static const char *const esc[] = {"sandbox_escape:all", "sandbox_escape:control"};
+    for (int i = 0; i < 2; i++) {
+        setenv("FOLIO_FAULT", esc[i], 1);
+        ocr_close(e);
+        e = NULL;
+        rc = ocr_open(&oo, &e, &err);
+        if (rc == 0)
+            rc = ocr_page(e, &img, NULL, &r, &err);
+        if (i == 0)
+            CHECK(rc == 0 && r.text && strstr(r.text, "Invoice number 4711"),
+                  "every escape refused inside folio-ocr, page read: rc=%d %s (%s)", rc, rc ? err.msg : r.text,
+                  rc ? err.detail : "");
+        else
+            CHECK(rc != 0 && (strstr(err.msg, "escape=control") || strstr(err.detail, "escape=control")),
+                  "control escape is seen: rc=%d %s (%s)", rc, err.msg, err.detail);
+        if (rc == 0)
+            ocr_page_result_free(&r);
+    }
+    unsetenv("FOLIO_FAULT");
+    unsetenv("FOLIO_DB");
+    unsetenv("PGPASSWORD");
+    ocr_close(e);
+    e = NULL;
+    REQUIRE(ocr_open(&oo, &e, &err) == 0, "ocr_open: %s", err.msg);
 #else
     fprintf(stderr, "ocr_helper: crash case needs the fault hooks (FOLIO_FAULT_INJECTION build); not run\n");
 #endif
