@@ -15,7 +15,7 @@ PKGS=(
   libpoppler-glib-dev libseccomp-dev poppler-utils qpdf img2pdf
   python3 iproute2
   libsystemd-dev libmicrohttpd-dev
-  prometheus chromium-headless-shell
+  prometheus chromium-headless-shell nodejs
 )
 
 missing=()
@@ -25,8 +25,20 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
+# The browser test's npm packages (playwright-core, which drives Debian's
+# Chromium: tests/e2e/test_review.sh), exactly as tests/browser's lockfile
+# says, from the npm registry; no browser download.
+npm_deps() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+  if [ -d "$dir/node_modules/playwright-core" ]; then return 0; fi
+  echo "deps: npm ci in $dir"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PKGS[@]} packages present"
+  npm_deps
   exit 0
 fi
 
@@ -36,3 +48,4 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+npm_deps

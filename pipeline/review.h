@@ -1,0 +1,57 @@
+/*
+ * Private to pipeline/: the document list that the review page
+ * (review_http.c) and `folio search` (cmd_search.c) share, one SQL query in
+ * search.c, and the review page server itself.
+ */
+#ifndef FOLIO_PIPELINE_REVIEW_H
+#define FOLIO_PIPELINE_REVIEW_H
+
+#include "common/common.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+
+enum doc_review { DOC_OPEN, DOC_FLAGGED, DOC_ALL };
+
+/* Which results to list; NULL or "" = no filter. from/to are dates
+ * (YYYY-MM-DD, UTC, both inclusive) of the result. */
+struct doc_filter {
+    const char *model_key, *label, *tier, *from, *to, *query;
+    enum doc_review review; /* open: flagged and not corrected yet */
+    int limit;
+};
+
+/* Columns of doc_query's rows. */
+enum {
+    DOC_COL_ID, DOC_COL_NAME, DOC_COL_LABEL, DOC_COL_CONF, DOC_COL_TIER, DOC_COL_REASON, DOC_COL_PAGES,
+    DOC_COL_REVIEW, DOC_COL_CORRECTED, DOC_COL_DATE, DOC_COL_RANK, DOC_COL_SNIPPET, DOC_COL_RESULT,
+    DOC_COL_MODEL_KEY
+};
+
+/* FOLIO_EINVAL naming a malformed date or tier. */
+int doc_filter_check(const struct doc_filter *f, struct folio_err *err);
+
+/* Results matching f: with a query, best ranked first (PostgreSQL full
+ * text, websearch syntax, over OCR and text-layer text) with a snippet;
+ * without one, lowest confidence first. */
+int doc_query(PGconn *c, const struct doc_filter *f, PGresult **out, struct folio_err *err);
+
+struct review_cfg {
+    const char *conninfo, *model_key;
+    int hours, review;  /* of the full report at /report */
+    const char *token;  /* NULL = Unix socket: whoever can connect is let in */
+    int print_url;      /* the token was made up here: print the login URL */
+};
+
+/* Serves the review page on listen (ADDR:PORT, host defaults to 127.0.0.1,
+ * or unix:PATH) until SIGTERM/SIGINT. */
+int review_serve(const char *listen, const struct review_cfg *cfg);
+
+/* Text for HTML element content and attribute values (< > & " ' as entities). */
+void html_esc(FILE *f, const char *s);
+
+/* The full report (cmd_report.c) into a malloc'd page. */
+int report_page(const char *conninfo, const char *model_key, int hours, int review, char **page, size_t *len,
+                struct folio_err *err);
+
+#endif
