@@ -25,7 +25,7 @@ struct doc_filter {
 enum {
     DOC_COL_ID, DOC_COL_NAME, DOC_COL_LABEL, DOC_COL_CONF, DOC_COL_TIER, DOC_COL_REASON, DOC_COL_PAGES,
     DOC_COL_REVIEW, DOC_COL_CORRECTED, DOC_COL_DATE, DOC_COL_RANK, DOC_COL_SNIPPET, DOC_COL_RESULT,
-    DOC_COL_MODEL_KEY
+    DOC_COL_MODEL_KEY, DOC_COL_SEGMENTS, DOC_COL_PARTS
 };
 
 /* FOLIO_EINVAL naming a malformed date or tier. */
@@ -46,6 +46,25 @@ struct review_cfg {
 /* Serves the review page on listen (ADDR:PORT, host defaults to 127.0.0.1,
  * or unix:PATH) until SIGTERM/SIGINT. */
 int review_serve(const char *listen, const struct review_cfg *cfg);
+
+/* Splits applied (split.c): the parts of a multi-page PDF as new documents,
+ * queued, linked to the original in folio.document_splits, their jobs
+ * reusing the original's page text. at = "3,5" (first pages of the parts
+ * after the first) or NULL for the stored suggestion of model_key. A part
+ * already split off before is found again, not added. */
+#define SPLIT_MAX_PARTS 64
+struct split_part {
+    int first, last;
+    long long child;
+    int is_new;      /* linked by this call */
+    int text_reused; /* its queued job takes the original's text */
+};
+struct split_report {
+    int n;
+    struct split_part part[SPLIT_MAX_PARTS];
+};
+int split_apply(PGconn *c, const char *conninfo, long long doc, const char *model_key, const char *at,
+                struct split_report *rep, struct folio_err *err);
 
 /* Text for HTML element content and attribute values (< > & " ' as entities). */
 void html_esc(FILE *f, const char *s);

@@ -269,6 +269,11 @@ static void doc_card(const struct page_ctx *P, PGresult *d, int i, PGresult *pag
         html_esc(f, PQgetvalue(d, i, DOC_COL_SNIPPET));
         fputs("</p>", f);
     }
+    if (PQgetvalue(d, i, DOC_COL_PARTS)[0]) {
+        fputs("<p class=parts>split into ", f);
+        html_esc(f, PQgetvalue(d, i, DOC_COL_PARTS));
+        fputs("</p>", f);
+    }
     fputs("<div class=pages>", f);
     /* pages holds the page rows of every listed result, in list order */
     for (; *pi < PQntuples(pages) && strcmp(PQgetvalue(pages, *pi, 0), result) == 0; ++*pi) {
@@ -296,7 +301,13 @@ static void doc_card(const struct page_ctx *P, PGresult *d, int i, PGresult *pag
     fputs("</button></form>", f);
     form_open(P, "/correct", "correct", id);
     picker(P, label);
-    fputs("<button type=submit>correct</button></form></div></section>\n", f);
+    fputs("<button type=submit>correct</button></form>", f);
+    if (atoi(PQgetvalue(d, i, DOC_COL_SEGMENTS)) > 1 && !PQgetvalue(d, i, DOC_COL_PARTS)[0]) {
+        form_open(P, "/split", "split", id);
+        fprintf(f, "<button type=submit>split as suggested (%s parts)</button></form>",
+                PQgetvalue(d, i, DOC_COL_SEGMENTS));
+    }
+    fputs("</div></section>\n", f);
 }
 
 static void filter_select(FILE *f, const char *name, const char *title, PGresult *r, const char *const *fixed,
@@ -514,8 +525,40 @@ static int origin_ok(struct MHD_Connection *mc)
 
 /* POST /correct and /confirm: a confirm is a correction to the label the
  * person saw, so both are one learn_db_correct. */
+/* Back to the list a form came from; only a path on this server. */
+static const char *back_of(const struct rv_req *q)
+{
+    return q->back[0] == '/' && q->back[1] != '/' && q->back[1] != '\\' ? q->back : "/";
+}
+
+/* POST /split: the suggestion of the document's result, as folio split
+ * --suggested does it. */
+static enum MHD_Result post_split(const struct rv_server *S, struct MHD_Connection *mc, const struct rv_req *q,
+                                  const char *sid)
+{
+    long long doc;
+    if (folio_parse_int(q->doc, 1, INT64_MAX, &doc))
+        return text(mc, MHD_HTTP_BAD_REQUEST, "the form wants doc\n");
+    struct folio_err err = {0};
+    PGconn *c = NULL;
+    struct split_report rep;
+    int rc = db_connect(S->cfg->conninfo, "folio-review", &c, &err);
+    if (!rc)
+        rc = split_apply(c, S->cfg->conninfo, doc,
+                         S->cfg->model_key ? S->cfg->model_key : "default", NULL, &rep, &err);
+    if (c)
+        PQfinish(c);
+    if (rc)
+        return text(mc, rc == FOLIO_EINVAL ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_SERVICE_UNAVAILABLE,
+                    "not split: %s %s\n", err.msg, err.hint);
+    char q2[32];
+    folio_log(FOLIO_LOG_INFO, "review_split", "document=%lld parts=%d session=%s", doc, rep.n,
+              folio_lq(q2, sizeof q2, sid));
+    return reply(mc, MHD_HTTP_SEE_OTHER, "text/plain; charset=utf-8", NULL, 0, NULL, back_of(q));
+}
+
 static enum MHD_Result post_action(const struct rv_server *S, struct MHD_Connection *mc, const struct rv_req *q,
-                                   const char *sid)
+                                   const char *sid, int split)
 {
     char csrf[65];
     mac(S, "csrf", sid, csrf);
@@ -524,6 +567,8 @@ static enum MHD_Result post_action(const struct rv_server *S, struct MHD_Connect
     if (!same(q->csrf, csrf))
         return text(mc, MHD_HTTP_FORBIDDEN, "refused: the form's CSRF token is missing or not this session's; "
                                             "reload the page and try again\n");
+    if (split)
+        return post_split(S, mc, q, sid);
     long long page = 0;
     if (!q->doc[0] || !q->label[0] || (q->page[0] && folio_parse_int(q->page, 1, 1000000, &page)))
         return text(mc, MHD_HTTP_BAD_REQUEST, "the form wants doc, label and optionally page >= 1\n");
@@ -541,9 +586,7 @@ static enum MHD_Result post_action(const struct rv_server *S, struct MHD_Connect
     char q1[100], q2[32];
     folio_log(FOLIO_LOG_INFO, "review_correction", "document=%lld page=%lld label=%s session=%s", id, page,
               folio_lq(q1, sizeof q1, q->label), folio_lq(q2, sizeof q2, sid));
-    /* Back to the list it came from; only a path on this server. */
-    const char *to = q->back[0] == '/' && q->back[1] != '/' && q->back[1] != '\\' ? q->back : "/";
-    return reply(mc, MHD_HTTP_SEE_OTHER, "text/plain; charset=utf-8", NULL, 0, NULL, to);
+    return reply(mc, MHD_HTTP_SEE_OTHER, "text/plain; charset=utf-8", NULL, 0, NULL, back_of(q));
 }
 
 static enum MHD_Result post_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
@@ -635,8 +678,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         if (q->too_big || !q->pp)
             return text(mc, q->too_big ? MHD_HTTP_CONTENT_TOO_LARGE : MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
                         "the form wants application/x-www-form-urlencoded, at most %d bytes\n", RV_MAX_BODY);
-        if (strcmp(url, "/correct") == 0 || strcmp(url, "/confirm") == 0)
-            return post_action(S, mc, q, sid);
+        if (strcmp(url, "/correct") == 0 || strcmp(url, "/confirm") == 0 || strcmp(url, "/split") == 0)
+            return post_action(S, mc, q, sid, strcmp(url, "/split") == 0);
         return text(mc, MHD_HTTP_NOT_FOUND, "no such action\n");
     }
     if (strcmp(url, "/") == 0)

@@ -77,7 +77,10 @@ int doc_query(PGconn *c, const struct doc_filter *f, PGresult **out, struct foli
         "        WHERE k.document_id = h.document_id ORDER BY k.id DESC LIMIT 1), ''), "
         "       to_char(h.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), round(h.rank::numeric, 4), "
         "       CASE WHEN q.q IS NULL THEN '' ELSE ts_headline('english', coalesce(h.ocr_text, ''), q.q, "
-        "        'StartSel=[, StopSel=], MaxWords=18, MinWords=6, MaxFragments=1') END, h.id, h.model_key "
+        "        'StartSel=[, StopSel=], MaxWords=18, MinWords=6, MaxFragments=1') END, h.id, h.model_key, "
+        "       (SELECT count(*) FROM folio.document_segments s WHERE s.result_id = h.id), "
+        "       coalesce((SELECT string_agg(format('#%s (pages %s-%s)', s.child_id, s.first_page, s.last_page), "
+        "        ', ' ORDER BY s.first_page) FROM folio.document_splits s WHERE s.parent_id = h.document_id), '') "
         "  FROM hit h JOIN folio.documents d ON d.id = h.document_id, q "
         " ORDER BY h.rank DESC, h.confidence, h.id",
         8, NULL, p, NULL, NULL, 0);

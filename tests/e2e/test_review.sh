@@ -156,6 +156,34 @@ else
     > "$S/browser.log" 2>&1 || { echo "FAIL: browser: $(tail -30 "$S/browser.log")"; fail=$((fail+1)); }
   expect_eq "browser wrote three corrections" "$(sql "SELECT count(*) FROM folio.corrections")" 3
 fi
+# ---- splits applied: the page's button, then folio split finds the same parts
+expect_eq "the pdf has a split suggestion" "$(sql "SELECT count(*) FROM folio.split_suggestions WHERE document_id = $D_PDF")" 2
+expect_eq "page offers the split" "$(code -b "$S/jar" "$B/?review=all")" 200
+checks=$((checks+1)); grep -q 'action="/split"' "$S/body" || { echo "FAIL: no split button"; fail=$((fail+1)); }
+NDOC=$(sql "SELECT count(*) FROM folio.documents")
+expect_eq "split without csrf: 403" "$(code -b "$S/jar" -H "Origin: $B" -d "doc=$D_PDF" "$B/split")" 403
+expect_eq "split button: 303" "$(code -b "$S/jar" -H "Origin: $B" -d "doc=$D_PDF&csrf=$CSRF&back=/?review=all" "$B/split")" 303
+expect_eq "two parts linked" "$(sql "SELECT string_agg(first_page || '-' || last_page, ',' ORDER BY first_page) FROM folio.document_splits WHERE parent_id = $D_PDF")" "1-1,2-2"
+expect_eq "two new documents, original kept" "$(sql "SELECT count(*) FROM folio.documents")" "$((NDOC + 2))"
+expect_eq "parts are one-page PDFs, queued" "$(sql "SELECT string_agg(d.pages || ' ' || d.media_type || ' ' || j.state, ',') FROM folio.document_splits s JOIN folio.documents d ON d.id = s.child_id JOIN folio.jobs j ON j.document_id = d.id WHERE s.parent_id = $D_PDF")" "1 application/pdf queued,1 application/pdf queued"
+expect_eq "each part's job reuses the original's page text" "$(sql "SELECT bool_and(h.ocr_text = (string_to_array(r.ocr_text, E'\\f'))[s.first_page]) AND count(*) = 2 FROM folio.document_splits s JOIN folio.jobs j ON j.document_id = s.child_id JOIN folio.results_history h ON h.id = j.reuse_text_from JOIN folio.results r ON r.document_id = s.parent_id WHERE s.parent_id = $D_PDF")" t
+check "folio split --suggested again" 0 "$F" split "$D_PDF" --suggested
+expect_eq "idempotent: split off before" "$(echo "$LAST_OUT" | grep -c 'split off before')" 2
+check "folio split --at 2: the same parts" 0 "$F" split "$D_PDF" --at 2
+expect_eq "no document added" "$(sql "SELECT count(*) FROM folio.documents")/$(sql "SELECT count(*) FROM folio.document_splits")" "$((NDOC + 2))/2"
+check "split a one-page document" 2 "$F" split "$D_INV" --suggested
+expect_in "only PDFs of two or more pages"
+check "split at a page past the end" 2 "$F" split "$D_PDF" --at 5
+expect_in "ascending page numbers 2..2"
+check "split wants --at or --suggested" 2 "$F" split "$D_PDF"
+# The parts are classified like any document, with the original's text.
+"$F" worker --ocr-threads 1 --poll 0.2 2> "$S/worker2.log" &
+WPID=$!; PIDS+=($WPID)
+wait_for 300 'test "$(sql "SELECT count(*) FROM folio.results r JOIN folio.document_splits s ON s.child_id = r.document_id")" = 2'
+kill -TERM $WPID; wait $WPID 2>/dev/null
+expect_eq "parts classified like the original's pages" "$(sql "SELECT string_agg(r.label, ',' ORDER BY s.first_page) FROM folio.document_splits s JOIN folio.results r ON r.document_id = s.child_id")" "$(sql "SELECT string_agg(label, ',' ORDER BY page) FROM folio.page_results WHERE document_id = $D_PDF")"
+expect_eq "no page of a part was OCR'd again" "$(sql "SELECT string_agg((r.ocr_pages->>'reused') || '/' || (r.ocr_pages->>'ocr'), ',') FROM folio.document_splits s JOIN folio.results r ON r.document_id = s.child_id")" "1/0,1/0"
+
 kill -TERM $RPID; wait $RPID; rc=$?
 expect_eq "exit on SIGTERM" "$rc" 0
 
