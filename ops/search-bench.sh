@@ -38,7 +38,7 @@ run() { # NAME ARGS...
   local t=() out
   for _ in $(seq "$REPS"); do
     local s; s=$(date +%s%N)
-    out=$("$F" search "$@" 2>/dev/null || true)
+    out=$("$F" search "$@" 2>"$DIR/err" || true)
     t+=($(( ($(date +%s%N) - s) / 1000 )))
   done
   printf '%s\n' "${t[@]}" | sort -n | awk -v name="$name" -v n="$N" -v m="$(printf '%s' "$out" | grep -c . || true)" \
@@ -50,4 +50,5 @@ run "most frequent word, top 20 of many" "$TOP"
 run "phrase + exclusion" "\"$TOP $MID\" -common1"
 run "word + label + 90 days" --label invoice --from "$(date -u -d '90 days ago' +%F)" "$MID"
 run "no match" zzzzzz
+[ -z "${SEARCH_BENCH_DEBUG:-}" ] || { "$F" search rare7 | head -3; cat "$DIR/err"; }
 psql "$CONN" -AtqX -c "SELECT 'index ' || pg_size_pretty(pg_relation_size('folio.results_ocr_tsv')) || ', table ' || pg_size_pretty(pg_total_relation_size('folio.results'))"

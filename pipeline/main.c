@@ -30,6 +30,7 @@ static const struct subcommand CMDS[] = {
     {"report", cmd_report, "write a self-contained HTML report"},
     {"correct", cmd_correct, "record what a document really is (trains ocr+learned)"},
     {"train", cmd_train, "train the ocr+learned tier from the corrections"},
+    {"file", cmd_file, "file classified originals by label and date (--file-by)"},
     {"split", cmd_split, "make new documents of the parts of a multi-page PDF"},
     {"search", cmd_search, "find documents by the text of their pages"},
     {"eval", cmd_eval, "accuracy, confusion and calibration of stored results"},

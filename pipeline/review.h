@@ -66,6 +66,28 @@ struct split_report {
 int split_apply(PGconn *c, const char *conninfo, long long doc, const char *model_key, const char *at,
                 struct split_report *rep, struct folio_err *err);
 
+/* The sha256 of a file's bytes in hex (split.c). */
+int file_sha256_hex(const char *path, char hex[65], struct folio_err *err);
+
+/* Filing by result (filing.c): the values of a pattern's fields, and the
+ * pattern expanded into a relative path of sanitised components. */
+struct filing_vars {
+    const char *label, *yyyy, *mm, *dd, *name, *id;
+};
+int filing_expand(const char *pattern, const struct filing_vars *v, char *out, size_t n, struct folio_err *err);
+struct filing_opts {
+    const char *dir;     /* the ingest folder, absolute */
+    const char *pattern; /* e.g. {label}/{yyyy}/{mm}/{name} */
+    const char *model_key;
+};
+struct filing_stats {
+    long long filed, missing, failed;
+};
+/* One pass: every original of dir whose label differs from the one it was
+ * filed under (or never filed) moved to dir/.folio/filed/<pattern> and
+ * recorded in folio.filings. */
+int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st, struct folio_err *err);
+
 /* Text for HTML element content and attribute values (< > & " ' as entities). */
 void html_esc(FILE *f, const char *s);
 

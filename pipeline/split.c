@@ -114,7 +114,7 @@ static int cut(const char *in, int a, int b, const char *out, struct folio_err *
     return 0;
 }
 
-static int sha_of_file(const char *path, char hex[65], struct folio_err *err)
+int file_sha256_hex(const char *path, char hex[65], struct folio_err *err)
 {
     uint8_t *d = NULL, h[FOLIO_SHA256_LEN];
     size_t n = 0;
@@ -235,7 +235,7 @@ int split_apply(PGconn *c, const char *conninfo, long long doc, const char *mode
         snprintf(out, sizeof out, "%s/%s.p%d-%d.pdf", in, name, rep->part[i].first, rep->part[i].last);
         rc = cut(src, rep->part[i].first, rep->part[i].last, out, err);
         if (!rc)
-            rc = sha_of_file(out, sha[i], err);
+            rc = file_sha256_hex(out, sha[i], err);
     }
     if (!rc) {
         struct ingest_run_opts o;

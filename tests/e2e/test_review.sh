@@ -184,6 +184,33 @@ kill -TERM $WPID; wait $WPID 2>/dev/null
 expect_eq "parts classified like the original's pages" "$(sql "SELECT string_agg(r.label, ',' ORDER BY s.first_page) FROM folio.document_splits s JOIN folio.results r ON r.document_id = s.child_id")" "$(sql "SELECT string_agg(label, ',' ORDER BY page) FROM folio.page_results WHERE document_id = $D_PDF")"
 expect_eq "no page of a part was OCR'd again" "$(sql "SELECT string_agg((r.ocr_pages->>'reused') || '/' || (r.ocr_pages->>'ocr'), ',') FROM folio.document_splits s JOIN folio.results r ON r.document_id = s.child_id")" "1/0,1/0"
 
+# ---- filing by result: out of done/ into filed/{label}/{yyyy}/{mm}/{name}
+PAT='{label}/{yyyy}/{mm}/{name}'
+YM=$(sql "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY/MM')")
+lab() { sql "SELECT coalesce((SELECT label FROM folio.corrections WHERE document_id = $1 AND page IS NULL ORDER BY id DESC LIMIT 1), (SELECT label FROM folio.results WHERE document_id = $1))"; }
+FT="$S/in/.folio/filed"
+# A different file already where one original will go: kept, never overwritten.
+mkdir -p "$FT/$(lab "$D_HOST")/$YM"; echo "someone else's" > "$FT/$(lab "$D_HOST")/$YM/$HOSTILE"
+check "file: .. refused" 2 "$F" file "$S/in" --file-by "../{name}"
+expect_in "'..' components are refused"
+check "file: unknown field" 2 "$F" file "$S/in" --file-by "{colour}/{name}"
+check "file" 0 "$F" file "$S/in" --file-by "$PAT"
+expect_in "3 filed, 0 not found, 0 failed"
+checks=$((checks+1)); [ -f "$FT/$(lab "$D_INV")/$YM/invoice.tif" ] && [ -f "$FT/$(lab "$D_PDF")/$YM/pages.pdf" ] &&
+  [ -z "$(find "$S/in/.folio/done" -type f)" ] || { echo "FAIL: filed tree: $(cd "$S/in/.folio" && find . -type f)"; fail=$((fail+1)); }
+expect_eq "invoice filed under its correction" "$(lab "$D_INV")" letter
+expect_eq "collision: a counter, the other file kept" "$(cat "$FT/$(lab "$D_HOST")/$YM/$HOSTILE")/$(cmp -s "$FT/$(lab "$D_HOST")/$YM/${HOSTILE%.tif}.1.tif" "$S/pages/letter.tif" && echo same)" "someone else's/same"
+expect_eq "moves recorded" "$(sql "SELECT count(*) FROM folio.filings WHERE to_path IS NOT NULL AND from_path IS NOT NULL")" 3
+expect_eq "recorded target = file" "$(sql "SELECT to_display FROM folio.filings WHERE document_id = $D_INV")" "$FT/letter/$YM/invoice.tif"
+check "file again: nothing to do" 0 "$F" file "$S/in" --file-by "$PAT"
+expect_in "0 filed"
+check "a correction" 0 "$F" correct "$D_INV" memo
+check "file after the correction" 0 "$F" file "$S/in" --file-by "$PAT"
+expect_in "1 filed"
+checks=$((checks+1)); [ -f "$FT/memo/$YM/invoice.tif" ] && [ ! -e "$FT/letter/$YM/invoice.tif" ] || { echo "FAIL: not refiled"; fail=$((fail+1)); }
+expect_eq "refiling recorded" "$(sql "SELECT string_agg(label || ':' || coalesce(note, ''), ',' ORDER BY id) FROM folio.filings WHERE document_id = $D_INV")" "letter:,memo:label changed"
+checks=$((checks+1)); [ -z "$(find "$S" -path "$S/in" -prune -o -newer "$S/token" -name '*.tif' -print)" ] || { echo "FAIL: a file outside the tree"; fail=$((fail+1)); }
+
 kill -TERM $RPID; wait $RPID; rc=$?
 expect_eq "exit on SIGTERM" "$rc" 0
 
