@@ -27,8 +27,8 @@ static const char USAGE[] =
     "\n";
 
 struct file_args {
-    const char *db, *pattern, *model_key;
-    int watch, interval;
+    const char *db, *pattern, *model_key, *ocr_lang;
+    int watch, interval, searchable;
 };
 #define AT(m, type) CLI_AT(struct file_args, m, type)
 
@@ -39,6 +39,10 @@ static const struct cli_opt OPTS[] = {
      .help = "e.g. {label}/{yyyy}/{mm}/{name}"},
     {.name = "model-key", .kind = CLI_STR, .off = AT(model_key, const char *), .arg = "K",
      .help = "whose results decide the label (default \"default\")"},
+    {.name = "searchable-pdf", .kind = CLI_FLAG, .off = AT(searchable, int),
+     .help = "also NAME.searchable.pdf beside each: Tesseract's PDF\nrenderer; PDF pages with a text layer kept as they are"},
+    {.name = "ocr-lang", .kind = CLI_STR, .off = AT(ocr_lang, const char *), .min = 1, .arg = "LANGS",
+     .help = "Tesseract languages of --searchable-pdf (default eng)"},
     {.name = "watch", .kind = CLI_FLAG, .off = AT(watch, int), .help = "keep filing until SIGTERM/SIGINT"},
     {.name = "interval", .kind = CLI_INT, .off = AT(interval, int), .min = 1, .max = 86400, .arg = "S",
      .help = "seconds between passes with --watch (default 5)"},
@@ -51,7 +55,7 @@ static const struct cli_cmd CMD = {
 
 int cmd_file(int argc, char **argv)
 {
-    struct file_args a = {.model_key = "default", .interval = 5};
+    struct file_args a = {.model_key = "default", .interval = 5, .ocr_lang = "eng"};
     int pos, prc = cli_parse(&CMD, &a, argc, argv, &pos);
     if (prc != CLI_GO)
         return prc;
@@ -77,7 +81,8 @@ int cmd_file(int argc, char **argv)
     PGconn *c = NULL;
     if (cli_connect(a.db, "folio file", &c))
         return FOLIO_EXIT_FAIL;
-    struct filing_opts o = {.dir = dir, .pattern = a.pattern, .model_key = a.model_key};
+    struct filing_opts o = {.dir = dir, .pattern = a.pattern, .model_key = a.model_key, .searchable = a.searchable,
+                            .ocr_lang = a.ocr_lang};
     struct filing_stats st = {0};
     int rc = 0;
     for (;;) {
@@ -92,6 +97,10 @@ int cmd_file(int argc, char **argv)
     }
     PQfinish(c);
     printf("folio file: %lld filed, %lld not found, %lld failed\n", st.filed, st.missing, st.failed);
+    if (a.searchable)
+        printf("folio file: %lld searchable PDFs, %lld pages OCR'd (%.0f ms per page), %lld text pages kept\n",
+               st.searchable, st.searchable_pages,
+               st.searchable_pages ? st.searchable_ms / (double)st.searchable_pages : 0.0, st.searchable_kept);
     if (rc) {
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;

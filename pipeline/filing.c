@@ -17,12 +17,21 @@
 #include "pipeline/review.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
 
 /* Appends v as one safe path component: '/', controls and backslash
  * become '_', a leading '.' too (no "..", no hidden files), at most 120
@@ -167,9 +176,10 @@ static int record(PGconn *c, const char *const *p, struct folio_err *err)
 {
     PGresult *r = PQexecParams(c,
                                "INSERT INTO folio.filings (document_id, source_id, label, from_path, to_path, "
-                               "to_display, host, note) VALUES ($1::bigint, $2::bigint, $3, "
-                               "decode(nullif($4, ''), 'hex'), decode(nullif($5, ''), 'hex'), $6, $7, $8)",
-                               8, NULL, p, NULL, NULL, 0);
+                               "to_display, host, note, searchable_path, searchable_display) VALUES ($1::bigint, "
+                               "$2::bigint, $3, decode(nullif($4, ''), 'hex'), decode(nullif($5, ''), 'hex'), $6, $7, "
+                               "$8, decode(nullif($9, ''), 'hex'), $10)",
+                               10, NULL, p, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         return db_err_from_result(r, c, "recording the filing", err);
     PQclear(r);
@@ -179,6 +189,57 @@ static int record(PGconn *c, const char *const *p, struct folio_err *err)
 static void tohex(const char *s, char *out)
 {
     folio_hex((const uint8_t *)s, strlen(s), out);
+}
+
+/* NAME.searchable.pdf beside a filed original (in DIR/.folio/<sub>): the
+ * earlier copy moved along when there is one, else a new one from the
+ * original's pages. NULL when there is none (every page had text, or it
+ * failed: logged, the filing itself stands). */
+static char *searchable_beside(const struct filing_opts *o, const char *sub, const char *fname, const char *moved,
+                               const char *prev, int pages, const char *has_text, struct filing_stats *st)
+{
+    char sname[NAME_MAX + 1], lq[700];
+    const char *dot = strrchr(fname, '.');
+    int stem = dot && dot != fname ? (int)(dot - fname) : (int)strlen(fname);
+    if (folio_snprintf(sname, sizeof sname, "%.*s.searchable.pdf", stem, fname) != 0)
+        return NULL;
+    struct folio_err err = {0};
+    char *out = NULL;
+    struct stat sb;
+    if (prev[0] && lstat(prev, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if (ingest_move_into(o->dir, sub, prev, sname, &out, &err) == 0)
+            return out;
+        folio_log(FOLIO_LOG_WARN, "searchable_move_failed", "error=%s", folio_lq(lq, sizeof lq, err.msg));
+        return NULL;
+    }
+    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char dir[600], file[700];
+    snprintf(dir, sizeof dir, "%s/folio-searchable-XXXXXX", tmp);
+    if (!mkdtemp(dir))
+        return NULL;
+    snprintf(file, sizeof file, "%s/out.pdf", dir);
+    uint8_t *data = NULL;
+    size_t n = 0;
+    struct searchable_stats ss = {0};
+    double t0 = folio_mono_ms();
+    int rc = folio_read_file(moved, (size_t)1 << 34, &data, &n, &err);
+    if (!rc)
+        rc = searchable_pdf(data, n, pages, has_text ? has_text : "", o->ocr_lang, dir, file, &ss, &err);
+    free(data);
+    if (rc == 0 && ingest_move_into(o->dir, sub, file, sname, &out, &err) == 0) {
+        st->searchable++;
+        st->searchable_pages += ss.pages_ocr;
+        st->searchable_kept += ss.pages_kept;
+        st->searchable_ms += folio_mono_ms() - t0;
+        folio_log(FOLIO_LOG_INFO, "searchable_pdf", "pages_ocr=%d pages_kept=%d ms=%.0f", ss.pages_ocr,
+                  ss.pages_kept, folio_mono_ms() - t0);
+    } else if (rc != 1) {
+        char lq2[400];
+        folio_log(FOLIO_LOG_WARN, "searchable_pdf_failed", "file=%s error=%s", folio_lq(lq, sizeof lq, moved),
+                  folio_lq(lq2, sizeof lq2, err.msg));
+    }
+    nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    return out;
 }
 
 int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st, struct folio_err *err)
@@ -197,7 +258,7 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
      * else the result) differs from the label they were last filed under. */
     PGresult *r = PQexecParams(
         c,
-        "WITH w AS (SELECT s.id, s.document_id, s.path, s.seen_at, d.sha256, d.bytes, "
+        "WITH w AS (SELECT s.id, s.document_id, s.path, s.seen_at, d.sha256, d.bytes, d.pages, "
         "  coalesce((SELECT k.label FROM folio.corrections k WHERE k.document_id = s.document_id "
         "             AND k.page IS NULL ORDER BY k.id DESC LIMIT 1), r.label) AS label, "
         "  (SELECT f.id FROM folio.filings f WHERE f.source_id = s.id ORDER BY f.id DESC LIMIT 1) AS last "
@@ -207,7 +268,11 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
         "   AND substring(s.path FROM 1 FOR length(decode($2, 'hex'))) = decode($2, 'hex')) "
         "SELECT w.id, w.document_id, encode(w.path, 'hex'), to_char(w.seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "
         "       to_char(w.seen_at AT TIME ZONE 'UTC' + interval '1 day', 'YYYY-MM-DD'), encode(w.sha256, 'hex'), "
-        "       w.bytes, w.label, coalesce(encode(f.to_path, 'hex'), ''), f.id IS NOT NULL "
+        "       w.bytes, w.label, coalesce(encode(f.to_path, 'hex'), ''), f.id IS NOT NULL, "
+        "       coalesce(encode(f.searchable_path, 'hex'), ''), w.pages, "
+        "       (SELECT string_agg(CASE WHEN p.text_source = 'pdf' THEN 't' ELSE 'f' END, '' ORDER BY g) "
+        "          FROM generate_series(1, w.pages) g LEFT JOIN folio.page_results p "
+        "            ON p.document_id = w.document_id AND p.model_key = $3 AND p.page = g) "
         "  FROM w LEFT JOIN folio.filings f ON f.id = w.last "
         " WHERE f.id IS NULL OR f.label IS DISTINCT FROM w.label ORDER BY w.id LIMIT 1000",
         3, NULL, p, NULL, NULL, 0);
@@ -261,7 +326,8 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
                 char hx[2 * PATH_MAX + 1], disp[PATH_MAX];
                 tohex(cur, hx);
                 ingest_display(disp, sizeof disp, cur);
-                const char *q[] = {doc, sid, label, "", hx, disp, host, "found at its target (recorded late)"};
+                const char *q[] = {doc, sid, label, "", hx, disp, host, "found at its target (recorded late)", "",
+                                   NULL};
                 if (!(rc = record(c, q, err)))
                     st->filed++;
                 continue;
@@ -270,7 +336,8 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
              * (a correction later tries again). */
             char disp[PATH_MAX];
             ingest_display(disp, sizeof disp, path);
-            const char *q[] = {doc, sid, label, "", "", NULL, host, "original not found in done/ or where it was filed"};
+            const char *q[] = {doc, sid, label, "", "", NULL, host, "original not found in done/ or where it was filed",
+                               "", NULL};
             if (!(rc = record(c, q, err)))
                 st->missing++;
             char lq[PATH_MAX];
@@ -286,12 +353,24 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
             st->failed++;
             continue;
         }
-        char hf[2 * PATH_MAX + 1], ht[2 * PATH_MAX + 1], disp[PATH_MAX];
+        char hf[2 * PATH_MAX + 1], ht[2 * PATH_MAX + 1], disp[PATH_MAX], hs[2 * PATH_MAX + 1] = "", sdisp[PATH_MAX];
         tohex(cur, hf);
         tohex(moved, ht);
         ingest_display(disp, sizeof disp, moved);
+        char *spath = NULL;
+        if (o->searchable) {
+            char prev[PATH_MAX] = "";
+            if (PQgetvalue(r, i, 10)[0])
+                unhex(PQgetvalue(r, i, 10), prev, sizeof prev);
+            spath = searchable_beside(o, sub, fname, moved, prev, atoi(PQgetvalue(r, i, 11)),
+                                      PQgetvalue(r, i, 12), st);
+            if (spath) {
+                tohex(spath, hs);
+                ingest_display(sdisp, sizeof sdisp, spath);
+            }
+        }
         const char *q[] = {doc, sid, label, hf, ht, disp, host,
-                           PQgetvalue(r, i, 9)[0] == 't' ? "label changed" : NULL};
+                           PQgetvalue(r, i, 9)[0] == 't' ? "label changed" : NULL, hs, spath ? sdisp : NULL};
         rc = record(c, q, err);
         if (!rc) {
             st->filed++;
@@ -300,6 +379,7 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
                       folio_lq(lq2, sizeof lq2, label), folio_lq(lq, sizeof lq, disp));
         }
         free(moved);
+        free(spath);
     }
     PQclear(r);
     return rc;

@@ -79,14 +79,28 @@ struct filing_opts {
     const char *dir;     /* the ingest folder, absolute */
     const char *pattern; /* e.g. {label}/{yyyy}/{mm}/{name} */
     const char *model_key;
+    int searchable;       /* --searchable-pdf: NAME.searchable.pdf beside each */
+    const char *ocr_lang; /* its Tesseract languages ("eng") */
 };
 struct filing_stats {
     long long filed, missing, failed;
+    long long searchable, searchable_pages, searchable_kept; /* copies written, pages OCR'd, text pages kept */
+    double searchable_ms;
 };
 /* One pass: every original of dir whose label differs from the one it was
  * filed under (or never filed) moved to dir/.folio/filed/<pattern> and
  * recorded in folio.filings. */
 int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st, struct folio_err *err);
+
+/* A searchable PDF of a document (searchable.c) at out, by Tesseract's PDF
+ * renderer; has_text[i] == 't': page i has its own text layer and is kept
+ * as it is (PDFs). tmpdir: a private scratch folder. 1 = every page has
+ * text, nothing written; 0 = written. */
+struct searchable_stats {
+    int pages_ocr, pages_kept;
+};
+int searchable_pdf(const uint8_t *data, size_t n, int pages, const char *has_text, const char *lang,
+                   const char *tmpdir, const char *out, struct searchable_stats *st, struct folio_err *err);
 
 /* Text for HTML element content and attribute values (< > & " ' as entities). */
 void html_esc(FILE *f, const char *s);

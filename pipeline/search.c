@@ -49,17 +49,19 @@ int doc_query(PGconn *c, const struct doc_filter *f, PGresult **out, struct foli
     snprintf(lim, sizeof lim, "%d", f->limit > 0 ? f->limit : 50);
     const char *p[] = {nz(f->model_key), nz(f->label), nz(f->tier), nz(f->from), nz(f->to),
                        REVIEW[f->review], nz(f->query), lim};
-    /* The filters and the ranking run on the index and the result rows;
+    /* The filters and the ranking run on the index and the result rows
+     * (the query is spelled out where it is used, not in a CTE, so that
+     * the plan for the given values folds "$7 IS NULL OR" away and the
+     * GIN index on ocr_tsv serves the match);
      * names, corrections and snippets (ts_headline reads the whole text)
      * only for the rows shown. Dates are UTC days. */
     PGresult *r = PQexecParams(
         c,
-        "WITH q AS (SELECT CASE WHEN $7::text IS NULL THEN NULL "
-        "                  ELSE websearch_to_tsquery('english', $7::text) END AS q), "
-        "hit AS (SELECT r.id, r.document_id, r.label, r.confidence, r.engine_path, r.review_reason, "
+        "WITH hit AS (SELECT r.id, r.document_id, r.label, r.confidence, r.engine_path, r.review_reason, "
         "        r.needs_review, r.created_at, r.model_key, r.ocr_text, "
-        "        CASE WHEN q.q IS NULL THEN 0 ELSE ts_rank_cd(r.ocr_tsv, q.q) END AS rank "
-        "   FROM folio.results r, q "
+        "        CASE WHEN $7::text IS NULL THEN 0 "
+        "             ELSE ts_rank_cd(r.ocr_tsv, websearch_to_tsquery('english', $7::text)) END AS rank "
+        "   FROM folio.results r "
         "  WHERE ($1::text IS NULL OR r.model_key = $1) AND ($2::text IS NULL OR r.label = $2) "
         "    AND ($3::text IS NULL OR r.engine_path = $3) "
         "    AND ($4::date IS NULL OR r.created_at >= ($4::date)::timestamp AT TIME ZONE 'UTC') "
@@ -67,7 +69,7 @@ int doc_query(PGconn *c, const struct doc_filter *f, PGresult **out, struct foli
         "    AND CASE $6::text WHEN 'all' THEN true WHEN 'flagged' THEN r.needs_review "
         "        ELSE r.needs_review AND NOT EXISTS (SELECT 1 FROM folio.corrections k "
         "                                             WHERE k.document_id = r.document_id) END "
-        "    AND (q.q IS NULL OR r.ocr_tsv @@ q.q) "
+        "    AND ($7::text IS NULL OR r.ocr_tsv @@ websearch_to_tsquery('english', $7::text)) "
         "  ORDER BY rank DESC, r.confidence, r.id LIMIT $8::int) "
         "SELECT h.document_id, coalesce((SELECT s.name_display FROM folio.document_sources s "
         "        WHERE s.document_id = h.document_id ORDER BY s.id LIMIT 1), ''), "
@@ -76,12 +78,13 @@ int doc_query(PGconn *c, const struct doc_filter *f, PGresult **out, struct foli
         "        ELSE ' (page ' || k.page || ')' END FROM folio.corrections k "
         "        WHERE k.document_id = h.document_id ORDER BY k.id DESC LIMIT 1), ''), "
         "       to_char(h.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), round(h.rank::numeric, 4), "
-        "       CASE WHEN q.q IS NULL THEN '' ELSE ts_headline('english', coalesce(h.ocr_text, ''), q.q, "
+        "       CASE WHEN $7::text IS NULL THEN '' ELSE ts_headline('english', coalesce(h.ocr_text, ''), "
+        "        websearch_to_tsquery('english', $7::text), "
         "        'StartSel=[, StopSel=], MaxWords=18, MinWords=6, MaxFragments=1') END, h.id, h.model_key, "
         "       (SELECT count(*) FROM folio.document_segments s WHERE s.result_id = h.id), "
         "       coalesce((SELECT string_agg(format('#%s (pages %s-%s)', s.child_id, s.first_page, s.last_page), "
         "        ', ' ORDER BY s.first_page) FROM folio.document_splits s WHERE s.parent_id = h.document_id), '') "
-        "  FROM hit h JOIN folio.documents d ON d.id = h.document_id, q "
+        "  FROM hit h JOIN folio.documents d ON d.id = h.document_id "
         " ORDER BY h.rank DESC, h.confidence, h.id",
         8, NULL, p, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {

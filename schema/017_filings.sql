@@ -4,7 +4,9 @@
 -- result has committed, and again when a correction changes the label. One
 -- row per move (or per original it could not find), newest last: where a
 -- file is now is the newest row's to_path. Paths are bytes, as in
--- document_sources; the display forms beside them are escaped UTF-8.
+-- document_sources; the display forms beside them are escaped UTF-8. With
+-- --searchable-pdf a copy with Tesseract's text layer sits beside the
+-- original (NAME.searchable.pdf) and moves with it.
 CREATE TABLE folio.filings (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     document_id  bigint NOT NULL REFERENCES folio.documents (id) ON DELETE CASCADE,
@@ -15,6 +17,9 @@ CREATE TABLE folio.filings (
     to_display   text,
     host         text NOT NULL,
     note         text,
+    -- `folio file --searchable-pdf`: the copy with a text layer beside it
+    searchable_path    bytea,
+    searchable_display text,
     filed_by     text NOT NULL DEFAULT current_user,
     filed_at     timestamptz NOT NULL DEFAULT now(),
     CHECK ((to_path IS NULL) = (to_display IS NULL))
