@@ -66,6 +66,10 @@ struct split_report {
 int split_apply(PGconn *c, const char *conninfo, long long doc, const char *model_key, const char *at,
                 struct split_report *rep, struct folio_err *err);
 
+/* Runs qpdf with argv (argv[0] "qpdf"), waits; what says what it was doing
+ * for the message (split.c). */
+int qpdf_run(char *const argv[], const char *what, struct folio_err *err);
+
 /* The sha256 of a file's bytes in hex (split.c). */
 int file_sha256_hex(const char *path, char hex[65], struct folio_err *err);
 

@@ -16,14 +16,10 @@
 
 #include <errno.h>
 #include <leptonica/allheaders.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <tesseract/capi.h>
-
-extern char **environ;
 
 /* One decoded page as an 8-bit gray Pix at its stated resolution (300
  * when none is stated, as Tesseract itself assumes for scans). */
@@ -47,21 +43,6 @@ static PIX *page_pix(const uint8_t *data, size_t n, int page, struct folio_err *
     }
     ingest_page_free(&p);
     return pix;
-}
-
-static int run_qpdf(char *const argv[], struct folio_err *err)
-{
-    pid_t pid;
-    int rc = posix_spawnp(&pid, "qpdf", NULL, NULL, argv, environ);
-    if (rc != 0)
-        return folio_err_set(err, FOLIO_EIO, "cannot run qpdf: %s", strerror(rc));
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 3))
-        return folio_err_set(err, FOLIO_EFORMAT, "qpdf could not assemble the searchable PDF (exit status %d)",
-                             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    return 0;
 }
 
 int searchable_pdf(const uint8_t *data, size_t n, int pages, const char *has_text, const char *lang,
@@ -146,7 +127,7 @@ int searchable_pdf(const uint8_t *data, size_t n, int pages, const char *has_tex
     argv[a++] = "--";
     argv[a++] = (char *)out;
     argv[a] = NULL;
-    rc = run_qpdf(argv, err);
+    rc = qpdf_run(argv, "assemble the searchable PDF", err);
     free(argv);
     free(nums);
     return rc;

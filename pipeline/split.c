@@ -91,13 +91,8 @@ static int parts_of(PGconn *c, const char *id, int pages, const char *model_key,
     return 0;
 }
 
-/* qpdf --deterministic-id --empty --pages IN a-b -- OUT; exit 3 is
- * "warnings", the part is still written. */
-static int cut(const char *in, int a, int b, const char *out, struct folio_err *err)
+int qpdf_run(char *const argv[], const char *what, struct folio_err *err)
 {
-    char range[32];
-    snprintf(range, sizeof range, "%d-%d", a, b);
-    char *argv[] = {"qpdf", "--deterministic-id", "--empty", "--pages", (char *)in, range, "--", (char *)out, NULL};
     pid_t pid;
     int rc = posix_spawnp(&pid, "qpdf", NULL, NULL, argv, environ);
     if (rc != 0) {
@@ -108,10 +103,21 @@ static int cut(const char *in, int a, int b, const char *out, struct folio_err *
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    /* exit status 3 is "warnings": the output is written */
     if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 3))
-        return folio_err_set(err, FOLIO_EFORMAT, "qpdf could not cut pages %s (exit status %d)", range,
+        return folio_err_set(err, FOLIO_EFORMAT, "qpdf could not %s (exit status %d)", what,
                              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
+}
+
+/* qpdf --deterministic-id --empty --pages IN a-b -- OUT */
+static int cut(const char *in, int a, int b, const char *out, struct folio_err *err)
+{
+    char range[32], what[64];
+    snprintf(range, sizeof range, "%d-%d", a, b);
+    snprintf(what, sizeof what, "cut pages %s", range);
+    char *argv[] = {"qpdf", "--deterministic-id", "--empty", "--pages", (char *)in, range, "--", (char *)out, NULL};
+    return qpdf_run(argv, what, err);
 }
 
 int file_sha256_hex(const char *path, char hex[65], struct folio_err *err)

@@ -17,11 +17,7 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
 
-U=$( [ "$(id -u)" = 0 ] && echo postgres || id -un)
-ADMIN="host=${FOLIO_TEST_PGHOST:?} port=${FOLIO_TEST_PGPORT:?} dbname=postgres user=$U"
-psql "$ADMIN" -qX -c "DROP DATABASE IF EXISTS e2e_review WITH (FORCE)" -c "CREATE DATABASE e2e_review" >/dev/null || exit 1
-export FOLIO_DB="host=$FOLIO_TEST_PGHOST port=$FOLIO_TEST_PGPORT dbname=e2e_review user=$U"
-sql() { psql "$FOLIO_DB" -AtqX -c "$1"; }
+e2e_db e2e_review || exit 1
 check "migrate" 0 "$F" migrate
 
 # Three documents: an invoice, a letter under a hostile file name, and a

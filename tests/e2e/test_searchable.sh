@@ -17,11 +17,7 @@ unset FOLIO_CONFIG
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
-U=$( [ "$(id -u)" = 0 ] && echo postgres || id -un)
-ADMIN="host=${FOLIO_TEST_PGHOST:?} port=${FOLIO_TEST_PGPORT:?} dbname=postgres user=$U"
-psql "$ADMIN" -qX -c "DROP DATABASE IF EXISTS e2e_searchable WITH (FORCE)" -c "CREATE DATABASE e2e_searchable" >/dev/null || exit 1
-export FOLIO_DB="host=$FOLIO_TEST_PGHOST port=$FOLIO_TEST_PGPORT dbname=e2e_searchable user=$U"
-sql() { psql "$FOLIO_DB" -AtqX -c "$1"; }
+e2e_db e2e_searchable || exit 1
 check "migrate" 0 "$F" migrate
 
 printf 'INVOICE\nInvoice number 4711\nTotal amount due: 120.00\n' > "$S/pages/invoice.txt"
