@@ -512,15 +512,16 @@ static enum MHD_Result page_thumb(struct MHD_Connection *mc, const struct rv_ser
 }
 
 /* Same origin: when the browser names the page a POST came from, it must
- * be this server as the browser reached it. */
+ * be this server as the browser reached it (http, or https through a TLS
+ * proxy that passes the Host on). */
 static int origin_ok(struct MHD_Connection *mc)
 {
     const char *o = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
     if (!o)
         return 1;
     const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Host");
-    char want[512];
-    return host && folio_snprintf(want, sizeof want, "http://%s", host) == 0 && strcmp(o, want) == 0;
+    const char *rest = strncmp(o, "http://", 7) == 0 ? o + 7 : strncmp(o, "https://", 8) == 0 ? o + 8 : NULL;
+    return host && rest && strcmp(rest, host) == 0;
 }
 
 /* POST /correct and /confirm: a confirm is a correction to the label the
