@@ -32,7 +32,7 @@ PY
 psql "$FOLIO_DB" -qX -c "INSERT INTO folio.results (document_id, model_key, label, confidence, engine_path)
   SELECT id, 'default', (ARRAY['invoice','letter','memo','form'])[1 + id % 4], 0.9, 'ocr+rules' FROM folio.documents"
 s=$(date +%s%N)
-out=$("$F" file "$DIR/in" --file-by '{label}/{yyyy}/{mm}/{name}')
+out=$("$F" file "$DIR/in" --file-by '{label}/{yyyy}/{mm}/{name}' 2>/dev/null)
 ms=$(( ($(date +%s%N) - s) / 1000000 ))
 filed=$(echo "$out" | sed -n 's/^folio file: \([0-9]*\) filed.*/\1/p')
 printf '{"bench":"filing","files":%d,"filed":%s,"ms":%d,"files_per_s":%.0f}\n' "$N" "$filed" "$ms" \
@@ -47,7 +47,7 @@ done
 "$F" worker --ocr-threads 1 --poll 0.2 2>/dev/null & WP=$!
 until [ "$(psql "$FOLIO_DB" -AtqX -c "SELECT count(*) FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display LIKE 'p%.tif'")" = "$P" ]; do sleep 1; done
 kill -TERM $WP; wait $WP 2>/dev/null || true
-out=$("$F" file "$DIR/in2" --file-by '{label}/{name}' --searchable-pdf)
+out=$("$F" file "$DIR/in2" --file-by '{label}/{name}' --searchable-pdf 2>/dev/null)
 echo "$out" | sed -n 's/.*searchable PDFs, \([0-9]*\) pages OCR.d (\([0-9]*\) ms per page).*/{"bench":"searchable_pdf","tool":"folio file --searchable-pdf","pages":\1,"ms_per_page":\2}/p'
 s=$(date +%s%N)
 for i in $(seq "$P"); do tesseract "$DIR/pages/p$i.tif" "$DIR/pages/cli$i" pdf >/dev/null 2>&1; done

@@ -242,7 +242,12 @@ static char *searchable_beside(const struct filing_opts *o, const char *sub, con
     return out;
 }
 
-int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st, struct folio_err *err)
+/* One batch of up to FILING_BATCH originals; *rows = how many it looked at. */
+#define FILING_BATCH 1000
+#define FILING_XSTR(x) #x
+#define FILING_STR(x) FILING_XSTR(x)
+static int filing_batch(PGconn *c, const struct filing_opts *o, struct filing_stats *st, int *rows,
+                        struct folio_err *err)
 {
     char host[256];
     if (gethostname(host, sizeof host) != 0)
@@ -274,7 +279,7 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
         "          FROM generate_series(1, w.pages) g LEFT JOIN folio.page_results p "
         "            ON p.document_id = w.document_id AND p.model_key = $3 AND p.page = g) "
         "  FROM w LEFT JOIN folio.filings f ON f.id = w.last "
-        " WHERE f.id IS NULL OR f.label IS DISTINCT FROM w.label ORDER BY w.id LIMIT 1000",
+        " WHERE f.id IS NULL OR f.label IS DISTINCT FROM w.label ORDER BY w.id LIMIT " FILING_STR(FILING_BATCH),
         3, NULL, p, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         db_err_from_result(r, c, "listing what to file", err);
@@ -283,6 +288,7 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
         return FOLIO_EDB;
     }
     int rc = 0;
+    *rows = PQntuples(r);
     for (int i = 0; !rc && i < PQntuples(r); i++) {
         const char *sid = PQgetvalue(r, i, 0), *doc = PQgetvalue(r, i, 1), *sha = PQgetvalue(r, i, 5);
         const char *label = PQgetvalue(r, i, 7);
@@ -375,7 +381,7 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
         if (!rc) {
             st->filed++;
             char lq[PATH_MAX], lq2[200];
-            folio_log(FOLIO_LOG_INFO, "document_filed", "document=%s label=%s to=%s", doc,
+            folio_log(FOLIO_LOG_DEBUG, "document_filed", "document=%s label=%s to=%s", doc,
                       folio_lq(lq2, sizeof lq2, label), folio_lq(lq, sizeof lq, disp));
         }
         free(moved);
@@ -383,4 +389,16 @@ int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st,
     }
     PQclear(r);
     return rc;
+}
+
+int filing_pass(PGconn *c, const struct filing_opts *o, struct filing_stats *st, struct folio_err *err)
+{
+    /* Batches until one is not full; a batch that recorded nothing (every
+     * move failed: logged) ends the pass too, so a stuck file cannot spin. */
+    for (;;) {
+        long long before = st->filed + st->missing;
+        int rows = 0, rc = filing_batch(c, o, st, &rows, err);
+        if (rc || rows < FILING_BATCH || st->filed + st->missing == before)
+            return rc;
+    }
 }
