@@ -28,13 +28,29 @@ static PIX *page_pix(const uint8_t *data, size_t n, int page, struct folio_err *
     struct ingest_page p = {0};
     if (ingest_decode_page(data, n, page, 0, 1, &p, err))
         return NULL;
-    PIX *pix = pixCreate(p.width, p.height, 8);
+    /* A bilevel scan (only black and white) stays 1 bit deep, so the
+     * renderer stores it as CCITT G4, as the tesseract CLI does with the
+     * original TIFF, instead of an 8-bit image several times the size. */
+    int bilevel = 1;
+    for (int y = 0; bilevel && y < p.height; y++) {
+        const uint8_t *src = p.pixels + (size_t)y * p.stride;
+        for (int x = 0; x < p.width; x++)
+            if (src[x] != 0 && src[x] != 255) {
+                bilevel = 0;
+                break;
+            }
+    }
+    PIX *pix = pixCreate(p.width, p.height, bilevel ? 1 : 8);
     if (pix) {
         for (int y = 0; y < p.height; y++) {
             l_uint32 *line = pixGetData(pix) + (size_t)y * (size_t)pixGetWpl(pix);
             const uint8_t *src = p.pixels + (size_t)y * p.stride;
-            for (int x = 0; x < p.width; x++)
-                SET_DATA_BYTE(line, x, src[x]);
+            for (int x = 0; x < p.width; x++) {
+                if (!bilevel)
+                    SET_DATA_BYTE(line, x, src[x]);
+                else if (src[x] == 0)
+                    SET_DATA_BIT(line, x); /* 1 = black in a 1 bpp Pix */
+            }
         }
         int ppi = p.ppi > 0 ? p.ppi : 300;
         pixSetResolution(pix, ppi, ppi);
