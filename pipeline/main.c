@@ -27,7 +27,7 @@ static const struct subcommand CMDS[] = {
     {"jobs", cmd_jobs, "list, retry or cancel jobs (dead letters, failures)"},
     {"export", cmd_export, "stream results as CSV or JSON lines"},
     {"show", cmd_show, "one document: sources, jobs, results, OCR text, page PNG"},
-    {"report", cmd_report, "write a self-contained HTML report"},
+    {"report", cmd_report, "write an HTML report, or serve the review page (--listen)"},
     {"correct", cmd_correct, "record what a document really is (trains ocr+learned)"},
     {"train", cmd_train, "train the ocr+learned tier from the corrections"},
     {"file", cmd_file, "file classified originals by label and date (--file-by)"},
