@@ -12,6 +12,9 @@
 #   ops/filing-bench.sh BUILD_DIR [N] [P]
 set -euo pipefail
 B=$(realpath "${1:?usage: $0 BUILD_DIR [N] [P]}"); N=${2:-2000}; P=${3:-5}
+# One thread per Tesseract, for folio and the CLI alike (OpenMP would
+# otherwise spin extra threads that CPU time counts).
+export OMP_THREAD_LIMIT=1
 F="$B/folio"; SRC=$(cd "$(dirname "$0")/.." && pwd); DIR=/tmp/folio-filing-bench-$$
 cleanup() { bash "$SRC/ops/pg-local.sh" stop "$DIR/pg" >/dev/null 2>&1 || true; rm -rf "$DIR"; }
 trap cleanup EXIT
@@ -47,10 +50,16 @@ done
 "$F" worker --ocr-threads 1 --poll 0.2 2>/dev/null & WP=$!
 until [ "$(psql "$FOLIO_DB" -AtqX -c "SELECT count(*) FROM folio.results r JOIN folio.document_sources s USING (document_id) WHERE s.name_display LIKE 'p%.tif'")" = "$P" ]; do sleep 1; done
 kill -TERM $WP; wait $WP 2>/dev/null || true
-out=$("$F" file "$DIR/in2" --file-by '{label}/{name}' --searchable-pdf 2>/dev/null)
-echo "$out" | sed -n 's/.*searchable PDFs, \([0-9]*\) pages OCR.d (\([0-9]*\) ms per page).*/{"bench":"searchable_pdf","tool":"folio file --searchable-pdf","pages":\1,"ms_per_page":\2}/p'
-s=$(date +%s%N)
-for i in $(seq "$P"); do tesseract "$DIR/pages/p$i.tif" "$DIR/pages/cli$i" pdf >/dev/null 2>&1; done
-ms=$(( ($(date +%s%N) - s) / 1000000 ))
-printf '{"bench":"searchable_pdf","tool":"tesseract CLI, one process per page","pages":%d,"ms_per_page":%d}\n' "$P" "$((ms / P))"
+# CPU seconds (user + sys, every thread) beside wall time: on a shared
+# machine the CPU time is the steadier of the two.
+/usr/bin/time -f '%e %U %S' -o "$DIR/t.folio" "$F" file "$DIR/in2" --file-by '{label}/{name}' --searchable-pdf \
+  > "$DIR/out.folio" 2>/dev/null
+pages=$(sed -n "s/.*searchable PDFs, \([0-9]*\) pages OCR.d.*/\1/p" "$DIR/out.folio")
+/usr/bin/time -f '%e %U %S' -o "$DIR/t.cli" bash -c "for i in \$(seq $P); do tesseract '$DIR/pages/p'\$i.tif '$DIR/pages/cli'\$i pdf >/dev/null 2>&1; done"
+for t in folio cli; do
+  read -r e u s < "$DIR/t.$t"
+  tool=$([ $t = folio ] && echo "folio file --searchable-pdf" || echo "tesseract CLI, one process per page")
+  n=$([ $t = folio ] && echo "$pages" || echo "$P")
+  awk -v tool="$tool" -v n="$n" -v e="$e" -v u="$u" -v s="$s" 'BEGIN { printf "{\"bench\":\"searchable_pdf\",\"tool\":\"%s\",\"pages\":%d,\"wall_ms_per_page\":%.0f,\"cpu_ms_per_page\":%.0f}\n", tool, n, 1000 * e / n, 1000 * (u + s) / n }'
+done
 ls -l "$DIR/pages"/cli1.pdf "$DIR/in2/.folio/filed"/*/p1.searchable.pdf | awk '{print $5, $NF}'
