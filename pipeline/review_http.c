@@ -526,10 +526,18 @@ static int origin_ok(struct MHD_Connection *mc)
 
 /* POST /correct and /confirm: a confirm is a correction to the label the
  * person saw, so both are one learn_db_correct. */
-/* Back to the list a form came from; only a path on this server. */
+/* Back to the list a form came from; only a path on this server: one
+ * '/' first, then printable ASCII without '\' (browsers drop tabs and
+ * newlines from URLs, so "/<TAB>/host" would be "//host", elsewhere). */
 static const char *back_of(const struct rv_req *q)
 {
-    return q->back[0] == '/' && q->back[1] != '/' && q->back[1] != '\\' ? q->back : "/";
+    const char *b = q->back;
+    if (b[0] != '/' || b[1] == '/')
+        return "/";
+    for (const char *c = b; *c; c++)
+        if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f || *c == '\\')
+            return "/";
+    return b;
 }
 
 /* POST /split: the suggestion of the document's result, as folio split

@@ -119,6 +119,8 @@ checks=$((checks+1)); curl -s -D - -o /dev/null -b "$S/jar" -H "Origin: $B" -d "
   grep -qi '^location: /\s*$' || { echo "FAIL: open redirect not refused"; fail=$((fail+1)); }
 expect_eq "https origin of a TLS proxy passing the Host: 303" "$(code -b "$S/jar" -H "Origin: https://127.0.0.1:$RP" -d "$form&csrf=$CSRF" "$B/correct")" 303
 expect_eq "Origin: null refused" "$(code -b "$S/jar" -H "Origin: null" -d "$form&csrf=$CSRF" "$B/correct")" 403
+checks=$((checks+1)); curl -s -D - -o /dev/null -b "$S/jar" -H "Origin: $B" -d "$form&csrf=$CSRF&back=/%09/evil.example/" "$B/correct" |
+  grep -qi '^location: /\s*$' || { echo "FAIL: /TAB/host redirect not refused"; fail=$((fail+1)); }
 sql "DELETE FROM folio.corrections" >/dev/null
 
 # Thumbnails are PNGs of the page asked for.
