@@ -43,6 +43,7 @@
 
 #define RV_COOKIE "folio_session"
 #define RV_MAX_BODY 16384
+#define RV_MAX_THUMBS 12
 
 struct rv_server {
     const struct review_cfg *cfg;
@@ -276,7 +277,14 @@ static void doc_card(const struct page_ctx *P, PGresult *d, int i, PGresult *pag
     }
     fputs("<div class=pages>", f);
     /* pages holds the page rows of every listed result, in list order */
+    int shown = 0, more = 0;
     for (; *pi < PQntuples(pages) && strcmp(PQgetvalue(pages, *pi, 0), result) == 0; ++*pi) {
+        /* Each thumbnail decodes its page from the whole blob: a long
+         * document shows its first pages (folio show --png has the rest). */
+        if (shown++ >= RV_MAX_THUMBS) {
+            more++;
+            continue;
+        }
         const char *pg = PQgetvalue(pages, *pi, 1);
         fprintf(f, "<figure data-page=\"%s\"><img loading=lazy alt=\"page %s\" src=\"/thumb?doc=%s&amp;page=%s\">"
                    "<figcaption>page %s: <b>",
@@ -293,6 +301,8 @@ static void doc_card(const struct page_ctx *P, PGresult *d, int i, PGresult *pag
         }
         fputs("</figcaption></figure>", f);
     }
+    if (more)
+        fprintf(f, "<p class=meta>and %d more page%s</p>", more, more == 1 ? "" : "s");
     fputs("</div><div class=actions>", f);
     form_open(P, "/confirm", "confirm", id);
     hidden(f, "label", label);
