@@ -255,26 +255,16 @@ static void doc_card(const struct page_ctx *P, PGresult *d, int i, PGresult *pag
     if (atof(PQgetvalue(d, i, DOC_COL_RANK)) > 0)
         fprintf(f, " &middot; rank %s", PQgetvalue(d, i, DOC_COL_RANK));
     fputs("</p>", f);
-    if (PQgetvalue(d, i, DOC_COL_REASON)[0]) {
-        fputs("<p class=reason>review: ", f);
-        html_esc(f, PQgetvalue(d, i, DOC_COL_REASON));
-        fputs("</p>", f);
-    }
-    if (PQgetvalue(d, i, DOC_COL_CORRECTED)[0]) {
-        fputs("<p class=corrected>corrected: ", f);
-        html_esc(f, PQgetvalue(d, i, DOC_COL_CORRECTED));
-        fputs("</p>", f);
-    }
-    if (PQgetvalue(d, i, DOC_COL_SNIPPET)[0]) {
-        fputs("<p class=snippet>", f);
-        html_esc(f, PQgetvalue(d, i, DOC_COL_SNIPPET));
-        fputs("</p>", f);
-    }
-    if (PQgetvalue(d, i, DOC_COL_PARTS)[0]) {
-        fputs("<p class=parts>split into ", f);
-        html_esc(f, PQgetvalue(d, i, DOC_COL_PARTS));
-        fputs("</p>", f);
-    }
+    static const struct { int col; const char *cls, *prefix; } PARAS[] = {
+        {DOC_COL_REASON, "reason", "review: "}, {DOC_COL_CORRECTED, "corrected", "corrected: "},
+        {DOC_COL_SNIPPET, "snippet", ""},       {DOC_COL_PARTS, "parts", "split into "},
+    };
+    for (size_t k = 0; k < sizeof PARAS / sizeof PARAS[0]; k++)
+        if (PQgetvalue(d, i, PARAS[k].col)[0]) {
+            fprintf(f, "<p class=%s>%s", PARAS[k].cls, PARAS[k].prefix);
+            html_esc(f, PQgetvalue(d, i, PARAS[k].col));
+            fputs("</p>", f);
+        }
     fputs("<div class=pages>", f);
     /* pages holds the page rows of every listed result, in list order */
     int shown = 0, more = 0;
