@@ -25,27 +25,27 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} packages present"
+else
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The shader compiler for the cooperative-matrix kernels: Debian 13's shaderc
+# in /opt/folio/shaderc-trixie, unless the system glslc is new enough
+# (ops/shaderc-trixie.sh says why; CMake finds it there, FOLIO_GLSLC overrides).
+$SUDO bash "$(dirname "$0")/shaderc-trixie.sh"
+
 # The browser test's npm packages (playwright-core, which drives Debian's
 # Chromium: tests/e2e/test_review.sh), exactly as tests/browser's lockfile
 # says, from the npm registry; no browser download.
-npm_deps() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
-  if [ -d "$dir/node_modules/playwright-core" ]; then return 0; fi
-  echo "deps: npm ci in $dir"
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
-}
-
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all ${#PKGS[@]} packages present"
-  npm_deps
-  exit 0
+BROWSER_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if [ ! -d "$BROWSER_DIR/node_modules/playwright-core" ]; then
+  echo "deps: npm ci in $BROWSER_DIR"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$BROWSER_DIR" --no-audit --no-fund --loglevel=error
 fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-npm_deps
