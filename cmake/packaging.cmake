@@ -43,7 +43,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # Beyond the shared libraries: OCR language data and a Vulkan driver.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "tesseract-ocr-eng, tesseract-ocr-osd")
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "postgresql, mesa-vulkan-drivers | vulkan-icd")
+# qpdf: folio split and searchable copies of PDFs with text pages (issue 35).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "postgresql, mesa-vulkan-drivers | vulkan-icd, qpdf")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/ops/debian/conffiles
     ${PROJECT_SOURCE_DIR}/ops/debian/postinst)
