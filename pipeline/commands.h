@@ -25,6 +25,9 @@ int cmd_train(int argc, char **argv);
 int cmd_reclassify(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_split(int argc, char **argv);
+int cmd_file(int argc, char **argv);
 
 /* The option tables of the commands that read the configuration file
  * (pipeline/config.c takes its keys from them). */
