@@ -153,6 +153,9 @@ int engine_trainer_docs(const struct engine_trainer *t, const char *label);
  * left. *blob is malloc'd. Sorts the trainer's examples (not const). */
 int engine_trainer_build(struct engine_trainer *t, int min_per_label, uint8_t **blob, size_t *len,
                          struct folio_err *err);
+/* The evidence scale written into the next blob built (the calibration
+ * chosen on held-out corrections; learned.c). */
+void engine_trainer_set_evidence(struct engine_trainer *t, double evidence);
 struct engine_learned;
 /* Validates and loads a blob; FOLIO_EFORMAT says what is wrong with it. */
 int engine_learned_load(const uint8_t *blob, size_t len, struct engine_learned **out, struct folio_err *err);
@@ -161,11 +164,16 @@ int engine_learned_count(const struct engine_learned *m);
 /* Calibration: how many features' worth of evidence a page's mean
  * log-likelihood counts as (learned.c); for `bench accuracy` tuning. */
 void engine_learned_set_evidence(struct engine_learned *m, double evidence);
+double engine_learned_evidence(const struct engine_learned *m);
+/* 1 when the model learned label (it answers only among those). */
+int engine_learned_knows(const struct engine_learned *m, const char *label);
 const char *engine_learned_label(const struct engine_learned *m, int i);
 int engine_learned_examples(const struct engine_learned *m, int i);
 /* Scores text over the labels of l that the model knows (others get 0).
- * Returns 1 (no answer) when fewer than 2 of its labels are active or no
- * word of the text was seen in training; 0 with out filled otherwise. */
+ * Returns 1 (no answer, the reason added to out->fallback_reason) when it
+ * abstains: fewer than 2 of its labels active, the text unlike its
+ * training data, or its best label not well ahead (learned.c); 0 with out
+ * filled otherwise. */
 struct engine_result;
 int engine_learned_score(const struct engine_learned *m, const struct engine_labels *l, const char *text,
                          struct engine_result *out, struct folio_err *err);

@@ -16,7 +16,7 @@
  * weigh most. Words ending in ':' only count as headers: "sent:" does not
  * fire on "we sent the parts".
  */
-#include "engine/engine.h"
+#include "engine/labels_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +64,182 @@ const char ENGINE_DEFAULT_LABELS[] =
     " bachelor of^2, master of^1, gpa^2, proficient in^2, languages:^1, certifications^2\n"
     "memo: memo^3, memorandum^4, interoffice^3, inter-office^3, internal memo^2, distribution:^2,"
     " copies to^2, from:^0.5, to:^0.5, subject:^0.5, re:^1, cc:^0.5\n";
+
+/* ------------------------------------------------------------ the set */
+
+struct engine_labels *engine_labels_new(void) { return calloc(1, sizeof(struct engine_labels)); }
+
+void engine_labels_free(struct engine_labels *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < l->n; i++) {
+        free(l->v[i].name);
+        for (int k = 0; k < l->v[i].n_terms; k++)
+            free(l->v[i].terms[k]);
+        free(l->v[i].terms);
+        free(l->v[i].weights);
+    }
+    free(l->v);
+    free(l->names);
+    free(l);
+}
+
+int engine_is_word_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
+}
+
+static int is_space_byte(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* Lower-cases ASCII and folds whitespace runs to one space, trimmed. */
+char *engine_text_normalise(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(n + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    int pending_space = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (is_space_byte(c)) {
+            pending_space = o > 0;
+            continue;
+        }
+        if (pending_space)
+            out[o++] = ' ';
+        pending_space = 0;
+        out[o++] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+    }
+    out[o] = '\0';
+    return out;
+}
+
+int engine_labels_add(struct engine_labels *l, const char *name, const char *const *keywords,
+                      int n_keywords, struct folio_err *err)
+{
+    if (!name || !name[0] || strlen(name) > ENGINE_LABEL_MAX)
+        return folio_err_set(err, FOLIO_EINVAL, "label name '%s' must be 1..%d bytes", name ? name : "",
+                             ENGINE_LABEL_MAX);
+    if (strcmp(name, ENGINE_UNKNOWN_LABEL) == 0)
+        return folio_err_set(err, FOLIO_EINVAL, "'%s' is reserved for documents no label matched",
+                             ENGINE_UNKNOWN_LABEL);
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 16;
+        struct engine_label_def *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return folio_err_set(err, FOLIO_ENOMEM, "cannot grow the label set to %d", cap);
+        l->v = v;
+        const char **nm = realloc(l->names, (size_t)cap * sizeof *nm);
+        if (!nm)
+            return folio_err_set(err, FOLIO_ENOMEM, "cannot grow the label set to %d", cap);
+        l->names = nm;
+        l->cap = cap;
+    }
+    struct engine_label_def d = {0};
+    d.name = strdup(name);
+    d.name_weight = ENGINE_NAME_WEIGHT;
+    d.terms = calloc((size_t)(n_keywords > 0 ? n_keywords : 1), sizeof *d.terms);
+    d.weights = calloc((size_t)(n_keywords > 0 ? n_keywords : 1), sizeof *d.weights);
+    char *nm = engine_text_normalise(name);
+    if (!d.name || !d.terms || !d.weights || !nm)
+        goto oom;
+    for (int k = 0; k < n_keywords; k++) {
+        if (!keywords[k])
+            continue;
+        double w = 1;
+        char *t = engine_text_normalise(keywords[k]);
+        if (!t)
+            goto oom;
+        if (engine_keyword_split(t, &w)) {
+            free(t);
+            free(nm);
+            free(d.name);
+            for (int j = 0; j < d.n_terms; j++)
+                free(d.terms[j]);
+            free(d.terms);
+            free(d.weights);
+            folio_err_set(err, FOLIO_EINVAL, "label '%s': keyword '%s' has a bad weight", name, keywords[k]);
+            folio_err_hint(err, "write a weight as keyword^N with N a number in 0..%g, e.g. \"amount due^3\"",
+                           ENGINE_KEYWORD_WEIGHT_MAX);
+            return FOLIO_EINVAL;
+        }
+        if (!t[0]) {
+            free(t);
+            continue;
+        }
+        if (strcmp(t, nm) == 0) {
+            d.name_weight = w; /* the name listed as a keyword: its weight, counted once */
+            free(t);
+            continue;
+        }
+        d.weights[d.n_terms] = w;
+        d.terms[d.n_terms++] = t;
+    }
+    free(nm);
+    nm = NULL;
+    l->v[l->n] = d;
+    l->names[l->n] = d.name;
+    l->n++;
+    return 0;
+oom:
+    free(nm);
+    free(d.name);
+    if (d.terms)
+        for (int k = 0; k < d.n_terms; k++)
+            free(d.terms[k]);
+    free(d.terms);
+    free(d.weights);
+    return folio_err_set(err, FOLIO_ENOMEM, "cannot store label '%s'", name);
+}
+
+int engine_keyword_split(char *kw, double *weight)
+{
+    *weight = 1;
+    char *caret = strrchr(kw, '^');
+    if (!caret)
+        return 0;
+    char *end = NULL;
+    double w = strtod(caret + 1, &end);
+    if (end == caret + 1 || *end || !(w >= 0 && w <= ENGINE_KEYWORD_WEIGHT_MAX))
+        return FOLIO_EINVAL;
+    *weight = w;
+    /* "amount due ^3": the space before the caret is not part of the term */
+    while (caret > kw && caret[-1] == ' ')
+        caret--;
+    *caret = '\0';
+    return 0;
+}
+
+int engine_labels_count(const struct engine_labels *l) { return l ? l->n : 0; }
+
+const char *engine_labels_name(const struct engine_labels *l, int i)
+{
+    return (l && i >= 0 && i < l->n) ? l->v[i].name : NULL;
+}
+
+int engine_labels_keyword(const struct engine_labels *l, int i, int k, char *buf, size_t n)
+{
+    if (!l || i < 0 || i >= l->n)
+        return FOLIO_EINVAL;
+    const struct engine_label_def *d = &l->v[i];
+    /* the name, when given a weight of its own, is exported as keyword 0 */
+    int named = d->name_weight != ENGINE_NAME_WEIGHT;
+    if (named && k == 0)
+        return folio_snprintf(buf, n, "%s^%g", d->name, d->name_weight);
+    k -= named;
+    if (k < 0 || k >= d->n_terms)
+        return FOLIO_EINVAL;
+    if (d->weights[k] == 1)
+        return folio_snprintf(buf, n, "%s", d->terms[k]);
+    return folio_snprintf(buf, n, "%s^%g", d->terms[k], d->weights[k]);
+}
+
+/* ------------------------------------------------------------ label files */
 
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
