@@ -30,6 +30,7 @@ static const struct subcommand CMDS[] = {
     {"report", cmd_report, "write a self-contained HTML report"},
     {"correct", cmd_correct, "record what a document really is (trains ocr+learned)"},
     {"train", cmd_train, "train the ocr+learned tier from the corrections"},
+    {"models", cmd_models, "list, show, activate or drop ocr+learned models"},
     {"eval", cmd_eval, "accuracy, confusion and calibration of stored results"},
     {"labels", cmd_labels, "list, export, import or test label sets"},
     {"reclassify", cmd_reclassify, "re-queue documents for a new result, keeping the old"},
