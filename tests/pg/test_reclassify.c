@@ -95,7 +95,7 @@ int main(void)
 
     /* folio eval against the corrections, and against a truth file that
      * disagrees on one document */
-    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s'", bin, ci);
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --json", bin, ci);
     CHECK(rc == 0 && strstr(out, "\"documents\" : 2") && strstr(out, "\"accuracy\" : 1.0000") &&
               strstr(out, "\"eval\" : \"confusion\"") && strstr(out, "\"eval\" : \"reliability\""),
           "eval: rc=%d %s", rc, out);
@@ -105,14 +105,14 @@ int main(void)
     REQUIRE(f, "truth file");
     fprintf(f, "1\tmemo\n%s\tletter\n", s2);
     fclose(f);
-    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --truth %s", bin, ci, tf);
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --json --truth %s", bin, ci, tf);
     CHECK(rc == 0 && strstr(out, "\"accuracy\" : 0.5000") && strstr(out, "\"truth\" : \"letter\", \"predicted\" : { \"invoice\" : 1 }"),
           "eval --truth: rc=%d %s", rc, out);
     f = fopen(tf, "w");
     REQUIRE(f, "truth file");
     fprintf(f, "1 memo\n");
     fclose(f);
-    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --truth %s", bin, ci, tf);
+    rc = tu_sh_out(out, sizeof out, "%s eval --db '%s' --json --truth %s", bin, ci, tf);
     CHECK(rc == 1 && strstr(out, "line 1: no tab"), "bad truth file: rc=%d %s", rc, out);
     /* --reuse-ocr: the worker takes the stored text instead of reading the
      * pages. To tell one from the other, the invoice's stored text is made
@@ -139,10 +139,14 @@ int main(void)
               wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE document_id = 1 AND reuse_text_from IS NULL") == 1,
           "the invoice's job names its old result, the memo's none");
     run_worker_until(c, ci, log, "SELECT count(*) FROM folio.results", 2);
-    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE document_id = 2 AND label = 'memo'"
+    /* the engine read memo from the stored text; the document's own
+     * correction (invoice) stays its result, the engine's answer beside it
+     * (schema 015) */
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE document_id = 2 AND engine_label = 'memo'"
+                   " AND label = 'invoice' AND confidence = 1 AND NOT needs_review"
                    " AND (ocr_pages->>'reused')::int = 1 AND (ocr_pages->>'ocr')::int = 0"
                    " AND ocr_text = (SELECT ocr_text FROM folio.results WHERE document_id = 1)") == 1,
-          "the invoice was classified from the stored (memo) text, not OCR'd");
+          "the invoice was classified from the stored (memo) text, not OCR'd, and kept its correction");
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE document_id = 2 AND text_source = 'ocr'") == 1,
           "the reused page keeps its text source");
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE document_id = 1 AND label = 'memo'"
