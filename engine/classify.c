@@ -40,6 +40,8 @@
 /* Additive smoothing of the rules distribution, chosen by `folio bench
  * accuracy` on the tuning part of the corpus (BENCHMARKS.md). */
 #define RULES_SMOOTHING 0.15
+/* How sure the learned tier must be to overrule the rules' label (below). */
+#define LEARNED_OVERRIDE_MIN 0.8
 
 struct engine {
     struct engine_config cfg;
@@ -227,8 +229,9 @@ static void finish(struct engine *e, struct engine_result *out, double t0)
  * for review: on the generated corpus a news story the rules had right at
  * 0.49 became an e-mail at 0.73 (tests/unit/test_learned_abstain.c), and
  * a flagged right answer is worth more than an accepted wrong one.
- * Otherwise the learned tier answers unless it abstains (learned.c); the
- * reason lands in fallback_reason. */
+ * Otherwise the learned tier answers unless it abstains (learned.c) or
+ * contradicts the rules' label while less sure than LEARNED_OVERRIDE_MIN
+ * or than the rules; the reason lands in fallback_reason. */
 static int text_floor(struct engine *e, const struct engine_doc *doc, struct engine_result *out,
                       struct folio_err *err)
 {
@@ -255,6 +258,21 @@ static int text_floor(struct engine *e, const struct engine_doc *doc, struct eng
         rc = 1;
     } else {
         rc = engine_learned_score(e->cfg.learned, e->labels, out->text.text, out, err);
+    }
+    if (rc == 0 && strcmp(rules.label, ENGINE_UNKNOWN_LABEL) != 0 && strcmp(out->label, rules.label) != 0 &&
+        (out->confidence < LEARNED_OVERRIDE_MIN || out->confidence <= rules.confidence)) {
+        /* it contradicts the rules without being sure, or less sure than
+         * they are: its few examples are the likelier to be wrong (on
+         * held-out corrections a 4-example model turned an e-mail the
+         * rules had right into a letter at 0.56; tests/pg/test_learn_guard.c) */
+        char why[160];
+        snprintf(why, sizeof why, "%socr+learned abstained: it says %s at %.2f against the rules' %s (%.2f)",
+                 out->fallback_reason[0] ? "; " : "", out->label, out->confidence, rules.label, rules.confidence);
+        size_t k = strlen(out->fallback_reason);
+        snprintf(out->fallback_reason + k, sizeof out->fallback_reason - k, "%s", why);
+        out->label[0] = 0;
+        out->engine_path[0] = 0;
+        rc = 1;
     }
     if (rc == 0) {
         out->names = (const char *const *)e->labels->names;

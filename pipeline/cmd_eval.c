@@ -144,9 +144,9 @@ static int print_json(PGconn *c, const char *key, struct folio_err *err)
 static int print_table(PGconn *c, const char *key, struct folio_err *err)
 {
     int rc = print_rows(c,
-                        "SELECT format(E'model key %s: %s documents, %s right (accuracy %s); %s accepted, %s right'"
-                        " ' (precision above the review threshold %s)\\nengine''s own answers: %s right (accuracy %s;'"
-                        " ' a corrected document''s result is its correction)\\n',"
+                        "SELECT format(E'model key %s: %s documents, %s right (accuracy %s); %s accepted, %s right"
+                        " (precision above the review threshold %s)\\nengine''s own answers: %s right (accuracy %s;"
+                        " a corrected document''s result is its correction)\\n',"
                         " $1::text, count(*), count(*) FILTER (WHERE truth = predicted),"
                         " coalesce(round(avg((truth = predicted)::int)::numeric, 3)::text, '-'),"
                         " count(*) FILTER (WHERE NOT needs_review),"

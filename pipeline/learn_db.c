@@ -166,6 +166,11 @@ static int score_chain(const struct learn_example *ex, int n, const struct engin
         rc = engine_classify(e, &doc, &r, err);
         if (!rc) {
             int right = strcmp(r.label, ex[i].label) == 0;
+            if (!right) {
+                char q[400];
+                folio_log(FOLIO_LOG_DEBUG, "learned_heldout_miss", "truth=\"%s\" label=\"%s\" path=%s conf=%.3f why=%s",
+                          ex[i].label, r.label, r.engine_path, r.confidence, folio_lq(q, sizeof q, r.fallback_reason));
+            }
             s->documents++;
             s->right += right;
             s->learned += strcmp(r.engine_path, "ocr+learned") == 0;
@@ -256,7 +261,9 @@ static void guard(struct learn_train_report *rep, const struct learn_score *nw, 
     else
         snprintf(base, sizeof base, "the rules alone");
     double na = frac(nw->right, nw->documents), oa = frac(old->right, old->documents);
-    double np = frac(nw->accepted_right, nw->accepted), op = frac(old->accepted_right, old->accepted);
+    /* precision with nothing accepted before is no bar to keep (frac
+     * would call it 1.0): then accuracy decides */
+    double np = frac(nw->accepted_right, nw->accepted), op = old->accepted ? frac(old->accepted_right, old->accepted) : 0;
     const double eps = 1e-9;
     if (nw->documents == 0 && active_id) {
         rep->active = 0;
@@ -469,7 +476,7 @@ int learn_db_train(PGconn *c, const struct learn_train_opts *o, struct learn_tra
         json_raw(&held, ",");
         score_json(&held, active_id ? "active_before" : "rules_alone", &base);
         json_raw(&held, ",");
-        json_key(&held, "active_before");
+        json_key(&held, "active_before_id");
         if (active_id)
             json_num(&held, (double)active_id);
         else

@@ -4,7 +4,7 @@
 -- `invoice` at 0.89-0.996, not flagged. Now every result written for a
 -- document with a whole-document correction (the newest one wins, as in
 -- training and eval) carries the correction as its label, with confidence
--- 1 and no review; the engine's own answer is kept beside it in
+-- 1 and no review (also when the engine agreed); the engine's own answer is kept beside it in
 -- engine_label (NULL when the engine agreed), so both are shown and
 -- `folio eval` can still score the engine. A trigger rather than worker
 -- code, so every writer (folio.complete_job behind a pooler, the direct
@@ -19,9 +19,12 @@ DECLARE
 BEGIN
   SELECT c.label INTO said FROM folio.corrections c
    WHERE c.document_id = NEW.document_id AND c.page IS NULL ORDER BY c.id DESC LIMIT 1;
-  IF said IS NOT NULL AND said IS DISTINCT FROM NEW.label THEN
-    NEW.engine_label := coalesce(NEW.engine_label, NEW.label);
-    NEW.label := said;
+  IF said IS NOT NULL THEN
+    IF said IS DISTINCT FROM NEW.label THEN
+      NEW.engine_label := coalesce(NEW.engine_label, NEW.label);
+      NEW.label := said;
+    END IF;
+    -- a person said what it is: nothing left to review
     NEW.confidence := 1;
     NEW.needs_review := false;
     NEW.review_reason := NULL;

@@ -6,6 +6,7 @@
  * rules put them, and the chain (learned, then rules) is not less accurate
  * than the rules alone. */
 #include "engine/engine.h"
+#include "tests/support/corpus_text.h"
 #include "tests/support/testutil.h"
 
 #include <stdlib.h>
@@ -13,59 +14,9 @@
 
 #define MAX_DOCS 512
 
-struct doc {
-    char file[16], label[ENGINE_LABEL_MAX + 1], split[16];
-    char *text;
-};
-
-static int text_from_string(void *ctx, struct engine_text *out, struct folio_err *err)
-{
-    (void)err;
-    out->text = strdup(ctx);
-    return out->text ? 0 : FOLIO_ENOMEM;
-}
-
-static char *slurp(const char *path)
-{
-    char *t = NULL;
-    struct folio_err err = {0};
-    if (folio_read_text(path, 1u << 20, &t, &err))
-        return NULL;
-    return t;
-}
-
-static int load(const char *dir, struct doc *d)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/corpus.tsv", dir);
-    char *tsv = slurp(path);
-    if (!tsv)
-        return 0;
-    int n = 0;
-    char *save = NULL;
-    strtok_r(tsv, "\n", &save); /* header */
-    for (char *line = strtok_r(NULL, "\n", &save); line && n < MAX_DOCS; line = strtok_r(NULL, "\n", &save)) {
-        char *f[10];
-        int k = 0;
-        for (char *s2 = NULL, *c = strtok_r(line, "\t", &s2); c && k < 10; c = strtok_r(NULL, "\t", &s2))
-            f[k++] = c;
-        if (k < 10)
-            continue;
-        snprintf(d[n].file, sizeof d[n].file, "%s", f[0]);
-        snprintf(d[n].label, sizeof d[n].label, "%s", f[1]);
-        snprintf(d[n].split, sizeof d[n].split, "%s", f[9]);
-        snprintf(path, sizeof path, "%s/%s.txt", dir, f[0]);
-        d[n].text = slurp(path);
-        if (d[n].text)
-            n++;
-    }
-    free(tsv);
-    return n;
-}
-
 static void classify(struct engine *e, const char *text, struct engine_result *r)
 {
-    struct engine_doc doc = {.text = text_from_string, .text_ctx = (void *)text};
+    struct engine_doc doc = {.text = ct_text_of, .text_ctx = (void *)text};
     struct folio_err err = {0};
     memset(r, 0, sizeof *r);
     CHECK(engine_classify(e, &doc, r, &err) == 0, "classify: %s", err.msg);
@@ -84,12 +35,8 @@ static int trained(const char *label)
 int main(void)
 {
     const char *dir = tu_scratch("learned_abstain");
-    char out[4096];
-    int rc = tu_sh_out(out, sizeof out, "python3 '%s/tests/support/doc_corpus.py' '%s' 26 16",
-                       getenv("FOLIO_SOURCE_DIR"), dir);
-    REQUIRE(rc == 0, "doc_corpus.py: rc=%d %s", rc, out);
-    static struct doc docs[MAX_DOCS];
-    int n = load(dir, docs);
+    static struct ct_doc docs[MAX_DOCS];
+    int n = ct_load(dir, 26, docs, MAX_DOCS);
     REQUIRE(n >= 9 * 26, "%d documents generated", n);
 
     struct folio_err err = {0};
@@ -173,7 +120,6 @@ int main(void)
     free(blob);
     engine_trainer_free(t);
     engine_labels_free(l);
-    for (int i = 0; i < n; i++)
-        free(docs[i].text);
+    ct_free(docs, n);
     return tu_finish();
 }
