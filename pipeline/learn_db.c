@@ -227,25 +227,15 @@ static double frac(int a, int b) { return b ? (double)a / b : 1.0; }
 
 static void score_json(struct json_buf *b, const char *name, const struct learn_score *s)
 {
+    const char *k[] = {"documents", "right", "accuracy", "accepted", "precision_accepted", "answered_by_learned"};
+    const double v[] = {s->documents, s->right, frac(s->right, s->documents), s->accepted,
+                        frac(s->accepted_right, s->accepted), s->learned};
     json_key(b, name);
-    json_raw(b, "{");
-    json_key(b, "documents");
-    json_num(b, s->documents);
-    json_raw(b, ",");
-    json_key(b, "right");
-    json_num(b, s->right);
-    json_raw(b, ",");
-    json_key(b, "accuracy");
-    json_num(b, frac(s->right, s->documents));
-    json_raw(b, ",");
-    json_key(b, "accepted");
-    json_num(b, s->accepted);
-    json_raw(b, ",");
-    json_key(b, "precision_accepted");
-    json_num(b, frac(s->accepted_right, s->accepted));
-    json_raw(b, ",");
-    json_key(b, "answered_by_learned");
-    json_num(b, s->learned);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        json_raw(b, i ? "," : "{");
+        json_key(b, k[i]);
+        json_num(b, v[i]);
+    }
     json_raw(b, "}");
 }
 

@@ -67,15 +67,6 @@ static int is_held(int id)
     return -1;
 }
 
-static void run_worker_until(PGconn *c, const char *ci, const char *log, const char *const *args, const char *sql,
-                             long long want)
-{
-    pid_t w = wt_spawn_worker(ci, NULL, log, args);
-    CHECK(wt_wait_for(c, sql, want, 180000) == 0, "worker did not get to %s = %lld (log %s)", sql, want, log);
-    kill(w, SIGTERM);
-    CHECK(wt_wait_exit(w, 30000) == 0, "worker exit");
-}
-
 int main(void)
 {
     char ci[512], out[16384];
@@ -187,7 +178,7 @@ int main(void)
     /* ---- reclassify with the stored text, a worker ---- */
     rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --reuse-ocr --engine-path ocr+rules", bin, ci);
     CHECK(rc == 0 && strstr(out, "\"requeued\":40"), "reclassify: rc=%d %s", rc, out);
-    run_worker_until(c, ci, log, ARGS, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", N_DOCS);
+    wt_run_worker_until(c, ci, log, ARGS, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", N_DOCS);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results") == N_DOCS, "results after reclassify");
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE (ocr_pages->>'reused')::int = 1") == N_DOCS,
           "the stored text was reused");
@@ -255,7 +246,7 @@ int main(void)
     CHECK(rc == 0 && strstr(out, "\"requeued\":1"), "one job for the worker: rc=%d %s", rc, out);
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM folio.learned_models WHERE NOT EXISTS (SELECT 1 FROM folio.jobs WHERE state <> 'done')");
-    run_worker_until(c, ci, log, RETRAIN_ARGS, sql, models + 1);
+    wt_run_worker_until(c, ci, log, RETRAIN_ARGS, sql, models + 1);
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM folio.learned_models WHERE id = (SELECT max(id) FROM folio.learned_models)"
              " AND NOT active AND comparison LIKE 'kept inactive%%'");

@@ -15,10 +15,7 @@ static const char *const ARGS[] = {"--lease", "5", "--poll", "0.2", "--ocr-threa
 
 static void run_worker_until(PGconn *c, const char *ci, const char *log, const char *sql, long long want)
 {
-    pid_t w = wt_spawn_worker(ci, NULL, log, ARGS);
-    CHECK(wt_wait_for(c, sql, want, 180000) == 0, "worker did not get to %s = %lld (log %s)", sql, want, log);
-    kill(w, SIGTERM);
-    CHECK(wt_wait_exit(w, 30000) == 0, "worker exit");
+    wt_run_worker_until(c, ci, log, ARGS, sql, want);
 }
 
 int main(void)
