@@ -296,12 +296,26 @@ void engine_review(struct engine_result *r, double review_below, double review_m
 int engine_keyword_split(char *kw, double *weight);
 
 /* Label files, the one format shared by `classify --labels`, `folio labels
- * import/export` and the default taxonomy: one label per line,
- *   name: keyword, "phrase, with comma", weighted^3   # comment
- * Parse errors name the source and line. */
+ * import/export` and the built-in sets: one label per line,
+ *   name (what it is, for people): keyword, "phrase, with comma", weighted^3   # comment
+ * the (description) optional. Parse errors name the source and line. */
 int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err);
-/* The default taxonomy in that format (what `folio migrate` seeds). */
+#define ENGINE_LABEL_DESCRIPTION_MAX 500
+int engine_labels_set_description(struct engine_labels *l, int i, const char *description, struct folio_err *err);
+/* "" when the label has none. */
+const char *engine_labels_description(const struct engine_labels *l, int i);
+/* The default taxonomy in that format: a business inbox (receipt, invoice,
+ * purchase order, ... memo), what `folio classify` uses without --labels
+ * and what `folio migrate` installs in a new database (schema 015). */
 extern const char ENGINE_DEFAULT_LABELS[];
+/* The 16 RVL-CDIP research classes, the default before issue 33 (and
+ * what `folio bench accuracy`'s generated corpus is drawn from). */
+extern const char ENGINE_RVL_CDIP_LABELS[];
+/* A built-in set by name ("business" = ENGINE_DEFAULT_LABELS, "rvl-cdip"),
+ * NULL when there is none; engine_label_set_name(i) lists them (NULL past
+ * the end). */
+const char *engine_label_set(const char *name);
+const char *engine_label_set_name(int i);
 /* Keywords of label i as written ("amount due^3"), for export. */
 int engine_labels_keyword(const struct engine_labels *l, int i, int k, char *buf, size_t n);
 

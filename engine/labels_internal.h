@@ -16,6 +16,7 @@
 
 struct engine_label_def {
     char *name;
+    char *description; /* NULL or what the label file's (description) said */
     char **terms; /* normalised keywords */
     double *weights;
     int n_terms;

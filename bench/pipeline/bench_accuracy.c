@@ -445,10 +445,12 @@ int bench_accuracy(int argc, char **argv)
     struct engine_labels *labels = engine_labels_new();
     struct folio_err err = {0};
     int rc = 0;
-    char *ltext = labels_path ? slurp(labels_path) : NULL;
-    if (!labels || (labels_path && !ltext) ||
-        engine_labels_parse(labels, ltext ? ltext : ENGINE_DEFAULT_LABELS, labels_path ? labels_path : "default labels",
-                            &err)) {
+    /* the corpus is drawn from RVL-CDIP's types (doc_corpus.py), so that
+     * set is the bench's default; --labels takes a file or a set name */
+    const char *set = engine_label_set(labels_path ? labels_path : "rvl-cdip");
+    char *ltext = labels_path && !set ? slurp(labels_path) : NULL;
+    if (!labels || (labels_path && !set && !ltext) ||
+        engine_labels_parse(labels, ltext ? ltext : set, labels_path ? labels_path : "rvl-cdip", &err)) {
         if (labels_path && !ltext)
             fprintf(stderr, "folio bench accuracy: cannot read %s\n", labels_path);
         else

@@ -1,7 +1,8 @@
 /*
  * Learning that never makes things worse (issue 33), with real workers.
  *
- * The new user's sequence: 40 documents whose stored OCR text is a
+ * The new user's sequence (with the RVL-CDIP set, whose types the generated
+ * documents have): 40 documents whose stored OCR text is a
  * generated document (tests/support/doc_corpus.py) and whose first result
  * is the rules tier's; corrections over 7 labels (4 of them with enough
  * examples to learn); `folio train --min-per-label 4`; `folio reclassify
@@ -76,6 +77,10 @@ int main(void)
     const char *dir = tu_scratch("learn_guard");
     char log[600], sql[1024];
     snprintf(log, sizeof log, "%s/worker.log", dir);
+    /* the generated documents are of RVL-CDIP's types: that set, by name */
+    char out0[4096];
+    int rc0 = tu_sh_out(out0, sizeof out0, "%s labels import --db '%s' --replace rvl-cdip", bin, ci);
+    REQUIRE(rc0 == 0 && strstr(out0, "16 labels imported"), "rvl-cdip: %s", out0);
     static struct ct_doc corpus[MAX_CORPUS];
     int nc = ct_load(dir, 12, corpus, MAX_CORPUS);
     REQUIRE(nc >= 9 * 12, "%d generated documents", nc);

@@ -41,7 +41,7 @@ int main(void)
 
     struct folio_err err = {0};
     struct engine_labels *l = engine_labels_new();
-    REQUIRE(l && engine_labels_parse(l, ENGINE_DEFAULT_LABELS, "defaults", &err) == 0, "%s", err.msg);
+    REQUIRE(l && engine_labels_parse(l, ENGINE_RVL_CDIP_LABELS, "rvl-cdip", &err) == 0, "%s", err.msg);
 
     /* corrections: 6 of each of four labels, from the train split */
     struct engine_trainer *t = engine_trainer_new();
