@@ -64,15 +64,15 @@ BEGIN
     DELETE FROM folio.labels;
     INSERT INTO folio.labels (name, description, keywords) VALUES
  ('receipt', 'A till or card receipt for a purchase already paid',
-   '{"receipt^3","till^2","cashier^3","cash^1","change due^4","card payment^2","visa^1","mastercard^2","contactless^3","thank you for shopping^4","store^1","items^1","total paid^3","amount tendered^4","auth code^3","vat receipt^3"}'),
+   '{"receipt^3","till^2","cashier^3","cash^2","change^1.5","register^1","change due^4","card payment^2","visa^1","mastercard^2","contactless^3","thank you for shopping^4","store^1","items^1","total paid^3","amount tendered^4","auth code^3","vat receipt^3"}'),
  ('invoice', 'An invoice or bill asking for payment',
-   '{"invoice^3","invoice number^2","invoice no^2","invoice date^2","amount due^3","balance due^3","total due^3","bill to^3","remit to^3","please remit^3","payment terms^2","due date^2","subtotal^2","unit price^2","qty^2","net 30^2","vat^1","tax^0.5"}'),
+   '{"invoice^2","invoice number^2","invoice no^2","invoice date^2","amount due^3","balance due^3","total due^3","bill to^3","remit to^3","please remit^3","payment terms^2","due date^2","subtotal^2","unit price^2","qty^2","net 30^2","vat^1","tax^0.5"}'),
  ('purchase order', 'An order placed with a supplier',
    '{"purchase order^4","po number^4","p.o.^3","order number^1","ship to^2","vendor^2","supplier^1","delivery date^2","requested by^2","authorised by^2","authorized by^2","please supply^3","order date^2","qty^1","unit price^1"}'),
  ('delivery note', 'A delivery or packing note that goes with goods',
    '{"delivery note^4","packing slip^4","packing list^4","goods received^3","delivered to^3","received by^3","received in good condition^4","consignment^3","carrier^2","parcels^2","dispatch^2","dispatched^2","shipment^1","qty delivered^3"}'),
  ('contract', 'A contract or agreement with terms and signatures',
-   '{"contract^2","agreement^2","this agreement^3","the parties^3","hereinafter^4","whereas^3","terms and conditions^2","shall^1","clause^2","termination^2","governing law^4","in witness whereof^4","effective date^2","obligations^2","signed by^1","party^1"}'),
+   '{"contract^2","agreement^1","this agreement^3","the parties^3","hereinafter^4","whereas^3","terms and conditions^2","shall^1","clause^2","termination^2","governing law^4","in witness whereof^4","effective date^2","obligations^2","signed by^1","party^1"}'),
  ('bank statement', 'A bank account statement with balances and transactions',
    '{"bank statement^4","statement of account^4","account number^2","sort code^4","iban^3","opening balance^4","closing balance^4","balance brought forward^4","balance carried forward^4","direct debit^3","standing order^3","withdrawal^2","deposit^1","overdraft^2","transactions^1","statement period^3"}'),
  ('payslip', 'A pay slip or earnings statement for an employee',

@@ -24,12 +24,14 @@ static inline char *ct_slurp(const char *path)
     return folio_read_text(path, 1u << 20, &t, &err) ? NULL : t;
 }
 
-/* per_type documents of each type (seed 16) into d[0..max); the count. */
-static inline int ct_load(const char *dir, int per_type, struct ct_doc *d, int max)
+/* per_type documents of each type of set ("rvl" or "business"; seed 16)
+ * into d[0..max); the count. */
+static inline int ct_load_set(const char *dir, int per_type, const char *set, struct ct_doc *d, int max)
 {
     char path[1024], out[2048];
-    if (tu_sh_out(out, sizeof out, "python3 '%s/tests/support/doc_corpus.py' '%s' %d 16", getenv("FOLIO_SOURCE_DIR"),
-                  dir, per_type) != 0) {
+    const char *seed = getenv("FOLIO_TEST_CORPUS_SEED"); /* another draw, to check what was tuned on 16 */
+    if (tu_sh_out(out, sizeof out, "python3 '%s/tests/support/doc_corpus.py' '%s' %d %s %s",
+                  getenv("FOLIO_SOURCE_DIR"), dir, per_type, seed ? seed : "16", set) != 0) {
         fprintf(stderr, "doc_corpus.py: %s\n", out);
         return 0;
     }
@@ -64,6 +66,11 @@ static inline int ct_text_of(void *ctx, struct engine_text *out, struct folio_er
 {
     out->text = strdup(ctx);
     return out->text ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of memory for a text");
+}
+
+static inline int ct_load(const char *dir, int per_type, struct ct_doc *d, int max)
+{
+    return ct_load_set(dir, per_type, "rvl", d, max);
 }
 
 static inline void ct_free(struct ct_doc *d, int n)
