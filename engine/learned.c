@@ -36,7 +36,9 @@
  *    anything it learned, and a type it never saw is what such pages
  *    usually are;
  *  - its best label leads the runner-up by less than LEARNED_MIN_MARGIN:
- *    the model cannot tell them apart, and a guess at 0.5 helps nobody.
+ *    the model cannot tell them apart, and a guess at 0.5 helps nobody;
+ *  - its best label is one no longer in the active set: the page is of a
+ *    type the set does not have, and the best of the others is a guess.
  * The evidence scale is calibrated per model on held-out corrections
  * (learn_db.c picks the one with the lowest log loss there and writes it
  * into the blob), so a 0.8 from this tier means what a 0.8 from the rules
@@ -624,6 +626,23 @@ int engine_learned_score(const struct engine_learned *m, const struct engine_lab
     }
     out->n_labels = n;
     out->names = NULL;
+    /* its best label over everything it learned: one deactivated since
+     * means the page is of a type the set no longer has, and the best of
+     * the rest is a guess (a receipt as an invoice) */
+    int top = 0;
+    for (int c = 1; c < L; c++)
+        if (ll[c] > ll[top])
+            top = c;
+    if (to_set[top] < 0) {
+        char why[ENGINE_LABEL_MAX + 64];
+        snprintf(why, sizeof why, "its best label %s is not in the active set", m->names[top]);
+        free(out->scores);
+        free(out->raw);
+        out->scores = out->raw = NULL;
+        out->n_labels = 0;
+        rc = abstain(out, why);
+        goto done;
+    }
     double scale = m->evidence / (double)seen, mx = -INFINITY, sum = 0;
     for (int c = 0; c < L; c++)
         if (to_set[c] >= 0 && ll[c] * scale > mx)
