@@ -114,6 +114,32 @@ int main(void)
     CHECK(abst_unseen * 10 >= n_unseen * 9, "abstained on %d of %d untrained-type documents", abst_unseen,
           n_unseen);
 
+    /* a label deactivated since training: its pages are not handed to the
+     * best of the others (a memo must not become a letter) */
+    struct engine_labels *nomemo = engine_labels_new();
+    REQUIRE(engine_labels_parse(nomemo, "letter: dear^2\nemail: e-mail\ninvoice: invoice^3\n", "no memo", &err) == 0,
+            "%s", err.msg);
+    int memos = 0, kept_out = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(docs[i].label, "memo") != 0 || strcmp(docs[i].split, "heldout") != 0)
+            continue;
+        /* the pages the model itself calls memos (with memo active) */
+        struct engine_result r;
+        memset(&r, 0, sizeof r);
+        int says_memo = engine_learned_score(m, l, docs[i].text, &r, &err) == 0 && strcmp(r.label, "memo") == 0;
+        engine_result_free(&r);
+        if (!says_memo)
+            continue;
+        memset(&r, 0, sizeof r);
+        memos++;
+        kept_out += engine_learned_score(m, nomemo, docs[i].text, &r, &err) == 1 &&
+                    strstr(r.fallback_reason, "memo is not in the active set") != NULL;
+        engine_result_free(&r);
+    }
+    CHECK(memos > 0 && kept_out == memos, "%d of the %d pages it calls memos handed to another label", memos - kept_out,
+          memos);
+    engine_labels_free(nomemo);
+
     engine_close(rules);
     engine_close(chain);
     engine_learned_free(m);
