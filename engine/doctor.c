@@ -76,8 +76,9 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
             fprintf(out, "%s{\"index\":%d,\"name\":\"%s\",\"type\":\"%s\",\"uuid\":\"%s\"}", i ? "," : "",
                     devs[i].index, nm, devs[i].type, devs[i].uuid_hex);
         }
-        fprintf(out, "],\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s}\n", js,
-                failed, ops_coopmat_available(vk) ? "true" : "false");
+        fprintf(out, "],\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s,"
+                     "\"gemm_route\":\"%s\"}\n", js,
+                failed, ops_coopmat_available(vk) ? "true" : "false", ops_gemm_route_name(vk));
     } else {
         fprintf(out, "Vulkan devices:\n");
         for (int i = 0; i < ndev && i < 16; i++)
@@ -94,10 +95,14 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
                 L->max_shared, L->subgroup_size, L->min_ssbo_align, L->max_push);
         fprintf(out, "features used: 16-bit storage %d, float16 %d, int8 %d, subgroup arithmetic %d, "
                      "maintenance4 %d, push descriptors %d, memory budget %d, device fault %d, "
-                     "NV cooperative matrix %d (kernel %s), timestamps %d, validation %d\n",
+                     "NV cooperative matrix %d (kernel %s), KHR cooperative matrix %d, "
+                     "NV cooperative matrix 2 %d, timestamps %d, validation %d\n",
                 F->storage_16bit, F->float16, F->int8, F->subgroup_arith, F->maintenance4,
                 F->push_descriptor, F->memory_budget, F->device_fault, F->coopmat_nv,
-                ops_coopmat_available(vk) ? "on" : "off", F->timestamps, F->validation);
+                ops_coopmat_available(vk) ? "on" : "off", F->coopmat_khr, F->coopmat2_nv,
+                F->timestamps, F->validation);
+        fprintf(out, "GEMM route: %s (AUTO order khr > nv > cm2, as measured; FOLIO_GEMM_ROUTE=cm2|khr|nv|none forces one)\n",
+                ops_gemm_route_name(vk));
         fprintf(out, "pipelines: %u built, %u unavailable, pre-warm %.0f ms, sealed %s, "
                      "requests after seal %" PRIu64 "\n",
                 s.pipelines_built, s.pipelines_failed, s.prewarm_ms, s.sealed ? "yes" : "no",

@@ -25,14 +25,18 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all ${#PKGS[@]} packages present"
-  exit 0
-fi
-
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} packages present"
+else
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The shader compiler for the cooperative-matrix kernels: Debian 13's shaderc
+# in /opt/folio/shaderc-trixie, unless the system glslc is new enough
+# (ops/shaderc-trixie.sh says why; CMake finds it there, FOLIO_GLSLC overrides).
+$SUDO bash "$(dirname "$0")/shaderc-trixie.sh"

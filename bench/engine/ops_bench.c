@@ -169,6 +169,15 @@ static int rec_matmul(struct vkr_cmd *c, void *arg, struct folio_err *err)
     return op_matmul(c, arg, err);
 }
 
+/* "cm2" of "cm2:128x128/...": the route a numbered configuration runs on. */
+static const char *cname_route(char *name)
+{
+    char *colon = strchr(name, ':');
+    static char route[16];
+    snprintf(route, sizeof route, "%.*s", colon ? (int)(colon - name) : 0, name);
+    return route;
+}
+
 static int bench_matmul(struct bench *b, struct folio_err *err)
 {
     static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
@@ -276,6 +285,12 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             int cfg = v >= 5 ? v - 4 : 0;
             if (cfg && (!b->o->only || strcmp(b->o->only, "gemm") || !ops_gemm_config_fits(b->vk, cfg - 1)))
                 continue;
+            if (cfg) {
+                int acc16, probe, k_mult;
+                ops_gemm_config_info(cfg - 1, &acc16, &probe, &k_mult);
+                if (k % (uint32_t)k_mult)
+                    continue;
+            }
             int xf16 = v == 1 || cfg;
             int ty = v < 2 || cfg ? QUANT_F16 : qtypes[v - 2];
             enum op_mm_kernel kern = v < 2 || cfg ? OP_MM_GEMM : OP_MM_COOPMAT;
@@ -312,9 +327,11 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             ops_gemm_config_name(cfg - 1, cname, sizeof cname);
             fprintf(b->out,
                     "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"%s\","
-                    "\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"%s\",\"xtype\":\"%s\",\"m\":%u,\"n\":%u,\"k\":%u,"
-                    "\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
-                    where, kern == OP_MM_GEMM ? "gemm" : "coopmat", cfg, kern == OP_MM_GEMM ? cname : "-",
+                    "\"route\":\"%s\",\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"%s\",\"xtype\":\"%s\","
+                    "\"m\":%u,\"n\":%u,\"k\":%u,\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
+                    where, kern == OP_MM_GEMM ? "gemm" : "coopmat",
+                    kern != OP_MM_GEMM ? "-" : cfg ? cname_route(cname) : ops_gemm_route_name(b->vk), cfg,
+                    kern == OP_MM_GEMM ? cname : "-",
                     quant_type_name(ty),
                     xf16 ? "f16" : "f32", m, n, k, ms, flops / ms / 1e9, b->dev);
             fflush(b->out);
@@ -446,7 +463,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     rc = ops_prewarm(b.vk, &failed, err);
     if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {
         /* every GEMM tile configuration, compared at the model's shapes */
-        struct vkr_pipeline_key gk[256];
+        struct vkr_pipeline_key gk[512];
         int ng = ops_gemm_keys_all(b.vk, 1, gk);
         rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }

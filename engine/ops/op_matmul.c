@@ -15,37 +15,33 @@
 #include "engine/ops/ops_internal.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct mm_push {
     uint32_t K, N, M, w_skip, row_bytes, x_skip, y_skip, ldy, y_col0, b_skip, has_bias;
 };
 
-/* The GEMM configuration AUTO uses (index into GEMM_CFG below), measured
- * on the H200 (BENCHMARKS.md, bench ops --only gemm): 8 subgroups of
- * 64x32 in a 128x128 tile beat every other shape at every model shape,
- * the few-tile k/v projections included. */
-#define GEMM_AUTO 5
+/* ---------------------------------------------------------------- GEMM
+ * Three tensor-core routes, best first, the choice made from what the
+ * device reports (and FOLIO_GEMM_ROUTE=cm2|khr|nv|none for tests and
+ * benchmarks):
+ *   cm2  gemm_cm2.comp, VK_NV_cooperative_matrix2: one workgroup-scope
+ *        matrix per output tile, the driver stages A and B;
+ *   khr  gemm_khr.comp, VK_KHR_cooperative_matrix (NVIDIA, AMD, Intel):
+ *        subgroup-scope 16x16 fragments staged through shared memory by
+ *        the kernel (gemm_cm.glsl);
+ *   nv   gemm_cm.comp, the same kernel on VK_NV_cooperative_matrix (what
+ *        Debian 12's glslc compiles).
+ * Without any, matmul takes the cooperative-matrix (matmul_cm) or tiled
+ * kernels. Configurations are numbered across the routes: the subgroup
+ * table once for nv and once for khr, then the cm2 table. */
+enum gemm_route { GEMM_NONE, GEMM_NV, GEMM_KHR, GEMM_CM2 };
+static const char *const ROUTE_NAME[] = {"none", "nv", "khr", "cm2"};
 
-int ops_gemm_available(const struct vkr *vk)
-{
-    return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") &&
-           vkr_features(vk)->storage_16bit && ops_gemm_config_fits(vk, GEMM_AUTO);
-}
-
-enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
-{
-    if (m <= 8)
-        return OP_MM_MATVEC;
-    if (m >= 64 && wtype == QUANT_F16 && ops_gemm_available(vk))
-        return OP_MM_GEMM;
-    if (m >= 64 && ops_coopmat_available(vk))
-        return OP_MM_COOPMAT;
-    return OP_MM_TILED;
-}
-
-/* Tile configurations of gemm_cm: subgroups along M and N, 16x16
- * fragments per subgroup along M and N, K per step, shared stages, probe
- * (measurement-only variants, results not valid: never picked by AUTO). */
+/* Subgroup-scope tile configurations (nv, khr): subgroups along M and N,
+ * 16x16 fragments per subgroup along M and N, K per step, shared stages,
+ * probe (measurement-only variants, results not valid: never picked). */
 static const uint32_t GEMM_CFG[][7] = {
     {2, 2, 4, 4, 32, 2, 0}, /* 128x128, 4 subgroups of 64x64 */
     {1, 2, 4, 4, 32, 2, 0}, /* 64x128: twice the workgroups for few output tiles */
@@ -63,13 +59,57 @@ static const uint32_t GEMM_CFG[][7] = {
     {2, 4, 4, 2, 32, 2, 1}, /* probe: AUTO's shape, the tensor-core math alone */
     {2, 4, 4, 2, 32, 2, 2}, /* probe: AUTO's shape, the global -> shared traffic alone */
 };
+#define SG_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
+/* The subgroup configurations AUTO uses, measured on the H200 (BENCHMARKS.md,
+ * bench ops --only gemm, khr and nv alike): 16 subgroups of 32x32 in a
+ * 128x128 tile, K step 64, one stage, for the prefill and vision shapes
+ * (1.1-1.35x the earlier 8 x 64x32); 4 subgroups of 32x32 in a 32x128 tile
+ * where there are few output tiles (k/v projections: n <= 512; label
+ * passes: m <= 64). */
+#define SG_AUTO 11
+#define SG_AUTO_NARROW 8
+static int sg_auto_for(uint32_t m, uint32_t n) { return m <= 64 || n <= 512 ? SG_AUTO_NARROW : SG_AUTO; }
 
-#define GEMM_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
+/* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
+ * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32),
+ * 16-byte views of A and B (needs skips and K in multiples of 8 halves). */
+static const uint32_t CM2_CFG[][6] = {
+    {128, 128, 32, 128, 0},
+    {128, 128, 64, 128, 0},
+    {128, 256, 32, 256, 0},
+    {256, 128, 32, 256, 0},
+    {128, 128, 32, 256, 0},
+    {128, 256, 64, 256, 0},
+    {64, 128, 32, 128, 0},
+    {128, 64, 32, 128, 0},
+    {64, 256, 32, 128, 0},
+    {256, 256, 32, 256, 0},
+    {128, 128, 32, 128, 128}, /* f16 accumulation, promoted every 128 */
+    {128, 128, 64, 128, 256},
+    {128, 256, 32, 256, 128},
+    {256, 128, 32, 256, 128},
+    {128, 128, 32, 128, 0, 1},
+    {128, 256, 32, 256, 0, 1},
+    {128, 128, 32, 128, 128, 1},
+};
+#define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
+#define CM2_AUTO 0
+#define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
+
+static enum gemm_route cfg_route(int c) { return c < SG_NCFG ? GEMM_NV : c < 2 * SG_NCFG ? GEMM_KHR : GEMM_CM2; }
+static const uint32_t *sg_cfg(int c) { return GEMM_CFG[c % SG_NCFG]; }
+static const uint32_t *cm2_cfg(int c) { return CM2_CFG[c - 2 * SG_NCFG]; }
 
 int ops_gemm_configs(void) { return GEMM_NCFG; }
 
-static uint32_t cfg_bm(int c) { return 16 * GEMM_CFG[c][0] * GEMM_CFG[c][2]; }
-static uint32_t cfg_bn(int c) { return 16 * GEMM_CFG[c][1] * GEMM_CFG[c][3]; }
+static uint32_t cfg_bm(int c)
+{
+    return cfg_route(c) == GEMM_CM2 ? cm2_cfg(c)[0] : 16 * sg_cfg(c)[0] * sg_cfg(c)[2];
+}
+static uint32_t cfg_bn(int c)
+{
+    return cfg_route(c) == GEMM_CM2 ? cm2_cfg(c)[1] : 16 * sg_cfg(c)[1] * sg_cfg(c)[3];
+}
 
 void ops_gemm_config_name(int c, char *out, size_t n)
 {
@@ -78,54 +118,187 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         snprintf(out, n, "auto");
         return;
     }
-    snprintf(out, n, "%ux%u/%uw-%ux%u/bk%u/s%u%s", cfg_bm(c), cfg_bn(c),
-             GEMM_CFG[c][0] * GEMM_CFG[c][1], 16 * GEMM_CFG[c][2], 16 * GEMM_CFG[c][3],
-             GEMM_CFG[c][4], GEMM_CFG[c][5], probe[GEMM_CFG[c][6]]);
+    if (cfg_route(c) == GEMM_CM2) {
+        const uint32_t *g = cm2_cfg(c);
+        char acc[24] = "f32acc";
+        if (g[4])
+            snprintf(acc, sizeof acc, "f16acc%u", g[4]);
+        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "");
+        return;
+    }
+    const uint32_t *g = sg_cfg(c);
+    snprintf(out, n, "%s:%ux%u/%uw-%ux%u/bk%u/s%u%s", ROUTE_NAME[cfg_route(c)], cfg_bm(c), cfg_bn(c),
+             g[0] * g[1], 16 * g[2], 16 * g[3], g[4], g[5], probe[g[6]]);
+}
+
+static int sg_fits(const struct vkr *vk, int c)
+{
+    const uint32_t *g = sg_cfg(c);
+    uint32_t kv = g[4] / 8 + 1;
+    uint64_t stages_a = (uint64_t)g[5] * cfg_bm(c) * kv;
+    uint64_t scratch = (uint64_t)g[0] * g[1] * 64;
+    /* the epilogue scratch lives in the A stages when they are large enough */
+    uint64_t vec = stages_a + (uint64_t)g[5] * cfg_bn(c) * kv + (stages_a >= scratch ? 1 : scratch);
+    return vec * 16 <= vkr_limits(vk)->max_shared;
+}
+
+/* The device and build offer this route (its AUTO configuration included). */
+static int route_has(const struct vkr *vk, enum gemm_route r)
+{
+    const struct vkr_features *f = vkr_features(vk);
+    if (!f->storage_16bit)
+        return 0;
+    switch (r) {
+    case GEMM_NV:
+        return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") && sg_fits(vk, SG_AUTO);
+    case GEMM_KHR:
+        /* the kernel's lane arithmetic assumes 32-lane subgroups */
+        return f->coopmat_khr && vkr_limits(vk)->subgroup_size == 32 && vkr_has_shader("gemm_khr") &&
+               sg_fits(vk, SG_AUTO);
+    case GEMM_CM2: {
+        /* f32 inputs are no workgroup matrix shape: they take a subgroup route */
+        const uint32_t *g = CM2_CFG[CM2_AUTO];
+        return f->coopmat2_nv && vkr_has_shader("gemm_cm2") &&
+               vkr_coopmat2_shape_ok(vk, g[0], g[2], g[1], g[4] != 0, g[3]) &&
+               (route_has(vk, GEMM_KHR) || route_has(vk, GEMM_NV));
+    }
+    default:
+        return 0;
+    }
 }
 
 int ops_gemm_config_fits(const struct vkr *vk, int c)
 {
-    uint32_t kv = GEMM_CFG[c][4] / 8 + 1;
-    uint64_t stages_a = (uint64_t)GEMM_CFG[c][5] * cfg_bm(c) * kv;
-    uint64_t scratch = (uint64_t)GEMM_CFG[c][0] * GEMM_CFG[c][1] * 64;
-    /* the epilogue scratch lives in the A stages when they are large enough */
-    uint64_t vec = stages_a + (uint64_t)GEMM_CFG[c][5] * cfg_bn(c) * kv +
-                   (stages_a >= scratch ? 1 : scratch);
-    return vec * 16 <= vkr_limits(vk)->max_shared;
+    if (c < 0 || c >= GEMM_NCFG || !route_has(vk, cfg_route(c)))
+        return 0;
+    if (cfg_route(c) != GEMM_CM2)
+        return sg_fits(vk, c);
+    const uint32_t *g = cm2_cfg(c);
+    return g[3] <= vkr_limits(vk)->max_wg_invocations &&
+           vkr_coopmat2_shape_ok(vk, g[0], g[2], g[1], g[4] != 0, g[3]);
+}
+
+void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
+{
+    int cm2 = c >= 0 && c < GEMM_NCFG && cfg_route(c) == GEMM_CM2;
+    *acc16 = cm2 ? (int)cm2_cfg(c)[4] : 0;
+    *probe = c >= 0 && c < GEMM_NCFG && !cm2 && sg_cfg(c)[6] != 0;
+    *k_mult = cm2 && cm2_cfg(c)[5] ? 8 : 2;
+}
+
+static enum gemm_route gemm_route(const struct vkr *vk)
+{
+    const char *e = getenv("FOLIO_GEMM_ROUTE");
+    if (e && *e && strcmp(e, "auto") != 0) {
+        for (int r = GEMM_NV; r <= GEMM_CM2; r++)
+            if (strcmp(e, ROUTE_NAME[r]) == 0)
+                return route_has(vk, (enum gemm_route)r) ? (enum gemm_route)r : GEMM_NONE;
+        return GEMM_NONE; /* "none" (or a name this build does not know): no GEMM */
+    }
+    /* Measured order on the H200 (BENCHMARKS.md): khr, then nv (the same
+     * kernel, within noise), then cm2 (correct, but a third of khr's rate
+     * with this kernel: AUTO takes it only where it is the one route). */
+    static const enum gemm_route order[] = {GEMM_KHR, GEMM_NV, GEMM_CM2};
+    for (int i = 0; i < 3; i++)
+        if (route_has(vk, order[i]))
+            return order[i];
+    return GEMM_NONE;
+}
+
+const char *ops_gemm_route_name(const struct vkr *vk) { return ROUTE_NAME[gemm_route(vk)]; }
+
+/* The configuration AUTO takes on a route (sg: one of the subgroup table's
+ * AUTO entries). */
+static int auto_cfg(enum gemm_route r, int sg)
+{
+    return r == GEMM_CM2 ? 2 * SG_NCFG + CM2_AUTO : r == GEMM_KHR ? SG_NCFG + sg : sg;
+}
+
+/* AUTO's configuration for an m x n product: f32 inputs on a cm2 device go
+ * to the subgroup kernel (KHR first). */
+static int auto_cfg_for(const struct vkr *vk, int f32_input, uint32_t m, uint32_t n)
+{
+    enum gemm_route r = gemm_route(vk);
+    if (r == GEMM_CM2 && f32_input)
+        r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
+    return auto_cfg(r, sg_auto_for(m, n));
+}
+
+int ops_gemm_available(const struct vkr *vk) { return gemm_route(vk) != GEMM_NONE; }
+
+enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
+{
+    if (m <= 8)
+        return OP_MM_MATVEC;
+    if (m >= 64 && wtype == QUANT_F16 && ops_gemm_available(vk))
+        return OP_MM_GEMM;
+    if (m >= 64 && ops_coopmat_available(vk))
+        return OP_MM_COOPMAT;
+    return OP_MM_TILED;
 }
 
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int c)
 {
-    struct vkr_pipeline_key k = ops_key("gemm_cm", 2, xtype, ytype);
+    if (cfg_route(c) == GEMM_CM2) {
+        const uint32_t *g = cm2_cfg(c);
+        struct vkr_pipeline_key k = ops_key("gemm_cm2", 2, xtype, ytype);
+        k.nspec = 8;
+        for (int i = 0; i < 6; i++)
+            k.spec[2 + i] = g[i];
+        return k;
+    }
+    const uint32_t *g = sg_cfg(c);
+    struct vkr_pipeline_key k = ops_key(cfg_route(c) == GEMM_KHR ? "gemm_khr" : "gemm_cm", 2, xtype, ytype);
     k.nspec = 11;
     k.spec[2] = align;
-    k.spec[3] = GEMM_CFG[c][0];
-    k.spec[4] = GEMM_CFG[c][1];
-    k.spec[5] = 32 * GEMM_CFG[c][0] * GEMM_CFG[c][1];
-    k.spec[6] = GEMM_CFG[c][2];
-    k.spec[7] = GEMM_CFG[c][3];
-    k.spec[8] = GEMM_CFG[c][4];
-    k.spec[9] = GEMM_CFG[c][5];
-    k.spec[10] = GEMM_CFG[c][6];
+    k.spec[3] = g[0];
+    k.spec[4] = g[1];
+    k.spec[5] = 32 * g[0] * g[1];
+    k.spec[6] = g[2];
+    k.spec[7] = g[3];
+    k.spec[8] = g[4];
+    k.spec[9] = g[5];
+    k.spec[10] = g[6];
     return k;
 }
 
+/* Every form a model can ask for of configuration c: f16 and f32 inputs,
+ * f32 and f16 outputs, and (subgroup routes) each load width. */
+static int cfg_keys(int c, int all_forms, struct vkr_pipeline_key *out)
+{
+    static const uint32_t aligns[] = {8, 4, 2};
+    int n = 0, na = cfg_route(c) == GEMM_CM2 ? 1 : 3;
+    for (uint32_t xt = all_forms ? 0 : 1; xt < 2; xt++)
+        for (uint32_t yt = 0; yt < (all_forms ? 2u : 1u); yt++)
+            for (int a = 0; a < na; a++)
+                out[n++] = ops_gemm_key(xt, yt, aligns[a], c);
+    return n;
+}
 
 int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out)
 {
-    static const uint32_t aligns[] = {8, 4, 2};
-    int n = 0;
-    if (!ops_gemm_available(vk))
+    enum gemm_route r = gemm_route(vk);
+    if (r == GEMM_NONE)
         return 0;
-    for (int c = 0; c < GEMM_NCFG; c++) {
-        if ((!all_configs && c != GEMM_AUTO) || !ops_gemm_config_fits(vk, c))
-            continue;
-        /* AUTO's configuration in every form; the others as benchmarked */
-        for (uint32_t xt = c == GEMM_AUTO ? 0 : 1; xt < 2; xt++)
-            for (uint32_t yt = 0; yt < (c == GEMM_AUTO ? 2u : 1u); yt++)
-                for (int a = 0; a < 3; a++)
-                    out[n++] = ops_gemm_key(xt, yt, aligns[a], c);
+    int n = 0, own[3], nown = 0;
+    if (r == GEMM_CM2) { /* f16 inputs on cm2 (both outputs), f32 inputs on the subgroup route */
+        own[nown++] = auto_cfg(r, SG_AUTO);
+        n += cfg_keys(own[0], 0, out);
+        out[n++] = ops_gemm_key(1, 1, 8, own[0]);
+        r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
     }
+    own[nown++] = auto_cfg(r, SG_AUTO);
+    own[nown++] = auto_cfg(r, SG_AUTO_NARROW);
+    for (int i = nown - 2; i < nown; i++)
+        n += cfg_keys(own[i], 1, &out[n]);
+    if (all_configs) /* the benchmark: every configuration of every route, f16 in, f32 out */
+        for (int c = 0; c < GEMM_NCFG; c++) {
+            int mine = 0;
+            for (int i = 0; i < nown; i++)
+                mine |= c == own[i];
+            if (!mine && ops_gemm_config_fits(vk, c))
+                n += cfg_keys(c, 0, &out[n]);
+        }
     return n;
 }
 
@@ -176,7 +349,11 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
         n_per -= n_per % 256;
     if (m_per > 256)
         m_per -= m_per % 256;
-    int tile = a->gemm_config > 0 && a->gemm_config <= GEMM_NCFG ? a->gemm_config - 1 : GEMM_AUTO;
+    int tile = a->gemm_config > 0 && a->gemm_config <= GEMM_NCFG ? a->gemm_config - 1
+                                                                    : auto_cfg_for(vk, xb == 4, a->m, a->n);
+    if (cfg_route(tile) == GEMM_CM2 && xb == 4)
+        return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d (cm2) takes f16 "
+                             "inputs only", tile);
     uint32_t bm = cfg_bm(tile), bn = cfg_bn(tile);
     for (uint64_t m0 = 0; m0 < a->m; m0 += m_per) {
         uint64_t m1 = m0 + m_per < a->m ? m0 + m_per : a->m;
@@ -207,6 +384,9 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 align /= 2;
             if (xb == 4 && xsh % 4)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: f32 input rows not 16-byte aligned");
+            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
+                return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
+                                     "vectors: k and the row offsets must be multiples of 8", tile);
             uint32_t pid;
             struct vkr_pipeline_key key = ops_gemm_key(a->xtype == QUANT_F16,
                                                        a->ytype == QUANT_F16, align, tile);

@@ -82,8 +82,12 @@ struct op_matmul {
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err);
 /* Which kernel AUTO picks for m rows on this device. */
 enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m);
-/* 1 when the f16 tensor-core GEMM (gemm_cm) is built and the device has it. */
+/* 1 when an f16 tensor-core GEMM route (cm2, khr or nv; op_matmul.c) is
+ * built and the device has it. */
 int ops_gemm_available(const struct vkr *vk);
+/* The GEMM route matmul takes on this device: "cm2", "khr", "nv" or "none"
+ * (FOLIO_GEMM_ROUTE forces one; a forced route the device lacks is "none"). */
+const char *ops_gemm_route_name(const struct vkr *vk);
 /* 1 when the GEMM can stage an n x k product with these activation types
  * (QUANT_F32 / QUANT_F16): f32 inputs in 4-float steps (k % 4 == 0), f16
  * inputs an even k, f16 outputs an even n. AUTO leaves other shapes to the
@@ -92,7 +96,7 @@ int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype);
 /* The GEMM's pipeline keys (every input type, alignment and tile shape a
  * model can need; none where the GEMM is unavailable). Writes at most
  * OPS_GEMM_MAX_KEYS; returns the count. */
-#define OPS_GEMM_MAX_KEYS 24
+#define OPS_GEMM_MAX_KEYS 32
 int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
 

@@ -26,5 +26,10 @@ int ops_gemm_configs(void);
  * stages, "+math-only" for probes); "auto" for -1. */
 void ops_gemm_config_name(int config, char *out, size_t n);
 int ops_gemm_config_fits(const struct vkr *vk, int config);
+/* What a configuration's results are: *acc16 = K columns per f16-accumulated
+ * chunk (0: f32 accumulation), *probe = 1 for measurement-only variants
+ * whose results are not valid, *k_mult = the multiple of K (and of the row
+ * offsets, in elements) it needs. */
+void ops_gemm_config_info(int config, int *acc16, int *probe, int *k_mult);
 
 #endif

@@ -97,6 +97,9 @@ struct vkr_features {
     int storage_16bit, float16, int8, subgroup_basic, subgroup_arith, subgroup_shuffle;
     int maintenance4, push_descriptor, memory_budget, device_fault, size_control;
     int coopmat_nv;           /* VK_NV_cooperative_matrix with f16 16x16x16 -> f32 */
+    int coopmat_khr;          /* VK_KHR_cooperative_matrix with f16 16x16x16 -> f32, subgroup scope */
+    int coopmat2_nv;          /* VK_NV_cooperative_matrix2: workgroup scope, flexible dimensions,
+                                 tensor addressing and per-element operations */
     int timestamps;           /* the compute queue supports timestamps */
     int validation;           /* validation layer active */
 };
@@ -104,6 +107,13 @@ struct vkr_features {
 const struct vkr_device_info *vkr_device(const struct vkr *vk);
 const struct vkr_limits *vkr_limits(const struct vkr *vk);
 const struct vkr_features *vkr_features(const struct vkr *vk);
+/* 1 when the device runs a workgroup-scope cooperative-matrix product of an
+ * m x k f16 A and a k x n f16 B into an f32 (acc16 = 0) or f16 (acc16 = 1)
+ * accumulator with `threads` invocations per workgroup
+ * (VK_NV_cooperative_matrix2's flexible dimensions: each size a multiple of
+ * the driver's granularity, the workgroup exactly its size). */
+int vkr_coopmat2_shape_ok(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k, int acc16,
+                          uint32_t threads);
 /* Dead after a fatal device error: every call then fails with FOLIO_EDEVICELOST. */
 int vkr_dead(const struct vkr *vk);
 /* Marks the runtime lost as a fatal VkResult does (fault-injection tests

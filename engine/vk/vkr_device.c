@@ -449,9 +449,22 @@ static void env_lower(const char *var, int ordinal, uint64_t *v, int *overridden
 
 /* What the physical device offers, queried once; the feature and property
  * structs are chained through pNext, so they live together here. */
+/* VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 need Vulkan
+ * headers newer than Debian 12's (CMake takes Debian 13's from
+ * ops/shaderc-trixie.sh); with older headers those routes are compiled out. */
+#if defined(VK_KHR_cooperative_matrix) && defined(VK_NV_cooperative_matrix2)
+#define VKR_HAVE_CM2_HEADERS 1
+#else
+#define VKR_HAVE_CM2_HEADERS 0
+#endif
+
 struct dev_caps {
-    int api13, e_push, e_budget, e_fault, e_cm;
+    int api13, e_push, e_budget, e_fault, e_cm, e_khr_cm, e_cm2;
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf;
+#if VKR_HAVE_CM2_HEADERS
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR khr_cmf;
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2f;
+#endif
     VkPhysicalDeviceFaultFeaturesEXT ff;
     VkPhysicalDeviceVulkan13Features f13;
     VkPhysicalDeviceVulkan12Features f12;
@@ -483,6 +496,10 @@ static int query_extensions(struct vkr *vk, struct dev_caps *dc, struct folio_er
     dc->e_budget = has_dev_ext(ext, next, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     dc->e_fault = has_dev_ext(ext, next, VK_EXT_DEVICE_FAULT_EXTENSION_NAME);
     dc->e_cm = has_dev_ext(ext, next, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+#if VKR_HAVE_CM2_HEADERS
+    dc->e_khr_cm = dc->api13 && has_dev_ext(ext, next, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    dc->e_cm2 = dc->e_khr_cm && has_dev_ext(ext, next, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+#endif
     free(ext);
     return 0;
 }
@@ -504,6 +521,16 @@ static void query_caps(struct vkr *vk, struct dev_caps *dc)
         *tail = &dc->f13, tail = &dc->f13.pNext;
     if (dc->e_cm)
         *tail = &dc->cmf, tail = &dc->cmf.pNext;
+#if VKR_HAVE_CM2_HEADERS
+    dc->khr_cmf = (VkPhysicalDeviceCooperativeMatrixFeaturesKHR){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+    dc->cm2f = (VkPhysicalDeviceCooperativeMatrix2FeaturesNV){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+    if (dc->e_khr_cm)
+        *tail = &dc->khr_cmf, tail = &dc->khr_cmf.pNext;
+    if (dc->e_cm2)
+        *tail = &dc->cm2f, tail = &dc->cm2f.pNext;
+#endif
     if (dc->e_fault)
         *tail = &dc->ff, tail = &dc->ff.pNext;
     vkGetPhysicalDeviceFeatures2(vk->pd, &dc->f2);
@@ -553,7 +580,11 @@ static int make_device(struct vkr *vk, const struct dev_caps *dc, struct folio_e
     VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .shaderFloat16 = dc->f12.shaderFloat16,
                                             .shaderInt8 = dc->f12.shaderInt8,
-                                            .storageBuffer8BitAccess = dc->f12.storageBuffer8BitAccess};
+                                            .storageBuffer8BitAccess = dc->f12.storageBuffer8BitAccess,
+                                            /* the KHR / NV2 cooperative-matrix shaders declare it */
+                                            .vulkanMemoryModel = dc->f12.vulkanMemoryModel,
+                                            .vulkanMemoryModelDeviceScope =
+                                                dc->f12.vulkanMemoryModelDeviceScope};
     VkPhysicalDeviceVulkan11Features e11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .storageBuffer16BitAccess = dc->f11.storageBuffer16BitAccess};
     VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
@@ -565,7 +596,7 @@ static int make_device(struct vkr *vk, const struct dev_caps *dc, struct folio_e
     if (dc->api13)
         *tail = &e13, tail = &e13.pNext;
 
-    const char *dext[8];
+    const char *dext[12];
     uint32_t nd = 0;
     if (dc->e_push)
         dext[nd++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
@@ -579,6 +610,27 @@ static int make_device(struct vkr *vk, const struct dev_caps *dc, struct folio_e
         dext[nd++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
         *tail = &cme, tail = &cme.pNext;
     }
+#if VKR_HAVE_CM2_HEADERS
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR khre = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .cooperativeMatrix = dc->khr_cmf.cooperativeMatrix};
+    /* only the NV2 parts the GEMM uses */
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2e = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
+        .cooperativeMatrixWorkgroupScope = dc->cm2f.cooperativeMatrixWorkgroupScope,
+        .cooperativeMatrixFlexibleDimensions = dc->cm2f.cooperativeMatrixFlexibleDimensions,
+        .cooperativeMatrixTensorAddressing = dc->cm2f.cooperativeMatrixTensorAddressing,
+        .cooperativeMatrixPerElementOperations = dc->cm2f.cooperativeMatrixPerElementOperations,
+        .cooperativeMatrixConversions = dc->cm2f.cooperativeMatrixConversions};
+    if (dc->e_khr_cm && dc->khr_cmf.cooperativeMatrix) {
+        dext[nd++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+        *tail = &khre, tail = &khre.pNext;
+        if (dc->e_cm2) {
+            dext[nd++] = VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME;
+            *tail = &cm2e, tail = &cm2e.pNext;
+        }
+    }
+#endif
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                    .queueFamilyIndex = vk->qfam, .queueCount = 1,
@@ -620,6 +672,75 @@ static int has_coopmat_16(struct vkr *vk)
     return 0;
 }
 
+#if VKR_HAVE_CM2_HEADERS
+/* The 16x16x16 f16 -> f32 subgroup shape through VK_KHR_cooperative_matrix. */
+static int has_coopmat_khr_16(struct vkr *vk)
+{
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR gp =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
+            vk->inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+    uint32_t n = 0;
+    if (!gp || gp(vk->pd, &n, NULL) != VK_SUCCESS || n == 0 || n >= 256)
+        return 0;
+    VkCooperativeMatrixPropertiesKHR cp[256];
+    for (uint32_t i = 0; i < n; i++)
+        cp[i] = (VkCooperativeMatrixPropertiesKHR){.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+    if (gp(vk->pd, &n, cp) != VK_SUCCESS)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
+            cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_KHR && cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+            cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_KHR && cp[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+            cp[i].scope == VK_SCOPE_SUBGROUP_KHR)
+            return 1;
+    return 0;
+}
+
+/* The workgroup-scope f16 x f16 shapes of VK_NV_cooperative_matrix2 (f32 or
+ * f16 accumulators), into vk->cm2. */
+static int query_coopmat2_shapes(struct vkr *vk)
+{
+    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV gp =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
+            vk->inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+    uint32_t n = 0;
+    vk->ncm2 = 0;
+    if (!gp || gp(vk->pd, &n, NULL) != VK_SUCCESS || n == 0 || n >= 256)
+        return 0;
+    VkCooperativeMatrixFlexibleDimensionsPropertiesNV cp[256];
+    for (uint32_t i = 0; i < n; i++)
+        cp[i] = (VkCooperativeMatrixFlexibleDimensionsPropertiesNV){
+            .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV};
+    if (gp(vk->pd, &n, cp) != VK_SUCCESS)
+        return 0;
+    for (uint32_t i = 0; i < n && vk->ncm2 < (int)(sizeof vk->cm2 / sizeof vk->cm2[0]); i++) {
+        const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *c = &cp[i];
+        int f32acc = c->CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR;
+        int f16acc = c->CType == VK_COMPONENT_TYPE_FLOAT16_KHR && c->ResultType == VK_COMPONENT_TYPE_FLOAT16_KHR;
+        if (c->scope != VK_SCOPE_WORKGROUP_KHR || c->AType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+            c->BType != VK_COMPONENT_TYPE_FLOAT16_KHR || (!f32acc && !f16acc))
+            continue;
+        vk->cm2[vk->ncm2++] = (struct vkr_cm2_shape){c->MGranularity, c->NGranularity, c->KGranularity,
+                                                     c->workgroupInvocations, f16acc};
+    }
+    return vk->ncm2 > 0;
+}
+#endif
+
+int vkr_coopmat2_shape_ok(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k, int acc16,
+                          uint32_t threads)
+{
+    if (!vk->feat.coopmat2_nv)
+        return 0;
+    for (int i = 0; i < vk->ncm2; i++) {
+        const struct vkr_cm2_shape *c = &vk->cm2[i];
+        if (c->acc16 == (acc16 != 0) && c->threads == threads && c->mg && c->ng && c->kg &&
+            m % c->mg == 0 && n % c->ng == 0 && k % c->kg == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* What the kernels may rely on (vkr_features). */
 static void record_features(struct vkr *vk, const struct dev_caps *dc, const VkQueueFamilyProperties *qf)
 {
@@ -639,6 +760,13 @@ static void record_features(struct vkr *vk, const struct dev_caps *dc, const VkQ
     F->timestamps = qf->timestampValidBits != 0 && dc->p2.properties.limits.timestampPeriod > 0;
     F->validation = vk->messenger != VK_NULL_HANDLE;
     F->coopmat_nv = dc->e_cm && dc->cmf.cooperativeMatrix && has_coopmat_16(vk);
+#if VKR_HAVE_CM2_HEADERS
+    F->coopmat_khr = dc->e_khr_cm && dc->khr_cmf.cooperativeMatrix && has_coopmat_khr_16(vk);
+    F->coopmat2_nv = F->coopmat_khr && dc->e_cm2 && dc->cm2f.cooperativeMatrixWorkgroupScope &&
+                     dc->cm2f.cooperativeMatrixFlexibleDimensions &&
+                     dc->cm2f.cooperativeMatrixTensorAddressing &&
+                     dc->cm2f.cooperativeMatrixPerElementOperations && query_coopmat2_shapes(vk);
+#endif
 }
 
 /* The device's limits, lowered by the FOLIO_VK_* test knobs (one value, or
@@ -762,11 +890,11 @@ int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *e
     char q1[300], q2[100];
     folio_log(FOLIO_LOG_INFO, "vk_open",
               "device=%d name=%s driver=%s block=%" PRIu64 " range=%" PRIu64
-              " validation=%d push_descriptor=%d coopmat_nv=%d",
+              " validation=%d push_descriptor=%d coopmat_nv=%d coopmat_khr=%d coopmat2_nv=%d",
               vk->info.index, folio_lq(q1, sizeof q1, vk->info.name),
               folio_lq(q2, sizeof q2, vk->info.driver_name), vk->lim.block_size,
               vk->lim.max_range, vk->feat.validation, vk->feat.push_descriptor,
-              vk->feat.coopmat_nv);
+              vk->feat.coopmat_nv, vk->feat.coopmat_khr, vk->feat.coopmat2_nv);
     *out = vk;
     return 0;
 }
@@ -860,7 +988,8 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         "\"max_shared\":%u,\"subgroup_size\":%u,\"max_push\":%u,\"overridden\":%s},"
         "\"features\":{\"storage_16bit\":%d,\"float16\":%d,\"int8\":%d,\"subgroup_arith\":%d,"
         "\"maintenance4\":%d,\"push_descriptor\":%d,\"memory_budget\":%d,\"device_fault\":%d,"
-        "\"coopmat_nv\":%d,\"timestamps\":%d,\"validation\":%d},"
+        "\"coopmat_nv\":%d,\"coopmat_khr\":%d,\"coopmat2_nv\":%d,\"timestamps\":%d,"
+        "\"validation\":%d},"
         "\"pipelines\":{\"built\":%u,\"failed\":%u,\"sealed\":%s,\"requests_after_seal\":%" PRIu64
         ",\"prewarm_ms\":%.1f,\"cache\":\"%s\",\"cache_miss_reason\":\"%s\",\"cache_path\":\"%s\"},"
         "\"memory\":{\"blocks\":%u,\"device_bytes\":%" PRIu64 ",\"device_bytes_peak\":%" PRIu64 "},"
@@ -874,7 +1003,8 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         L->min_ssbo_align, L->max_shared, L->subgroup_size, L->max_push,
         L->overridden ? "true" : "false", F->storage_16bit, F->float16, F->int8,
         F->subgroup_arith, F->maintenance4, F->push_descriptor, F->memory_budget,
-        F->device_fault, F->coopmat_nv, F->timestamps, F->validation, s.pipelines_built,
+        F->device_fault, F->coopmat_nv, F->coopmat_khr, F->coopmat2_nv, F->timestamps, F->validation,
+        s.pipelines_built,
         s.pipelines_failed, s.sealed ? "true" : "false", s.pipeline_requests_after_seal,
         s.prewarm_ms, s.cache_hit > 0 ? "hit" : s.cache_hit == 0 ? "miss" : "disabled", reason,
         path, s.blocks, s.device_bytes, s.device_bytes_peak, s.host_allocs, s.host_frees,

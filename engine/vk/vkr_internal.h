@@ -39,6 +39,13 @@ struct vkr {
     struct vkr_device_info info;
     struct vkr_limits lim;
     struct vkr_features feat;
+    /* VK_NV_cooperative_matrix2's workgroup-scope shapes (granularities and
+     * workgroup sizes), for vkr_coopmat2_shape_ok */
+    struct vkr_cm2_shape {
+        uint32_t mg, ng, kg, threads;
+        int acc16;
+    } cm2[32];
+    int ncm2;
     struct vkr_config cfg;
     char cache_dir[512];
 

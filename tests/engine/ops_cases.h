@@ -13,6 +13,7 @@
 #include "common/rng.h"
 #include "engine/quant/quant.h"
 #include "engine/ops/ops.h"
+#include "engine/ops/ops_internal.h"
 #include "engine/vk/vkr.h"
 
 #include <math.h>
@@ -411,6 +412,84 @@ static void test_gemm(struct T *t)
                 free(sc), free(wh), free(xh);
                 vkr_arena_destroy(ar);
             }
+}
+
+/* Every GEMM configuration of every route the device has (the benchmark's
+ * list, cm2 / khr / nv), and the route AUTO takes, against the C reference
+ * at an odd tile-unaligned shape and at the Qwen2.5-VL-7B shapes (k up to
+ * 18,944; a few dozen rows keep the double-precision reference quick).
+ * Bounds, relative to sum |w x|: f32 accumulation 2e-3 (f16 operands);
+ * f16 accumulation promoted into f32 every acc16 columns of K (cm2
+ * "f16acc" configurations) GEMM_F16ACC_REL: the worst measured on the H200
+ * at these shapes was 1.0e-4 of sum |w x| (promotion every 256, k = 1540),
+ * the bound is ten times that. */
+#define GEMM_F16ACC_REL 1e-3
+static void test_gemm_configs(struct T *t)
+{
+    if (!ops_gemm_available(t->vk)) {
+        fprintf(stderr, "ops: tensor-core GEMM not on this device; GEMM configuration cases not run\n");
+        return;
+    }
+    static const uint32_t shapes[][3] = {{130, 300, 1540}, {72, 3584, 18944}, {72, 18944, 3584},
+                                         {70, 512, 3584}, {96, 1280, 3420}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+        size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
+        if (nk * 2 > vkr_limits(t->vk)->block_size || mn * 4 > vkr_limits(t->vk)->block_size)
+            continue;
+        struct vkr_arena *ar = NULL;
+        struct folio_err ae = {0};
+        if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
+            CHECK(0, "gemm arena: %s", ae.msg);
+            return;
+        }
+        float *wd = malloc(sizeof(float) * nk), *xd = malloc(sizeof(float) * mk);
+        float *yr = malloc(sizeof(float) * mn), *yg = malloc(sizeof(float) * mn);
+        float *sc = malloc(sizeof(float) * mn);
+        uint8_t *wh = malloc(nk * 2), *xh = malloc(mk * 2);
+        fill(t, wd, nk, 1.0f);
+        fill(t, xd, mk, 1.0f);
+        quant_quantize_row(QUANT_F16, wd, wh, (int64_t)nk);
+        quant_dequantize_row(QUANT_F16, wh, wd, (int64_t)nk);
+        quant_quantize_row(QUANT_F16, xd, xh, (int64_t)mk);
+        quant_dequantize_row(QUANT_F16, xh, xd, (int64_t)mk);
+        for (uint32_t i = 0; i < m; i++)
+            for (uint32_t j = 0; j < n; j++) {
+                double s = 0, a = 0;
+                const float *wr = &wd[(size_t)j * k], *xr = &xd[(size_t)i * k];
+                for (uint32_t q = 0; q < k; q++) {
+                    double v = (double)wr[q] * xr[q];
+                    s += v;
+                    a += fabs(v);
+                }
+                yr[(size_t)i * n + j] = (float)s;
+                sc[(size_t)i * n + j] = (float)a;
+            }
+        struct vkr_tensor wt = put(t, ar, wh, nk * 2), xt = put(t, ar, xh, mk * 2);
+        struct vkr_tensor yt = put(t, ar, NULL, mn * 4);
+        for (int cf = -1; cf < ops_gemm_configs(); cf++) {
+            int acc16 = 0, probe = 0, k_mult = 2;
+            ops_gemm_config_info(cf, &acc16, &probe, &k_mult);
+            if (cf >= 0 && (probe || k % (uint32_t)k_mult || !ops_gemm_config_fits(t->vk, cf)))
+                continue;
+            struct op_matmul a = {.w = wt, .wtype = QUANT_F16, .n = n, .k = k, .m = m,
+                                  .kernel = OP_MM_GEMM, .xtype = QUANT_F16, .x = xt, .y = yt,
+                                  .gemm_config = cf + 1};
+            RUN(t, op_matmul(c, &a, e));
+            get(t, yt, yg, sizeof(float) * mn);
+            char name[64];
+            ops_gemm_config_name(cf, name, sizeof name);
+            size_t at = 0;
+            double rel = acc16 ? GEMM_F16ACC_REL : 2e-3;
+            double wv = worst(yg, yr, sc, mn, 1e-5, rel, &at);
+            fprintf(stderr, "ops: gemm %s m=%u n=%u k=%u: worst %.3g of the bound (%.3g of sum |w x|)\n",
+                    cf < 0 ? ops_gemm_route_name(t->vk) : name, m, n, k, wv, wv * rel);
+            CHECK(wv <= 1.0, "gemm %s m=%u n=%u k=%u: worst %.3g at %zu (gpu %g ref %g)", name, m, n, k,
+                  wv, at, (double)yg[at], (double)yr[at]);
+        }
+        free(wd), free(xd), free(yr), free(yg), free(sc), free(wh), free(xh);
+        vkr_arena_destroy(ar);
+    }
 }
 
 static void test_norm_softmax(struct T *t)
@@ -1022,6 +1101,13 @@ static int run_all(int ranged)
     int failed = -1;
     rc = ops_prewarm(t.vk, &failed, &e);
     REQUIRE(rc == 0 && failed == 0, "prewarm: rc %d failed %d: %s", rc, failed, e.msg);
+    {
+        /* every GEMM configuration (test_gemm_configs), as bench ops --only gemm does */
+        struct vkr_pipeline_key gk[512];
+        int ng = ops_gemm_keys_all(t.vk, 1, gk);
+        rc = vkr_prewarm(t.vk, gk, ng, &failed, &e);
+        REQUIRE(rc == 0 && failed == 0, "GEMM configurations: rc %d failed %d: %s", rc, failed, e.msg);
+    }
     vkr_seal(t.vk);
     struct vkr_stats s0;
     vkr_get_stats(t.vk, &s0);
@@ -1035,6 +1121,7 @@ static int run_all(int ranged)
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
     static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm, test_gemm_epilogues,
+                                                test_gemm_configs,
                                                  test_norm_softmax, test_rope, test_attention,
                                                  test_attention_fused, test_attention_errors,
                                                  test_attention_split, test_elem, test_rows};

@@ -1,0 +1,28 @@
+# folio_glslc_compiles(GLSLC FEATURE OUT): does this glslc compile a tiny
+# shader using FEATURE (nv_coopmat, khr_coopmat, nv_coopmat2)? The configure
+# step builds each cooperative-matrix kernel only where its compiler can.
+function(folio_glslc_compiles glslc feature out)
+  set(_dir ${CMAKE_BINARY_DIR}/glslc-probe)
+  file(MAKE_DIRECTORY ${_dir})
+  set(_head "#version 450\n#extension GL_KHR_memory_scope_semantics : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\nlayout(local_size_x = 32) in;\nlayout(std430, binding = 0) buffer B { float16_t h[]; };\n")
+  if(feature STREQUAL "nv_coopmat")
+    set(_src "${_head}#extension GL_NV_cooperative_matrix : require\nvoid main() {\n  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;\n  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> c = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);\n  coopMatLoadNV(a, h, 0, 16, false);\n  c = coopMatMulAddNV(a, a, c);\n}\n")
+    set(_env vulkan1.2)
+  elseif(feature STREQUAL "khr_coopmat")
+    set(_src "${_head}#extension GL_KHR_cooperative_matrix : require\nvoid main() {\n  coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;\n  coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b;\n  coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);\n  coopMatLoad(a, h, 0, 16, gl_CooperativeMatrixLayoutRowMajor);\n  coopMatLoad(b, h, 0, 16, gl_CooperativeMatrixLayoutColumnMajor);\n  c = coopMatMulAdd(a, b, c);\n}\n")
+    set(_env vulkan1.3)
+  elseif(feature STREQUAL "nv_coopmat2")
+    set(_src "${_head}#extension GL_KHR_cooperative_matrix : require\n#extension GL_NV_cooperative_matrix2 : require\nvoid main() {\n  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> t = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);\n  t = setTensorLayoutDimensionNV(t, 64, 64);\n  tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0);\n  coopmat<float16_t, gl_ScopeWorkgroup, 64, 32, gl_MatrixUseA> a;\n  coopmat<float16_t, gl_ScopeWorkgroup, 32, 64, gl_MatrixUseB> b;\n  coopMatLoadTensorNV(a, h, 0, sliceTensorLayoutNV(t, 0, 64, 0, 32));\n  coopMatLoadTensorNV(b, h, 0, sliceTensorLayoutNV(t, 0, 64, 0, 32), tr);\n  coopmat<float, gl_ScopeWorkgroup, 64, 64, gl_MatrixUseAccumulator> c = coopmat<float, gl_ScopeWorkgroup, 64, 64, gl_MatrixUseAccumulator>(0.0);\n  c = coopMatMulAdd(a, b, c);\n  coopMatStoreTensorNV(coopmat<float16_t, gl_ScopeWorkgroup, 64, 64, gl_MatrixUseAccumulator>(c), h, 0, sliceTensorLayoutNV(t, 0, 64, 0, 64));\n}\n")
+    set(_env vulkan1.3)
+  else()
+    message(FATAL_ERROR "folio_glslc_compiles: unknown feature ${feature}")
+  endif()
+  file(WRITE ${_dir}/${feature}.comp "${_src}")
+  execute_process(COMMAND ${glslc} --target-env=${_env} -o ${_dir}/${feature}.spv ${_dir}/${feature}.comp
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _o ERROR_VARIABLE _e)
+  if(_rc EQUAL 0)
+    set(${out} ON PARENT_SCOPE)
+  else()
+    set(${out} OFF PARENT_SCOPE)
+  endif()
+endfunction()

@@ -1,0 +1,286 @@
+// f16 GEMM on the tensor cores through subgroup-scope cooperative matrices:
+// GL_NV_cooperative_matrix (gemm_cm.comp, the route Debian 12's glslc
+// compiles) or GL_KHR_cooperative_matrix (gemm_khr.comp: NVIDIA, AMD, Intel).
+// The includer defines the CM_* macros below for its extension.
+//
+//   Y[m][c0+n] = act(sum_k X[m][k] W[n][k] (+ bias[n])) (+ R[m][c0+n])
+//
+// act: none, SwiGLU against a gate tensor R (silu(R) * y), GELU (erf) or
+// quick-GELU, so the MLP's activation costs no pass of its own and its
+// output can be written in f16 for the next GEMM.
+//
+// W is f16 (weights expanded at load, --gpu-weights f16); X is f16 or f32
+// (XTYPE), Y is f32 or f16 (YTYPE); accumulation is f32 throughout.
+//
+// Tiling (why it is shaped this way):
+// - A workgroup owns a (16*FM*WM) x (16*FN*WN) output tile; each of its
+//   WM*WN subgroups owns FM x FN fragments of 16x16 (e.g. 4x4: one K-step
+//   of 16 loads 4 A and 4 B fragments from shared memory for 16 products).
+// - Global -> shared copies are 16-byte vectors
+//   (8 halves) where the row length and offsets allow it (ALIGN = 8),
+//   else 8- or 4-byte pieces (ALIGN = 4 / 2), so any even K works.
+// - The next K tile is fetched into registers before the current one is
+//   multiplied and written to shared memory after (two stages: one barrier
+//   per K-step; one stage: two), so global latency hides behind the math.
+// - Tile shape, fragments per subgroup, K step and stages are
+//   specialization constants; op_matmul.c holds the configurations and
+//   `folio bench ops --only gemm` compares them on the device.
+// - Shared rows are padded to 40 halves (80 bytes = 5 vectors): the 8 rows
+//   a fragment load touches per phase fall on 8 distinct 16-byte bank
+//   groups, so fragment loads are conflict-free.
+// - The epilogue goes through a per-subgroup 16x16 f32 scratch so edges are
+//   bounds-checked and bias / residual are added in the same pass as the
+//   store (no separate elementwise pass over Y).
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : enable
+
+layout(constant_id = 0) const uint XTYPE = 1; // 0: X f32, 1: X f16
+layout(constant_id = 1) const uint YTYPE = 0; // 0: Y f32, 1: Y f16
+layout(constant_id = 2) const uint ALIGN = 8; // halves per global vector load: 8, 4 or 2
+layout(constant_id = 3) const uint WM = 2;    // subgroups along M
+layout(constant_id = 4) const uint WN = 2;    // subgroups along N
+layout(local_size_x_id = 5) in;               // 32 * WM * WN
+layout(constant_id = 6) const uint FM = 4;    // 16x16 fragments per subgroup along M
+layout(constant_id = 7) const uint FN = 4;    // ... along N
+layout(constant_id = 8) const uint BK = 32;   // K per step: 32 or 64
+layout(constant_id = 9) const uint STAGES = 2; // shared stages: 2 (one barrier per step) or 1
+// Measurement probes (bench ops --only gemm, never in a model): 1 = the
+// tensor-core math alone (no global loads after the first tile), 2 = the
+// global -> shared traffic alone (no products; results are garbage).
+layout(constant_id = 10) const uint PROBE = 0;
+
+// Aliased views of the same bindings (one per access width).
+layout(std430, binding = 0) readonly buffer BW4 { uvec4 W4[]; };
+layout(std430, binding = 0) readonly buffer BW2 { uvec2 W2[]; };
+layout(std430, binding = 0) readonly buffer BW1 { uint W1[]; };
+layout(std430, binding = 1) readonly buffer BX4 { uvec4 X4[]; };
+layout(std430, binding = 1) readonly buffer BX2 { uvec2 X2[]; };
+layout(std430, binding = 1) readonly buffer BX1 { uint X1[]; };
+layout(std430, binding = 1) readonly buffer BXF { vec4 XF4[]; };
+layout(std430, binding = 2) buffer BY { float Y[]; };
+layout(std430, binding = 2) buffer BYH { uint YH[]; };
+layout(std430, binding = 3) readonly buffer BB { float B[]; };
+layout(std430, binding = 4) readonly buffer BR { float R[]; };
+layout(push_constant) uniform P {
+    uint K, N, M;
+    uint w_skip;  // halves before row 0 of W in its binding
+    uint x_skip;  // elements (halves or floats) before row 0 of X
+    uint y_skip;  // elements before row 0 of Y
+    uint ldy;     // Y row stride in elements
+    uint y_col0;  // first Y column written by this dispatch
+    uint b_skip;  // floats before bias[0] of this dispatch's columns
+    uint r_skip;  // floats before R's row 0 (R has Y's layout, f32)
+    uint flags;   // 1: add bias, 2: add residual R, 4: y = silu(R) * y (SwiGLU, R = gate),
+                  // 8 / 16: y = gelu_erf(y) / quick_gelu(y)
+} p;
+
+float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
+// Abramowitz-Stegun 7.1.26, as elem.comp
+float erf_as(float x)
+{
+    float ax = abs(x);
+    float t = 1.0 / (1.0 + 0.3275911 * ax);
+    float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
+                     0.254829592) * t * exp(-ax * ax);
+    return sign(x) * y;
+}
+
+const uint BM = 16u * FM * WM, BN = 16u * FN * WN;
+const uint NT = 32u * WM * WN;
+const uint KV = BK / 8u;             // 16-byte vectors per tile row
+const uint SKV = KV + 1u;            // padded shared row stride in vectors
+const uint A_PER = BM * KV / NT;     // vectors per thread and step
+const uint B_PER = BN * KV / NT;
+const uint SA = BM * SKV, SB = BN * SKV; // one stage, in vectors
+
+shared uvec4 sA[STAGES * SA];
+shared uvec4 sB[STAGES * SB];
+// Epilogue scratch: a 16x16 f32 fragment per subgroup (64 vectors), in the
+// A stages once the main loop is done when they are large enough (which
+// leaves shared memory for more subgroups), else an array of its own.
+const bool EPI_IN_A = STAGES * SA >= WM * WN * 64u;
+shared uvec4 sC[EPI_IN_A ? 1u : WM * WN * 64u];
+
+// 8 halves of row `row` (first half at element index `base` of the
+// operand's binding) starting at column k; zero past K.
+uvec4 ld_w(uint base, uint k)
+{
+    uvec4 v = uvec4(0);
+    if (ALIGN == 8u) {
+        if (k < p.K)
+            v = W4[(base + k) >> 3];
+    } else if (ALIGN == 4u) {
+        if (k < p.K)
+            v.xy = W2[(base + k) >> 2];
+        if (k + 4u < p.K)
+            v.zw = W2[(base + k + 4u) >> 2];
+    } else {
+        [[unroll]] for (uint j = 0; j < 4u; j++)
+            if (k + 2u * j < p.K)
+                v[j] = W1[(base + k + 2u * j) >> 1];
+    }
+    return v;
+}
+
+uvec4 ld_x(uint base, uint k)
+{
+    uvec4 v = uvec4(0);
+    if (XTYPE == 0u) {
+        // f32 activations: K % 4 == 0 and base % 4 == 0 (host checks)
+        if (k < p.K) {
+            vec4 a = XF4[(base + k) >> 2];
+            v.x = packHalf2x16(a.xy);
+            v.y = packHalf2x16(a.zw);
+        }
+        if (k + 4u < p.K) {
+            vec4 b = XF4[(base + k + 4u) >> 2];
+            v.z = packHalf2x16(b.xy);
+            v.w = packHalf2x16(b.zw);
+        }
+    } else if (ALIGN == 8u) {
+        if (k < p.K)
+            v = X4[(base + k) >> 3];
+    } else if (ALIGN == 4u) {
+        if (k < p.K)
+            v.xy = X2[(base + k) >> 2];
+        if (k + 4u < p.K)
+            v.zw = X2[(base + k + 4u) >> 2];
+    } else {
+        [[unroll]] for (uint j = 0; j < 4u; j++)
+            if (k + 2u * j < p.K)
+                v[j] = X1[(base + k + 2u * j) >> 1];
+    }
+    return v;
+}
+
+void main()
+{
+    uint t = gl_LocalInvocationID.x;
+    uint warp = t / 32u, lane = t % 32u;
+    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+    uint wm = (warp / WN) * (16u * FM), wn = (warp % WN) * (16u * FN);
+
+    CM_C acc[FM][FN];
+    [[unroll]] for (uint i = 0; i < FM; i++)
+        [[unroll]] for (uint j = 0; j < FN; j++)
+            acc[i][j] = CM_C(0.0);
+
+    uvec4 ra[A_PER], rb[B_PER];
+    // vector v of a tile: row v / KV, 8-half group v % KV of the K slice
+    [[unroll]] for (uint q = 0; q < A_PER; q++) {
+        uint v = t + NT * q, r = v / KV, kq = (v % KV) * 8u;
+        ra[q] = m0 + r < p.M ? ld_x(p.x_skip + (m0 + r) * p.K, kq) : uvec4(0);
+    }
+    [[unroll]] for (uint q = 0; q < B_PER; q++) {
+        uint v = t + NT * q, r = v / KV, kq = (v % KV) * 8u;
+        rb[q] = n0 + r < p.N ? ld_w(p.w_skip + (n0 + r) * p.K, kq) : uvec4(0);
+    }
+    [[unroll]] for (uint q = 0; q < A_PER; q++) {
+        uint v = t + NT * q;
+        sA[(v / KV) * SKV + (v % KV)] = ra[q];
+    }
+    [[unroll]] for (uint q = 0; q < B_PER; q++) {
+        uint v = t + NT * q;
+        sB[(v / KV) * SKV + (v % KV)] = rb[q];
+    }
+    barrier();
+
+    uint nk = (p.K + BK - 1u) / BK;
+    for (uint s = 0; s < nk; s++) {
+        uint cur = STAGES == 2u ? (s & 1u) : 0u;
+        bool more = s + 1u < nk && PROBE != 1u;
+        if (more) {
+            uint k0 = (s + 1u) * BK;
+            [[unroll]] for (uint q = 0; q < A_PER; q++) {
+                uint v = t + NT * q, r = v / KV, kq = k0 + (v % KV) * 8u;
+                ra[q] = m0 + r < p.M ? ld_x(p.x_skip + (m0 + r) * p.K, kq) : uvec4(0);
+            }
+            [[unroll]] for (uint q = 0; q < B_PER; q++) {
+                uint v = t + NT * q, r = v / KV, kq = k0 + (v % KV) * 8u;
+                rb[q] = n0 + r < p.N ? ld_w(p.w_skip + (n0 + r) * p.K, kq) : uvec4(0);
+            }
+        }
+        uint aoff = cur * SA, boff = cur * SB;
+        [[unroll]] for (uint kk = 0; kk < BK / 16u; kk++) {
+            CM_A a[FM];
+            CM_B b[FN];
+            [[unroll]] for (uint i = 0; i < FM; i++)
+                CM_LOAD_ROWS(a[i], sA, aoff + (wm + 16u * i) * SKV + 2u * kk, SKV);
+            [[unroll]] for (uint j = 0; j < FN; j++)
+                CM_LOAD_COLS(b[j], sB, boff + (wn + 16u * j) * SKV + 2u * kk, SKV);
+            if (PROBE != 2u)
+                [[unroll]] for (uint i = 0; i < FM; i++)
+                    [[unroll]] for (uint j = 0; j < FN; j++)
+                        acc[i][j] = CM_MAD(a[i], b[j], acc[i][j]);
+        }
+        if (more) {
+            if (STAGES == 1u)
+                barrier(); // everyone is done reading the only stage
+            uint nxt = STAGES == 2u ? (cur ^ 1u) : 0u;
+            [[unroll]] for (uint q = 0; q < A_PER; q++) {
+                uint v = t + NT * q;
+                sA[nxt * SA + (v / KV) * SKV + (v % KV)] = ra[q];
+            }
+            [[unroll]] for (uint q = 0; q < B_PER; q++) {
+                uint v = t + NT * q;
+                sB[nxt * SB + (v / KV) * SKV + (v % KV)] = rb[q];
+            }
+        }
+        barrier();
+    }
+
+    // Epilogue: each 16x16 fragment through the subgroup's scratch (f32
+    // bits in 16-byte vectors, 4 per row); lane l writes row l/2, columns
+    // (l%2)*8 .. +7.
+    uint sc = warp * 64u;
+    uint er = lane >> 1, ec = (lane & 1u) * 8u;
+    [[unroll]] for (uint i = 0; i < FM; i++)
+        [[unroll]] for (uint j = 0; j < FN; j++) {
+            if (EPI_IN_A)
+                CM_STORE_ROWS(acc[i][j], sA, sc, 4u);
+            else
+                CM_STORE_ROWS(acc[i][j], sC, sc, 4u);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            uint m = m0 + wm + 16u * i + er;
+            uint nb = n0 + wn + 16u * j + ec;
+            if (m < p.M) {
+                uint ci = sc + er * 4u + (ec >> 2);
+                uvec4 c0 = EPI_IN_A ? sA[ci] : sC[ci], c1 = EPI_IN_A ? sA[ci + 1u] : sC[ci + 1u];
+                float o[8] = {uintBitsToFloat(c0.x), uintBitsToFloat(c0.y), uintBitsToFloat(c0.z),
+                              uintBitsToFloat(c0.w), uintBitsToFloat(c1.x), uintBitsToFloat(c1.y),
+                              uintBitsToFloat(c1.z), uintBitsToFloat(c1.w)};
+                [[unroll]] for (uint e = 0; e < 8u; e++) {
+                    uint n = nb + e;
+                    if (n < p.N) {
+                        if ((p.flags & 1u) != 0u)
+                            o[e] += B[p.b_skip + n];
+                        if ((p.flags & 2u) != 0u)
+                            o[e] += R[p.r_skip + m * p.ldy + p.y_col0 + n];
+                        if ((p.flags & 4u) != 0u) {
+                            float g = R[p.r_skip + m * p.ldy + p.y_col0 + n];
+                            o[e] *= g * sigm(g);
+                        }
+                        if ((p.flags & 8u) != 0u)
+                            o[e] = 0.5 * o[e] * (1.0 + erf_as(o[e] * 0.70710678118654752));
+                        if ((p.flags & 16u) != 0u)
+                            o[e] = o[e] * sigm(1.702 * o[e]);
+                    }
+                }
+                uint yo = p.y_skip + m * p.ldy + p.y_col0 + nb;
+                if (YTYPE == 0u) {
+                    [[unroll]] for (uint e = 0; e < 8u; e++)
+                        if (nb + e < p.N)
+                            Y[yo + e] = o[e];
+                } else {
+                    // f16 out: pairs; ldy, y_skip, y_col0 and N even (host checks)
+                    [[unroll]] for (uint e = 0; e < 8u; e += 2u)
+                        if (nb + e < p.N)
+                            YH[(yo + e) >> 1] = packHalf2x16(vec2(o[e], o[e + 1u]));
+                }
+            }
+            subgroupBarrier();
+        }
+}
