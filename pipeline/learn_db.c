@@ -7,8 +7,12 @@
  * and, when the user allows it (--include-confident P), results that were
  * not corrected, not flagged for review, at least P sure and not written
  * by ocr+learned itself (a model must not learn from its own answers).
- * The model is one row of folio.learned_models; workers load the newest
- * for their model key when it changes.
+ * Every model is one row of folio.learned_models (schema 014), a version:
+ * one in LEARN_HOLDOUT_EVERY corrected documents is held out of every
+ * model's training, the tier's scale is calibrated on them, and a new
+ * model becomes the active one only when the chain with it is no worse on
+ * them than with the active one (guard()); workers load the active model
+ * of their key when it changes.
  *
  * Stored text (schema 010): a job re-queued by `folio reclassify
  * --reuse-ocr` names the history row of the result it replaces; the worker
