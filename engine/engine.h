@@ -25,7 +25,8 @@ const char *engine_vulkan_header_version(void);
  * fallback chain (vision → OCR text + LM → OCR text + keyword rules),
  * records which tier answered and why the higher ones were skipped:
  * vision and OCR text + LM (tiers.c, when a model is open), the learned
- * classifier (learned.c, when one is loaded), then the keyword rules.
+ * classifier (learned.c, when one is loaded; it abstains rather than
+ * guess, classify.c's text_floor says when), then the keyword rules.
  * =================================================================== */
 
 #define ENGINE_LABEL_MAX 64
