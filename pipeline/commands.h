@@ -22,6 +22,7 @@ int cmd_show(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_correct(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 int cmd_reclassify(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

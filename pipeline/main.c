@@ -33,6 +33,7 @@ static const struct subcommand CMDS[] = {
     {"file", cmd_file, "file classified originals by label and date (--file-by)"},
     {"split", cmd_split, "make new documents of the parts of a multi-page PDF"},
     {"search", cmd_search, "find documents by the text of their pages"},
+    {"models", cmd_models, "list, show, activate or drop ocr+learned models"},
     {"eval", cmd_eval, "accuracy, confusion and calibration of stored results"},
     {"labels", cmd_labels, "list, export, import or test label sets"},
     {"reclassify", cmd_reclassify, "re-queue documents for a new result, keeping the old"},
