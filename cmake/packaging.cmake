@@ -88,7 +88,8 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # may live on another host.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "tesseract-ocr-eng, tesseract-ocr-osd, systemd | systemd-standalone-sysusers, systemd | systemd-standalone-tmpfiles, postgresql-client")
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "postgresql, mesa-vulkan-drivers | vulkan-icd")
+# qpdf: folio split and searchable copies of PDFs with text pages (issue 35).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "postgresql, mesa-vulkan-drivers | vulkan-icd, qpdf")
 # CPack writes the summary as the synopsis and indents each line of this.
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "folio takes scanned documents dropped into a folder, validates them, queues a
 job per document in PostgreSQL, and classifies each one with a

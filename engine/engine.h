@@ -25,7 +25,8 @@ const char *engine_vulkan_header_version(void);
  * fallback chain (vision → OCR text + LM → OCR text + keyword rules),
  * records which tier answered and why the higher ones were skipped:
  * vision and OCR text + LM (tiers.c, when a model is open), the learned
- * classifier (learned.c, when one is loaded), then the keyword rules.
+ * classifier (learned.c, when one is loaded; it abstains rather than
+ * guess, classify.c's text_floor says when), then the keyword rules.
  * =================================================================== */
 
 #define ENGINE_LABEL_MAX 64
@@ -153,6 +154,9 @@ int engine_trainer_docs(const struct engine_trainer *t, const char *label);
  * left. *blob is malloc'd. Sorts the trainer's examples (not const). */
 int engine_trainer_build(struct engine_trainer *t, int min_per_label, uint8_t **blob, size_t *len,
                          struct folio_err *err);
+/* The evidence scale written into the next blob built (the calibration
+ * chosen on held-out corrections; learned.c). */
+void engine_trainer_set_evidence(struct engine_trainer *t, double evidence);
 struct engine_learned;
 /* Validates and loads a blob; FOLIO_EFORMAT says what is wrong with it. */
 int engine_learned_load(const uint8_t *blob, size_t len, struct engine_learned **out, struct folio_err *err);
@@ -161,11 +165,16 @@ int engine_learned_count(const struct engine_learned *m);
 /* Calibration: how many features' worth of evidence a page's mean
  * log-likelihood counts as (learned.c); for `bench accuracy` tuning. */
 void engine_learned_set_evidence(struct engine_learned *m, double evidence);
+double engine_learned_evidence(const struct engine_learned *m);
+/* 1 when the model learned label (it answers only among those). */
+int engine_learned_knows(const struct engine_learned *m, const char *label);
 const char *engine_learned_label(const struct engine_learned *m, int i);
 int engine_learned_examples(const struct engine_learned *m, int i);
 /* Scores text over the labels of l that the model knows (others get 0).
- * Returns 1 (no answer) when fewer than 2 of its labels are active or no
- * word of the text was seen in training; 0 with out filled otherwise. */
+ * Returns 1 (no answer, the reason added to out->fallback_reason) when it
+ * abstains: fewer than 2 of its labels active, the text unlike its
+ * training data, or its best label not well ahead (learned.c); 0 with out
+ * filled otherwise. */
 struct engine_result;
 int engine_learned_score(const struct engine_learned *m, const struct engine_labels *l, const char *text,
                          struct engine_result *out, struct folio_err *err);
@@ -288,9 +297,9 @@ void engine_review(struct engine_result *r, double review_below, double review_m
 int engine_keyword_split(char *kw, double *weight);
 
 /* Label files, the one format shared by `classify --labels`, `folio labels
- * import/export` and the default taxonomy: one label per line,
- *   name: keyword, "phrase, with comma", weighted^3   # comment
- * Parse errors name the source and line. */
+ * import/export` and the built-in sets: one label per line,
+ *   name (what it is, for people): keyword, "phrase, with comma", weighted^3   # comment
+ * the (description) optional. Parse errors name the source and line. */
 int engine_labels_parse(struct engine_labels *l, const char *text, const char *source, struct folio_err *err);
 /* The same, but a bad line does not stop the parse: each one goes to
  * report (its error names SOURCE and the line) and the rest is still read,
@@ -299,8 +308,22 @@ int engine_labels_parse(struct engine_labels *l, const char *text, const char *s
 int engine_labels_parse_each(struct engine_labels *l, const char *text, const char *source,
                              void (*report)(void *ctx, const struct folio_err *e), void *ctx,
                              struct folio_err *err);
-/* The default taxonomy in that format (what `folio migrate` seeds). */
+#define ENGINE_LABEL_DESCRIPTION_MAX 500
+int engine_labels_set_description(struct engine_labels *l, int i, const char *description, struct folio_err *err);
+/* "" when the label has none. */
+const char *engine_labels_description(const struct engine_labels *l, int i);
+/* The default taxonomy in that format: a business inbox (receipt, invoice,
+ * purchase order, ... memo), what `folio classify` uses without --labels
+ * and what `folio migrate` installs in a new database (schema 015). */
 extern const char ENGINE_DEFAULT_LABELS[];
+/* The 16 RVL-CDIP research classes, the default before issue 33 (and
+ * what `folio bench accuracy`'s generated corpus is drawn from). */
+extern const char ENGINE_RVL_CDIP_LABELS[];
+/* A built-in set by name ("business" = ENGINE_DEFAULT_LABELS, "rvl-cdip"),
+ * NULL when there is none; engine_label_set_name(i) lists them (NULL past
+ * the end). */
+const char *engine_label_set(const char *name);
+const char *engine_label_set_name(int i);
 /* Keywords of label i as written ("amount due^3"), for export. */
 int engine_labels_keyword(const struct engine_labels *l, int i, int k, char *buf, size_t n);
 

@@ -16,7 +16,7 @@ PKGS=(
   python3 iproute2
   libsystemd-dev libmicrohttpd-dev
   help2man lintian
-  prometheus chromium-headless-shell
+  prometheus chromium-headless-shell nodejs
 )
 
 missing=()
@@ -41,3 +41,12 @@ fi
 # in /opt/folio/shaderc-trixie, unless the system glslc is new enough
 # (ops/shaderc-trixie.sh says why; CMake finds it there, FOLIO_GLSLC overrides).
 $SUDO bash "$(dirname "$0")/shaderc-trixie.sh"
+
+# The browser test's npm packages (playwright-core, which drives Debian's
+# Chromium: tests/e2e/test_review.sh), exactly as tests/browser's lockfile
+# says, from the npm registry; no browser download.
+BROWSER_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if [ ! -d "$BROWSER_DIR/node_modules/playwright-core" ]; then
+  echo "deps: npm ci in $BROWSER_DIR"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$BROWSER_DIR" --no-audit --no-fund --loglevel=error
+fi

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char USAGE[] =
     "usage: folio classify [OPTIONS] FILE...\n"
@@ -38,6 +39,8 @@ static int load_labels(const char *path, struct engine_labels *l, struct folio_e
 {
     if (!path)
         return engine_labels_parse(l, ENGINE_DEFAULT_LABELS, "default labels", err);
+    if (engine_label_set(path) && access(path, F_OK) != 0) /* a built-in set by name */
+        return engine_labels_parse(l, engine_label_set(path), path, err);
     char *text = NULL;
     int rc = folio_read_text(path, 16u << 20, &text, err);
     if (rc)

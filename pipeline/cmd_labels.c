@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char USAGE[] =
     "usage: folio labels list|export|import|test [OPTIONS]\n"
@@ -25,8 +26,13 @@ static const char USAGE[] =
     "                                   ones get the file's keywords and are active;\n"
     "                                   --replace deactivates labels the file does not list\n"
     "  test FILE...                     check label files (errors name the line)\n"
+    "  builtin [NAME]                   the built-in sets, or set NAME as a label file\n"
     "\n"
-    "Label file: one label per line, name: keyword, \"a, phrase\", weighted^3  # comment\n";
+    "Label file: one label per line,\n"
+    "  name (description): keyword, \"a, phrase\", weighted^3  # comment\n"
+    "(the description optional). FILE may name a built-in set instead: business (the\n"
+    "default: receipt, invoice, purchase order, ... memo) or rvl-cdip (the 16 RVL-CDIP\n"
+    "classes), e.g. folio labels import --replace rvl-cdip.\n";
 
 /* Reads and parses a label file; with report set, every bad line goes to
  * it and parsing goes on (engine_labels_parse_each). */
@@ -34,9 +40,16 @@ static int labels_file_read(const char *path, void (*report)(void *, const struc
                             struct engine_labels **out, struct folio_err *err)
 {
     char *text = NULL;
-    int rc = folio_read_text(path, 16u << 20, &text, err);
+    const char *set = engine_label_set(path);
+    int rc = 0;
+    if (set && access(path, F_OK) != 0)
+        text = strdup(set); /* a built-in set by name, unless a file has that name */
+    else
+        rc = folio_read_text(path, 16u << 20, &text, err);
     if (rc)
         return rc;
+    if (!text)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of memory");
     struct engine_labels *l = engine_labels_new();
     rc = l ? engine_labels_parse_each(l, text, path, report, NULL, err)
            : folio_err_set(err, FOLIO_ENOMEM, "out of memory");
@@ -115,13 +128,15 @@ int labels_db_store(PGconn *c, const struct engine_labels *l, int replace, struc
             db_array_elem(&arr, kw);
         }
         json_raw(&arr, "}");
-        const char *p[2] = {engine_labels_name(l, i), arr.s};
+        /* a description in the file replaces the stored one; none keeps it */
+        const char *p[3] = {engine_labels_name(l, i), arr.s, engine_labels_description(l, i)};
         PGresult *r = arr.oom ? NULL
                               : PQexecParams(c,
-                                             "INSERT INTO folio.labels (name, keywords) VALUES ($1, $2::text[])"
+                                             "INSERT INTO folio.labels (name, keywords, description) VALUES ($1, $2::text[], $3)"
                                              " ON CONFLICT (name) DO UPDATE SET keywords = excluded.keywords,"
-                                             " active = true",
-                                             2, NULL, p, NULL, NULL, 0);
+                                             " active = true, description = CASE WHEN $3 <> '' THEN $3"
+                                             " ELSE folio.labels.description END",
+                                             3, NULL, p, NULL, NULL, 0);
         if (!r)
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of memory");
         else if (PQresultStatus(r) != PGRES_COMMAND_OK)
@@ -198,7 +213,13 @@ static int labels_db(const char *sub, const char *db, int all, int replace, cons
                     rc = db_err_from_result(kr, c, "reading keywords", &err);
                     break;
                 }
-                printf("%s:", PQgetvalue(r, i, 0));
+                const char *d = PQgetvalue(r, i, 3);
+                /* a description the format cannot carry (a ':' is fine, a
+                 * newline or unbalanced parenthesis is not) is left out */
+                if (d[0] && !strpbrk(d, "\n\r#\"()"))
+                    printf("%s (%s):", PQgetvalue(r, i, 0), d);
+                else
+                    printf("%s:", PQgetvalue(r, i, 0));
                 for (int k = 0, put = 0; k < PQntuples(kr); k++) {
                     if (strchr(PQgetvalue(kr, k, 0), '"') == NULL)
                         fputs(put++ ? ", " : " ", stdout);
@@ -248,8 +269,20 @@ int cmd_labels(int argc, char **argv)
     }
     if (strcmp(sub, "test") == 0)
         return labels_test(argc - 1, argv + 1);
+    if (strcmp(sub, "builtin") == 0) {
+        if (argc == 2) {
+            for (int i = 0; engine_label_set_name(i); i++)
+                printf("%s%s\n", engine_label_set_name(i), i == 0 ? " (default)" : "");
+            return FOLIO_EXIT_OK;
+        }
+        const char *t = argc == 3 ? engine_label_set(argv[2]) : NULL;
+        if (!t)
+            return cli_usage_error("labels", "builtin wants one set name (folio labels builtin lists them)");
+        fputs(t, stdout);
+        return FOLIO_EXIT_OK;
+    }
     if (strcmp(sub, "list") && strcmp(sub, "export") && strcmp(sub, "import"))
-        return cli_usage_error("labels", "unknown action '%s' (list, export, import, test)", sub);
+        return cli_usage_error("labels", "unknown action '%s' (list, export, import, test, builtin)", sub);
     struct labels_args a = {0};
     int pos, prc = cli_parse(&CMD, &a, argc - 1, argv + 1, &pos);
     if (prc != CLI_GO)

@@ -1,5 +1,6 @@
 /* folio correct / folio train: the user's corrections and the ocr+learned
  * tier trained from them (pipeline/learn_db.c does the SQL). */
+#include "common/json.h"
 #include "pipeline/cli.h"
 #include "pipeline/commands.h"
 #include "pipeline/learn_db.h"
@@ -19,8 +20,13 @@ static const char TRAIN_USAGE[] =
     "usage: folio train [OPTIONS]\n"
     "\n"
     "Trains the ocr+learned tier from folio.corrections and the OCR text already\n"
-    "stored in folio.results, and stores the model in folio.learned_models, where\n"
-    "every worker of the model key picks it up.\n"
+    "stored in folio.results, and stores the model in folio.learned_models. One in\n"
+    "five corrected documents (by id) is held out of training; the model becomes the\n"
+    "active one, which every worker of the model key loads, only when on those it\n"
+    "is no worse than the active model (or the rules alone) in accuracy and in\n"
+    "precision above the review threshold. Otherwise it is kept inactive with the\n"
+    "comparison (folio models list; folio models activate ID overrides). Prints one\n"
+    "JSON line.\n"
     "\n";
 
 struct correct_args {
@@ -127,8 +133,41 @@ int cmd_train(int argc, char **argv)
         folio_err_print(stderr, &err);
         return FOLIO_EXIT_FAIL;
     }
-    printf("{\"model_id\":%lld,\"model_key\":\"%s\",\"examples\":%d,\"from_corrections\":%d,\"labels\":%d,"
-           "\"bytes\":%zu,\"per_label\":%s}\n",
-           rep.model_id, o.model_key, rep.examples, rep.corrected, rep.labels, rep.bytes, rep.per_label);
+    double na = rep.new_score.documents ? (double)rep.new_score.right / rep.new_score.documents : 1.0;
+    double np = rep.new_score.accepted ? (double)rep.new_score.accepted_right / rep.new_score.accepted : 1.0;
+    double ba = rep.base_score.documents ? (double)rep.base_score.right / rep.base_score.documents : 1.0;
+    double bp = rep.base_score.accepted ? (double)rep.base_score.accepted_right / rep.base_score.accepted : 1.0;
+    struct json_buf b;
+    json_init(&b);
+    json_raw(&b, "{");
+    json_key(&b, "model_id");
+    json_num(&b, (double)rep.model_id);
+    json_raw(&b, ",");
+    json_key(&b, "model_key");
+    json_str(&b, o.model_key);
+    json_raw(&b, rep.active ? ",\"active\":true," : ",\"active\":false,");
+    const char *names[] = {"examples", "from_corrections", "trained_on", "held_out", "labels"};
+    const int vals[] = {rep.examples, rep.corrected, rep.trained_on, rep.held_out, rep.labels};
+    for (int i = 0; i < 5; i++) {
+        json_key(&b, names[i]);
+        json_num(&b, vals[i]);
+        json_raw(&b, ",");
+    }
+    const char *dn[] = {"bytes", "evidence", "held_out_accuracy", "held_out_precision", "before_accuracy",
+                        "before_precision"};
+    const double dv[] = {(double)rep.bytes, rep.evidence, na, np, ba, bp};
+    for (int i = 0; i < 6; i++) {
+        json_key(&b, dn[i]);
+        json_num(&b, dv[i]);
+        json_raw(&b, ",");
+    }
+    json_key(&b, "per_label");
+    json_raw(&b, rep.per_label);
+    json_raw(&b, ",");
+    json_key(&b, "comparison");
+    json_str(&b, rep.comparison);
+    json_raw(&b, "}");
+    puts(b.oom ? "{\"error\":\"out of memory\"}" : b.s);
+    json_free(&b);
     return FOLIO_EXIT_OK;
 }

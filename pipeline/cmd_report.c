@@ -12,6 +12,7 @@
 #include "pipeline/commands.h"
 #include "pipeline/db.h"
 #include "pipeline/http.h"
+#include "pipeline/review.h"
 #include "pipeline/page_png.h"
 #include "pipeline/queue.h"
 
@@ -24,19 +25,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 static const char USAGE[] =
     "usage: folio report --out FILE [--model-key K] [--review N] [--hours H]\n"
-    "       folio report --listen ADDR:PORT [...]   serve it live at /, rebuilt per request\n"
+    "       folio report --listen ADDR:PORT|unix:PATH [--token-file FILE] [...]\n"
     "\n"
     "Writes a self-contained HTML report: results per label with confidence\n"
     "histograms, pages per minute per engine path, queue and workers, the\n"
     "review queue with thumbnails, and rejections by reason.\n"
+    "\n"
+    "With --listen, serves the review page: the review queue with page thumbnails,\n"
+    "confirm and correct (as folio correct), filters and text search; the report\n"
+    "is at /report. Over TCP a person signs in once at /login?token=TOKEN; over\n"
+    "unix:PATH (mode 0660) the reverse proxy in front decides who may connect.\n"
     "\n";
 
+/* ADDR:PORT as everywhere else, or unix:PATH for a reverse proxy. */
+static int take_review_listen(const struct cli_opt *o, void *args, const char *v, const char *cmd)
+{
+    if (strncmp(v, "unix:", 5) == 0 && v[5] == '/') {
+        *(const char **)((char *)args + o->off) = v;
+        return 0;
+    }
+    return cli_take_listen(o, args, v, cmd);
+}
+
 struct report_args {
-    const char *db, *out, *listen, *model_key;
+    const char *db, *out, *listen, *model_key, *token_file;
     int review, hours;
 };
 #define AT(m, type) CLI_AT(struct report_args, m, type)
@@ -53,28 +70,16 @@ static const struct cli_opt OPTS[] = {
      .help = "documents shown in the review queue (default 24)"},
     {.name = "hours", .kind = CLI_INT, .off = AT(hours, int), .min = 1, .max = 24 * 366, .arg = "H",
      .help = "throughput window, hours back from now (default 24)"},
-    {.name = "listen", .kind = CLI_FN, .fn = cli_take_listen, .off = AT(listen, const char *), .arg = "ADDR:PORT",
-     .help = "serve the report over HTTP until SIGTERM/SIGINT"},
+    {.name = "listen", .kind = CLI_FN, .fn = take_review_listen, .off = AT(listen, const char *),
+     .arg = "ADDR:PORT", .help = "serve the review page (and the report at /report) until\n"
+                                 "SIGTERM/SIGINT; :PORT is 127.0.0.1 only; or unix:PATH"},
+    {.name = "token-file", .kind = CLI_STR, .off = AT(token_file, const char *), .arg = "FILE",
+     .help = "the review page's access token (default: made up and\nprinted with the login URL)"},
 };
 
 const struct cli_cmd cmd_report_cli = {
     .name = "report", .usage = USAGE, .opts = OPTS, .nopts = sizeof OPTS / sizeof OPTS[0],
 };
-
-/* Text for HTML element content and attribute values. */
-static void esc(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
 
 struct report {
     PGconn *c;
@@ -111,7 +116,7 @@ static void section_summary(struct report *R)
         return;
     fprintf(R->f, "<p class=sub>Generated %s UTC%s", PQgetvalue(r, 0, 4), R->model_key ? " &middot; model key " : "");
     if (R->model_key)
-        esc(R->f, R->model_key);
+        html_esc(R->f, R->model_key);
     fprintf(R->f, "</p>\n<div class=tiles>\n");
     static const char *names[] = {"documents", "results", "needs_review", "rejections"};
     static const char *titles[] = {"documents", "results", "need review", "rejected files"};
@@ -154,9 +159,9 @@ static void section_labels(struct report *R)
     for (int i = 0; i < n; i++) {
         long long cnt = atoll(PQgetvalue(r, i, 1));
         fprintf(R->f, "<tr data-label=\"");
-        esc(R->f, PQgetvalue(r, i, 0));
+        html_esc(R->f, PQgetvalue(r, i, 0));
         fprintf(R->f, "\" data-count=\"%lld\" data-review=\"%s\"><td>", cnt, PQgetvalue(r, i, 2));
-        esc(R->f, PQgetvalue(r, i, 0));
+        html_esc(R->f, PQgetvalue(r, i, 0));
         fprintf(R->f,
                 "</td><td class=num>%lld</td><td><svg width=\"200\" height=\"14\"><rect width=\"%.1f\" "
                 "height=\"14\" fill=\"%s\"/></svg></td><td class=num>%s</td><td class=num>%s</td><td>",
@@ -232,7 +237,7 @@ static void section_throughput(struct report *R, int hours)
     for (int i = 0; i < n;) {
         const char *path = PQgetvalue(r, i, 0);
         fprintf(R->f, "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"%s\" data-path=\"", PALETTE[series % 8]);
-        esc(R->f, path);
+        html_esc(R->f, path);
         fprintf(R->f, "\" points=\"");
         int j = i;
         for (; j < n && strcmp(PQgetvalue(r, j, 0), path) == 0; j++) {
@@ -248,7 +253,7 @@ static void section_throughput(struct report *R, int hours)
                     H + 5 - (H - 10) * atof(PQgetvalue(r, k, 2)) / (ymax > 0 ? ymax : 1), PQgetvalue(r, k, 2));
         fprintf(R->f, "\n<text x=\"%.0f\" y=\"%d\" font-size=\"12\" fill=\"%s\">", W - 80, 16 + 14 * series,
                 PALETTE[series % 8]);
-        esc(R->f, path);
+        html_esc(R->f, path);
         fprintf(R->f, "</text>\n");
         series++;
         i = j;
@@ -267,19 +272,19 @@ static void table(struct report *R, const char *title, const char *cls, PGresult
     fprintf(R->f, "<table class=%s><tr>", cls);
     for (int f = 0; f < PQnfields(r); f++) {
         fprintf(R->f, "<th>");
-        esc(R->f, PQfname(r, f));
+        html_esc(R->f, PQfname(r, f));
         fprintf(R->f, "</th>");
     }
     fprintf(R->f, "</tr>\n");
     for (int t = 0; t < PQntuples(r); t++) {
         fprintf(R->f, "<tr data-key=\"");
-        esc(R->f, PQgetvalue(r, t, 0));
+        html_esc(R->f, PQgetvalue(r, t, 0));
         fprintf(R->f, "\" data-value=\"");
-        esc(R->f, PQgetvalue(r, t, PQnfields(r) > 1 ? 1 : 0));
+        html_esc(R->f, PQgetvalue(r, t, PQnfields(r) > 1 ? 1 : 0));
         fprintf(R->f, "\">");
         for (int f = 0; f < PQnfields(r); f++) {
             fprintf(R->f, "<td>");
-            esc(R->f, PQgetvalue(r, t, f));
+            html_esc(R->f, PQgetvalue(r, t, f));
             fprintf(R->f, "</td>");
         }
         fprintf(R->f, "</tr>\n");
@@ -356,11 +361,11 @@ static void section_review(struct report *R, int limit)
         free(data);
         free(png);
         fprintf(R->f, "<figcaption>#%s ", PQgetvalue(r, i, 0));
-        esc(R->f, PQgetvalue(r, i, 1));
+        html_esc(R->f, PQgetvalue(r, i, 1));
         fprintf(R->f, "<br><b>");
-        esc(R->f, PQgetvalue(r, i, 2));
+        html_esc(R->f, PQgetvalue(r, i, 2));
         fprintf(R->f, "</b> %s &middot; ", PQgetvalue(r, i, 3));
-        esc(R->f, PQgetvalue(r, i, 4));
+        html_esc(R->f, PQgetvalue(r, i, 4));
         fprintf(R->f, "</figcaption></figure>\n");
     }
     fprintf(R->f, "</div>\n");
@@ -414,66 +419,59 @@ static void report_render(struct report *R, int hours, int review)
     PQclear(PQexec(R->c, "COMMIT"));
 }
 
-struct serve {
-    const char *conninfo, *model_key;
-    int hours, review;
-};
-
-/* GET /: a fresh report on a connection of its own (a person's page
- * view, not a hot path). */
-static enum MHD_Result serve_page(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+int report_page(const char *conninfo, const char *model_key, int hours, int review, char **page, size_t *len,
+                struct folio_err *err)
 {
-    (void)version;
-    (void)upload;
-    (void)upload_size;
-    (void)con_cls;
-    const struct serve *sv = cls;
-    static const char TEXT[] = "text/plain; charset=utf-8";
-    const char *refuse = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 ? "only GET\n"
-                         : strcmp(url, "/") != 0                                ? "not found: the report is at /\n"
-                                                                                : NULL;
-    if (refuse)
-        return http_reply(c, refuse[0] == 'o' ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND, TEXT,
-                          strdup(refuse), strlen(refuse));
-    struct report R = {.model_key = sv->model_key};
-    char *page = NULL;
-    size_t len = 0;
-    if (db_connect(sv->conninfo, "folio-report", &R.c, &R.err) == 0 && (R.f = open_memstream(&page, &len))) {
-        report_render(&R, sv->hours, sv->review);
+    struct report R = {.model_key = model_key};
+    *page = NULL;
+    *len = 0;
+    if (db_connect(conninfo, "folio-report", &R.c, &R.err) == 0 && (R.f = open_memstream(page, len))) {
+        report_render(&R, hours, review);
         fclose(R.f);
     } else if (!R.err.code) {
         folio_err_set(&R.err, FOLIO_ENOMEM, "out of memory");
     }
     if (R.c)
         PQfinish(R.c);
+    *err = R.err;
     if (R.err.code) {
-        free(page);
-        char *msg = NULL;
-        int n = asprintf(&msg, "report unavailable: %s %s\n", R.err.msg, R.err.detail);
-        return http_reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, TEXT, n < 0 ? NULL : msg, n < 0 ? 0 : (size_t)n);
+        free(*page);
+        *page = NULL;
+        return R.err.code;
     }
-    return http_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", page, len);
+    return 0;
 }
 
-static int serve(const char *listen, const struct serve *sv)
+/* The access token of the review page: from FILE (first line, at least
+ * 16 characters), else made up now and printed once with the login URL. */
+static int review_token(const char *file, char *tok, size_t n, int *made)
 {
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    struct MHD_Daemon *d = NULL;
-    struct folio_err err = {0};
-    if (http_start("--listen", listen, "report_listening", serve_page, (void *)sv, &d, NULL, &err)) {
-        folio_err_print(stderr, &err);
-        return FOLIO_EXIT_FAIL;
+    *made = 0;
+    if (file) {
+        char *s = NULL;
+        struct folio_err err = {0};
+        if (folio_read_text(file, 4096, &s, &err)) {
+            folio_err_print(stderr, &err);
+            return -1;
+        }
+        s[strcspn(s, "\r\n")] = '\0';
+        int ok = strlen(s) >= 16 && strlen(s) < n && strspn(s, "0123456789abcdefghijklmnopqrstuvwxyz"
+                                                               "ABCDEFGHIJKLMNOPQRSTUVWXYZ-_.~") == strlen(s);
+        if (ok)
+            snprintf(tok, n, "%s", s);
+        free(s);
+        if (!ok)
+            fprintf(stderr, "folio: error: --token-file %s: the first line must be 16 to %zu characters of "
+                            "A-Z a-z 0-9 - _ . ~\nhint: for example: openssl rand -hex 24 > %s\n",
+                    file, n - 1, file);
+        return ok ? 0 : -1;
     }
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    folio_log(FOLIO_LOG_INFO, "report_stopping", "signal=%d", sig);
-    MHD_stop_daemon(d);
-    return FOLIO_EXIT_OK;
+    unsigned char r[24];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return -1;
+    folio_hex(r, sizeof r, tok);
+    *made = 1;
+    return 0;
 }
 
 int cmd_report(int argc, char **argv)
@@ -488,9 +486,17 @@ int cmd_report(int argc, char **argv)
     if (!out == !listen)
         return cli_usage_error("report", "give one of --out FILE or --listen ADDR:PORT");
     if (listen) {
-        struct serve sv = {.conninfo = db_conninfo(db), .model_key = R.model_key, .hours = (int)hours,
-                           .review = (int)review};
-        return serve(listen, &sv);
+        char tok[128];
+        struct review_cfg rc = {.conninfo = db_conninfo(db), .model_key = R.model_key, .hours = (int)hours,
+                                .review = (int)review};
+        if (strncmp(listen, "unix:", 5) != 0) {
+            if (review_token(a.token_file, tok, sizeof tok, &rc.print_url))
+                return FOLIO_EXIT_FAIL;
+            rc.token = tok;
+        } else if (a.token_file) {
+            return cli_usage_error("report", "--token-file is for TCP; a unix: socket's access is its permissions");
+        }
+        return review_serve(listen, &rc);
     }
     if (cli_connect(db, "folio-report", &R.c))
         return FOLIO_EXIT_FAIL;

@@ -22,9 +22,13 @@ int cmd_show(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_correct(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 int cmd_reclassify(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_split(int argc, char **argv);
+int cmd_file(int argc, char **argv);
 
 /* The option tables of the commands that read the configuration file
  * (pipeline/config.c takes its keys from them). */

@@ -102,8 +102,15 @@ static int derive(struct doc_classified *c, struct folio_err *err)
     } else {
         json_free(&text);
     }
-    if (c->n_segs > 1)
+    if (c->n_segs > 1) {
+        /* the split is a question for a person; say so, after the first
+         * page's own reason when it had one (issue 33: the reason was
+         * empty for these) */
         d->needs_review = 1;
+        size_t k = strlen(d->review_reason);
+        snprintf(d->review_reason + k, sizeof d->review_reason - k, "%s%d documents in one file? split suggested",
+                 k ? "; " : "", c->n_segs);
+    }
     return 0;
 }
 

@@ -15,8 +15,9 @@
  * none is stored. */
 int learn_db_policy(PGconn *c, const char *model_key, double *below, double *margin, struct folio_err *err);
 
-/* The newest model of model_key when its id differs from have_id: *out
- * loaded and *id set; *out NULL when there is none or it is the one held. */
+/* The active model of model_key (schema 014) when its id differs from
+ * have_id: *out loaded and *id set; *out NULL when it is the one held, or
+ * when none is active (then *id is 0: the caller drops what it holds). */
 int learn_db_latest(PGconn *c, const char *model_key, long long have_id, long long *id,
                     struct engine_learned **out, struct folio_err *err);
 
@@ -30,14 +31,32 @@ struct learn_train_opts {
     int min_per_label;        /* labels with fewer examples are left out */
     double include_confident; /* > 0: also results at least this sure, not corrected */
 };
+/* The chain (learned, then rules) on the held-out corrections. */
+struct learn_score {
+    int documents, right, accepted, accepted_right, learned;
+};
 struct learn_train_report {
-    long long model_id, corrections_upto;
+    long long model_id, corrections_upto, active_before;
     int examples, corrected, labels;
+    int trained_on, held_out; /* examples learned from; corrections held out to check it */
+    int active;               /* the guard let it become the active model */
+    double evidence;          /* the calibrated scale (learned.c) */
+    struct learn_score new_score, base_score; /* on the held-out corrections: it, and the active one (or rules) */
     size_t bytes;
     char per_label[2048];     /* JSON label -> examples */
+    char comparison[320];     /* the guard's decision in words */
 };
-/* Trains from corrections (+ confident results) and stores the model. */
+/* Trains from corrections (+ confident results) on all but the held-out
+ * corrected documents (a fixed fifth, by document id), calibrates on
+ * those, and stores the model: active when the chain with it is no worse
+ * on them than with the active model (or, with none, the rules alone) in
+ * accuracy and in precision above the review threshold; else inactive,
+ * with the comparison stored and logged. The same for `folio train` and a
+ * worker's automatic retrain. */
 int learn_db_train(PGconn *c, const struct learn_train_opts *o, struct learn_train_report *rep, struct folio_err *err);
+
+/* The active label set from folio.labels, in id order with its keywords. */
+int learn_db_labels(PGconn *c, struct engine_labels **out, struct folio_err *err);
 
 /* Trains when at least retrain_after corrections arrived since the newest
  * model (one worker of a fleet at a time). *trained = 1 when it did. */

@@ -22,7 +22,7 @@
 
 /* ------------------------------------------------------------ labels */
 
-/* The newest ocr+learned model of the worker's model key (learn_db.c),
+/* The active ocr+learned model of the worker's model key (learn_db.c),
  * after retraining it when enough corrections arrived (first thread
  * only: one retrain per worker, and an advisory lock makes it one per
  * fleet). The engine that borrows the old model is closed by the caller
@@ -56,50 +56,21 @@ static int refresh_learned(struct ocr_thread *t, struct folio_err *err)
         folio_err_clear(err);
         return 0;
     }
-    if (rc || !m)
+    if (rc)
         return rc;
-    engine_close(t->engine); /* it borrows the old model */
+    if (!m && (id != 0 || t->learned_id == 0))
+        return 0; /* the one held is still the active one, or none was and is */
+    engine_close(t->engine); /* it borrows the old model (or, none active now, the dropped one) */
     t->engine = NULL;
     engine_learned_free(t->learned);
     t->learned = m;
     t->learned_id = id;
-    folio_log(FOLIO_LOG_INFO, "learned_model_loaded", "thread=%d model_id=%lld labels=%d", t->idx, id,
-              engine_learned_count(m));
-    return 0;
-}
-
-/* The active label set from folio.labels, in id order with its keywords. */
-static int load_label_set(PGconn *conn, struct engine_labels **out, struct folio_err *err)
-{
-    *out = NULL;
-    PGresult *r = PQexec(conn,
-                         "SELECT l.name, k.kw FROM folio.labels l"
-                         " LEFT JOIN LATERAL unnest(l.keywords) WITH ORDINALITY AS k(kw, i) ON true"
-                         " WHERE l.active ORDER BY l.id, k.i");
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return db_err_from_result(r, conn, "reading folio.labels", err);
-    struct engine_labels *nl = engine_labels_new();
-    int rc = nl ? 0 : folio_err_set(err, FOLIO_ENOMEM, "cannot allocate the label set");
-    int rows = PQntuples(r);
-    const char **kw = calloc((size_t)(rows ? rows : 1), sizeof *kw);
-    if (!kw && !rc)
-        rc = folio_err_set(err, FOLIO_ENOMEM, "cannot allocate %d keywords", rows);
-    for (int i = 0; i < rows && !rc;) {
-        const char *name = PQgetvalue(r, i, 0);
-        int nk = 0, j = i;
-        for (; j < rows && strcmp(PQgetvalue(r, j, 0), name) == 0; j++)
-            if (!PQgetisnull(r, j, 1))
-                kw[nk++] = PQgetvalue(r, j, 1);
-        rc = engine_labels_add(nl, name, kw, nk, err);
-        i = j;
-    }
-    free(kw);
-    PQclear(r);
-    if (rc) {
-        engine_labels_free(nl);
-        return rc;
-    }
-    *out = nl;
+    if (m)
+        folio_log(FOLIO_LOG_INFO, "learned_model_loaded", "thread=%d model_id=%lld labels=%d", t->idx, id,
+                  engine_learned_count(m));
+    else
+        folio_log(FOLIO_LOG_INFO, "learned_model_unloaded", "thread=%d msg=\"no model is active: rules tier\"",
+                  t->idx);
     return 0;
 }
 
@@ -128,7 +99,7 @@ int worker_refresh_labels(struct ocr_thread *t, struct folio_err *err)
     if (t->engine && folio_mono_ms() - t->labels_at_ms < LABELS_REFRESH_MS)
         return 0;
     struct engine_labels *nl = NULL;
-    int rc = load_label_set(t->conn, &nl, err);
+    int rc = learn_db_labels(t->conn, &nl, err);
     struct engine *ne = NULL;
     if (!rc)
         rc = refresh_learned(t, err);
@@ -169,7 +140,7 @@ int worker_check_start_labels(struct worker *w, struct folio_err *err)
     struct folio_err le = {0};
     int rc = db_connect(w->o->conninfo, "folio-worker-labels", &c, &le);
     if (!rc)
-        rc = load_label_set(c, &ls, &le);
+        rc = learn_db_labels(c, &ls, &le);
     if (!rc) {
         struct engine_config cfg = {.model_path = w->o->model_path, .mmproj_path = w->o->mmproj_path,
                                     .models = w->models};

@@ -235,8 +235,14 @@ static int label_index(const struct engine_labels *l, const char *name)
     return -1;
 }
 
+static int text_of_row(void *ctx, struct engine_text *out, struct folio_err *err)
+{
+    out->text = strdup(ctx ? ctx : "");
+    return out->text ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of memory for a page's text");
+}
+
 /* Scores one tier on the rows in split; prints one JSON line. learned NULL
- * = rules tier; otherwise the chain learned -> rules, as engine_classify. */
+ * = rules tier; otherwise the chain learned -> rules, by engine_classify. */
 static void score_tier(const char *tier, struct row *rows, int n, const char *split, int tune_from,
                        const struct engine_labels *labels, const struct engine_learned *learned,
                        double review_below, double review_margin, int dump)
@@ -247,6 +253,16 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
     int scored = 0, right = 0, accepted = 0, accepted_right = 0, unknown = 0, fell_back = 0;
     double conf_right = 0, conf_wrong = 0;
     int bins_n[10] = {0}, bins_right[10] = {0};
+    struct engine_config cfg = {.review_below = review_below, .review_margin = review_margin, .learned = learned};
+    struct engine *e = NULL;
+    struct folio_err oerr = {0};
+    if (engine_open(&cfg, labels, &e, &oerr)) {
+        folio_err_print(stderr, &oerr);
+        free(tp);
+        free(pred);
+        free(truth);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         struct row *r = &rows[i];
         if (!r->ok)
@@ -257,25 +273,16 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
         } else if (strcmp(split, "all") != 0 && strcmp(r->split, split) != 0) {
             continue;
         }
+        /* the chain a worker runs (engine_classify: learned, with its
+         * abstentions, then the rules; the review policy) */
         struct engine_result er;
-        memset(&er, 0, sizeof er);
         struct folio_err err = {0};
-        int rc = 1;
-        if (learned)
-            rc = engine_learned_score(learned, labels, r->text, &er, &err);
-        if (rc == 0) {
-            er.names = NULL;
-        } else {
-            fell_back += learned != NULL;
-            if (engine_rules_score(labels, r->text, &er, &err))
-                continue;
+        struct engine_doc doc = {.text = text_of_row, .text_ctx = r->text};
+        if (engine_classify(e, &doc, &er, &err)) {
+            engine_result_free(&er);
+            continue;
         }
-        /* names for the review reason */
-        const char *names[256];
-        for (int k = 0; k < nl && k < 256; k++)
-            names[k] = engine_labels_name(labels, k);
-        er.names = names;
-        engine_review(&er, review_below, review_margin);
+        fell_back += learned && strcmp(er.engine_path, "ocr+learned") != 0;
         int ok = strcmp(er.label, r->label) == 0;
         scored++;
         right += ok;
@@ -302,9 +309,9 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
                    "\"needs_review\":%s,\"path\":\"%s\"}\n",
                    tier, r->file, r->label, er.label, er.confidence, er.needs_review ? "true" : "false",
                    er.engine_path);
-        er.names = NULL;
         engine_result_free(&er);
     }
+    engine_close(e);
     struct json_buf b;
     json_init(&b);
     char s[512];
@@ -445,10 +452,12 @@ int bench_accuracy(int argc, char **argv)
     struct engine_labels *labels = engine_labels_new();
     struct folio_err err = {0};
     int rc = 0;
-    char *ltext = labels_path ? slurp(labels_path) : NULL;
-    if (!labels || (labels_path && !ltext) ||
-        engine_labels_parse(labels, ltext ? ltext : ENGINE_DEFAULT_LABELS, labels_path ? labels_path : "default labels",
-                            &err)) {
+    /* the corpus is drawn from RVL-CDIP's types (doc_corpus.py), so that
+     * set is the bench's default; --labels takes a file or a set name */
+    const char *set = engine_label_set(labels_path ? labels_path : "rvl-cdip");
+    char *ltext = labels_path && !set ? slurp(labels_path) : NULL;
+    if (!labels || (labels_path && !set && !ltext) ||
+        engine_labels_parse(labels, ltext ? ltext : set, labels_path ? labels_path : "rvl-cdip", &err)) {
         if (labels_path && !ltext)
             fprintf(stderr, "folio bench accuracy: cannot read %s\n", labels_path);
         else

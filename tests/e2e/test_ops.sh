@@ -355,13 +355,15 @@ assert "<polyline" in html and 'data-path="ocr+rules"' in html
 print("ok")
 PY
 # The same report live over HTTP, rebuilt per request.
-"$F" report --listen 127.0.0.1:0 2> "$S/serve.log" &
+# (The review page it also serves: tests/e2e/test_review.sh.)
+echo 0123456789abcdef0123 > "$S/token"
+"$F" report --listen 127.0.0.1:0 --token-file "$S/token" 2> "$S/serve.log" &
 RPID=$!; PIDS+=($RPID)
 wait_for 20 'grep -q report_listening "$S/serve.log"'
 RP=$(sed -n 's/.*event=report_listening .*port=\([0-9]*\).*/\1/p' "$S/serve.log")
-check "served report" 0 curl -sf "http://127.0.0.1:$RP/"
+check "served report" 0 curl -sf -H "Authorization: Bearer 0123456789abcdef0123" "http://127.0.0.1:$RP/report"
 expect_in "data-total=\"documents\" data-value=\"$(sql 'SELECT count(*) FROM folio.documents')\""
-check "served report 404" 22 curl -sf "http://127.0.0.1:$RP/elsewhere"
+check "served report 404" 22 curl -sf -H "Authorization: Bearer 0123456789abcdef0123" "http://127.0.0.1:$RP/elsewhere"
 kill -TERM $RPID; wait $RPID; rc=$?
 expect_eq "report --listen exit on SIGTERM" "$rc" 0
 check "report needs --out or --listen" 2 "$F" report

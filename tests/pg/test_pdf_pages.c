@@ -192,6 +192,11 @@ int main(void)
         qs(c, sql, v, sizeof v);
         CHECK(strcmp(v, "invoice:true:4:4:4") == 0, "%s document result (first page's, flagged for review): %s",
               batches[b], v);
+        /* ... and it says why (issue 33: the reason was NULL for a split) */
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM folio.results WHERE document_id = %s"
+                 " AND review_reason LIKE '%%3 documents in one file? split suggested'", doc);
+        CHECK(q1(c, sql) == 1, "%s: no review_reason for the split suggestion", batches[b]);
         /* the document's text is every page's: search finds page 4 */
         snprintf(sql, sizeof sql,
                  "SELECT count(*) FROM folio.results WHERE document_id = %s"

@@ -193,4 +193,15 @@ static inline int wt_wait_exit(pid_t pid, int timeout_ms)
     return -1;
 }
 
+/* Runs a worker (args as wt_spawn_worker) until `sql` returns `want`, then
+ * stops it. */
+static inline void wt_run_worker_until(PGconn *c, const char *ci, const char *log, const char *const *args,
+                                       const char *sql, long long want)
+{
+    pid_t w = wt_spawn_worker(ci, NULL, log, args);
+    CHECK(wt_wait_for(c, sql, want, 180000) == 0, "worker did not get to %s = %lld (log %s)", sql, want, log);
+    kill(w, SIGTERM);
+    CHECK(wt_wait_exit(w, 30000) == 0, "worker exit");
+}
+
 #endif

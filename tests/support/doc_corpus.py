@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Text of a realistic generated document corpus for `folio bench accuracy`.
 
-  doc_corpus.py OUT_DIR PER_TYPE SEED
+  doc_corpus.py OUT_DIR PER_TYPE SEED [rvl|business]
 
 Writes OUT_DIR/NNNN.txt (one document each) and OUT_DIR/corpus.tsv with
   file  label  font  ptsize  dpi  exposure  distort  rotation  style  split
@@ -239,17 +239,104 @@ def news(r):
     return L
 
 
+def money(r, lo, hi):
+    return r.randint(lo, hi) + r.randint(0, 99) / 100
+
+
+def receipt(r):
+    shop = r.choice(["Corner Stores", "Fresh Market", "City Pharmacy", "Office Depot Express", "Green Grocer", "Harbour Hardware", "Bean There Cafe", "Quick Fuel"])
+    L = [shop, f"{r.randint(1,200)} {r.choice(STREET)}, {r.choice(CITY)}", r.choice(["VAT reg 123 4567 89", "Tel 0113 496 0000", ""]), ""]
+    L.append(f"{date(r)}  {r.randint(7,21):02d}:{r.randint(0,59):02d}  " + r.choice(["Till 3", "Till 1", "POS 02", "Register 4"]) + "  " + r.choice(["Cashier: ", "Served by ", "Operator "]) + r.choice(FIRST))
+    L.append("")
+    tot = 0
+    for _ in range(r.randint(2, 9)):
+        p = money(r, 0, 40)
+        tot += p
+        L.append(f"{r.choice(['Milk 2L', 'Bread', 'Coffee beans', 'AA batteries', 'Notebook', 'Sandwich', 'Screws 4x30', 'Paracetamol', 'Unleaded', 'Apples 1kg', 'Latte'])}   {p:.2f}")
+    L += ["", f"{r.choice(['TOTAL', 'Total', 'Total to pay', 'BALANCE DUE'])}   {tot:.2f}"]
+    if r.random() < 0.5:
+        paid = tot + r.randint(0, 20)
+        L += [f"{r.choice(['Cash', 'CASH'])}   {paid:.2f}", f"{r.choice(['Change', 'Change due', 'CHANGE'])}   {paid - tot:.2f}"]
+    else:
+        L += [f"{r.choice(['Card payment', 'VISA', 'Mastercard', 'Debit card', 'Contactless'])}   {tot:.2f}", f"{r.choice(['Auth code', 'AUTH', 'Approval'])} {r.randint(100000, 999999)}", "Card number **** **** **** " + str(r.randint(1000, 9999))]
+    L += ["", r.choice(["Thank you for shopping with us", "Please keep your receipt", "Thank you, come again", "Returns within 28 days with receipt", "THANK YOU"])]
+    return L
+
+
+def contract(r):
+    a, b = r.choice(COMPANY), r.choice(COMPANY)
+    L = [r.choice(["SERVICES AGREEMENT", "SUPPLY CONTRACT", "Contract for Services", "MAINTENANCE AGREEMENT", "Agreement"]), ""]
+    L += wrap(f"This Agreement is made on {date(r)} between {a} (hereinafter the \"Supplier\") and {b} (hereinafter the \"Customer\"), together the parties.", 70) + [""]
+    if r.random() < 0.7:
+        L += wrap("WHEREAS the Customer wishes to obtain services and the Supplier is willing to provide them on the terms and conditions below,", 70) + [""]
+    for k in range(1, r.randint(4, 8)):
+        head = r.choice(["Term", "Services", "Payment", "Termination", "Confidentiality", "Liability", "Governing law", "Notices", "Obligations of the parties"])
+        body = r.choice(["The Supplier shall provide the services described in Schedule 1.", "Either party may terminate this agreement with {n} days written notice.", "The Customer shall pay each invoice within 30 days of receipt.", "This agreement shall be governed by the laws of England and Wales.", "Neither party shall disclose confidential information to any third party.", "The agreement commences on the effective date and continues for {n} months."]).format(n=r.choice([30, 60, 90, 12, 24]))
+        L += wrap(f"{k}. {head}. {body} " + paragraph(r, 0, 1), 70) + [""]
+    L += wrap(r.choice(["IN WITNESS WHEREOF the parties have signed this agreement on the date above.", "Signed by the parties on the dates below."]), 70) + [""]
+    L += [f"Signed for and on behalf of {a}", "", person(r), "", f"Signed for and on behalf of {b}", "", person(r)]
+    return L
+
+
+def bank_statement(r):
+    bank = r.choice(["Northern Rock Bank", "First Harbour Bank", "Meridian Savings", "Union Bank plc", "Lakeside Credit Union"])
+    L = [bank, r.choice(["Statement of account", "BANK STATEMENT", "Current account statement", "Account Statement"]), ""]
+    L += [person(r), f"{r.randint(1,99)} {r.choice(STREET)}", r.choice(CITY), ""]
+    L += [f"Account number {r.randint(10000000, 99999999)}   Sort code {r.randint(10,99)}-{r.randint(10,99)}-{r.randint(10,99)}"]
+    if r.random() < 0.5:
+        L.append(f"IBAN GB{r.randint(10,99)} NRBK {r.randint(1000,9999)} {r.randint(1000,9999)} {r.randint(10,99)}")
+    L += [f"Statement period {date(r)} to {date(r)}", ""]
+    bal = money(r, 100, 9000)
+    L += [f"{r.choice(['Opening balance', 'Balance brought forward'])}   {bal:.2f}", "", r.choice(["Date  Description  Paid out  Paid in  Balance", "Date   Details   Withdrawals   Deposits   Balance"])]
+    for _ in range(r.randint(4, 12)):
+        amt = money(r, 2, 900)
+        out = r.random() < 0.7
+        bal += -amt if out else amt
+        what = r.choice(["Direct debit ELECTRIC CO", "Standing order RENT", "Card payment SUPERMARKET", "Cash withdrawal ATM", "Transfer from SAVINGS", "Salary ACME LTD", "Direct debit INSURANCE", "Cheque deposit"])
+        L.append(f"{r.randint(1,28):02d} {r.choice(MONTH)[:3]}  {what}  {amt:.2f}  {bal:.2f}")
+    L += ["", f"{r.choice(['Closing balance', 'Balance carried forward'])}   {bal:.2f}"]
+    if r.random() < 0.4:
+        L += wrap("Your arranged overdraft limit is unchanged. Please check your statement and tell us about any transaction you do not recognise.", 70)
+    return L
+
+
+def payslip(r):
+    co = r.choice(COMPANY)
+    L = [co, r.choice(["PAYSLIP", "Pay slip", "Earnings statement", "Pay Advice", "PAY STUB"]), ""]
+    L += [f"Employee: {person(r)}", f"Employee ID {r.randint(1000, 99999)}", f"{r.choice(['Pay period', 'Period'])} {r.choice(MONTH)} {r.randint(1995, 2024)}", f"Pay date {date(r)}"]
+    if r.random() < 0.5:
+        L.append(f"NI number {r.choice('ABCJKL')}{r.choice('ABCJKL')} {r.randint(10,99)} {r.randint(10,99)} {r.randint(10,99)} {r.choice('ABCD')}")
+    L.append("")
+    gross = money(r, 900, 6000)
+    L += [r.choice(["Payments", "Earnings", "PAYMENTS"]), f"Basic salary   {gross:.2f}"]
+    if r.random() < 0.5:
+        ot = money(r, 20, 400)
+        gross += ot
+        L.append(f"Overtime {r.randint(2, 20)} hrs @ {money(r, 10, 30):.2f}   {ot:.2f}")
+    tax, ni = gross * 0.2, gross * 0.08
+    L += [f"{r.choice(['Gross pay', 'Total gross pay', 'GROSS'])}   {gross:.2f}", "", r.choice(["Deductions", "DEDUCTIONS"]), f"{r.choice(['Income tax', 'PAYE tax', 'Federal tax'])}   {tax:.2f}", f"{r.choice(['National Insurance', 'NI', 'Social security'])}   {ni:.2f}"]
+    if r.random() < 0.5:
+        L.append(f"Pension   {gross * 0.05:.2f}")
+    L += ["", f"{r.choice(['Net pay', 'NET PAY', 'Take home pay'])}   {gross - tax - ni:.2f}", f"{r.choice(['Year to date', 'YTD gross'])}   {gross * r.randint(2, 11):.2f}", f"Tax code {r.randint(1000, 1300)}L"]
+    return L
+
+
 TYPES = [("letter", letter), ("memo", memo), ("email", email), ("invoice", invoice), ("resume", resume), ("form", form), ("budget", budget), ("questionnaire", questionnaire), ("news article", news)]
+# SET "business" (issue 33): the types of folio's default taxonomy that
+# this generator writes, the four new ones among them; "rvl" (the default)
+# is the 9-type corpus as it always was (same seed, same documents).
+BUSINESS = [("letter", letter), ("memo", memo), ("email", email), ("invoice", invoice), ("resume", resume), ("form", form), ("receipt", receipt), ("contract", contract), ("bank statement", bank_statement), ("payslip", payslip)]
 FONTS = ["DejaVu Sans", "DejaVu Serif", "DejaVu Sans Mono", "DejaVu Sans Semi-Condensed", "DejaVu Serif Semi-Condensed", "DejaVu Sans Ultra-Light", "DejaVu Sans Bold", "DejaVu Serif Bold"]
 
 
 def main():
     out, per, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    types = BUSINESS if len(sys.argv) > 4 and sys.argv[4] == "business" else TYPES
     r = random.Random(seed)
     rows = []
     n = 0
     for i in range(per):
-        for label, fn in TYPES:
+        for label, fn in types:
             lines = fn(r)
             name = f"{n:04d}"
             with open(f"{out}/{name}.txt", "w") as f:

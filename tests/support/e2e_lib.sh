@@ -22,3 +22,12 @@ wait_for() {
   until eval "$2" >/dev/null 2>&1; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done
 }
 e2e_done() { echo "$checks checks, $fail failed"; [ "$fail" -eq 0 ]; }
+# e2e_db NAME: a fresh database NAME on the test cluster; exports FOLIO_DB
+# and defines sql QUERY (one value per line, unaligned).
+e2e_db() {
+  local u; u=$( [ "$(id -u)" = 0 ] && echo postgres || id -un)
+  psql "host=${FOLIO_TEST_PGHOST:?} port=${FOLIO_TEST_PGPORT:?} dbname=postgres user=$u" -qX \
+    -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1" >/dev/null || return 1
+  export FOLIO_DB="host=$FOLIO_TEST_PGHOST port=$FOLIO_TEST_PGPORT dbname=$1 user=$u"
+  sql() { psql "$FOLIO_DB" -AtqX -c "$1"; }
+}

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Builds the generated corpus `folio bench accuracy` measures on:
-#   tests/support/make_corpus.sh OUT_DIR [PER_TYPE] [SEED]
-# Text from doc_corpus.py (9 types, varied wording and layout), rendered
+#   tests/support/make_corpus.sh OUT_DIR [PER_TYPE] [SEED] [rvl|business]
+# Text from doc_corpus.py (9 RVL-CDIP types, or with "business" the default
+# taxonomy's: receipts, contracts, bank statements, payslips too), rendered
 # by Tesseract's text2image with its scanner degradation (speckle,
 # dilation/erosion, small random skew) in the row's font, point size,
 # resolution and exposure; "photo" rows add text2image's blur/noise.
 # Orientation and file format (fax = G4 TIFF, photo = JPEG, copy = PNG)
 # are applied by the bench when it reads a page, so one render serves both.
 set -euo pipefail
-[ $# -ge 1 ] || { echo "usage: $0 OUT_DIR [PER_TYPE] [SEED]" >&2; exit 2; }
-OUT=$(realpath -m "$1"); PER=${2:-26}; SEED=${3:-16}
+[ $# -ge 1 ] || { echo "usage: $0 OUT_DIR [PER_TYPE] [SEED] [rvl|business]" >&2; exit 2; }
+OUT=$(realpath -m "$1"); PER=${2:-26}; SEED=${3:-16}; SET=${4:-rvl}
 FONTS=/usr/share/fonts/truetype/dejavu
 command -v text2image >/dev/null || { echo "make_corpus: text2image missing (apt-get install tesseract-ocr)" >&2; exit 1; }
 mkdir -p "$OUT"
-python3 "$(dirname "$0")/doc_corpus.py" "$OUT" "$PER" "$SEED"
+python3 "$(dirname "$0")/doc_corpus.py" "$OUT" "$PER" "$SEED" "$SET"
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
 render() {
   local file=$1 font=$2 pt=$3 dpi=$4 exp=$5 distort=$6

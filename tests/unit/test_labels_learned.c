@@ -103,7 +103,7 @@ int main(void)
 
     /* ---- the default taxonomy: common words mean nothing any more ---- */
     l = engine_labels_new();
-    REQUIRE_OK(engine_labels_parse(l, ENGINE_DEFAULT_LABELS, "default labels", &err) == 0, "%s", err.msg);
+    REQUIRE_OK(engine_labels_parse(l, ENGINE_RVL_CDIP_LABELS, "rvl-cdip labels", &err) == 0, "%s", err.msg);
     CHECK(engine_labels_count(l) == 16, "default labels: %d", engine_labels_count(l));
     memset(&r, 0, sizeof r);
     REQUIRE_OK(engine_rules_score(l, "Please send the new data to me from the office by that date. Free test.",
