@@ -259,21 +259,26 @@ static int bench_matmul(struct bench *b, struct folio_err *err)
 /* The tensor-core GEMM and the in-shader dequantizing kernel at the
  * Qwen2.5-VL-7B prefill shapes (BASELINE.md's cuBLAS table): M = 1400 text
  * rows, 5476 vision patches, 1369 merged tokens; N x K of every weight. */
+struct gemm_shape {
+    const char *where;
+    uint32_t m, n, k;
+};
+static const struct gemm_shape GEMM_FULL[] = {
+    {"text_qo", 1400, 3584, 3584},      {"text_kv", 1400, 512, 3584},
+    {"text_gate_up", 1400, 18944, 3584}, {"text_down", 1400, 3584, 18944},
+    {"vision_qkv", 5476, 3840, 1280},    {"vision_proj", 5476, 1280, 1280},
+    {"vision_gate_up", 5476, 3420, 1280}, {"vision_down", 5476, 1280, 3420},
+    {"merger_fc1", 1369, 5120, 5120},    {"merger_fc2", 1369, 3584, 5120},
+    {"labels_qo", 48, 3584, 3584},        {"labels_gate_up", 48, 18944, 3584},
+    {"labels_down", 48, 3584, 18944}};
+#define GEMM_NFULL ((int)(sizeof GEMM_FULL / sizeof GEMM_FULL[0]))
+
 static int bench_gemm(struct bench *b, struct folio_err *err)
 {
-    static const struct {
-        const char *where;
-        uint32_t m, n, k;
-    } full[] = {{"text_qo", 1400, 3584, 3584},      {"text_kv", 1400, 512, 3584},
-                {"text_gate_up", 1400, 18944, 3584}, {"text_down", 1400, 3584, 18944},
-                {"vision_qkv", 5476, 3840, 1280},    {"vision_proj", 5476, 1280, 1280},
-                {"vision_gate_up", 5476, 3420, 1280}, {"vision_down", 5476, 1280, 3420},
-                {"merger_fc1", 1369, 5120, 5120},    {"merger_fc2", 1369, 3584, 5120},
-                {"labels_qo", 48, 3584, 3584},        {"labels_gate_up", 48, 18944, 3584},
-                {"labels_down", 48, 3584, 18944}},
-      quick[] = {{"quick_a", 130, 300, 512}, {"quick_b", 64, 96, 1280}};
+    static const struct gemm_shape *const full = GEMM_FULL;
+    static const struct gemm_shape quick[] = {{"quick_a", 130, 300, 512}, {"quick_b", 64, 96, 1280}};
     static const int qtypes[] = {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
-    int nshape = b->o->quick ? 2 : 13;
+    int nshape = b->o->quick ? 2 : GEMM_NFULL;
     for (int si = 0; si < nshape; si++) {
         const char *where = b->o->quick ? quick[si].where : full[si].where;
         uint32_t m = b->o->quick ? quick[si].m : full[si].m;
@@ -467,9 +472,9 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         struct vkr_pipeline_key gk[512];
         int ng = ops_gemm_keys_all(b.vk, 1, gk);
         /* the K-specialized forms a model of these shapes pre-warms (AUTO's lines use them) */
-        static const uint32_t model_k[] = {3584, 18944, 1280, 3420, 5120};
-        for (size_t i = 0; i < sizeof model_k / sizeof model_k[0]; i++)
-            ng += ops_gemm_keys_for_k(b.vk, model_k[i], &gk[ng]);
+        for (int i = 0; i < GEMM_NFULL; i++)
+            ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, &gk[ng]);
+        ng = ops_keys_unique(gk, ng);
         rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }
     if (!rc) {

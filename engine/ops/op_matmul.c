@@ -215,15 +215,25 @@ void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
 
 static int cm2_k_usable(const struct vkr *vk);
 
-static enum gemm_route gemm_route(const struct vkr *vk)
+/* FOLIO_GEMM_ROUTE: 0 when unset or "auto", else 1 with *r the route named
+ * (GEMM_NONE for "none" or a name this build does not know: no GEMM). */
+static int forced_route(enum gemm_route *r)
 {
     const char *e = getenv("FOLIO_GEMM_ROUTE");
-    if (e && *e && strcmp(e, "auto") != 0) {
-        for (int r = GEMM_NV; r <= GEMM_CM2; r++)
-            if (strcmp(e, ROUTE_NAME[r]) == 0)
-                return route_has(vk, (enum gemm_route)r) ? (enum gemm_route)r : GEMM_NONE;
-        return GEMM_NONE; /* "none" (or a name this build does not know): no GEMM */
-    }
+    if (!e || !*e || strcmp(e, "auto") == 0)
+        return 0;
+    *r = GEMM_NONE;
+    for (int i = GEMM_NV; i <= GEMM_CM2; i++)
+        if (strcmp(e, ROUTE_NAME[i]) == 0)
+            *r = (enum gemm_route)i;
+    return 1;
+}
+
+static enum gemm_route gemm_route(const struct vkr *vk)
+{
+    enum gemm_route f;
+    if (forced_route(&f))
+        return f != GEMM_NONE && route_has(vk, f) ? f : GEMM_NONE;
     /* Measured order on the H200 (BENCHMARKS.md): khr, then nv (the same
      * kernel, within noise), then cm2 (correct, but a third of khr's rate
      * with this kernel: AUTO takes it only where it is the one route). */
@@ -287,9 +297,8 @@ static struct vkr_pipeline_key cm2_key(uint32_t ytype, const uint32_t *g, uint32
 /* 1 when the device has the cm2 kernel at all (any forced route aside). */
 static int cm2_k_usable(const struct vkr *vk)
 {
-    const char *e = getenv("FOLIO_GEMM_ROUTE");
-    int forced_other = e && *e && strcmp(e, "auto") != 0 && strcmp(e, "cm2") != 0;
-    return !forced_other && route_has(vk, GEMM_CM2);
+    enum gemm_route f;
+    return (!forced_route(&f) || f == GEMM_CM2) && route_has(vk, GEMM_CM2);
 }
 
 int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out)
