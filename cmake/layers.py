@@ -34,6 +34,7 @@ LAYERS = [
     ("text", "engine/text/"),  # tokenizer and prompts: the text stack, on the container
     ("ops", "engine/ops/"),
     ("model", "engine/model/"),
+    ("model", "engine/arch/"),  # the model families (engine/arch/<family>/)
     ("ocr", "engine/ocr"),
     ("engine", "engine/"),
     ("pdfhelper", "ingest/pdfhelper/"),

@@ -25,7 +25,6 @@
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/quant/quant.h"
-#include "engine/model/qwen3vl.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"

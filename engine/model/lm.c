@@ -29,7 +29,7 @@
  */
 #include "engine/model/lm_internal.h"
 #include "engine/quant/quant.h"
-#include "engine/model/qwen3vl.h"
+#include "engine/arch/qwen3vl/qwen3vl.h"
 
 #include <inttypes.h>
 #include <math.h>

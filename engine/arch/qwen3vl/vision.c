@@ -18,7 +18,7 @@
  * when every matrix is f16 and the GEMM exists; the residual stream,
  * LayerNorm statistics and activations stay f32.
  */
-#include "engine/model/qwen3vl.h"
+#include "engine/arch/qwen3vl/qwen3vl.h"
 #include "engine/quant/quant.h"
 #include "engine/model/tower_internal.h"
 

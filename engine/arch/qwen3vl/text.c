@@ -9,7 +9,7 @@
  * adds feature l and scatters them back: three small dispatches per
  * DeepStack layer, O(image rows x width), next to the layer's matmuls.
  */
-#include "engine/model/qwen3vl.h"
+#include "engine/arch/qwen3vl/qwen3vl.h"
 #include "engine/model/lm_internal.h"
 #include "engine/ops/ops.h"
 
