@@ -10,7 +10,8 @@
 // output can be written in f16 for the next GEMM.
 //
 // W is f16 (weights expanded at load, --gpu-weights f16); X is f16 or f32
-// (XTYPE), Y is f32 or f16 (YTYPE); accumulation is f32 throughout.
+// (XTYPE), Y is f32 or f16 (YTYPE); accumulation is f32, or f16 over at
+// most KC columns of K promoted into f32 (KC below).
 //
 // Tiling (why it is shaped this way):
 // - A workgroup owns a (16*FM*WM) x (16*FN*WN) output tile; each of its
@@ -50,6 +51,17 @@ layout(constant_id = 9) const uint STAGES = 2; // shared stages: 2 (one barrier 
 // tensor-core math alone (no global loads after the first tile), 2 = the
 // global -> shared traffic alone (no products; results are garbage).
 layout(constant_id = 10) const uint PROBE = 0;
+// f16 accumulation (where the includer sets CM_ACC16: the KHR kernel;
+// Debian 12's glslc crashes optimising the NV conversion, so the NV kernel
+// accumulates in f32 whatever KC says): products are summed in f16 fragments over KC columns of
+// K (a multiple of BK, at most 256), then promoted into the f32
+// accumulators, so the f16 error stays that of a KC-long sum whatever K is
+// (op tests bound it at the 7B shapes). 0: f32 accumulation throughout.
+layout(constant_id = 11) const uint KC = 0;
+// K fixed at pipeline creation (0: K from the push constants). Row strides
+// and the trip count become constants for the driver's compiler, and with
+// KFIX % BK == 0 no load checks K at all.
+layout(constant_id = 12) const uint KFIX = 0;
 
 // Aliased views of the same bindings (one per access width).
 layout(std430, binding = 0) readonly buffer BW4 { uvec4 W4[]; };
@@ -75,6 +87,11 @@ layout(push_constant) uniform P {
     uint flags;   // 1: add bias, 2: add residual R, 4: y = silu(R) * y (SwiGLU, R = gate),
                   // 8 / 16: y = gelu_erf(y) / quick_gelu(y)
 } p;
+
+uint kdim() { return KFIX != 0u ? KFIX : p.K; }
+// (a function, not a constant: Debian 12's glslc optimiser trips over
+// a specialization-constant bool)
+bool kfull() { return KFIX != 0u && KFIX % BK == 0u; }
 
 float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
 // Abramowitz-Stegun 7.1.26, as elem.comp
@@ -105,51 +122,56 @@ shared uvec4 sC[EPI_IN_A ? 1u : WM * WN * 64u];
 
 // 8 halves of row `row` (first half at element index `base` of the
 // operand's binding) starting at column k; zero past K.
-uvec4 ld_w(uint base, uint k)
+// chk: this K step may run past K (uniform across the workgroup: only the
+// last step of a K that is not a multiple of BK), so whole steps load
+// without a compare per vector.
+uvec4 ld_w(uint base, uint k, bool chk)
 {
     uvec4 v = uvec4(0);
+    uint K = kdim();
     if (ALIGN == 8u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v = W4[(base + k) >> 3];
     } else if (ALIGN == 4u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v.xy = W2[(base + k) >> 2];
-        if (k + 4u < p.K)
+        if (!chk || k + 4u < K)
             v.zw = W2[(base + k + 4u) >> 2];
     } else {
         [[unroll]] for (uint j = 0; j < 4u; j++)
-            if (k + 2u * j < p.K)
+            if (!chk || k + 2u * j < K)
                 v[j] = W1[(base + k + 2u * j) >> 1];
     }
     return v;
 }
 
-uvec4 ld_x(uint base, uint k)
+uvec4 ld_x(uint base, uint k, bool chk)
 {
     uvec4 v = uvec4(0);
+    uint K = kdim();
     if (XTYPE == 0u) {
         // f32 activations: K % 4 == 0 and base % 4 == 0 (host checks)
-        if (k < p.K) {
+        if (!chk || k < K) {
             vec4 a = XF4[(base + k) >> 2];
             v.x = packHalf2x16(a.xy);
             v.y = packHalf2x16(a.zw);
         }
-        if (k + 4u < p.K) {
+        if (!chk || k + 4u < K) {
             vec4 b = XF4[(base + k + 4u) >> 2];
             v.z = packHalf2x16(b.xy);
             v.w = packHalf2x16(b.zw);
         }
     } else if (ALIGN == 8u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v = X4[(base + k) >> 3];
     } else if (ALIGN == 4u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v.xy = X2[(base + k) >> 2];
-        if (k + 4u < p.K)
+        if (!chk || k + 4u < K)
             v.zw = X2[(base + k + 4u) >> 2];
     } else {
         [[unroll]] for (uint j = 0; j < 4u; j++)
-            if (k + 2u * j < p.K)
+            if (!chk || k + 2u * j < K)
                 v[j] = X1[(base + k + 2u * j) >> 1];
     }
     return v;
@@ -163,19 +185,31 @@ void main()
     uint wm = (warp / WN) * (16u * FM), wn = (warp % WN) * (16u * FN);
 
     CM_C acc[FM][FN];
+#if CM_ACC16
+    CM_C16 h[FM][FN];
+#endif
     [[unroll]] for (uint i = 0; i < FM; i++)
-        [[unroll]] for (uint j = 0; j < FN; j++)
+        [[unroll]] for (uint j = 0; j < FN; j++) {
             acc[i][j] = CM_C(0.0);
+#if CM_ACC16
+            h[i][j] = CM_C16(0.0);
+#endif
+        }
 
+    // Rows past M (N) load row M-1 (N-1) instead of branching: their
+    // products land in outputs the epilogue never stores.
+    uint K = kdim();
+    uint nk = (K + BK - 1u) / BK;
     uvec4 ra[A_PER], rb[B_PER];
     // vector v of a tile: row v / KV, 8-half group v % KV of the K slice
+    bool chk0 = !kfull() && BK > K;
     [[unroll]] for (uint q = 0; q < A_PER; q++) {
-        uint v = t + NT * q, r = v / KV, kq = (v % KV) * 8u;
-        ra[q] = m0 + r < p.M ? ld_x(p.x_skip + (m0 + r) * p.K, kq) : uvec4(0);
+        uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u), kq = (v % KV) * 8u;
+        ra[q] = ld_x(p.x_skip + r * K, kq, chk0);
     }
     [[unroll]] for (uint q = 0; q < B_PER; q++) {
-        uint v = t + NT * q, r = v / KV, kq = (v % KV) * 8u;
-        rb[q] = n0 + r < p.N ? ld_w(p.w_skip + (n0 + r) * p.K, kq) : uvec4(0);
+        uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u), kq = (v % KV) * 8u;
+        rb[q] = ld_w(p.w_skip + r * K, kq, chk0);
     }
     [[unroll]] for (uint q = 0; q < A_PER; q++) {
         uint v = t + NT * q;
@@ -187,19 +221,19 @@ void main()
     }
     barrier();
 
-    uint nk = (p.K + BK - 1u) / BK;
     for (uint s = 0; s < nk; s++) {
         uint cur = STAGES == 2u ? (s & 1u) : 0u;
         bool more = s + 1u < nk && PROBE != 1u;
         if (more) {
             uint k0 = (s + 1u) * BK;
+            bool chk = !kfull() && k0 + BK > K;
             [[unroll]] for (uint q = 0; q < A_PER; q++) {
-                uint v = t + NT * q, r = v / KV, kq = k0 + (v % KV) * 8u;
-                ra[q] = m0 + r < p.M ? ld_x(p.x_skip + (m0 + r) * p.K, kq) : uvec4(0);
+                uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u), kq = k0 + (v % KV) * 8u;
+                ra[q] = ld_x(p.x_skip + r * K, kq, chk);
             }
             [[unroll]] for (uint q = 0; q < B_PER; q++) {
-                uint v = t + NT * q, r = v / KV, kq = k0 + (v % KV) * 8u;
-                rb[q] = n0 + r < p.N ? ld_w(p.w_skip + (n0 + r) * p.K, kq) : uvec4(0);
+                uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u), kq = k0 + (v % KV) * 8u;
+                rb[q] = ld_w(p.w_skip + r * K, kq, chk);
             }
         }
         uint aoff = cur * SA, boff = cur * SB;
@@ -212,9 +246,24 @@ void main()
                 CM_LOAD_COLS(b[j], sB, boff + (wn + 16u * j) * SKV + 2u * kk, SKV);
             if (PROBE != 2u)
                 [[unroll]] for (uint i = 0; i < FM; i++)
-                    [[unroll]] for (uint j = 0; j < FN; j++)
-                        acc[i][j] = CM_MAD(a[i], b[j], acc[i][j]);
+                    [[unroll]] for (uint j = 0; j < FN; j++) {
+#if CM_ACC16
+                        if (KC != 0u)
+                            h[i][j] = CM_MAD16(a[i], b[j], h[i][j]);
+                        else
+#endif
+                            acc[i][j] = CM_MAD(a[i], b[j], acc[i][j]);
+                    }
         }
+#if CM_ACC16
+        // promote the f16 partial sums every KC columns (and after the last step)
+        if (KC != 0u && ((s + 1u) % (KC / BK) == 0u || s + 1u == nk))
+            [[unroll]] for (uint i = 0; i < FM; i++)
+                [[unroll]] for (uint j = 0; j < FN; j++) {
+                    acc[i][j] += CM_C(h[i][j]);
+                    h[i][j] = CM_C16(0.0);
+                }
+#endif
         if (more) {
             if (STAGES == 1u)
                 barrier(); // everyone is done reading the only stage
