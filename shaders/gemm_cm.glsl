@@ -10,8 +10,7 @@
 // output can be written in f16 for the next GEMM.
 //
 // W is f16 (weights expanded at load, --gpu-weights f16); X is f16 or f32
-// (XTYPE), Y is f32 or f16 (YTYPE); accumulation is f32, or f16 over at
-// most KC columns of K promoted into f32 (KC below).
+// (XTYPE), Y is f32 or f16 (YTYPE); accumulation is f32 throughout.
 //
 // Tiling (why it is shaped this way):
 // - A workgroup owns a (16*FM*WM) x (16*FN*WN) output tile; each of its
@@ -51,17 +50,11 @@ layout(constant_id = 9) const uint STAGES = 2; // shared stages: 2 (one barrier 
 // tensor-core math alone (no global loads after the first tile), 2 = the
 // global -> shared traffic alone (no products; results are garbage).
 layout(constant_id = 10) const uint PROBE = 0;
-// f16 accumulation (where the includer sets CM_ACC16: the KHR kernel;
-// Debian 12's glslc crashes optimising the NV conversion, so the NV kernel
-// accumulates in f32 whatever KC says): products are summed in f16 fragments over KC columns of
-// K (a multiple of BK, at most 256), then promoted into the f32
-// accumulators, so the f16 error stays that of a KC-long sum whatever K is
-// (op tests bound it at the 7B shapes). 0: f32 accumulation throughout.
-layout(constant_id = 11) const uint KC = 0;
-// K fixed at pipeline creation (0: K from the push constants). Row strides
-// and the trip count become constants for the driver's compiler, and with
-// KFIX % BK == 0 no load checks K at all.
-layout(constant_id = 12) const uint KFIX = 0;
+// K steps fetched ahead into registers: 1 (the next step, loaded while
+// the current one is multiplied) or 2 (two steps ahead: each load has two
+// steps of math to arrive in; the H200 sweep showed the one-ahead kernel
+// bound by its global loads, "loads-only" probe). 2 needs STAGES == 1.
+layout(constant_id = 11) const uint PREF = 1;
 
 // Aliased views of the same bindings (one per access width).
 layout(std430, binding = 0) readonly buffer BW4 { uvec4 W4[]; };
@@ -87,11 +80,6 @@ layout(push_constant) uniform P {
     uint flags;   // 1: add bias, 2: add residual R, 4: y = silu(R) * y (SwiGLU, R = gate),
                   // 8 / 16: y = gelu_erf(y) / quick_gelu(y)
 } p;
-
-uint kdim() { return KFIX != 0u ? KFIX : p.K; }
-// (a function, not a constant: Debian 12's glslc optimiser trips over
-// a specialization-constant bool)
-bool kfull() { return KFIX != 0u && KFIX % BK == 0u; }
 
 float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
 // Abramowitz-Stegun 7.1.26, as elem.comp
@@ -128,7 +116,7 @@ shared uvec4 sC[EPI_IN_A ? 1u : WM * WN * 64u];
 uvec4 ld_w(uint base, uint k, bool chk)
 {
     uvec4 v = uvec4(0);
-    uint K = kdim();
+    uint K = p.K;
     if (ALIGN == 8u) {
         if (!chk || k < K)
             v = W4[(base + k) >> 3];
@@ -148,7 +136,7 @@ uvec4 ld_w(uint base, uint k, bool chk)
 uvec4 ld_x(uint base, uint k, bool chk)
 {
     uvec4 v = uvec4(0);
-    uint K = kdim();
+    uint K = p.K;
     if (XTYPE == 0u) {
         // f32 activations: K % 4 == 0 and base % 4 == 0 (host checks)
         if (!chk || k < K) {
@@ -185,100 +173,105 @@ void main()
     uint wm = (warp / WN) * (16u * FM), wn = (warp % WN) * (16u * FN);
 
     CM_C acc[FM][FN];
-#if CM_ACC16
-    CM_C16 h[FM][FN];
-#endif
     [[unroll]] for (uint i = 0; i < FM; i++)
-        [[unroll]] for (uint j = 0; j < FN; j++) {
+        [[unroll]] for (uint j = 0; j < FN; j++)
             acc[i][j] = CM_C(0.0);
-#if CM_ACC16
-            h[i][j] = CM_C16(0.0);
-#endif
-        }
 
-    // Rows past M (N) load row M-1 (N-1) instead of branching: their
-    // products land in outputs the epilogue never stores.
-    uint K = kdim();
+    uint K = p.K;
     uint nk = (K + BK - 1u) / BK;
-    uvec4 ra[A_PER], rb[B_PER];
-    // vector v of a tile: row v / KV, 8-half group v % KV of the K slice
-    bool chk0 = !kfull() && BK > K;
-    [[unroll]] for (uint q = 0; q < A_PER; q++) {
-        uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u), kq = (v % KV) * 8u;
-        ra[q] = ld_x(p.x_skip + r * K, kq, chk0);
+    // One K step into registers: vector v of a tile is row v / KV, 8-half
+    // group v % KV of the step. Rows past M (N) load row M-1 (N-1) instead
+    // of branching: their products land in outputs the epilogue never
+    // stores. Only a step that runs past K checks K, per vector.
+#define FETCH(RA, RB, K0) {                                                   \
+        uint k0_ = (K0);                                                      \
+        bool chk_ = k0_ + BK > K;                                             \
+        [[unroll]] for (uint q = 0; q < A_PER; q++) {                         \
+            uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u);              \
+            RA[q] = ld_x(p.x_skip + r * K, k0_ + (v % KV) * 8u, chk_);        \
+        }                                                                     \
+        [[unroll]] for (uint q = 0; q < B_PER; q++) {                         \
+            uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u);              \
+            RB[q] = ld_w(p.w_skip + r * K, k0_ + (v % KV) * 8u, chk_);        \
+        }                                                                     \
     }
-    [[unroll]] for (uint q = 0; q < B_PER; q++) {
-        uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u), kq = (v % KV) * 8u;
-        rb[q] = ld_w(p.w_skip + r * K, kq, chk0);
+    // Registers into shared stage ST.
+#define STASH(RA, RB, ST) {                                                   \
+        [[unroll]] for (uint q = 0; q < A_PER; q++) {                         \
+            uint v = t + NT * q;                                              \
+            sA[(ST) * SA + (v / KV) * SKV + (v % KV)] = RA[q];                \
+        }                                                                     \
+        [[unroll]] for (uint q = 0; q < B_PER; q++) {                         \
+            uint v = t + NT * q;                                              \
+            sB[(ST) * SB + (v / KV) * SKV + (v % KV)] = RB[q];                \
+        }                                                                     \
     }
-    [[unroll]] for (uint q = 0; q < A_PER; q++) {
-        uint v = t + NT * q;
-        sA[(v / KV) * SKV + (v % KV)] = ra[q];
+    // The products of the step in shared stage ST.
+#define MMA(ST) {                                                             \
+        uint aoff = (ST) * SA, boff = (ST) * SB;                              \
+        [[unroll]] for (uint kk = 0; kk < BK / 16u; kk++) {                   \
+            CM_A a[FM];                                                       \
+            CM_B b[FN];                                                       \
+            [[unroll]] for (uint i = 0; i < FM; i++)                          \
+                CM_LOAD_ROWS(a[i], sA, aoff + (wm + 16u * i) * SKV + 2u * kk, SKV); \
+            [[unroll]] for (uint j = 0; j < FN; j++)                          \
+                CM_LOAD_COLS(b[j], sB, boff + (wn + 16u * j) * SKV + 2u * kk, SKV); \
+            if (PROBE != 2u)                                                  \
+                [[unroll]] for (uint i = 0; i < FM; i++)                      \
+                    [[unroll]] for (uint j = 0; j < FN; j++)                  \
+                        acc[i][j] = CM_MAD(a[i], b[j], acc[i][j]);            \
+        }                                                                     \
     }
-    [[unroll]] for (uint q = 0; q < B_PER; q++) {
-        uint v = t + NT * q;
-        sB[(v / KV) * SKV + (v % KV)] = rb[q];
-    }
-    barrier();
 
-    for (uint s = 0; s < nk; s++) {
-        uint cur = STAGES == 2u ? (s & 1u) : 0u;
-        bool more = s + 1u < nk && PROBE != 1u;
-        if (more) {
-            uint k0 = (s + 1u) * BK;
-            bool chk = !kfull() && k0 + BK > K;
-            [[unroll]] for (uint q = 0; q < A_PER; q++) {
-                uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u), kq = k0 + (v % KV) * 8u;
-                ra[q] = ld_x(p.x_skip + r * K, kq, chk);
+    uvec4 ra[A_PER], rb[B_PER];
+    FETCH(ra, rb, 0u);
+    STASH(ra, rb, 0u);
+    barrier();
+    bool loads = PROBE != 1u; // the math-only probe keeps the first tile
+
+    if (PREF == 1u) {
+        for (uint s = 0; s < nk; s++) {
+            uint cur = STAGES == 2u ? (s & 1u) : 0u;
+            bool more = s + 1u < nk && loads;
+            if (more)
+                FETCH(ra, rb, (s + 1u) * BK);
+            MMA(cur);
+            if (more) {
+                if (STAGES == 1u)
+                    barrier(); // everyone is done reading the only stage
+                STASH(ra, rb, STAGES == 2u ? (cur ^ 1u) : 0u);
             }
-            [[unroll]] for (uint q = 0; q < B_PER; q++) {
-                uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u), kq = k0 + (v % KV) * 8u;
-                rb[q] = ld_w(p.w_skip + r * K, kq, chk);
+            barrier();
+        }
+    } else {
+        // Two steps in registers (ra: step s+1, ra2: step s+2), one shared
+        // stage; the loop takes two steps per turn so both register sets
+        // keep fixed names (no indexing into registers).
+        uvec4 ra2[A_PER], rb2[B_PER];
+        if (1u < nk && loads)
+            FETCH(ra, rb, BK);
+        for (uint s = 0; s < nk; s += 2u) {
+            if (s + 2u < nk && loads)
+                FETCH(ra2, rb2, (s + 2u) * BK);
+            MMA(0u);
+            barrier();
+            if (s + 1u < nk) {
+                if (loads)
+                    STASH(ra, rb, 0u);
+                barrier();
+                if (s + 3u < nk && loads)
+                    FETCH(ra, rb, (s + 3u) * BK);
+                MMA(0u);
+                barrier();
+                if (s + 2u < nk && loads)
+                    STASH(ra2, rb2, 0u);
+                barrier();
             }
         }
-        uint aoff = cur * SA, boff = cur * SB;
-        [[unroll]] for (uint kk = 0; kk < BK / 16u; kk++) {
-            CM_A a[FM];
-            CM_B b[FN];
-            [[unroll]] for (uint i = 0; i < FM; i++)
-                CM_LOAD_ROWS(a[i], sA, aoff + (wm + 16u * i) * SKV + 2u * kk, SKV);
-            [[unroll]] for (uint j = 0; j < FN; j++)
-                CM_LOAD_COLS(b[j], sB, boff + (wn + 16u * j) * SKV + 2u * kk, SKV);
-            if (PROBE != 2u)
-                [[unroll]] for (uint i = 0; i < FM; i++)
-                    [[unroll]] for (uint j = 0; j < FN; j++) {
-#if CM_ACC16
-                        if (KC != 0u)
-                            h[i][j] = CM_MAD16(a[i], b[j], h[i][j]);
-                        else
-#endif
-                            acc[i][j] = CM_MAD(a[i], b[j], acc[i][j]);
-                    }
-        }
-#if CM_ACC16
-        // promote the f16 partial sums every KC columns (and after the last step)
-        if (KC != 0u && ((s + 1u) % (KC / BK) == 0u || s + 1u == nk))
-            [[unroll]] for (uint i = 0; i < FM; i++)
-                [[unroll]] for (uint j = 0; j < FN; j++) {
-                    acc[i][j] += CM_C(h[i][j]);
-                    h[i][j] = CM_C16(0.0);
-                }
-#endif
-        if (more) {
-            if (STAGES == 1u)
-                barrier(); // everyone is done reading the only stage
-            uint nxt = STAGES == 2u ? (cur ^ 1u) : 0u;
-            [[unroll]] for (uint q = 0; q < A_PER; q++) {
-                uint v = t + NT * q;
-                sA[nxt * SA + (v / KV) * SKV + (v % KV)] = ra[q];
-            }
-            [[unroll]] for (uint q = 0; q < B_PER; q++) {
-                uint v = t + NT * q;
-                sB[nxt * SB + (v / KV) * SKV + (v % KV)] = rb[q];
-            }
-        }
-        barrier();
     }
+#undef FETCH
+#undef STASH
+#undef MMA
 
     // Epilogue: each 16x16 fragment through the subgroup's scratch (f32
     // bits in 16-byte vectors, 4 per row); lane l writes row l/2, columns

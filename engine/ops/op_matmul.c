@@ -42,9 +42,8 @@ static const char *const ROUTE_NAME[] = {"none", "nv", "khr", "cm2"};
 /* Subgroup-scope tile configurations (nv, khr): subgroups along M and N,
  * 16x16 fragments per subgroup along M and N, K per step, shared stages,
  * probe (measurement-only variants, results not valid: never picked),
- * f16 accumulation (K columns per f16 chunk before promotion into f32;
- * 0 = f32), K fixed at pipeline creation (0: any K). */
-static const uint32_t GEMM_CFG[][9] = {
+ * K steps fetched ahead (0 or 1: one; 2: two, with one stage). */
+static const uint32_t GEMM_CFG[][8] = {
     {2, 2, 4, 4, 32, 2, 0}, /* 128x128, 4 subgroups of 64x64 */
     {1, 2, 4, 4, 32, 2, 0}, /* 64x128: twice the workgroups for few output tiles */
     {2, 4, 4, 4, 32, 1, 0}, /* 128x256, 8 subgroups, one stage */
@@ -60,29 +59,18 @@ static const uint32_t GEMM_CFG[][9] = {
     {2, 4, 4, 2, 32, 1, 0}, /* AUTO's shape, K step 32, one stage */
     {2, 4, 4, 2, 32, 2, 1}, /* probe: AUTO's shape, the tensor-core math alone */
     {2, 4, 4, 2, 32, 2, 2}, /* probe: AUTO's shape, the global -> shared traffic alone */
-    /* f16 accumulation promoted into f32 every 128 / 256 columns of K */
-    {4, 4, 2, 2, 64, 1, 0, 128}, /* 15 */
-    {4, 4, 2, 2, 64, 1, 0, 256},
-    {2, 4, 4, 2, 32, 2, 0, 128},
-    {2, 4, 4, 2, 64, 1, 0, 128},
-    {2, 2, 4, 4, 32, 2, 0, 128},
-    {4, 2, 2, 4, 64, 1, 0, 128}, /* 20 */
-    {4, 4, 2, 2, 32, 2, 0, 128},
-    {1, 4, 2, 2, 64, 1, 0, 128},
-    {2, 4, 4, 4, 32, 1, 0, 128},
-    /* probes of the f16-accumulating shapes: the math alone */
-    {4, 4, 2, 2, 64, 1, 1, 128},
-    {2, 4, 4, 2, 32, 2, 1, 128}, /* 25 */
-    {4, 4, 2, 2, 64, 1, 1, 0},
-    /* K fixed (constant strides and trip count, no K checks) */
-    {4, 4, 2, 2, 64, 1, 0, 0, 3584},
-    {4, 4, 2, 2, 64, 1, 0, 128, 3584},
-    {2, 4, 4, 2, 32, 2, 0, 128, 3584},
-    {4, 4, 2, 2, 64, 1, 0, 0, 18944}, /* 30 */
-    {4, 4, 2, 2, 64, 1, 0, 128, 18944},
-    {4, 4, 2, 2, 64, 1, 0, 0, 1280},
-    {4, 4, 2, 2, 64, 1, 0, 128, 1280},
-    {1, 4, 2, 2, 64, 1, 0, 128, 3584},
+    /* two K steps fetched ahead (PREF 2), one stage */
+    {4, 4, 2, 2, 64, 1, 0, 2}, /* 15: AUTO's wide shape */
+    {2, 4, 4, 2, 64, 1, 0, 2},
+    {4, 2, 2, 4, 64, 1, 0, 2},
+    {2, 2, 4, 4, 64, 1, 0, 2},
+    {1, 4, 2, 2, 64, 1, 0, 2}, /* AUTO's narrow shape */
+    {2, 4, 2, 2, 64, 1, 0, 2}, /* 20: 64x128, 8 subgroups: two workgroups per multiprocessor */
+    {4, 4, 2, 2, 32, 1, 0, 2},
+    {2, 4, 2, 2, 64, 1, 0, 0}, /* 64x128 one ahead */
+    {4, 4, 2, 2, 64, 1, 1, 0}, /* probes of AUTO's wide shape: the math alone, */
+    {4, 4, 2, 2, 64, 1, 2, 0}, /* the loads alone, */
+    {4, 4, 2, 2, 64, 1, 2, 2}, /* 25: the loads alone two ahead */
 };
 #define SG_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
 /* The subgroup configurations AUTO uses, measured on the H200 (BENCHMARKS.md,
@@ -94,8 +82,8 @@ static const uint32_t GEMM_CFG[][9] = {
 #define SG_AUTO_WIDE 11
 #define SG_AUTO_NARROW 8
 /* FOLIO_GEMM_TILE=WIDE[,NARROW]: subgroup-table rows AUTO takes instead
- * (benchmarks compare candidate AUTO tiles end to end in one run; a row
- * with K fixed or a probe is refused). */
+ * (benchmarks compare candidate AUTO tiles end to end in one run; a probe
+ * row is refused). */
 static int sg_auto_env(int narrow)
 {
     const char *e = getenv("FOLIO_GEMM_TILE");
@@ -104,7 +92,7 @@ static int sg_auto_env(int narrow)
     char *end;
     long w = strtol(e, &end, 10), n = *end == ',' ? strtol(end + 1, NULL, 10) : -1;
     long v = narrow ? n : w;
-    if (v < 0 || v >= SG_NCFG || GEMM_CFG[v][6] || GEMM_CFG[v][8])
+    if (v < 0 || v >= SG_NCFG || GEMM_CFG[v][6])
         return -1;
     return (int)v;
 }
@@ -198,13 +186,8 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         return;
     }
     const uint32_t *g = sg_cfg(c);
-    char acc[24] = "", kc[24] = "";
-    if (g[7] && cfg_route(c) == GEMM_KHR)
-        snprintf(acc, sizeof acc, "/f16acc%u", g[7]);
-    if (g[8])
-        snprintf(kc, sizeof kc, "/K=%u", g[8]);
-    snprintf(out, n, "%s:%ux%u/%uw-%ux%u/bk%u/s%u%s%s%s", ROUTE_NAME[cfg_route(c)], cfg_bm(c), cfg_bn(c),
-             g[0] * g[1], 16 * g[2], 16 * g[3], g[4], g[5], acc, kc, probe[g[6]]);
+    snprintf(out, n, "%s:%ux%u/%uw-%ux%u/bk%u/s%u%s%s", ROUTE_NAME[cfg_route(c)], cfg_bm(c), cfg_bn(c),
+             g[0] * g[1], 16 * g[2], 16 * g[3], g[4], g[5], g[7] == 2 ? "/ahead2" : "", probe[g[6]]);
 }
 
 static int sg_fits(const struct vkr *vk, int c)
@@ -269,11 +252,7 @@ void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
             *k_mult = -(int)g[6];
         return;
     }
-    const uint32_t *g = sg_cfg(c);
-    *acc16 = cfg_route(c) == GEMM_KHR ? (int)g[7] : 0; /* the NV kernel accumulates in f32 (gemm_cm.glsl) */
-    *probe = g[6] != 0;
-    if (g[8])
-        *k_mult = -(int)g[8];
+    *probe = sg_cfg(c)[6] != 0;
 }
 
 static int cm2_k_usable(const struct vkr *vk);
@@ -381,7 +360,7 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     }
     const uint32_t *g = sg_cfg(c);
     struct vkr_pipeline_key k = ops_key(cfg_route(c) == GEMM_KHR ? "gemm_khr" : "gemm_cm", 2, xtype, ytype);
-    k.nspec = 13;
+    k.nspec = 12;
     k.spec[2] = align;
     k.spec[3] = g[0];
     k.spec[4] = g[1];
@@ -391,8 +370,7 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     k.spec[8] = g[4];
     k.spec[9] = g[5];
     k.spec[10] = g[6];
-    k.spec[11] = g[7];
-    k.spec[12] = g[8];
+    k.spec[11] = g[7] ? g[7] : 1;
     return k;
 }
 
@@ -528,10 +506,9 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 align /= 2;
             if (xb == 4 && xsh % 4)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: f32 input rows not 16-byte aligned");
-            uint32_t kfix = cfg_route(tile) == GEMM_CM2 ? cm2_cfg(tile)[6] : sg_cfg(tile)[8];
-            if (kfix && kfix != a->k)
+            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[6] && cm2_cfg(tile)[6] != a->k)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
-                                     "k = %u, not %u", tile, kfix, a->k);
+                                     "k = %u, not %u", tile, cm2_cfg(tile)[6], a->k);
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
                                      "vectors: k and the row offsets must be multiples of 8", tile);
