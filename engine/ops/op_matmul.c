@@ -73,17 +73,22 @@ static const uint32_t GEMM_CFG[][8] = {
     {4, 4, 2, 2, 64, 1, 2, 2}, /* 25: the loads alone two ahead */
 };
 #define SG_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
-/* The subgroup configurations AUTO uses, measured on the H200 (BENCHMARKS.md,
- * bench ops --only gemm, khr and nv alike): 16 subgroups of 32x32 in a
- * 128x128 tile, K step 64, one stage, for the prefill and vision shapes
- * (1.1-1.35x the earlier 8 x 64x32); 4 subgroups of 32x32 in a 32x128 tile
- * where there are few output tiles (k/v projections: n <= 512; label
+/* The subgroup configurations AUTO uses, measured on the H200 with the GPU
+ * kept busy (BENCHMARKS.md "Engine speed III, continued": bench ops --only
+ * gemm, 8 GEMMs per submission): 8 subgroups of 64x32 in a 128x128 tile,
+ * K step 64, one stage, two steps fetched ahead for the prefill and merger
+ * shapes (text q/o 151, down 201, merger 164-176 TFLOP/s, against 141 / 178 /
+ * 151-161 for the earlier 16 x 32x32 one ahead); 8 subgroups of 32x32 in a
+ * 64x128 tile, two ahead, for few output columns (k/v projections: n <= 512,
+ * 96 against 87); 4 subgroups of 32x32 in a 32x128 tile for few rows (label
  * passes: m <= 64). */
-#define SG_AUTO_WIDE 11
-#define SG_AUTO_NARROW 8
+#define SG_AUTO_WIDE 16
+#define SG_AUTO_FEW_N 20
+#define SG_AUTO_FEW_M 8
 /* FOLIO_GEMM_TILE=WIDE[,NARROW]: subgroup-table rows AUTO takes instead
- * (benchmarks compare candidate AUTO tiles end to end in one run; a probe
- * row is refused). */
+ * (NARROW for both narrow cases; benchmarks compare candidate AUTO tiles end
+ * to end in one run; a probe row is refused). */
+enum sg_use { SG_WIDE, SG_FEW_N, SG_FEW_M };
 static int sg_auto_env(int narrow)
 {
     const char *e = getenv("FOLIO_GEMM_TILE");
@@ -96,13 +101,17 @@ static int sg_auto_env(int narrow)
         return -1;
     return (int)v;
 }
-static int sg_auto(int narrow)
+static int sg_auto(enum sg_use u)
 {
-    int v = sg_auto_env(narrow);
-    return v >= 0 ? v : narrow ? SG_AUTO_NARROW : SG_AUTO_WIDE;
+    static const int table[] = {SG_AUTO_WIDE, SG_AUTO_FEW_N, SG_AUTO_FEW_M};
+    int v = sg_auto_env(u != SG_WIDE);
+    return v >= 0 ? v : table[u];
 }
-#define SG_AUTO sg_auto(0)
-static int sg_auto_for(uint32_t m, uint32_t n) { return sg_auto(m <= 64 || n <= 512); }
+#define SG_AUTO sg_auto(SG_WIDE)
+static int sg_auto_for(uint32_t m, uint32_t n)
+{
+    return sg_auto(m <= 64 ? SG_FEW_M : n <= 512 ? SG_FEW_N : SG_WIDE);
+}
 
 /* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
  * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32),
@@ -139,17 +148,25 @@ static const uint32_t CM2_CFG[][7] = {
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
 /* The cm2 configuration built per K for a model's own shapes
- * (ops_gemm_keys_for_k): with K fixed at pipeline creation the driver
- * stages the workgroup-scope loads 3-4x faster than with K from push
- * constants (BENCHMARKS.md, issue 29). Measured on the H200 it beats the
- * khr kernel only for short K (the vision tower's 1280: 1.1-1.4x) and loses
- * for long K (3420, 5120, 18944: 0.5-0.75x), so AUTO takes it for wide
- * products (n >= CM2K_MIN_N, m >= CM2K_MIN_M) of K <= CM2K_MAX_K where a
- * model pre-warmed that K. */
+ * (ops_gemm_keys_for_k, K <= CM2K_MAX_K): with K fixed at pipeline creation
+ * the driver stages the workgroup-scope loads 3-4x faster than with K from
+ * push constants (BENCHMARKS.md, issue 29). Measured on the H200 with the
+ * GPU kept busy it beats the subgroup kernel for the vision tower's K = 1280
+ * (qkv 189 against 126, gate/up 167 against 121 TFLOP/s) and for the text
+ * gate/up product (K = 3584, n = 18944: 198 against 186), and loses for
+ * text q/o (116 against 151) and long K, so AUTO takes it for m >= CM2K_MIN_M
+ * and either K <= CM2K_SHORT_K with n >= CM2K_MIN_N or n >= CM2K_WIDE_N. */
 #define CM2_KAUTO 0
 #define CM2K_MIN_N 1024
 #define CM2K_MIN_M 256
-#define CM2K_MAX_K 2048
+#define CM2K_SHORT_K 2048
+#define CM2K_WIDE_N 8192
+#define CM2K_MAX_K 4096
+static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
+{
+    return m >= CM2K_MIN_M && k <= CM2K_MAX_K &&
+           ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N);
+}
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
 static enum gemm_route cfg_route(int c) { return c < SG_NCFG ? GEMM_NV : c < 2 * SG_NCFG ? GEMM_KHR : GEMM_CM2; }
@@ -392,17 +409,23 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
     enum gemm_route r = gemm_route(vk);
     if (r == GEMM_NONE)
         return 0;
-    int n = 0, own[3], nown = 0;
+    int n = 0, own[4], nown = 0;
     if (r == GEMM_CM2) { /* f16 inputs on cm2 (both outputs), f32 inputs on the subgroup route */
         own[nown++] = auto_cfg(r, SG_AUTO);
         n += cfg_keys(own[0], 0, out);
         out[n++] = ops_gemm_key(1, 1, 8, own[0]);
         r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
     }
-    own[nown++] = auto_cfg(r, SG_AUTO);
-    own[nown++] = auto_cfg(r, sg_auto(1));
-    for (int i = nown - 2; i < nown; i++)
-        n += cfg_keys(own[i], 1, &out[n]);
+    own[nown++] = auto_cfg(r, sg_auto(SG_WIDE));
+    own[nown++] = auto_cfg(r, sg_auto(SG_FEW_N));
+    own[nown++] = auto_cfg(r, sg_auto(SG_FEW_M));
+    for (int i = nown - 3; i < nown; i++) {
+        int dup = 0;
+        for (int j = nown - 3; j < i; j++)
+            dup |= own[j] == own[i];
+        if (!dup)
+            n += cfg_keys(own[i], 1, &out[n]);
+    }
     if (all_configs) /* the benchmark: every configuration of every route, f16 in, f32 out */
         for (int c = 0; c < GEMM_NCFG; c++) {
             int mine = 0;
@@ -466,7 +489,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
     /* AUTO on a cm2 device: the K-specialized workgroup kernel for wide
      * products whose K the model pre-warmed */
     int kspec = 0;
-    if (a->gemm_config == 0 && xb == 2 && a->n >= CM2K_MIN_N && a->m >= CM2K_MIN_M && cm2_k_usable(vk)) {
+    if (a->gemm_config == 0 && xb == 2 && cm2k_wanted(a->m, a->n, a->k) && cm2_k_usable(vk)) {
         struct vkr_pipeline_key kk = cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k);
         if (vkr_pipeline_ready(vk, &kk)) {
             tile = 2 * SG_NCFG + CM2_KAUTO;
