@@ -117,22 +117,22 @@ struct arch_text {
 
     /* ---- decoder hooks (lm.c, lm_forward.c); NULL: none ---- */
     /* Pipelines the family's hooks add (<= 8). */
-    int (*lm_keys)(struct vkr_pipeline_key *out);
+    int (*hook_keys)(struct vkr_pipeline_key *out);
     /* At lm_open once the plan is made (and again at a re-plan): the
-     * family's own state and device tensors; lm_close undoes it (also
+     * family's own state and device tensors; hook_close undoes it (also
      * after a failed or absent open). */
-    int (*lm_open)(struct lm *lm, struct folio_err *err);
-    void (*lm_close)(struct lm *lm);
+    int (*hook_open)(struct lm *lm, struct folio_err *err);
+    void (*hook_close)(struct lm *lm);
     /* Host side of a pass (first device current): uploads what the
      * family's layers need besides the rows. */
-    int (*lm_stage)(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int prefill,
+    int (*hook_stage)(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int prefill,
                     struct folio_err *err);
     /* Between the q/k projections and RoPE: q is nrows x n_head heads, k
      * nrows x n_head_kv. */
-    int (*lm_qk)(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, struct vkr_tensor q,
+    int (*hook_qk)(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, struct vkr_tensor q,
                  struct vkr_tensor k, uint32_t nrows, struct folio_err *err);
     /* After decoder layer `layer` on the residual stream x. */
-    int (*lm_layer_done)(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32_t nrows,
+    int (*hook_layer_done)(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32_t nrows,
                          struct folio_err *err);
 
     /* `folio doctor`: the family's own line before the hyper-parameters

@@ -30,16 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The primitives (expect a tensor, record an assumption) are model_check.c;
- * these short names keep the checks below readable. */
-#define expect model_check_expect
-#define bad_hparam model_check_bad_hparam
-#define opt_u32 model_check_opt_u32
-#define opt_f32 model_check_opt_f32
-#define D_MAT ARCH_MAT
-typedef struct model_check ctx_t;
+/* The primitives (expect a tensor, record an assumption) are model_check.c. */
 
-static int arch_is(ctx_t *c, const char *want, const char *what_hint)
+static int arch_is(struct model_check *c, const char *want, const char *what_hint)
 {
     struct gguf_str a;
     int rc = gguf_get_str(c->f, "general.architecture", &a, c->err);
@@ -56,7 +49,7 @@ static int arch_is(ctx_t *c, const char *want, const char *what_hint)
 
 /* ---------------------------------------------------------------- text */
 
-static int text_hparams(ctx_t *c, const struct arch_text *A)
+static int text_hparams(struct model_check *c, const struct arch_text *A)
 {
     const struct arch_text_keys *K = &A->keys;
     struct gguf_text_hparams *h = &c->m->text;
@@ -67,54 +60,58 @@ static int text_hparams(ctx_t *c, const struct arch_text *A)
         (rc = gguf_get_u32(f, K->blocks, &h->n_layer, c->err)) ||
         (rc = gguf_get_u32(f, K->ff, &h->n_ff, c->err)) ||
         (rc = gguf_get_u32(f, K->heads, &h->n_head, c->err)) ||
-        (rc = opt_u32(c, K->heads_kv, h->n_head, "head_count: no grouped-query attention",
-                      &h->n_head_kv)) ||
-        (rc = opt_u32(c, K->ctx, 0, "unknown; not used by folio", &h->n_ctx_train)) ||
-        (rc = opt_f32(c, K->theta, 10000.0f, "llama.cpp's default", &h->rope_theta)) ||
+        (rc = model_check_opt_u32(c, K->heads_kv, h->n_head,
+                                  "head_count: no grouped-query attention", &h->n_head_kv)) ||
+        (rc = model_check_opt_u32(c, K->ctx, 0, "unknown; not used by folio", &h->n_ctx_train)) ||
+        (rc = model_check_opt_f32(c, K->theta, 10000.0f, "llama.cpp's default", &h->rope_theta)) ||
         (rc = gguf_get_f32(f, K->eps, &h->rms_eps, c->err)))
         return rc;
     if (h->n_embd == 0 || h->n_embd > 65536 || h->n_layer == 0 || h->n_layer > 1024 ||
         h->n_ff == 0 || h->n_ff > (1u << 20) || h->n_head == 0 || h->n_head_kv == 0 ||
         h->n_head > 1024)
-        return bad_hparam(c, "a size is 0 or implausibly large");
+        return model_check_bad_hparam(c, "a size is 0 or implausibly large");
     /* A family's head size may be its own (key_length: Qwen3-VL 4B has
      * 32 x 128 heads on a 2560-wide stream); else embedding_length /
      * head_count. */
     if ((!own && h->n_embd % h->n_head) || h->n_head % h->n_head_kv)
-        return bad_hparam(c, "head_count must divide embedding_length and head_count_kv must "
-                             "divide head_count");
+        return model_check_bad_hparam(c, "head_count must divide embedding_length and "
+                                         "head_count_kv must divide head_count");
     h->head_dim = h->n_embd / h->n_head;
     uint32_t kl, vl, rot;
-    if ((rc = opt_u32(c, K->key_len, h->head_dim, "embedding_length / head_count", &kl)))
+    if ((rc = model_check_opt_u32(c, K->key_len, h->head_dim, "embedding_length / head_count",
+                                  &kl)))
         return rc;
     if (own && kl)
         h->head_dim = kl;
     vl = h->head_dim;
-    if ((K->val_len && (rc = opt_u32(c, K->val_len, h->head_dim, "attention.key_length", &vl))) ||
-        (rc = opt_u32(c, K->rot, h->head_dim, "the head size: rotary over whole heads", &rot)))
+    if ((K->val_len && (rc = model_check_opt_u32(c, K->val_len, h->head_dim,
+                                                 "attention.key_length", &vl))) ||
+        (rc = model_check_opt_u32(c, K->rot, h->head_dim, "the head size: rotary over whole heads",
+                                  &rot)))
         return rc;
     if (kl != h->head_dim || vl != h->head_dim || rot != h->head_dim || h->head_dim % 2 ||
         h->head_dim == 0 || h->head_dim > 1024)
-        return bad_hparam(c, "attention.key_length / value_length / rope.dimension_count differ "
-                             "from the head size (or it is odd)");
+        return model_check_bad_hparam(c, "attention.key_length / value_length / "
+                                         "rope.dimension_count differ from the head size (or it "
+                                         "is odd)");
     if (K->deepstack) {
         if ((rc = gguf_get_u32_or(f, K->deepstack, 0, &h->n_deepstack, c->err)))
             return rc;
         if (h->n_deepstack > h->n_layer || h->n_deepstack > GGUF_MAX_DEEPSTACK)
-            return bad_hparam(c, "n_deepstack_layers exceeds the block count (or 8)");
+            return model_check_bad_hparam(c, "n_deepstack_layers exceeds the block count (or 8)");
     }
     if (!(h->rms_eps > 0 && h->rms_eps < 1) || !(h->rope_theta > 0) || isinf(h->rope_theta))
-        return bad_hparam(c, "rms epsilon or rope base out of range");
+        return model_check_bad_hparam(c, "rms epsilon or rope base out of range");
     const struct gguf_value *sec;
     if ((rc = gguf_get_array(f, K->sections, GGUF_I64, &sec, c->err)))
         return rc;
     if (gguf_array_len(sec) != 4)
-        return bad_hparam(c, "rope.dimension_sections must have 4 entries");
+        return model_check_bad_hparam(c, "rope.dimension_sections must have 4 entries");
     int64_t sum = 0;
     for (int i = 0; i < 4; i++) {
         int64_t v;
         if (gguf_array_i64(sec, (uint64_t)i, &v) || v < 0 || v > 4096)
-            return bad_hparam(c, "rope.dimension_sections entry out of range");
+            return model_check_bad_hparam(c, "rope.dimension_sections entry out of range");
         h->mrope_sections[i] = (int32_t)v;
         sum += v;
     }
@@ -129,7 +126,7 @@ static int text_hparams(ctx_t *c, const struct arch_text *A)
     return 0;
 }
 
-static int text_tokenizer(ctx_t *c)
+static int text_tokenizer(struct model_check *c)
 {
     struct gguf_text_hparams *h = &c->m->text;
     struct gguf_file *f = c->f;
@@ -139,17 +136,17 @@ static int text_tokenizer(ctx_t *c)
     if ((rc = gguf_get_str(f, "tokenizer.ggml.model", &s, c->err)))
         return rc;
     if (!gguf_str_eq(s, "gpt2"))
-        return bad_hparam(c, "tokenizer.ggml.model is not 'gpt2' (byte-level BPE)");
+        return model_check_bad_hparam(c, "tokenizer.ggml.model is not 'gpt2' (byte-level BPE)");
     if ((rc = gguf_get_str(f, "tokenizer.ggml.pre", &s, c->err)))
         return rc;
     if (!gguf_str_eq(s, "qwen2"))
-        return bad_hparam(c, "tokenizer.ggml.pre is not 'qwen2'");
+        return model_check_bad_hparam(c, "tokenizer.ggml.pre is not 'qwen2'");
     const struct gguf_value *toks, *merges;
     if ((rc = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, &toks, c->err)) ||
         (rc = gguf_get_array(f, "tokenizer.ggml.merges", GGUF_STRING, &merges, c->err)))
         return rc;
     if (gguf_array_len(toks) == 0 || gguf_array_len(toks) > (1u << 24))
-        return bad_hparam(c, "tokenizer.ggml.tokens is empty or too long");
+        return model_check_bad_hparam(c, "tokenizer.ggml.tokens is empty or too long");
     h->n_tokens = (uint32_t)gguf_array_len(toks);
     static const char *const idkeys[3] = {"tokenizer.ggml.bos_token_id",
                                           "tokenizer.ggml.eos_token_id",
@@ -160,7 +157,7 @@ static int text_tokenizer(ctx_t *c)
         if ((rc = gguf_get_u32_or(f, idkeys[i], UINT32_MAX, &v, c->err)))
             return rc;
         if (v != UINT32_MAX && v >= h->n_tokens)
-            return bad_hparam(c, "a special token id is beyond the vocabulary");
+            return model_check_bad_hparam(c, "a special token id is beyond the vocabulary");
         *ids[i] = v == UINT32_MAX ? -1 : (int32_t)v;
     }
     return 0;
@@ -169,7 +166,7 @@ static int text_tokenizer(ctx_t *c)
 /* general.architecture -> the family's descriptor (engine/arch/); a
  * variant a family refuses by name (Qwen3-VL's mixture-of-experts
  * qwen3vlmoe: its expert layers are not implemented) says so. */
-static int text_family(ctx_t *c, const struct arch_text **out)
+static int text_family(struct model_check *c, const struct arch_text **out)
 {
     struct gguf_str a;
     *out = NULL;
@@ -192,7 +189,7 @@ static int text_family(ctx_t *c, const struct arch_text **out)
                          "Qwen3-VL (qwen3vl) text GGUFs");
 }
 
-static int check_text(ctx_t *c)
+static int check_text(struct model_check *c)
 {
     struct gguf_text_hparams *h = &c->m->text;
     struct gguf_file *f = c->f;
@@ -207,9 +204,11 @@ static int check_text(ctx_t *c)
 
     const struct gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
     if (!emb || emb->n_dims != 2)
-        return expect(c, "token_embd.weight", D_MAT, 1, 2, h->n_embd, h->n_tokens, 1, 1, 0, NULL);
+        return model_check_expect(c, "token_embd.weight", ARCH_MAT, 1, 2, h->n_embd, h->n_tokens,
+                                  1, 1, 0, NULL);
     if (emb->ne[1] < h->n_tokens || emb->ne[1] > UINT32_MAX)
-        return bad_hparam(c, "token_embd.weight has fewer rows than the tokenizer has tokens");
+        return model_check_bad_hparam(c, "token_embd.weight has fewer rows than the tokenizer "
+                                         "has tokens");
     h->n_vocab = (uint32_t)emb->ne[1];
     h->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
     /* the family's table: token_embd, the blocks, the head */
@@ -220,24 +219,24 @@ static int check_text(ctx_t *c)
 
 /* --------------------------------------------------------------- vision */
 
-static int f32_triplet(ctx_t *c, const char *key, float out[3])
+static int f32_triplet(struct model_check *c, const char *key, float out[3])
 {
     const struct gguf_value *v;
     int rc = gguf_get_array(c->f, key, GGUF_F64, &v, c->err);
     if (rc)
         return rc;
     if (gguf_array_len(v) != 3)
-        return bad_hparam(c, "image mean/std must have 3 entries");
+        return model_check_bad_hparam(c, "image mean/std must have 3 entries");
     for (int i = 0; i < 3; i++) {
         double d;
         if (gguf_array_f64(v, (uint64_t)i, &d) || !isfinite(d))
-            return bad_hparam(c, "image mean/std entry is not a finite number");
+            return model_check_bad_hparam(c, "image mean/std entry is not a finite number");
         out[i] = (float)d;
     }
     return 0;
 }
 
-static int vision_hparams(ctx_t *c)
+static int vision_hparams(struct model_check *c)
 {
     struct gguf_vision_hparams *h = &c->m->vision;
     struct gguf_file *f = c->f;
@@ -245,7 +244,7 @@ static int vision_hparams(ctx_t *c)
     if ((rc = gguf_get_bool_or(f, "clip.has_vision_encoder", 0, &has_vision, c->err)))
         return rc;
     if (!has_vision)
-        return bad_hparam(c, "clip.has_vision_encoder is not true");
+        return model_check_bad_hparam(c, "clip.has_vision_encoder is not true");
     struct gguf_str pt;
     const char *ptkey = gguf_find(f, "clip.vision.projector_type") ? "clip.vision.projector_type"
                                                                    : "clip.projector_type";
@@ -267,10 +266,11 @@ static int vision_hparams(ctx_t *c)
         (rc = gguf_get_u32(f, "clip.vision.attention.head_count", &h->n_head, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.patch_size", &h->patch_size, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.projection_dim", &h->proj_dim, c->err)) ||
-        (rc = opt_u32(c, "clip.vision.spatial_merge_size", 2,
-                      "every released Qwen2-VL / Qwen2.5-VL merges 2x2", &h->spatial_merge)) ||
-        (rc = opt_f32(c, "clip.vision.attention.layer_norm_epsilon", 1e-6f,
-                      "every released Qwen2-VL / Qwen2.5-VL", &h->eps)) ||
+        (rc = model_check_opt_u32(c, "clip.vision.spatial_merge_size", 2,
+                                  "every released Qwen2-VL / Qwen2.5-VL merges 2x2",
+                                  &h->spatial_merge)) ||
+        (rc = model_check_opt_f32(c, "clip.vision.attention.layer_norm_epsilon", 1e-6f,
+                                  "every released Qwen2-VL / Qwen2.5-VL", &h->eps)) ||
         (rc = gguf_get_bool_or(f, "clip.use_silu", 0, &h->use_silu, c->err)) ||
         (rc = f32_triplet(c, "clip.vision.image_mean", h->image_mean)) ||
         (rc = f32_triplet(c, "clip.vision.image_std", h->image_std)))
@@ -279,10 +279,10 @@ static int vision_hparams(ctx_t *c)
         h->n_head == 0 || h->n_embd % h->n_head || (h->n_embd / h->n_head) % 2 ||
         h->patch_size == 0 || h->patch_size > 1024 || h->spatial_merge == 0 ||
         h->spatial_merge > 8 || h->proj_dim == 0 || h->proj_dim > 65536 || !(h->eps > 0))
-        return bad_hparam(c, "a vision size is 0, inconsistent or implausibly large");
+        return model_check_bad_hparam(c, "a vision size is 0, inconsistent or implausibly large");
     for (int i = 0; i < 3; i++)
         if (!(h->image_std[i] > 0))
-            return bad_hparam(c, "image std must be positive");
+            return model_check_bad_hparam(c, "image std must be positive");
     /* the family's own keys and fixed choices (windows, DeepStack, MLP) */
     if ((rc = T->hparams(c)))
         return rc;
@@ -291,7 +291,7 @@ static int vision_hparams(ctx_t *c)
     return 0;
 }
 
-static int check_vision(ctx_t *c)
+static int check_vision(struct model_check *c)
 {
     struct gguf_vision_hparams *h = &c->m->vision;
     struct gguf_file *f = c->f;

@@ -63,8 +63,8 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     n += ops_gemm_keys_for_k(vk, m->text.n_embd, &all[n]);
     n += ops_gemm_keys_for_k(vk, m->text.n_ff, &all[n]);
     n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, &all[n]);
-    if (m->text.arch->lm_keys) /* the family's hooks (engine/arch/arch.h) */
-        n += m->text.arch->lm_keys(&all[n]);
+    if (m->text.arch->hook_keys) /* the family's hooks (engine/arch/arch.h) */
+        n += m->text.arch->hook_keys(&all[n]);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
@@ -676,8 +676,8 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
         rc = plan_layout(lm, err); /* the layout the split's estimate needs */
     /* the family's state (Qwen3-VL: DeepStack rows on the first device),
      * before the split so that its room counts them */
-    if (!rc && lm->arch->lm_open)
-        rc = lm->arch->lm_open(lm, err);
+    if (!rc && lm->arch->hook_open)
+        rc = lm->arch->hook_open(lm, err);
     if (!rc && n > 1)
         rc = plan_split(lm, err);
     char why[200] = "";
@@ -812,10 +812,10 @@ static int replan_to(struct lm *lm, uint32_t batch, struct folio_err *err)
      * every prompt row may be an image row, whose DeepStack rows stay on
      * the first device); planned for the batch of the open until now, a
      * larger batch's image rows overflowed them. */
-    if (!rc && lm->arch->lm_open) {
-        if (lm->arch->lm_close)
-            lm->arch->lm_close(lm);
-        rc = lm->arch->lm_open(lm, err);
+    if (!rc && lm->arch->hook_open) {
+        if (lm->arch->hook_close)
+            lm->arch->hook_close(lm);
+        rc = lm->arch->hook_open(lm, err);
     }
     return rc;
 }
@@ -840,8 +840,8 @@ void lm_close(struct lm *lm)
 {
     if (!lm)
         return;
-    if (lm->arch && lm->arch->lm_close)
-        lm->arch->lm_close(lm);
+    if (lm->arch && lm->arch->hook_close)
+        lm->arch->hook_close(lm);
     part_save(lm);
     for (uint32_t p = 0; p < lm->nparts; p++) {
         vkr_arena_destroy(lm->part[p].aa);

@@ -3,8 +3,9 @@
  * family: open (weights, activation plan), re-plan, close, staging a batch
  * of images, the pass and the download. A family's blocks and merger are
  * its own (engine/arch/<family>/vision.c), reached through its descriptor
- * (engine/arch/arch.h: the tensor table, the tower's struct vis_family). See vision.h for the data flow; synthetic towers and
- * the benchmark are bench/engine/vision_synth.c.
+ * (engine/arch/arch.h: the tensor table, the tower's struct
+ * vis_family). See vision.h for the data flow; synthetic towers and the
+ * benchmark are bench/engine/vision_synth.c.
  *
  * Memory is decided at open for cfg.max_patches: every activation is its
  * own tensor in one planned arena, so no view needs an offset alignment

@@ -73,12 +73,12 @@ const struct arch_text arch_qwen3vl_text = {
     .refused_msg = "model file '%s' is a Qwen3-VL mixture-of-experts model (architecture "
                    "qwen3vlmoe); folio runs the dense Qwen3-VL models only",
     .refused_hint = "use a dense Qwen3-VL GGUF (2B, 4B, 8B or 32B), or Qwen2.5-VL",
-    .lm_keys = q3_lm_keys,
-    .lm_open = q3_lm_open,
-    .lm_close = q3_lm_close,
-    .lm_stage = q3_lm_stage,
-    .lm_qk = q3_lm_qk_norm,
-    .lm_layer_done = q3_lm_deepstack_add,
+    .hook_keys = q3_lm_keys,
+    .hook_open = q3_lm_open,
+    .hook_close = q3_lm_close,
+    .hook_stage = q3_lm_stage,
+    .hook_qk = q3_lm_qk_norm,
+    .hook_layer_done = q3_lm_deepstack_add,
     .describe = describe_text,
 };
 
