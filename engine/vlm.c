@@ -206,7 +206,8 @@ static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const
 
 /* The warm-up exercises every pipeline variant a pass can use, without
  * running a full batch (which made the ready time grow with --gpu-batch):
- * (1) one smallest page with one label: the batch-1 path and every
+ * (0) a short text through the text tier; (1) one smallest page with one
+ * label: the batch-1 path and every
  * kernel's short-matrix variant; (2) a tall pass, whose every stage has at
  * least WARM_ROWS rows where the plan allows (pages of up to 256 merged
  * tokens, as many as that takes, at least 2 for the multi-page path, at
@@ -219,14 +220,15 @@ static int warmup(struct vlm *v, struct folio_err *err)
     static const char *const names[16] = {"invoice", "letter", "receipt", "contract", "form",
                                           "report", "memo", "order", "notice", "claim", "bill",
                                           "note", "card", "list", "plan", "other"};
-    if (!v->vis) {
-        static const char *const labels[] = {"invoice", "letter"};
-        struct lm_text_result tr;
-        memset(&tr, 0, sizeof tr);
-        const char *txt = "warm-up";
-        return lm_text_classify(v->lm, v->tok, &txt, NULL, 1, labels, 2, 16, &tr, err);
-    }
-    int rc = warm_pass(v, 56, 1, names, 1, err); /* upscaled to the smallest page */
+    /* the text tier (ocr+lm) runs on the same LM after vision: its short
+     * prompt once too (the whole warm-up when there is no tower) */
+    struct lm_text_result tr;
+    memset(&tr, 0, sizeof tr);
+    const char *txt = "warm-up";
+    int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, names, 2, 16, &tr, err);
+    if (rc || !v->vis)
+        return rc;
+    rc = warm_pass(v, 56, 1, names, 1, err); /* upscaled to the smallest page */
     uint32_t f = v->prep.patch * 2, cap = (uint32_t)sqrt((double)v->prep.max_pixels) / f;
     uint32_t cells = (uint32_t)ceil(sqrt((double)WARM_ROWS)); /* merged tokens per side */
     if (cells > cap)
