@@ -199,22 +199,17 @@ static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const
     return rc;
 }
 
-/* Rows from which every kernel that picks its variant by row count takes
- * its tallest one (op_matmul: matrix-vector up to 8, narrow tiles up to 64,
- * the K-specialized cm2 form from 256). */
-#define WARM_ROWS 256u
-
 /* The warm-up exercises every pipeline variant a pass can use, without
  * running a full batch (which made the ready time grow with --gpu-batch):
  * (0) a short text through the text tier; (1) one smallest page with one
- * label: the batch-1 path and every
- * kernel's short-matrix variant; (2) a tall pass, whose every stage has at
- * least WARM_ROWS rows where the plan allows (pages of up to 256 merged
- * tokens, as many as that takes, at least 2 for the multi-page path, at
- * most max_batch) and the label rows of up to 16 labels per page. Its cost
- * is bounded by WARM_ROWS, not by the batch. The open marks the runtime
- * warm afterwards: a variant first recorded later is counted
- * (first_use_after_warm, tests keep it at 0). */
+ * label: the batch-1 path and every kernel's short-matrix variant; (2) a
+ * tall pass, whose every stage has at least VLM_WARM_ROWS rows where the
+ * plan allows (pages of up to 256 merged tokens, as many as that takes, at
+ * least 2 for the multi-page path, at most max_batch) and the label rows
+ * of up to 16 labels per page. Its cost is bounded by VLM_WARM_ROWS, not
+ * by the batch (a plan of small pages needs more of them: up to
+ * max_batch). The open marks the runtime warm afterwards: a variant first
+ * recorded later is counted (first_use_after_warm, tests keep it at 0). */
 static int warmup(struct vlm *v, struct folio_err *err)
 {
     static const char *const names[16] = {"invoice", "letter", "receipt", "contract", "form",
@@ -225,21 +220,21 @@ static int warmup(struct vlm *v, struct folio_err *err)
     struct lm_text_result tr;
     memset(&tr, 0, sizeof tr);
     const char *txt = "warm-up";
-    int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, names, 2, 16, &tr, err);
+    uint32_t nl = v->cfg.max_labels < 16 ? v->cfg.max_labels : 16;
+    int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, names, nl < 2 ? nl : 2, 16, &tr, err);
     if (rc || !v->vis)
         return rc;
     rc = warm_pass(v, 56, 1, names, 1, err); /* upscaled to the smallest page */
     uint32_t f = v->prep.patch * 2, cap = (uint32_t)sqrt((double)v->prep.max_pixels) / f;
-    uint32_t cells = (uint32_t)ceil(sqrt((double)WARM_ROWS)); /* merged tokens per side */
+    uint32_t cells = (uint32_t)ceil(sqrt((double)VLM_WARM_ROWS)); /* merged tokens per side */
     if (cells > cap)
         cells = cap;
     if (cells < 1)
         cells = 1;
     uint32_t side = cells * f, per = cells * cells;
-    uint32_t n = (WARM_ROWS + per - 1) / per;
+    uint32_t n = (VLM_WARM_ROWS + per - 1) / per;
     n = n < 2 ? 2 : n;
     n = n > v->max_batch ? v->max_batch : n;
-    uint32_t nl = v->cfg.max_labels < 16 ? v->cfg.max_labels : 16;
     if (!rc)
         rc = warm_pass(v, side, n, names, nl, err);
     v->classify_calls = 0;
