@@ -199,6 +199,13 @@ static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const
     return rc;
 }
 
+static const char *const warm_labels[16] = {"invoice", "letter", "receipt", "contract",
+                                            "form", "report", "memo", "order", "notice",
+                                            "claim", "bill", "note", "card", "list", "plan",
+                                            "other"};
+
+static int warm_passes(struct vlm *v, struct folio_err *err);
+
 /* The warm-up exercises every pipeline variant a pass can use, without
  * running a full batch (which made the ready time grow with --gpu-batch):
  * (0) a short text through the text tier; (1) one smallest page with one
@@ -212,19 +219,28 @@ static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const
  * recorded later is counted (first_use_after_warm, tests keep it at 0). */
 static int warmup(struct vlm *v, struct folio_err *err)
 {
-    static const char *const names[16] = {"invoice", "letter", "receipt", "contract", "form",
-                                          "report", "memo", "order", "notice", "claim", "bill",
-                                          "note", "card", "list", "plan", "other"};
+    /* an injected device loss counts the caller's passes, not these */
+    uint32_t fault_after = v->fault_after;
+    v->fault_after = 0;
+    int rc = warm_passes(v, err);
+    v->fault_after = fault_after;
+    v->classify_calls = 0;
+    return rc;
+}
+
+static int warm_passes(struct vlm *v, struct folio_err *err)
+{
     /* the text tier (ocr+lm) runs on the same LM after vision: its short
      * prompt once too (the whole warm-up when there is no tower) */
     struct lm_text_result tr;
     memset(&tr, 0, sizeof tr);
     const char *txt = "warm-up";
     uint32_t nl = v->cfg.max_labels < 16 ? v->cfg.max_labels : 16;
-    int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, names, nl < 2 ? nl : 2, 16, &tr, err);
+    int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, warm_labels, nl < 2 ? nl : 2, 16,
+                              &tr, err);
     if (rc || !v->vis)
         return rc;
-    rc = warm_pass(v, 56, 1, names, 1, err); /* upscaled to the smallest page */
+    rc = warm_pass(v, 56, 1, warm_labels, 1, err); /* upscaled to the smallest page */
     uint32_t f = v->prep.patch * 2, cap = (uint32_t)sqrt((double)v->prep.max_pixels) / f;
     uint32_t cells = (uint32_t)ceil(sqrt((double)VLM_WARM_ROWS)); /* merged tokens per side */
     if (cells > cap)
@@ -236,8 +252,7 @@ static int warmup(struct vlm *v, struct folio_err *err)
     n = n < 2 ? 2 : n;
     n = n > v->max_batch ? v->max_batch : n;
     if (!rc)
-        rc = warm_pass(v, side, n, names, nl, err);
-    v->classify_calls = 0;
+        rc = warm_pass(v, side, n, warm_labels, nl, err);
     folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u", n,
               side, nl, v->max_batch);
     return rc;
