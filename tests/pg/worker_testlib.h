@@ -114,7 +114,7 @@ static inline long long wt_add_doc(PGconn *c, const char *tag, const uint8_t *da
                                    char sha_out[65])
 {
     size_t tl = tag ? strlen(tag) + 16 : 0;
-    uint8_t *b = malloc(len + tl + 2);
+    uint8_t *b = malloc(len + tl + 2 + 16);
     if (!b)
         return -1;
     memcpy(b, data, len);
@@ -123,13 +123,16 @@ static inline long long wt_add_doc(PGconn *c, const char *tag, const uint8_t *da
         n += (size_t)snprintf((char *)b + len, tl + 2, "\nfolio-test:%s\n", tag);
     uint8_t h[FOLIO_SHA256_LEN];
     char hex[65];
-    if (folio_sha256(b, n, h) != 0) {
-        free(b);
-        return -1;
-    }
-    folio_hex(h, FOLIO_SHA256_LEN, hex);
-    if (strncmp(hex, WT_POISON, strlen(WT_POISON)) == 0)
+    for (int more = 0;; more++) {
+        if (more == 16 || folio_sha256(b, n, h) != 0) {
+            free(b);
+            return -1;
+        }
+        folio_hex(h, FOLIO_SHA256_LEN, hex);
+        if (strncmp(hex, WT_POISON, strlen(WT_POISON)) != 0)
+            break;
         b[n++] = '\n';
+    }
     long long id = wt_plant(c, b, n, max_attempts, sha_out);
     free(b);
     return id;
