@@ -308,8 +308,10 @@ static int read_verified(const struct blobstore *b, int fd, size_t size, const u
         char gh[2 * FOLIO_SHA256_LEN + 1];
         folio_hex(got, FOLIO_SHA256_LEN, gh);
         free(buf);
-        folio_err_set(err, FOLIO_EFORMAT, "blob %s is corrupt: its %zu bytes hash to %s", hex, n, gh);
-        folio_err_detail(err, "file %s/%s", b->root, rel);
+        /* what is wrong and the repair first: a job records msg: detail */
+        folio_err_set(err, FOLIO_EFORMAT, "blob %s in the fs blob store is corrupt; re-ingest the original file to "
+                      "repair it", hex);
+        folio_err_detail(err, "its %zu bytes hash to %s; file %s/%s", n, gh, b->root, rel);
         folio_err_hint(err, "re-ingest the original (the store repairs the blob from it) or restore the file from a "
                             "backup; the store is content-addressed, so the name is the sha256 the bytes must have");
         return FOLIO_EFORMAT;

@@ -49,6 +49,12 @@ static const char SQL_ENQ[] =
     "  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $18)"
     "  ON CONFLICT (sha256) DO NOTHING RETURNING id),"
     " blob AS (INSERT INTO folio.blobs (sha256, data) SELECT $1, $9 FROM ins WHERE $18 = 'pg'),"
+    /* Known content kept in folio.blobs: the stored copy may have been
+     * corrupted or lost since (workers refuse bytes that do not match the
+     * hash); this file is a good copy, and the owner's function puts it
+     * back (schema 019; ingest cannot read blobs itself). */
+    " fix AS (SELECT folio.blob_repair($1, $9) AS wrote FROM folio.documents"
+    "         WHERE sha256 = $1 AND blob_store = 'pg' AND $18 = 'pg' AND NOT EXISTS (SELECT 1 FROM ins)),"
     " doc AS (SELECT id, false AS dup FROM ins"
     "         UNION ALL SELECT id, true FROM folio.documents WHERE sha256 = $1),"
     /* Known content gets a job only for a model key it has none for. */
@@ -62,7 +68,7 @@ static const char SQL_ENQ[] =
     "              AND s.file_mtime = to_timestamp($14) AND s.file_size = $17)"
     "         RETURNING id)"
     " SELECT (SELECT id FROM doc LIMIT 1), (SELECT count(*) FROM ins), (SELECT count(*) FROM src),"
-    "        (SELECT count(*) FROM job), (SELECT id FROM src LIMIT 1)";
+    "        (SELECT count(*) FROM job), (SELECT id FROM src LIMIT 1), (SELECT count(*) FROM fix WHERE wrote)";
 static const Oid ENQ_TYPES[18] = {OID_BYTEA, OID_TEXT,  OID_INT8,  OID_INT4,  OID_INT4,  OID_INT4,
                                   OID_INT2,  OID_TEXT,  OID_BYTEA, OID_TEXT,  OID_BYTEA, OID_TEXT,
                                   OID_TEXT,  OID_FLOAT8, OID_TEXT, OID_TEXT,  OID_INT8,  OID_TEXT};
@@ -96,16 +102,18 @@ int ingest_db_open(struct ingest_db *d, const char *conninfo, struct folio_err *
     int rc = db_open(conninfo, d->pooler, "folio-ingest", &c, err);
     if (rc)
         return rc;
-    /* The columns migrations 002 and 009 add are what this writer needs. */
+    /* The columns migrations 002 and 009 add and 019's repair function
+     * are what this writer needs. */
     PGresult *r = PQexec(c, "SELECT 1 FROM information_schema.columns WHERE table_schema = 'folio'"
                             " AND ((table_name = 'rejections' AND column_name = 'file_mtime')"
-                            "   OR (table_name = 'documents' AND column_name = 'blob_store'))");
+                            "   OR (table_name = 'documents' AND column_name = 'blob_store'))"
+                            " UNION ALL SELECT 1 WHERE to_regprocedure('folio.blob_repair(bytea, bytea)') IS NOT NULL");
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         db_err_from_result(r, c, "checking the folio schema", err);
         PQfinish(c);
         return FOLIO_EDB;
     }
-    int ok = PQntuples(r) == 2;
+    int ok = PQntuples(r) == 3;
     PQclear(r);
     if (!ok) {
         PQfinish(c);
@@ -295,6 +303,7 @@ static void parse_enq(struct ingest_item *it, PGresult *r)
     it->new_document = atoi(PQgetvalue(r, 0, 1)) > 0;
     it->new_source = atoi(PQgetvalue(r, 0, 2)) > 0;
     it->source_id = PQnfields(r) > 4 && !PQgetisnull(r, 0, 4) ? atoll(PQgetvalue(r, 0, 4)) : 0;
+    it->blob_repaired = PQnfields(r) > 5 && atoi(PQgetvalue(r, 0, 5)) > 0;
 }
 
 int ingest_db_record_stored(struct ingest_db *d, struct ingest_item **items, size_t n, struct folio_err *err)

@@ -438,6 +438,10 @@ static int dispose_accepted(const struct ingest_run_opts *o, struct ingest_item 
     else
         folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
                   folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
+    if (it->blob_repaired)
+        folio_log(FOLIO_LOG_WARN, "blob_repaired", "path=%s document=%lld msg=%s",
+                  folio_lq(lq, sizeof lq, it->path_display), it->document_id,
+                  "\"the stored copy in folio.blobs was corrupt or missing; rewritten from this file\"");
     /* where the file is now, for folio.document_sources.stored_at */
     if (moved) {
         char d[sizeof it->path_display];

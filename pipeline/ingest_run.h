@@ -78,6 +78,7 @@ struct ingest_item {
     long long document_id;
     int new_document, new_source;
     long long source_id;  /* the source row this sighting added, 0 = none */
+    int blob_repaired;    /* known content whose stored copy was bad: rewritten from this file */
     /* Filled by the disposition: where the file is now (display form;
      * NULL when deleted or left where it was by a failure). */
     char *stored_display;

@@ -604,6 +604,37 @@ int queue_fetch_document(PGconn *c, const struct blobstore *store, int64_t docum
         return FOLIO_EFORMAT;
     }
     size_t n = (size_t)PQgetlength(r, 0, 2);
+    /* The bytes must be the ones the document was recorded with: a row
+     * changed behind folio's back (a bad restore, a disk, an UPDATE) would
+     * otherwise be classified as this document, and ingest's dedupe would
+     * keep the bad copy for good. The fs store checks the same on read. */
+    uint8_t got[FOLIO_SHA256_LEN];
+    if (PQgetlength(r, 0, 1) != FOLIO_SHA256_LEN) {
+        PQclear(r);
+        return folio_err_set(err, FOLIO_EFORMAT, "document %lld has a malformed sha256", (long long)document_id);
+    }
+    if (folio_sha256(PQgetvalue(r, 0, 2), n, got) != 0) {
+        PQclear(r);
+        return folio_err_set(err, FOLIO_ENOMEM, "cannot hash the %zu bytes of document %lld", n,
+                             (long long)document_id);
+    }
+    if (memcmp(got, PQgetvalue(r, 0, 1), FOLIO_SHA256_LEN) != 0) {
+        char want[2 * FOLIO_SHA256_LEN + 1], gh[2 * FOLIO_SHA256_LEN + 1];
+        folio_hex((const uint8_t *)PQgetvalue(r, 0, 1), FOLIO_SHA256_LEN, want);
+        folio_hex(got, FOLIO_SHA256_LEN, gh);
+        PQclear(r);
+        /* The message is what the job records (and `jobs list` cuts at
+         * 200 characters): what is wrong and the repair come first. */
+        folio_err_set(err, FOLIO_EFORMAT,
+                      "document %lld's stored bytes are corrupt (folio.blobs row does not match its sha256); "
+                      "re-ingest the original file to repair it",
+                      (long long)document_id);
+        folio_err_detail(err, "the document records sha256 %s; its %zu bytes in folio.blobs hash to %s", want, n,
+                         gh);
+        folio_err_hint(err, "drop the original file into the inbox again (ingest rewrites a corrupt blob from it); "
+                            "a job that ran out of attempts meanwhile: folio jobs retry --error 'stored bytes are corrupt'");
+        return FOLIO_EFORMAT;
+    }
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) {
         PQclear(r);

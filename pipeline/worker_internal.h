@@ -96,6 +96,7 @@ struct ocr_thread {
     unsigned int seed;
     struct engine_learned *learned; /* ocr+learned model (learn_db), or NULL */
     long long learned_id;
+    int retrain_refused; /* this login may not store models: retrain off until restart */
 };
 
 /* The dispatcher's connections (worker_dispatch.c); lives in worker_run. */

@@ -32,14 +32,20 @@ static int refresh_learned(struct ocr_thread *t, struct folio_err *err)
     const struct worker_opts *o = t->w->o;
     struct learn_train_opts lo = {.model_key = o->queue.model_key, .min_per_label = 5};
     int trained = 0;
-    if (t->idx == 0 && o->retrain_after > 0) {
+    if (t->idx == 0 && o->retrain_after > 0 && !t->retrain_refused) {
         int rc = learn_db_maybe_retrain(t->conn, &lo, o->retrain_after, &trained, err);
         if (rc && strstr(err->msg, "(SQLSTATE 42501)")) {
-            /* schema 012: only folio_trainer stores models. A worker login
-             * without it keeps classifying with the model it has. */
+            /* schema 012: only folio_trainer stores models, and a worker
+             * login has it only when the admin opted in (folio-setup-db
+             * --worker-retrain). Without it the worker keeps classifying
+             * with the model it has and stops retraining: once refused, a
+             * retrain would train for nothing at every label refresh. */
             char q[600];
             folio_log(FOLIO_LOG_WARN, "learned_retrain_refused", "msg=%s hint=%s", folio_lq(q, sizeof q, err->msg),
-                      "grant folio_trainer to this worker's login, or retrain with folio learn train");
+                      "\"this login may not store models: retrain is off in this worker until it restarts; retrain "
+                      "with folio learn train, or let worker logins do it: folio-setup-db --worker-login NAME "
+                      "--worker-retrain\"");
+            t->retrain_refused = 1;
             folio_err_clear(err);
             rc = 0;
         }
