@@ -64,12 +64,12 @@ def with_exception(d, src_file, header):
 
 d = copy_tree()
 try:
-    rc, out = with_exception(d, "pipeline/queue.c", "engine/ops/ops.h")
-    check(rc == 1 and "exception pipeline/queue.c -> engine/ops/ops.h no longer needed" in out,
+    rc, out = with_exception(d, "pipeline/db/queue.c", "engine/ops/ops.h")
+    check(rc == 1 and "exception pipeline/db/queue.c -> engine/ops/ops.h no longer needed" in out,
           f"a stale exception is reported: {rc} {out}")
     with open(os.path.join(d, "pipeline", "queue.c"), "a") as f:
         f.write('\n#include "engine/ops/ops.h"\n')
-    rc, out = with_exception(d, "pipeline/queue.c", "engine/ops/ops.h")
+    rc, out = with_exception(d, "pipeline/db/queue.c", "engine/ops/ops.h")
     check(rc == 0, f"a listed crossing passes: {rc} {out}")
 finally:
     shutil.rmtree(d)
@@ -77,8 +77,8 @@ finally:
 # bench/ may reach engine internals (ops_bench.c includes engine/ops/ops_internal.h
 # with no exception), but production code never includes bench code.
 check(os.path.exists(os.path.join(ROOT, "bench", "pipeline", "bench_ops.c")), "bench code lives in bench/")
-rc, out = planted("pipeline/queue.c", "bench/pipeline/bench.h")
-check(rc == 1 and "pipeline/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
+rc, out = planted("pipeline/db/queue.c", "bench/pipeline/bench.h")
+check(rc == 1 and "pipeline/db/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
       f"pipeline -> bench refused: {rc} {out}")
 
 print(f"layers: {treecopy.failures} failed")
