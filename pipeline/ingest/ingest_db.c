@@ -1,5 +1,5 @@
 /*
- * The ingest stage's database writer: one transaction per batch of files.
+ * The ingest stage's database writer (ingest_db.h): one transaction per batch of files.
  *
  * Each accepted file is one prepared statement whose CTEs insert the
  * document (ON CONFLICT on sha256 does nothing for known content), its blob
@@ -26,7 +26,7 @@
  */
 #include "common/json.h"
 #include "pipeline/db/blobstore.h"
-#include "pipeline/ingest/ingest_run.h"
+#include "pipeline/ingest/ingest_db.h"
 #include "pipeline/db/queue.h"
 
 #include <stdbool.h>

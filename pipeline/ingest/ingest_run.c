@@ -24,9 +24,12 @@
  *
  * Threads share one mutex; at a few hundred files a second it is never
  * contended long enough to matter next to a JPEG decode.
+ *
+ * This file is the main thread; the validators are ingest_validate.c, the
+ * writer and the dispositions ingest_write.c, the outcome queue between
+ * them ingest_handoff.c, and the state they share ingest_internal.h.
  */
-#include "common/fault.h"
-#include "pipeline/ingest/ingest_run.h"
+#include "pipeline/ingest/ingest_internal.h"
 #include "pipeline/service/metrics.h"
 #include "pipeline/service/service.h"
 
@@ -47,10 +50,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RESULT_BYTES_CAP (256u << 20) /* bytes of validated files waiting for the writer */
-#define BATCH_BYTES_CAP (64u << 20)   /* a batch is flushed early past this many bytes */
-#define RETRY_MS 10000                /* a file that could not be read is tried again after */
-
 void ingest_run_opts_default(struct ingest_run_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -65,741 +64,6 @@ void ingest_run_opts_default(struct ingest_run_opts *o)
     o->batch_max = 64;
     o->batch_ms = 100;
 }
-
-struct completion {
-    struct completion *next;
-    char *path;
-    int outcome;
-    struct ingest_sig sig;
-    int64_t retry_ms;
-};
-
-struct run {
-    const struct ingest_run_opts *o;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv, res_cv, res_space_cv;
-    struct ingest_candidate *work;
-    size_t work_cap, work_head, work_len;
-    int busy;
-    int stop_validators, validators_done, nthreads;
-    struct ingest_item *res_head, *res_tail;
-    size_t res_bytes;
-    struct completion *done_head, *done_tail;
-    int evfd;
-    int abort;       /* shutdown: the writer gives up a batch it cannot commit */
-    int fatal;       /* the writer gave up: the run fails */
-    struct folio_err fatal_err;
-    struct ingest_run_stats st;
-    /* the main thread's own (start_threads / stop_threads) */
-    pthread_t *threads; /* nthreads validators, started of them running */
-    int started;
-    pthread_t writer;
-    bool writer_started;
-};
-
-static int64_t now_ms(void) { return folio_mono_ns() / 1000000; }
-static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms);
-
-/* ---- validators ---- */
-
-static void set_reject(struct ingest_item *it, const char *reason)
-{
-    it->status = ITEM_REJECT;
-    snprintf(it->reason, sizeof it->reason, "%s", reason);
-}
-
-/* A damaged file must have been quiet this many stability windows
- * (--stable-ms) before it is rejected as corrupt (see validate). */
-#define SLOW_WRITER_FACTOR 10
-
-/* Links and special files are refused on what discovery saw, unopened.
- * Returns true when the item is judged. */
-static bool judge_kind(struct ingest_item *it)
-{
-    if (it->cand.sig.kind == INGEST_CAND_SYMLINK) {
-        folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic links are refused");
-        folio_err_hint(&it->err, "pass --follow-symlinks to ingest the files links point to");
-        set_reject(it, "symlink");
-        return true;
-    }
-    if (it->cand.sig.kind == INGEST_CAND_SPECIAL) {
-        folio_err_set(&it->err, FOLIO_EUNSUPPORTED,
-                      "not a regular file (a fifo, socket, device or a link to nothing)");
-        set_reject(it, "not_regular_file");
-        return true;
-    }
-    return false;
-}
-
-/* Opens the file for reading; -1 when it cannot be (the item is judged:
- * unreadable, gone, or to retry). */
-static int open_item(const struct ingest_run_opts *o, struct ingest_item *it)
-{
-    int fd = open(it->cand.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (o->follow_symlinks ? 0 : O_NOFOLLOW));
-    if (fd >= 0)
-        return fd;
-    if (errno == EACCES) {
-        folio_err_set(&it->err, FOLIO_EIO, "file cannot be read: %s", strerror(errno));
-        folio_err_hint(&it->err, "give the folio user read permission, then drop the file again");
-        set_reject(it, "unreadable");
-    } else {
-        it->status = (errno == ENOENT || errno == ELOOP) ? ITEM_REOBSERVE : ITEM_RETRY;
-        folio_err_set(&it->err, FOLIO_EIO, "cannot open: %s", strerror(errno));
-    }
-    return -1;
-}
-
-/* --follow-symlinks: a followed link must resolve inside the folder (or
- * an --allow-root). Judged on what was opened, before a byte is read: no
- * size, hash or content of a file outside the inbox is ever recorded.
- * Returns true (fd closed, item rejected) when it leads outside. */
-static bool judge_outside(const struct ingest_run_opts *o, struct ingest_item *it, int fd)
-{
-    if (!o->follow_symlinks || ingest_fd_within(fd, o->dir, o->allow_roots))
-        return false;
-    close(fd);
-    /* The record describes the link, not its target: discovery
-     * stat()ed through it, and the target's size and mtime are
-     * facts about a file outside the inbox. */
-    struct stat ls;
-    if (lstat(it->cand.path, &ls) == 0) {
-        it->cand.sig.size = (uint64_t)ls.st_size;
-        it->cand.sig.mtime_ns = (int64_t)ls.st_mtim.tv_sec * 1000000000LL + ls.st_mtim.tv_nsec;
-    } else {
-        it->cand.sig.size = 0;
-    }
-    folio_err_set(&it->err, FOLIO_EUNSUPPORTED, "symbolic link leads outside the ingest folder");
-    folio_err_hint(&it->err, "followed links must resolve inside DIR or an --allow-root folder");
-    set_reject(it, "symlink");
-    return true;
-}
-
-/* Still the file that was judged stable, and within --max-bytes? Returns
- * true (fd closed, item judged) when it is not. */
-static bool judge_stat(const struct ingest_run_opts *o, struct ingest_item *it, int fd, struct stat *st)
-{
-    const struct ingest_sig *sig = &it->cand.sig;
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || (uint64_t)st->st_ino != sig->ino ||
-        (uint64_t)st->st_size != sig->size ||
-        (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec != sig->mtime_ns) {
-        close(fd);
-        it->status = ITEM_REOBSERVE; /* replaced or written since it was judged stable */
-        return true;
-    }
-    if ((uint64_t)st->st_size > o->limits.max_bytes) {
-        /* Refused on its size alone: never read, never allocated. */
-        close(fd);
-        folio_err_set(&it->err, FOLIO_ELIMIT, "file is %llu bytes, over the limit of %llu bytes",
-                      (unsigned long long)st->st_size, (unsigned long long)o->limits.max_bytes);
-        folio_err_hint(&it->err, "raise --max-bytes if files this large are expected");
-        snprintf(it->info.limit_name, sizeof it->info.limit_name, "max_bytes");
-        it->info.limit_value = o->limits.max_bytes;
-        it->info.actual_value = (uint64_t)st->st_size;
-        set_reject(it, "too_large");
-        return true;
-    }
-    return false;
-}
-
-/* Reads the whole file into it->data and closes fd. Returns false (item
- * judged, no data) when memory ran out or the file changed meanwhile. */
-static bool read_item(struct ingest_item *it, int fd, const struct stat *st)
-{
-    size_t size = (size_t)st->st_size, got = 0;
-    it->data = malloc(size ? size : 1);
-    if (!it->data) {
-        close(fd);
-        it->status = ITEM_RETRY;
-        folio_err_set(&it->err, FOLIO_ENOMEM, "out of memory reading %zu bytes", size);
-        return false;
-    }
-    while (got < size) {
-        ssize_t r = read(fd, it->data + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    struct stat st2;
-    bool same = fstat(fd, &st2) == 0 && st2.st_size == st->st_size &&
-                st2.st_mtim.tv_sec == st->st_mtim.tv_sec && st2.st_mtim.tv_nsec == st->st_mtim.tv_nsec;
-    close(fd);
-    if (got != size || !same) {
-        free(it->data);
-        it->data = NULL;
-        it->status = ITEM_REOBSERVE; /* written to while being read */
-        return false;
-    }
-    it->len = size;
-    return true;
-}
-
-/* A slow writer that paused longer than --stable-ms leaves a file that
- * looks truncated. A damaged file that was written to recently may still
- * be growing: look again (the stability window restarts) instead of
- * recording half a file as corrupt; once it has been quiet for
- * SLOW_WRITER_FACTOR stability windows it is judged as it is. */
-static bool maybe_growing(const struct ingest_run_opts *o, const struct ingest_item *it, const struct stat *st)
-{
-    int64_t mtime_ms = (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t quiet_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - mtime_ms;
-    if (strcmp(it->info.reason, "corrupt") != 0 || quiet_ms >= (int64_t)o->stable_ms * SLOW_WRITER_FACTOR)
-        return false;
-    char lq[1100];
-    folio_log(FOLIO_LOG_DEBUG, "file_maybe_growing", "path=%s quiet_ms=%lld action=reobserve",
-              folio_lq(lq, sizeof lq, it->path_display), (long long)quiet_ms);
-    return true;
-}
-
-/* The bytes are read: hash them and probe them (limits, format, whole-data
- * validation); accept, reject with the probe's reason, or look again. */
-static void judge_content(const struct ingest_run_opts *o, struct ingest_item *it, const struct stat *st)
-{
-    if (folio_sha256(it->data, it->len, it->sha) == 0)
-        it->have_sha = 1;
-    int rc = ingest_probe(it->data, it->len, &o->limits, &it->info, &it->err);
-    if (rc == 0 && it->have_sha) {
-        it->status = ITEM_ACCEPT;
-        return;
-    }
-    free(it->data);
-    it->data = NULL;
-    it->len = 0;
-    if (rc == 0 || rc == FOLIO_ENOMEM || strcmp(it->info.reason, "internal") == 0) {
-        it->status = ITEM_RETRY; /* our problem, not the file's */
-        return;
-    }
-    if (maybe_growing(o, it, st)) {
-        it->status = ITEM_REOBSERVE;
-        return;
-    }
-    set_reject(it, it->info.reason[0] ? it->info.reason : "corrupt");
-}
-
-/* Reads and judges one stable file. Never touches the file system
- * otherwise: dispositions wait for the commit. */
-static struct ingest_item *validate(const struct run *R, struct ingest_candidate c)
-{
-    struct ingest_item *it = calloc(1, sizeof *it);
-    if (!it)
-        return NULL; /* the caller still owns c */
-    it->cand = c;
-    it->info.failed_page = -1;
-    ingest_display(it->path_display, sizeof it->path_display, c.path);
-    ingest_display(it->name_display, sizeof it->name_display, c.path + c.name_off);
-    const struct ingest_run_opts *o = R->o;
-    if (judge_kind(it))
-        return it;
-    int fd = open_item(o, it);
-    struct stat st;
-    if (fd < 0 || judge_outside(o, it, fd) || judge_stat(o, it, fd, &st) || !read_item(it, fd, &st))
-        return it;
-    judge_content(o, it, &st);
-    return it;
-}
-
-static void *validator_main(void *arg)
-{
-    struct run *R = arg;
-    pthread_mutex_lock(&R->mu);
-    for (;;) {
-        while (R->work_len == 0 && !R->stop_validators)
-            pthread_cond_wait(&R->work_cv, &R->mu);
-        if (R->work_len == 0)
-            break;
-        struct ingest_candidate c = R->work[R->work_head];
-        R->work_head = (R->work_head + 1) % R->work_cap;
-        bool was_full = R->work_len == R->work_cap;
-        R->work_len--;
-        R->busy++;
-        pthread_mutex_unlock(&R->mu);
-        if (was_full) {
-            uint64_t one = 1;
-            if (write(R->evfd, &one, sizeof one) < 0) {
-                /* cannot fail short of EBADF; the main loop has a timeout */
-            }
-        }
-        struct ingest_item *it = validate(R, c);
-        if (!it) {
-            /* Out of memory for the item itself: hand the path straight
-             * back for a retry so the run never waits on it forever. */
-            complete_path(R, c.path, INGEST_OUT_RETRY, &c.sig, RETRY_MS);
-            c.path = NULL;
-        }
-        pthread_mutex_lock(&R->mu);
-        while (it && R->res_head && R->res_bytes + it->len > RESULT_BYTES_CAP && !R->abort)
-            pthread_cond_wait(&R->res_space_cv, &R->mu);
-        R->busy--;
-        if (it) {
-            if (R->res_tail)
-                R->res_tail->next = it;
-            else
-                R->res_head = it;
-            R->res_tail = it;
-            R->res_bytes += it->len;
-        }
-        pthread_cond_signal(&R->res_cv);
-    }
-    R->validators_done++;
-    pthread_cond_broadcast(&R->res_cv);
-    pthread_mutex_unlock(&R->mu);
-    return NULL;
-}
-
-/* ---- writer ---- */
-
-/* Queues an outcome for the main thread; takes ownership of path. */
-static void complete_path(struct run *R, char *path, int outcome, const struct ingest_sig *sig, int64_t retry_ms)
-{
-    struct completion *c = calloc(1, sizeof *c);
-    if (c) {
-        c->path = path;
-        c->outcome = outcome;
-        c->sig = *sig;
-        c->retry_ms = retry_ms;
-    } else {
-        free(path);
-    }
-    pthread_mutex_lock(&R->mu);
-    if (c) {
-        if (R->done_tail)
-            R->done_tail->next = c;
-        else
-            R->done_head = c;
-        R->done_tail = c;
-    }
-    pthread_mutex_unlock(&R->mu);
-    uint64_t one = 1;
-    if (write(R->evfd, &one, sizeof one) < 0) {
-        /* The counter cannot overflow at our rates; the main loop also
-         * wakes on its own timeout. */
-    }
-}
-
-static void complete(struct run *R, struct ingest_item *it, int outcome, int64_t retry_ms)
-{
-    complete_path(R, it->cand.path, outcome, &it->cand.sig, retry_ms);
-    it->cand.path = NULL; /* ownership moved to the completion */
-}
-
-static void today(char *buf, size_t n)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, n, "%Y-%m-%d", &tm);
-}
-
-/* Rewritten since it was read? Then what was recorded is an earlier
- * version: the file goes back to the tracker to be taken again. */
-static bool changed_since_read(const struct run *R, const struct ingest_item *it)
-{
-    struct stat st;
-    char lq[1100];
-    if (lstat(it->cand.path, &st) == 0 && it->cand.sig.kind == INGEST_CAND_FILE && !R->o->follow_symlinks &&
-        ((uint64_t)st.st_size != it->cand.sig.size || (uint64_t)st.st_ino != it->cand.sig.ino ||
-         (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec != it->cand.sig.mtime_ns)) {
-        folio_log(FOLIO_LOG_WARN, "file_changed_after_commit", "path=%s action=reobserve",
-                  folio_lq(lq, sizeof lq, it->path_display));
-        return true;
-    }
-    return false;
-}
-
-/* An accepted file: into done/<date>/, deleted or kept (--after). Returns
- * the tracker outcome. */
-static int dispose_accepted(const struct ingest_run_opts *o, struct ingest_item *it)
-{
-    const char *rel = it->cand.path + it->cand.rel_off;
-    char lq[1100], lq2[700];
-    struct folio_err err = {0};
-    char *moved = NULL;
-    int outcome = INGEST_OUT_GONE;
-    if (o->after == INGEST_AFTER_MOVE) {
-        char sub[32];
-        today(sub + 5, sizeof sub - 5);
-        memcpy(sub, "done/", 5);
-        if (ingest_move_into(o->dir, sub, it->cand.path, rel, &moved, &err) != 0)
-            outcome = INGEST_OUT_KEEP;
-    } else if (o->after == INGEST_AFTER_DELETE) {
-        if (unlink(it->cand.path) != 0) {
-            folio_err_set(&err, FOLIO_EIO, "cannot delete: %s", strerror(errno));
-            outcome = INGEST_OUT_KEEP;
-        }
-    } else {
-        outcome = INGEST_OUT_KEEP;
-    }
-    if (err.code)
-        folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
-                  folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
-    else
-        folio_log(FOLIO_LOG_DEBUG, "file_ingested", "path=%s document=%lld duplicate=%d",
-                  folio_lq(lq, sizeof lq, it->path_display), it->document_id, !it->new_document);
-    /* where the file is now, for folio.document_sources.stored_at */
-    if (moved) {
-        char d[sizeof it->path_display];
-        ingest_display(d, sizeof d, moved);
-        it->stored_display = strdup(d);
-    } else if (outcome == INGEST_OUT_KEEP) {
-        it->stored_display = strdup(it->path_display);
-    }
-    free(moved);
-    return outcome;
-}
-
-/* A rejected file: into rejected/ with NAME.reason.json beside it. Returns
- * the tracker outcome. */
-static int dispose_rejected(const struct ingest_run_opts *o, struct ingest_item *it, const char *host)
-{
-    const char *rel = it->cand.path + it->cand.rel_off;
-    char lq[1100], lq2[700];
-    struct folio_err err = {0};
-    char *moved = NULL;
-    int outcome = INGEST_OUT_GONE;
-    folio_log(FOLIO_LOG_WARN, "file_rejected", "path=%s reason=%s message=%s",
-              folio_lq(lq, sizeof lq, it->path_display), it->reason, folio_lq(lq2, sizeof lq2, it->err.msg));
-    if (ingest_move_into(o->dir, "rejected", it->cand.path, rel, &moved, &err) == 0) {
-        char *json = malloc(4096);
-        if (json) {
-            ingest_reject_json(it, host, json, 4096);
-            if (ingest_write_reason(o->dir, moved, json, &err) != 0)
-                folio_log(FOLIO_LOG_ERROR, "ingest_reason_file_failed", "path=%s error=%s",
-                          folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
-            free(json);
-        }
-    } else {
-        outcome = INGEST_OUT_KEEP;
-        folio_log(FOLIO_LOG_ERROR, "ingest_disposition_failed", "path=%s error=%s",
-                  folio_lq(lq, sizeof lq, it->path_display), folio_lq(lq2, sizeof lq2, err.msg));
-    }
-    free(moved);
-    return outcome;
-}
-
-/* The run's counters and metrics for a file that reached its outcome. */
-static void count_outcome(struct run *R, const struct ingest_item *it)
-{
-    pthread_mutex_lock(&R->mu);
-    R->st.files++;
-    if (it->status == ITEM_ACCEPT) {
-        R->st.accepted++;
-        R->st.bytes += it->len;
-        if (it->new_document)
-            R->st.new_documents++;
-        else
-            R->st.duplicates++;
-    } else {
-        R->st.rejected++;
-    }
-    pthread_mutex_unlock(&R->mu);
-    if (it->status == ITEM_ACCEPT)
-        metrics_add(R->o->metrics, M_FILES_INGESTED, it->new_document ? "new" : "duplicate", NULL, 1);
-    else
-        metrics_add(R->o->metrics, M_FILES_REJECTED, it->reason[0] ? it->reason : "unknown", NULL, 1);
-}
-
-/* The commit is done: move, delete or keep each file; record outcomes. */
-static void dispose(struct run *R, struct ingest_item *it, const char *host)
-{
-    if (changed_since_read(R, it)) {
-        complete(R, it, INGEST_OUT_REOBSERVE, 0);
-        return;
-    }
-    int outcome = it->status == ITEM_ACCEPT ? dispose_accepted(R->o, it) : dispose_rejected(R->o, it, host);
-    count_outcome(R, it);
-    complete(R, it, outcome, 0);
-}
-
-/* Sleeps up to ms, waking early when the run is being aborted. */
-static bool nap(struct run *R, int64_t ms)
-{
-    int64_t end = now_ms() + ms;
-    for (;;) {
-        pthread_mutex_lock(&R->mu);
-        int ab = R->abort;
-        pthread_mutex_unlock(&R->mu);
-        if (ab)
-            return false;
-        int64_t left = end - now_ms();
-        if (left <= 0)
-            return true;
-        folio_sleep_ms(left < 100 ? left : 100);
-    }
-}
-
-/* The writer gives up: the run fails with err. */
-static void fail_run(struct run *R, const struct folio_err *err)
-{
-    pthread_mutex_lock(&R->mu);
-    R->fatal = 1;
-    R->fatal_err = *err;
-    pthread_mutex_unlock(&R->mu);
-}
-
-static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
-                        int64_t *outage_since);
-
-enum { COMMIT_DONE = 0, COMMIT_GIVE_UP = -1, COMMIT_AGAIN = 1 };
-
-/* The batch failed because of one of its files (INGEST_DB_ITEM): find it
- * by committing each on its own; the one that still fails alone is
- * rejected as enqueue_failed (COMMIT_AGAIN records that), or, when even
- * its rejection cannot be recorded, left for a later try. */
-static int item_failed(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
-                       int64_t *outage_since, const struct folio_err *err)
-{
-    char lq[600], lq2[800];
-    if (n > 1) {
-        folio_log(FOLIO_LOG_WARN, "ingest_batch_split", "files=%zu error=%s", n,
-                  folio_lq(lq2, sizeof lq2, err->msg));
-        for (size_t i = 0; i < n; i++)
-            if (commit_batch(R, db, &items[i], 1, outage_since) != 0)
-                return COMMIT_GIVE_UP;
-        return COMMIT_DONE;
-    }
-    if (items[0]->status == ITEM_ACCEPT) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        free(items[0]->data);
-        items[0]->data = NULL;
-        items[0]->len = 0;
-        folio_err_set(&items[0]->err, FOLIO_EDB, "the database refused this file");
-        folio_err_detail(&items[0]->err, "%s", msg);
-        set_reject(items[0], "enqueue_failed");
-        return COMMIT_AGAIN;
-    }
-    items[0]->status = ITEM_RETRY;
-    folio_log(FOLIO_LOG_ERROR, "ingest_record_failed", "path=%s error=%s",
-              folio_lq(lq, sizeof lq, items[0]->path_display), folio_lq(lq2, sizeof lq2, err->msg));
-    return COMMIT_DONE;
-}
-
-/* A transient failure: drop the connection and wait *backoff (doubling
- * to 30 s) before the same batch is tried again. False when the run
- * gives up instead: aborted, or a one-shot run past --db-wait. */
-static bool outage_wait(struct run *R, struct ingest_db *db, size_t n, const struct folio_err *err,
-                        int64_t *outage_since, int64_t *backoff)
-{
-    const struct ingest_run_opts *o = R->o;
-    ingest_db_close(db);
-    pthread_mutex_lock(&R->mu);
-    R->st.db_retries++;
-    pthread_mutex_unlock(&R->mu);
-    if (!*outage_since)
-        *outage_since = now_ms();
-    double down_s = (double)(now_ms() - *outage_since) / 1000.0;
-    char lq[600], lq2[800], lq3[800];
-    folio_log(FOLIO_LOG_WARN, "database_unavailable",
-              "error=%s detail=%s hint=%s waiting_files=%zu retry_in_ms=%lld down_s=%.1f",
-              folio_lq(lq2, sizeof lq2, err->msg), folio_lq(lq3, sizeof lq3, err->detail),
-              folio_lq(lq, sizeof lq, err->hint[0] ? err->hint : "files stay where they are until it is back"),
-              n, (long long)*backoff, down_s);
-    if (!o->watch && down_s >= o->db_wait_s) {
-        struct folio_err fe = *err;
-        folio_err_prefix(&fe, "database unavailable for %.0f s: ", down_s);
-        folio_err_hint(&fe, "files were left where they are; run again once the database is reachable");
-        fail_run(R, &fe);
-        return false;
-    }
-    if (!nap(R, *backoff))
-        return false;
-    *backoff = *backoff * 2 > 30000 ? 30000 : *backoff * 2;
-    return true;
-}
-
-/* Commits items[0..n): 0 when committed, -1 when given up (abort or the
- * one-shot database wait ran out; the items are then left untouched). */
-static int commit_batch(struct run *R, struct ingest_db *db, struct ingest_item **items, size_t n,
-                        int64_t *outage_since)
-{
-    const struct ingest_run_opts *o = R->o;
-    int64_t backoff = 500;
-    for (;;) {
-        struct folio_err err = {0};
-        int kind = INGEST_DB_TRANSIENT;
-        if (!db->c) {
-            int orc = ingest_db_open(db, o->conninfo, &err);
-            if (orc == 0) {
-                if (*outage_since) {
-                    folio_log(FOLIO_LOG_INFO, "database_available", "after_s=%.1f",
-                              (double)(now_ms() - *outage_since) / 1000.0);
-                    *outage_since = 0;
-                }
-                continue;
-            }
-            if (orc == FOLIO_ESTATE && !o->watch) {
-                /* Reachable but not migrated: waiting will not fix that. */
-                fail_run(R, &err);
-                return -1;
-            }
-        } else {
-            int64_t t0 = now_ms();
-            kind = ingest_db_commit(db, items, n, &err);
-            if (kind == INGEST_DB_OK) {
-                pthread_mutex_lock(&R->mu);
-                R->st.batches++;
-                pthread_mutex_unlock(&R->mu);
-                metrics_add(o->metrics, M_INGEST_BATCHES, NULL, NULL, 1);
-                folio_log(FOLIO_LOG_DEBUG, "ingest_batch", "files=%zu ms=%lld", n,
-                          (long long)(now_ms() - t0));
-                return 0;
-            }
-        }
-        if (kind == INGEST_DB_ITEM) {
-            int r = item_failed(R, db, items, n, outage_since, &err);
-            if (r == COMMIT_AGAIN)
-                continue;
-            return r;
-        }
-        if (!outage_wait(R, db, n, &err, outage_since, &backoff))
-            return -1;
-    }
-}
-
-#ifdef FOLIO_FAULT_INJECTION
-/* FOLIO_FAULT=ingest_crash_after_commit:N kills the process right after its
- * N-th committed batch, before any of that batch's files is moved: the
- * crash window that the sighting dedupe in ingest_db.c exists for. */
-static long fault_crash_batch(void)
-{
-    return folio_fault_num(FOLIO_FAULT_ingest_crash_after_commit);
-}
-#endif
-
-/* Under R->mu: takes validated files off the result queue into batch
- * until it is full (--batch-max files or BATCH_BYTES_CAP bytes), the
- * validators are idle, or --batch-ms passed since its first file. Files
- * with nothing to record (and every file once the writer gave up) go
- * straight back to the tracker. Returns false when the validators are
- * done and nothing is left: the writer ends. */
-static bool gather_batch(struct run *R, struct ingest_item **batch, size_t cap, bool give_up, size_t *nbatch)
-{
-    const struct ingest_run_opts *o = R->o;
-    size_t nb = 0, bytes = 0;
-    int64_t first = 0;
-    for (;;) {
-        while (R->res_head && nb < cap && bytes < BATCH_BYTES_CAP) {
-            struct ingest_item *it = R->res_head;
-            R->res_head = it->next;
-            if (!R->res_head)
-                R->res_tail = NULL;
-            it->next = NULL;
-            R->res_bytes -= it->len;
-            if (it->status == ITEM_REOBSERVE || it->status == ITEM_RETRY || give_up) {
-                /* Nothing to record: straight back to the tracker. */
-                pthread_mutex_unlock(&R->mu);
-                complete(R, it, it->status == ITEM_REOBSERVE ? INGEST_OUT_REOBSERVE : INGEST_OUT_RETRY,
-                         RETRY_MS);
-                ingest_item_free(it);
-                pthread_mutex_lock(&R->mu);
-                continue;
-            }
-            batch[nb++] = it;
-            bytes += it->len;
-            if (nb == 1)
-                first = now_ms();
-        }
-        pthread_cond_broadcast(&R->res_space_cv);
-        bool all_done = R->validators_done == R->nthreads && !R->res_head;
-        bool idle = R->work_len == 0 && R->busy == 0 && !R->res_head;
-        if (nb == cap || bytes >= BATCH_BYTES_CAP)
-            break;
-        if (nb > 0 && (idle || now_ms() - first >= o->batch_ms))
-            break;
-        if (nb == 0 && all_done)
-            return false;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait = nb > 0 ? first + o->batch_ms - now_ms() : 200;
-        if (wait < 1)
-            wait = 1;
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&R->res_cv, &R->mu, &ts);
-    }
-    *nbatch = nb;
-    return true;
-}
-
-static void *writer_main(void *arg)
-{
-    struct run *R = arg;
-    const struct ingest_run_opts *o = R->o;
-    struct ingest_db db = {.c = NULL, .model_key = o->model_key, .after = (int)o->after, .pooler = o->pooler,
-                           .blobs = o->blobs};
-    size_t cap = (size_t)(o->batch_max > 0 ? o->batch_max : 64);
-    struct ingest_item **batch = calloc(cap, sizeof *batch);
-    int64_t outage_since = 0;
-    bool give_up = false;
-#ifdef FOLIO_FAULT_INJECTION
-    long crash_at = fault_crash_batch();
-    uint64_t committed = 0;
-#endif
-    if (!batch) {
-        pthread_mutex_lock(&R->mu);
-        R->fatal = 1;
-        folio_err_set(&R->fatal_err, FOLIO_ENOMEM, "out of memory");
-        pthread_mutex_unlock(&R->mu);
-        give_up = true;
-    }
-    /* Connect up front so that "database down" shows at start, not at the
-     * first file; failure here is fine, the first batch retries. */
-    if (batch) {
-        struct folio_err err = {0};
-        if (ingest_db_open(&db, o->conninfo, &err) != 0) {
-            char lq[800];
-            char lq2[800];
-            folio_log(FOLIO_LOG_WARN, "database_unavailable", "error=%s detail=%s note=%s",
-                      folio_lq(lq, sizeof lq, err.msg), folio_lq(lq2, sizeof lq2, err.detail),
-                      "\"files stay where they are; retrying with backoff\"");
-        }
-    }
-    pthread_mutex_lock(&R->mu);
-    for (;;) {
-        size_t nb = 0;
-        if (!gather_batch(R, batch, cap, give_up, &nb))
-            break;
-        pthread_mutex_unlock(&R->mu);
-        int rc = give_up ? -1 : commit_batch(R, &db, batch, nb, &outage_since);
-#ifdef FOLIO_FAULT_INJECTION
-        if (rc == 0 && crash_at > 0 && ++committed == (uint64_t)crash_at)
-            raise(SIGKILL);
-#endif
-        for (size_t i = 0; i < nb; i++) {
-            if (rc != 0 || batch[i]->status == ITEM_RETRY)
-                complete(R, batch[i], INGEST_OUT_RETRY, RETRY_MS);
-            else
-                dispose(R, batch[i], db.host);
-        }
-        if (rc == 0) {
-            struct folio_err serr = {0};
-            if (ingest_db_record_stored(&db, batch, nb, &serr) != 0) {
-                char lq[800];
-                folio_log(FOLIO_LOG_WARN, "ingest_stored_at_failed", "error=%s note=%s",
-                          folio_lq(lq, sizeof lq, serr.msg),
-                          "\"the files are in place; folio show/export give their inbox path\"");
-            }
-        }
-        for (size_t i = 0; i < nb; i++)
-            ingest_item_free(batch[i]);
-        if (rc != 0)
-            give_up = true; /* drain the rest without touching anything */
-        pthread_mutex_lock(&R->mu);
-    }
-    pthread_mutex_unlock(&R->mu);
-    ingest_db_close(&db);
-    free(batch);
-    return NULL;
-}
-
-/* ---- main thread ---- */
 
 static bool is_network_fs(const char *dir)
 {
@@ -821,7 +85,7 @@ static bool is_network_fs(const char *dir)
 
 static void progress_line(const struct run *R, int64_t t0, bool final)
 {
-    double s = (double)(now_ms() - t0) / 1000.0;
+    double s = (double)(ingest_now_ms() - t0) / 1000.0;
     fprintf(stderr, "\r\033[Kfolio ingest: %llu files, %llu new, %llu duplicate, %llu rejected, %.1f files/s%s",
             (unsigned long long)R->st.files, (unsigned long long)R->st.new_documents,
             (unsigned long long)R->st.duplicates, (unsigned long long)R->st.rejected,
@@ -940,9 +204,9 @@ static int start_threads(struct run *R, struct folio_err *err)
     pthread_cond_init(&R->res_cv, NULL);
     pthread_cond_init(&R->res_space_cv, NULL);
     for (; R->started < R->nthreads; R->started++)
-        if (pthread_create(&R->threads[R->started], NULL, validator_main, R) != 0)
+        if (pthread_create(&R->threads[R->started], NULL, ingest_validator_main, R) != 0)
             break;
-    if (R->started == 0 || pthread_create(&R->writer, NULL, writer_main, R) != 0) {
+    if (R->started == 0 || pthread_create(&R->writer, NULL, ingest_writer_main, R) != 0) {
         int rc = folio_err_set(err, FOLIO_EIO, "cannot start threads: %s", strerror(errno));
         stop_threads(R, false);
         return rc;
@@ -992,7 +256,7 @@ static int loop_timeout(const struct main_loop *L, bool queue_full)
     const struct ingest_run_opts *o = L->R->o;
     int64_t timeout = L->stopping ? 100 : queue_full ? -1 : ingest_tracker_next_ms(L->t);
     if (o->watch) {
-        int64_t to_rescan = L->next_rescan - now_ms();
+        int64_t to_rescan = L->next_rescan - ingest_now_ms();
         if (to_rescan < 0)
             to_rescan = 0;
         if (timeout < 0 || to_rescan < timeout)
@@ -1055,13 +319,13 @@ static void on_fs_events(struct main_loop *L)
 static void report(struct main_loop *L)
 {
     struct run *R = L->R;
-    if (L->show && now_ms() - L->last_progress >= 250) {
+    if (L->show && ingest_now_ms() - L->last_progress >= 250) {
         pthread_mutex_lock(&R->mu);
         progress_line(R, L->t0, false);
         pthread_mutex_unlock(&R->mu);
-        L->last_progress = now_ms();
+        L->last_progress = ingest_now_ms();
     }
-    if (!R->o->watch || now_ms() - L->last_report < 60000)
+    if (!R->o->watch || ingest_now_ms() - L->last_report < 60000)
         return;
     pthread_mutex_lock(&R->mu);
     struct ingest_run_stats cur = R->st;
@@ -1076,7 +340,7 @@ static void report(struct main_loop *L)
                   (unsigned long long)(cur.rejected - was->rejected), ingest_tracker_waiting(L->t),
                   ingest_tracker_in_flight(L->t));
     L->reported = cur;
-    L->last_report = now_ms();
+    L->last_report = ingest_now_ms();
 }
 
 /* The main thread's loop: applies outcomes, rescans when due, feeds the
@@ -1107,12 +371,12 @@ static int main_loop(struct main_loop *L, struct folio_err *err)
             if (ingest_tracker_in_flight(L->t) == 0)
                 break;
         } else {
-            if (o->watch && now_ms() >= L->next_rescan) {
+            if (o->watch && ingest_now_ms() >= L->next_rescan) {
                 struct folio_err serr = {0};
                 if (ingest_tracker_rescan(L->t, &serr) != 0)
                     folio_log(FOLIO_LOG_ERROR, "ingest_rescan_failed", "error=%s",
                               folio_lq(lq, sizeof lq, serr.msg));
-                L->next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
+                L->next_rescan = ingest_now_ms() + (int64_t)o->rescan_s * 1000;
             }
             n = feed_work(L, space);
             if (!o->watch && ingest_tracker_waiting(L->t) == 0 && ingest_tracker_in_flight(L->t) == 0)
@@ -1197,8 +461,8 @@ static int run_started(struct run *R, struct ingest_tracker *t, int sfd, bool in
     service_ready(o->watch ? "watching" : "one-shot");
     metrics_set_ready(o->metrics, 1, "");
     L.show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
-    L.next_rescan = now_ms() + (int64_t)o->rescan_s * 1000;
-    L.last_report = now_ms();
+    L.next_rescan = ingest_now_ms() + (int64_t)o->rescan_s * 1000;
+    L.last_report = ingest_now_ms();
     int rc = 0;
     L.ready = calloc(R->work_cap, sizeof *L.ready);
     if (!L.ready) {
@@ -1232,7 +496,7 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
     R.evfd = -1;
     int sfd = -1, inotify = 0;
     struct ingest_tracker *t = NULL;
-    int64_t t0 = now_ms();
+    int64_t t0 = ingest_now_ms();
     sigset_t oldmask;
     rc = open_fds(&R, &sfd, &oldmask, err);
     if (!rc)
@@ -1243,7 +507,7 @@ int ingest_run(const struct ingest_run_opts *oin, struct ingest_run_stats *stats
         rc = run_started(&R, t, sfd, inotify, t0, err);
     if (R.writer_started || R.started)
         stop_threads(&R, true);
-    R.st.seconds = (double)(now_ms() - t0) / 1000.0;
+    R.st.seconds = (double)(ingest_now_ms() - t0) / 1000.0;
     *stats = R.st;
     free_run(&R);
     ingest_tracker_close(t);
