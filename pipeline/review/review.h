@@ -106,10 +106,14 @@ struct searchable_stats {
 int searchable_pdf(const uint8_t *data, size_t n, int pages, const char *has_text, const char *lang,
                    const char *tmpdir, const char *out, struct searchable_stats *st, struct folio_err *err);
 
-/* Text for HTML element content and attribute values (< > & " ' as entities). */
+/* Text for HTML element content and attribute values (< > & " ' as entities;
+ * html.c). */
 void html_esc(FILE *f, const char *s);
 
-/* The full report (cmd_report.c) into a malloc'd page. */
+/* The full report (report_page.c) into f from one snapshot on c; err is
+ * set (and returned) when a query failed, the page then ends there. */
+int report_write(PGconn *c, FILE *f, const char *model_key, int hours, int review, struct folio_err *err);
+/* The same on a connection of its own, into a malloc'd page. */
 int report_page(const char *conninfo, const char *model_key, int hours, int review, char **page, size_t *len,
                 struct folio_err *err);
 

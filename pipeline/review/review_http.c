@@ -17,7 +17,7 @@
  * libmicrohttpd runs a thread per connection, each request on a database
  * connection of its own, so a slow query holds up only its own request.
  */
-#include "pipeline/cli/cli.h"
+#include "common/cliopt.h"
 #include "pipeline/db/db.h"
 #include "pipeline/service/http.h"
 #include "pipeline/db/learn_db.h"
@@ -152,20 +152,6 @@ static enum MHD_Result text(struct MHD_Connection *c, unsigned int status, const
     int n = vasprintf(&s, fmt, ap);
     va_end(ap);
     return reply(c, status, "text/plain; charset=utf-8", n < 0 ? NULL : s, n < 0 ? 0 : (size_t)n, NULL, NULL);
-}
-
-void html_esc(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        default: fputc(*s, f);
-        }
-    }
 }
 
 /* Query-string value (percent-encoded). */
