@@ -14,7 +14,7 @@
 #include "common/json.h"
 #include "engine/engine.h"
 #include "engine/ocr.h"
-#include "pipeline/cli/cli.h"
+#include "common/cliopt.h"
 #include "pipeline/service/metrics.h"
 #include "pipeline/service/service.h"
 #include "pipeline/worker/worker_internal.h"
