@@ -196,13 +196,19 @@ static int item_failed(struct run *R, struct ingest_db *db, struct ingest_item *
         return COMMIT_DONE;
     }
     if (items[0]->status == ITEM_ACCEPT) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
+        /* The server's own message is the detail; what it added (its
+         * DETAIL, e.g. the failing row, and HINT) follows it instead of
+         * being dropped. err may be the item's own: copy it first. */
+        struct folio_err why = *err;
         free(items[0]->data);
         items[0]->data = NULL;
         items[0]->len = 0;
         folio_err_set(&items[0]->err, FOLIO_EDB, "the database refused this file");
-        folio_err_detail(&items[0]->err, "%s", msg);
+        folio_err_detail(&items[0]->err, "%s%s%s", why.msg, why.detail[0] ? "; " : "", why.detail);
+        if (why.hint[0])
+            folio_err_hint(&items[0]->err, "%s", why.hint);
+        if (why.context[0])
+            folio_err_context(&items[0]->err, "%s", why.context);
         ingest_set_reject(items[0], "enqueue_failed");
         return COMMIT_AGAIN;
     }

@@ -211,10 +211,17 @@ static int setup_worker(struct worker *w, struct ocr_thread **threads, struct fo
     /* Pages as large as --max-pixels allows take turns instead of every
      * thread holding one at once (ingest/membudget.c). */
     uint64_t dm = o->decode_memory ? o->decode_memory : worker_decode_memory_default(o->max_pixels);
-    if (ingest_membudget_create(dm, &w->decode_budget, err) == 0)
+    int brc = ingest_membudget_create(dm, &w->decode_budget, err);
+    if (brc == 0)
         folio_log(FOLIO_LOG_INFO, "worker_decode_memory", "budget_mib=%.0f", (double)dm / (1 << 20));
-    if (w->wake_fd < 0 || !w->slots || !*threads || !w->decode_budget)
+    if (w->wake_fd < 0 || !w->slots || !*threads)
         return folio_err_set(err, FOLIO_ENOMEM, "cannot set up %d OCR slots", w->nslots);
+    if (brc) {
+        /* the budget's own reason stays; this says where */
+        folio_err_context(err, "setting up %d OCR slots with a decode budget of %.0f MiB", w->nslots,
+                          (double)dm / (1 << 20));
+        return brc;
+    }
     return 0;
 }
 
