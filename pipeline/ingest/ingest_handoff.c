@@ -1,7 +1,6 @@
 /* The ingest run's outcomes on their way to the main thread, which alone
  * owns the tracker (ingest_internal.h): a list under run.mu and an eventfd
  * that wakes the main loop. */
-
 #include "pipeline/ingest/ingest_internal.h"
 
 #include <stdlib.h>

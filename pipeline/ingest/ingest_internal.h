@@ -2,8 +2,9 @@
  * Private to pipeline/ingest/: the state that the ingest run's threads
  * share (ingest_run.c's main thread, the validators of ingest_validate.c,
  * the writer of ingest_write.c) and the hand-off between them
- * (ingest_handoff.c). Every field of struct run is under run.mu except
- * those marked as the main thread's own.
+ * (ingest_handoff.c). struct run's fields are under run.mu, but for o and
+ * evfd (set before any thread starts) and those marked as the main
+ * thread's own.
  */
 #ifndef FOLIO_PIPELINE_INGEST_INTERNAL_H
 #define FOLIO_PIPELINE_INGEST_INTERNAL_H

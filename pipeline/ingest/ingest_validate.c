@@ -4,7 +4,6 @@
  * format, whole-data validation) and hashes it. Nothing here touches the
  * file system beyond reading: dispositions wait for the commit.
  */
-
 #include "pipeline/ingest/ingest_internal.h"
 
 #include <errno.h>

@@ -6,7 +6,6 @@
  * reason file). A batch that fails because of one file is retried file by
  * file; a database outage is waited out with backoff, files untouched.
  */
-
 #include "common/fault.h"
 #include "pipeline/ingest/ingest_internal.h"
 #include "pipeline/service/metrics.h"

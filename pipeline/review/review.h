@@ -1,7 +1,10 @@
 /*
- * Private to pipeline/: the document list that the review page
- * (review_http.c) and `folio search` (cmd_search.c) share, one SQL query in
- * search.c, and the review page server itself.
+ * Private to pipeline/: what comes after the result. The document list
+ * that the review page (review_http.c) and `folio search` (cmd_search.c)
+ * share, one SQL query in search.c; the review page server itself; the
+ * report page (report_page.c, html.c) that both `folio report` and the
+ * review page's /report render; split (split.c), filing (filing.c) and
+ * searchable copies (searchable.c).
  */
 #ifndef FOLIO_PIPELINE_REVIEW_H
 #define FOLIO_PIPELINE_REVIEW_H
