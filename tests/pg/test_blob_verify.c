@@ -12,7 +12,7 @@
  *    changes nothing; `folio jobs retry` then brings the job to done;
  *  - a missing row is put back by a re-ingest the same way;
  *  - folio.blob_repair writes only bytes that hash to their name. */
-#include "pipeline/queue.h"
+#include "pipeline/db/queue.h"
 #include "tests/pg/worker_testlib.h"
 
 static void login(PGconn *admin, const char *role, const char *group, const char *dbname, char *ci, size_t n)

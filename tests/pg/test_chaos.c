@@ -12,7 +12,7 @@
  * result for a dead job; every result written by the job's final claim
  * (token and attempt), i.e. no stale token ever wrote. Counts are printed.
  * Bounded: the chaos phase stops after 60 s, the test gives up at 300 s. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <time.h>

@@ -19,7 +19,7 @@
  * goes through the same guard. `folio models` lists, shows, activates and
  * drops them.
  */
-#include "pipeline/learn_db.h"
+#include "pipeline/db/learn_db.h"
 #include "tests/pg/worker_testlib.h"
 #include "tests/support/corpus_text.h"
 

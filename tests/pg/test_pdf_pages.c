@@ -24,7 +24,7 @@
  * a loaded 2-core ASan machine that takes a second to start the helper does
  * not turn a good PDF into a pdf_timeout.
  */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <leptonica/allheaders.h>

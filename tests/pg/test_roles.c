@@ -6,7 +6,7 @@
  *    document_sources, rewriting what a job is for or another worker's
  *    identity; ingest reading blobs, inserting a job in any state or
  *    reading job errors; a reader writing anything. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_db[512];

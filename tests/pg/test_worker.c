@@ -4,7 +4,7 @@
  * releases without counting the attempt) and exits 0 with the worker row
  * stopped; a second signal exits at once; a poison document that kills its
  * worker every time ends dead after max_attempts while the others finish. */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_db[512];

@@ -16,7 +16,7 @@
  *   4. (fault-injection builds) A job that does not finish within its
  *      time budget (--job-deadline) is stopped, fails with the reason,
  *      counts its attempt, and its lease is not renewed meanwhile. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_db[512];

@@ -2,7 +2,7 @@
  * to the cap before the text tiers see it and records the cut in
  * results.ocr_pages.text_cut; without the option nothing is cut and the
  * record says so (issue 24: bounded text per document). */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 int main(void)

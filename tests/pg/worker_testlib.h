@@ -6,7 +6,7 @@
 #define FOLIO_WORKER_TESTLIB_H
 
 #include "common/common.h"
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/support/testutil.h"
 
 #include <fcntl.h>
