@@ -35,10 +35,11 @@ render() {
   mv "$d/p.tif" "$UP/$file.tif"
   rm -rf "$d"
 }
-# two renders at a time (text2image is single-threaded, seconds a page)
+# two renders at a time (text2image is single-threaded, seconds a page);
+# heldout rows first, so that a bench can start on them while the rest render
 export UP WORK; export -f render
-tail -n +2 "$UP/corpus.tsv" | cut -f1,3-7 | tr '\t' '\n' | xargs -d '\n' -n 6 -P 2 bash -c 'render "$@"' _
+tail -n +2 "$UP/corpus.tsv" | sort -t$'\t' -k10,10 -s | cut -f1,3-7 | tr '\t' '\n' | xargs -d '\n' -n 6 -P 2 bash -c 'render "$@"' _
 awk -F'\t' 'BEGIN { OFS = "\t" } NR == 1 { print; next }
   $10 == "heldout" { $8 = 90 * (1 + k++ % 3) } { print }' "$UP/corpus.tsv" > "$OUT/turned/corpus.tsv"
-for f in "$UP"/*.tif; do ln -sf "../up/$(basename "$f")" "$OUT/turned/"; done
+for f in "$UP"/*.tif "$UP"/*.txt; do ln -sf "../up/$(basename "$f")" "$OUT/turned/"; done
 echo "heldout: $(ls "$UP"/*.tif | wc -l) pages in $UP, turned copy in $OUT/turned"
