@@ -50,6 +50,11 @@ layout(constant_id = 9) const uint STAGES = 2; // shared stages: 2 (one barrier 
 // tensor-core math alone (no global loads after the first tile), 2 = the
 // global -> shared traffic alone (no products; results are garbage).
 layout(constant_id = 10) const uint PROBE = 0;
+// K steps fetched ahead into registers: 1 (the next step, loaded while
+// the current one is multiplied) or 2 (two steps ahead: each load has two
+// steps of math to arrive in; the H200 sweep showed the one-ahead kernel
+// bound by its global loads, "loads-only" probe). 2 needs STAGES == 1.
+layout(constant_id = 11) const uint PREF = 1;
 
 // Aliased views of the same bindings (one per access width).
 layout(std430, binding = 0) readonly buffer BW4 { uvec4 W4[]; };
@@ -105,51 +110,56 @@ shared uvec4 sC[EPI_IN_A ? 1u : WM * WN * 64u];
 
 // 8 halves of row `row` (first half at element index `base` of the
 // operand's binding) starting at column k; zero past K.
-uvec4 ld_w(uint base, uint k)
+// chk: this K step may run past K (uniform across the workgroup: only the
+// last step of a K that is not a multiple of BK), so whole steps load
+// without a compare per vector.
+uvec4 ld_w(uint base, uint k, bool chk)
 {
     uvec4 v = uvec4(0);
+    uint K = p.K;
     if (ALIGN == 8u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v = W4[(base + k) >> 3];
     } else if (ALIGN == 4u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v.xy = W2[(base + k) >> 2];
-        if (k + 4u < p.K)
+        if (!chk || k + 4u < K)
             v.zw = W2[(base + k + 4u) >> 2];
     } else {
         [[unroll]] for (uint j = 0; j < 4u; j++)
-            if (k + 2u * j < p.K)
+            if (!chk || k + 2u * j < K)
                 v[j] = W1[(base + k + 2u * j) >> 1];
     }
     return v;
 }
 
-uvec4 ld_x(uint base, uint k)
+uvec4 ld_x(uint base, uint k, bool chk)
 {
     uvec4 v = uvec4(0);
+    uint K = p.K;
     if (XTYPE == 0u) {
         // f32 activations: K % 4 == 0 and base % 4 == 0 (host checks)
-        if (k < p.K) {
+        if (!chk || k < K) {
             vec4 a = XF4[(base + k) >> 2];
             v.x = packHalf2x16(a.xy);
             v.y = packHalf2x16(a.zw);
         }
-        if (k + 4u < p.K) {
+        if (!chk || k + 4u < K) {
             vec4 b = XF4[(base + k + 4u) >> 2];
             v.z = packHalf2x16(b.xy);
             v.w = packHalf2x16(b.zw);
         }
     } else if (ALIGN == 8u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v = X4[(base + k) >> 3];
     } else if (ALIGN == 4u) {
-        if (k < p.K)
+        if (!chk || k < K)
             v.xy = X2[(base + k) >> 2];
-        if (k + 4u < p.K)
+        if (!chk || k + 4u < K)
             v.zw = X2[(base + k + 4u) >> 2];
     } else {
         [[unroll]] for (uint j = 0; j < 4u; j++)
-            if (k + 2u * j < p.K)
+            if (!chk || k + 2u * j < K)
                 v[j] = X1[(base + k + 2u * j) >> 1];
     }
     return v;
@@ -167,69 +177,101 @@ void main()
         [[unroll]] for (uint j = 0; j < FN; j++)
             acc[i][j] = CM_C(0.0);
 
-    uvec4 ra[A_PER], rb[B_PER];
-    // vector v of a tile: row v / KV, 8-half group v % KV of the K slice
-    [[unroll]] for (uint q = 0; q < A_PER; q++) {
-        uint v = t + NT * q, r = v / KV, kq = (v % KV) * 8u;
-        ra[q] = m0 + r < p.M ? ld_x(p.x_skip + (m0 + r) * p.K, kq) : uvec4(0);
+    uint K = p.K;
+    uint nk = (K + BK - 1u) / BK;
+    // One K step into registers: vector v of a tile is row v / KV, 8-half
+    // group v % KV of the step. Rows past M (N) load row M-1 (N-1) instead
+    // of branching: their products land in outputs the epilogue never
+    // stores. Only a step that runs past K checks K, per vector.
+#define FETCH(RA, RB, K0) {                                                   \
+        uint k0_ = (K0);                                                      \
+        bool chk_ = k0_ + BK > K;                                             \
+        [[unroll]] for (uint q = 0; q < A_PER; q++) {                         \
+            uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u);              \
+            RA[q] = ld_x(p.x_skip + r * K, k0_ + (v % KV) * 8u, chk_);        \
+        }                                                                     \
+        [[unroll]] for (uint q = 0; q < B_PER; q++) {                         \
+            uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u);              \
+            RB[q] = ld_w(p.w_skip + r * K, k0_ + (v % KV) * 8u, chk_);        \
+        }                                                                     \
     }
-    [[unroll]] for (uint q = 0; q < B_PER; q++) {
-        uint v = t + NT * q, r = v / KV, kq = (v % KV) * 8u;
-        rb[q] = n0 + r < p.N ? ld_w(p.w_skip + (n0 + r) * p.K, kq) : uvec4(0);
+    // Registers into shared stage ST.
+#define STASH(RA, RB, ST) {                                                   \
+        [[unroll]] for (uint q = 0; q < A_PER; q++) {                         \
+            uint v = t + NT * q;                                              \
+            sA[(ST) * SA + (v / KV) * SKV + (v % KV)] = RA[q];                \
+        }                                                                     \
+        [[unroll]] for (uint q = 0; q < B_PER; q++) {                         \
+            uint v = t + NT * q;                                              \
+            sB[(ST) * SB + (v / KV) * SKV + (v % KV)] = RB[q];                \
+        }                                                                     \
     }
-    [[unroll]] for (uint q = 0; q < A_PER; q++) {
-        uint v = t + NT * q;
-        sA[(v / KV) * SKV + (v % KV)] = ra[q];
+    // The products of the step in shared stage ST.
+#define MMA(ST) {                                                             \
+        uint aoff = (ST) * SA, boff = (ST) * SB;                              \
+        [[unroll]] for (uint kk = 0; kk < BK / 16u; kk++) {                   \
+            CM_A a[FM];                                                       \
+            CM_B b[FN];                                                       \
+            [[unroll]] for (uint i = 0; i < FM; i++)                          \
+                CM_LOAD_ROWS(a[i], sA, aoff + (wm + 16u * i) * SKV + 2u * kk, SKV); \
+            [[unroll]] for (uint j = 0; j < FN; j++)                          \
+                CM_LOAD_COLS(b[j], sB, boff + (wn + 16u * j) * SKV + 2u * kk, SKV); \
+            if (PROBE != 2u)                                                  \
+                [[unroll]] for (uint i = 0; i < FM; i++)                      \
+                    [[unroll]] for (uint j = 0; j < FN; j++)                  \
+                        acc[i][j] = CM_MAD(a[i], b[j], acc[i][j]);            \
+        }                                                                     \
     }
-    [[unroll]] for (uint q = 0; q < B_PER; q++) {
-        uint v = t + NT * q;
-        sB[(v / KV) * SKV + (v % KV)] = rb[q];
-    }
-    barrier();
 
-    uint nk = (p.K + BK - 1u) / BK;
-    for (uint s = 0; s < nk; s++) {
-        uint cur = STAGES == 2u ? (s & 1u) : 0u;
-        bool more = s + 1u < nk && PROBE != 1u;
-        if (more) {
-            uint k0 = (s + 1u) * BK;
-            [[unroll]] for (uint q = 0; q < A_PER; q++) {
-                uint v = t + NT * q, r = v / KV, kq = k0 + (v % KV) * 8u;
-                ra[q] = m0 + r < p.M ? ld_x(p.x_skip + (m0 + r) * p.K, kq) : uvec4(0);
+    uvec4 ra[A_PER], rb[B_PER];
+    FETCH(ra, rb, 0u);
+    STASH(ra, rb, 0u);
+    barrier();
+    bool loads = PROBE != 1u; // the math-only probe keeps the first tile
+
+    if (PREF == 1u) {
+        for (uint s = 0; s < nk; s++) {
+            uint cur = STAGES == 2u ? (s & 1u) : 0u;
+            bool more = s + 1u < nk && loads;
+            if (more)
+                FETCH(ra, rb, (s + 1u) * BK);
+            MMA(cur);
+            if (more) {
+                if (STAGES == 1u)
+                    barrier(); // everyone is done reading the only stage
+                STASH(ra, rb, STAGES == 2u ? (cur ^ 1u) : 0u);
             }
-            [[unroll]] for (uint q = 0; q < B_PER; q++) {
-                uint v = t + NT * q, r = v / KV, kq = k0 + (v % KV) * 8u;
-                rb[q] = n0 + r < p.N ? ld_w(p.w_skip + (n0 + r) * p.K, kq) : uvec4(0);
+            barrier();
+        }
+    } else {
+        // Two steps in registers (ra: step s+1, ra2: step s+2), one shared
+        // stage; the loop takes two steps per turn so both register sets
+        // keep fixed names (no indexing into registers).
+        uvec4 ra2[A_PER], rb2[B_PER];
+        if (1u < nk && loads)
+            FETCH(ra, rb, BK);
+        for (uint s = 0; s < nk; s += 2u) {
+            if (s + 2u < nk && loads)
+                FETCH(ra2, rb2, (s + 2u) * BK);
+            MMA(0u);
+            barrier();
+            if (s + 1u < nk) {
+                if (loads)
+                    STASH(ra, rb, 0u);
+                barrier();
+                if (s + 3u < nk && loads)
+                    FETCH(ra, rb, (s + 3u) * BK);
+                MMA(0u);
+                barrier();
+                if (s + 2u < nk && loads)
+                    STASH(ra2, rb2, 0u);
+                barrier();
             }
         }
-        uint aoff = cur * SA, boff = cur * SB;
-        [[unroll]] for (uint kk = 0; kk < BK / 16u; kk++) {
-            CM_A a[FM];
-            CM_B b[FN];
-            [[unroll]] for (uint i = 0; i < FM; i++)
-                CM_LOAD_ROWS(a[i], sA, aoff + (wm + 16u * i) * SKV + 2u * kk, SKV);
-            [[unroll]] for (uint j = 0; j < FN; j++)
-                CM_LOAD_COLS(b[j], sB, boff + (wn + 16u * j) * SKV + 2u * kk, SKV);
-            if (PROBE != 2u)
-                [[unroll]] for (uint i = 0; i < FM; i++)
-                    [[unroll]] for (uint j = 0; j < FN; j++)
-                        acc[i][j] = CM_MAD(a[i], b[j], acc[i][j]);
-        }
-        if (more) {
-            if (STAGES == 1u)
-                barrier(); // everyone is done reading the only stage
-            uint nxt = STAGES == 2u ? (cur ^ 1u) : 0u;
-            [[unroll]] for (uint q = 0; q < A_PER; q++) {
-                uint v = t + NT * q;
-                sA[nxt * SA + (v / KV) * SKV + (v % KV)] = ra[q];
-            }
-            [[unroll]] for (uint q = 0; q < B_PER; q++) {
-                uint v = t + NT * q;
-                sB[nxt * SB + (v / KV) * SKV + (v % KV)] = rb[q];
-            }
-        }
-        barrier();
     }
+#undef FETCH
+#undef STASH
+#undef MMA
 
     // Epilogue: each 16x16 fragment through the subgroup's scratch (f32
     // bits in 16-byte vectors, 4 per row); lane l writes row l/2, columns

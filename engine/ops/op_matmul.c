@@ -41,8 +41,9 @@ static const char *const ROUTE_NAME[] = {"none", "nv", "khr", "cm2"};
 
 /* Subgroup-scope tile configurations (nv, khr): subgroups along M and N,
  * 16x16 fragments per subgroup along M and N, K per step, shared stages,
- * probe (measurement-only variants, results not valid: never picked). */
-static const uint32_t GEMM_CFG[][7] = {
+ * probe (measurement-only variants, results not valid: never picked),
+ * K steps fetched ahead (0 or 1: one; 2: two, with one stage). */
+static const uint32_t GEMM_CFG[][8] = {
     {2, 2, 4, 4, 32, 2, 0}, /* 128x128, 4 subgroups of 64x64 */
     {1, 2, 4, 4, 32, 2, 0}, /* 64x128: twice the workgroups for few output tiles */
     {2, 4, 4, 4, 32, 1, 0}, /* 128x256, 8 subgroups, one stage */
@@ -58,17 +59,59 @@ static const uint32_t GEMM_CFG[][7] = {
     {2, 4, 4, 2, 32, 1, 0}, /* AUTO's shape, K step 32, one stage */
     {2, 4, 4, 2, 32, 2, 1}, /* probe: AUTO's shape, the tensor-core math alone */
     {2, 4, 4, 2, 32, 2, 2}, /* probe: AUTO's shape, the global -> shared traffic alone */
+    /* two K steps fetched ahead (PREF 2), one stage */
+    {4, 4, 2, 2, 64, 1, 0, 2}, /* 15: AUTO's wide shape */
+    {2, 4, 4, 2, 64, 1, 0, 2},
+    {4, 2, 2, 4, 64, 1, 0, 2},
+    {2, 2, 4, 4, 64, 1, 0, 2},
+    {1, 4, 2, 2, 64, 1, 0, 2}, /* AUTO's narrow shape */
+    {2, 4, 2, 2, 64, 1, 0, 2}, /* 20: 64x128, 8 subgroups: two workgroups per multiprocessor */
+    {4, 4, 2, 2, 32, 1, 0, 2},
+    {2, 4, 2, 2, 64, 1, 0, 0}, /* 64x128 one ahead */
+    {4, 4, 2, 2, 64, 1, 1, 0}, /* probes of AUTO's wide shape: the math alone, */
+    {4, 4, 2, 2, 64, 1, 2, 0}, /* the loads alone, */
+    {4, 4, 2, 2, 64, 1, 2, 2}, /* 25: the loads alone two ahead */
 };
 #define SG_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
-/* The subgroup configurations AUTO uses, measured on the H200 (BENCHMARKS.md,
- * bench ops --only gemm, khr and nv alike): 16 subgroups of 32x32 in a
- * 128x128 tile, K step 64, one stage, for the prefill and vision shapes
- * (1.1-1.35x the earlier 8 x 64x32); 4 subgroups of 32x32 in a 32x128 tile
- * where there are few output tiles (k/v projections: n <= 512; label
+/* The subgroup configurations AUTO uses, measured on the H200 with the GPU
+ * kept busy (BENCHMARKS.md "Engine speed III, continued": bench ops --only
+ * gemm, 8 GEMMs per submission): 8 subgroups of 64x32 in a 128x128 tile,
+ * K step 64, one stage, two steps fetched ahead for the prefill and merger
+ * shapes (text q/o 151, down 201, merger 164-176 TFLOP/s, against 141 / 178 /
+ * 151-161 for the earlier 16 x 32x32 one ahead); 8 subgroups of 32x32 in a
+ * 64x128 tile, two ahead, for few output columns (k/v projections: n <= 512,
+ * 96 against 87); 4 subgroups of 32x32 in a 32x128 tile for few rows (label
  * passes: m <= 64). */
-#define SG_AUTO 11
-#define SG_AUTO_NARROW 8
-static int sg_auto_for(uint32_t m, uint32_t n) { return m <= 64 || n <= 512 ? SG_AUTO_NARROW : SG_AUTO; }
+#define SG_AUTO_WIDE 16
+#define SG_AUTO_FEW_N 20
+#define SG_AUTO_FEW_M 8
+/* FOLIO_GEMM_TILE=WIDE[,NARROW]: subgroup-table rows AUTO takes instead
+ * (NARROW for both narrow cases; benchmarks compare candidate AUTO tiles end
+ * to end in one run; a probe row is refused). */
+enum sg_use { SG_WIDE, SG_FEW_N, SG_FEW_M };
+static int sg_auto_env(int narrow)
+{
+    const char *e = getenv("FOLIO_GEMM_TILE");
+    if (!e || !*e)
+        return -1;
+    char *end;
+    long w = strtol(e, &end, 10), n = *end == ',' ? strtol(end + 1, NULL, 10) : -1;
+    long v = narrow ? n : w;
+    if (v < 0 || v >= SG_NCFG || GEMM_CFG[v][6])
+        return -1;
+    return (int)v;
+}
+static int sg_auto(enum sg_use u)
+{
+    static const int table[] = {SG_AUTO_WIDE, SG_AUTO_FEW_N, SG_AUTO_FEW_M};
+    int v = sg_auto_env(u != SG_WIDE);
+    return v >= 0 ? v : table[u];
+}
+#define SG_AUTO sg_auto(SG_WIDE)
+static int sg_auto_for(uint32_t m, uint32_t n)
+{
+    return sg_auto(m <= 64 ? SG_FEW_M : n <= 512 ? SG_FEW_N : SG_WIDE);
+}
 
 /* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
  * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32),
@@ -105,17 +148,25 @@ static const uint32_t CM2_CFG[][7] = {
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
 /* The cm2 configuration built per K for a model's own shapes
- * (ops_gemm_keys_for_k): with K fixed at pipeline creation the driver
- * stages the workgroup-scope loads 3-4x faster than with K from push
- * constants (BENCHMARKS.md, issue 29). Measured on the H200 it beats the
- * khr kernel only for short K (the vision tower's 1280: 1.1-1.4x) and loses
- * for long K (3420, 5120, 18944: 0.5-0.75x), so AUTO takes it for wide
- * products (n >= CM2K_MIN_N, m >= CM2K_MIN_M) of K <= CM2K_MAX_K where a
- * model pre-warmed that K. */
+ * (ops_gemm_keys_for_k, K <= CM2K_MAX_K): with K fixed at pipeline creation
+ * the driver stages the workgroup-scope loads 3-4x faster than with K from
+ * push constants (BENCHMARKS.md, issue 29). Measured on the H200 with the
+ * GPU kept busy it beats the subgroup kernel for the vision tower's K = 1280
+ * (qkv 189 against 126, gate/up 167 against 121 TFLOP/s) and for the text
+ * gate/up product (K = 3584, n = 18944: 198 against 186), and loses for
+ * text q/o (116 against 151) and long K, so AUTO takes it for m >= CM2K_MIN_M
+ * and either K <= CM2K_SHORT_K with n >= CM2K_MIN_N or n >= CM2K_WIDE_N. */
 #define CM2_KAUTO 0
 #define CM2K_MIN_N 1024
 #define CM2K_MIN_M 256
-#define CM2K_MAX_K 2048
+#define CM2K_SHORT_K 2048
+#define CM2K_WIDE_N 8192
+#define CM2K_MAX_K 4096
+static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
+{
+    return m >= CM2K_MIN_M && k <= CM2K_MAX_K &&
+           ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N);
+}
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
 static enum gemm_route cfg_route(int c) { return c < SG_NCFG ? GEMM_NV : c < 2 * SG_NCFG ? GEMM_KHR : GEMM_CM2; }
@@ -152,8 +203,8 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         return;
     }
     const uint32_t *g = sg_cfg(c);
-    snprintf(out, n, "%s:%ux%u/%uw-%ux%u/bk%u/s%u%s", ROUTE_NAME[cfg_route(c)], cfg_bm(c), cfg_bn(c),
-             g[0] * g[1], 16 * g[2], 16 * g[3], g[4], g[5], probe[g[6]]);
+    snprintf(out, n, "%s:%ux%u/%uw-%ux%u/bk%u/s%u%s%s", ROUTE_NAME[cfg_route(c)], cfg_bm(c), cfg_bn(c),
+             g[0] * g[1], 16 * g[2], 16 * g[3], g[4], g[5], g[7] == 2 ? "/ahead2" : "", probe[g[6]]);
 }
 
 static int sg_fits(const struct vkr *vk, int c)
@@ -205,12 +256,20 @@ int ops_gemm_config_fits(const struct vkr *vk, int c)
 
 void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
 {
-    int cm2 = c >= 0 && c < GEMM_NCFG && cfg_route(c) == GEMM_CM2;
-    *acc16 = cm2 ? (int)cm2_cfg(c)[4] : 0;
-    *probe = c >= 0 && c < GEMM_NCFG && !cm2 && sg_cfg(c)[6] != 0;
-    *k_mult = cm2 && cm2_cfg(c)[5] ? 8 : 2;
-    if (cm2 && cm2_cfg(c)[6]) /* only that K: a multiple of itself, and the caller checks k == it */
-        *k_mult = -(int)cm2_cfg(c)[6];
+    *acc16 = 0;
+    *probe = 0;
+    *k_mult = 2;
+    if (c < 0 || c >= GEMM_NCFG)
+        return;
+    if (cfg_route(c) == GEMM_CM2) {
+        const uint32_t *g = cm2_cfg(c);
+        *acc16 = (int)g[4];
+        *k_mult = g[5] ? 8 : 2;
+        if (g[6]) /* only that K: a multiple of itself, and the caller checks k == it */
+            *k_mult = -(int)g[6];
+        return;
+    }
+    *probe = sg_cfg(c)[6] != 0;
 }
 
 static int cm2_k_usable(const struct vkr *vk);
@@ -318,7 +377,7 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     }
     const uint32_t *g = sg_cfg(c);
     struct vkr_pipeline_key k = ops_key(cfg_route(c) == GEMM_KHR ? "gemm_khr" : "gemm_cm", 2, xtype, ytype);
-    k.nspec = 11;
+    k.nspec = 12;
     k.spec[2] = align;
     k.spec[3] = g[0];
     k.spec[4] = g[1];
@@ -328,6 +387,7 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     k.spec[8] = g[4];
     k.spec[9] = g[5];
     k.spec[10] = g[6];
+    k.spec[11] = g[7] ? g[7] : 1;
     return k;
 }
 
@@ -349,17 +409,23 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
     enum gemm_route r = gemm_route(vk);
     if (r == GEMM_NONE)
         return 0;
-    int n = 0, own[3], nown = 0;
+    int n = 0, own[4], nown = 0;
     if (r == GEMM_CM2) { /* f16 inputs on cm2 (both outputs), f32 inputs on the subgroup route */
         own[nown++] = auto_cfg(r, SG_AUTO);
         n += cfg_keys(own[0], 0, out);
         out[n++] = ops_gemm_key(1, 1, 8, own[0]);
         r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
     }
-    own[nown++] = auto_cfg(r, SG_AUTO);
-    own[nown++] = auto_cfg(r, SG_AUTO_NARROW);
-    for (int i = nown - 2; i < nown; i++)
-        n += cfg_keys(own[i], 1, &out[n]);
+    own[nown++] = auto_cfg(r, sg_auto(SG_WIDE));
+    own[nown++] = auto_cfg(r, sg_auto(SG_FEW_N));
+    own[nown++] = auto_cfg(r, sg_auto(SG_FEW_M));
+    for (int i = nown - 3; i < nown; i++) {
+        int dup = 0;
+        for (int j = nown - 3; j < i; j++)
+            dup |= own[j] == own[i];
+        if (!dup)
+            n += cfg_keys(own[i], 1, &out[n]);
+    }
     if (all_configs) /* the benchmark: every configuration of every route, f16 in, f32 out */
         for (int c = 0; c < GEMM_NCFG; c++) {
             int mine = 0;
@@ -423,7 +489,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
     /* AUTO on a cm2 device: the K-specialized workgroup kernel for wide
      * products whose K the model pre-warmed */
     int kspec = 0;
-    if (a->gemm_config == 0 && xb == 2 && a->n >= CM2K_MIN_N && a->m >= CM2K_MIN_M && cm2_k_usable(vk)) {
+    if (a->gemm_config == 0 && xb == 2 && cm2k_wanted(a->m, a->n, a->k) && cm2_k_usable(vk)) {
         struct vkr_pipeline_key kk = cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k);
         if (vkr_pipeline_ready(vk, &kk)) {
             tile = 2 * SG_NCFG + CM2_KAUTO;

@@ -122,7 +122,7 @@ int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype);
 /* The GEMM's pipeline keys (every input type, alignment and tile shape a
  * model can need; none where the GEMM is unavailable). Writes at most
  * OPS_GEMM_MAX_KEYS; returns the count. */
-#define OPS_GEMM_MAX_KEYS 32
+#define OPS_GEMM_MAX_KEYS 64
 int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
 /* The GEMM pipelines specialized for one K (the cm2 route's fast form: a

@@ -207,7 +207,7 @@ int vkr_arena_upload(struct vkr_arena *a, const void *src, uint64_t len, struct 
 int vkr_fill(struct vkr *vk, struct vkr_tensor t, uint32_t pattern, struct folio_err *err);
 
 /* ---- pipelines ---- */
-#define VKR_MAX_SPEC 12
+#define VKR_MAX_SPEC 16
 #define VKR_MAX_BINDINGS 8
 #define VKR_PUSH_BYTES 128
 
