@@ -22,8 +22,8 @@
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
-#include "pipeline/cli.h"
-#include "pipeline/doctext.h"
+#include "pipeline/cli/cli.h"
+#include "pipeline/document/doctext.h"
 
 #include <errno.h>
 #include <leptonica/allheaders.h>

@@ -6,7 +6,7 @@
  * automatic retrain fires once enough new corrections arrive and not again,
  * and results accept the ocr+learned path.
  */
-#include "pipeline/learn_db.h"
+#include "pipeline/db/learn_db.h"
 #include "tests/support/testutil.h"
 
 #include <libpq-fe.h>
