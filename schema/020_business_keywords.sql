@@ -1,4 +1,4 @@
--- folio schema, version 19 (issue 33): the default taxonomy's keywords
+-- folio schema, version 20 (issue 33): the default taxonomy's keywords
 -- for the ways offices word these documents that the first business set
 -- missed ("money out", "despatch note", "career history", "salary
 -- advice", "vat return" ...): on a held-out generator written apart from
