@@ -215,51 +215,18 @@ void metrics_set_unready(struct metrics *m, const char *reason)
     pthread_mutex_unlock(&m->mu);
 }
 
-/* A number or string field of the engine's own flat report object. This
- * is not a JSON parser: the report is folio's, one level, known keys. */
-static int report_field(const char *json, const char *key, double *num, char *str, size_t n)
+void metrics_set_engine(struct metrics *m, const struct engine_report *r)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    if (!p)
-        return -1;
-    p += strlen(pat);
-    if (str && *p == '"') {
-        size_t k = 0;
-        for (p++; *p && *p != '"' && k + 1 < n; p++) {
-            if (*p == '\\' && p[1])
-                p++;
-            str[k++] = *p;
-        }
-        str[k] = '\0';
-        return 0;
-    }
-    char *end = NULL;
-    double v = strtod(p, &end);
-    if (!num || end == p)
-        return -1;
-    *num = v;
-    return 0;
-}
-
-void metrics_set_engine(struct metrics *m, const char *report_json)
-{
-    if (!m || !report_json)
+    if (!m || !r)
         return;
     pthread_mutex_lock(&m->mu);
-    char dev[256];
-    if (report_field(report_json, "device", NULL, dev, sizeof dev) == 0 && dev[0])
-        snprintf(m->device, sizeof m->device, "%s", dev);
-    double w = 0, a = 0, p = 0, r = 0;
-    m->engine_set = report_field(report_json, "weights_bytes", &w, NULL, 0) == 0 &&
-                    report_field(report_json, "activation_bytes", &a, NULL, 0) == 0 &&
-                    report_field(report_json, "pipelines", &p, NULL, 0) == 0 &&
-                    report_field(report_json, "ready_ms", &r, NULL, 0) == 0;
-    m->weights_bytes = w;
-    m->activation_bytes = a;
-    m->pipelines = p;
-    m->ready_ms = r;
+    if (r->device[0])
+        snprintf(m->device, sizeof m->device, "%s", r->device);
+    m->engine_set = r->open;
+    m->weights_bytes = (double)r->weights_bytes;
+    m->activation_bytes = (double)r->activation_bytes;
+    m->pipelines = r->pipelines;
+    m->ready_ms = r->ready_ms;
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -20,6 +20,7 @@
 #include "common/common.h"
 
 struct engine_result;
+struct engine_report;
 
 /* Metric families. Keep in step with FAMILIES in metrics.c. */
 enum metric_id {
@@ -63,9 +64,9 @@ void metrics_set_ready(struct metrics *m, int ready, const char *paths);
  * documents' store): /readyz says it and folio_ready is 0. */
 void metrics_set_unready(struct metrics *m, const char *reason);
 
-/* The engine's open report (engine_models_report_json): device name for
- * the device label, planned GPU memory, pre-warmed pipelines, start-up time. */
-void metrics_set_engine(struct metrics *m, const char *report_json);
+/* The engine's open report (engine_models_report): device name for the
+ * device label, planned GPU memory, pre-warmed pipelines, start-up time. */
+void metrics_set_engine(struct metrics *m, const struct engine_report *r);
 
 /* Checks an ADDR:PORT without binding (option parsing). */
 int metrics_parse_listen(const char *s, struct folio_err *err);

@@ -165,9 +165,10 @@ static int open_models(struct worker *w, struct folio_err *err)
                                       .max_label_tokens = o->max_label_tokens};
     if (engine_models_open(&mc, &w->models, err))
         return err->code ? err->code : FOLIO_ENOMEM;
-    char q[400], why[320], rep[2048];
-    if (o->metrics && engine_models_report_json(w->models, rep, sizeof rep) == 0)
-        metrics_set_engine(o->metrics, rep);
+    char q[400], why[320];
+    struct engine_report rep;
+    if (o->metrics && engine_models_report(w->models, &rep) == 0)
+        metrics_set_engine(o->metrics, &rep);
     folio_log(FOLIO_LOG_INFO, "worker_models", "paths=%s reason=%s", engine_models_paths(w->models),
               folio_lq(q, sizeof q, (engine_models_reason(w->models, why, sizeof why), why)));
     return 0;
