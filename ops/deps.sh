@@ -16,6 +16,7 @@ PKGS=(
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libturbojpeg0-dev libjpeg-turbo-progs libleptonica-dev libtesseract-dev libpng-dev
   tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd fonts-dejavu-core
+  fonts-liberation fonts-freefont-ttf
   libpq-dev postgresql postgresql-contrib pgbouncer
   libssl-dev
   libpoppler-glib-dev libseccomp-dev poppler-utils qpdf img2pdf
