@@ -13,6 +13,10 @@ it may not fails to build) and ctest runs it again (py_test_layers).
 instead of only checking. Exit status 1 with one line per forbidden include
 ("FILE includes HEADER: layer A may not use layer B"), 0 when clean.
 
+Inside the pipeline layer the same rule holds for its parts, one folder
+each (PIPELINE_PARTS: pipeline/cli, review, worker, ingest, service, db,
+document), with "pipeline part A may not use part B" on a violation.
+
 Known exceptions are listed in EXCEPTIONS with the reason and the issue
 that removes them: a new crossing fails, the old ones stay visible.
 """
@@ -69,6 +73,28 @@ ALLOWED = {
               "quant", "common", "tools",
               "pdfhelper", "sandbox"},
 }
+
+# Inside the pipeline layer its parts have an order too (one folder each,
+# docs/ARCHITECTURE.md): a part may include its own headers and those of
+# the parts listed for it. The commands sit on top; the document part (a
+# document's pages and text for the engine) knows no SQL, so even db/ may
+# use it (learn_db's stored-text provider).
+PIPELINE_PARTS = {
+    "cli": {"review", "worker", "ingest", "service", "db", "document"},  # main, options, one file per command
+    "review": {"ingest", "service", "db", "document"},  # after the result: review page, report, split, filing
+    "worker": {"service", "db", "document"},
+    "ingest": {"service", "db", "document"},  # the ingest stage over ingest/
+    "service": {"db", "document"},  # HTTP, metrics, systemd
+    "db": {"document"},  # connection, queue, migrations, blobs, learned labels
+    "document": set(),
+}
+
+
+def part_of(path):
+    """The pipeline part of a path (pipeline/PART/...), else None."""
+    bits = path.split("/")
+    return bits[1] if len(bits) > 2 and bits[0] == "pipeline" else None
+
 
 # Crossings that exist today and are to go (issue 20): (file, header): why.
 EXCEPTIONS = {
@@ -161,9 +187,20 @@ def main():
     ap.add_argument("--graph", action="store_true")
     ap.add_argument("--stamp")
     args = ap.parse_args()
-    bad, edges, used = [], {}, set()
+    bad, edges, used, pedges = [], {}, set(), {}
     for f, inc, a, b in measure(args.root):
         if a == b:
+            pa, pb = part_of(f), part_of(inc)
+            if a == "pipeline" and pa != pb:
+                key = (f"pipeline/{pa}", f"pipeline/{pb}")
+                pedges[key] = pedges.get(key, 0) + 1
+                if pa not in PIPELINE_PARTS or pb not in PIPELINE_PARTS:
+                    bad.append(f"{f} includes {inc}: every pipeline file is in one of the parts "
+                               f"{', '.join(sorted(PIPELINE_PARTS))} (pipeline/PART/)")
+                elif pb not in PIPELINE_PARTS[pa] and (f, inc) not in EXCEPTIONS:
+                    bad.append(f"{f} includes {inc}: pipeline part {pa} may not use part {pb}")
+                elif (f, inc) in EXCEPTIONS:
+                    used.add((f, inc))
             continue
         edges[(a, b)] = edges.get((a, b), 0) + 1
         if b in ALLOWED.get(a, set()) and not (a == "pdfhelper" and b == "ingest" and inc != "ingest/pdf_proto.h"):
@@ -175,6 +212,8 @@ def main():
     bad += family_violations(args.root)
     if args.graph:
         for (a, b), n in sorted(edges.items()):
+            print(f"{a} -> {b} ({n})")
+        for (a, b), n in sorted(pedges.items()):
             print(f"{a} -> {b} ({n})")
     for line in bad:
         print(line)

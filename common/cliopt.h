@@ -1,6 +1,6 @@
 /*
  * common/cliopt — the one table-driven option parser of every folio
- * program: `folio` and its subcommands (pipeline/cli.h adds their own
+ * program: `folio` and its subcommands (pipeline/cli/cli.h adds their own
  * helpers), `folio-engine` and the benches. Exit codes and the
  * usage-error format are part of it.
  *
@@ -9,7 +9,7 @@
  * table drives getopt_long, the range checks with their messages
  * ("--NAME wants 1..64, got 'x'"), the option list of --help, and the
  * keys the configuration file and FOLIO_<KEY> variables accept
- * (pipeline/config.c), so the four cannot drift apart.
+ * (pipeline/cli/config.c), so the four cannot drift apart.
  *
  * Values are written at an offset into the command's own argument struct
  * (CLI_AT checks the member's type at compile time), which keeps the

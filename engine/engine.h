@@ -138,6 +138,16 @@ void engine_models_reason(struct engine_models *m, char *buf, size_t n);
 int engine_models_gave_up(struct engine_models *m);
 /* Device, driver, paths, the open report (ready time per step). */
 int engine_models_report_json(struct engine_models *m, char *buf, size_t n);
+/* The open report's figures the metrics export, as values (no GPU open:
+ * *out zeroed and 0 returned with out->open = 0). */
+struct engine_report {
+    int open;                 /* a GPU engine is open */
+    char device[256];
+    unsigned long long weights_bytes, activation_bytes;
+    unsigned pipelines;
+    double ready_ms;
+};
+int engine_models_report(struct engine_models *m, struct engine_report *out);
 
 /* The learned tier (ocr+learned, engine/learned.c): naive Bayes over the
  * OCR text, trained from corrections. A trainer collects (label, text)

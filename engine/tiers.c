@@ -219,6 +219,25 @@ int engine_models_report_json(struct engine_models *m, char *buf, size_t n)
     return rc;
 }
 
+int engine_models_report(struct engine_models *m, struct engine_report *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&m->mu);
+    while (m->busy)
+        pthread_cond_wait(&m->done_cv, &m->mu);
+    if (m->vlm) {
+        const struct vlm_report *r = vlm_report(m->vlm);
+        out->open = 1;
+        snprintf(out->device, sizeof out->device, "%s", r->device);
+        out->weights_bytes = r->weights_bytes;
+        out->activation_bytes = r->activation_bytes;
+        out->pipelines = r->pipelines;
+        out->ready_ms = r->total_ms;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
 int engine_models_check_labels(struct engine_models *m, const char *const *names, int nl,
                                struct folio_err *err)
 {

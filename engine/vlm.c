@@ -32,6 +32,7 @@
 #include "engine/vk/vkr.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,44 +145,96 @@ static int load_gate(const struct vlm_config *c, struct vlm_gate_rule *rules, in
     return rc;
 }
 
+/* A synthetic page of side x side: mid-gray with darker bands (something
+ * for the tower's windows to differ over). */
+static uint8_t *warm_page(uint32_t side)
+{
+    uint8_t *px = malloc((size_t)side * side * 3);
+    for (uint32_t i = 0; px && i < side * side * 3; i++)
+        px[i] = (uint8_t)((i / (side * 3)) % 64 < 8 ? 40 : 200);
+    return px;
+}
+
+/* One warm-up pass of n copies of a side x side page scored against nl of
+ * the labels. */
+static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const *labels,
+                     uint32_t nl, struct folio_err *err)
+{
+    uint8_t *px = warm_page(side);
+    struct vlm_prepared **pp = calloc(n, sizeof *pp);
+    struct vlm_result *rs = calloc(n, sizeof *rs);
+    int rc = px && pp && rs ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    struct vlm_page pg = {px, side, side, (size_t)side * 3, 3};
+    for (uint32_t i = 0; !rc && i < n; i++)
+        rc = vlm_prepare(v, &pg, labels, nl, &pp[i], err);
+    if (!rc)
+        rc = vlm_classify_batch(v, pp, n, rs, err);
+    for (uint32_t i = 0; pp && rs && i < n; i++) {
+        vlm_prepared_free(pp[i]);
+        vlm_result_free(&rs[i]);
+    }
+    free(pp);
+    free(rs);
+    free(px);
+    return rc;
+}
+
+static const char *const warm_labels[16] = {"invoice", "letter", "receipt", "contract",
+                                            "form", "report", "memo", "order", "notice",
+                                            "claim", "bill", "note", "card", "list", "plan",
+                                            "other"};
+
+static int warm_passes(struct vlm *v, struct folio_err *err);
+
+/* The warm-up exercises every pipeline variant a pass can use, without
+ * running a full batch (which made the ready time grow with --gpu-batch):
+ * (0) a short text through the text tier; (1) one smallest page with one
+ * label: the batch-1 path and every kernel's short-matrix variant; (2) a
+ * tall pass, whose every stage has at least VLM_WARM_ROWS rows where the
+ * plan allows (pages of up to 256 merged tokens, as many as that takes, at
+ * least 2 for the multi-page path, at most max_batch) and the label rows
+ * of up to 16 labels per page. Its cost is bounded by VLM_WARM_ROWS, not
+ * by the batch (a plan of small pages needs more of them: up to
+ * max_batch). The open marks the runtime warm afterwards: a variant first
+ * recorded later is counted (first_use_after_warm, tests keep it at 0). */
 static int warmup(struct vlm *v, struct folio_err *err)
 {
-    /* a mid-gray page with a darker band: big enough for several windows */
-    uint32_t w = 336, h = 224;
-    uint8_t *px = malloc((size_t)w * h * 3);
-    if (!px)
-        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    for (uint32_t i = 0; i < w * h * 3; i++)
-        px[i] = (uint8_t)((i / (w * 3)) % 64 < 8 ? 40 : 200);
-    static const char *const labels[] = {"invoice", "letter"};
-    struct vlm_page pg = {px, w, h, (size_t)w * 3, 3};
-    struct vlm_result r;
-    memset(&r, 0, sizeof r);
-    int rc;
-    if (v->vis) {
-        /* a full batch: the largest pass the plan allows runs once here */
-        struct vlm_prepared **pp = calloc(v->max_batch, sizeof *pp);
-        struct vlm_result *rs = calloc(v->max_batch, sizeof *rs);
-        rc = pp && rs ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-        for (uint32_t i = 0; !rc && i < v->max_batch; i++)
-            rc = vlm_prepare(v, &pg, labels, 2, &pp[i], err);
-        if (!rc)
-            rc = vlm_classify_batch(v, pp, v->max_batch, rs, err);
-        for (uint32_t i = 0; pp && rs && i < v->max_batch; i++) {
-            vlm_prepared_free(pp[i]);
-            vlm_result_free(&rs[i]);
-        }
-        free(pp);
-        free(rs);
-        v->classify_calls = 0;
-    } else {
-        struct lm_text_result tr;
-        memset(&tr, 0, sizeof tr);
-        const char *txt = "warm-up";
-        rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, labels, 2, 16, &tr, err);
-    }
-    vlm_result_free(&r);
-    free(px);
+    /* an injected device loss counts the caller's passes, not these */
+    uint32_t fault_after = v->fault_after;
+    v->fault_after = 0;
+    int rc = warm_passes(v, err);
+    v->fault_after = fault_after;
+    v->classify_calls = 0;
+    return rc;
+}
+
+static int warm_passes(struct vlm *v, struct folio_err *err)
+{
+    /* the text tier (ocr+lm) runs on the same LM after vision: its short
+     * prompt once too (the whole warm-up when there is no tower) */
+    struct lm_text_result tr;
+    memset(&tr, 0, sizeof tr);
+    const char *txt = "warm-up";
+    uint32_t nl = v->cfg.max_labels < 16 ? v->cfg.max_labels : 16;
+    int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, warm_labels, nl < 2 ? nl : 2, 16,
+                              &tr, err);
+    if (rc || !v->vis)
+        return rc;
+    rc = warm_pass(v, 56, 1, warm_labels, 1, err); /* upscaled to the smallest page */
+    uint32_t f = v->prep.patch * 2, cap = (uint32_t)sqrt((double)v->prep.max_pixels) / f;
+    uint32_t cells = (uint32_t)ceil(sqrt((double)VLM_WARM_ROWS)); /* merged tokens per side */
+    if (cells > cap)
+        cells = cap;
+    if (cells < 1)
+        cells = 1;
+    uint32_t side = cells * f, per = cells * cells;
+    uint32_t n = (VLM_WARM_ROWS + per - 1) / per;
+    n = n < 2 ? 2 : n;
+    n = n > v->max_batch ? v->max_batch : n;
+    if (!rc)
+        rc = warm_pass(v, side, n, warm_labels, nl, err);
+    folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u", n,
+              side, nl, v->max_batch);
     return rc;
 }
 
@@ -572,6 +625,9 @@ static int open_check(struct vlm *v, double t0, struct folio_err *err)
         if (d == 0)
             v->rep.cache_hit = st.cache_hit;
     }
+    if (!v->cfg.skip_warmup) /* from here a variant seen for the first time is counted */
+        for (uint32_t d = 0; d < v->ndev; d++)
+            vkr_mark_warm(v->vks[d]);
     v->rep.total_ms = folio_mono_ms() - t0;
     char q1[300], q2[120], q3[300];
     folio_log(FOLIO_LOG_INFO, "vlm_ready",

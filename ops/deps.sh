@@ -2,7 +2,13 @@
 # Installs every Debian 12 package folio needs to build, run and test.
 # Idempotent: asks dpkg first and runs apt-get (update + install) only for
 # what is missing, so a provisioned machine pays nothing.
+#   ops/deps.sh             everything: build, run and test
+#   ops/deps.sh --service   what building and running the service needs
+#                           (no test-only tools fetched: npm for the
+#                           browser check)
 set -euo pipefail
+SERVICE_ONLY=0
+[ "${1:-}" = --service ] && SERVICE_ONLY=1
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
@@ -10,6 +16,7 @@ PKGS=(
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libturbojpeg0-dev libjpeg-turbo-progs libleptonica-dev libtesseract-dev libpng-dev
   tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd fonts-dejavu-core
+  fonts-liberation fonts-freefont-ttf
   libpq-dev postgresql postgresql-contrib pgbouncer
   libssl-dev
   libpoppler-glib-dev libseccomp-dev poppler-utils qpdf img2pdf
@@ -19,11 +26,15 @@ PKGS=(
   prometheus chromium-headless-shell nodejs
 )
 
+# One dpkg-query for the whole list: a query (and a grep) per package was
+# 9 s of a first start on a loaded machine.
+declare -A have=()
+while IFS=$'\t' read -r name status; do
+  [ "$status" = "install ok installed" ] && have[$name]=1
+done < <(dpkg-query -W -f='${Package}\t${Status}\n' "${PKGS[@]}" 2>/dev/null || true)
 missing=()
 for p in "${PKGS[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
+  [ -n "${have[$p]:-}" ] || missing+=("$p")
 done
 
 SUDO=""
@@ -45,6 +56,9 @@ $SUDO bash "$(dirname "$0")/shaderc-trixie.sh"
 # The browser test's npm packages (playwright-core, which drives Debian's
 # Chromium: tests/e2e/test_review.sh), exactly as tests/browser's lockfile
 # says, from the npm registry; no browser download.
+# The browser check's node modules serve tests only: the run command
+# (ops/run-local.sh --service) does not wait for npm.
+[ "$SERVICE_ONLY" = 1 ] && exit 0
 BROWSER_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
 if [ ! -d "$BROWSER_DIR/node_modules/playwright-core" ]; then
   echo "deps: npm ci in $BROWSER_DIR"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ops/gen-man.sh FOLIO SETUP_DB OUTDIR: the manual pages installed with the
 # package, made by help2man from the binary's own --help texts (which the
-# option tables of pipeline/cli.h print), so a man page can never disagree
+# option tables of pipeline/cli/cli.h print), so a man page can never disagree
 # with the binary: folio.1, folio-COMMAND.1 for every command `folio --help`
 # lists, and folio-setup-db.8. Written gzipped (-9n: reproducible), as
 # Debian installs manual pages.

@@ -55,12 +55,17 @@ GLSL
 }
 
 if command -v glslc >/dev/null 2>&1 && probe_khr glslc; then
-  echo "shaderc: the system glslc compiles GL_KHR_cooperative_matrix ($(glslc --version | head -1)); nothing to fetch"
+  echo "shaderc: the system glslc compiles GL_KHR_cooperative_matrix ($(glslc --version | sed -n 1p)); nothing to fetch"
   exit 0
 fi
-if [ -x "$DEST/bin/glslc" ] && "$DEST/bin/glslc" --version 2>/dev/null | grep -qx "$WANT_VERSION-1" \
-   && [ -f "$DEST/usr/include/vulkan/vulkan_core.h" ]; then
-  echo "shaderc: $("$DEST/bin/glslc" --version | head -1) in $DEST"
+# The version is read whole (sed, not grep -q or head): under pipefail a
+# reader that stops early lets glslc die of SIGPIPE, the check fails about
+# every other time and a good copy was fetched again (~50 s, and replaced
+# under a concurrent build's feet).
+have=""
+[ -x "$DEST/bin/glslc" ] && have=$("$DEST/bin/glslc" --version 2>/dev/null | sed -n 1p) || true
+if [ "$have" = "$WANT_VERSION-1" ] && [ -f "$DEST/usr/include/vulkan/vulkan_core.h" ]; then
+  echo "shaderc: $have in $DEST"
   exit 0
 fi
 

@@ -84,7 +84,8 @@ struct vlm_bench_opts {
 };
 /* Random-weight Qwen2.5-VL-7B-shaped models (Q4_K_M-like text, F16 tower):
  * ready time cold and with the pipeline cache warm (planned for the
- * largest batch, warm-up a full batch), then for each batch size pages/s
+ * largest batch; the warm-up is vlm_open's, bounded by rows rather than
+ * the batch), then for each batch size pages/s
  * with the preprocess / vision / LM split per page, the LM's prefill /
  * scoring split, and the FLOP rate. JSON lines on out. */
 int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err);

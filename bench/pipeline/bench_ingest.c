@@ -11,9 +11,9 @@
  * unless --keep is given. One JSON object per line on stdout.
  */
 #include "bench/pipeline/bench.h"
-#include "pipeline/cli.h"
-#include "pipeline/ingest_run.h"
-#include "pipeline/migrate.h"
+#include "pipeline/cli/cli.h"
+#include "pipeline/ingest/ingest_run.h"
+#include "pipeline/db/migrate.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -32,8 +32,8 @@
 #include "common/json.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
-#include "pipeline/cli.h"
-#include "pipeline/doctext.h"
+#include "pipeline/cli/cli.h"
+#include "pipeline/document/doctext.h"
 
 #include <math.h>
 #include <pthread.h>

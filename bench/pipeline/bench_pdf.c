@@ -20,7 +20,7 @@
 #include "common/json.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
-#include "pipeline/cli.h"
+#include "pipeline/cli/cli.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * folio bench queue: claim + complete cycles per second through folio's own
- * queue code (pipeline/queue.c) with 1, 4 and 16 concurrent workers and a
+ * queue code (pipeline/db/queue.c) with 1, 4 and 16 concurrent workers and a
  * no-op classifier, against a bare SKIP LOCKED claim/complete loop run by
  * pgbench on the same server in the same run.
  *
@@ -25,9 +25,9 @@
  */
 #include "bench/pipeline/bench.h"
 #include "common/json.h"
-#include "pipeline/cli.h"
-#include "pipeline/db.h"
-#include "pipeline/queue.h"
+#include "pipeline/cli/cli.h"
+#include "pipeline/db/db.h"
+#include "pipeline/db/queue.h"
 
 #include <dirent.h>
 #include <sys/resource.h>

@@ -1,8 +1,8 @@
 /* folio bench SUBJECT: throughput measurements, one JSON object per line on
  * stdout. Each subject lives in its own bench_<subject>.c. */
 #include "bench/pipeline/bench.h"
-#include "pipeline/cli.h"
-#include "pipeline/commands.h"
+#include "pipeline/cli/cli.h"
+#include "pipeline/cli/commands.h"
 
 #include <stdio.h>
 #include <string.h>

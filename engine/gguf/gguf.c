@@ -418,7 +418,7 @@ static int parse_tensor_infos(struct gguf_file *f, struct cur *c)
         if (ns.n == 0 || ns.n > GGUF_MAX_NAME)
             return malformed(c, at, "tensor %llu's name has length %llu (must be 1..%d)",
                              (unsigned long long)i, (unsigned long long)ns.n, GGUF_MAX_NAME);
-        char *name;
+        char *name = NULL;
         rc = dup_name(c, ns, at, "a tensor name", &name);
         if (rc)
             return rc;

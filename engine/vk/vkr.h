@@ -131,6 +131,11 @@ struct vkr_stats {
     /* pipelines */
     uint32_t pipelines_built, pipelines_failed;
     uint64_t pipeline_requests_after_seal; /* must stay 0 */
+    /* distinct pipelines recorded into a pass so far, and those recorded for
+     * the first time after vkr_mark_warm (a variant the warm-up missed: its
+     * first use pays the driver's lazy costs on the request path; must stay 0) */
+    uint32_t pipelines_exercised;
+    uint64_t first_use_after_warm;
     int sealed;
     int cache_hit;            /* 1 loaded, 0 miss, -1 disabled */
     char cache_miss_reason[96];
@@ -227,6 +232,9 @@ int vkr_prewarm(struct vkr *vk, const struct vkr_pipeline_key *keys, int n, int 
 int vkr_pipeline_key_equal(const struct vkr_pipeline_key *a, const struct vkr_pipeline_key *b);
 /* After this no pipeline is ever created. */
 void vkr_seal(struct vkr *vk);
+/* Marks the end of the warm-up: from here a pipeline recorded for the first
+ * time is counted (first_use_after_warm) and logged as a warning. */
+void vkr_mark_warm(struct vkr *vk);
 /* Returns the pipeline's id. Before seal a missing pipeline is created;
  * after seal it fails (FOLIO_ESTATE) and increments the after-seal counter.
  * A key whose creation failed returns FOLIO_EUNSUPPORTED with the result. */

@@ -280,6 +280,22 @@ int vkr_cmd_dispatch(struct vkr_cmd *c, uint32_t pipeline, const struct vkr_bind
     }
     c->ndisp++;
     vk->dispatches++;
+    struct vkr_pipe *pp = &vk->pipes[pipeline];
+    if (!pp->dispatched) {
+        pp->dispatched = 1;
+        vk->exercised++;
+        if (vk->warm) {
+            /* the warm-up did not reach this variant: its first use pays
+             * the driver's lazy costs here, on the request path */
+            vk->first_after_warm++;
+            char q[160];
+            folio_log(FOLIO_LOG_WARN, "vk_pipeline_first_use_after_warm",
+                      "shader=%s spec0=%u spec1=%u label=%s count=%" PRIu64, pp->key.shader,
+                      pp->key.nspec > 0 ? pp->key.spec[0] : 0,
+                      pp->key.nspec > 1 ? pp->key.spec[1] : 0, folio_lq(q, sizeof q, label ? label : ""),
+                      vk->first_after_warm);
+        }
+    }
     return 0;
 }
 

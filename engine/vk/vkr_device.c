@@ -958,6 +958,8 @@ void vkr_get_stats(const struct vkr *vk, struct vkr_stats *s)
     s->pipelines_failed = vk->failed;
     s->pipeline_requests_after_seal = vk->after_seal;
     s->sealed = vk->sealed;
+    s->pipelines_exercised = vk->exercised;
+    s->first_use_after_warm = vk->first_after_warm;
     s->cache_hit = vk->cache_hit;
     snprintf(s->cache_miss_reason, sizeof s->cache_miss_reason, "%s", vk->cache_miss_reason);
     snprintf(s->cache_path, sizeof s->cache_path, "%s", vk->cache_path);
@@ -991,7 +993,7 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         "\"coopmat_nv\":%d,\"coopmat_khr\":%d,\"coopmat2_nv\":%d,\"timestamps\":%d,"
         "\"validation\":%d},"
         "\"pipelines\":{\"built\":%u,\"failed\":%u,\"sealed\":%s,\"requests_after_seal\":%" PRIu64
-        ",\"prewarm_ms\":%.1f,\"cache\":\"%s\",\"cache_miss_reason\":\"%s\",\"cache_path\":\"%s\"},"
+        ",\"exercised\":%u,\"first_use_after_warm\":%" PRIu64 ",\"prewarm_ms\":%.1f,\"cache\":\"%s\",\"cache_miss_reason\":\"%s\",\"cache_path\":\"%s\"},"
         "\"memory\":{\"blocks\":%u,\"device_bytes\":%" PRIu64 ",\"device_bytes_peak\":%" PRIu64 "},"
         "\"host_alloc_callbacks\":{\"allocs\":%" PRIu64 ",\"frees\":%" PRIu64
         ",\"bytes_now\":%" PRIu64 ",\"bytes_peak\":%" PRIu64 "},"
@@ -1006,7 +1008,7 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         F->device_fault, F->coopmat_nv, F->coopmat_khr, F->coopmat2_nv, F->timestamps, F->validation,
         s.pipelines_built,
         s.pipelines_failed, s.sealed ? "true" : "false", s.pipeline_requests_after_seal,
-        s.prewarm_ms, s.cache_hit > 0 ? "hit" : s.cache_hit == 0 ? "miss" : "disabled", reason,
+        s.pipelines_exercised, s.first_use_after_warm, s.prewarm_ms, s.cache_hit > 0 ? "hit" : s.cache_hit == 0 ? "miss" : "disabled", reason,
         path, s.blocks, s.device_bytes, s.device_bytes_peak, s.host_allocs, s.host_frees,
         s.host_bytes_now, s.host_bytes_peak, s.validation_messages, vk->dead ? "true" : "false");
 }

@@ -33,6 +33,7 @@ struct vkr_pipe {
     VkPipeline pipe;
     VkResult result;          /* VK_SUCCESS or why it is unavailable */
     double create_ms;
+    int dispatched;           /* recorded at least once (the warm-up exercised it) */
 };
 
 struct vkr {
@@ -82,6 +83,9 @@ struct vkr {
     uint32_t npipes, cap_pipes;
     int sealed;
     uint64_t after_seal;
+    int warm;                    /* vkr_mark_warm: the warm-up is over */
+    uint32_t exercised;          /* distinct pipelines recorded so far */
+    uint64_t first_after_warm;   /* pipelines first recorded after the warm-up */
     uint32_t built, failed;
     int cache_hit;
     char cache_miss_reason[96];

@@ -491,6 +491,12 @@ void vkr_seal(struct vkr *vk)
     folio_log(FOLIO_LOG_INFO, "vk_sealed", "pipelines=%u failed=%u", vk->built, vk->failed);
 }
 
+void vkr_mark_warm(struct vkr *vk)
+{
+    vk->warm = 1;
+    folio_log(FOLIO_LOG_INFO, "vk_warm", "pipelines=%u exercised=%u", vk->built, vk->exercised);
+}
+
 int vkr_pipeline_ready(struct vkr *vk, const struct vkr_pipeline_key *key)
 {
     int i = find_pipe(vk, key);

@@ -1,8 +1,9 @@
 /*
  * Every op against its C reference on the test device (lavapipe in CI)
  * under the validation layer, with the device's own limits. See
- * ops_cases.h for the cases and the stated error bounds.
+ * tests/engine/ops/ for the cases (one file per op) and the stated error
+ * bounds.
  */
-#include "tests/engine/ops_cases.h"
+#include "tests/engine/ops/ops_test.h"
 
 int main(void) { return run_all(0); }

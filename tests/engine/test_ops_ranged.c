@@ -5,7 +5,9 @@
  * ranged dispatch paths (row chunks with unaligned starts) are exercised.
  * The results must meet the same bounds as with the device's limits.
  */
-#include "tests/engine/ops_cases.h"
+#include "tests/engine/ops/ops_test.h"
+
+#include <stdlib.h>
 
 int main(void)
 {

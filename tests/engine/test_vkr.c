@@ -6,6 +6,8 @@
  *    over-size tensors, exhausted plans and (injected) device OOM give
  *    errors with the numbers;
  *  - chunked staging round-trips data larger than the staging buffer;
+ *  - a pipeline first recorded after vkr_mark_warm is counted, one the
+ *    warm-up recorded is not;
  *  - pre-warm (parallel and serial), seal, a request after seal fails and
  *    is counted; an injected pipeline-creation failure disables only that
  *    pipeline;
@@ -230,6 +232,41 @@ static void test_pipelines(const char *scratch)
               strstr(json, "\"host_alloc_callbacks\"") && strstr(json, "\"sealed\":true"),
           "stats json: %s", json);
     CHECK(s.host_allocs > 0 && s.host_bytes_peak > 0, "allocation callbacks saw nothing");
+    /* the warm-up's record: a pipeline recorded before vkr_mark_warm is
+     * exercised; recorded again after it, nothing; another one recorded
+     * for the first time after it is counted */
+    struct vkr_arena *a = NULL;
+    struct vkr_tensor x = {0}, y = {0};
+    rc = vkr_arena_create(vk, "a", VKR_ARENA_WEIGHTS, &a, &e);
+    if (!rc)
+        rc = vkr_arena_alloc(a, 4096, &x, &e);
+    if (!rc)
+        rc = vkr_arena_alloc(a, 4096, &y, &e);
+    CHECK(rc == 0, "arena: %s", e.msg);
+    struct vkr_cmd *c = NULL;
+    CHECK(!rc && vkr_cmd_begin(vk, &c, &e) == 0, "begin: %s", e.msg);
+    if (c) {
+        CHECK(op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e) == 0, "silu: %s", e.msg);
+        vkr_get_stats(vk, &s);
+        CHECK(s.pipelines_exercised == 1 && s.first_use_after_warm == 0,
+              "before the mark: %u exercised, %llu after warm", s.pipelines_exercised,
+              (unsigned long long)s.first_use_after_warm);
+        vkr_mark_warm(vk);
+        CHECK(op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e) == 0, "silu again: %s", e.msg);
+        vkr_get_stats(vk, &s);
+        CHECK(s.first_use_after_warm == 0, "a warmed pipeline counted: %llu",
+              (unsigned long long)s.first_use_after_warm);
+        CHECK(op_elem(c, OP_ADD, x, &y, y, 64, 64, 0, 0, &e) == 0, "add: %s", e.msg);
+        vkr_get_stats(vk, &s);
+        CHECK(s.pipelines_exercised == 2 && s.first_use_after_warm == 1,
+              "a first use after the mark: %u exercised, %llu after warm", s.pipelines_exercised,
+              (unsigned long long)s.first_use_after_warm);
+        CHECK(vkr_stats_json(vk, json, sizeof json) == 0 &&
+                  strstr(json, "\"exercised\":2,\"first_use_after_warm\":1"),
+              "stats json: %s", json);
+        CHECK(vkr_cmd_submit(c, &e) == 0, "submit: %s", e.msg);
+    }
+    vkr_arena_destroy(a);
     CHECK(messages(vk) == 0, "validation messages");
     vkr_close(vk);
 

@@ -15,8 +15,10 @@
  *    the same results;
  *  - a batch larger than vlm_max_batch is refused with FOLIO_ELIMIT and a
  *    message naming the limit; n = 0 too;
- *  - the warm-up ran a full batch and nothing requested a pipeline after
- *    seal; no validation messages;
+ *  - nothing requested a pipeline after seal, and the warm-up (bounded by
+ *    rows, not a full batch) exercised every pipeline that pages alone and
+ *    full batches then use, planned for 1, 4 and 8 pages
+ *    (first_use_after_warm 0); no validation messages;
  *  - max_batch 0 on a CPU device plans one page per pass; a re-plan that
  *    cannot fit (lm_replan / vis_replan) fails with its reason and leaves
  *    the engine on its old plan, still classifying; one that fits works;
@@ -297,9 +299,68 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, const 
     vkr_get_stats(vlm_vkr(v), &s);
     CHECK(s.pipeline_requests_after_seal == 0 && s.sealed, "%s: %llu pipeline requests after seal",
           what, (unsigned long long)s.pipeline_requests_after_seal);
+    CHECK(s.first_use_after_warm == 0 && s.pipelines_exercised > 0,
+          "%s: %llu pipelines first used after the warm-up (%u exercised)", what,
+          (unsigned long long)s.first_use_after_warm, s.pipelines_exercised);
     CHECK(s.validation_messages == 0, "%s: %llu validation messages", what,
           (unsigned long long)s.validation_messages);
     printf("%s: batches of %u pages match each page alone\n", what, B);
+    vlm_close(v);
+}
+
+/* An engine planned for B pages: its warm-up (which no longer runs a full
+ * batch) exercised every pipeline that pages alone and full batches of B
+ * then use: nothing is requested after seal, nothing is first recorded
+ * after the warm-up, no validation message. */
+static void warm_case(const struct jv *cfg, const struct img *im, int nimg, uint32_t B)
+{
+    char tp[1200], vp[1200];
+    struct vlm_config vc = test_config(cfg, "F32", "F32", tp, vp);
+    vc.max_batch = B;
+    struct folio_err e = {0};
+    struct vlm *v = NULL;
+    int rc = vlm_open(&vc, &v, &e);
+    CHECK(rc == 0, "warm batch %u: open: %s / %s", B, e.msg, e.detail);
+    if (rc)
+        return;
+    struct vkr_stats s0;
+    vkr_get_stats(vlm_vkr(v), &s0);
+    static const char *const labels[] = {"invoice", "letter", "receipt"};
+    struct vlm_prepared *pp[8] = {0};
+    struct vlm_result r[8];
+    memset(r, 0, sizeof r);
+    for (uint32_t i = 0; i < B && !rc; i++) {
+        const struct img *m = &im[i % (uint32_t)nimg];
+        struct vlm_page pg = {m->rgb, m->w, m->h, (size_t)m->w * 3, 3};
+        rc = vlm_prepare(v, &pg, labels, 3, &pp[i], &e);
+        CHECK(rc == 0, "warm batch %u: prepare %u: %s", B, i, e.msg);
+    }
+    if (!rc) {
+        rc = vlm_classify_batch(v, pp, 1, r, &e);
+        CHECK(rc == 0, "warm batch %u: a page alone: %s", B, e.msg);
+        vlm_result_free(&r[0]);
+    }
+    if (!rc) {
+        rc = vlm_classify_batch(v, pp, B, r, &e);
+        CHECK(rc == 0, "warm batch %u: a full batch: %s", B, e.msg);
+    }
+    for (uint32_t i = 0; i < B; i++) {
+        vlm_result_free(&r[i]);
+        vlm_prepared_free(pp[i]);
+    }
+    struct vkr_stats s;
+    vkr_get_stats(vlm_vkr(v), &s);
+    CHECK(s.pipeline_requests_after_seal == 0 && s.sealed,
+          "warm batch %u: %llu pipeline requests after seal", B,
+          (unsigned long long)s.pipeline_requests_after_seal);
+    CHECK(s.first_use_after_warm == 0 && s.pipelines_exercised == s0.pipelines_exercised,
+          "warm batch %u: %llu pipelines first used after the warm-up (%u exercised by it, %u now)",
+          B, (unsigned long long)s.first_use_after_warm, s0.pipelines_exercised,
+          s.pipelines_exercised);
+    CHECK(s.validation_messages == 0, "warm batch %u: %llu validation messages", B,
+          (unsigned long long)s.validation_messages);
+    printf("planned for %u: warm-up %.0f ms exercised %u of %u pipelines, none first used later\n",
+           B, vlm_report(v)->warmup_ms, s0.pipelines_exercised, s.pipelines_built);
     vlm_close(v);
 }
 
@@ -381,6 +442,10 @@ int main(void)
     if (load_images(im, &nimg) == 0 && nimg > 0) {
         const struct jv *cfgs = jget(m, "configs");
         replan_case(jat(cfgs, 0), &im[0]);
+        if (max_batch() >= 4) { /* batch 1 and a large batch (the plan of 4 runs below) */
+            warm_case(jat(cfgs, 0), im, nimg, 1);
+            warm_case(jat(cfgs, 0), im, nimg, 8);
+        }
         for (int c = 0; c < cfgs->n; c++) {
             const struct jv *cfg = jat(cfgs, c);
             const struct jv *tg = jget(cfg, "text_gguf"), *mg = jget(cfg, "mmproj_gguf");

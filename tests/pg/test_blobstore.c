@@ -17,8 +17,8 @@
  *    document);
  *  - a process with no fs store asked for an fs document says which
  *    option it needs. */
-#include "pipeline/blobstore.h"
-#include "pipeline/queue.h"
+#include "pipeline/db/blobstore.h"
+#include "pipeline/db/queue.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <dirent.h>

@@ -12,7 +12,7 @@
  * result for a dead job; every result written by the job's final claim
  * (token and attempt), i.e. no stale token ever wrote. Counts are printed.
  * Bounded: the chaos phase stops after 60 s, the test gives up at 300 s. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <time.h>
@@ -85,8 +85,8 @@ int main(void)
         char tag[32], sha[65];
         snprintf(tag, sizeof tag, "chaos-%d", i);
         int poison = i % (NDOCS / NPOISON) == 7;
-        wt_sha(tag, poison ? "deadbeef" : "1", sha);
-        REQUIRE_OK(wt_add_doc(c, sha, page, page_len, poison ? 3 : 8) > 0, "plant document %d", i);
+        REQUIRE_OK((poison ? wt_add_poison(c, tag, 3, sha) : wt_add_doc(c, tag, page, page_len, 8, sha)) > 0,
+                   "plant document %d", i);
     }
     PQclear(PQexec(c, "COMMIT"));
     free(page);
@@ -96,7 +96,7 @@ int main(void)
     snprintf(log, sizeof log, "%s/workers.log", dir);
     pid_t pids[NWORKERS];
     for (int i = 0; i < NWORKERS; i++)
-        pids[i] = wt_spawn_worker(g_wdb, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
+        pids[i] = wt_spawn_worker(g_wdb, "crash_on_document:" WT_POISON ",sleep_ms:250", log, WORKER_ARGS);
 
     unsigned int seed = (unsigned int)time(NULL);
     int kills = 0, crashes = 0, spawned = NWORKERS, pg_restarts = 0;
@@ -109,7 +109,7 @@ int main(void)
             int st;
             if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
                 crashes++;
-                pids[i] = wt_spawn_worker(g_wdb, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
+                pids[i] = wt_spawn_worker(g_wdb, "crash_on_document:" WT_POISON ",sleep_ms:250", log, WORKER_ARGS);
                 spawned++;
             }
         }
@@ -118,7 +118,7 @@ int main(void)
             kill(pids[v], SIGKILL);
             waitpid(pids[v], NULL, 0);
             kills++;
-            pids[v] = wt_spawn_worker(g_wdb, "crash_on_document:deadbeef,sleep_ms:250", log, WORKER_ARGS);
+            pids[v] = wt_spawn_worker(g_wdb, "crash_on_document:" WT_POISON ",sleep_ms:250", log, WORKER_ARGS);
             spawned++;
             next_kill = now + 1000 + rand_r(&seed) % 1500;
         }
@@ -154,7 +154,7 @@ int main(void)
     long long done = wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'");
     long long dead = wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state = 'dead'");
     long long dead_poison = wt_q1(c, "SELECT count(*) FROM folio.jobs j JOIN folio.documents d ON d.id = j.document_id"
-                                     " WHERE j.state = 'dead' AND encode(d.sha256, 'hex') LIKE 'deadbeef%' AND j.attempts = 3");
+                                     " WHERE j.state = 'dead' AND encode(d.sha256, 'hex') LIKE '" WT_POISON "%' AND j.attempts = 3");
     long long results = wt_q1(c, "SELECT count(*) FROM folio.results");
     long long distinct = wt_q1(c, "SELECT count(DISTINCT (document_id, model_key)) FROM folio.results");
     long long stale = wt_q1(c, "SELECT count(*) FROM folio.results r JOIN folio.jobs j ON j.id = r.job_id"

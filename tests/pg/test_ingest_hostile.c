@@ -9,7 +9,7 @@
  *  3. a slow writer pausing longer than --stable-ms (but less than ten
  *     stability windows) mid-file: the half-written JPEG is not recorded
  *     as corrupt; the whole file becomes a document. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 #include "tests/support/corpus_gen.h"
 

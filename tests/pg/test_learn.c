@@ -6,7 +6,7 @@
  * automatic retrain fires once enough new corrections arrive and not again,
  * and results accept the ocr+learned path.
  */
-#include "pipeline/learn_db.h"
+#include "pipeline/db/learn_db.h"
 #include "tests/support/testutil.h"
 
 #include <libpq-fe.h>
@@ -123,6 +123,35 @@ int main(void)
         const char *n = tu_pg_q1(o, "SELECT count(*) || ' ' || bool_and(active) || ' ' || count(*) FILTER (WHERE name = 'news article')"
                                     " FROM folio.labels");
         CHECK(n && strcmp(n, "16 true 1") == 0, "the installed RVL-CDIP set changed: %s", n ? n : "error");
+        /* 020's keywords are for the business set: the RVL-CDIP letter keeps
+         * its own (the same list the business letter had in 015) */
+        n = tu_pg_q1(o, "SELECT count(*) FROM folio.labels WHERE name = 'letter'"
+                        " AND 'to whom it may concern^4' = ANY (keywords)");
+        CHECK(n && strcmp(n, "0") == 0, "schema 020 changed the RVL-CDIP letter: %s", n ? n : "error");
+        PQfinish(o);
+    }
+
+    /* ---- 020 updates the business set's seeded keywords, not a user's edit ---- */
+    {
+        char ci3[512];
+        REQUIRE(tu_pg_fresh_db("t_learn_019", ci3, sizeof ci3) == 0, "fresh db");
+        PGconn *o = PQconnectdb(ci3);
+        REQUIRE(PQstatus(o) == CONNECTION_OK, "connect: %s", PQerrorMessage(o));
+        const char *od = tu_scratch("learn_schema_19");
+        rc = tu_sh_out(out, sizeof out,
+                       "for f in '%s'/schema/*.sql; do n=$(basename \"$f\" | cut -c1-3); [ \"$n\" -lt 020 ] && cp \"$f\" %s/;"
+                       " done; %s migrate --db '%s' --dir %s",
+                       getenv("FOLIO_SOURCE_DIR"), od, bin, ci3, od);
+        CHECK(rc == 0, "migrate to 19: rc=%d %s", rc, out);
+        CHECK(exec_ok(o, "UPDATE folio.labels SET keywords = '{\"memorandum^4\",\"staff notes^2\"}' WHERE name = 'memo'"),
+              "a user's memo keywords");
+        rc = tu_sh_out(out, sizeof out, "%s migrate --db '%s'", bin, ci3);
+        CHECK(rc == 0, "migrate: rc=%d %s", rc, out);
+        const char *n = tu_pg_q1(o, "SELECT array_to_string(keywords, '|') FROM folio.labels WHERE name = 'memo'");
+        CHECK(n && strcmp(n, "memorandum^4|staff notes^2") == 0, "schema 020 overwrote a user's memo: %s",
+              n ? n : "error");
+        n = tu_pg_q1(o, "SELECT count(*) FROM folio.labels WHERE name = 'bank statement' AND 'money out^4' = ANY (keywords)");
+        CHECK(n && strcmp(n, "1") == 0, "schema 020 did not update the seeded bank statement: %s", n ? n : "error");
         PQfinish(o);
     }
 

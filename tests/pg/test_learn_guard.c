@@ -19,7 +19,7 @@
  * goes through the same guard. `folio models` lists, shows, activates and
  * drops them.
  */
-#include "pipeline/learn_db.h"
+#include "pipeline/db/learn_db.h"
 #include "tests/pg/worker_testlib.h"
 #include "tests/support/corpus_text.h"
 
@@ -29,6 +29,20 @@
 static const char *const ARGS[] = {"--lease", "5", "--poll", "0.2", "--ocr-threads", "1", "--retrain-after", "0", NULL};
 static const char *const RETRAIN_ARGS[] = {"--lease", "5", "--poll", "0.2", "--ocr-threads", "1",
                                            "--retrain-after", "2", NULL};
+
+/* A worker login as folio-setup-db --worker-login makes it: folio_worker,
+ * and folio_trainer only with --worker-retrain. */
+static void worker_login(PGconn *admin, const char *role, int may_retrain, char *ci, size_t n)
+{
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%s') THEN"
+             " CREATE ROLE %s LOGIN; END IF; END $$; GRANT folio_worker TO %s; %s folio_trainer %s %s",
+             role, role, role, may_retrain ? "GRANT" : "REVOKE", may_retrain ? "TO" : "FROM", role);
+    TU_NEED(wt_exec(admin, sql), "login %s", role);
+    snprintf(ci, n, "host=%s port=%s dbname=t_learn_guard user=%s", getenv("FOLIO_TEST_PGHOST"),
+             getenv("FOLIO_TEST_PGPORT"), role);
+}
 
 /* Which documents are held out of training (learn_db.c's rule, restated
  * so that the test places its labels on them on purpose). */
@@ -123,8 +137,7 @@ int main(void)
     for (int id = 1; id <= N_DOCS; id++) {
         char sha[65], tag[32];
         snprintf(tag, sizeof tag, "guard-%d", id);
-        wt_sha(tag, NULL, sha);
-        REQUIRE(wt_add_doc(c, sha, page, plen, 3) == id, "document %d", id);
+        REQUIRE(wt_add_doc(c, tag, page, plen, 3, sha) == id, "document %d", id);
         /* its first result: what the rules tier says about its text */
         struct engine_result r;
         struct engine_doc d = {.text = ct_text_of, .text_ctx = (void *)docs[id].text};
@@ -149,7 +162,6 @@ int main(void)
     }
     engine_close(rules);
     engine_labels_free(labels);
-    free(page);
     CHECK(wt_exec(c, "UPDATE folio.jobs SET state = 'done', finished_at = now()" ), "jobs done");
 
     /* ---- the user corrects 33 documents over 7 labels ---- */
@@ -246,12 +258,36 @@ int main(void)
     CHECK(wt_exec(c, "INSERT INTO folio.corrections (document_id, label) VALUES (39, 'letter'), (40, 'memo')"),
           "new corrections");
     long long models = wt_q1(c, "SELECT count(*) FROM folio.learned_models");
-    /* a worker looks for new corrections when it takes a job */
-    rc = tu_sh_out(out, sizeof out, "%s reclassify --db '%s' --reuse-ocr --label questionnaire", bin, ci);
-    CHECK(rc == 0 && strstr(out, "\"requeued\":1"), "one job for the worker: rc=%d %s", rc, out);
+    /* A worker login that was not let retrain (the default): it keeps
+     * classifying, stores no model and says so once, not at every label
+     * refresh (two jobs more than a refresh apart). */
+    char ci_w[512], ci_wt[512], log_w[700];
+    worker_login(c, "folio_lg_worker", 0, ci_w, sizeof ci_w);
+    worker_login(c, "folio_lg_trainer_worker", 1, ci_wt, sizeof ci_wt);
+    snprintf(log_w, sizeof log_w, "%s/worker-no-retrain.log", dir);
+    pid_t wn = wt_spawn_worker(ci_w, NULL, log_w, RETRAIN_ARGS);
+    /* a worker looks for new corrections when it takes a job: each round
+     * plants a new document (its result is no correction, so the training
+     * data stay as they are) */
+    for (int round = 1; round <= 2; round++) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "guard-login-%d", round);
+        CHECK(wt_add_doc(c, tag, page, plen, 3, NULL) > 0, "job %d for the worker", round);
+        CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state <> 'done'", 0, 90000) == 0,
+              "the worker without folio_trainer did job %d; see %s", round, log_w);
+        if (round == 1)
+            folio_sleep_ms((int)WORKER_LABELS_REFRESH_MS + 500);
+    }
+    kill(wn, SIGTERM);
+    CHECK(wt_wait_exit(wn, 30000) == 0, "worker exit; see %s", log_w);
+    CHECK(wt_q1(c, "SELECT count(*) FROM folio.learned_models") == models, "a worker login stored a model");
+    rc = tu_sh_out(out, sizeof out, "grep -c 'event=learned_retrain_refused.*folio-setup-db --worker-login' %s", log_w);
+    CHECK(atoi(out) == 1, "want one learned_retrain_refused naming the opt-in, got %s; see %s", out, log_w);
+    /* Opted in (folio_trainer too): its worker retrains by itself. */
+    CHECK(wt_add_doc(c, "guard-trainer-login", page, plen, 3, NULL) > 0, "a job for the worker");
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM folio.learned_models WHERE NOT EXISTS (SELECT 1 FROM folio.jobs WHERE state <> 'done')");
-    wt_run_worker_until(c, ci, log, RETRAIN_ARGS, sql, models + 1);
+    wt_run_worker_until(c, ci_wt, log, RETRAIN_ARGS, sql, models + 1);
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM folio.learned_models WHERE id = (SELECT max(id) FROM folio.learned_models)"
              " AND NOT active AND comparison LIKE 'kept inactive%%'");
@@ -282,6 +318,7 @@ int main(void)
     rc = tu_sh_out(out, sizeof out, "%s models --db '%s' frobnicate", bin, ci);
     CHECK(rc == 2, "unknown subcommand: rc=%d", rc);
 
+    free(page);
     ct_free(corpus, nc);
     PQfinish(c);
     return tu_finish();

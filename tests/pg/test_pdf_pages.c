@@ -24,7 +24,7 @@
  * a loaded 2-core ASan machine that takes a second to start the helper does
  * not turn a good PDF into a pdf_timeout.
  */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <leptonica/allheaders.h>
@@ -152,8 +152,7 @@ int main(void)
     size_t slow_len = 0;
     REQUIRE_OK(folio_read_file(slow_path, 1u << 26, &slow, &slow_len, &err) == 0, "read %s: %s", slow_path, err.msg);
     char sha[65];
-    wt_sha("slow.pdf", NULL, sha);
-    long long j_slow = wt_add_doc(c, sha, slow, slow_len, 1);
+    long long j_slow = wt_add_doc(c, "slow.pdf", slow, slow_len, 1, sha);
     free(slow);
     REQUIRE(j_slow > 0, "planted the slow PDF");
 

@@ -18,9 +18,9 @@
  *  3. Control: a direct-mode connection through the same pooler does leave
  *     its prepared statements and SET there (the leak checks can see one).
  *  4. A bad --pooler value is a usage error that names it. */
-#include "pipeline/db.h"
-#include "pipeline/migrate.h"
-#include "pipeline/queue.h"
+#include "pipeline/db/db.h"
+#include "pipeline/db/migrate.h"
+#include "pipeline/db/queue.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_pgb[256];

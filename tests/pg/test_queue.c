@@ -1,10 +1,10 @@
-/* Queue protocol against a real PostgreSQL server (pipeline/queue.c):
+/* Queue protocol against a real PostgreSQL server (pipeline/db/queue.c):
  * disjoint concurrent claims, lease expiry and the late worker's refused
  * completion, token-less and stale writes, backoff then dead, release,
  * the reaper's guard and dead-at-max, retention cleanup, heartbeats. */
-#include "pipeline/db.h"
-#include "pipeline/migrate.h"
-#include "pipeline/queue.h"
+#include "pipeline/db/db.h"
+#include "pipeline/db/migrate.h"
+#include "pipeline/db/queue.h"
 #include "tests/support/testutil.h"
 
 #include <pthread.h>

@@ -39,9 +39,8 @@ int main(void)
                                      "Amount due: 120.00\nPlease remit within 30 days\n", 1400, 700, &inv, &il) == 0,
                "render invoice");
     char s1[65], s2[65];
-    wt_sha("reclassify-memo", NULL, s1);
-    wt_sha("reclassify-inv", NULL, s2);
-    REQUIRE(wt_add_doc(c, s1, memo, ml, 3) > 0 && wt_add_doc(c, s2, inv, il, 3) > 0, "documents");
+    REQUIRE(wt_add_doc(c, "reclassify-memo", memo, ml, 3, s1) > 0 && wt_add_doc(c, "reclassify-inv", inv, il, 3, s2) > 0,
+            "documents");
     free(memo);
     free(inv);
 

@@ -6,7 +6,7 @@
  *    document_sources, rewriting what a job is for or another worker's
  *    identity; ingest reading blobs, inserting a job in any state or
  *    reading job errors; a reader writing anything. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_db[512];
@@ -205,7 +205,7 @@ int main(void)
     /* A second document and job to attack (queued). */
     snprintf(p, sizeof p,
              "WITH d AS (INSERT INTO folio.documents (sha256, media_type, bytes, pages)"
-             " VALUES (decode(repeat('ab', 32), 'hex'), 'image/tiff', 1, 1) RETURNING id, sha256),"
+             " VALUES (sha256('x'::bytea), 'image/tiff', 1, 1) RETURNING id, sha256),"
              " b AS (INSERT INTO folio.blobs (sha256, data) SELECT sha256, 'x' FROM d),"
              " s AS (INSERT INTO folio.document_sources (document_id, path, path_display, host, name_display)"
              "       SELECT id, 'p', 'p', 'h', 'p' FROM d)"

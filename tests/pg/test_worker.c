@@ -4,7 +4,7 @@
  * releases without counting the attempt) and exits 0 with the worker row
  * stopped; a second signal exits at once; a poison document that kills its
  * worker every time ends dead after max_attempts while the others finish. */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_db[512];
@@ -44,15 +44,11 @@ int main(void)
 
     /* 1. Three documents → three results with provenance. */
     char sha[65], sql[512];
-    wt_sha("inv", NULL, sha);
-    long long j_inv = wt_add_doc(c, sha, inv, inv_len, 3);
-    wt_sha("let", NULL, sha);
-    long long j_let = wt_add_doc(c, sha, let, let_len, 3);
-    wt_sha("blank", NULL, sha);
-    long long j_blank = wt_add_doc(c, sha, blank, blank_len, 3);
-    wt_sha("corrupt", NULL, sha);
+    long long j_inv = wt_add_doc(c, "inv", inv, inv_len, 3, sha);
+    long long j_let = wt_add_doc(c, "let", let, let_len, 3, sha);
+    long long j_blank = wt_add_doc(c, "blank", blank, blank_len, 3, sha);
     static const uint8_t junk[] = "II*\0 this is not really a TIFF file, just its magic";
-    long long j_bad = wt_add_doc(c, sha, junk, sizeof junk, 2);
+    long long j_bad = wt_add_doc(c, NULL, junk, sizeof junk, 2, sha);
     REQUIRE(j_inv > 0 && j_let > 0 && j_blank > 0 && j_bad > 0, "planted jobs");
     pid_t w = wt_spawn_worker(g_db, NULL, log, FAST_ARGS);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 3, 60000) == 0,
@@ -92,8 +88,7 @@ int main(void)
     const char *const slow_poll[] = {"--lease", "2", "--poll", "30", "--ocr-threads", "1", NULL};
     w = wt_spawn_worker(g_db, NULL, log, slow_poll);
     folio_sleep_ms(1500); /* let it start, claim nothing and settle into its poll wait */
-    wt_sha("inv2", NULL, sha);
-    long long j_n = wt_add_doc(c, sha, inv, inv_len, 3);
+    long long j_n = wt_add_doc(c, "inv2", inv, inv_len, 3, sha);
     PQclear(PQexec(c, "NOTIFY folio_jobs"));
     snprintf(sql, sizeof sql, "SELECT count(*) FROM folio.jobs WHERE id = %lld AND state = 'done'", j_n);
     CHECK(wt_wait_for(c, sql, 1, 12000) == 0, "NOTIFY did not wake the worker");
@@ -102,10 +97,8 @@ int main(void)
 
     /* 2. SIGTERM with short grace: in-flight jobs are released, attempt not counted. */
     REQUIRE_OK(reset(c) == 0, "reset");
-    wt_sha("d1", NULL, sha);
-    wt_add_doc(c, sha, inv, inv_len, 3);
-    wt_sha("d2", NULL, sha);
-    wt_add_doc(c, sha, let, let_len, 3);
+    wt_add_doc(c, "d1", inv, inv_len, 3, sha);
+    wt_add_doc(c, "d2", let, let_len, 3, sha);
     const char *const grace_short[] = {"--lease", "2", "--poll", "0.2", "--ocr-threads", "2", "--batch", "2",
                                        "--grace", "0.5", NULL};
     w = wt_spawn_worker(g_db, "sleep_ms:8000", log, grace_short);
@@ -129,8 +122,7 @@ int main(void)
 
     /* 4. A second signal exits at once; the leases cover the jobs. */
     REQUIRE_OK(reset(c) == 0, "reset");
-    wt_sha("d3", NULL, sha);
-    wt_add_doc(c, sha, inv, inv_len, 3);
+    wt_add_doc(c, "d3", inv, inv_len, 3, sha);
     w = wt_spawn_worker(g_db, "sleep_ms:20000", log, grace_long);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'running'", 1, 20000) == 0, "running");
     kill(w, SIGTERM);
@@ -144,13 +136,11 @@ int main(void)
      * after max_attempts; the others are done. Workers are restarted like a
      * supervisor would. */
     REQUIRE_OK(reset(c) == 0, "reset");
-    wt_sha("poison", "deadbeef", sha);
-    long long j_poison = wt_add_doc(c, sha, inv, inv_len, 3);
+    long long j_poison = wt_add_poison(c, "poison", 3, sha);
     for (int i = 0; i < 4; i++) {
         char tag[16];
         snprintf(tag, sizeof tag, "ok%d", i);
-        wt_sha(tag, "00", sha);
-        wt_add_doc(c, sha, i % 2 ? inv : let, i % 2 ? inv_len : let_len, 3);
+        wt_add_doc(c, tag, i % 2 ? inv : let, i % 2 ? inv_len : let_len, 3, sha);
     }
     const char *const poison_args[] = {"--lease", "1", "--poll", "0.2", "--retry-base", "0.1", "--retry-max",
                                        "0.5", "--ocr-threads", "1", NULL};
@@ -158,7 +148,7 @@ int main(void)
     double t_end = folio_mono_ms() + 90000;
     while (folio_mono_ms() < t_end &&
            wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state IN ('done', 'dead')") != 5) {
-        w = wt_spawn_worker(g_db, "crash_on_document:deadbeef", log, poison_args);
+        w = wt_spawn_worker(g_db, "crash_on_document:" WT_POISON, log, poison_args);
         int code = -1;
         while (folio_mono_ms() < t_end && (code = wt_wait_exit(w, 200)) < 0 &&
                wt_q1(c, "SELECT count(*) FROM folio.jobs WHERE state IN ('done', 'dead')") != 5)

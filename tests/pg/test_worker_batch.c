@@ -22,7 +22,7 @@
  *     thread): after --grace the queued pages are taken back out, their
  *     jobs released (queued again, attempt not counted), no job left
  *     running, no result written, exit 0. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <leptonica/allheaders.h>

@@ -16,7 +16,7 @@
  *   4. (fault-injection builds) A job that does not finish within its
  *      time budget (--job-deadline) is stopped, fails with the reason,
  *      counts its attempt, and its lease is not renewed meanwhile. */
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_db[512];
@@ -45,8 +45,7 @@ int main(void)
     for (int i = 0; i < 3; i++) {
         char tag[16];
         snprintf(tag, sizeof tag, "lock%d", i);
-        wt_sha(tag, NULL, sha);
-        REQUIRE(wt_add_doc(c, sha, inv, inv_len, 2) > 0, "plant %s", tag);
+        REQUIRE(wt_add_doc(c, tag, inv, inv_len, 2, sha) > 0, "plant %s", tag);
     }
     PGconn *locker = PQconnectdb(g_db);
     REQUIRE_OK(PQstatus(locker) == CONNECTION_OK, "locker connect");
@@ -105,8 +104,7 @@ int main(void)
           atol(cnt) - prep_errors_before, srvlog);
 
     /* 3. --max-pixels 100000 against a 1000x500 page. */
-    wt_sha("big", NULL, sha);
-    long long jbig = wt_add_doc(c, sha, inv, inv_len, 1);
+    long long jbig = wt_add_doc(c, "big", inv, inv_len, 1, sha);
     REQUIRE(jbig > 0, "plant big");
     const char *const cap_args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", "--max-pixels", "100000",
                                     NULL};
@@ -122,8 +120,7 @@ int main(void)
     /* 4. sleep_ms:60000 holds the job (cancellably, like a slow page); a
      * 2 s budget with a 3 s lease (renewed every second). */
     PQclear(PQexec(c, "TRUNCATE folio.results, folio.jobs, folio.documents, folio.workers CASCADE"));
-    wt_sha("slow", NULL, sha);
-    long long jslow = wt_add_doc(c, sha, inv, inv_len, 3);
+    long long jslow = wt_add_doc(c, "slow", inv, inv_len, 3, sha);
     REQUIRE(jslow > 0, "plant slow");
     const char *const budget_args[] = {"--lease", "3", "--poll", "0.2", "--ocr-threads", "1", "--retry-base", "30",
                                        "--job-deadline", "2", NULL};

@@ -2,7 +2,7 @@
  * --watch INBOX` and `folio worker` running; a scan dropped into the inbox
  * shows up as a result row within seconds. The worker polls only every
  * 30 s here, so a prompt result proves ingest's NOTIFY woke it. */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 int main(void)

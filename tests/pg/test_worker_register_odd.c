@@ -10,7 +10,7 @@
  * back: the quote and the control byte intact, the stray byte as U+FFFD
  * (common/json.h's rule). */
 #include "engine/ocr.h"
-#include "pipeline/db.h"
+#include "pipeline/db/db.h"
 #include "tests/pg/worker_testlib.h"
 
 static char g_db[512];

@@ -2,7 +2,7 @@
  * to the cap before the text tiers see it and records the cut in
  * results.ocr_pages.text_cut; without the option nothing is cut and the
  * record says so (issue 24: bounded text per document). */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 int main(void)
@@ -24,8 +24,7 @@ int main(void)
                          1200, 600, &page, &len) == 0, "render");
 
     char sha[65];
-    wt_sha("capped", NULL, sha);
-    long long j_cap = wt_add_doc(c, sha, page, len, 2);
+    long long j_cap = wt_add_doc(c, "capped", page, len, 2, sha);
     REQUIRE(j_cap > 0, "planted job");
     const char *const capped[] = {"--poll", "0.2", "--lease", "5", "--ocr-threads", "1",
                                   "--max-text-bytes", "12,1MiB", NULL};
@@ -43,8 +42,7 @@ int main(void)
              " AND (ocr_pages->'text_cut'->>'document')::boolean = false", j_cap);
     CHECK(wt_q1(c, sql) == 1, "capped result: text cut to 12 bytes and the cut recorded; see %s", log);
 
-    wt_sha("uncapped", NULL, sha);
-    long long j_all = wt_add_doc(c, sha, page, len, 2);
+    long long j_all = wt_add_doc(c, "uncapped", page, len, 2, sha);
     const char *const plain[] = {"--poll", "0.2", "--lease", "5", "--ocr-threads", "1", NULL};
     w = wt_spawn_worker(db, NULL, log, plain);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 2, 60000) == 0,

@@ -18,7 +18,7 @@
  *  7. FOLIO_FAULT=device_lost:1: repeated losses make the worker give up
  *     on the GPU, and its workers row says so (state, paths,
  *     paths_disabled refreshed by the heartbeat). */
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/pg/worker_testlib.h"
 
 #include <sys/stat.h>

@@ -6,7 +6,7 @@
 #define FOLIO_WORKER_TESTLIB_H
 
 #include "common/common.h"
-#include "pipeline/migrate.h"
+#include "pipeline/db/migrate.h"
 #include "tests/support/testutil.h"
 
 #include <fcntl.h>
@@ -73,14 +73,26 @@ static inline int wt_render(const char *dir, const char *name, const char *text,
     return folio_read_file(out, 64u << 20, data, len, &err);
 }
 
-/* Adds a document whose sha256 is sha_hex (64 hex digits; need not be the
- * hash of the bytes: tests plant many documents with the same page) with
- * its bytes and one queued job. Returns the job id or -1. */
-static inline long long wt_add_doc(PGconn *c, const char *sha_hex, const uint8_t *data, size_t len, int max_attempts)
+/* Plants a document: bytes, their real sha256 (folio_sha256, what ingest
+ * records; the worker checks the bytes against it on every read) and one
+ * queued job. Many documents share one rendered page, so the bytes are
+ * `data` followed by a short trailer naming `tag` (NULL: data as it is),
+ * which TIFF and PDF readers ignore (both find their parts by offset).
+ * A document whose hash happens to begin with WT_POISON gets one more
+ * trailer byte, so only wt_add_poison's documents match the poison fault.
+ * sha_out (NULL = not wanted) receives the hex. Returns the job id or -1. */
+#define WT_POISON "dead" /* crash_on_document:dead picks wt_add_poison's documents */
+static inline long long wt_plant(PGconn *c, const uint8_t *bytes, size_t len, int max_attempts, char sha_out[65])
 {
-    char ma[16];
+    uint8_t h[FOLIO_SHA256_LEN];
+    char hex[65], ma[16];
+    if (folio_sha256(bytes, len, h) != 0)
+        return -1;
+    folio_hex(h, FOLIO_SHA256_LEN, hex);
+    if (sha_out)
+        memcpy(sha_out, hex, 65);
     snprintf(ma, sizeof ma, "%d", max_attempts);
-    const char *vals[] = {sha_hex, (const char *)data, ma};
+    const char *vals[] = {hex, (const char *)bytes, ma};
     int lens[] = {0, (int)len, 0};
     int fmts[] = {0, 1, 0};
     PGresult *r = PQexecParams(c,
@@ -98,14 +110,51 @@ static inline long long wt_add_doc(PGconn *c, const char *sha_hex, const uint8_t
     return id;
 }
 
-/* sha256 hex of a tag, optionally with its first hex digits replaced. */
-static inline void wt_sha(const char *tag, const char *prefix, char out[65])
+static inline long long wt_add_doc(PGconn *c, const char *tag, const uint8_t *data, size_t len, int max_attempts,
+                                   char sha_out[65])
 {
-    uint8_t h[32];
-    folio_sha256(tag, strlen(tag), h);
-    folio_hex(h, 32, out);
-    if (prefix)
-        memcpy(out, prefix, strlen(prefix));
+    size_t tl = tag ? strlen(tag) + 16 : 0;
+    uint8_t *b = malloc(len + tl + 2 + 16);
+    if (!b)
+        return -1;
+    memcpy(b, data, len);
+    size_t n = len;
+    if (tag)
+        n += (size_t)snprintf((char *)b + len, tl + 2, "\nfolio-test:%s\n", tag);
+    uint8_t h[FOLIO_SHA256_LEN];
+    char hex[65];
+    for (int more = 0;; more++) {
+        if (more == 16 || folio_sha256(b, n, h) != 0) {
+            free(b);
+            return -1;
+        }
+        folio_hex(h, FOLIO_SHA256_LEN, hex);
+        if (strncmp(hex, WT_POISON, strlen(WT_POISON)) != 0)
+            break;
+        b[n++] = '\n';
+    }
+    long long id = wt_plant(c, b, n, max_attempts, sha_out);
+    free(b);
+    return id;
+}
+
+/* A poison document: the worker's crash_on_document:WT_POISON fault
+ * kills it on every attempt before the bytes are decoded, so they are a
+ * short text whose real sha256 begins with WT_POISON (a counter tried
+ * until it does: 16 bits, ~65,000 hashes of 40 bytes). */
+static inline long long wt_add_poison(PGconn *c, const char *tag, int max_attempts, char sha_out[65])
+{
+    char b[128], hex[65];
+    uint8_t h[FOLIO_SHA256_LEN];
+    for (unsigned long i = 0; i < (1ul << 24); i++) {
+        int n = snprintf(b, sizeof b, "folio-test poison %s %lu", tag, i);
+        if (folio_sha256(b, (size_t)n, h) != 0)
+            return -1;
+        folio_hex(h, FOLIO_SHA256_LEN, hex);
+        if (strncmp(hex, WT_POISON, strlen(WT_POISON)) == 0)
+            return wt_plant(c, (const uint8_t *)b, (size_t)n, max_attempts, sha_out);
+    }
+    return -1;
 }
 
 static inline long long wt_q1(PGconn *c, const char *sql)

@@ -4,9 +4,10 @@ with one forbidden include planted: the tree passes; a copy where common/
 includes the Vulkan runtime, or ops includes the LM, fails with the file,
 the header and the rule; a copy where an old exception's crossing is gone
 fails until the exception is dropped; bench/ may use engine internals, but
-a production file that includes bench code fails; a model family's folder
-is private (only the registry includes it) and no file outside
-engine/arch/ names a family's constant. The build runs the same script
+a production file that includes bench code fails; inside pipeline/ a part
+that includes a part above it (db -> worker, worker -> cli) fails; a model
+family's folder is private (only the registry includes it) and no file
+outside engine/arch/ names a family's constant. The build runs the same script
 before compiling, so each failing copy is a tree that would not build."""
 
 import os
@@ -66,12 +67,12 @@ def with_exception(d, src_file, header):
 
 d = copy_tree()
 try:
-    rc, out = with_exception(d, "pipeline/queue.c", "engine/ops/ops.h")
-    check(rc == 1 and "exception pipeline/queue.c -> engine/ops/ops.h no longer needed" in out,
+    rc, out = with_exception(d, "pipeline/db/queue.c", "engine/ops/ops.h")
+    check(rc == 1 and "exception pipeline/db/queue.c -> engine/ops/ops.h no longer needed" in out,
           f"a stale exception is reported: {rc} {out}")
-    with open(os.path.join(d, "pipeline", "queue.c"), "a") as f:
+    with open(os.path.join(d, "pipeline", "db", "queue.c"), "a") as f:
         f.write('\n#include "engine/ops/ops.h"\n')
-    rc, out = with_exception(d, "pipeline/queue.c", "engine/ops/ops.h")
+    rc, out = with_exception(d, "pipeline/db/queue.c", "engine/ops/ops.h")
     check(rc == 0, f"a listed crossing passes: {rc} {out}")
 finally:
     shutil.rmtree(d)
@@ -79,8 +80,8 @@ finally:
 # bench/ may reach engine internals (ops_bench.c includes engine/ops/ops_internal.h
 # with no exception), but production code never includes bench code.
 check(os.path.exists(os.path.join(ROOT, "bench", "pipeline", "bench_ops.c")), "bench code lives in bench/")
-rc, out = planted("pipeline/queue.c", "bench/pipeline/bench.h")
-check(rc == 1 and "pipeline/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
+rc, out = planted("pipeline/db/queue.c", "bench/pipeline/bench.h")
+check(rc == 1 and "pipeline/db/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
       f"pipeline -> bench refused: {rc} {out}")
 
 # A model family is one folder: only the registry includes its files, and no
@@ -95,6 +96,25 @@ try:
     rc, out = run(d)
     check(rc == 1 and "engine/vlm.c:" in out and "names GGUF_VISION_QWEN3VL: a family branch outside "
           "engine/arch/" in out, f"a family branch outside engine/arch/ refused: {rc} {out}")
+finally:
+    shutil.rmtree(d)
+
+# Inside pipeline/ the parts keep their order: the data access below the
+# worker, the worker below the commands; a file outside the part folders
+# is refused too.
+check("pipeline/cli -> pipeline/db" in run(ROOT, "--graph")[1], "the parts' graph is printed")
+rc, out = planted("pipeline/db/queue.c", "pipeline/worker/worker.h")
+check(rc == 1 and "pipeline/db/queue.c includes pipeline/worker/worker.h: pipeline part db may not use part worker"
+      in out, f"db -> worker refused: {rc} {out}")
+rc, out = planted("pipeline/worker/worker.c", "pipeline/cli/commands.h")
+check(rc == 1 and "pipeline part worker may not use part cli" in out, f"worker -> cli refused: {rc} {out}")
+d = copy_tree()
+try:
+    with open(os.path.join(d, "pipeline", "stray.c"), "w") as f:
+        f.write('#include "pipeline/db/db.h"\n')
+    rc, out = run(d)
+    check(rc == 1 and "pipeline/stray.c includes pipeline/db/db.h: every pipeline file is in one of the parts" in out,
+          f"a file outside the parts refused: {rc} {out}")
 finally:
     shutil.rmtree(d)
 

@@ -24,17 +24,10 @@ static inline char *ct_slurp(const char *path)
     return folio_read_text(path, 1u << 20, &t, &err) ? NULL : t;
 }
 
-/* per_type documents of each type of set ("rvl" or "business"; seed 16)
- * into d[0..max); the count. */
-static inline int ct_load_set(const char *dir, int per_type, const char *set, struct ct_doc *d, int max)
+/* Reads dir/corpus.tsv and the texts it names into d[0..max); the count. */
+static inline int ct_read_dir(const char *dir, struct ct_doc *d, int max)
 {
-    char path[1024], out[2048];
-    const char *seed = getenv("FOLIO_TEST_CORPUS_SEED"); /* another draw, to check what was tuned on 16 */
-    if (tu_sh_out(out, sizeof out, "python3 '%s/tests/support/doc_corpus.py' '%s' %d %s %s",
-                  getenv("FOLIO_SOURCE_DIR"), dir, per_type, seed ? seed : "16", set) != 0) {
-        fprintf(stderr, "doc_corpus.py: %s\n", out);
-        return 0;
-    }
+    char path[1024];
     snprintf(path, sizeof path, "%s/corpus.tsv", dir);
     char *tsv = ct_slurp(path);
     if (!tsv)
@@ -59,6 +52,34 @@ static inline int ct_load_set(const char *dir, int per_type, const char *set, st
     }
     free(tsv);
     return n;
+}
+
+/* per_type documents of each type of set ("rvl", "business" or "office";
+ * seed 16) into d[0..max); the count. */
+static inline int ct_load_set(const char *dir, int per_type, const char *set, struct ct_doc *d, int max)
+{
+    char out[2048];
+    const char *seed = getenv("FOLIO_TEST_CORPUS_SEED"); /* another draw, to check what was tuned on 16 */
+    if (tu_sh_out(out, sizeof out, "python3 '%s/tests/support/doc_corpus.py' '%s' %d %s %s",
+                  getenv("FOLIO_SOURCE_DIR"), dir, per_type, seed ? seed : "16", set) != 0) {
+        fprintf(stderr, "doc_corpus.py: %s\n", out);
+        return 0;
+    }
+    return ct_read_dir(dir, d, max);
+}
+
+/* The held-out generator's documents (tests/support/heldout_corpus.py: all
+ * 14 default types, written apart from the keywords; the first 20 of each
+ * type "train", the rest "heldout") into d[0..max); the count. */
+static inline int ct_load_heldout(const char *dir, int per_type, int seed, struct ct_doc *d, int max)
+{
+    char out[2048];
+    if (tu_sh_out(out, sizeof out, "python3 '%s/tests/support/heldout_corpus.py' '%s' %d %d",
+                  getenv("FOLIO_SOURCE_DIR"), dir, per_type, seed) != 0) {
+        fprintf(stderr, "heldout_corpus.py: %s\n", out);
+        return 0;
+    }
+    return ct_read_dir(dir, d, max);
 }
 
 /* engine_text_fn over a string (the document's text as its OCR output). */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Text of a realistic generated document corpus for `folio bench accuracy`.
 
-  doc_corpus.py OUT_DIR PER_TYPE SEED [rvl|business]
+  doc_corpus.py OUT_DIR PER_TYPE SEED [rvl|business|office]
 
 Writes OUT_DIR/NNNN.txt (one document each) and OUT_DIR/corpus.tsv with
   file  label  font  ptsize  dpi  exposure  distort  rotation  style  split
@@ -321,17 +321,75 @@ def payslip(r):
     return L
 
 
+def purchase_order(r):
+    co, sup = r.choice(COMPANY), r.choice(COMPANY)
+    L = [co, f"{r.randint(1,200)} {r.choice(STREET)}, {r.choice(CITY)}", "", r.choice(["PURCHASE ORDER", "Purchase Order", "PURCHASE ORDER FORM"]), ""]
+    L += [f"{r.choice(['PO number:', 'P.O. No.', 'Order No:'])} {r.randint(10000, 99999)}", f"{r.choice(['Order date:', 'Date:'])} {date(r)}", f"{r.choice(['Vendor:', 'Supplier:'])} {sup}"]
+    L += [f"{r.choice(['Delivery date:', 'Deliver by:'])} {date(r)}", "", r.choice(["Ship to:", "Deliver to:"]), co, ""]
+    L.append(r.choice(["Item   Description   Qty   Unit price   Total", "Qty  Description  Unit cost  Amount"]))
+    tot = 0
+    for _ in range(r.randint(2, 7)):
+        q, p = r.randint(1, 50), money(r, 2, 500)
+        tot += q * p
+        L.append(f"{r.choice(['Copy paper A4', 'Steel brackets', 'Toner cartridge', 'Pallet wrap', 'Safety gloves', 'Desk chairs'])}   {q}   {p:.2f}   {q*p:.2f}")
+    L += ["", f"Total {tot:.2f}", ""]
+    L += wrap(r.choice(["Please quote the PO number on all invoices and delivery notes.", "Please supply the goods listed above at the prices agreed.", "Goods must be delivered by the date shown."]), 70)
+    L += ["", f"{r.choice(['Requested by:', 'Ordered by:'])} {person(r)}", f"{r.choice(['Authorised by:', 'Authorized by:', 'Approved by:'])} {person(r)}"]
+    return L
+
+
+def delivery_note(r):
+    co, cust = r.choice(COMPANY), r.choice(COMPANY)
+    L = [co, f"{r.randint(1,200)} {r.choice(STREET)}, {r.choice(CITY)}", "", r.choice(["DELIVERY NOTE", "Delivery Note", "PACKING SLIP", "Packing List"]), ""]
+    L += [f"{r.choice(['Delivery note no.', 'Note No:', 'Packing slip #'])} {r.randint(10000, 99999)}", f"{r.choice(['Date dispatched:', 'Dispatch date:', 'Date:'])} {date(r)}", f"{r.choice(['Your order:', 'Order number:', 'PO ref:'])} {r.randint(10000, 99999)}", ""]
+    L += [r.choice(["Delivered to:", "Deliver to:", "Consignee:"]), cust, f"{r.randint(1,99)} {r.choice(STREET)}", ""]
+    L.append(r.choice(["Item   Description   Qty ordered   Qty delivered", "Code  Description  Quantity"]))
+    for _ in range(r.randint(2, 8)):
+        q = r.randint(1, 50)
+        L.append(f"{r.randint(100, 999)}   {r.choice(['Copy paper A4', 'Steel brackets', 'Toner cartridge', 'Pallet wrap', 'Safety gloves', 'Desk chairs'])}   {q}   {q - r.choice([0, 0, 0, 1])}")
+    L += ["", f"{r.choice(['Parcels:', 'Packages:', 'Cartons:'])} {r.randint(1, 9)}   {r.choice(['Carrier:', 'Via:'])} {r.choice(['DHL', 'own transport', 'Atlas Freight Services'])}", ""]
+    L += wrap(r.choice(["Goods received in good condition.", "Please check the goods on arrival and report any shortage within 48 hours.", "Received by (signature and print name):"]), 70)
+    L += ["", "Received by ____________________   Date ________"]
+    return L
+
+
+def tax_form(r):
+    y = r.randint(1995, 2024)
+    L = [r.choice([f"Form 1040 U.S. Individual Income Tax Return {y}", f"Self Assessment Tax Return {y}-{y + 1}", f"Form W-2 Wage and Tax Statement {y}", f"Tax Return for the tax year ended 5 April {y}"]), r.choice(["Internal Revenue Service", "HM Revenue & Customs", "Department of the Treasury"]), ""]
+    fields = [f"Taxpayer name: {person(r)}", f"Social security number (SSN): {r.randint(100,899)}-{r.randint(10,99)}-{r.randint(1000,9999)}", f"Employer identification number: {r.randint(10,99)}-{r.randint(1000000,9999999)}", "Filing status: [ ] Single [ ] Married filing jointly", f"Wages, salaries, tips: {money(r, 9000, 90000):.2f}", f"Taxable income: {money(r, 5000, 80000):.2f}", f"Federal income tax withheld: {money(r, 500, 20000):.2f}", "Total tax ______", f"Tax year {y}", f"Unique taxpayer reference {r.randint(10**9, 10**10 - 1)}", "Schedule C attached [ ]", "Sign here ____________  Date ______"]
+    r.shuffle(fields)
+    L += fields[: r.randint(6, 11)]
+    L += ["", r.choice(["Under penalties of perjury, I declare that I have examined this return.", "I declare that the information I have given on this return is correct and complete.", "Keep a copy for your records."])]
+    return L
+
+
+def report(r):
+    L = [r.choice(COMPANY), r.choice(["Quarterly Report", "Annual Report to the Board", "Audit Report", "Project Status Report", "Market Analysis Report"]), f"{r.choice(['Prepared by', 'Author:'])} {person(r)}   {date(r)}", ""]
+    for h in r.sample(["Executive summary", "Introduction", "Background", "Methodology", "Findings", "Analysis", "Recommendations", "Conclusions", "Appendix A"], r.randint(3, 6)):
+        L.append(h.upper() if r.random() < 0.5 else h)
+        L += wrap(paragraph(r, 2, 4), 72) + [""]
+    if r.random() < 0.5:
+        L += [f"Table {r.randint(1, 5)}. " + r.choice(["Results by region", "Sales by quarter", "Costs by department"]), "Q1   Q2   Q3   Q4", "   ".join(str(r.randint(10, 99)) for _ in range(4))]
+    return L
+
+
 TYPES = [("letter", letter), ("memo", memo), ("email", email), ("invoice", invoice), ("resume", resume), ("form", form), ("budget", budget), ("questionnaire", questionnaire), ("news article", news)]
 # SET "business" (issue 33): the types of folio's default taxonomy that
 # this generator writes, the four new ones among them; "rvl" (the default)
 # is the 9-type corpus as it always was (same seed, same documents).
 BUSINESS = [("letter", letter), ("memo", memo), ("email", email), ("invoice", invoice), ("resume", resume), ("form", form), ("receipt", receipt), ("contract", contract), ("bank statement", bank_statement), ("payslip", payslip)]
+# SET "office": all 14 types of the default taxonomy (the business set and
+# purchase orders, delivery notes, tax forms, reports), for tuning the
+# keywords of those four on something other than the held-out corpus
+# (heldout_corpus.py); "business" stays as it was, seed for seed.
+OFFICE = BUSINESS + [("purchase order", purchase_order), ("delivery note", delivery_note), ("tax form", tax_form), ("report", report)]
 FONTS = ["DejaVu Sans", "DejaVu Serif", "DejaVu Sans Mono", "DejaVu Sans Semi-Condensed", "DejaVu Serif Semi-Condensed", "DejaVu Sans Ultra-Light", "DejaVu Sans Bold", "DejaVu Serif Bold"]
 
 
 def main():
     out, per, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    types = BUSINESS if len(sys.argv) > 4 and sys.argv[4] == "business" else TYPES
+    name = sys.argv[4] if len(sys.argv) > 4 else "rvl"
+    types = {"business": BUSINESS, "office": OFFICE}.get(name, TYPES)
     r = random.Random(seed)
     rows = []
     n = 0

@@ -1,4 +1,4 @@
-/* The table-driven option parser (pipeline/cli.h): every kind stores its
+/* The table-driven option parser (pipeline/cli/cli.h): every kind stores its
  * value where CLI_AT says and refuses a bad one with "--NAME wants ..., got
  * 'VALUE'" (or "takes A, B or C, not ..." for an enum), exit 2; the last of
  * two settings wins (the configuration file relies on it); --help lists the
@@ -6,9 +6,9 @@
  * line, old names left out, text entries verbatim); positional counts and
  * unknown options are refused; and the commands that read the
  * configuration file take their keys from these tables. */
-#include "pipeline/cli.h"
-#include "pipeline/commands.h"
-#include "pipeline/config.h"
+#include "pipeline/cli/cli.h"
+#include "pipeline/cli/commands.h"
+#include "pipeline/cli/config.h"
 #include "tests/support/testutil.h"
 
 #include <stdarg.h>

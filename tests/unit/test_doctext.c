@@ -5,8 +5,8 @@
  * character boundary, stop reading once the document is full, and say so
  * (fields and the pages JSON). */
 #include "common/json.h"
-#include "pipeline/docpages.h"
-#include "pipeline/doctext.h"
+#include "pipeline/document/classify_doc.h"
+#include "pipeline/document/doctext.h"
 #include "tests/support/testutil.h"
 
 #include <leptonica/allheaders.h>

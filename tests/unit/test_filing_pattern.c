@@ -1,9 +1,9 @@
-/* --file-by patterns (pipeline/filing.c): fields expand, every value
+/* --file-by patterns (pipeline/review/filing.c): fields expand, every value
  * becomes exactly one path component whatever it holds ('/', '\', controls,
  * a leading '.', "..", nothing at all, 300 bytes of UTF-8), literal '.',
  * '..' and empty components and unknown or unclosed fields are refused with
  * the pattern named, and a leading '/' (outside the tree) too. */
-#include "pipeline/review.h"
+#include "pipeline/review/review.h"
 #include "tests/support/testutil.h"
 
 #include <stdio.h>

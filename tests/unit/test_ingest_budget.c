@@ -14,7 +14,7 @@
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
-#include "pipeline/doctext.h"
+#include "pipeline/document/doctext.h"
 #include "tests/support/testutil.h"
 
 #include <leptonica/allheaders.h>

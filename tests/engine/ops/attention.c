@@ -1,0 +1,302 @@
+/*
+ * Attention: every kernel and element type per shape class, the ranged
+ * (split) path, fused-QKV strides, and the shapes that are refused. See
+ * ops_test.h for the harness.
+ */
+#include "tests/engine/ops/ops_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs one attention shape through every kernel the device has for its
+ * head size (scalar everywhere; the tensor-core kernel where available, so
+ * on an NVIDIA GPU both run) and both element types, against the C
+ * reference. f holds every input; q, k and v start at element offsets qo,
+ * ko and vo (slices of one tensor, as from a fused QKV matmul) and use the
+ * strides in a. Bounds:
+ *  - scalar f32: 2e-5 absolute + 1e-4 relative (outputs are convex
+ *    combinations of v in [-1, 1]; online vs two-pass softmax);
+ *  - scalar f16: the reference runs on the f16-rounded inputs; 1e-3
+ *    relative for the f16 output (2^-11);
+ *  - tensor cores: against ops_ref_attention_f16mm (the same f16 rounding
+ *    of Q * scale * log2 e, K, V and P): 1.5e-3 absolute + 1e-3 relative,
+ *    because the kernel rounds P after a running rather than the final row
+ *    max (each weight within 2^-11 relative of the reference's, so the
+ *    output within 2 * 2^-11 * max|v|) and may write f16. A wrong mask,
+ *    rescale or tile edge moves outputs by ~1/(visible keys) >= 5e-3. */
+static void attn_all(struct T *t, struct op_attention a, const float *f, size_t nf, size_t qo,
+                     size_t ko, size_t vo, const uint32_t *rg, const char *what)
+{
+    size_t no = (size_t)a.tq * a.hq * a.d;
+    float *fr = malloc(sizeof(float) * nf), *g = malloc(sizeof(float) * no);
+    float *r = malloc(sizeof(float) * no);
+    uint16_t *h = malloc(sizeof(uint16_t) * (nf > no ? nf : no));
+    for (int kern = OP_ATTN_SCALAR; kern <= OP_ATTN_COOPMAT; kern++) {
+        if (kern == OP_ATTN_COOPMAT && op_attention_pick(t->vk, a.d) != OP_ATTN_COOPMAT)
+            continue;
+        for (int f16 = 0; f16 < 2; f16++) {
+            /* lavapipe compiles each specialisation with LLVM on first use
+             * (minutes under ASan on a cold Mesa cache), so the scalar f16
+             * variant runs for the text head size only; the tensor-core
+             * kernel runs every case in both types. */
+            if (f16 && kern == OP_ATTN_SCALAR && a.d != 128)
+                continue;
+            uint64_t es = f16 ? 2 : 4;
+            for (size_t i = 0; i < nf; i++) {
+                h[i] = quant_f32_to_f16(f[i]);
+                fr[i] = f16 ? quant_f16_to_f32(h[i]) : f[i];
+            }
+            vkr_arena_reset(t->act);
+            struct vkr_tensor ft = put(t, t->act, f16 ? (const void *)h : (const void *)f, nf * es);
+            a.q = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + qo * es,
+                                      .size = ft.size - qo * es};
+            a.k = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + ko * es,
+                                      .size = ft.size - ko * es};
+            a.v = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + vo * es,
+                                      .size = ft.size - vo * es};
+            a.o = put(t, t->act, NULL, no * es);
+            struct vkr_tensor rt = put(t, t->act, rg ? (const void *)rg : (const void *)f, rg ? 8ull * a.tq : 4);
+            a.ranges = rg ? &rt : NULL;
+            a.f16 = f16;
+            a.kernel = (enum op_attn_kernel)kern;
+            RUN(t, op_attention(c, &a, e));
+            if (f16) {
+                get(t, a.o, h, no * 2);
+                for (size_t i = 0; i < no; i++)
+                    g[i] = quant_f16_to_f32(h[i]);
+            } else {
+                get(t, a.o, g, no * 4);
+            }
+            if (kern == OP_ATTN_COOPMAT)
+                ops_ref_attention_f16mm(&a, fr + qo, fr + ko, fr + vo, rg, r);
+            else
+                ops_ref_attention(&a, fr + qo, fr + ko, fr + vo, rg, r);
+            size_t at = 0;
+            double tabs = kern == OP_ATTN_COOPMAT ? 1.5e-3 : 2e-5;
+            double trel = kern == OP_ATTN_COOPMAT || f16 ? 1e-3 : 1e-4;
+            double wv = worst(g, r, NULL, no, tabs, trel, &at);
+            CHECK(wv <= 1.0, "attention %s (tq %u tk %u heads %u/%u d %u causal %d) %s %s: worst "
+                  "%.3g at %zu (gpu %g ref %g)", what, a.tq, a.tk, a.hq, a.hkv, a.d, a.causal,
+                  kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar", f16 ? "f16" : "f32", wv, at,
+                  (double)g[at], (double)r[at]);
+        }
+    }
+    free(fr), free(g), free(r), free(h);
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+enum { R_NONE, R_WIN, R_WIN64, R_LABEL };
+
+void test_attention(struct T *t)
+{
+    struct {
+        uint32_t tq, tk, hq, hkv, d;
+        int causal, ranges;
+        const char *what;
+    } cases[] = {
+        {37, 37, 2, 2, 64, 0, R_NONE, "plain, odd length"},
+        {45, 45, 4, 2, 128, 1, R_NONE, "causal + GQA, text head"},
+        {3, 40, 4, 1, 128, 1, R_NONE, "decode against a KV cache"},
+        {50, 50, 2, 2, 80, 0, R_WIN, "block-diagonal windows, vision head"},
+        {20, 20, 1, 1, 16, 1, R_WIN, "causal within windows, an empty row"},
+        {200, 200, 2, 1, 128, 1, R_NONE, "many key tiles, GQA 2:1"},
+        {150, 150, 2, 2, 80, 0, R_WIN64, "64-patch windows, a partial one, 3 query blocks"},
+        {70, 70, 3, 3, 16, 0, R_NONE, "head 16"},
+        {33, 33, 2, 2, 72, 1, R_NONE, "head 72 (no tensor-core kernel)"},
+        {21, 21, 2, 1, 256, 1, R_NONE, "head 256 (scalar only)"},
+        {65, 130, 2, 2, 64, 1, R_NONE, "causal with a KV offset, 2 query blocks"},
+        {1, 1, 1, 1, 64, 0, R_NONE, "one token"},
+        {12, 99, 4, 2, 128, 0, R_LABEL, "label scoring: 3 labels x 4 tokens after a 29-key prefix"},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
+                                 .hkv = cases[ci].hkv, .d = cases[ci].d, .causal = cases[ci].causal};
+        a.scale = 1.0f / sqrtf((float)a.d);
+        size_t nq = (size_t)a.tq * a.hq * a.d, nk = (size_t)a.tk * a.hkv * a.d;
+        if (t->ranged && (nq * 4 > vkr_limits(t->vk)->max_range || nk * 4 > vkr_limits(t->vk)->max_range))
+            continue; /* attention binds q/k/v whole by design */
+        size_t ko = align64(nq), vo = ko + align64(nk), nf = vo + nk;
+        float *f = calloc(nf, sizeof(float));
+        uint32_t *rg = malloc(sizeof(uint32_t) * 2 * a.tq);
+        fill(t, f, nq, 2.0f);
+        fill(t, f + ko, nk, 2.0f);
+        fill(t, f + vo, nk, 1.0f);
+        for (uint32_t i = 0; i < a.tq; i++) {
+            uint32_t lo = 0, hi = a.tk;
+            if (cases[ci].ranges == R_WIN) { /* [0,16) [16,40) [40,..) */
+                lo = i < 16 ? 0 : i < 40 ? 16 : 40;
+                hi = i < 16 ? 16 : i < 40 ? 40 : a.tk;
+            } else if (cases[ci].ranges == R_WIN64) {
+                lo = i / 64 * 64;
+                hi = lo + 64;
+            } else if (cases[ci].ranges == R_LABEL) {
+                /* K/V: per label the 29 prefix keys then its 4 tokens;
+                 * a label token sees the prefix and its label's earlier
+                 * tokens, never another label's. */
+                uint32_t lab = i / 4, tok = i % 4, blk = 29 + 4;
+                lo = lab * blk;
+                hi = lo + 29 + tok + 1;
+            }
+            rg[2 * i] = lo;
+            rg[2 * i + 1] = hi < a.tk ? hi : a.tk;
+        }
+        if (cases[ci].ranges == R_WIN && a.tq > 5)
+            rg[2 * 5] = rg[2 * 5 + 1] = 3; /* a query that sees nothing -> zeros */
+        attn_all(t, a, f, nf, 0, ko, vo, cases[ci].ranges != R_NONE ? rg : NULL, cases[ci].what);
+        free(f), free(rg);
+    }
+}
+
+/* op_attention_ranged: the same cases plus strided (fused QKV) operands and
+ * a head size outside the fused kernel's own test list, through the split
+ * path. In ranged mode (16 KiB bindings) every case but the smallest
+ * exceeds one binding, so queries and keys are cut into chunks whose
+ * partial outputs are merged by log-sum-exp; the result must meet the
+ * fused kernel's bound against the same reference. */
+void test_attention_split(struct T *t)
+{
+    struct {
+        uint32_t tq, tk, hq, hkv, d;
+        int causal, windows, fused;
+    } cases[] = {
+        {37, 37, 2, 2, 64, 0, 0, 0},    {45, 45, 4, 2, 128, 1, 0, 0}, {3, 90, 4, 1, 128, 1, 0, 0},
+        {50, 50, 2, 2, 80, 0, 1, 0},    {20, 20, 1, 1, 32, 1, 1, 0},  {200, 200, 2, 1, 128, 1, 0, 0},
+        {70, 70, 4, 2, 64, 1, 0, 1},    {130, 130, 2, 2, 64, 0, 1, 0},
+    };
+    int split = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
+                                 .hkv = cases[ci].hkv, .d = cases[ci].d, .causal = cases[ci].causal};
+        a.scale = 1.0f / sqrtf((float)a.d);
+        uint32_t w = cases[ci].fused ? (a.hq + 2 * a.hkv) * a.d : 0;
+        size_t nq = (size_t)a.tq * a.hq * a.d, nk = (size_t)a.tk * a.hkv * a.d;
+        size_t nf = cases[ci].fused ? (size_t)a.tq * w : nq + 2 * nk;
+        float *f = malloc(sizeof(float) * nf), *g = malloc(sizeof(float) * nq);
+        float *r = malloc(sizeof(float) * nq);
+        uint32_t *rg = malloc(sizeof(uint32_t) * 2 * a.tq);
+        fill(t, f, nf, 2.0f);
+        for (uint32_t i = 0; i < a.tq; i++) { /* windows of 16, 24, then the rest */
+            uint32_t lo = i < 16 ? 0 : i < 40 ? 16 : 40, hi = i < 16 ? 16 : i < 40 ? 40 : a.tk;
+            rg[2 * i] = lo;
+            rg[2 * i + 1] = hi < a.tk ? hi : a.tk;
+        }
+        if (cases[ci].windows && a.tq > 5)
+            rg[2 * 5] = rg[2 * 5 + 1] = 3;
+        vkr_arena_reset(t->act);
+        struct vkr_tensor ft = put(t, t->act, f, sizeof(float) * nf);
+        uint64_t ko = cases[ci].fused ? (uint64_t)a.hq * a.d * 4 : nq * 4;
+        uint64_t vo = cases[ci].fused ? ko + (uint64_t)a.hkv * a.d * 4 : (nq + nk) * 4;
+        a.q = ft;
+        a.k = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + ko, .size = ft.size - ko};
+        a.v = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + vo, .size = ft.size - vo};
+        if (cases[ci].fused)
+            a.q_stride = a.k_stride = a.v_stride = w;
+        a.o = put(t, t->act, NULL, sizeof(float) * nq);
+        struct vkr_tensor rt = put(t, t->act, rg, sizeof(uint32_t) * 2 * a.tq);
+        a.ranges = cases[ci].windows ? &rt : NULL;
+        uint64_t sb[4];
+        op_attention_scratch_bytes(t->vk, a.tq, a.hq, a.d, sb);
+        struct op_attention_scratch sc = {put(t, t->act, NULL, sb[0]), put(t, t->act, NULL, sb[1]),
+                                          put(t, t->act, NULL, sb[2]), put(t, t->act, NULL, sb[3])};
+        split += nf * 4 > vkr_limits(t->vk)->max_range;
+        /* the split machinery is under test here, the kernels in attn_all:
+         * the f32 kernel whose bound this is (chunks always run it) */
+        a.kernel = OP_ATTN_SCALAR;
+        RUN(t, op_attention_ranged(c, &a, &sc, e));
+        get(t, a.o, g, sizeof(float) * nq);
+        ops_ref_attention(&a, f, f + ko / 4, f + vo / 4, cases[ci].windows ? rg : NULL, r);
+        size_t at = 0;
+        double wv = worst(g, r, NULL, nq, 2e-5, 1e-4, &at); /* the fused kernel's bound */
+        CHECK(wv <= 1.0, "split attention case %zu: worst %.3g at %zu (gpu %g ref %g)", ci, wv,
+              at, (double)g[at], (double)r[at]);
+        free(f), free(g), free(r), free(rg);
+    }
+    if (t->ranged)
+        CHECK(split >= 6, "only %d split-attention cases exceeded the binding range", split);
+}
+
+/* q, k and v as slices of one fused QKV output (row strides). */
+void test_attention_fused(struct T *t)
+{
+    struct op_attention a = {.tq = 30, .tk = 30, .hq = 4, .hkv = 2, .d = 64, .causal = 1};
+    a.scale = 0.125f;
+    uint32_t w = (a.hq + 2 * a.hkv) * a.d;
+    size_t nf = (size_t)a.tq * w;
+    if (t->ranged && nf * 4 > vkr_limits(t->vk)->max_range)
+        return; /* attention binds q/k/v whole by design */
+    float *f = malloc(sizeof(float) * nf);
+    fill(t, f, nf, 2.0f);
+    a.q_stride = a.k_stride = a.v_stride = w;
+    size_t ko = (size_t)a.hq * a.d, vo = ko + (size_t)a.hkv * a.d;
+    attn_all(t, a, f, nf, 0, ko, vo, NULL, "fused QKV strides");
+    free(f);
+}
+
+static void attn_refused(struct T *t, const struct op_attention *a, int want, const char *says)
+{
+    struct folio_err e = {0};
+    struct vkr_cmd *c = NULL;
+    int rc = vkr_cmd_begin(t->vk, &c, &e);
+    CHECK(rc == 0, "cmd_begin: %s", e.msg);
+    if (rc)
+        return;
+    rc = op_attention(c, a, &e);
+    vkr_cmd_abort(c);
+    CHECK(rc == want && strstr(e.msg, says), "bad attention (d %u heads %u/%u): rc %d, \"%s\" "
+          "(wanted %d, \"%s\")", a->d, a->hq, a->hkv, rc, e.msg, want, says);
+}
+
+/* Shapes the kernels cannot run are refused with a message naming them. */
+void test_attention_errors(struct T *t)
+{
+    vkr_arena_reset(t->act);
+    struct vkr_tensor x = put(t, t->act, NULL, 1u << 16);
+    struct {
+        struct op_attention a;
+        int rc;
+        const char *says;
+    } bad[] = {
+        {{.tq = 4, .tk = 4, .hq = 1, .hkv = 1, .d = 65}, FOLIO_EUNSUPPORTED, "head size 65"},
+        {{.tq = 4, .tk = 4, .hq = 1, .hkv = 1, .d = 258}, FOLIO_EUNSUPPORTED, "head size 258"},
+        {{.tq = 4, .tk = 4, .hq = 3, .hkv = 2, .d = 64}, FOLIO_EINVAL, "not a multiple of 2 KV"},
+        {{.tq = 4, .tk = 4, .hq = 1, .hkv = 1, .d = 72, .kernel = OP_ATTN_COOPMAT},
+         FOLIO_EUNSUPPORTED, "cooperative-matrix kernel is not available for head size 72"},
+        {{.tq = 4, .tk = 4, .hq = 2, .hkv = 2, .d = 64, .q_stride = 129}, FOLIO_EINVAL,
+         "must be even"},
+        {{.tq = 4, .tk = 4, .hq = 2, .hkv = 2, .d = 64, .k_stride = 100}, FOLIO_EINVAL,
+         "shorter than its heads"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct op_attention a = bad[i].a;
+        a.q = a.k = a.v = a.o = x;
+        a.scale = 1.0f;
+        attn_refused(t, &a, bad[i].rc, bad[i].says);
+    }
+    struct op_attention a = {.tq = 4, .tk = 4, .hq = 1, .hkv = 1, .d = 64, .scale = 1.0f};
+    a.q = a.k = a.v = a.o = x;
+    a.k.offset += 4, a.k.size -= 4;
+    attn_refused(t, &a, FOLIO_EINVAL, "8-byte aligned");
+    if (t->ranged) { /* past one binding: the split path is f32 only */
+        struct op_attention big = {.tq = 200, .tk = 200, .hq = 2, .hkv = 1, .d = 64, .f16 = 1,
+                                   .scale = 1.0f};
+        big.q = big.k = big.v = big.o = x;
+        struct folio_err e = {0};
+        struct vkr_cmd *c = NULL;
+        int rc = vkr_cmd_begin(t->vk, &c, &e);
+        if (!rc) {
+            rc = op_attention_ranged(c, &big, NULL, &e);
+            vkr_cmd_abort(c);
+        }
+        CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "f16 tensors past one binding"),
+              "f16 split: rc %d \"%s\"", rc, e.msg);
+    }
+    struct vkr_pipeline_key k[2];
+    CHECK(ops_attention_keys(t->vk, 65, 0, k) == 0, "odd head sizes have no kernel");
+    int n = ops_attention_keys(t->vk, 80, 1, k);
+    CHECK(n >= 1 && strcmp(k[0].shader, "attention") == 0 && k[0].spec[0] == 80 &&
+          k[0].spec[2] == 1, "head 80 f16 keys: %d, %s", n, n ? k[0].shader : "-");
+    CHECK((n == 2) == (op_attention_pick(t->vk, 80) == OP_ATTN_COOPMAT),
+          "the tensor-core key is declared exactly where AUTO picks it");
+}

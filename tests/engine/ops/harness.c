@@ -1,0 +1,152 @@
+/* The op tests' harness: device, arenas, pre-warm and seal, the helpers
+ * every case group uses. See ops_test.h. */
+#include "tests/engine/ops/ops_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+float frand(struct T *t)
+{
+    return folio_rng_signed(&t->rng);
+}
+
+void fill(struct T *t, float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand(t) * scale;
+}
+
+struct vkr_tensor put(struct T *t, struct vkr_arena *a, const void *data, uint64_t bytes)
+{
+    struct folio_err e = {0};
+    struct vkr_tensor x;
+    if (vkr_arena_alloc(a, bytes, &x, &e) != 0 || (data && vkr_upload(t->vk, x, 0, data, bytes, &e) != 0)) {
+        fprintf(stderr, "FAIL: placing %llu bytes: %s / %s\n", (unsigned long long)bytes, e.msg, e.detail);
+        exit(1);
+    }
+    return x;
+}
+
+void get(struct T *t, struct vkr_tensor x, void *out, uint64_t bytes)
+{
+    struct folio_err e = {0};
+    if (vkr_download(t->vk, x, 0, out, bytes, &e) != 0) {
+        fprintf(stderr, "FAIL: download: %s\n", e.msg);
+        exit(1);
+    }
+}
+
+double worst(const float *g, const float *r, const float *scale, size_t n, double tabs, double trel,
+             size_t *at)
+{
+    double w = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double s = scale ? scale[i] : fabs((double)r[i]);
+        double q = fabs((double)g[i] - r[i]) / (tabs + trel * s);
+        if (!(q <= w)) {
+            w = q;
+            *at = i;
+        }
+        if (isnan(g[i]))
+            return INFINITY;
+    }
+    return w;
+}
+
+void gemm_operands(struct T *t, uint32_t m, uint32_t n, uint32_t k, struct gemm_operands *o)
+{
+    size_t nk = (size_t)n * k, mk = (size_t)m * k;
+    float *wf = malloc(sizeof(float) * nk);
+    o->wd = malloc(sizeof(float) * nk);
+    o->x = malloc(sizeof(float) * mk);
+    o->xd = malloc(sizeof(float) * mk);
+    o->wh = malloc(nk * 2);
+    o->xh = malloc(mk * 2);
+    if (!wf || !o->wd || !o->x || !o->xd || !o->wh || !o->xh) {
+        fprintf(stderr, "FAIL: out of host memory for GEMM operands %ux%ux%u\n", m, n, k);
+        exit(1);
+    }
+    fill(t, wf, nk, 1.0f);
+    fill(t, o->x, mk, 1.0f);
+    quant_quantize_row(QUANT_F16, wf, o->wh, (int64_t)nk);
+    quant_dequantize_row(QUANT_F16, o->wh, o->wd, (int64_t)nk);
+    quant_quantize_row(QUANT_F16, o->x, o->xh, (int64_t)mk);
+    quant_dequantize_row(QUANT_F16, o->xh, o->xd, (int64_t)mk);
+    free(wf);
+}
+
+void gemm_operands_free(struct gemm_operands *o)
+{
+    free(o->wd), free(o->x), free(o->xd), free(o->wh), free(o->xh);
+    *o = (struct gemm_operands){0};
+}
+
+/* Opens the test device, pre-warms everything, seals, runs all ops. */
+int run_all(int ranged)
+{
+    struct T t = {.rng = {0x9E3779B97F4A7C15ull}, .ranged = ranged};
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    struct vkr_config cfg = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                             .validate = -1, .cache_dir = ""};
+    struct folio_err e = {0};
+    int rc = vkr_open(&cfg, &t.vk, &e);
+    REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
+    int failed = -1;
+    rc = ops_prewarm(t.vk, &failed, &e);
+    REQUIRE(rc == 0 && failed == 0, "prewarm: rc %d failed %d: %s", rc, failed, e.msg);
+    {
+        /* every GEMM configuration (test_gemm_configs), as bench ops --only gemm does */
+        struct vkr_pipeline_key gk[512];
+        int ng = ops_gemm_keys_all(t.vk, 1, gk);
+        ng += ops_gemm_keys_for_k(t.vk, 1280, &gk[ng]);
+        ng += ops_gemm_keys_for_k(t.vk, 3584, &gk[ng]);
+        rc = vkr_prewarm(t.vk, gk, ng, &failed, &e);
+        REQUIRE(rc == 0 && failed == 0, "GEMM configurations: rc %d failed %d: %s", rc, failed, e.msg);
+    }
+    vkr_seal(t.vk);
+    struct vkr_stats s0;
+    vkr_get_stats(t.vk, &s0);
+    rc = vkr_arena_create(t.vk, "weights", VKR_ARENA_WEIGHTS, &t.w, &e);
+    REQUIRE(rc == 0, "%s", e.msg);
+    rc = vkr_arena_create(t.vk, "act", VKR_ARENA_ACTIVATIONS, &t.act, &e);
+    REQUIRE(rc == 0, "%s", e.msg);
+    /* The largest single pass above needs well under 1 MiB of activations. */
+    uint64_t plan[] = {1u << 20};
+    rc = vkr_arena_plan(t.act, plan, 1, &e);
+    REQUIRE(rc == 0, "plan: %s", e.msg);
+
+    static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm, test_gemm_epilogues,
+                                                test_gemm_configs,
+                                                 test_norm_softmax, test_rope, test_attention,
+                                                 test_attention_fused, test_attention_errors,
+                                                 test_attention_split, test_elem, test_rows};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        double t0 = folio_mono_ms();
+        tests[i](&t);
+        fprintf(stderr, "ops: case group %zu took %.0f ms\n", i, folio_mono_ms() - t0);
+    }
+
+    if (ranged)
+        test_identical(&t);
+    struct vkr_stats s;
+    vkr_get_stats(t.vk, &s);
+    CHECK(s.pipeline_requests_after_seal == 0, "%llu pipeline requests after seal",
+          (unsigned long long)s.pipeline_requests_after_seal);
+    CHECK(s.pipelines_built == s0.pipelines_built, "pipelines created after seal: %u -> %u",
+          s0.pipelines_built, s.pipelines_built);
+    if (ranged) {
+        CHECK(vkr_arena_blocks(t.w) > 1, "weights should span several blocks, got %u",
+              vkr_arena_blocks(t.w));
+        CHECK(vkr_limits(t.vk)->max_range <= 65536, "range override not applied");
+    }
+    fprintf(stderr, "ops: %llu dispatches, %llu submits, %u weight blocks, validation messages %llu\n",
+            (unsigned long long)s.dispatches, (unsigned long long)s.submits, vkr_arena_blocks(t.w),
+            (unsigned long long)s.validation_messages);
+    vkr_arena_destroy(t.act);
+    vkr_arena_destroy(t.w);
+    vkr_get_stats(t.vk, &s);
+    CHECK(s.validation_messages == 0, "%llu validation messages", (unsigned long long)s.validation_messages);
+    vkr_close(t.vk);
+    return tu_finish();
+}
