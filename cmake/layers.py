@@ -38,6 +38,7 @@ LAYERS = [
     ("text", "engine/text/"),  # tokenizer and prompts: the text stack, on the container
     ("ops", "engine/ops/"),
     ("model", "engine/model/"),
+    ("model", "engine/arch/"),  # the families behind their descriptors (engine/arch/arch.h)
     ("ocr", "engine/ocr"),
     ("engine", "engine/"),
     ("pdfhelper", "ingest/pdfhelper/"),
@@ -101,6 +102,17 @@ EXCEPTIONS = {
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
+# A model family is one folder, engine/arch/<family>/ (docs/ARCHITECTURE.md,
+# "Model families"): nothing outside it includes its files but the registry
+# (engine/arch/arch.c) and tests, and no file outside engine/arch/ and the
+# tests names a family's constant (that would be a family branch; the
+# engines ask the family's descriptor, engine/arch/arch.h, instead).
+FAMILY_DIR = re.compile(r"^engine/arch/([^/]+)/")
+FAMILY_REGISTRY = "engine/arch/arch.c"
+FAMILY_CONST = re.compile(r"\bGGUF_(?:TEXT|VISION)_[A-Z0-9_]+\b")
+FAMILY_CONST_HOME = "engine/model/gguf_model.h"  # declares them, for the descriptors
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
 
 def layer_of(path):
     for name, prefix in LAYERS:
@@ -143,6 +155,32 @@ def measure(root):
             yield f, inc, a, b
 
 
+def family_violations(root):
+    """Lines for every include of a family folder from outside it and every
+    family constant named outside engine/arch/."""
+    bad = []
+    for f in sources(root):
+        if f.startswith("tests/") or layer_of(f) is None:
+            continue
+        try:
+            text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        for inc in INCLUDE.findall(text):
+            m = FAMILY_DIR.match(inc)
+            if m and not f.startswith(f"engine/arch/{m.group(1)}/") and f != FAMILY_REGISTRY:
+                bad.append(f"{f} includes {inc}: the family folder engine/arch/{m.group(1)}/ is private "
+                           f"(reach the family through its descriptor, engine/arch/arch.h)")
+        if f.startswith("engine/arch/") or f == FAMILY_CONST_HOME:
+            continue
+        code = COMMENT.sub(lambda c: "\n" * c.group(0).count("\n"), text)
+        for no, line in enumerate(code.split("\n"), 1):
+            for name in FAMILY_CONST.findall(line):
+                bad.append(f"{f}:{no} names {name}: a family branch outside engine/arch/ "
+                           f"(ask the family's descriptor, engine/arch/arch.h)")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -171,6 +209,7 @@ def main():
             used.add((f, inc))
             continue
         bad.append(f"{f} includes {inc}: layer {a} may not use layer {b}")
+    bad += family_violations(args.root)
     if args.graph:
         for (a, b), n in sorted(edges.items()):
             print(f"{a} -> {b} ({n})")

@@ -21,6 +21,7 @@
 #include "common/json.h"
 #include "engine/vlm_internal.h"
 #include "engine/vlm_selftest.h"
+#include "engine/arch/arch.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
@@ -142,27 +143,6 @@ static int load_gate(const struct vlm_config *c, struct vlm_gate_rule *rules, in
         *n += m;
     }
     return rc;
-}
-
-/* Qwen3-VL hook: its preprocessing (16-px patches, so 32-px resize steps;
- * preprocessor_config min 65536 / max 16777216 pixels) and the pixel cap of
- * the plan in its own patches. */
-static void qwen3vl_pixels(struct vlm *v)
-{
-    const struct vlm_config *c = &v->cfg;
-    uint32_t f = v->vm->vision.patch_size * 2;
-    v->prep.patch = v->vm->vision.patch_size;
-    v->prep.min_pixels = c->min_pixels ? c->min_pixels : 65536u;
-    v->prep.max_pixels = c->max_pixels ? c->max_pixels : 16777216u;
-    uint64_t plan_px = (uint64_t)c->max_image_tokens * f * f;
-    if (v->prep.max_pixels > plan_px)
-        v->prep.max_pixels = (uint32_t)plan_px;
-    /* an upscale rounds each side up to 32 px: with the default min at most a
-     * quarter of the plan that stays inside it (a min near the plan would
-     * ask for more patches than planned and the page would be refused) */
-    uint32_t min_cap = c->min_pixels ? v->prep.max_pixels : v->prep.max_pixels / 4;
-    if (v->prep.min_pixels > min_cap)
-        v->prep.min_pixels = min_cap;
 }
 
 /* A synthetic page of side x side: mid-gray with darker bands (something
@@ -447,8 +427,9 @@ static int load_models(struct vlm *v, struct folio_err *err)
                  "takes %u (they are not a pair)", v->vm->vision.n_deepstack,
                  v->tm->text.n_deepstack);
         disable_vision(v, m);
-    } else if (v->vm->vision.kind == GGUF_VISION_QWEN3VL) {
-        qwen3vl_pixels(v);
+    } else if (v->vm->vision.arch->pixels) { /* the tower's own preprocessing */
+        v->vm->vision.arch->pixels(&v->vm->vision, c->min_pixels, c->max_pixels,
+                                   c->max_image_tokens, &v->prep);
     }
     if (!v->rep.vision_enabled) {
         gguf_model_close(v->vm);
@@ -854,8 +835,8 @@ int vlm_prepare(struct vlm *v, const struct vlm_page *page, const char *const *l
     struct prompt_item items[2] = {
         {.kind = PROMPT_IMAGE, .grid_h = pp->pi.grid_h, .grid_w = pp->pi.grid_w},
         {.kind = PROMPT_TEXT, .text = instr, .len = ilen}};
-    /* Qwen3-VL's chat template has no default system turn (Qwen2's has) */
-    struct prompt_opts po = {.no_system = vis_hparams(v->vis)->kind == GGUF_VISION_QWEN3VL,
+    /* the family's chat template may have no default system turn (Qwen3-VL) */
+    struct prompt_opts po = {.no_system = vis_hparams(v->vis)->arch->prompt_no_system,
                              .merge = 2, .generation_prompt = 1};
     rc = prompt_chat_ex(v->tok, &po, items, 2, &pp->p, err);
     for (uint32_t l = 0; !rc && l < nl; l++) {

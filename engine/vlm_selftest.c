@@ -14,6 +14,7 @@
  */
 #include "common/rng.h"
 #include "engine/vlm_selftest.h"
+#include "engine/arch/arch.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/quant/quant.h"
@@ -62,7 +63,9 @@ enum { B_W, B_X, B_Y, B_QW, B_QX, B_QY, B_NX, B_NW, B_NB, B_NY, B_RX, B_RP, B_RY
 int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
                     const struct gguf_vision_hparams *vh, struct folio_err *err)
 {
-    int layer = vh && vh->kind != GGUF_VISION_QWEN25VL; /* LayerNorm: Qwen2-VL, Qwen3-VL */
+    /* the tower's norm and MLP activation (its descriptor); the text
+     * model's: RMSNorm, SwiGLU */
+    int layer = vh && vh->arch->norm_kind == 1; /* LayerNorm */
     uint32_t H = 2, Dh = vh ? vh->head_dim : tm->text.head_dim;
     enum op_rope_mode rmode = vh ? OP_ROPE_VISION : OP_ROPE_MROPE;
     /* the text model's weight type, quantised here, through matvec */
@@ -154,9 +157,7 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
                               .scale = 1.0f / sqrtf((float)Dh), .causal = 0,
                               .ranges = &t[B_AR]};
     enum op_elem_kind e1 = vh ? OP_GELU_ERF : OP_ADD;
-    enum op_elem_kind e2 = !vh || vh->kind == GGUF_VISION_QWEN25VL ? OP_SWIGLU
-                           : vh->kind == GGUF_VISION_QWEN3VL        ? OP_GELU_TANH
-                                                                    : OP_QUICK_GELU;
+    enum op_elem_kind e2 = vh ? (enum op_elem_kind)vh->arch->act : OP_SWIGLU;
     int fpv = !vh || !layer; /* norm without bias: RMSNorm */
     if (vh)
         rc = op_matmul(c, &m1, err);

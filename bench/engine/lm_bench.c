@@ -20,7 +20,6 @@
 #include "bench/engine/synth.h"
 #include "common/rng.h"
 #include "engine/model/lm_internal.h"
-#include "engine/model/qwen3vl.h"
 #include "engine/quant/quant.h"
 
 #include <inttypes.h>

@@ -22,11 +22,11 @@
 #include "bench/engine/synth.h"
 #include "engine/vlm.h"
 #include "engine/vlm_internal.h"
+#include "engine/arch/arch.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
 #include "engine/quant/quant.h"
-#include "engine/model/qwen3vl.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
@@ -493,7 +493,7 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         vf = 2 * n * 3.0 * h->patch_size * h->patch_size * D +
              2 * (n / 4) * ((double)h->merger_dim * h->merger_dim +
                             (double)h->merger_dim * h->proj_dim) * (1 + h->n_deepstack);
-        int mlp = h->kind == GGUF_VISION_QWEN25VL ? 3 : 2; /* SwiGLU or one up/down */
+        int mlp = h->arch->act == OP_SWIGLU ? 3 : 2; /* SwiGLU or one up/down */
         for (uint32_t i = 0; i < h->n_layer; i++) /* no windows: every block full */
             vf += 2 * n * (4 * D * D + mlp * D * h->n_ff) +
                   (!h->n_wa_pattern || (i + 1) % h->n_wa_pattern == 0 ? 4 * D * n * n

@@ -10,6 +10,7 @@
  * summarised, so the output shows *why* along with *what*.
  */
 #include "common/json.h"
+#include "engine/arch/arch.h"
 #include "engine/model/gguf_describe.h"
 #include "engine/model/gguf_model.h"
 #include "engine/quant/quant.h"
@@ -125,8 +126,8 @@ static const char *kind_of(const struct gguf_file *f, struct gguf_str *arch)
     const struct gguf_value *v = gguf_find(f, "general.architecture");
     if (!v || gguf_value_str(v, arch) != 0)
         return "unknown";
-    if (gguf_str_eq(*arch, "qwen2vl") || gguf_str_eq(*arch, "qwen3vl") ||
-        gguf_str_eq(*arch, "qwen3vlmoe")) /* the checks refuse MoE by name */
+    if (arch_text_find(arch->p, arch->n) ||
+        arch_text_refusing(arch->p, arch->n)) /* the checks refuse those by name */
         return "text";
     if (gguf_str_eq(*arch, "clip"))
         return "mmproj";
@@ -137,9 +138,8 @@ static void print_hparams_text(FILE *out, const struct gguf_model *m)
 {
     if (!m->is_vision) {
         const struct gguf_text_hparams *h = &m->text;
-        if (h->family == GGUF_TEXT_QWEN3VL)
-            fprintf(out, "qwen3vl       per-head q/k RMSNorm, interleaved M-RoPE, %u DeepStack "
-                    "layers\n", h->n_deepstack);
+        if (h->arch->describe) /* the family's own line */
+            h->arch->describe(out, h);
         fprintf(out,
                 "hparams       n_embd=%u n_layer=%u n_ff=%u n_head=%u n_head_kv=%u "
                 "head_dim=%u n_vocab=%u n_ctx_train=%u\n"
@@ -157,21 +157,12 @@ static void print_hparams_text(FILE *out, const struct gguf_model *m)
                 "hparams       %s: n_embd=%u n_layer=%u n_head=%u head_dim=%u n_ff=%u "
                 "patch=%u merge=%u proj_dim=%u\n"
                 "              mlp=%s eps=%g n_wa_pattern=%u window=%u%s\n",
-                h->kind == GGUF_VISION_QWEN3VL    ? "Qwen3-VL"
-                : h->kind == GGUF_VISION_QWEN25VL ? "Qwen2.5-VL"
-                                                  : "Qwen2-VL", h->n_embd,
+                h->arch->display, h->n_embd,
                 h->n_layer, h->n_head, h->head_dim, h->n_ff, h->patch_size, h->spatial_merge,
-                h->proj_dim,
-                h->use_silu ? "swiglu" : h->kind == GGUF_VISION_QWEN3VL ? "gelu" : "quick-gelu",
-                (double)h->eps,
+                h->proj_dim, h->arch->mlp_name, (double)h->eps,
                 h->n_wa_pattern, h->window_size, h->ffn_swapped ? " (legacy ffn names)" : "");
-        if (h->kind == GGUF_VISION_QWEN3VL) {
-            fprintf(out, "qwen3vl       position table %ux%u, DeepStack after blocks", h->pos_side,
-                    h->pos_side);
-            for (uint32_t j = 0; j < h->n_deepstack; j++)
-                fprintf(out, " %u", h->deepstack_layers[j]);
-            fputs(h->n_deepstack ? "\n" : " (none)\n", out);
-        }
+        if (h->arch->describe) /* the family's own line */
+            h->arch->describe(out, h);
     }
 }
 
@@ -198,9 +189,7 @@ static void print_hparams_json(FILE *out, const struct gguf_model *m)
                 "\"proj_dim\":%u,\"merger_dim\":%u,\"use_silu\":%s,\"eps\":%.9g,"
                 "\"n_wa_pattern\":%u,\"window_size\":%u,\"ffn_swapped\":%s,"
                 "\"image_mean\":[%.9g,%.9g,%.9g],\"image_std\":[%.9g,%.9g,%.9g]}",
-                h->kind == GGUF_VISION_QWEN3VL    ? "qwen3vl"
-                : h->kind == GGUF_VISION_QWEN25VL ? "qwen2.5vl"
-                                                  : "qwen2vl", h->n_embd, h->n_layer,
+                h->arch->json_name, h->n_embd, h->n_layer,
                 h->n_head, h->head_dim, h->n_ff, h->patch_size, h->spatial_merge, h->proj_dim,
                 h->merger_dim, h->use_silu ? "true" : "false", (double)h->eps, h->n_wa_pattern,
                 h->window_size, h->ffn_swapped ? "true" : "false", (double)h->image_mean[0],

@@ -1,10 +1,11 @@
 /*
  * gguf_model — the model view of a GGUF file (gguf_model.c): checks that
- * a container is a Qwen2-VL / Qwen2.5-VL / Qwen3-VL text model or mmproj
- * folio can run, with every expected tensor in the right dtype and shape,
- * and turns it into hyper-parameters plus the list of tensors the engine
- * uploads. Defaults folio supplies for absent keys are recorded
- * (struct gguf_assumed) so that none is silent. The reader is gguf.h.
+ * a container is a text model or mmproj of a family folio runs
+ * (engine/arch/: Qwen2-VL, Qwen2.5-VL, Qwen3-VL), with every tensor of
+ * the family's table in the right dtype and shape, and turns it into
+ * hyper-parameters plus the list of tensors the engine uploads. Defaults
+ * folio supplies for absent keys are recorded (struct gguf_assumed) so
+ * that none is silent. The reader is gguf.h.
  */
 #ifndef FOLIO_GGUF_MODEL_H
 #define FOLIO_GGUF_MODEL_H
@@ -16,7 +17,14 @@
  * head size of its own, interleaved M-RoPE, DeepStack inputs). */
 enum gguf_text_family { GGUF_TEXT_QWEN2VL = 0, GGUF_TEXT_QWEN3VL = 3 };
 
+struct arch_text;
+struct arch_tower;
+struct arch_tensor;
+
 struct gguf_text_hparams {
+    /* the family's descriptor (engine/arch/arch.h): what the engines ask
+     * instead of testing the family */
+    const struct arch_text *arch;
     enum gguf_text_family family;
     uint32_t n_deepstack;   /* Qwen3-VL: layers 0..n-1 add a DeepStack row at image tokens */
     uint32_t n_vocab;       /* token_embd rows */
@@ -32,6 +40,7 @@ enum gguf_vision_kind { GGUF_VISION_QWEN2VL = 2, GGUF_VISION_QWEN25VL = 25, GGUF
 #define GGUF_MAX_DEEPSTACK 8
 
 struct gguf_vision_hparams {
+    const struct arch_tower *arch; /* the tower's descriptor (engine/arch/arch.h) */
     enum gguf_vision_kind kind;
     uint32_t n_embd, n_layer, n_head, head_dim, n_ff; /* n_ff from tensor shapes */
     uint32_t patch_size, spatial_merge, proj_dim, merger_dim;
@@ -50,6 +59,10 @@ struct gguf_vision_hparams {
 struct gguf_load_item {
     const struct gguf_tensor_info *t;
     int on_host; /* token_embd: rows gathered on the CPU per request */
+    /* The family's table entry it matched and its block (or DeepStack
+     * merger) index: the loaders' slot for it (engine/arch/arch.h). */
+    const struct arch_tensor *spec;
+    uint32_t index;
 };
 
 /* A key the file lacks whose value folio supplied: `folio doctor` lists

@@ -25,11 +25,10 @@
  * room wins; the weights arenas are told what comes (vkr_arena_expect) so
  * that estimate and placement agree. The lm's own fields always mirror
  * the current part (lm_part_use), which keeps the forward pass and the
- * Qwen3-VL hooks written for one device.
+ * family's hooks (engine/arch/arch.h) written for one device.
  */
 #include "engine/model/lm_internal.h"
 #include "engine/quant/quant.h"
-#include "engine/model/qwen3vl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -64,8 +63,8 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     n += ops_gemm_keys_for_k(vk, m->text.n_embd, &all[n]);
     n += ops_gemm_keys_for_k(vk, m->text.n_ff, &all[n]);
     n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, &all[n]);
-    if (m->text.family == GGUF_TEXT_QWEN3VL) /* Qwen3-VL hook (qwen3vl.c) */
-        n += q3_lm_keys(&all[n]);
+    if (m->text.arch->hook_keys) /* the family's hooks (engine/arch/arch.h) */
+        n += m->text.arch->hook_keys(&all[n]);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)
@@ -96,31 +95,15 @@ static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct
     return rc;
 }
 
-static struct lm_w *slot_for(struct lm *lm, const char *name)
+/* The slot a load item's table entry names (engine/arch/arch.h): in the
+ * lm, or in its block. */
+static struct lm_w *slot_of(struct lm *lm, const struct gguf_load_item *it)
 {
-    unsigned li;
-    char rest[64];
-    if (strcmp(name, "output_norm.weight") == 0)
-        return &lm->out_norm;
-    if (strcmp(name, "output.weight") == 0)
-        return &lm->out_w;
-    if (strcmp(name, "token_embd.weight") == 0)
-        return lm->hp.tied_output ? &lm->out_w : NULL;
-    if (sscanf(name, "blk.%u.%63s", &li, rest) != 2 || li >= lm->hp.n_layer)
+    const struct arch_tensor *s = it->spec;
+    if (!s || s->load != ARCH_LOAD_SLOT || (s->group == ARCH_LAYER && it->index >= lm->hp.n_layer))
         return NULL;
-    struct lm_layer *L = &lm->L[li];
-    static const char *const names[14] = {
-        "attn_norm.weight", "attn_q.weight", "attn_q.bias", "attn_k.weight",
-        "attn_k.bias", "attn_v.weight", "attn_v.bias", "attn_output.weight",
-        "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
-        "attn_q_norm.weight", "attn_k_norm.weight"};
-    struct lm_w *slots[14] = {&L->attn_norm, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
-                              &L->bv, &L->wo, &L->ffn_norm, &L->wg, &L->wu, &L->wd,
-                              &L->qn, &L->kn};
-    for (int i = 0; i < 14; i++)
-        if (strcmp(rest, names[i]) == 0)
-            return slots[i];
-    return NULL;
+    char *base = s->group == ARCH_LAYER ? (char *)&lm->L[it->index] : (char *)lm;
+    return (struct lm_w *)(base + s->slot);
 }
 
 static int too_big(struct lm *lm, const char *what, uint64_t bytes, struct folio_err *err)
@@ -421,11 +404,10 @@ static int plan_activations(struct lm *lm, struct folio_err *err)
 /* ---- the split ---- */
 
 /* The layer a tensor belongs to; n_layer for the head and anything else. */
-static uint32_t tensor_layer(const struct lm *lm, const char *name)
+static uint32_t tensor_layer(const struct lm *lm, const struct gguf_load_item *it)
 {
-    unsigned li;
-    if (sscanf(name, "blk.%u.", &li) == 1 && li < lm->hp.n_layer)
-        return li;
+    if (it->spec && it->spec->group == ARCH_LAYER && it->index < lm->hp.n_layer)
+        return it->index;
     return lm->hp.n_layer;
 }
 
@@ -466,7 +448,7 @@ static void split_needs(const struct lm *lm, const uint64_t *wsz, const uint64_t
     for (uint32_t p = 0; p < 2; p++) {
         int n = 0;
         for (uint64_t i = 0; i < m->n_items; i++) {
-            uint32_t li = tensor_layer(lm, m->items[i].t->name);
+            uint32_t li = tensor_layer(lm, &m->items[i]);
             if (wsz[p * m->n_items + i] && (p ? li >= s : li < s))
                 sizes[n++] = wsz[p * m->n_items + i];
         }
@@ -598,7 +580,8 @@ static void lm_defaults(struct lm *lm, const struct gguf_model *m, const struct 
     lm->F = h->n_ff;
     lm->V = h->n_vocab;
     lm->Ein = lm->E * (1 + h->n_deepstack);
-    lm->rope_mode = h->family == GGUF_TEXT_QWEN3VL ? OP_ROPE_IMROPE : OP_ROPE_MROPE;
+    lm->arch = h->arch;
+    lm->rope_mode = h->arch->rope_mode;
 }
 
 static int check_shape(const struct lm *lm, struct folio_err *err)
@@ -630,7 +613,7 @@ static int upload_weights(struct lm *lm, char *why, size_t why_n, struct folio_e
             uint64_t w = 0;
             for (uint64_t i = 0; i < m->n_items; i++)
                 if (!m->items[i].on_host &&
-                    part_of_layer(lm, tensor_layer(lm, m->items[i].t->name)) == p)
+                    part_of_layer(lm, tensor_layer(lm, &m->items[i])) == p)
                     w += tensor_bytes(lm->vk, m->items[i].t, to_f16[p]);
             vkr_arena_expect(lm->wa, w);
         }
@@ -639,12 +622,12 @@ static int upload_weights(struct lm *lm, char *why, size_t why_n, struct folio_e
         const struct gguf_tensor_info *t = m->items[i].t;
         if (m->items[i].on_host)
             continue;
-        struct lm_w *w = slot_for(lm, t->name);
+        struct lm_w *w = slot_of(lm, &m->items[i]);
         if (!w) {
             rc = folio_err_set(err, FOLIO_EMODEL, "text model: unexpected tensor %s", t->name);
             break;
         }
-        uint32_t p = part_of_layer(lm, tensor_layer(lm, t->name));
+        uint32_t p = part_of_layer(lm, tensor_layer(lm, &m->items[i]));
         lm_part_use(lm, p);
         rc = upload_tensor(lm, t, w, staging[p], to_f16[p], err);
         if (rc && lm->nparts > 1)
@@ -661,8 +644,9 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
                   const struct lm_config *cfg, struct lm **out, struct folio_err *err)
 {
     *out = NULL;
-    if (!m || m->is_vision)
-        return folio_err_set(err, FOLIO_EINVAL, "lm_open needs a text model (qwen2vl)");
+    if (!m || m->is_vision || !m->text.arch)
+        return folio_err_set(err, FOLIO_EINVAL, "lm_open needs a checked text model "
+                             "(gguf_model_open_text)");
     if (n < 1 || n > LM_MAX_DEVICES)
         return folio_err_set(err, FOLIO_EINVAL, "text model: %u devices; one model runs on 1..%d",
                              n, LM_MAX_DEVICES);
@@ -690,10 +674,10 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     part_load(lm, 0);
     if (!rc)
         rc = plan_layout(lm, err); /* the layout the split's estimate needs */
-    /* Qwen3-VL: DeepStack rows on the first device (nothing otherwise),
+    /* the family's state (Qwen3-VL: DeepStack rows on the first device),
      * before the split so that its room counts them */
-    if (!rc)
-        rc = q3_lm_open(lm, err);
+    if (!rc && lm->arch->hook_open)
+        rc = lm->arch->hook_open(lm, err);
     if (!rc && n > 1)
         rc = plan_split(lm, err);
     char why[200] = "";
@@ -824,13 +808,14 @@ static int replan_to(struct lm *lm, uint32_t batch, struct folio_err *err)
     lm->aa = lm->part[lm->cur].aa;
     if (!rc)
         rc = plan_activations(lm, err);
-    /* Qwen3-VL: the DeepStack rows are sized for a full batch as well
-     * (every prompt row may be an image row); planned for the batch of the
-     * open until now, a larger batch's image rows overflowed them. They stay
-     * on the first device. */
-    if (!rc && lm->hp.n_deepstack) {
-        q3_lm_close(lm);
-        rc = q3_lm_open(lm, err);
+    /* The family's state is sized for a full batch as well (Qwen3-VL:
+     * every prompt row may be an image row, whose DeepStack rows stay on
+     * the first device); planned for the batch of the open until now, a
+     * larger batch's image rows overflowed them. */
+    if (!rc && lm->arch->hook_open) {
+        if (lm->arch->hook_close)
+            lm->arch->hook_close(lm);
+        rc = lm->arch->hook_open(lm, err);
     }
     return rc;
 }
@@ -855,7 +840,8 @@ void lm_close(struct lm *lm)
 {
     if (!lm)
         return;
-    q3_lm_close(lm);
+    if (lm->arch && lm->arch->hook_close)
+        lm->arch->hook_close(lm);
     part_save(lm);
     for (uint32_t p = 0; p < lm->nparts; p++) {
         vkr_arena_destroy(lm->part[p].aa);

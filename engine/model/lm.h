@@ -111,7 +111,7 @@ void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
 /* One prompt. Text tokens index token_embd; a row whose token is negative
  * takes its embedding from embd (n rows of n_embd * (1 + n_deepstack) f32,
  * e.g. vision-tower outputs; Qwen3-VL's DeepStack features follow the main
- * embedding in each row, qwen3vl.h).
+ * embedding in each row, engine/arch/qwen3vl/qwen3vl.h).
  * pos: NULL for text-only positions 0..n-1, else n x 3 int32 (t, h, w)
  * M-RoPE positions (qwen25vl.md §4.3) with next_pos the first position
  * after the prompt (where labels start). */

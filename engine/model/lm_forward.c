@@ -42,7 +42,6 @@
  */
 #include "engine/model/lm_internal.h"
 #include "engine/quant/quant.h"
-#include "engine/model/qwen3vl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -481,8 +480,8 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         if (!rc)
             rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
     }
-    if (!rc && L->qn.t.size) /* Qwen3-VL: per-head q/k RMSNorm before RoPE */
-        rc = q3_lm_qk_norm(lm, c, L, lm->q, kv_k, nrows, err);
+    if (!rc && lm->arch->hook_qk) /* the family's (Qwen3-VL: per-head q/k RMSNorm) */
+        rc = lm->arch->hook_qk(lm, c, L, lm->q, kv_k, nrows, err);
     struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
                          .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
                          .base = hp->rope_theta,
@@ -549,8 +548,8 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                 rc = mm16(&L->wd, NULL, lm->up, F16, xv, F32, m, &xv, OP_MM_ACT_NONE, NULL, c,
                           err);
         }
-        if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
-            rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
+        if (!rc && lm->arch->hook_layer_done) /* the family's (Qwen3-VL: DeepStack) */
+            rc = lm->arch->hook_layer_done(lm, c, li, nrows, err);
         return rc;
     }
     if (!rc)
@@ -577,8 +576,8 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         if (!rc)
             rc = op_elem(c, OP_ADD, xv, &tv, xv, me, me, 1.0f, 0.0f, err);
     }
-    if (!rc) /* Qwen3-VL DeepStack (no-op otherwise) */
-        rc = q3_lm_deepstack_add(lm, c, li, nrows, err);
+    if (!rc && lm->arch->hook_layer_done) /* the family's (Qwen3-VL: DeepStack) */
+        rc = lm->arch->hook_layer_done(lm, c, li, nrows, err);
     return rc;
 }
 
@@ -719,8 +718,8 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
     if (!rc)
         rc = pass_stage(lm, &ps, err);
     lm_part_use(lm, 0);
-    if (!rc) /* Qwen3-VL: the image rows' DeepStack features (qwen3vl.c), first device */
-        rc = q3_lm_stage(lm, seqs, nseq, prefill, err);
+    if (!rc && lm->arch->hook_stage) /* the family's (Qwen3-VL: DeepStack rows), first device */
+        rc = lm->arch->hook_stage(lm, seqs, nseq, prefill, err);
     if (!rc)
         rc = pass_submit(lm, &ps, err);
     pass_free(&ps);

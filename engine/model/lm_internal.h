@@ -2,6 +2,7 @@
 #ifndef FOLIO_LM_INTERNAL_H
 #define FOLIO_LM_INTERNAL_H
 
+#include "engine/arch/arch.h"
 #include "engine/model/lm.h"
 #include "engine/ops/ops.h"
 
@@ -16,7 +17,7 @@ struct lm_w {
 
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
-    struct lm_w qn, kn; /* Qwen3-VL: per-head q/k RMSNorm weights (qwen3vl.c) */
+    struct lm_w qn, kn; /* per-head q/k norm weights, where the family has them (lm_qk hook) */
     struct vkr_tensor kc, vc; /* KV cache: kv_cap slots x KW f32 each */
 };
 
@@ -47,17 +48,14 @@ struct lm {
     struct lm_layer *L;
     struct lm_w out_norm, out_w;
     int gemm16; /* f16 data path: every layer matrix f16 and the GEMM available */
-    /* Qwen3-VL (qwen3vl.c): embedding rows of lm_seq.embd are Ein = E * (1 +
-     * n_deepstack) wide; rope_mode OP_ROPE_IMROPE; DeepStack rows per pass */
+    /* The family (engine/arch/arch.h): its hooks, and their state (Qwen3-VL:
+     * the DeepStack rows, engine/arch/qwen3vl/text.c). Embedding rows of
+     * lm_seq.embd are Ein = E * (1 + n_deepstack) wide; rope_mode is the
+     * family's enum op_rope_mode. */
+    const struct arch_text *arch;
+    void *arch_state;
     uint32_t Ein;
     int rope_mode;
-    struct {
-        uint32_t n, cap, rows;
-        struct vkr_arena *a;
-        struct vkr_tensor feat[GGUF_MAX_DEEPSTACK], idx, tmp; /* cap x E each, cap int32, cap x E */
-        float *host;
-        int32_t *hidx;
-    } ds;
 
     /* capacities, fixed at open */
     uint32_t ra;          /* row granularity keeping every row view aligned */
@@ -98,7 +96,7 @@ struct lm {
 };
 
 /* lm.c: makes part p current (its vk, arenas and activations in the lm's
- * own fields, where the forward pass and the Qwen3-VL hooks look). */
+ * own fields, where the forward pass and the family's hooks look). */
 void lm_part_use(struct lm *lm, uint32_t p);
 
 /* lm_forward.c */

@@ -32,7 +32,7 @@ static int build(const struct tok *tok, int no_system, const char *const *labels
     n += len;
     struct prompt_item it = {.kind = PROMPT_TEXT, .text = u, .len = n};
     prompt_free(p);
-    /* Qwen3-VL's chat template has no default system turn (Qwen2's has) */
+    /* the family's chat template may have no default system turn (Qwen3-VL) */
     struct prompt_opts po = {.no_system = no_system, .merge = 2, .generation_prompt = 1};
     int rc = prompt_chat_ex(tok, &po, &it, 1, p, err);
     free(u);
@@ -61,7 +61,7 @@ static int doc_prompt(struct lm *lm, const struct tok *tok, const char *text, si
             ulen = blen;
             *cut = 1;
         }
-        rc = build(tok, lm->hp.family == GGUF_TEXT_QWEN3VL, labels, nl, use, ulen, p, err);
+        rc = build(tok, lm->arch->prompt_no_system, labels, nl, use, ulen, p, err);
         if (rc || p->ids.n <= lm->cfg.max_tokens)
             break;
         size_t over = p->ids.n - lm->cfg.max_tokens;

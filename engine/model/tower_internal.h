@@ -1,19 +1,22 @@
 /*
  * The vision tower's skeleton, shared by its families (private to
- * engine/model). One struct vis serves every family; vision.c owns what is
+ * engine/model and the families of engine/arch/). One struct vis serves
+ * every family; vision.c owns what is
  * the same for all of them: opening (arenas, the weight walk, the folded
  * patch kernel, the f16 decision), the activation plan, re-planning,
  * closing, staging a batch of images (patch rows in window order, 2-D RoPE
  * positions, per-image key ranges), the pass (patch embedding, the
  * family's blocks and merger in one command buffer, one submit) and the
- * download. A family file says only what differs (struct vis_family):
- * which tensor goes where, what a complete block is, and the block and
- * merger ops:
- *  - qwen2vl_vision.c: Qwen2-VL (LayerNorm, quick-GELU) and Qwen2.5-VL
- *    (RMSNorm, SwiGLU, windowed attention), patch 14;
- *  - qwen3vl_vision.c: Qwen3-VL (LayerNorm with biases, GELU(tanh), fused
- *    QKV, a learned position table interpolated on the host, DeepStack
- *    mergers whose rows ride as extra output columns), patch 16.
+ * download. A family says only what differs: its descriptor
+ * (engine/arch/arch.h: the tensor table that names each tensor's slot,
+ * the norm kind and activation) and its struct vis_family (what a
+ * complete block is, tensors it loads itself, the block and merger ops):
+ *  - engine/arch/qwen2vl/vision.c: Qwen2-VL (LayerNorm, quick-GELU) and
+ *    Qwen2.5-VL (RMSNorm, SwiGLU, windowed attention), patch 14;
+ *  - engine/arch/qwen3vl/vision.c: Qwen3-VL (LayerNorm with biases,
+ *    GELU(tanh), fused QKV, a learned position table interpolated on the
+ *    host, DeepStack mergers whose rows ride as extra output columns),
+ *    patch 16.
  * As llama.cpp's src/models: the loop is written once, a model is its
  * table.
  */
@@ -45,16 +48,16 @@ struct vis_ds {
 
 struct vis_family {
     const char *name;     /* for logs */
-    int norm_kind;        /* op_norm kind of every norm: 0 RMSNorm, 1 LayerNorm */
-    enum op_elem_kind act; /* the MLP's activation (pipeline keys) */
     /* The merger's rows come out in window order and a scatter puts them
      * in raster order (v->out); else the merger writes raster rows to v->e. */
     int scatter;
     /* Hyper-parameters this family's kernels can run (dims are set). */
     int (*check)(const struct vis *v, struct folio_err *err);
-    /* One tensor of the file (the patch kernels are the skeleton's). */
-    int (*load)(struct vis *v, const struct gguf_tensor_info *t, struct vkr_arena *staging,
-                int to_f16, struct folio_err *err);
+    /* One tensor of the file (the patch kernels are the skeleton's): it,
+     * its table entry and block (it->spec, it->index) and, for an
+     * ARCH_LOAD_SLOT entry, the slot the entry names (else NULL). */
+    int (*load)(struct vis *v, const struct gguf_load_item *it, struct vis_w *w,
+                struct vkr_arena *staging, int to_f16, struct folio_err *err);
     /* Every block and merger tensor is there. */
     int (*complete)(const struct vis *v, struct folio_err *err);
     /* Every matrix the family's f16 data path multiplies is f16. */
@@ -67,8 +70,6 @@ struct vis_family {
                   const struct vkr_tensor *fullr, struct folio_err *err);
 };
 
-extern const struct vis_family vis_family_qwen2vl, vis_family_qwen25vl, vis_family_qwen3vl;
-
 struct vis {
     const struct vis_family *fam;
     struct vkr *vk;
@@ -80,7 +81,6 @@ struct vis {
      * side, patch row columns (3 P P), window (merged tokens), DeepStack
      * mergers */
     uint32_t D, H, Dh, F, MD, O, P, PC, win, nds;
-    int v25;    /* Qwen2.5-VL */
     int gemm16; /* f16 data path: every matrix f16 and the GEMM available */
     struct vkr_arena *wa, *aa;
     struct vis_layer *L;

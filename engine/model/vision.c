@@ -2,9 +2,10 @@
  * The vision tower's skeleton (tower_internal.h), the same for every
  * family: open (weights, activation plan), re-plan, close, staging a batch
  * of images, the pass and the download. A family's blocks and merger are
- * its own file (qwen2vl_vision.c, qwen3vl_vision.c), reached through its
- * struct vis_family. See vision.h for the data flow; synthetic towers and
- * the benchmark are bench/engine/vision_synth.c.
+ * its own (engine/arch/<family>/vision.c), reached through its descriptor
+ * (engine/arch/arch.h: the tensor table, the tower's struct
+ * vis_family). See vision.h for the data flow; synthetic towers and the
+ * benchmark are bench/engine/vision_synth.c.
  *
  * Memory is decided at open for cfg.max_patches: every activation is its
  * own tensor in one planned arena, so no view needs an offset alignment
@@ -17,6 +18,7 @@
  * ranges and the merged rows' raster index are computed — O(N) integers
  * (plus, for Qwen3-VL, the interpolated position rows of a new grid).
  */
+#include "engine/arch/arch.h"
 #include "engine/model/tower_internal.h"
 #include "engine/quant/quant.h"
 
@@ -28,33 +30,26 @@
 
 #define DEFAULT_MAX_PATCHES 6400u
 
-static const struct vis_family *family_of(enum gguf_vision_kind kind)
-{
-    if (kind == GGUF_VISION_QWEN3VL)
-        return &vis_family_qwen3vl;
-    return kind == GGUF_VISION_QWEN25VL ? &vis_family_qwen25vl : &vis_family_qwen2vl;
-}
-
 int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                       struct vkr_pipeline_key *out, int max)
 {
-    const struct vis_family *f = family_of(m->vision.kind);
+    const struct arch_tower *A = m->vision.arch; /* the family (engine/arch/arch.h) */
     struct vkr_pipeline_key all[512];
     int n = 0;
     int types[8] = {QUANT_F32}; /* the folded patch kernel is F32 */
     int nt = gguf_model_matrix_types(m, types, 1, 8);
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
-    all[n++] = ops_norm_key(f->norm_kind, 0);
+    all[n++] = ops_norm_key(A->norm_kind, 0);
     if (ops_gemm_available(vk))
-        all[n++] = ops_norm_key(f->norm_kind, 1);
+        all[n++] = ops_norm_key(A->norm_kind, 1);
     all[n++] = ops_rope_key(OP_ROPE_VISION);
     n += ops_attention_keys(vk, m->vision.head_dim, 0, &all[n]);
     n += ops_attention_split_keys(&all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
-    all[n++] = ops_elem_key((int)f->act);
+    all[n++] = ops_elem_key(A->act);
     all[n++] = ops_elem_key(OP_GELU_ERF);
-    if (f->scatter)
+    if (A->tower->scatter)
         all[n++] = ops_scatter_key();
     /* the GEMM forms specialized for the tower's K: blocks read n_embd and
      * n_ff columns, the merger merger_dim */
@@ -70,7 +65,7 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
 
 const struct gguf_vision_hparams *vis_hparams(const struct vis *v) { return &v->hp; }
 uint32_t vis_max_patches(const struct vis *v) { return v->nmax; }
-/* Qwen3-VL: [main | ds0 | ds1 ...] (qwen3vl.h) */
+/* with DeepStack mergers (Qwen3-VL): [main | ds0 | ds1 ...] */
 uint32_t vis_out_dim(const struct vis *v) { return v->O * (1 + v->nds); }
 double vis_last_submit_ms(const struct vis *v) { return v->last_ms; }
 
@@ -234,7 +229,7 @@ static int plan(struct vis *v, struct folio_err *err)
     if (fr > N)
         fr = N;
     v->ffn_rows = (uint32_t)fr;
-    sizes[n++] = f->act == OP_SWIGLU ? fr * F * 4 : 4; /* gate */
+    sizes[n++] = v->hp.arch->act == OP_SWIGLU ? fr * F * 4 : 4; /* gate */
     sizes[n++] = fr * F * 4;                           /* up */
     sizes[n++] = M * MD * 4;                           /* z */
     sizes[n++] = M * O * 4;                            /* e */
@@ -282,6 +277,19 @@ static int plan(struct vis *v, struct folio_err *err)
     return 0;
 }
 
+/* The slot a load item's table entry names (engine/arch/arch.h): in the
+ * tower, a block or a DeepStack merger. NULL: the family loads it itself. */
+static struct vis_w *slot_of(struct vis *v, const struct gguf_load_item *it)
+{
+    const struct arch_tensor *s = it->spec;
+    if (!s || s->load != ARCH_LOAD_SLOT)
+        return NULL;
+    char *base = s->group == ARCH_LAYER       ? (char *)&v->L[it->index]
+                 : s->group == ARCH_DEEPSTACK ? (char *)&v->ds[it->index]
+                                              : (char *)v;
+    return (struct vis_w *)(base + s->slot);
+}
+
 /* The file's tensors into their slots: the patch kernels here (folded),
  * every other through the family. */
 static int load(struct vis *v, struct folio_err *err)
@@ -298,13 +306,14 @@ static int load(struct vis *v, struct folio_err *err)
         folio_log(FOLIO_LOG_INFO, "vis_weights", "gpu_weights=\"%s\"", why);
     const struct gguf_tensor_info *k0 = NULL, *k1 = NULL;
     for (uint64_t i = 0; !rc && i < v->m->n_items; i++) {
-        const struct gguf_tensor_info *t = v->m->items[i].t;
-        if (!strcmp(t->name, "v.patch_embd.weight"))
-            k0 = t;
-        else if (!strcmp(t->name, "v.patch_embd.weight.1"))
-            k1 = t;
+        const struct gguf_load_item *it = &v->m->items[i];
+        int how = it->spec ? it->spec->load : ARCH_LOAD_SLOT;
+        if (how == ARCH_LOAD_PATCH0)
+            k0 = it->t;
+        else if (how == ARCH_LOAD_PATCH1)
+            k1 = it->t;
         else
-            rc = v->fam->load(v, t, staging, to_f16, err);
+            rc = v->fam->load(v, it, slot_of(v, it), staging, to_f16, err);
     }
     vkr_arena_destroy(staging);
     if (!rc && (!k0 || !k1))
@@ -326,7 +335,7 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     struct vis *v = calloc(1, sizeof *v);
     if (!v)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    v->fam = family_of(m->vision.kind);
+    v->fam = m->vision.arch->tower;
     assert(v->fam->check && v->fam->load && v->fam->complete && v->fam->record);
     v->vk = vk;
     v->m = m;
@@ -347,9 +356,8 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     v->O = h->proj_dim;
     v->P = h->patch_size;
     v->PC = 3 * v->P * v->P;
-    v->nds = h->kind == GGUF_VISION_QWEN3VL ? h->n_deepstack : 0;
-    v->v25 = h->kind == GGUF_VISION_QWEN25VL;
-    v->win = v->v25 ? h->window_size / (h->patch_size * S) : 0;
+    v->nds = h->n_deepstack;  /* a family without DeepStack mergers has none */
+    v->win = h->window_size ? h->window_size / (h->patch_size * S) : 0; /* windowed towers */
     int rc = v->fam->check(v, err);
     if (!rc && v->mmax == 0)
         rc = folio_err_set(err, FOLIO_EINVAL, "vision: max_patches %u is below one merged "

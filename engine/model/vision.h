@@ -15,11 +15,12 @@
  *   merger (norm per patch, 4 patches concatenated, GELU MLP) ->
  *   un-reordering into raster order of the merged grid.
  *
- * Families: Qwen2-VL and Qwen2.5-VL (qwen2vl_vision.c), Qwen3-VL
- * (qwen3vl_vision.c, qwen3vl.h: patch 16, position table, DeepStack rows
- * as extra output columns) are one tower skeleton (tower_internal.h,
- * vision.c) with a table each of what their blocks do differently; every
- * function here serves all of them, batches included.
+ * Families: Qwen2-VL and Qwen2.5-VL (engine/arch/qwen2vl/), Qwen3-VL
+ * (engine/arch/qwen3vl/: patch 16, position table, DeepStack rows as
+ * extra output columns) are one tower skeleton (tower_internal.h,
+ * vision.c) with a descriptor each of what their blocks do differently
+ * (engine/arch/arch.h); every function here serves all of them, batches
+ * included.
  *
  * Window layout (Qwen2.5-VL): the host uploads the patch rows already in
  * window order (whole 2x2 groups move), with their (row, col) RoPE

@@ -40,7 +40,7 @@
 #include "engine/gguf/gguf_write.h"
 #include "engine/model/lm.h"
 #include "engine/quant/quant.h"
-#include "engine/model/qwen3vl.h"
+#include "engine/arch/qwen3vl/qwen3vl.h"
 #include "engine/text/tokenizer.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"

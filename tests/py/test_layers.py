@@ -5,7 +5,9 @@ includes the Vulkan runtime, or ops includes the LM, fails with the file,
 the header and the rule; a copy where an old exception's crossing is gone
 fails until the exception is dropped; bench/ may use engine internals, but
 a production file that includes bench code fails; inside pipeline/ a part
-that includes a part above it (db -> worker, worker -> cli) fails. The build runs the same script
+that includes a part above it (db -> worker, worker -> cli) fails; a model
+family's folder is private (only the registry includes it) and no file
+outside engine/arch/ names a family's constant. The build runs the same script
 before compiling, so each failing copy is a tree that would not build."""
 
 import os
@@ -81,6 +83,21 @@ check(os.path.exists(os.path.join(ROOT, "bench", "pipeline", "bench_ops.c")), "b
 rc, out = planted("pipeline/db/queue.c", "bench/pipeline/bench.h")
 check(rc == 1 and "pipeline/db/queue.c includes bench/pipeline/bench.h: layer pipeline may not use layer bench" in out,
       f"pipeline -> bench refused: {rc} {out}")
+
+# A model family is one folder: only the registry includes its files, and no
+# file outside engine/arch/ branches on a family's constant.
+rc, out = planted("engine/model/lm.c", "engine/arch/qwen3vl/qwen3vl.h")
+check(rc == 1 and "engine/model/lm.c includes engine/arch/qwen3vl/qwen3vl.h: the family folder "
+      "engine/arch/qwen3vl/ is private" in out, f"a family's header outside its folder refused: {rc} {out}")
+d = copy_tree()
+try:
+    with open(os.path.join(d, "engine", "vlm.c"), "a") as f:
+        f.write("\nstatic int is_q3(int k) { return k == GGUF_VISION_QWEN3VL; }\n")
+    rc, out = run(d)
+    check(rc == 1 and "engine/vlm.c:" in out and "names GGUF_VISION_QWEN3VL: a family branch outside "
+          "engine/arch/" in out, f"a family branch outside engine/arch/ refused: {rc} {out}")
+finally:
+    shutil.rmtree(d)
 
 # Inside pipeline/ the parts keep their order: the data access below the
 # worker, the worker below the commands; a file outside the part folders

@@ -1,7 +1,8 @@
 /*
  * Qwen3-VL, the vision tower's family table (tower_internal.h; the
- * skeleton, shared with Qwen2-VL, is vision.c). What differs from
- * Qwen2-VL's blocks (qwen2vl_vision.c):
+ * skeleton, shared with Qwen2-VL, is engine/model/vision.c; which tensor
+ * goes where is the tensor table of qwen3vl.c). What differs from
+ * Qwen2-VL's blocks (engine/arch/qwen2vl/vision.c):
  *  - patch 16 (768 columns per still-image row), the Conv3D's bias;
  *  - the position table is interpolated to each image's grid on the host
  *    (O(patches x width), the first image's grid cached) and added after
@@ -18,7 +19,7 @@
  * when every matrix is f16 and the GEMM exists; the residual stream,
  * LayerNorm statistics and activations stay f32.
  */
-#include "engine/model/qwen3vl.h"
+#include "engine/arch/qwen3vl/qwen3vl.h"
 #include "engine/quant/quant.h"
 #include "engine/model/tower_internal.h"
 
@@ -110,49 +111,24 @@ static int load_qkv(struct vis *v, struct vis_layer *L, const struct gguf_tensor
     return rc;
 }
 
-/* One tensor of the file to its slot(s). */
-static int load(struct vis *v, const struct gguf_tensor_info *t, struct vkr_arena *st, int f16,
-                struct folio_err *err)
+/* One tensor of the file to its slot(s): the table entry says which
+ * (qwen3vl.c); the position table and the fused QKV are this family's. */
+static int load(struct vis *v, const struct gguf_load_item *it, struct vis_w *w,
+                struct vkr_arena *st, int f16, struct folio_err *err)
 {
-    const char *nm = t->name;
-    unsigned li;
-    char rest[64];
-    struct vis_w *w = NULL;
-    if (!strcmp(nm, "v.position_embd.weight"))
+    const struct gguf_tensor_info *t = it->t;
+    switch (it->spec ? it->spec->load : ARCH_LOAD_SLOT) {
+    case ARCH_LOAD_TABLE:
         return load_table(v, t, err);
-    static const char *const top[7] = {"v.patch_embd.bias", "v.post_ln.weight", "v.post_ln.bias",
-                                       "mm.0.weight",       "mm.0.bias",        "mm.2.weight",
-                                       "mm.2.bias"};
-    struct vis_w *tops[7] = {&v->patchb, &v->post, &v->postb, &v->mm0,
-                             &v->mm0b,   &v->mm2,  &v->mm2b};
-    for (int i = 0; i < 7; i++)
-        if (!strcmp(nm, top[i]))
-            w = tops[i];
-    if (!w && sscanf(nm, "v.deepstack.%u.%63s", &li, rest) == 2 && li < v->hp.n_layer &&
-        v->L[li].ds >= 0) {
-        struct vis_ds *d = &v->ds[v->L[li].ds];
-        static const char *const dn[6] = {"norm.weight", "norm.bias", "fc1.weight",
-                                          "fc1.bias", "fc2.weight", "fc2.bias"};
-        struct vis_w *ds[6] = {&d->nw, &d->nb, &d->w1, &d->b1, &d->w2, &d->b2};
-        for (int i = 0; i < 6; i++)
-            if (!strcmp(rest, dn[i]))
-                w = ds[i];
-    } else if (!w && sscanf(nm, "v.blk.%u.%63s", &li, rest) == 2 && li < v->hp.n_layer) {
-        struct vis_layer *L = &v->L[li];
-        if (!strcmp(rest, "attn_qkv.weight") || !strcmp(rest, "attn_qkv.bias"))
-            return load_qkv(v, L, t, !strcmp(rest, "attn_qkv.bias"), st, f16, err);
-        static const char *const ln[10] = {"ln1.weight", "ln1.bias", "attn_out.weight",
-                                           "attn_out.bias", "ln2.weight", "ln2.bias",
-                                           "ffn_up.weight", "ffn_up.bias", "ffn_down.weight",
-                                           "ffn_down.bias"};
-        struct vis_w *ls[10] = {&L->ln1, &L->ln1b, &L->wo, &L->bo, &L->ln2, &L->ln2b,
-                                &L->wu, &L->bu, &L->wd, &L->bd};
-        for (int i = 0; i < 10; i++)
-            if (!strcmp(rest, ln[i]))
-                w = ls[i];
+    case ARCH_LOAD_QKV:
+    case ARCH_LOAD_QKV_BIAS:
+        return load_qkv(v, &v->L[it->index], t, it->spec->load == ARCH_LOAD_QKV_BIAS, st, f16,
+                        err);
+    default:
+        break;
     }
     if (!w)
-        return folio_err_set(err, FOLIO_EMODEL, "vision: unexpected tensor %s", nm);
+        return folio_err_set(err, FOLIO_EMODEL, "vision: unexpected tensor %s", t->name);
     if (t->n_dims == 1)
         return vis_upload_vec(v, t, 0, (uint32_t)t->ne[0], w, err);
     return vis_upload(v, t, 0, (uint32_t)(t->n_elems / t->ne[0]), w, st, f16, err);
@@ -313,5 +289,5 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
 }
 
 const struct vis_family vis_family_qwen3vl = {
-    .name = "qwen3vl", .norm_kind = 1, .act = OP_GELU_TANH, .scatter = 0, .check = check,
+    .name = "qwen3vl", .scatter = 0, .check = check,
     .load = load, .complete = complete, .stage = stage, .record = record};

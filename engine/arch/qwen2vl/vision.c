@@ -1,6 +1,7 @@
 /*
  * Qwen2-VL / Qwen2.5-VL, the vision tower's family table (tower_internal.h;
- * the skeleton is vision.c, the data flow vision.h): patch 14 without
+ * the skeleton is engine/model/vision.c, the data flow vision.h; which
+ * tensor goes where is the tensor table of qwen2vl.c): patch 14 without
  * bias, blocks of norm -> Q/K/V with biases -> 2-D RoPE -> attention over
  * the block's window (2.5, docs/reference/qwen25vl.md §3.3) or the whole image
  * -> projection -> residual -> norm -> MLP -> residual, then the merger
@@ -10,6 +11,7 @@
  *    n_wa_pattern blocks;
  *  - Qwen2-VL: LayerNorm with biases, quick-GELU MLP, full attention.
  */
+#include "engine/arch/qwen2vl/qwen2vl.h"
 #include "engine/model/tower_internal.h"
 #include "engine/quant/quant.h"
 
@@ -28,50 +30,18 @@ static int check(const struct vis *v, struct folio_err *err)
     return 0;
 }
 
-static struct vis_w *slot_for(struct vis *v, const struct gguf_tensor_info *t)
+/* Qwen2.5-VL (RMSNorm, SwiGLU, windows) rather than Qwen2-VL. */
+static int is25(const struct vis *v)
 {
-    const char *name = t->name;
-    unsigned li;
-    char rest[64];
-    if (!strcmp(name, "v.post_ln.weight"))
-        return &v->post;
-    if (!strcmp(name, "v.post_ln.bias"))
-        return &v->postb;
-    if (!strcmp(name, "mm.0.weight"))
-        return &v->mm0;
-    if (!strcmp(name, "mm.0.bias"))
-        return &v->mm0b;
-    if (!strcmp(name, "mm.2.weight"))
-        return &v->mm2;
-    if (!strcmp(name, "mm.2.bias"))
-        return &v->mm2b;
-    if (sscanf(name, "v.blk.%u.%63s", &li, rest) != 2 || li >= v->hp.n_layer)
-        return NULL;
-    struct vis_layer *L = &v->L[li];
-    /* up/down by shape: legacy Qwen2-VL files swap their names */
-    if (!strncmp(rest, "ffn_up.", 7) || !strncmp(rest, "ffn_down.", 9)) {
-        int is_w = strstr(rest, ".weight") != NULL;
-        int is_up = is_w ? t->ne[0] == v->D : t->ne[0] == v->F;
-        if (is_w)
-            return is_up ? &L->wu : &L->wd;
-        return is_up ? &L->bu : &L->bd;
-    }
-    static const char *const names[] = {
-        "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias", "attn_k.weight",
-        "attn_k.bias", "attn_v.weight", "attn_v.bias", "attn_out.weight", "attn_out.bias",
-        "ln2.weight", "ln2.bias", "ffn_gate.weight", "ffn_gate.bias"};
-    struct vis_w *slots[] = {&L->ln1, &L->ln1b, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
-                             &L->bv, &L->wo, &L->bo, &L->ln2, &L->ln2b, &L->wg, &L->bg};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(rest, names[i]))
-            return slots[i];
-    return NULL;
+    return v->fam == &vis_family_qwen25vl;
 }
 
-static int load(struct vis *v, const struct gguf_tensor_info *t, struct vkr_arena *staging,
-                int to_f16, struct folio_err *err)
+/* Every tensor of these towers goes into the slot its table entry names
+ * (qwen2vl.c: legacy files' swapped up/down names are entries too). */
+static int load(struct vis *v, const struct gguf_load_item *it, struct vis_w *w,
+                struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
-    struct vis_w *w = slot_for(v, t);
+    const struct gguf_tensor_info *t = it->t;
     if (!w)
         return folio_err_set(err, FOLIO_EMODEL, "vision: unexpected tensor %s", t->name);
     return vis_upload(v, t, 0, (uint32_t)(t->n_elems / t->ne[0]), w, staging, to_f16, err);
@@ -82,7 +52,7 @@ static int complete(const struct vis *v, struct folio_err *err)
     for (uint32_t i = 0; i < v->hp.n_layer; i++) {
         const struct vis_layer *L = &v->L[i];
         if (!L->ln1.set || !L->wq.set || !L->wk.set || !L->wv.set || !L->wo.set || !L->ln2.set ||
-            !L->wu.set || !L->wd.set || (v->v25 && !L->wg.set) || (!v->v25 && !L->ln1b.set))
+            !L->wu.set || !L->wd.set || (is25(v) && !L->wg.set) || (!is25(v) && !L->ln1b.set))
             return folio_err_set(err, FOLIO_EMODEL, "vision: block %u is incomplete", i);
     }
     if (!v->post.set || !v->mm0.set || !v->mm2.set || !v->mm0b.set || !v->mm2b.set)
@@ -96,7 +66,7 @@ static int norm(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vk
                 const struct vis_w *w, const struct vis_w *b, uint32_t rows,
                 struct folio_err *err)
 {
-    return op_norm(c, v->v25 ? 0 : 1, x, y, &w->t, !v->v25 && b->set ? &b->t : NULL, rows, v->D,
+    return op_norm(c, is25(v) ? 0 : 1, x, y, &w->t, !is25(v) && b->set ? &b->t : NULL, rows, v->D,
                    v->hp.eps, err);
 }
 
@@ -104,8 +74,8 @@ static int norm16(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct 
                   const struct vis_w *w, const struct vis_w *b, uint32_t rows,
                   struct folio_err *err)
 {
-    return op_norm_to(c, v->v25 ? 0 : 1, x, y, QUANT_F16, &w->t,
-                      !v->v25 && b->set ? &b->t : NULL, rows, v->D, v->hp.eps, err);
+    return op_norm_to(c, is25(v) ? 0 : 1, x, y, QUANT_F16, &w->t,
+                      !is25(v) && b->set ? &b->t : NULL, rows, v->D, v->hp.eps, err);
 }
 
 /* The f16 data path of record(): norms write f16 GEMM inputs, residual
@@ -121,7 +91,7 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
     int rc = 0;
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
-        int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
+        int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
         rc = norm16(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
         if (!rc)
             rc = vis_mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
@@ -143,7 +113,7 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
             uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
             struct vkr_tensor hv = vis_view(v->h, (uint64_t)r0 * v->D * 2, (uint64_t)m * v->D * 2);
             struct vkr_tensor xv = vis_view(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
-            if (v->v25) {
+            if (is25(v)) {
                 rc = vis_mm16(&L->wg, &L->bg, hv, F16, v->gate, F32, m, NULL, OP_MM_ACT_NONE, NULL,
                               c, err);
                 if (!rc)
@@ -183,7 +153,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         return record16(v, c, N, blocks, merger, fullr, err);
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
-        int full = !v->v25 || (i + 1) % h->n_wa_pattern == 0;
+        int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
         rc = norm(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
         if (!rc)
             rc = vis_mm(v, c, &L->wq, &L->bq, v->h, v->q, N, err);
@@ -205,7 +175,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
             uint64_t mf = (uint64_t)m * v->F, md = (uint64_t)m * v->D, o4 = (uint64_t)r0 * v->D * 4;
             struct vkr_tensor hv = vis_view(v->h, o4, md * 4), xv = vis_view(v->x, o4, md * 4);
             struct vkr_tensor tv = vis_view(v->t, o4, md * 4);
-            if (v->v25) {
+            if (is25(v)) {
                 rc = vis_mm(v, c, &L->wg, &L->bg, hv, v->gate, m, err);
                 if (!rc)
                     rc = vis_mm(v, c, &L->wu, &L->bu, hv, v->up, m, err);
@@ -242,8 +212,8 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
 
 
 const struct vis_family vis_family_qwen25vl = {
-    .name = "qwen2.5vl", .norm_kind = 0, .act = OP_SWIGLU, .scatter = 1, .check = check,
-    .load = load, .complete = complete, .record = record};
+    .name = "qwen2.5vl", .scatter = 1, .check = check, .load = load, .complete = complete,
+    .record = record};
 const struct vis_family vis_family_qwen2vl = {
-    .name = "qwen2vl", .norm_kind = 1, .act = OP_QUICK_GELU, .scatter = 1, .check = check,
-    .load = load, .complete = complete, .record = record};
+    .name = "qwen2vl", .scatter = 1, .check = check, .load = load, .complete = complete,
+    .record = record};

@@ -1,6 +1,7 @@
 /*
- * Qwen3-VL, text side: the decoder hooks of qwen3vl.h (q/k norm, DeepStack).
- * The vision tower is qwen3vl_vision.c.
+ * Qwen3-VL, text side: the decoder hooks of qwen3vl.h (q/k norm, DeepStack),
+ * which the generic lm calls through the family's descriptor (qwen3vl.c).
+ * The vision tower is vision.c.
  *
  * DeepStack rows travel with the pass: q3_lm_stage collects, for every
  * prompt row whose token is negative (an image row), its n_deepstack
@@ -9,13 +10,28 @@
  * adds feature l and scatters them back: three small dispatches per
  * DeepStack layer, O(image rows x width), next to the layer's matmuls.
  */
-#include "engine/model/qwen3vl.h"
+#include "engine/arch/qwen3vl/qwen3vl.h"
 #include "engine/model/lm_internal.h"
 #include "engine/ops/ops.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The family's state in an lm (lm->arch_state): the DeepStack rows of a
+ * pass and where they go. */
+struct q3_ds {
+    uint32_t n, cap, rows;
+    struct vkr_arena *a;
+    struct vkr_tensor feat[GGUF_MAX_DEEPSTACK], idx, tmp; /* cap x E each, cap int32, cap x E */
+    float *host;
+    int32_t *hidx;
+};
+
+static struct q3_ds *ds_of(struct lm *lm)
+{
+    return lm->arch_state;
+}
 
 int q3_lm_keys(struct vkr_pipeline_key *out)
 {
@@ -29,13 +45,17 @@ int q3_lm_keys(struct vkr_pipeline_key *out)
 
 int q3_lm_open(struct lm *lm, struct folio_err *err)
 {
-    lm->ds.n = lm->hp.n_deepstack;
-    if (!lm->ds.n)
+    if (!lm->hp.n_deepstack)
         return 0;
+    struct q3_ds *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    lm->arch_state = ds;
+    ds->n = lm->hp.n_deepstack;
     /* every prompt row of a full batch may be an image row */
     uint64_t cap = (uint64_t)lm->cfg.batch * lm->cfg.max_tokens, E = lm->E;
     /* one tensor per layer: every view starts at a binding's alignment */
-    uint32_t n = lm->ds.n;
+    uint32_t n = ds->n;
     uint64_t sizes[GGUF_MAX_DEEPSTACK + 2];
     if (cap > UINT32_MAX / 4 || cap * E > UINT32_MAX)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " DeepStack rows", cap);
@@ -43,28 +63,28 @@ int q3_lm_open(struct lm *lm, struct folio_err *err)
         sizes[l] = cap * E * 4;
     sizes[n] = cap * 4;
     sizes[n + 1] = cap * E * 4;
-    lm->ds.cap = (uint32_t)cap;
+    ds->cap = (uint32_t)cap;
     /* on the first device, with the early layers that add the rows */
-    int rc = vkr_arena_create(lm->part[0].vk, "lm-deepstack", VKR_ARENA_ACTIVATIONS, &lm->ds.a, err);
+    int rc = vkr_arena_create(lm->part[0].vk, "lm-deepstack", VKR_ARENA_ACTIVATIONS, &ds->a, err);
     if (!rc)
-        rc = vkr_arena_plan(lm->ds.a, sizes, (int)n + 2, err);
+        rc = vkr_arena_plan(ds->a, sizes, (int)n + 2, err);
     if (!rc)
-        vkr_arena_reset(lm->ds.a);
+        vkr_arena_reset(ds->a);
     for (uint32_t l = 0; !rc && l < n; l++)
-        rc = vkr_arena_alloc(lm->ds.a, sizes[l], &lm->ds.feat[l], err);
+        rc = vkr_arena_alloc(ds->a, sizes[l], &ds->feat[l], err);
     if (!rc)
-        rc = vkr_arena_alloc(lm->ds.a, sizes[n], &lm->ds.idx, err);
+        rc = vkr_arena_alloc(ds->a, sizes[n], &ds->idx, err);
     if (!rc)
-        rc = vkr_arena_alloc(lm->ds.a, sizes[n + 1], &lm->ds.tmp, err);
+        rc = vkr_arena_alloc(ds->a, sizes[n + 1], &ds->tmp, err);
     if (rc) {
         if (rc == FOLIO_ELIMIT)
             folio_err_hint(err, "lower --max-tokens or --batch (now %u tokens x %u sequences)",
                            lm->cfg.max_tokens, lm->cfg.batch);
         return rc;
     }
-    lm->ds.host = malloc((size_t)n * sizes[0]);
-    lm->ds.hidx = malloc((size_t)sizes[n]);
-    if (!lm->ds.host || !lm->ds.hidx)
+    ds->host = malloc((size_t)n * sizes[0]);
+    ds->hidx = malloc((size_t)sizes[n]);
+    if (!ds->host || !ds->hidx)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
                              " DeepStack rows", cap);
     return 0;
@@ -72,21 +92,26 @@ int q3_lm_open(struct lm *lm, struct folio_err *err)
 
 void q3_lm_close(struct lm *lm)
 {
-    vkr_arena_destroy(lm->ds.a);
-    lm->ds.a = NULL;
-    free(lm->ds.host);
-    free(lm->ds.hidx);
-    lm->ds.host = NULL;
-    lm->ds.hidx = NULL;
+    struct q3_ds *ds = ds_of(lm);
+    if (!ds)
+        return;
+    vkr_arena_destroy(ds->a);
+    free(ds->host);
+    free(ds->hidx);
+    free(ds);
+    lm->arch_state = NULL;
 }
 
 int q3_lm_stage(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int prefill,
                 struct folio_err *err)
 {
-    lm->ds.rows = 0;
-    if (!lm->ds.n || !prefill)
+    struct q3_ds *ds = ds_of(lm);
+    if (!ds)
         return 0;
-    const uint32_t E = lm->E, cap = lm->ds.cap;
+    ds->rows = 0;
+    if (!ds->n || !prefill)
+        return 0;
+    const uint32_t E = lm->E, cap = ds->cap;
     uint32_t k = 0;
     for (uint32_t b = 0; b < nseq; b++) {
         const struct lm_seq *s = &seqs[b];
@@ -96,20 +121,20 @@ int q3_lm_stage(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int pre
             if (k >= cap)
                 return folio_err_set(err, FOLIO_ELIMIT, "text model: more than %u image rows",
                                      cap);
-            lm->ds.hidx[k] = (int32_t)(lm->seq_start[b] + i);
+            ds->hidx[k] = (int32_t)(lm->seq_start[b] + i);
             const float *row = s->embd + (size_t)i * lm->Ein;
-            for (uint32_t l = 0; l < lm->ds.n; l++)
-                memcpy(lm->ds.host + ((size_t)l * cap + k) * E, row + (size_t)(1 + l) * E,
+            for (uint32_t l = 0; l < ds->n; l++)
+                memcpy(ds->host + ((size_t)l * cap + k) * E, row + (size_t)(1 + l) * E,
                        (size_t)E * sizeof(float));
             k++;
         }
     }
-    lm->ds.rows = k;
+    ds->rows = k;
     if (!k)
         return 0;
-    int rc = vkr_upload(lm->vk, lm->ds.idx, 0, lm->ds.hidx, (uint64_t)k * 4, err);
-    for (uint32_t l = 0; !rc && l < lm->ds.n; l++)
-        rc = vkr_upload(lm->vk, lm->ds.feat[l], 0, lm->ds.host + (size_t)l * cap * E,
+    int rc = vkr_upload(lm->vk, ds->idx, 0, ds->hidx, (uint64_t)k * 4, err);
+    for (uint32_t l = 0; !rc && l < ds->n; l++)
+        rc = vkr_upload(lm->vk, ds->feat[l], 0, ds->host + (size_t)l * cap * E,
                         (uint64_t)k * E * 4, err);
     return rc;
 }
@@ -128,10 +153,11 @@ int q3_lm_qk_norm(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, st
 int q3_lm_deepstack_add(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32_t nrows,
                         struct folio_err *err)
 {
-    if (layer >= lm->ds.n || lm->ds.rows == 0)
+    struct q3_ds *ds = ds_of(lm);
+    if (!ds || layer >= ds->n || ds->rows == 0)
         return 0;
-    const uint32_t E = lm->E, k = lm->ds.rows;
-    struct vkr_tensor idx = lm->ds.idx, feat = lm->ds.feat[layer], tmp = lm->ds.tmp;
+    const uint32_t E = lm->E, k = ds->rows;
+    struct vkr_tensor idx = ds->idx, feat = ds->feat[layer], tmp = ds->tmp;
     idx.size = (uint64_t)k * 4;
     feat.size = (uint64_t)k * E * 4;
     tmp.size = (uint64_t)k * E * 4;

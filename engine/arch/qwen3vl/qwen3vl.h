@@ -1,11 +1,16 @@
 /*
- * qwen3vl — the Qwen3-VL family (dense 2B/4B/8B/32B) in one place: what it
- * adds to folio's Qwen2-VL engine: text hooks called from small marked
- * places in lm.c, lm_forward.c and vlm.c; the tower is a family table of
- * the vision skeleton (tower_internal.h, qwen3vl_vision.c). The math is
- * transformers' modeling_qwen3_vl.py; the file layout is llama.cpp's converter
- * (conversion/qwen3vl.py: text architecture qwen3vl, projector
- * qwen3vl_merger), checked in gguf_model.c.
+ * qwen3vl — the Qwen3-VL family (dense 2B/4B/8B/32B) in one folder
+ * (engine/arch/qwen3vl/), behind its descriptors (engine/arch/arch.h):
+ *  - qwen3vl.c: detection, the text key table, the tensor tables, the
+ *    tower's hyper-parameter and shape hooks, its preprocessing and what
+ *    `folio doctor` prints;
+ *  - text.c: the decoder hooks the generic lm calls through the descriptor;
+ *  - vision.c: the tower's family table of the vision skeleton
+ *    (tower_internal.h).
+ * The math is transformers' modeling_qwen3_vl.py; the file layout is
+ * llama.cpp's converter (conversion/qwen3vl.py: text architecture qwen3vl,
+ * projector qwen3vl_merger). Private to engine/arch/ (the registry, arch.c),
+ * tests aside.
  *
  * Text (a Qwen3 decoder):
  *  - q and k are RMS-normalised per head (weights of one head size) after
@@ -31,6 +36,7 @@
 #define FOLIO_QWEN3VL_H
 
 #include "common/common.h"
+#include "engine/arch/arch.h"
 #include "engine/model/gguf_model.h"
 #include "engine/vk/vkr.h"
 
@@ -42,7 +48,11 @@ struct lm_seq;
 struct vkr_cmd;
 struct vkr_pipeline_key;
 
-/* ---- text (lm hooks) ---- */
+extern const struct arch_text arch_qwen3vl_text;
+extern const struct arch_tower arch_qwen3vl_tower;
+extern const struct vis_family vis_family_qwen3vl; /* vision.c */
+
+/* ---- text (lm hooks, text.c) ---- */
 /* Pipelines the Qwen3-VL decoder adds (interleaved rope, DeepStack scatter). */
 int q3_lm_keys(struct vkr_pipeline_key *out);
 /* At lm_open once the plan is made: the DeepStack rows' arena. */
