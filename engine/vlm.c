@@ -272,15 +272,22 @@ static int choose_batch(struct vlm *v, struct folio_err *err)
             rc = vis_replan(v->vis, v->cfg.max_image_tokens * 4 * b, b, &e);
             if (rc) {
                 struct folio_err e1 = {0};
-                if (lm_replan(v->lm, 1, &e1) != 0)
-                    return folio_err_set(err, e1.code, "text model: %s", e1.msg);
+                if (lm_replan(v->lm, 1, &e1) != 0) {
+                    /* the callee's error whole (detail, hint), with where */
+                    *err = e1;
+                    folio_err_context(err, "re-planning the text model for one page");
+                    return err->code;
+                }
             }
         }
         if (!rc)
             break;
-        if (rc == FOLIO_EDEVICELOST || any_dead(v))
-            return folio_err_set(err, FOLIO_EDEVICELOST, "while planning a batch of %u: %s", b,
-                                 e.msg);
+        if (rc == FOLIO_EDEVICELOST || any_dead(v)) {
+            *err = e;
+            err->code = FOLIO_EDEVICELOST;
+            folio_err_context(err, "planning a batch of %u pages", b);
+            return err->code;
+        }
         char q[300];
         folio_log(FOLIO_LOG_INFO, "vlm_batch_smaller", "batch=%u why=%s", b,
                   folio_lq(q, sizeof q, e.msg));
@@ -512,8 +519,11 @@ static int open_vision(struct vlm *v, struct folio_err *err)
     struct folio_err ve = {0};
     if (vis_open(v->vk, v->vm, &visc, &v->vis, &ve) == 0)
         return 0;
-    if (ve.code == FOLIO_EDEVICELOST)
-        return folio_err_set(err, FOLIO_EDEVICELOST, "%s", ve.msg);
+    if (ve.code == FOLIO_EDEVICELOST) {
+        *err = ve;
+        folio_err_context(err, "opening the vision tower");
+        return err->code;
+    }
     if (v->max_batch > 1 && (ve.code == FOLIO_ELIMIT || ve.code == FOLIO_ENOMEM)) {
         /* asked for a batch the device cannot hold: say so, rather
          * than run without vision */
@@ -614,8 +624,12 @@ static int open_check(struct vlm *v, double t0, struct folio_err *err)
     struct folio_err se = {0};
     rc = vlm_selftest(v, &se);
     v->rep.selftest_ms = folio_mono_ms() - t;
-    if (rc == FOLIO_EDEVICELOST || any_dead(v))
-        return folio_err_set(err, FOLIO_EDEVICELOST, "self-test: %s", se.msg);
+    if (rc == FOLIO_EDEVICELOST || any_dead(v)) {
+        *err = se;
+        err->code = FOLIO_EDEVICELOST;
+        folio_err_context(err, "the self-test");
+        return err->code;
+    }
     if (rc) {
         char m[256];
         snprintf(m, sizeof m, "self-test failed: %s", se.msg);
