@@ -218,16 +218,6 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     uint32_t nl = v->cfg.max_labels < 16 ? v->cfg.max_labels : 16;
     int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, warm_labels, nl < 2 ? nl : 2, 16,
                               &tr, err);
-    /* and a text pass whose rows (prompt, then every label's tokens) fall
-     * between the matvec and the wide-tile ranges: on a GPU with tensor-core
-     * kernels the text model's 9..64-row products take their own variants
-     * (matmul's short-matrix kernel, the GEMM's few-rows tile), which
-     * lavapipe never shows (found on the H200: first used after the warm-up) */
-    static const char *const mid =
-        "Invoice number 4711 dated 2 December, total due 118.00 EUR, payable within thirty days "
-        "to the account below; delivery note and order reference attached.";
-    if (!rc)
-        rc = lm_text_classify(v->lm, v->tok, &mid, NULL, 1, warm_labels, nl, 48, &tr, err);
     if (rc || !v->vis)
         return rc;
     rc = warm_pass(v, 56, 1, warm_labels, 1, err); /* upscaled to the smallest page */
