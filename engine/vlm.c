@@ -189,7 +189,8 @@ static int warm_passes(struct vlm *v, struct folio_err *err);
 /* The warm-up exercises every pipeline variant a pass can use, without
  * running a full batch (which made the ready time grow with --gpu-batch):
  * (0) a short text through the text tier; (1) one smallest page with one
- * label: the batch-1 path and every kernel's short-matrix variant; (2) a
+ * label: the batch-1 path and every kernel's short-matrix variant; (1b) one
+ * page of half the tall pass's side, for the rows between; (2) a
  * tall pass, whose every stage has at least VLM_WARM_ROWS rows where the
  * plan allows (pages of up to 256 merged tokens, as many as that takes, at
  * least 2 for the multi-page path, at most max_batch) and the label rows
@@ -231,6 +232,12 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     uint32_t n = (VLM_WARM_ROWS + per - 1) / per;
     n = n < 2 ? 2 : n;
     n = n > v->max_batch ? v->max_batch : n;
+    /* one page of half the tall side between them: the rows of every stage
+     * between the smallest page's and the tall pass's (on the H200 the
+     * first page after a warm-up of only those two recorded a GEMM tile and
+     * the short-matrix matmul the warm-up had not: first_use_after_warm) */
+    if (!rc && cells >= 4)
+        rc = warm_pass(v, (cells / 2) * f, 1, warm_labels, nl, err);
     if (!rc)
         rc = warm_pass(v, side, n, warm_labels, nl, err);
     folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u", n,
