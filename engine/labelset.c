@@ -53,7 +53,8 @@ const char ENGINE_DEFAULT_LABELS[] =
     " statement of account^4, account number^2, sort code^4, iban^3, opening balance^4, closing balance^4,"
     " balance brought forward^4, balance carried forward^4, direct debit^3, standing order^3,"
     " withdrawal^2, deposit^1, overdraft^2, transactions^1, statement period^3, money out^4, money in^4, paid out^3,"
-    " paid in^3, start balance^4, end balance^4, current account^3, savings account^3, statement no^3,"
+    /* not "paid in": it is in "paid in full", an invoice's terms (test_pdf_pages) */
+    " start balance^4, end balance^4, current account^3, savings account^3, statement no^3,"
     " overdrawn^3, compensation scheme^2\n"
     "payslip (A pay slip or earnings statement for an employee): payslip^4, pay slip^4, pay stub^4,"
     " earnings statement^4, gross pay^4, net pay^4, pay period^3, pay date^2, national insurance^3,"

@@ -299,7 +299,13 @@ int main(void)
     /* A re-open is tried only for a document arriving after the backoff
      * (0.5, 1, 2 s): feed one more page until the worker gives up. */
     int more = 0;
-    while (tu_sh("grep -q 'event=engine_models_off.*retry=0' %s", log) != 0 && more < 8) {
+    /* Given up: a re-open that failed for the last time (engine_models_off
+     * retry=0), or a loss of the re-opened engine on its first page
+     * (engine_gpu_lost gave_up=1; an injected loss counts the caller's
+     * passes, not the re-open's warm-up, since the warm-up no longer runs
+     * a full batch) */
+    static const char GAVE_UP[] = "grep -Eq 'event=engine_models_off.*retry=0|event=engine_gpu_lost.*gave_up=1' %s";
+    while (tu_sh(GAVE_UP, log) != 0 && more < 8) {
         char name[16], txt[64];
         snprintf(name, sizeof name, "g%d", more);
         snprintf(txt, sizeof txt, "MEMO %d\nMeeting at %d\n", more, 9 + more);
@@ -313,8 +319,7 @@ int main(void)
         wt_wait_for(c, "SELECT count(*) FROM folio.jobs WHERE state = 'done'", 3 * NDOC + more, 60000);
         folio_sleep_ms(1500);
     }
-    CHECK(tu_sh("grep -q 'event=engine_models_off.*retry=0' %s", log) == 0,
-          "give-up: the worker never gave up on the GPU; see %s", log);
+    CHECK(tu_sh(GAVE_UP, log) == 0, "give-up: the worker never gave up on the GPU; see %s", log);
     CHECK(wt_wait_for(c, "SELECT count(*) FROM folio.workers WHERE state = 'ocr-only' AND paths = '{ocr+rules}'"
                          " AND paths_disabled ? 'vision' AND paths_disabled->>'vision' LIKE '%OCR-only%'",
                       1, 10000) == 0, "workers row after giving up on the GPU; see %s", log);
