@@ -107,7 +107,6 @@ static int sg_auto(enum sg_use u)
     int v = sg_auto_env(u != SG_WIDE);
     return v >= 0 ? v : table[u];
 }
-#define SG_AUTO sg_auto(SG_WIDE)
 static int sg_auto_for(uint32_t m, uint32_t n)
 {
     return sg_auto(m <= 64 ? SG_FEW_M : n <= 512 ? SG_FEW_N : SG_WIDE);
@@ -226,11 +225,11 @@ static int route_has(const struct vkr *vk, enum gemm_route r)
         return 0;
     switch (r) {
     case GEMM_NV:
-        return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") && sg_fits(vk, SG_AUTO);
+        return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") && sg_fits(vk, sg_auto(SG_WIDE));
     case GEMM_KHR:
         /* the kernel's lane arithmetic assumes 32-lane subgroups */
         return f->coopmat_khr && vkr_limits(vk)->subgroup_size == 32 && vkr_has_shader("gemm_khr") &&
-               sg_fits(vk, SG_AUTO);
+               sg_fits(vk, sg_auto(SG_WIDE));
     case GEMM_CM2: {
         /* f32 inputs are no workgroup matrix shape: they take a subgroup route */
         const uint32_t *g = CM2_CFG[CM2_AUTO];
@@ -411,7 +410,7 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
         return 0;
     int n = 0, own[4], nown = 0;
     if (r == GEMM_CM2) { /* f16 inputs on cm2 (both outputs), f32 inputs on the subgroup route */
-        own[nown++] = auto_cfg(r, SG_AUTO);
+        own[nown++] = auto_cfg(r, sg_auto(SG_WIDE));
         n += cfg_keys(own[0], 0, out);
         out[n++] = ops_gemm_key(1, 1, 8, own[0]);
         r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
