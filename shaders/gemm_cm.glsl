@@ -79,18 +79,16 @@ layout(push_constant) uniform P {
     uint r_skip;  // floats before R's row 0 (R has Y's layout, f32)
     uint flags;   // 1: add bias, 2: add residual R, 4: y = silu(R) * y (SwiGLU, R = gate),
                   // 8 / 16: y = gelu_erf(y) / quick_gelu(y)
+    // Split K (op_matmul.c: when the output tiles leave multiprocessors
+    // idle): workgroup z sums K columns [z * kper, (z + 1) * kper) into its
+    // own f32 slice of Y, zstride elements after the previous one, with no
+    // epilogue (flags 0); splitk.comp adds the slices and applies it.
+    // kper 0: the whole K, one slice.
+    uint kper;
+    uint zstride;
 } p;
 
-float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
-// Abramowitz-Stegun 7.1.26, as elem.comp
-float erf_as(float x)
-{
-    float ax = abs(x);
-    float t = 1.0 / (1.0 + 0.3275911 * ax);
-    float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
-                     0.254829592) * t * exp(-ax * ax);
-    return sign(x) * y;
-}
+#include "gemm_epi.glsl"
 
 const uint BM = 16u * FM * WM, BN = 16u * FN * WN;
 const uint NT = 32u * WM * WN;
@@ -109,14 +107,14 @@ const bool EPI_IN_A = STAGES * SA >= WM * WN * 64u;
 shared uvec4 sC[EPI_IN_A ? 1u : WM * WN * 64u];
 
 // 8 halves of row `row` (first half at element index `base` of the
-// operand's binding) starting at column k; zero past K.
+// operand's binding) starting at column k; zero past K (the end of this
+// workgroup's K range).
 // chk: this K step may run past K (uniform across the workgroup: only the
 // last step of a K that is not a multiple of BK), so whole steps load
 // without a compare per vector.
-uvec4 ld_w(uint base, uint k, bool chk)
+uvec4 ld_w(uint base, uint k, uint K, bool chk)
 {
     uvec4 v = uvec4(0);
-    uint K = p.K;
     if (ALIGN == 8u) {
         if (!chk || k < K)
             v = W4[(base + k) >> 3];
@@ -133,10 +131,9 @@ uvec4 ld_w(uint base, uint k, bool chk)
     return v;
 }
 
-uvec4 ld_x(uint base, uint k, bool chk)
+uvec4 ld_x(uint base, uint k, uint K, bool chk)
 {
     uvec4 v = uvec4(0);
-    uint K = p.K;
     if (XTYPE == 0u) {
         // f32 activations: K % 4 == 0 and base % 4 == 0 (host checks)
         if (!chk || k < K) {
@@ -177,22 +174,26 @@ void main()
         [[unroll]] for (uint j = 0; j < FN; j++)
             acc[i][j] = CM_C(0.0);
 
+    // This workgroup's K range (split K: slice z), and where its outputs go.
     uint K = p.K;
-    uint nk = (K + BK - 1u) / BK;
+    uint kb = p.kper != 0u ? gl_WorkGroupID.z * p.kper : 0u;
+    uint ke = p.kper != 0u ? min(K, kb + p.kper) : K;
+    uint nk = (ke - kb + BK - 1u) / BK;
+    uint yz = gl_WorkGroupID.z * p.zstride;
     // One K step into registers: vector v of a tile is row v / KV, 8-half
     // group v % KV of the step. Rows past M (N) load row M-1 (N-1) instead
     // of branching: their products land in outputs the epilogue never
     // stores. Only a step that runs past K checks K, per vector.
 #define FETCH(RA, RB, K0) {                                                   \
-        uint k0_ = (K0);                                                      \
-        bool chk_ = k0_ + BK > K;                                             \
+        uint k0_ = kb + (K0);                                                 \
+        bool chk_ = k0_ + BK > ke;                                            \
         [[unroll]] for (uint q = 0; q < A_PER; q++) {                         \
             uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u);              \
-            RA[q] = ld_x(p.x_skip + r * K, k0_ + (v % KV) * 8u, chk_);        \
+            RA[q] = ld_x(p.x_skip + r * K, k0_ + (v % KV) * 8u, ke, chk_);    \
         }                                                                     \
         [[unroll]] for (uint q = 0; q < B_PER; q++) {                         \
             uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u);              \
-            RB[q] = ld_w(p.w_skip + r * K, k0_ + (v % KV) * 8u, chk_);        \
+            RB[q] = ld_w(p.w_skip + r * K, k0_ + (v % KV) * 8u, ke, chk_);    \
         }                                                                     \
     }
     // Registers into shared stage ST.
@@ -294,24 +295,10 @@ void main()
                 float o[8] = {uintBitsToFloat(c0.x), uintBitsToFloat(c0.y), uintBitsToFloat(c0.z),
                               uintBitsToFloat(c0.w), uintBitsToFloat(c1.x), uintBitsToFloat(c1.y),
                               uintBitsToFloat(c1.z), uintBitsToFloat(c1.w)};
-                [[unroll]] for (uint e = 0; e < 8u; e++) {
-                    uint n = nb + e;
-                    if (n < p.N) {
-                        if ((p.flags & 1u) != 0u)
-                            o[e] += B[p.b_skip + n];
-                        if ((p.flags & 2u) != 0u)
-                            o[e] += R[p.r_skip + m * p.ldy + p.y_col0 + n];
-                        if ((p.flags & 4u) != 0u) {
-                            float g = R[p.r_skip + m * p.ldy + p.y_col0 + n];
-                            o[e] *= g * sigm(g);
-                        }
-                        if ((p.flags & 8u) != 0u)
-                            o[e] = 0.5 * o[e] * (1.0 + erf_as(o[e] * 0.70710678118654752));
-                        if ((p.flags & 16u) != 0u)
-                            o[e] = o[e] * sigm(1.702 * o[e]);
-                    }
-                }
-                uint yo = p.y_skip + m * p.ldy + p.y_col0 + nb;
+                [[unroll]] for (uint e = 0; e < 8u; e++)
+                    if (nb + e < p.N)
+                        o[e] = gemm_epi(o[e], m, nb + e);
+                uint yo = p.y_skip + yz + m * p.ldy + p.y_col0 + nb;
                 if (YTYPE == 0u) {
                     [[unroll]] for (uint e = 0; e < 8u; e++)
                         if (nb + e < p.N)

@@ -292,7 +292,16 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
         uint32_t n = b->o->quick ? quick[si].n : full[si].n;
         uint32_t k = b->o->quick ? quick[si].k : full[si].k;
         int ncfg = ops_gemm_configs();
-        for (int v = 0; v < 5 + ncfg; v++) {
+        int sweep = b->o->only && strcmp(b->o->only, "split") == 0;
+        for (int v = 0; v < (sweep ? 7 : 5 + ncfg); v++) {
+            /* --only split: AUTO's f16 GEMM with AUTO's slices, then 1..6
+             * forced K slices (split_k) */
+            uint32_t split_k = 0;
+            if (sweep) {
+                split_k = (uint32_t)v;
+                if (v > 0 && k / (uint32_t)v < 64)
+                    continue;
+            }
             /* v: 0 GEMM f32 x, 1 GEMM f16 x (auto tiles), 2..4 in-shader
              * dequant of qtypes, then GEMM f16 x with each tile config */
             int cfg = v >= 5 ? v - 4 : 0;
@@ -304,9 +313,9 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 if (k_mult > 0 ? k % (uint32_t)k_mult != 0 : k != (uint32_t)-k_mult)
                     continue;
             }
-            int xf16 = v == 1 || cfg;
-            int ty = v < 2 || cfg ? QUANT_F16 : qtypes[v - 2];
-            enum op_mm_kernel kern = v < 2 || cfg ? OP_MM_GEMM : OP_MM_COOPMAT;
+            int xf16 = v == 1 || cfg || sweep;
+            int ty = v < 2 || cfg || sweep ? QUANT_F16 : qtypes[v - 2];
+            enum op_mm_kernel kern = v < 2 || cfg || sweep ? OP_MM_GEMM : OP_MM_COOPMAT;
             if (kern == OP_MM_GEMM ? !ops_gemm_available(b->vk) : !ops_coopmat_available(b->vk))
                 continue;
             if (k % (uint32_t)quant_block_elems(ty))
@@ -316,7 +325,11 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             struct vkr_arena *ar = NULL;
             int rc = vkr_arena_create(b->vk, "bench-gemm", VKR_ARENA_WEIGHTS, &ar, err);
             struct op_matmul a = {.wtype = ty, .n = n, .k = k, .m = m, .kernel = kern,
-                                  .xtype = xf16 ? QUANT_F16 : QUANT_F32, .gemm_config = cfg};
+                                  .xtype = xf16 ? QUANT_F16 : QUANT_F32, .gemm_config = cfg,
+                                  .split_k = split_k};
+            /* split-K scratch as a model plans it (forced slices: as much as they take) */
+            struct vkr_tensor sk;
+            uint64_t skb = sweep && split_k > 1 ? (uint64_t)split_k * m * n * 4 : op_matmul_split_bytes(b->vk);
             uint64_t wbytes = quant_row_bytes(ty, k) * n;
             uint64_t xbytes = (uint64_t)m * k * (xf16 ? 2 : 4);
             if (!rc)
@@ -329,6 +342,11 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 rc = upload_random(b, a.x, err);
             if (!rc)
                 rc = vkr_arena_alloc(ar, (uint64_t)m * n * 4, &a.y, err);
+            if (!rc && skb && kern == OP_MM_GEMM) {
+                rc = vkr_arena_alloc(ar, skb, &sk, err);
+                a.split = &sk;
+            }
+            uint32_t slices = split_k ? split_k : a.split ? op_matmul_split_for(b->vk, m, n, k, skb) : 1;
             double ms = 0;
             if (!rc)
                 rc = timed(b, rec_matmul, &a, &ms, err);
@@ -341,12 +359,12 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             fprintf(b->out,
                     "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"%s\","
                     "\"route\":\"%s\",\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"%s\",\"xtype\":\"%s\","
-                    "\"m\":%u,\"n\":%u,\"k\":%u,\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
+                    "\"m\":%u,\"n\":%u,\"k\":%u,\"split\":%u,\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
                     where, kern == OP_MM_GEMM ? "gemm" : "coopmat",
                     kern != OP_MM_GEMM ? "-" : cfg ? cname_route(cname) : ops_gemm_route_name(b->vk), cfg,
                     kern == OP_MM_GEMM ? cname : "-",
                     quant_type_name(ty),
-                    xf16 ? "f16" : "f32", m, n, k, ms, flops / ms / 1e9, b->dev);
+                    xf16 ? "f16" : "f32", m, n, k, slices, ms, flops / ms / 1e9, b->dev);
             fflush(b->out);
         }
     }
@@ -497,7 +515,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     vkr_arena_destroy(act);
     if (!rc && (!o->only || strcmp(o->only, "matmul") == 0))
         rc = bench_matmul(&b, err);
-    if (!rc && (!o->only || strcmp(o->only, "gemm") == 0)) {
+    if (!rc && (!o->only || strcmp(o->only, "gemm") == 0 || strcmp(o->only, "split") == 0)) {
         b.inner = 8; /* the GEMM lines only: 8 products per submission (timed) */
         rc = bench_gemm(&b, err);
         b.inner = 1;
@@ -518,7 +536,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
 
 static const char OPS_USAGE[] =
     "usage: bench ops [--quick] [--device SPEC] [--allow-cpu] [--reps N] [--serial-pipelines]\n"
-    "                 [--only roofline|matmul|gemm|attention] [--dtype TYPE]\n"
+    "                 [--only roofline|matmul|gemm|split|attention] [--dtype TYPE]\n"
     "\n"
     "Matmul per weight type at LLM shapes and attention at vision/text sizes:\n"
     "GFLOP/s, GB/s and the fraction of the roofline measured in the same run.\n";

@@ -135,7 +135,7 @@ static uint64_t lcm_u64(uint64_t a, uint64_t b)
 /* The per-device fields a part holds and the lm mirrors for part[cur]. */
 #define LM_PART_FIELDS(X)                                                                    \
     X(vk) X(wa) X(aa) X(x) X(h) X(q) X(o) X(t2) X(gate) X(up) X(ks) X(vs) X(qp) X(op)       \
-    X(lg_h) X(lg_hn) X(logits) X(probs) X(pg) X(ints) X(asc)
+    X(lg_h) X(lg_hn) X(logits) X(probs) X(pg) X(ints) X(asc) X(sk)
 
 /* The current part's fields back into part[cur]. */
 static void part_save(struct lm *lm)
@@ -299,6 +299,12 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     sizes[n++] = ints * 4;      /* ints */
     for (int i = 0; i < 4; i++)
         sizes[n++] = asb[i];    /* split attention scratch */
+    uint64_t skb = 16;
+    for (uint32_t p = 0; p < lm->nparts; p++) {
+        uint64_t b = op_matmul_split_bytes(lm->part[p].vk);
+        skb = lm->gemm16 && b > skb ? b : skb;
+    }
+    sizes[n++] = skb;           /* split-K scratch */
     lm->kv_bytes = kv * KW * 4;
     return 0;
 }
@@ -348,7 +354,8 @@ static int plan_part(struct lm *lm, uint32_t p, struct folio_err *err)
     struct vkr_tensor *dst[LM_NACT] = {&lm->x, &lm->h, &lm->q, &lm->o, &lm->t2, &lm->gate,
                                        &lm->up, &lm->ks, &lm->vs, &lm->qp, &lm->op, &lm->lg_h,
                                        &lm->lg_hn, &lm->logits, &lm->probs, &lm->pg, &lm->ints,
-                                       &lm->asc.o, &lm->asc.lse, &lm->asc.lse_c, &lm->asc.ranges};
+                                       &lm->asc.o, &lm->asc.lse, &lm->asc.lse_c, &lm->asc.ranges,
+                                       &lm->sk};
     for (int i = 0; i < LM_NACT && !rc; i++)
         rc = vkr_arena_alloc(lm->aa, sizes[i], dst[i], err);
     for (uint32_t i = P->l0; i < P->l1 && !rc; i++) {

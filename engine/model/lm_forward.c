@@ -119,15 +119,13 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
 /* The f16 data path (weights expanded at load, tensor-core GEMM), as in
  * vision.c: f16 GEMM inputs from the norms and the fused SwiGLU, residual
  * sums in the GEMM epilogues, the residual stream in f32. */
-static int mm16(const struct lm_w *w, const struct lm_w *bias, struct vkr_tensor x, int xt,
-                struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
-                enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
-                struct folio_err *err)
+static int mm16(const struct lm *lm, struct vkr_cmd *c, const struct lm_w *w,
+                const struct lm_w *bias, struct op_matmul a, struct folio_err *err)
 {
-    struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
-                          .y = y, .bias = bias && bias->t.size ? &bias->t : NULL,
-                          .kernel = OP_MM_GEMM,
-                          .xtype = xt, .ytype = yt, .res = res, .act = act, .gate = gate};
+    a.w = w->t, a.wtype = w->type, a.n = w->n, a.k = w->k;
+    a.bias = bias && bias->t.size ? &bias->t : NULL;
+    a.kernel = OP_MM_GEMM;
+    a.split = lm->sk.size ? &lm->sk : NULL;
     return op_matmul(c, &a, err);
 }
 
@@ -463,14 +461,14 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         const int F16 = QUANT_F16, F32 = QUANT_F32;
         rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->attn_norm.t, NULL, nrows, E, eps, err);
         if (!rc)
-            rc = mm16(&L->wq, &L->bq, lm->h, F16, lm->q, F32, nrows, NULL, OP_MM_ACT_NONE,
-                      NULL, c, err);
+            rc = mm16(lm, c, &L->wq, &L->bq,
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = lm->q, .ytype = F32, .m = nrows}, err);
         if (!rc)
-            rc = mm16(&L->wk, &L->bk, lm->h, F16, kv_k, F32, nrows, NULL, OP_MM_ACT_NONE,
-                      NULL, c, err);
+            rc = mm16(lm, c, &L->wk, &L->bk,
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_k, .ytype = F32, .m = nrows}, err);
         if (!rc)
-            rc = mm16(&L->wv, &L->bv, lm->h, F16, kv_v, F32, nrows, NULL, OP_MM_ACT_NONE,
-                      NULL, c, err);
+            rc = mm16(lm, c, &L->wv, &L->bv,
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F32, .m = nrows}, err);
     } else {
         rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
         if (!rc)
@@ -531,22 +529,25 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     }
     if (!rc && f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
-        rc = mm16(&L->wo, NULL, lm->o, F32, lm->x, F32, nrows, &lm->x, OP_MM_ACT_NONE, NULL, c,
-                  err);
+        rc = mm16(lm, c, &L->wo, NULL,
+                  (struct op_matmul){.x = lm->o, .xtype = F32, .y = lm->x, .ytype = F32, .m = nrows,
+                                     .res = &lm->x}, err);
         if (!rc)
             rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->ffn_norm.t, NULL, nrows, E, eps, err);
         for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
             uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
             struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 2, (uint64_t)m * E * 2);
             struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
-            rc = mm16(&L->wg, NULL, hv, F16, lm->gate, F32, m, NULL, OP_MM_ACT_NONE, NULL, c,
-                      err);
+            rc = mm16(lm, c, &L->wg, NULL,
+                      (struct op_matmul){.x = hv, .xtype = F16, .y = lm->gate, .ytype = F32, .m = m}, err);
             if (!rc)
-                rc = mm16(&L->wu, NULL, hv, F16, lm->up, F16, m, NULL, OP_MM_ACT_SWIGLU,
-                          &lm->gate, c, err);
+                rc = mm16(lm, c, &L->wu, NULL,
+                          (struct op_matmul){.x = hv, .xtype = F16, .y = lm->up, .ytype = F16, .m = m,
+                                             .act = OP_MM_ACT_SWIGLU, .gate = &lm->gate}, err);
             if (!rc)
-                rc = mm16(&L->wd, NULL, lm->up, F16, xv, F32, m, &xv, OP_MM_ACT_NONE, NULL, c,
-                          err);
+                rc = mm16(lm, c, &L->wd, NULL,
+                          (struct op_matmul){.x = lm->up, .xtype = F16, .y = xv, .ytype = F32, .m = m,
+                                             .res = &xv}, err);
         }
         if (!rc && lm->arch->hook_layer_done) /* the family's (Qwen3-VL: DeepStack) */
             rc = lm->arch->hook_layer_done(lm, c, li, nrows, err);

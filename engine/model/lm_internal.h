@@ -13,7 +13,7 @@ struct lm_w {
 };
 
 /* Fixed activation tensors per device (x ... ints, split attention scratch). */
-#define LM_NACT 21
+#define LM_NACT 22
 
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
@@ -30,6 +30,7 @@ struct lm_part {
     uint32_t l0, l1;
     struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
     struct op_attention_scratch asc;
+    struct vkr_tensor sk;     /* split-K scratch (op_matmul_split_bytes; tiny where unused) */
     uint64_t room;            /* vkr_room when the split was planned */
     uint64_t need;            /* the planner's estimate for this device */
 };
@@ -72,6 +73,8 @@ struct lm {
     struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
     /* attention past one binding (op_attention_ranged); tiny when all fits */
     struct op_attention_scratch asc;
+    /* the GEMM's split-K scratch (op_matmul.c); tiny where AUTO never splits */
+    struct vkr_tensor sk;
 
     /* host staging for one pass */
     float *emb;

@@ -425,6 +425,9 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
         if (!dup)
             n += cfg_keys(own[i], 1, &out[n]);
     }
+    /* the split-K sum, for either output type */
+    out[n++] = ops_key("splitk", 1, 0, 0);
+    out[n++] = ops_key("splitk", 1, 1, 0);
     if (all_configs) /* the benchmark: every configuration of every route, f16 in, f32 out */
         for (int c = 0; c < GEMM_NCFG; c++) {
             int mine = 0;
@@ -441,9 +444,106 @@ int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out)
     return ops_gemm_keys_all(vk, 0, out);
 }
 
+
 struct gemm_push {
-    uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags;
+    uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags, kper, zstride;
 };
+struct splitk_push {
+    uint32_t M, N, S, p_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags;
+};
+
+/* ---- split K ----
+ * A 1,400-row text prefill has 11 x 28 = 308 output tiles of 128 x 128
+ * for its q/o and down products: on the H200's 132 multiprocessors that is
+ * 2.33 tiles each, so the last of three rounds runs a third full and the
+ * product takes 3 rounds' time for 2.33 rounds' work. Split in S slices
+ * of K, the same product is 308 * S shorter tiles (S = 3: 924, exactly 7
+ * rounds), whose f32 partial sums a second pass adds in a fixed order and
+ * hands to the epilogue. The partials cost a write and a read of S x m x n
+ * floats (60 MB for down: ~2 % of its time at the H200's bandwidth). */
+#define SPLIT_BYTES (64ull << 20)
+#define SPLIT_MAX 8
+#define SPLIT_MIN_K 512 /* K per slice below which the tile's prologue and epilogue dominate */
+/* Workgroups of the wide tile resident per multiprocessor: its registers
+ * (f32 accumulators, two K steps in flight) allow one. */
+#define SPLIT_WG_PER_CU 1
+
+/* Not yet measured on a GPU (no device time was left when it was written;
+ * BENCHMARKS.md "Split K"): AUTO does not split unless FOLIO_GEMM_SPLIT
+ * asks for it: "auto" takes the rule below, a number forces that many
+ * slices (1: never). Explicit op_matmul.split_k (tests, benchmarks) is
+ * honoured either way. */
+static const char *split_env(void)
+{
+    const char *e = getenv("FOLIO_GEMM_SPLIT");
+    return e && *e ? e : NULL;
+}
+
+uint64_t op_matmul_split_bytes(const struct vkr *vk)
+{
+    const char *e = split_env();
+    int on = e && (strcmp(e, "auto") == 0 || strtol(e, NULL, 10) > 1);
+    return on && ops_gemm_available(vk) && vkr_limits(vk)->compute_units ? SPLIT_BYTES : 0;
+}
+
+/* Slices for a chunk of `tiles` output tiles of a K-long product whose
+ * partials take `slice_bytes` each. */
+static uint32_t split_pick(const struct vkr *vk, uint64_t tiles, uint32_t k, uint32_t bk,
+                           uint64_t slice_bytes, uint64_t scratch)
+{
+    uint32_t cap = SPLIT_MAX;
+    if (slice_bytes && scratch / slice_bytes < cap)
+        cap = (uint32_t)(scratch / slice_bytes);
+    if (k / SPLIT_MIN_K < cap)
+        cap = k / SPLIT_MIN_K;
+    const char *e = split_env();
+    if (!e)
+        return 1;
+    if (strcmp(e, "auto") != 0) {
+        long f = strtol(e, NULL, 10);
+        return f >= 1 && (uint32_t)f <= cap ? (uint32_t)f : 1;
+    }
+    uint64_t slots = (uint64_t)vkr_limits(vk)->compute_units * SPLIT_WG_PER_CU;
+    if (!slots || tiles >= 4 * slots || cap < 2)
+        return 1;
+    /* rounds of full-K tile work: ceil(tiles * s / slots) / s, plus ~3 %
+     * for the partials' traffic and the second pass */
+    uint32_t best = 1;
+    double best_t = (double)((tiles + slots - 1) / slots);
+    for (uint32_t s = 2; s <= cap; s++) {
+        if ((k + s - 1) / s < bk)
+            break;
+        double t = (double)((tiles * s + slots - 1) / slots) / s * 1.03;
+        if (t < best_t - 1e-9)
+            best = s, best_t = t;
+    }
+    return best;
+}
+
+/* K per slice: a whole number of K steps, and the slice count it gives. */
+static uint32_t split_kper(uint32_t k, uint32_t bk, uint32_t *s)
+{
+    uint32_t kper = ((k + *s - 1) / *s + bk - 1) / bk * bk;
+    *s = (k + kper - 1) / kper;
+    return kper;
+}
+
+uint32_t op_matmul_split_for(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
+                             uint64_t scratch)
+{
+    if (!ops_gemm_available(vk) || (cm2k_wanted(m, n, k) && cm2_k_usable(vk)))
+        return 1;
+    int tile = auto_cfg_for(vk, 0, m, n);
+    if (cfg_route(tile) == GEMM_CM2)
+        tile = auto_cfg_for(vk, 1, m, n);
+    if (cfg_route(tile) == GEMM_CM2)
+        return 1;
+    uint64_t tiles = (uint64_t)((n + cfg_bn(tile) - 1) / cfg_bn(tile)) * ((m + cfg_bm(tile) - 1) / cfg_bm(tile));
+    uint32_t s = split_pick(vk, tiles, k, sg_cfg(tile)[4], (uint64_t)m * n * 4, scratch);
+    if (s > 1)
+        split_kper(k, sg_cfg(tile)[4], &s);
+    return s;
+}
 
 int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype)
 {
@@ -542,10 +642,52 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             if (rc)
                 return rc;
             static const uint32_t act_flag[] = {0, 4, 8, 16};
-            struct gemm_push pc = {a->k, (uint32_t)(n1 - n0), (uint32_t)(m1 - m0), wsh, xsh,
-                                   ys / yb, a->n, (uint32_t)n0, bs / 4, rs / 4,
-                                   (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3]};
-            uint32_t gx = (uint32_t)((n1 - n0 + bn - 1) / bn), gy = (uint32_t)((m1 - m0 + bm - 1) / bm);
+            uint32_t mc = (uint32_t)(m1 - m0), nc = (uint32_t)(n1 - n0);
+            uint32_t flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
+            struct gemm_push pc = {a->k, nc, mc, wsh, xsh, ys / yb, a->n, (uint32_t)n0, bs / 4,
+                                   rs / 4, flags, 0, 0};
+            uint32_t gx = (nc + bn - 1) / bn, gy = (mc + bm - 1) / bm;
+            uint32_t S = 1;
+            if (cfg_route(tile) != GEMM_CM2 && a->split && a->split_k != 1) {
+                uint64_t sb = (uint64_t)mc * nc * 4;
+                uint32_t bk = sg_cfg(tile)[4];
+                S = a->split_k ? a->split_k : split_pick(vk, (uint64_t)gx * gy, a->k, bk, sb, a->split->size);
+                if (S > 1 && (S * sb > a->split->size || S * sb > vkr_limits(vk)->max_range ||
+                              (uint64_t)mc * nc > UINT32_MAX / S))
+                    return folio_err_set(err, FOLIO_ELIMIT, "matmul: %u K slices of %u x %u "
+                                         "outputs exceed the split scratch (%" PRIu64 " bytes)",
+                                         S, mc, nc, a->split->size);
+                if (S > 1)
+                    pc.kper = split_kper(a->k, bk, &S);
+            }
+            if (S > 1) {
+                /* the partial products into the scratch, then their sum */
+                struct vkr_pipeline_key pk = ops_gemm_key(a->xtype == QUANT_F16, 0, align, tile);
+                uint32_t ppid, rpid;
+                rc = vkr_pipeline(vk, &pk, &ppid, err);
+                if (!rc)
+                    rc = ops_pipe(vk, "splitk", 1, (uint32_t[]){yb == 2}, &rpid, err);
+                struct vkr_bind pb[5] = {b[0], b[1]};
+                if (!rc)
+                    rc = ops_bind(vk, *a->split, (uint64_t)S * mc * nc * 4, &pb[2], "split scratch", err);
+                if (rc)
+                    return rc;
+                pb[3] = pb[4] = pb[2];
+                struct gemm_push pp = pc;
+                pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0, pp.flags = 0;
+                pp.zstride = mc * nc;
+                rc = vkr_cmd_dispatch(c, ppid, pb, 5, &pp, sizeof pp, gx, gy, S, "gemm_split", err);
+                if (rc)
+                    return rc;
+                struct vkr_bind rb[5] = {pb[2], b[1], b[2], b[3], b[4]};
+                struct splitk_push sp = {mc, nc, S, 0, ys / yb, a->n, (uint32_t)n0, bs / 4, rs / 4, flags};
+                uint32_t rx, ry;
+                ops_grid(((uint64_t)mc * ((nc + 1) / 2) + 255) / 256, &rx, &ry);
+                rc = vkr_cmd_dispatch(c, rpid, rb, 5, &sp, sizeof sp, rx, ry, 1, "splitk", err);
+                if (rc)
+                    return rc;
+                continue;
+            }
             rc = vkr_cmd_dispatch(c, pid, b, 5, &pc, sizeof pc, gx, gy, 1, "gemm", err);
             if (rc)
                 return rc;

@@ -102,8 +102,22 @@ struct op_matmul {
      * itself for an in-place residual sum), or NULL. */
     const struct vkr_tensor *res;
     int gemm_config;               /* GEMM tile configuration + 1 (benchmarks); 0 = auto */
+    /* Split K (GEMM, subgroup routes): when a product's output tiles leave
+     * multiprocessors idle, slices of K are summed into this f32 scratch
+     * and a second pass adds them and applies the epilogue. NULL: never
+     * split. Plan it with op_matmul_split_bytes. */
+    const struct vkr_tensor *split;
+    uint32_t split_k;              /* slices: 0 = auto, 1 = never, >= 2 forced (tests, benchmarks) */
 };
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err);
+/* Bytes of split-K scratch worth planning on this device (0 where AUTO
+ * never splits: no GEMM, or the device does not say its multiprocessor
+ * count). A smaller scratch only limits the slices. */
+uint64_t op_matmul_split_bytes(const struct vkr *vk);
+/* The slices AUTO takes for an m x n x k GEMM given `scratch` bytes of
+ * split scratch (1: no split); for benchmarks and tests. */
+uint32_t op_matmul_split_for(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
+                             uint64_t scratch);
 /* Which kernel AUTO picks for m rows on this device. */
 enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m);
 /* 1 when an f16 tensor-core GEMM route (cm2, khr or nv; op_matmul.c) is

@@ -88,6 +88,7 @@ struct vkr_limits {
     uint32_t max_shared;      /* maxComputeSharedMemorySize */
     uint32_t max_push;        /* maxPushConstantsSize */
     uint32_t subgroup_size;
+    uint32_t compute_units;   /* multiprocessors (VK_NV_shader_sm_builtins); 0 = not known */
     float timestamp_period_ns;
     int overridden;           /* 1 when an FOLIO_VK_* variable lowered something */
 };

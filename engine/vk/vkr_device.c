@@ -459,7 +459,8 @@ static void env_lower(const char *var, int ordinal, uint64_t *v, int *overridden
 #endif
 
 struct dev_caps {
-    int api13, e_push, e_budget, e_fault, e_cm, e_khr_cm, e_cm2;
+    int api13, e_push, e_budget, e_fault, e_cm, e_khr_cm, e_cm2, e_smb;
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV smb;
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf;
 #if VKR_HAVE_CM2_HEADERS
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR khr_cmf;
@@ -496,6 +497,7 @@ static int query_extensions(struct vkr *vk, struct dev_caps *dc, struct folio_er
     dc->e_budget = has_dev_ext(ext, next, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     dc->e_fault = has_dev_ext(ext, next, VK_EXT_DEVICE_FAULT_EXTENSION_NAME);
     dc->e_cm = has_dev_ext(ext, next, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    dc->e_smb = has_dev_ext(ext, next, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
 #if VKR_HAVE_CM2_HEADERS
     dc->e_khr_cm = dc->api13 && has_dev_ext(ext, next, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     dc->e_cm2 = dc->e_khr_cm && has_dev_ext(ext, next, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
@@ -538,6 +540,12 @@ static void query_caps(struct vkr *vk, struct dev_caps *dc)
     dc->p13 = (VkPhysicalDeviceVulkan13Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
     dc->p11 = (VkPhysicalDeviceVulkan11Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
                                                    .pNext = dc->api13 ? &dc->p13 : NULL};
+    /* the multiprocessor count, where the device says it (NVIDIA): the
+     * GEMM splits K when its tiles leave multiprocessors idle (op_matmul.c) */
+    dc->smb = (VkPhysicalDeviceShaderSMBuiltinsPropertiesNV){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    if (dc->e_smb)
+        dc->p13.pNext = &dc->smb, dc->p11.pNext = dc->api13 ? (void *)&dc->p13 : (void *)&dc->smb;
     dc->p2 = (VkPhysicalDeviceProperties2){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                            .pNext = &dc->p11};
     vkGetPhysicalDeviceProperties2(vk->pd, &dc->p2);
@@ -788,6 +796,7 @@ static int record_limits(struct vkr *vk, const struct dev_caps *dc, struct folio
     lim->max_shared = L->maxComputeSharedMemorySize;
     lim->max_push = L->maxPushConstantsSize;
     lim->subgroup_size = dc->p11.subgroupSize;
+    lim->compute_units = dc->e_smb ? dc->smb.shaderSMCount : 0;
     lim->timestamp_period_ns = L->timestampPeriod;
     for (uint32_t h = 0; h < vk->memprops.memoryHeapCount; h++)
         if ((vk->memprops.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
@@ -987,7 +996,7 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         "\"limits\":{\"max_alloc\":%" PRIu64 ",\"max_buffer\":%" PRIu64 ",\"max_range\":%" PRIu64
         ",\"block_size\":%" PRIu64 ",\"device_local_bytes\":%" PRIu64 ",\"budget\":%" PRIu64
         ",\"min_ssbo_align\":%u,"
-        "\"max_shared\":%u,\"subgroup_size\":%u,\"max_push\":%u,\"overridden\":%s},"
+        "\"max_shared\":%u,\"subgroup_size\":%u,\"compute_units\":%u,\"max_push\":%u,\"overridden\":%s},"
         "\"features\":{\"storage_16bit\":%d,\"float16\":%d,\"int8\":%d,\"subgroup_arith\":%d,"
         "\"maintenance4\":%d,\"push_descriptor\":%d,\"memory_budget\":%d,\"device_fault\":%d,"
         "\"coopmat_nv\":%d,\"coopmat_khr\":%d,\"coopmat2_nv\":%d,\"timestamps\":%d,"
@@ -1002,7 +1011,7 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         vk->info.device_id, vk->info.driver_version, drv, VK_API_VERSION_MAJOR(vk->info.api_version),
         VK_API_VERSION_MINOR(vk->info.api_version), VK_API_VERSION_PATCH(vk->info.api_version),
         L->max_alloc, L->max_buffer, L->max_range, L->block_size, L->device_local_bytes, L->budget,
-        L->min_ssbo_align, L->max_shared, L->subgroup_size, L->max_push,
+        L->min_ssbo_align, L->max_shared, L->subgroup_size, L->compute_units, L->max_push,
         L->overridden ? "true" : "false", F->storage_16bit, F->float16, F->int8,
         F->subgroup_arith, F->maintenance4, F->push_descriptor, F->memory_budget,
         F->device_fault, F->coopmat_nv, F->coopmat_khr, F->coopmat2_nv, F->timestamps, F->validation,

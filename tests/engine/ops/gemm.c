@@ -25,7 +25,8 @@ void test_gemm_epilogues(struct T *t)
                                          {161, 130, 1176}, {300, 96, 520}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int act = 0; act < 4; act++)
-            for (int yt = 0; yt < 2; yt++) {
+            for (int yt = 0; yt < 2; yt++)
+                for (int sp = 0; sp < 2; sp++) { /* sp: K in 3 slices (splitk.comp's epilogue) */
                 uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
                 if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size)
                     continue;
@@ -74,6 +75,9 @@ void test_gemm_epilogues(struct T *t)
                                       .gate = act == OP_MM_ACT_SWIGLU ? &gt : NULL};
                 a.x = put(t, ar, o.xh, mk * 2);
                 a.y = put(t, ar, NULL, mn * (yt ? 2 : 4));
+                struct vkr_tensor skt = put(t, ar, NULL, mn * 4 * 3);
+                a.split = &skt;
+                a.split_k = sp ? 3 : 1;
                 RUN(t, op_matmul(c, &a, e));
                 if (yt) {
                     get(t, a.y, yh, mn * 2);
@@ -83,8 +87,8 @@ void test_gemm_epilogues(struct T *t)
                 }
                 size_t at = 0;
                 double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
-                CHECK(wv <= 1.0, "gemm epilogue m=%u n=%u k=%u act=%d y=%s: worst %.3g at %zu "
-                      "(row %zu col %zu: gpu %g ref %g)", m, n, k, act, yt ? "f16" : "f32", wv,
+                CHECK(wv <= 1.0, "gemm epilogue m=%u n=%u k=%u act=%d y=%s split=%d: worst %.3g at %zu "
+                      "(row %zu col %zu: gpu %g ref %g)", m, n, k, act, yt ? "f16" : "f32", sp ? 3 : 1, wv,
                       at, at / n, at % n, (double)yg[at], (double)yr[at]);
                 free(bias), free(gate), free(yr), free(yg), free(sc), free(yh);
                 gemm_operands_free(&o);
@@ -108,7 +112,8 @@ void test_gemm(struct T *t)
                                          {77, 48, 32}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int xt = 0; xt < 2; xt++)
-            for (int epi = 0; epi < 3; epi++) {
+            for (int epi = 0; epi < 3; epi++)
+                for (int sp = 0; sp < 2; sp++) { /* sp: K in 3 slices, else AUTO's */
                 uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
                 if (xt == 0 && k % 4)
                     continue;
@@ -154,6 +159,9 @@ void test_gemm(struct T *t)
                 rt = a.y;
                 a.bias = use_bias ? &bt : NULL;
                 a.res = use_res ? &rt : NULL;
+                struct vkr_tensor skt = put(t, ar, NULL, sizeof(float) * m * n * 3);
+                a.split = &skt;
+                a.split_k = sp ? 3 : 0;
                 RUN(t, op_matmul(c, &a, e));
                 get(t, a.y, yg, sizeof(float) * m * n);
                 /* Bound: f16 operands (inputs rounded to 11 bits for f32 x, exact
@@ -161,8 +169,9 @@ void test_gemm(struct T *t)
                  * residual's own f32 rounding. */
                 size_t at = 0;
                 double wv = worst(yg, yr, sc, (size_t)m * n, 1e-5, 2e-3, &at);
-                CHECK(wv <= 1.0, "gemm m=%u n=%u k=%u x=%s bias=%d res=%d: worst %.3g at %zu "
-                      "(gpu %g ref %g)", m, n, k, xt ? "f16" : "f32", use_bias, use_res, wv, at,
+                CHECK(wv <= 1.0, "gemm m=%u n=%u k=%u x=%s bias=%d res=%d split=%s: worst %.3g at %zu "
+                      "(gpu %g ref %g)", m, n, k, xt ? "f16" : "f32", use_bias, use_res,
+                      sp ? "3" : "auto", wv, at,
                       (double)yg[at], (double)yr[at]);
                 free(bias), free(res), free(yg), free(yr), free(sc);
                 gemm_operands_free(&o);
