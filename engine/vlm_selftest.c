@@ -164,18 +164,21 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
     if (!rc)
         rc = op_matmul(c, &m2, err);
     if (!rc)
-        rc = op_norm(c, layer, t[B_NX], t[B_NY], &t[B_NW], fpv ? NULL : &t[B_NB], T, K, 1e-6f,
-                     err);
+        rc = op_norm(c, &(struct op_norm){.x = t[B_NX], .y = t[B_NY], .w = &t[B_NW],
+                                          .b = fpv ? NULL : &t[B_NB], .rows = T, .n = K,
+                                          .eps = 1e-6f, .layer = layer}, err);
     if (!rc)
         rc = op_rope(c, &ro, err);
     if (!rc)
         rc = op_attention(c, &at, err);
     if (!rc)
-        rc = op_elem(c, e1, t[B_EA], e1 == OP_ADD ? &t[B_EB] : NULL, t[B_EY], NE,
-                     e1 == OP_ADD ? NE : 0, 1.0f, 0.0f, err);
+        rc = op_elem(c, &(struct op_elem){.op = e1, .a = t[B_EA],
+                                          .b = e1 == OP_ADD ? &t[B_EB] : NULL, .y = t[B_EY],
+                                          .n = NE, .nb = e1 == OP_ADD ? NE : 0}, err);
     if (!rc)
-        rc = op_elem(c, e2, t[B_EA], e2 == OP_SWIGLU ? &t[B_EB] : NULL, t[B_EY2], NE,
-                     e2 == OP_SWIGLU ? NE : 0, 1.0f, 0.0f, err);
+        rc = op_elem(c, &(struct op_elem){.op = e2, .a = t[B_EA],
+                                          .b = e2 == OP_SWIGLU ? &t[B_EB] : NULL, .y = t[B_EY2],
+                                          .n = NE, .nb = e2 == OP_SWIGLU ? NE : 0}, err);
     if (rc) {
         vkr_cmd_abort(c);
         goto out;

@@ -46,5 +46,5 @@ cd "$ROOT"
 
 if [ -x ops/fuzz.sh ]; then
   echo "== fuzz (bounded)"
-  FUZZ_SECONDS=${FUZZ_SECONDS:-90} FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_RUNS=${FUZZ_RUNS:-150000} bash ops/fuzz.sh
+  FUZZ_SECONDS=${FUZZ_SECONDS:-45} FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_RUNS=${FUZZ_RUNS:-150000} bash ops/fuzz.sh
 fi

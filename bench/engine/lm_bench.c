@@ -104,7 +104,8 @@ static int time_bandwidth(struct vkr *vk, struct vkr_arena *aa, uint64_t n, doub
         struct vkr_cmd *c;
         rc = vkr_cmd_begin(vk, &c, err);
         for (int r = 0; r < 4 && !rc; r++)
-            rc = op_elem(c, OP_SCALE, a, NULL, y, n, 1, 1.0f, 0.0f, err);
+            rc = op_elem(c, &(struct op_elem){.op = OP_SCALE, .a = a, .y = y, .n = n, .s = 1.0f},
+                                              err);
         if (rc) {
             vkr_cmd_abort(c);
             break;

@@ -106,13 +106,19 @@ static int rec_peak(struct vkr_cmd *c, void *arg, struct folio_err *err)
     struct vkr_bind bd[2] = {{.t = a->in, .range = a->in.size}, {.t = a->out, .range = a->out.size}};
     if (a->bw) {
         uint32_t pc = a->n4;
-        return vkr_cmd_dispatch(c, a->pid, bd, 2, &pc, 4, a->groups, 1, 1, "peak_bw", err);
+        return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = a->pid, .b = bd, .nb = 2,
+                                                          .push = &pc, .push_bytes = 4,
+                                                          .groups = {a->groups, 1, 1},
+                                                          .label = "peak_bw"}, err);
     }
     struct {
         uint32_t iters;
         float a;
     } pc = {a->iters, 0.999f};
-    return vkr_cmd_dispatch(c, a->pid, &bd[1], 1, &pc, sizeof pc, a->groups, 1, 1, "peak_fma", err);
+    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = a->pid, .b = &bd[1], .nb = 1,
+                                                      .push = &pc, .push_bytes = sizeof pc,
+                                                      .groups = {a->groups, 1, 1},
+                                                      .label = "peak_fma"}, err);
 }
 
 static int roofline(struct bench *b, struct vkr_arena *act, struct folio_err *err)

@@ -459,18 +459,23 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     int rc;
     if (f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
-        rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->attn_norm.t, NULL, nrows, E, eps, err);
+        rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
+                                          .rows = nrows, .n = E, .eps = eps, .ytype = F16}, err);
         if (!rc)
             rc = mm16(lm, c, &L->wq, &L->bq,
-                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = lm->q, .ytype = F32, .m = nrows}, err);
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = lm->q, .ytype = F32,
+                                         .m = nrows}, err);
         if (!rc)
             rc = mm16(lm, c, &L->wk, &L->bk,
-                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_k, .ytype = F32, .m = nrows}, err);
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_k, .ytype = F32,
+                                         .m = nrows}, err);
         if (!rc)
             rc = mm16(lm, c, &L->wv, &L->bv,
-                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F32, .m = nrows}, err);
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F32,
+                                         .m = nrows}, err);
     } else {
-        rc = op_norm(c, 0, lm->x, lm->h, &L->attn_norm.t, NULL, nrows, E, eps, err);
+        rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
+                                          .rows = nrows, .n = E, .eps = eps}, err);
         if (!rc)
             rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
         if (!rc)
@@ -503,12 +508,17 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     for (uint32_t gi = 0; gi < ps->ngr && !rc; gi++) {
         const struct group *g = &ps->gr[gi];
         struct vkr_tensor ids = iview(lm, g->ids_off, g->nids);
-        rc = op_gather(c, L->kc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->ks, err);
+        rc = op_gather(c, &(struct op_gather){.table = L->kc, .wtype = QUANT_F32,
+                                              .rows = lm->kv_cap, .k = KW, .ids = ids,
+                                              .n_ids = g->nids, .y = lm->ks}, err);
         if (!rc)
-            rc = op_gather(c, L->vc, QUANT_F32, lm->kv_cap, KW, ids, g->nids, lm->vs, err);
+            rc = op_gather(c, &(struct op_gather){.table = L->vc, .wtype = QUANT_F32,
+                                                  .rows = lm->kv_cap, .k = KW, .ids = ids,
+                                                  .n_ids = g->nids, .y = lm->vs}, err);
         if (!rc)
-            rc = op_gather(c, lm->q, QUANT_F32, nrows, QW, iview(lm, g->qp_off, g->nqp),
-                           g->nqp, lm->qp, err);
+            rc = op_gather(c, &(struct op_gather){.table = lm->q, .wtype = QUANT_F32, .rows = nrows,
+                                                  .k = QW, .ids = iview(lm, g->qp_off, g->nqp),
+                                                  .n_ids = g->nqp, .y = lm->qp}, err);
         struct vkr_tensor rg = iview(lm, g->rng_off, g->nqp * 2);
         struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
                                   .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
@@ -522,10 +532,13 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         if (!rc)
             rc = op_attention_ranged(c, &at, &lm->asc, err);
         if (!rc)
-            rc = op_gather(c, lm->op, QUANT_F32, g->nqp, QW,
-                           iview(lm, g->back_off, g->nspan), g->nspan,
-                           view(lm->o, (uint64_t)g->span0 * QW * 4,
-                                (uint64_t)g->nspan * QW * 4), err);
+            rc = op_gather(c, &(struct op_gather){.table = lm->op, .wtype = QUANT_F32,
+                                                  .rows = g->nqp, .k = QW,
+                                                  .ids = iview(lm, g->back_off, g->nspan),
+                                                  .n_ids = g->nspan,
+                                                  .y = view(lm->o, (uint64_t)g->span0 * QW * 4,
+                                                            (uint64_t)g->nspan * QW * 4)},
+                                                  err);
     }
     if (!rc && f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
@@ -533,20 +546,25 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                   (struct op_matmul){.x = lm->o, .xtype = F32, .y = lm->x, .ytype = F32, .m = nrows,
                                      .res = &lm->x}, err);
         if (!rc)
-            rc = op_norm_to(c, 0, lm->x, lm->h, F16, &L->ffn_norm.t, NULL, nrows, E, eps, err);
+            rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->ffn_norm.t,
+                                              .rows = nrows, .n = E, .eps = eps, .ytype = F16},
+                                              err);
         for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
             uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
             struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 2, (uint64_t)m * E * 2);
             struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
             rc = mm16(lm, c, &L->wg, NULL,
-                      (struct op_matmul){.x = hv, .xtype = F16, .y = lm->gate, .ytype = F32, .m = m}, err);
+                      (struct op_matmul){.x = hv, .xtype = F16, .y = lm->gate, .ytype = F32, .m = m},
+                                         err);
             if (!rc)
                 rc = mm16(lm, c, &L->wu, NULL,
-                          (struct op_matmul){.x = hv, .xtype = F16, .y = lm->up, .ytype = F16, .m = m,
+                          (struct op_matmul){.x = hv, .xtype = F16, .y = lm->up, .ytype = F16,
+                                             .m = m,
                                              .act = OP_MM_ACT_SWIGLU, .gate = &lm->gate}, err);
             if (!rc)
                 rc = mm16(lm, c, &L->wd, NULL,
-                          (struct op_matmul){.x = lm->up, .xtype = F16, .y = xv, .ytype = F32, .m = m,
+                          (struct op_matmul){.x = lm->up, .xtype = F16, .y = xv, .ytype = F32,
+                                             .m = m,
                                              .res = &xv}, err);
         }
         if (!rc && lm->arch->hook_layer_done) /* the family's (Qwen3-VL: DeepStack) */
@@ -556,10 +574,12 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     if (!rc)
         rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
     if (!rc)
-        rc = op_elem(c, OP_ADD, lm->x, &lm->t2, lm->x, (uint64_t)nrows * E, (uint64_t)nrows * E,
-                     1.0f, 0.0f, err);
+        rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = lm->x, .b = &lm->t2, .y = lm->x,
+                                          .n = (uint64_t)nrows * E, .nb = (uint64_t)nrows * E},
+                                          err);
     if (!rc)
-        rc = op_norm(c, 0, lm->x, lm->h, &L->ffn_norm.t, NULL, nrows, E, eps, err);
+        rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->ffn_norm.t,
+                                          .rows = nrows, .n = E, .eps = eps}, err);
     /* the MLP in row chunks (lm.c: gate/up hold ffn_rows rows) */
     for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
         uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
@@ -571,11 +591,13 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         if (!rc)
             rc = mm(lm, c, &L->wu, NULL, hv, lm->up, m, err);
         if (!rc)
-            rc = op_elem(c, OP_SWIGLU, lm->gate, &lm->up, lm->gate, mf, mf, 1.0f, 0.0f, err);
+            rc = op_elem(c, &(struct op_elem){.op = OP_SWIGLU, .a = lm->gate, .b = &lm->up,
+                                              .y = lm->gate, .n = mf, .nb = mf}, err);
         if (!rc)
             rc = mm(lm, c, &L->wd, NULL, lm->gate, tv, m, err);
         if (!rc)
-            rc = op_elem(c, OP_ADD, xv, &tv, xv, me, me, 1.0f, 0.0f, err);
+            rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = xv, .b = &tv, .y = xv, .n = me,
+                                              .nb = me}, err);
     }
     if (!rc && lm->arch->hook_layer_done) /* the family's (Qwen3-VL: DeepStack) */
         rc = lm->arch->hook_layer_done(lm, c, li, nrows, err);
@@ -590,19 +612,22 @@ static int record_head(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     const uint32_t nlg = ps->nlg, V = lm->V;
     if (!nlg)
         return 0;
-    int rc = op_gather(c, lm->x, QUANT_F32, ps->nrows, lm->E, iview(lm, ps->o_lg, nlg), nlg,
-                       lm->lg_h, err);
+    int rc = op_gather(c, &(struct op_gather){.table = lm->x, .wtype = QUANT_F32, .rows = ps->nrows,
+                                              .k = lm->E, .ids = iview(lm, ps->o_lg, nlg),
+                                              .n_ids = nlg, .y = lm->lg_h}, err);
     if (!rc)
-        rc = op_norm(c, 0, lm->lg_h, lm->lg_hn, &lm->out_norm.t, NULL, nlg, lm->E,
-                     lm->hp.rms_eps, err);
+        rc = op_norm(c, &(struct op_norm){.x = lm->lg_h, .y = lm->lg_hn, .w = &lm->out_norm.t,
+                                          .rows = nlg, .n = lm->E, .eps = lm->hp.rms_eps}, err);
     if (!rc)
         rc = mm(lm, c, &lm->out_w, NULL, lm->lg_hn, lm->logits, nlg, err);
     uint32_t nsm = ps->nl ? nlg : ps->nlast;
     if (!rc && nsm)
         rc = op_softmax(c, lm->logits, lm->probs, nsm, V, 1.0f, err);
     if (!rc && ps->npg)
-        rc = op_gather(c, lm->probs, QUANT_F32, (uint32_t)((uint64_t)nlg * V), 1,
-                       iview(lm, ps->o_pg, ps->npg), ps->npg, lm->pg, err);
+        rc = op_gather(c, &(struct op_gather){.table = lm->probs, .wtype = QUANT_F32,
+                                              .rows = (uint32_t)((uint64_t)nlg * V), .k = 1,
+                                              .ids = iview(lm, ps->o_pg, ps->npg), .n_ids = ps->npg,
+                                              .y = lm->pg}, err);
     return rc;
 }
 

@@ -203,5 +203,9 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
     if (gx > vkr_limits(vk)->max_wg_count[0] || a->hq > vkr_limits(vk)->max_wg_count[1])
         return folio_err_set(err, FOLIO_ELIMIT, "attention: %u queries x %u heads exceed the "
                              "dispatch limits", a->tq, a->hq);
-    return vkr_cmd_dispatch(c, pid, b, 5, &pc, sizeof pc, gx, a->hq, 1, "attention", err);
+    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 5, .push = &pc,
+                                                      .push_bytes = sizeof pc,
+                                                      .groups = {gx, a->hq, 1},
+                                                      .label = "attention"},
+                                                      err);
 }

@@ -187,7 +187,10 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
             struct lse_push lp = {(uint32_t)nq, (uint32_t)nk, a->hq, a->hkv, a->d, qs, ks,
                                   a->causal != 0, a->ranges != NULL, (uint32_t)k0,
                                   (int32_t)((int64_t)i0 + kv_off - (int64_t)k0), a->scale};
-            rc = vkr_cmd_dispatch(c, pl, lb, 5, &lp, sizeof lp, gx, gy, a->hq, "attn_lse", err);
+            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pl, .b = lb, .nb = 5,
+                                                            .push = &lp, .push_bytes = sizeof lp,
+                                                            .groups = {gx, gy, a->hq},
+                                                            .label = "attn_lse"}, err);
             if (rc)
                 return rc;
             struct op_attention ac = *a;
@@ -212,7 +215,10 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                 continue;
             struct vkr_bind mb[4] = {bo, boc, bl, blc};
             struct merge_push mp = {(uint32_t)nq, a->hq, a->d, os, a->hq * a->d};
-            rc = vkr_cmd_dispatch(c, pm, mb, 4, &mp, sizeof mp, gx, gy, a->hq, "attn_merge", err);
+            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pm, .b = mb, .nb = 4,
+                                                            .push = &mp, .push_bytes = sizeof mp,
+                                                            .groups = {gx, gy, a->hq},
+                                                            .label = "attn_merge"}, err);
             if (rc)
                 return rc;
         }

@@ -24,10 +24,13 @@ struct vkr_pipeline_key ops_convert_key(int to_f16)
     return ops_key("convert", 1, to_f16 ? 0u : 1u, 0); /* spec 0: f32 -> f16 (0) or back (1) */
 }
 
-int op_elem(struct vkr_cmd *c, enum op_elem_kind op, struct vkr_tensor a,
-            const struct vkr_tensor *b, struct vkr_tensor y, uint64_t n, uint64_t nb, float s,
-            float c0, struct folio_err *err)
+int op_elem(struct vkr_cmd *c, const struct op_elem *e, struct folio_err *err)
 {
+    enum op_elem_kind op = e->op;
+    struct vkr_tensor a = e->a, y = e->y;
+    const struct vkr_tensor *b = e->b;
+    uint64_t n = e->n, nb = e->nb;
+    float s = e->s, c0 = e->c0;
     struct vkr *vk = vkr_cmd_vkr(c);
     int binary = op == OP_ADD || op == OP_MUL || op == OP_SWIGLU;
     if (n == 0)
@@ -83,7 +86,10 @@ int op_elem(struct vkr_cmd *c, enum op_elem_kind op, struct vkr_tensor a,
                                as / 4, bs / 4, ys / 4};
         uint32_t gx, gy;
         ops_grid((e1 - e0 + 255) / 256, &gx, &gy);
-        rc = vkr_cmd_dispatch(c, pid, bd, 3, &pc, sizeof pc, gx, gy, 1, "elem", err);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = bd, .nb = 3,
+                                                        .push = &pc, .push_bytes = sizeof pc,
+                                                        .groups = {gx, gy, 1}, .label = "elem"},
+                                                        err);
         if (rc)
             return rc;
     }
@@ -111,5 +117,8 @@ int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_te
      * f16 side of an odd n ends in half a word, inside the aligned slot. */
     uint32_t pc = (uint32_t)n, gx, gy;
     ops_grid(((n + 1) / 2 + 255) / 256, &gx, &gy);
-    return vkr_cmd_dispatch(c, pid, b, 2, &pc, sizeof pc, gx, gy, 1, "convert", err);
+    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2, .push = &pc,
+                                                      .push_bytes = sizeof pc,
+                                                      .groups = {gx, gy, 1}, .label = "convert"},
+                                                      err);
 }

@@ -676,19 +676,28 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 struct gemm_push pp = pc;
                 pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0, pp.flags = 0;
                 pp.zstride = mc * nc;
-                rc = vkr_cmd_dispatch(c, ppid, pb, 5, &pp, sizeof pp, gx, gy, S, "gemm_split", err);
+                rc = vkr_cmd_dispatch(c,
+                    &(struct vkr_dispatch){.pipeline = ppid, .b = pb, .nb = 5, .push = &pp,
+                                           .push_bytes = sizeof pp, .groups = {gx, gy, S},
+                                           .label = "gemm_split"}, err);
                 if (rc)
                     return rc;
                 struct vkr_bind rb[5] = {pb[2], b[1], b[2], b[3], b[4]};
                 struct splitk_push sp = {mc, nc, S, 0, ys / yb, a->n, (uint32_t)n0, bs / 4, rs / 4, flags};
                 uint32_t rx, ry;
                 ops_grid(((uint64_t)mc * ((nc + 1) / 2) + 255) / 256, &rx, &ry);
-                rc = vkr_cmd_dispatch(c, rpid, rb, 5, &sp, sizeof sp, rx, ry, 1, "splitk", err);
+                rc = vkr_cmd_dispatch(c,
+                    &(struct vkr_dispatch){.pipeline = rpid, .b = rb, .nb = 5, .push = &sp,
+                                           .push_bytes = sizeof sp, .groups = {rx, ry, 1},
+                                           .label = "splitk"}, err);
                 if (rc)
                     return rc;
                 continue;
             }
-            rc = vkr_cmd_dispatch(c, pid, b, 5, &pc, sizeof pc, gx, gy, 1, "gemm", err);
+            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 5,
+                                                            .push = &pc, .push_bytes = sizeof pc,
+                                                            .groups = {gx, gy, 1}, .label = "gemm"},
+                                                            err);
             if (rc)
                 return rc;
         }
@@ -790,7 +799,10 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
                 gx = (uint32_t)((n1 - n0 + tile - 1) / tile);
                 gy = (uint32_t)((m1 - m0 + tile - 1) / tile);
             }
-            rc = vkr_cmd_dispatch(c, pid, b, 4, &pc, sizeof pc, gx, gy, 1, shader, err);
+            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 4,
+                                                            .push = &pc, .push_bytes = sizeof pc,
+                                                            .groups = {gx, gy, 1}, .label = shader},
+                                                            err);
             if (rc)
                 return rc;
         }
@@ -840,7 +852,10 @@ int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n
         struct dq_push pc = {(uint32_t)(r1 - r0), k, (uint32_t)rb, ws, ys / 2};
         uint32_t gx, gy;
         ops_grid(r1 - r0, &gx, &gy);
-        rc = vkr_cmd_dispatch(c, pid, b, 2, &pc, sizeof pc, gx, gy, 1, "dequant", err);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2,
+                                                        .push = &pc, .push_bytes = sizeof pc,
+                                                        .groups = {gx, gy, 1}, .label = "dequant"},
+                                                        err);
         if (rc)
             return rc;
     }

@@ -50,7 +50,10 @@ static int rows_dispatch(struct vkr_cmd *c, uint32_t pid, const char *label, str
         *push_ys = ys / y_elem;
         uint32_t gx, gy;
         ops_grid(r1 - r0, &gx, &gy);
-        rc = vkr_cmd_dispatch(c, pid, b, 2 + nextra, push, push_bytes, gx, gy, 1, label, err);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2 + nextra,
+                                                        .push = push, .push_bytes = push_bytes,
+                                                        .groups = {gx, gy, 1}, .label = label},
+                                                        err);
         if (rc)
             return rc;
     }
@@ -68,17 +71,13 @@ struct vkr_pipeline_key ops_softmax_key(void)
     return ops_key("softmax", 0, 0, 0);
 }
 
-int op_norm(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y,
-            const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
-            float eps, struct folio_err *err)
+int op_norm(struct vkr_cmd *c, const struct op_norm *a, struct folio_err *err)
 {
-    return op_norm_to(c, layer, x, y, QUANT_F32, w, b, rows, n, eps, err);
-}
-
-int op_norm_to(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y, int ytype,
-               const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
-               float eps, struct folio_err *err)
-{
+    const struct vkr_tensor *w = a->w, *b = a->b;
+    struct vkr_tensor x = a->x, y = a->y;
+    uint32_t rows = a->rows, n = a->n;
+    int layer = a->layer, ytype = a->ytype;
+    float eps = a->eps;
     struct vkr *vk = vkr_cmd_vkr(c);
     if (rows == 0 || n == 0)
         return 0;

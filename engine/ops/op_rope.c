@@ -63,7 +63,10 @@ int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
         uint64_t threads = (t1 - t0) * a->h * (a->d / 2);
         uint32_t gx, gy;
         ops_grid((threads + 63) / 64, &gx, &gy);
-        rc = vkr_cmd_dispatch(c, pid, b, 3, &pc, sizeof pc, gx, gy, 1, "rope", err);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 3,
+                                                        .push = &pc, .push_bytes = sizeof pc,
+                                                        .groups = {gx, gy, 1}, .label = "rope"},
+                                                        err);
         if (rc)
             return rc;
     }

@@ -64,7 +64,10 @@ static int by_index_ranges(struct vkr_cmd *c, uint32_t pid, const char *label,
             fill(&ch, push);
             uint32_t gx, gy;
             ops_grid(ch.n, &gx, &gy);
-            rc = vkr_cmd_dispatch(c, pid, b, 3, push, push_bytes, gx, gy, 1, label, err);
+            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 3,
+                                                            .push = push, .push_bytes = push_bytes,
+                                                            .groups = {gx, gy, 1}, .label = label},
+                                                            err);
             if (rc)
                 return rc;
         }
@@ -109,9 +112,11 @@ struct vkr_pipeline_key ops_concat2x2_key(void)
     return ops_key("concat2x2", 0, 0, 0);
 }
 
-int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t rows, uint32_t k,
-              struct vkr_tensor ids, uint32_t n_ids, struct vkr_tensor y, struct folio_err *err)
+int op_gather(struct vkr_cmd *c, const struct op_gather *g, struct folio_err *err)
 {
+    struct vkr_tensor table = g->table, ids = g->ids, y = g->y;
+    int wtype = g->wtype;
+    uint32_t rows = g->rows, k = g->k, n_ids = g->n_ids;
     struct vkr *vk = vkr_cmd_vkr(c);
     if (!quant_supported(wtype))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "gather: type %d not supported", wtype);
@@ -202,7 +207,10 @@ int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, ui
         struct concat_push pc = {(uint32_t)(2 * (b1 - b0)), gw, w, xs / 4, ys / 4};
         uint32_t gx, gy;
         ops_grid(((b1 - b0) * 2 * gw * w + 255) / 256, &gx, &gy);
-        rc = vkr_cmd_dispatch(c, pid, b, 2, &pc, sizeof pc, gx, gy, 1, "concat2x2", err);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2,
+                                                        .push = &pc, .push_bytes = sizeof pc,
+                                                        .groups = {gx, gy, 1}, .label = "concat2x2"},
+                                                        err);
         if (rc)
             return rc;
     }

@@ -165,16 +165,19 @@ int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n
                    struct vkr_tensor y, struct folio_err *err);
 
 /* ---- row-wise ---- */
-/* RMSNorm (layer = 0) or LayerNorm (layer = 1) of rows x n; w, b may be NULL. */
-int op_norm(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y,
-            const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
-            float eps, struct folio_err *err);
-/* Same with the output in ytype: QUANT_F32 or QUANT_F16 (n even): the f16
+/* RMSNorm (layer = 0) or LayerNorm (layer = 1) of rows x n f32; w, b may
+ * be NULL. ytype QUANT_F32 (0, default) or QUANT_F16 (n even): the f16
  * activations a following tensor-core GEMM reads (precision policy:
  * statistics and the residual stream stay f32; only GEMM inputs are f16). */
-int op_norm_to(struct vkr_cmd *c, int layer, struct vkr_tensor x, struct vkr_tensor y, int ytype,
-               const struct vkr_tensor *w, const struct vkr_tensor *b, uint32_t rows, uint32_t n,
-               float eps, struct folio_err *err);
+struct op_norm {
+    struct vkr_tensor x, y;
+    const struct vkr_tensor *w, *b;
+    uint32_t rows, n;
+    float eps;
+    int layer;
+    int ytype;
+};
+int op_norm(struct vkr_cmd *c, const struct op_norm *a, struct folio_err *err);
 /* y = softmax(scale * x) per row. */
 int op_softmax(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t rows,
                uint32_t n, float scale, struct folio_err *err);
@@ -236,19 +239,32 @@ enum op_elem_kind {
     OP_ADD = 0, OP_MUL = 1, OP_SILU = 2, OP_GELU_ERF = 3, OP_GELU_TANH = 4,
     OP_QUICK_GELU = 5, OP_SWIGLU = 6, OP_SCALE = 7,
 };
-/* y[i] = op(a[i], b[i % nb]) over n elements; b NULL for unary ops
+/* y[i] = op(a[i], b[i % nb]) over n f32 elements; b NULL for unary ops
  * (SWIGLU: b = up, nb = n). SCALE: y = a * s + c0. */
-int op_elem(struct vkr_cmd *c, enum op_elem_kind op, struct vkr_tensor a,
-            const struct vkr_tensor *b, struct vkr_tensor y, uint64_t n, uint64_t nb, float s,
-            float c0, struct folio_err *err);
+struct op_elem {
+    enum op_elem_kind op;
+    struct vkr_tensor a, y;
+    const struct vkr_tensor *b;
+    uint64_t n, nb;
+    float s, c0;
+};
+int op_elem(struct vkr_cmd *c, const struct op_elem *e, struct folio_err *err);
 /* F32 -> F16 (to_f16 = 1) or F16 -> F32; n elements. */
 int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_tensor y,
                uint64_t n, struct folio_err *err);
 
 /* ---- gather / scatter / merge ---- */
-/* y[i] = dequant(table row ids[i]); table: rows x k of wtype, ids int32. */
-int op_gather(struct vkr_cmd *c, struct vkr_tensor table, int wtype, uint32_t rows, uint32_t k,
-              struct vkr_tensor ids, uint32_t n_ids, struct vkr_tensor y, struct folio_err *err);
+/* y[i] = dequant(table row ids[i]) for i < n_ids; table: rows x k of
+ * wtype, ids int32, y f32. */
+struct op_gather {
+    struct vkr_tensor table;
+    int wtype;
+    uint32_t rows, k;
+    struct vkr_tensor ids;
+    uint32_t n_ids;
+    struct vkr_tensor y;
+};
+int op_gather(struct vkr_cmd *c, const struct op_gather *g, struct folio_err *err);
 /* dst[idx[i]] = src[i] for rows of width f32; indices >= dst_rows are skipped. */
 int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, uint32_t n,
                uint32_t width, struct vkr_tensor dst, uint32_t dst_rows, struct folio_err *err);

@@ -265,9 +265,16 @@ int vkr_cmd_begin(struct vkr *vk, struct vkr_cmd **out, struct folio_err *err);
 /* Records one dispatch: binds the pipeline, pushes descriptors and push
  * constants, and a compute->compute barrier before it when earlier work
  * in this pass may be writing what it reads. label names it in timings. */
-int vkr_cmd_dispatch(struct vkr_cmd *c, uint32_t pipeline, const struct vkr_bind *b, int nb,
-                     const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
-                     uint32_t gz, const char *label, struct folio_err *err);
+struct vkr_dispatch {
+    uint32_t pipeline;         /* vkr_pipeline's id */
+    const struct vkr_bind *b;  /* bindings 0 .. nb-1 */
+    int nb;
+    const void *push;          /* push constants (multiple of 4 bytes) */
+    uint32_t push_bytes;
+    uint32_t groups[3];        /* workgroups in x, y, z; any 0: nothing is recorded */
+    const char *label;         /* the name in timings and errors */
+};
+int vkr_cmd_dispatch(struct vkr_cmd *c, const struct vkr_dispatch *d, struct folio_err *err);
 /* Submits once and waits on a fence. The command buffer is freed; c is
  * invalid afterwards whatever the result. */
 int vkr_cmd_submit(struct vkr_cmd *c, struct folio_err *err);

@@ -197,10 +197,14 @@ int vkr_cmd_begin(struct vkr *vk, struct vkr_cmd **out, struct folio_err *err)
 
 struct vkr *vkr_cmd_vkr(struct vkr_cmd *c) { return c->vk; }
 
-int vkr_cmd_dispatch(struct vkr_cmd *c, uint32_t pipeline, const struct vkr_bind *b, int nb,
-                     const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz,
-                     const char *label, struct folio_err *err)
+int vkr_cmd_dispatch(struct vkr_cmd *c, const struct vkr_dispatch *d, struct folio_err *err)
 {
+    uint32_t pipeline = d->pipeline, push_bytes = d->push_bytes;
+    const struct vkr_bind *b = d->b;
+    int nb = d->nb;
+    const void *push = d->push;
+    uint32_t gx = d->groups[0], gy = d->groups[1], gz = d->groups[2];
+    const char *label = d->label;
     struct vkr *vk = c->vk;
     int rc = vkr_alive(vk, err);
     if (rc)

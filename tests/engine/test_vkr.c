@@ -246,17 +246,20 @@ static void test_pipelines(const char *scratch)
     struct vkr_cmd *c = NULL;
     CHECK(!rc && vkr_cmd_begin(vk, &c, &e) == 0, "begin: %s", e.msg);
     if (c) {
-        CHECK(op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e) == 0, "silu: %s", e.msg);
+        CHECK(op_elem(c, &(struct op_elem){.op = OP_SILU, .a = x, .y = y, .n = 64},
+                                           &e) == 0, "silu: %s", e.msg);
         vkr_get_stats(vk, &s);
         CHECK(s.pipelines_exercised == 1 && s.first_use_after_warm == 0,
               "before the mark: %u exercised, %llu after warm", s.pipelines_exercised,
               (unsigned long long)s.first_use_after_warm);
         vkr_mark_warm(vk);
-        CHECK(op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e) == 0, "silu again: %s", e.msg);
+        CHECK(op_elem(c, &(struct op_elem){.op = OP_SILU, .a = x, .y = y, .n = 64},
+                                           &e) == 0, "silu again: %s", e.msg);
         vkr_get_stats(vk, &s);
         CHECK(s.first_use_after_warm == 0, "a warmed pipeline counted: %llu",
               (unsigned long long)s.first_use_after_warm);
-        CHECK(op_elem(c, OP_ADD, x, &y, y, 64, 64, 0, 0, &e) == 0, "add: %s", e.msg);
+        CHECK(op_elem(c, &(struct op_elem){.op = OP_ADD, .a = x, .b = &y, .y = y, .n = 64, .nb = 64},
+                                           &e) == 0, "add: %s", e.msg);
         vkr_get_stats(vk, &s);
         CHECK(s.pipelines_exercised == 2 && s.first_use_after_warm == 1,
               "a first use after the mark: %u exercised, %llu after warm", s.pipelines_exercised,
@@ -352,14 +355,14 @@ static void test_faults(void)
     rc = op_softmax(c, x, y, 4, 16, 1.0f, &e);
     CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "VK_ERROR_INITIALIZATION_FAILED"),
           "disabled pipeline reports the driver result: %d %s", rc, e.msg);
-    rc = op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e);
+    rc = op_elem(c, &(struct op_elem){.op = OP_SILU, .a = x, .y = y, .n = 64}, &e);
     CHECK(rc == 0, "other ops still work: %s", e.msg);
     CHECK(vkr_cmd_submit(c, &e) == 0, "submit: %s", e.msg);
 
     setenv("FOLIO_FAULT", "vk_device_lost", 1);
     c = NULL;
     CHECK(vkr_cmd_begin(vk, &c, &e) == 0, "begin: %s", e.msg);
-    op_elem(c, OP_SILU, x, NULL, y, 64, 1, 0, 0, &e);
+    op_elem(c, &(struct op_elem){.op = OP_SILU, .a = x, .y = y, .n = 64}, &e);
     rc = vkr_cmd_submit(c, &e);
     unsetenv("FOLIO_FAULT");
     CHECK(rc == FOLIO_EDEVICELOST && vkr_dead(vk), "device lost marks dead: rc %d", rc);

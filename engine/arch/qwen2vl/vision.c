@@ -66,16 +66,20 @@ static int norm(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vk
                 const struct vis_w *w, const struct vis_w *b, uint32_t rows,
                 struct folio_err *err)
 {
-    return op_norm(c, is25(v) ? 0 : 1, x, y, &w->t, !is25(v) && b->set ? &b->t : NULL, rows, v->D,
-                   v->hp.eps, err);
+    return op_norm(c, &(struct op_norm){.x = x, .y = y, .w = &w->t,
+                                        .b = !is25(v) && b->set ? &b->t : NULL, .rows = rows,
+                                        .n = v->D, .eps = v->hp.eps, .layer = is25(v) ? 0 : 1},
+                                        err);
 }
 
 static int norm16(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y,
                   const struct vis_w *w, const struct vis_w *b, uint32_t rows,
                   struct folio_err *err)
 {
-    return op_norm_to(c, is25(v) ? 0 : 1, x, y, QUANT_F16, &w->t,
-                      !is25(v) && b->set ? &b->t : NULL, rows, v->D, v->hp.eps, err);
+    return op_norm(c, &(struct op_norm){.x = x, .y = y, .w = &w->t,
+                                        .b = !is25(v) && b->set ? &b->t : NULL, .rows = rows,
+                                        .n = v->D, .eps = v->hp.eps, .layer = is25(v) ? 0 : 1,
+                                        .ytype = QUANT_F16}, err);
 }
 
 /* The f16 data path of record(): norms write f16 GEMM inputs, residual
@@ -166,7 +170,8 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         if (!rc)
             rc = vis_mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
         if (!rc)
-            rc = op_elem(c, OP_ADD, v->x, &v->t, v->x, ND, ND, 1.0f, 0.0f, err);
+            rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = v->x, .b = &v->t, .y = v->x,
+                                              .n = ND, .nb = ND}, err);
         if (!rc)
             rc = norm(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
         /* the MLP in row chunks (plan(): gate/up hold ffn_rows rows) */
@@ -180,18 +185,21 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
                 if (!rc)
                     rc = vis_mm(v, c, &L->wu, &L->bu, hv, v->up, m, err);
                 if (!rc)
-                    rc = op_elem(c, OP_SWIGLU, v->gate, &v->up, v->gate, mf, mf, 1.0f, 0.0f, err);
+                    rc = op_elem(c, &(struct op_elem){.op = OP_SWIGLU, .a = v->gate, .b = &v->up,
+                                                      .y = v->gate, .n = mf, .nb = mf}, err);
                 if (!rc)
                     rc = vis_mm(v, c, &L->wd, &L->bd, v->gate, tv, m, err);
             } else {
                 rc = vis_mm(v, c, &L->wu, &L->bu, hv, v->up, m, err);
                 if (!rc)
-                    rc = op_elem(c, OP_QUICK_GELU, v->up, NULL, v->up, mf, 0, 1.0f, 0.0f, err);
+                    rc = op_elem(c, &(struct op_elem){.op = OP_QUICK_GELU, .a = v->up, .y = v->up,
+                                                      .n = mf}, err);
                 if (!rc)
                     rc = vis_mm(v, c, &L->wd, &L->bd, v->up, tv, m, err);
             }
             if (!rc)
-                rc = op_elem(c, OP_ADD, xv, &tv, xv, md, md, 1.0f, 0.0f, err);
+                rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = xv, .b = &tv, .y = xv, .n = md,
+                                                  .nb = md}, err);
         }
     }
     if (!merger || rc)
@@ -202,7 +210,8 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
     if (!rc)
         rc = vis_mm(v, c, &v->mm0, &v->mm0b, v->h, v->z, M, err);
     if (!rc)
-        rc = op_elem(c, OP_GELU_ERF, v->z, NULL, v->z, (uint64_t)M * v->MD, 0, 1.0f, 0.0f, err);
+        rc = op_elem(c, &(struct op_elem){.op = OP_GELU_ERF, .a = v->z, .y = v->z,
+                                          .n = (uint64_t)M * v->MD}, err);
     if (!rc)
         rc = vis_mm(v, c, &v->mm2, &v->mm2b, v->z, v->e, M, err);
     if (!rc)

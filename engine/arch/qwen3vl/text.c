@@ -144,9 +144,12 @@ int q3_lm_qk_norm(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, st
 {
     /* each head's D values are one row of the norm (HF: q_norm over head_dim) */
     const struct gguf_text_hparams *h = &lm->hp;
-    int rc = op_norm(c, 0, q, q, &L->qn.t, NULL, nrows * h->n_head, lm->D, h->rms_eps, err);
+    int rc = op_norm(c, &(struct op_norm){.x = q, .y = q, .w = &L->qn.t, .rows = nrows * h->n_head,
+                                          .n = lm->D, .eps = h->rms_eps}, err);
     if (!rc)
-        rc = op_norm(c, 0, k, k, &L->kn.t, NULL, nrows * h->n_head_kv, lm->D, h->rms_eps, err);
+        rc = op_norm(c, &(struct op_norm){.x = k, .y = k, .w = &L->kn.t,
+                                          .rows = nrows * h->n_head_kv, .n = lm->D,
+                                          .eps = h->rms_eps}, err);
     return rc;
 }
 
@@ -161,10 +164,11 @@ int q3_lm_deepstack_add(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32
     idx.size = (uint64_t)k * 4;
     feat.size = (uint64_t)k * E * 4;
     tmp.size = (uint64_t)k * E * 4;
-    int rc = op_gather(c, lm->x, QUANT_F32, nrows, E, idx, k, tmp, err);
+    int rc = op_gather(c, &(struct op_gather){.table = lm->x, .wtype = QUANT_F32, .rows = nrows,
+                                              .k = E, .ids = idx, .n_ids = k, .y = tmp}, err);
     if (!rc)
-        rc = op_elem(c, OP_ADD, tmp, &feat, tmp, (uint64_t)k * E, (uint64_t)k * E, 1.0f, 0.0f,
-                     err);
+        rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = tmp, .b = &feat, .y = tmp,
+                                          .n = (uint64_t)k * E, .nb = (uint64_t)k * E}, err);
     if (!rc)
         rc = op_scatter(c, tmp, idx, k, E, lm->x, nrows, err);
     return rc;

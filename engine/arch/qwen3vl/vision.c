@@ -201,7 +201,8 @@ static int lin(struct vis *v, struct vkr_cmd *c, int f16, const struct vis_w *w,
     struct vkr_tensor t = vis_view(v->t, 0, mn * 4);
     int rc = vis_mm(v, c, w, b, x, acc ? t : y, m, err);
     if (!rc && acc)
-        rc = op_elem(c, OP_ADD, y, &t, y, mn, mn, 1.0f, 0.0f, err);
+        rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = y, .b = &t, .y = y, .n = mn, .nb = mn},
+                                          err);
     return rc;
 }
 
@@ -210,8 +211,9 @@ static int lnorm(struct vis *v, struct vkr_cmd *c, int f16, struct vkr_tensor x,
                  struct vkr_tensor y, const struct vis_w *w, const struct vis_w *b, uint32_t rows,
                  uint32_t n, struct folio_err *err)
 {
-    return op_norm_to(c, 1, x, y, f16 ? QUANT_F16 : QUANT_F32, &w->t, &b->t, rows, n, v->hp.eps,
-                      err);
+    return op_norm(c, &(struct op_norm){.x = x, .y = y, .w = &w->t, .b = &b->t, .rows = rows,
+                                        .n = n, .eps = v->hp.eps, .layer = 1,
+                                        .ytype = f16 ? QUANT_F16 : QUANT_F32}, err);
 }
 
 /* A merger: [rows x n] normalised, GELU(erf) MLP to y (M x O). The final
@@ -226,7 +228,8 @@ static int merger(struct vis *v, struct vkr_cmd *c, int f16, const struct vis_w 
     if (!rc)
         rc = lin(v, c, f16, w1, b1, v->h, f16, v->z, M, 0, err);
     if (!rc)
-        rc = op_elem(c, OP_GELU_ERF, v->z, NULL, v->z, (uint64_t)M * v->MD, 0, 1.0f, 0.0f, err);
+        rc = op_elem(c, &(struct op_elem){.op = OP_GELU_ERF, .a = v->z, .y = v->z,
+                                          .n = (uint64_t)M * v->MD}, err);
     if (!rc)
         rc = lin(v, c, f16, w2, b2, v->z, 0, y, M, 0, err);
     return rc;
@@ -244,8 +247,8 @@ static int mlp(struct vis *v, struct vkr_cmd *c, int f16, const struct vis_layer
         struct vkr_tensor xv = vis_view(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
         rc = lin(v, c, f16, &L->wu, &L->bu, hv, f16, v->up, m, 0, err);
         if (!rc) /* hidden_act gelu_pytorch_tanh */
-            rc = op_elem(c, OP_GELU_TANH, v->up, NULL, v->up, (uint64_t)m * v->F, 0, 1.0f, 0.0f,
-                         err);
+            rc = op_elem(c, &(struct op_elem){.op = OP_GELU_TANH, .a = v->up, .y = v->up,
+                                              .n = (uint64_t)m * v->F}, err);
         if (!rc)
             rc = lin(v, c, f16, &L->wd, &L->bd, v->up, 0, xv, m, 1, err);
     }
@@ -258,7 +261,8 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
     const uint32_t M = N / 4;
     const uint64_t ND = (uint64_t)N * v->D;
     int f16 = v->gemm16 && N >= 64;
-    int rc = op_elem(c, OP_ADD, v->x, &v->pe, v->x, ND, ND, 1.0f, 0.0f, err);
+    int rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = v->x, .b = &v->pe, .y = v->x, .n = ND,
+                                          .nb = ND}, err);
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
         rc = lnorm(v, c, f16, v->x, v->h, &L->ln1, &L->ln1b, N, v->D, err);

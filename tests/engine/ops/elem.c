@@ -20,7 +20,9 @@ void test_elem(struct T *t)
             struct vkr_tensor at_ = put(t, t->act, a, sizeof(float) * n);
             struct vkr_tensor bt = put(t, t->act, b, sizeof(float) * nb);
             struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * n);
-            RUN(t, op_elem(c, (enum op_elem_kind)op, at_, binary ? &bt : NULL, yt, n, nb, 1.5f, -0.25f, e));
+            RUN(t, op_elem(c, &(struct op_elem){.op = (enum op_elem_kind)op, .a = at_,
+                                                .b = binary ? &bt : NULL, .y = yt, .n = n, .nb = nb,
+                                                .s = 1.5f, .c0 = -0.25f}, e));
             get(t, yt, g, sizeof(float) * n);
             ops_ref_elem((enum op_elem_kind)op, a, b, r, n, binary ? nb : 1, 1.5f, -0.25f);
             size_t at = 0;

@@ -25,8 +25,10 @@ void test_norm_softmax(struct T *t)
                 struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * rows * n);
                 struct vkr_tensor wt = put(t, t->act, w, sizeof(float) * n);
                 struct vkr_tensor bt = put(t, t->act, b, sizeof(float) * n);
-                RUN(t, op_norm_to(c, layer, xt, yt, out16 ? QUANT_F16 : QUANT_F32, wb ? &wt : NULL,
-                                  wb && layer ? &bt : NULL, rows, n, 1e-6f, e));
+                RUN(t, op_norm(c, &(struct op_norm){.x = xt, .y = yt, .w = wb ? &wt : NULL,
+                                                    .b = wb && layer ? &bt : NULL, .rows = rows,
+                                                    .n = n, .eps = 1e-6f, .layer = layer,
+                                                    .ytype = out16 ? QUANT_F16 : QUANT_F32}, e));
                 if (out16) {
                     uint16_t *h = malloc(2u * rows * n);
                     get(t, yt, h, 2u * rows * n);

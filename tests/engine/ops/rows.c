@@ -31,7 +31,8 @@ void test_rows(struct T *t)
         struct vkr_tensor tab = put(t, t->w, wq, rb * rows);
         struct vkr_tensor it = put(t, t->act, ids, sizeof ids);
         struct vkr_tensor yt = put(t, t->act, NULL, sizeof(float) * nid * k);
-        RUN(t, op_gather(c, tab, ty, rows, k, it, nid, yt, e));
+        RUN(t, op_gather(c, &(struct op_gather){.table = tab, .wtype = ty, .rows = rows, .k = k,
+                                                .ids = it, .n_ids = nid, .y = yt}, e));
         get(t, yt, g, sizeof(float) * nid * k);
         int bad = 0;
         /* Bound: 1e-6 relative (same bytes, same formula; only the order of
