@@ -444,7 +444,6 @@ int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out)
     return ops_gemm_keys_all(vk, 0, out);
 }
 
-
 struct gemm_push {
     uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags, kper, zstride;
 };
@@ -528,21 +527,32 @@ static uint32_t split_kper(uint32_t k, uint32_t bk, uint32_t *s)
     return kper;
 }
 
+/* Slices for an mc x nc chunk on tile configuration `tile` (1: no split;
+ * the workgroup-scope cm2 kernel never splits): `forced` (op_matmul.split_k)
+ * when set, else the rule above; *kper gets the K per slice. gemm() and
+ * op_matmul_split_for both ask here, so the benchmark reports what runs. */
+static uint32_t split_slices(const struct vkr *vk, int tile, uint32_t mc, uint32_t nc, uint32_t k,
+                             uint64_t scratch, uint32_t forced, uint32_t *kper)
+{
+    if (cfg_route(tile) == GEMM_CM2 || forced == 1)
+        return 1;
+    uint32_t bk = sg_cfg(tile)[4];
+    uint64_t tiles = (uint64_t)((nc + cfg_bn(tile) - 1) / cfg_bn(tile)) *
+                     ((mc + cfg_bm(tile) - 1) / cfg_bm(tile));
+    uint32_t s = forced ? forced : split_pick(vk, tiles, k, bk, (uint64_t)mc * nc * 4, scratch);
+    if (s > 1)
+        *kper = split_kper(k, bk, &s);
+    return s;
+}
+
+/* f16 inputs, as the model's products are. */
 uint32_t op_matmul_split_for(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
                              uint64_t scratch)
 {
     if (!ops_gemm_available(vk) || (cm2k_wanted(m, n, k) && cm2_k_usable(vk)))
         return 1;
-    int tile = auto_cfg_for(vk, 0, m, n);
-    if (cfg_route(tile) == GEMM_CM2)
-        tile = auto_cfg_for(vk, 1, m, n);
-    if (cfg_route(tile) == GEMM_CM2)
-        return 1;
-    uint64_t tiles = (uint64_t)((n + cfg_bn(tile) - 1) / cfg_bn(tile)) * ((m + cfg_bm(tile) - 1) / cfg_bm(tile));
-    uint32_t s = split_pick(vk, tiles, k, sg_cfg(tile)[4], (uint64_t)m * n * 4, scratch);
-    if (s > 1)
-        split_kper(k, sg_cfg(tile)[4], &s);
-    return s;
+    uint32_t kper = 0;
+    return split_slices(vk, auto_cfg_for(vk, 0, m, n), m, n, k, scratch, 0, &kper);
 }
 
 int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype)
@@ -647,19 +657,15 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             struct gemm_push pc = {a->k, nc, mc, wsh, xsh, ys / yb, a->n, (uint32_t)n0, bs / 4,
                                    rs / 4, flags, 0, 0};
             uint32_t gx = (nc + bn - 1) / bn, gy = (mc + bm - 1) / bm;
-            uint32_t S = 1;
-            if (cfg_route(tile) != GEMM_CM2 && a->split && a->split_k != 1) {
-                uint64_t sb = (uint64_t)mc * nc * 4;
-                uint32_t bk = sg_cfg(tile)[4];
-                S = a->split_k ? a->split_k : split_pick(vk, (uint64_t)gx * gy, a->k, bk, sb, a->split->size);
-                if (S > 1 && (S * sb > a->split->size || S * sb > vkr_limits(vk)->max_range ||
-                              (uint64_t)mc * nc > UINT32_MAX / S))
-                    return folio_err_set(err, FOLIO_ELIMIT, "matmul: %u K slices of %u x %u "
-                                         "outputs exceed the split scratch (%" PRIu64 " bytes)",
-                                         S, mc, nc, a->split->size);
-                if (S > 1)
-                    pc.kper = split_kper(a->k, bk, &S);
-            }
+            uint32_t S = a->split ? split_slices(vk, tile, mc, nc, a->k, a->split->size,
+                                                 a->split_k, &pc.kper)
+                                  : 1;
+            uint64_t sb = (uint64_t)mc * nc * 4;
+            if (S > 1 && (S * sb > a->split->size || S * sb > vkr_limits(vk)->max_range ||
+                          (uint64_t)mc * nc > UINT32_MAX / S))
+                return folio_err_set(err, FOLIO_ELIMIT, "matmul: %u K slices of %u x %u "
+                                     "outputs exceed the split scratch (%" PRIu64 " bytes)",
+                                     S, mc, nc, a->split->size);
             if (S > 1) {
                 /* the partial products into the scratch, then their sum */
                 struct vkr_pipeline_key pk = ops_gemm_key(a->xtype == QUANT_F16, 0, align, tile);
