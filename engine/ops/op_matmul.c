@@ -452,36 +452,44 @@ struct splitk_push {
 };
 
 /* ---- split K ----
- * A 1,400-row text prefill has 11 x 28 = 308 output tiles of 128 x 128
- * for its q/o and down products: on the H200's 132 multiprocessors that is
- * 2.33 tiles each, so the last of three rounds runs a third full and the
- * product takes 3 rounds' time for 2.33 rounds' work. Split in S slices
- * of K, the same product is 308 * S shorter tiles (S = 3: 924, exactly 7
- * rounds), whose f32 partial sums a second pass adds in a fixed order and
- * hands to the epilogue. The partials cost a write and a read of S x m x n
- * floats (60 MB for down: ~2 % of its time at the H200's bandwidth). */
+ * A product with few output tiles leaves multiprocessors idle however long
+ * its K: a label pass (48 rows) has 2 x 28 = 56 tiles of 32 x 128 for its
+ * q/o and down products on the H200's 132 multiprocessors. Split in S
+ * slices of K, each tile's sum is S shorter tiles whose f32 partials a
+ * second pass (splitk.comp) adds in a fixed order and hands to the
+ * epilogue. Measured on the H200 (BENCHMARKS.md "Split K", bench ops
+ * --only split, GPU kept busy), TFLOP/s at 1 / 2 / 3 / 4 slices:
+ *   labels down   48 x 3584 x 18944:  26 /  47 /  60 /  72
+ *   labels q/o    48 x 3584 x 3584:   31 /  40 /  36 /  38
+ *   labels gate/up (296 tiles):       56 /  57 /  55 /  53
+ *   text down   1400 x 3584 x 18944: 201 / 218 / 215 / 192
+ *   text q/o    1400 x 3584 x 3584:  151 / 127 / 108 /  89
+ * and worse at every other prefill and vision shape. So the round-filling
+ * argument (308 tiles = 2.33 rounds at q/o) does not hold: several wide
+ * tiles are resident per multiprocessor and the partials' traffic costs
+ * more than the part-filled round. The rule keeps what was measured to
+ * win: fewer tiles than multiprocessors take enough slices for about two
+ * rounds (the label pass: 40.4 -> 30.9 GPU ms). The 8 % at text down did
+ * not carry over: with down split in 2 the prefill gained 1 % but the
+ * fused page pass (1,448 rows) lost 3 ms in the same run, so long K alone
+ * does not split. */
 #define SPLIT_BYTES (64ull << 20)
 #define SPLIT_MAX 8
 #define SPLIT_MIN_K 512 /* K per slice below which the tile's prologue and epilogue dominate */
-/* Workgroups of the wide tile resident per multiprocessor: its registers
- * (f32 accumulators, two K steps in flight) allow one. */
-#define SPLIT_WG_PER_CU 1
 
-/* Not yet measured on a GPU (no device time was left when it was written;
- * BENCHMARKS.md "Split K"): AUTO does not split unless FOLIO_GEMM_SPLIT
- * asks for it: "auto" takes the rule below, a number forces that many
- * slices (1: never). Explicit op_matmul.split_k (tests, benchmarks) is
- * honoured either way. */
+/* FOLIO_GEMM_SPLIT: unset or "auto" takes the rule below, a number forces
+ * that many slices (1: never split). Explicit op_matmul.split_k (tests,
+ * benchmarks) is honoured either way. */
 static const char *split_env(void)
 {
     const char *e = getenv("FOLIO_GEMM_SPLIT");
-    return e && *e ? e : NULL;
+    return e && *e ? e : "auto";
 }
 
 uint64_t op_matmul_split_bytes(const struct vkr *vk)
 {
     const char *e = split_env();
-    int on = e && (strcmp(e, "auto") == 0 || strtol(e, NULL, 10) > 1);
+    int on = strcmp(e, "auto") == 0 || strtol(e, NULL, 10) > 1;
     return on && ops_gemm_available(vk) && vkr_limits(vk)->compute_units ? SPLIT_BYTES : 0;
 }
 
@@ -495,28 +503,20 @@ static uint32_t split_pick(const struct vkr *vk, uint64_t tiles, uint32_t k, uin
         cap = (uint32_t)(scratch / slice_bytes);
     if (k / SPLIT_MIN_K < cap)
         cap = k / SPLIT_MIN_K;
+    if (k / bk < cap)
+        cap = k / bk;
     const char *e = split_env();
-    if (!e)
-        return 1;
     if (strcmp(e, "auto") != 0) {
         long f = strtol(e, NULL, 10);
         return f >= 1 && (uint32_t)f <= cap ? (uint32_t)f : 1;
     }
-    uint64_t slots = (uint64_t)vkr_limits(vk)->compute_units * SPLIT_WG_PER_CU;
-    if (!slots || tiles >= 4 * slots || cap < 2)
+    uint64_t slots = vkr_limits(vk)->compute_units;
+    if (!slots || cap < 2 || tiles == 0)
         return 1;
-    /* rounds of full-K tile work: ceil(tiles * s / slots) / s, plus ~3 %
-     * for the partials' traffic and the second pass */
-    uint32_t best = 1;
-    double best_t = (double)((tiles + slots - 1) / slots);
-    for (uint32_t s = 2; s <= cap; s++) {
-        if ((k + s - 1) / s < bk)
-            break;
-        double t = (double)((tiles * s + slots - 1) / slots) / s * 1.03;
-        if (t < best_t - 1e-9)
-            best = s, best_t = t;
-    }
-    return best;
+    if (tiles >= slots)
+        return 1;
+    uint64_t s = (2 * slots + tiles - 1) / tiles;
+    return s < cap ? (uint32_t)s : cap;
 }
 
 /* K per slice: a whole number of K steps, and the slice count it gives. */

@@ -179,6 +179,47 @@ void test_gemm(struct T *t)
             }
 }
 
+/* AUTO's split-K choice (op_matmul_split_for, which gemm() itself asks)
+ * at the 7B shapes, as measured on the H200 (op_matmul.c "split K"): a
+ * label pass's q/o and down products (56 tiles) split, the prefill's q/o
+ * and down and the wide label gate/up do not; FOLIO_GEMM_SPLIT=1 and a
+ * missing scratch turn it off. Needs a device that reports its
+ * multiprocessor count (lavapipe: never splits). */
+void test_gemm_split_rule(struct T *t)
+{
+    uint32_t cu = vkr_limits(t->vk)->compute_units;
+    if (!ops_gemm_available(t->vk) || cu <= 56) {
+        fprintf(stderr, "ops: no GEMM or multiprocessor count on this device; split rule cases not run\n");
+        if (cu == 0)
+            CHECK(op_matmul_split_for(t->vk, 48, 3584, 18944, 64u << 20) == 1, "split without a count");
+        return;
+    }
+    uint64_t sb = op_matmul_split_bytes(t->vk);
+    CHECK(sb >= 48ull * 3584 * 4 * 8, "split scratch planned: %llu bytes", (unsigned long long)sb);
+    uint32_t ld = op_matmul_split_for(t->vk, 48, 3584, 18944, sb);
+    uint32_t lq = op_matmul_split_for(t->vk, 48, 3584, 3584, sb);
+    CHECK(ld >= 3 && ld <= 8, "label down: %u slices", ld);
+    CHECK(lq >= 2 && lq <= 7, "label q/o: %u slices", lq);
+    if (cu < 296)
+        CHECK(op_matmul_split_for(t->vk, 48, 18944, 3584, sb) == 1,
+              "label gate/up splits with 296 tiles on %u multiprocessors", cu);
+    CHECK(op_matmul_split_for(t->vk, 1400, 3584, 3584, sb) == 1, "prefill q/o splits");
+    if (cu < 308)
+        CHECK(op_matmul_split_for(t->vk, 1400, 3584, 18944, sb) == 1, "prefill down splits");
+    CHECK(op_matmul_split_for(t->vk, 48, 3584, 18944, 0) == 1, "split without scratch");
+    const char *old = getenv("FOLIO_GEMM_SPLIT");
+    char keep[32] = "";
+    if (old)
+        snprintf(keep, sizeof keep, "%s", old);
+    setenv("FOLIO_GEMM_SPLIT", "1", 1);
+    CHECK(op_matmul_split_for(t->vk, 48, 3584, 18944, sb) == 1, "FOLIO_GEMM_SPLIT=1 still splits");
+    CHECK(op_matmul_split_bytes(t->vk) == 0, "FOLIO_GEMM_SPLIT=1 still plans scratch");
+    if (old)
+        setenv("FOLIO_GEMM_SPLIT", keep, 1);
+    else
+        unsetenv("FOLIO_GEMM_SPLIT");
+}
+
 /* Every GEMM configuration of every route the device has (the benchmark's
  * list, cm2 / khr / nv), and the route AUTO takes, against the C reference
  * at an odd tile-unaligned shape and at the Qwen2.5-VL-7B shapes (k up to

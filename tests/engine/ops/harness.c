@@ -117,7 +117,7 @@ int run_all(int ranged)
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
     static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm, test_gemm_epilogues,
-                                                test_gemm_configs,
+                                                test_gemm_configs, test_gemm_split_rule,
                                                  test_norm_softmax, test_rope, test_attention,
                                                  test_attention_fused, test_attention_errors,
                                                  test_attention_split, test_elem, test_rows};
