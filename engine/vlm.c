@@ -160,6 +160,7 @@ static uint8_t *warm_page(uint32_t side)
 static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const *labels,
                      uint32_t nl, struct folio_err *err)
 {
+    double t0 = folio_mono_ms();
     uint8_t *px = warm_page(side);
     struct vlm_prepared **pp = calloc(n, sizeof *pp);
     struct vlm_result *rs = calloc(n, sizeof *rs);
@@ -176,6 +177,8 @@ static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const
     free(pp);
     free(rs);
     free(px);
+    folio_log(FOLIO_LOG_DEBUG, "vlm_warm_pass", "side=%u pages=%u labels=%u ms=%.1f", side, n, nl,
+              folio_mono_ms() - t0);
     return rc;
 }
 
@@ -191,10 +194,10 @@ static int warm_passes(struct vlm *v, struct folio_err *err);
  * (0) a short text through the text tier; (1) one smallest page with one
  * label: the batch-1 path and every kernel's short-matrix variant; (1b) one
  * page of half the tall pass's side, for the rows between; (2) a
- * tall pass, whose every stage has at least VLM_WARM_ROWS rows where the
+ * tall pass, whose every stage has at least ops_rows_all_variants() rows where the
  * plan allows (pages of up to 256 merged tokens, as many as that takes, at
  * least 2 for the multi-page path, at most max_batch) and the label rows
- * of up to 16 labels per page. Its cost is bounded by VLM_WARM_ROWS, not
+ * of up to 16 labels per page. Its cost is bounded by those rows, not
  * by the batch (a plan of small pages needs more of them: up to
  * max_batch). The open marks the runtime warm afterwards: a variant first
  * recorded later is counted (first_use_after_warm, tests keep it at 0). */
@@ -217,19 +220,22 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     memset(&tr, 0, sizeof tr);
     const char *txt = "warm-up";
     uint32_t nl = v->cfg.max_labels < 16 ? v->cfg.max_labels : 16;
+    double t0 = folio_mono_ms();
     int rc = lm_text_classify(v->lm, v->tok, &txt, NULL, 1, warm_labels, nl < 2 ? nl : 2, 16,
                               &tr, err);
+    folio_log(FOLIO_LOG_DEBUG, "vlm_warm_pass", "text=1 ms=%.1f", folio_mono_ms() - t0);
     if (rc || !v->vis)
         return rc;
     rc = warm_pass(v, 56, 1, warm_labels, 1, err); /* upscaled to the smallest page */
     uint32_t f = v->prep.patch * 2, cap = (uint32_t)sqrt((double)v->prep.max_pixels) / f;
-    uint32_t cells = (uint32_t)ceil(sqrt((double)VLM_WARM_ROWS)); /* merged tokens per side */
+    uint32_t rows = ops_rows_all_variants(v->vk);
+    uint32_t cells = (uint32_t)ceil(sqrt((double)rows)); /* merged tokens per side */
     if (cells > cap)
         cells = cap;
     if (cells < 1)
         cells = 1;
     uint32_t side = cells * f, per = cells * cells;
-    uint32_t n = (VLM_WARM_ROWS + per - 1) / per;
+    uint32_t n = (rows + per - 1) / per;
     n = n < 2 ? 2 : n;
     n = n > v->max_batch ? v->max_batch : n;
     /* one page of half the tall side between them: the rows of every stage

@@ -13,10 +13,8 @@ struct vis;
 struct vis *vlm_vis_handle(struct vlm *v);
 /* Device i of the engine (0: the first, as vlm_vkr), NULL past the last. */
 struct vkr *vlm_vkr_at(struct vlm *v, uint32_t i);
-/* Rows from which every kernel that picks its variant by row count takes
- * its tallest one (op_matmul: matrix-vector up to 8, narrow tiles up to 64,
- * the K-specialized cm2 form from 256): the warm-up's tall pass reaches it
- * in every stage where the plan allows (vlm.c; bench engine's the same). */
-#define VLM_WARM_ROWS 256u
+/* The warm-up's tall pass reaches ops_rows_all_variants() rows in every
+ * stage where the plan allows (vlm.c; bench engine's the same), so every
+ * kernel that picks its variant by row count has taken its tallest one. */
 
 #endif

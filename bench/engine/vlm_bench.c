@@ -353,7 +353,7 @@ static int run_pipelined(struct engine *e, const uint8_t *px, uint32_t side, uin
 
 /* The warm-up as vlm_open runs it, independent of the planned batch: one
  * smallest page with one label, then a tall pass of pages of up to 256
- * merged tokens (at most the bench page), as many as reach VLM_WARM_ROWS (at
+ * merged tokens (at most the bench page), as many as reach ops_rows_all_variants() (at
  * least 2, at most the plan), scored against up to 16 labels; then the
  * runtime is marked warm, so each pages line can show that the timed
  * batches met no variant the warm-up missed. *tall gets its page count. */
@@ -361,10 +361,11 @@ static int warm_up(struct engine *e, uint32_t P, uint32_t side, uint32_t tail,
                    const struct lm_label *lab, uint32_t nl, uint32_t maxb, double *lp,
                    uint32_t *tall, struct folio_err *err)
 {
-    uint32_t f = 2 * P, cells = (uint32_t)ceil(sqrt((double)VLM_WARM_ROWS)), small = f * 2;
+    uint32_t rows = ops_rows_all_variants(e->vk);
+    uint32_t f = 2 * P, cells = (uint32_t)ceil(sqrt((double)rows)), small = f * 2;
     if (cells * f > side)
         cells = side / f ? side / f : 1;
-    uint32_t ts = cells * f, per = cells * cells, n = (VLM_WARM_ROWS + per - 1) / per;
+    uint32_t ts = cells * f, per = cells * cells, n = (rows + per - 1) / per;
     n = n < 2 ? 2 : n;
     n = n > maxb ? maxb : n;
     uint8_t *px = malloc((size_t)ts * ts * 3);

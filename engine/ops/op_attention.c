@@ -94,7 +94,7 @@ enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d)
  * fragments and key tiles are mostly padding there. */
 static enum op_attn_kernel pick_for(const struct vkr *vk, uint32_t d, uint32_t tq)
 {
-    return tq < 128 ? OP_ATTN_SCALAR : op_attention_pick(vk, d);
+    return tq < OPS_ATTN_TC_MIN_TQ ? OP_ATTN_SCALAR : op_attention_pick(vk, d);
 }
 
 static struct vkr_pipeline_key attn_key(const struct vkr *vk, enum op_attn_kernel kern, uint32_t d,

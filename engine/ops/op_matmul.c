@@ -168,6 +168,14 @@ static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
 }
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
+static int cm2_k_usable(const struct vkr *vk);
+uint32_t ops_rows_all_variants(const struct vkr *vk)
+{
+    /* the subgroup GEMM's narrow tiles end at 64 rows (sg_auto_for) */
+    uint32_t r = OPS_ATTN_TC_MIN_TQ > 65 ? OPS_ATTN_TC_MIN_TQ : 65;
+    return cm2_k_usable(vk) && CM2K_MIN_M > r ? CM2K_MIN_M : r;
+}
+
 static enum gemm_route cfg_route(int c) { return c < SG_NCFG ? GEMM_NV : c < 2 * SG_NCFG ? GEMM_KHR : GEMM_CM2; }
 static const uint32_t *sg_cfg(int c) { return GEMM_CFG[c % SG_NCFG]; }
 static const uint32_t *cm2_cfg(int c) { return CM2_CFG[c - 2 * SG_NCFG]; }
@@ -270,8 +278,6 @@ void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
     }
     *probe = sg_cfg(c)[6] != 0;
 }
-
-static int cm2_k_usable(const struct vkr *vk);
 
 /* FOLIO_GEMM_ROUTE: 0 when unset or "auto", else 1 with *r the route named
  * (GEMM_NONE for "none" or a name this build does not know: no GEMM). */

@@ -123,6 +123,14 @@ enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m);
 /* 1 when an f16 tensor-core GEMM route (cm2, khr or nv; op_matmul.c) is
  * built and the device has it. */
 int ops_gemm_available(const struct vkr *vk);
+/* Rows (a matrix product's m, an attention's queries) from which no op's
+ * kernel choice changes with the row count on this device: matrix-vector
+ * up to 8 rows, the subgroup GEMM's narrow tiles up to 64, the scalar
+ * attention below 128 queries, the K-specialized cm2 GEMM from 256 (where
+ * the device has it). A warm-up pass with this many rows at every stage
+ * exercises every tall variant (vlm.c); on a device without cm2 that is
+ * half the rows, and half the warm-up, of one with it. */
+uint32_t ops_rows_all_variants(const struct vkr *vk);
 /* The GEMM route matmul takes on this device: "khr", "nv", "cm2" or "none",
  * "khr+cm2k" / "nv+cm2k" where wide products of pre-warmed K take the
  * K-specialized cm2 kernel (FOLIO_GEMM_ROUTE forces one route; a forced

@@ -19,6 +19,10 @@ int ops_need(struct vkr_tensor t, uint64_t bytes, const char *what, struct folio
 /* Rows per dispatch so that every binding of rows of these widths fits. */
 uint64_t ops_rows_per(const struct vkr *vk, const uint64_t *row_bytes, int n);
 
+/* Query rows from which AUTO attention takes the tensor-core kernel (a label
+ * pass's few dozen rows run faster on the scalar one: op_attention.c). */
+#define OPS_ATTN_TC_MIN_TQ 128u
+
 /* ---- the GEMM's tile configurations, for `bench ops` (bench/engine) ----
  * Every configuration that fits the device's shared memory (all_configs),
  * at most 12 keys per configuration; op_matmul.gemm_config picks one. */
