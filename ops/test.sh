@@ -41,7 +41,14 @@ trap cleanup EXIT
 
 echo "== ctest (sanitized build)"
 cd build-asan
-ctest --output-on-failure -j "$JOBS" "$@"
+ctest --output-on-failure -j "$JOBS" -LE lavapipe_bound "$@"
+cd "$ROOT"
+# The lavapipe-bound tests (label lavapipe_bound, tests/CMakeLists.txt says
+# why) on the optimised build, sharing the seeded Mesa cache.
+echo "== ctest (optimised build: lavapipe-bound tests)"
+rm -rf build/mesa-shader-cache && ln -s "$ROOT/build-asan/mesa-shader-cache" build/mesa-shader-cache
+cd build
+ctest --output-on-failure -j "$JOBS" -L lavapipe_bound "$@"
 cd "$ROOT"
 
 if [ -x ops/fuzz.sh ]; then
