@@ -192,8 +192,8 @@ static int warm_passes(struct vlm *v, struct folio_err *err);
 /* The warm-up exercises every pipeline variant a pass can use, without
  * running a full batch (which made the ready time grow with --gpu-batch):
  * (0) a short text through the text tier; (1) one smallest page with one
- * label: the batch-1 path and every kernel's short-matrix variant; (1b) one
- * page of half the tall pass's side, for the rows between; (2) a
+ * label: the batch-1 path and every kernel's short-matrix variant; (1b)
+ * pages between, for the row classes between (below); (2) a
  * tall pass, whose every stage has at least ops_rows_all_variants() rows where the
  * plan allows (pages of up to 256 merged tokens, as many as that takes, at
  * least 2 for the multi-page path, at most max_batch) and the label rows
@@ -238,12 +238,25 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     uint32_t n = (rows + per - 1) / per;
     n = n < 2 ? 2 : n;
     n = n > v->max_batch ? v->max_batch : n;
-    /* one page of half the tall side between them: the rows of every stage
-     * between the smallest page's and the tall pass's (on the H200 the
-     * first page after a warm-up of only those two recorded a GEMM tile and
-     * the short-matrix matmul the warm-up had not: first_use_after_warm) */
-    if (!rc && cells >= 4)
-        rc = warm_pass(v, (cells / 2) * f, 1, warm_labels, nl, err);
+    /* Pages between the smallest and the tall pass, so that every stage
+     * meets every row class its kernels tell apart (matrix-vector up to 8
+     * rows, 9..32, narrow GEMM tiles up to 64, the towers' GEMM path from
+     * 64 patches) together with each class of the stages before it: one
+     * page each of c = 2, 4, 8, ... merged tokens a side below the tall
+     * side (patches and merged tokens step by 4x) and of half the tall
+     * side, then two pages of that half size at once (a label pass's rows
+     * between one page's and the tall pass's). Measured on the H200 with
+     * the test fixtures before: a page of 140 patches (35 merged) took the
+     * tower's GEMM path with a narrow merger tile, and a 52-row pass the
+     * LM head's tiled matmul, that no warm-up page had reached
+     * (first_use_after_warm, engine_test_vlm_batch). */
+    for (uint32_t c = 2; !rc && c < cells; c *= 2)
+        rc = warm_pass(v, c * f, 1, warm_labels, nl, err);
+    uint32_t half = cells / 2 ? cells / 2 : 1;
+    if (!rc && cells >= 4 && (half & (half - 1)))
+        rc = warm_pass(v, half * f, 1, warm_labels, nl, err);
+    if (!rc && v->max_batch >= 2 && cells >= 2)
+        rc = warm_pass(v, half * f, 2, warm_labels, nl, err);
     if (!rc)
         rc = warm_pass(v, side, n, warm_labels, nl, err);
     folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u", n,

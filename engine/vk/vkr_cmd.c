@@ -292,12 +292,12 @@ int vkr_cmd_dispatch(struct vkr_cmd *c, const struct vkr_dispatch *d, struct fol
             /* the warm-up did not reach this variant: its first use pays
              * the driver's lazy costs here, on the request path */
             vk->first_after_warm++;
-            char q[160];
+            char q[160], sp[8 * VKR_MAX_SPEC + 1] = "";
+            for (uint32_t i = 0, o = 0; i < pp->key.nspec && i < VKR_MAX_SPEC && o < sizeof sp - 12; i++)
+                o += (uint32_t)snprintf(sp + o, sizeof sp - o, "%s%u", i ? "," : "", pp->key.spec[i]);
             folio_log(FOLIO_LOG_WARN, "vk_pipeline_first_use_after_warm",
-                      "shader=%s spec0=%u spec1=%u label=%s count=%" PRIu64, pp->key.shader,
-                      pp->key.nspec > 0 ? pp->key.spec[0] : 0,
-                      pp->key.nspec > 1 ? pp->key.spec[1] : 0, folio_lq(q, sizeof q, label ? label : ""),
-                      vk->first_after_warm);
+                      "shader=%s spec=%s label=%s count=%" PRIu64, pp->key.shader, sp,
+                      folio_lq(q, sizeof q, label ? label : ""), vk->first_after_warm);
         }
     }
     return 0;
