@@ -50,7 +50,17 @@ expect('title', await page.title(), 'folio review');
 const docs = await page.locator('section.doc').evaluateAll((s) => s.map((e) => e.dataset.document));
 expect('queue = SQL (needs review, lowest confidence first)', docs.join(','),
        sql(`SELECT string_agg(document_id::text, ',' ORDER BY confidence, id) FROM folio.results WHERE needs_review`));
-const thumbs = await page.locator(`section.doc[data-document="${docPages}"] figure img`).evaluateAll(
+// The thumbnails are <img loading=lazy>: they load after the page's load
+// event, in the server's own time (each decodes its page from the blob), so
+// the check waits until every one has finished loading or failed (bounded),
+// then judges: a failed image is complete with no width and still fails.
+const thumbSel = `section.doc[data-document="${docPages}"] figure img`;
+await page.locator(thumbSel).first().scrollIntoViewIfNeeded();
+await page.waitForFunction((sel) => {
+  const imgs = [...document.querySelectorAll(sel)];
+  return imgs.length > 0 && imgs.every((i) => i.complete);
+}, thumbSel, { timeout: 120000 }).catch(() => {});
+const thumbs = await page.locator(thumbSel).evaluateAll(
   (imgs) => imgs.map((i) => i.complete && i.naturalWidth > 0));
 expect('multi-page document shows a loaded thumbnail per page', thumbs.join(','), 'true,true');
 await page.screenshot({ path: shot, fullPage: true });
