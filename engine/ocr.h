@@ -38,6 +38,8 @@ struct ocr_opts {
     int osd_no_retry;        /* no full-size OSD retry after an unsure half-size pass,
                                 and no check by reading */
     int force_ppi;           /* tell Tesseract this resolution whatever the file says; 0 = off */
+    int no_deskew;           /* skip the skew correction after orientation (see prepare_page in ocr.c) */
+    int no_upscale;          /* skip scaling pages under OCR_UPSCALE_BELOW ppi to OCR_UPSCALE_TO */
     int isolate;             /* default 1: pages run in this engine's folio-ocr helper process,
                               * killed at the deadline or on cancel (see ocr_isolate.c); 0 = in
                               * this thread, unbounded where Tesseract does not poll (benchmarks) */
@@ -47,6 +49,11 @@ struct ocr_opts {
 /* Default OSD confidence floor for turning a page; see orient_upright in
  * ocr.c for the measurements behind it. */
 #define OCR_OSD_MIN_CONF_DEFAULT 12.0f
+/* Pages read at under this resolution are scaled to OCR_UPSCALE_TO first:
+ * Tesseract's models are trained on text of ~20-30 px x-height and read
+ * small text at 150-200 ppi worse (its documentation: at least 300 dpi). */
+#define OCR_UPSCALE_BELOW 250
+#define OCR_UPSCALE_TO 300
 void ocr_opts_default(struct ocr_opts *o);
 
 /* Not thread-safe: one per thread. With isolation its helper is started
@@ -85,6 +92,16 @@ struct ocr_page_result {
     int verify_conf_as_is, verify_conf_turned; /* an unsure OSD answer checked by reading (0 = not checked) */
     int timed_out;         /* the deadline stopped recognition; text is what was read so far */
     double osd_ms, recognize_ms;
+    /* Preparation after orientation (prepare_page in ocr.c): the skew found
+     * (degrees, as Leptonica reports it; 0 when the page was not rotated:
+     * no skew found with confidence, or under a third of a degree), whether
+     * the page was rotated by it,
+     * the resolution the page was recognised at (ppi, or higher when small
+     * pages are scaled up), and the time both took. */
+    float skew_deg;
+    int deskewed;
+    int recognize_ppi;
+    double prepare_ms;
 };
 void ocr_page_result_free(struct ocr_page_result *r);
 

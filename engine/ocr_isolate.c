@@ -298,6 +298,8 @@ int ocr_open(const struct ocr_opts *o, struct ocr_engine **out, struct folio_err
     s->detect_orientation = o->detect_orientation;
     s->osd_no_retry = o->osd_no_retry;
     s->force_ppi = o->force_ppi;
+    s->no_deskew = o->no_deskew;
+    s->no_upscale = o->no_upscale;
     s->osd_min_conf = o->osd_min_conf;
     s->memory_mb = o->memory_mb;
     const char *lang = o->lang && o->lang[0] ? o->lang : "eng";

@@ -27,7 +27,7 @@
 
 struct ocr_setup {
     uint32_t magic;
-    int32_t page_deadline_ms, detect_orientation, osd_no_retry, force_ppi;
+    int32_t page_deadline_ms, detect_orientation, osd_no_retry, force_ppi, no_deskew, no_upscale;
     float osd_min_conf;
     int64_t memory_mb; /* address-space limit of the helper; 0 = none */
     char lang[64];

@@ -373,7 +373,7 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
 
 struct accuracy_args {
     const char *dir, *labels_path, *cache;
-    int split, per_label, legacy, threads, dump, truth, train_truth;
+    int split, per_label, legacy, threads, dump, truth, train_truth, no_deskew, no_upscale;
     double evidence, osd, rb, rm;
 };
 #define AT(m, type) CLI_AT(struct accuracy_args, m, type)
@@ -395,6 +395,11 @@ static const struct cli_opt OPTS[] = {
     {.name = "legacy-osd", .kind = CLI_FLAG, .off = AT(legacy, int),
      .help = "OCR as before issue 16: ppi 300 whatever the file, OSD floor 2,\n"
              "no full-size retry"},
+    {.name = "no-deskew", .kind = CLI_FLAG, .off = AT(no_deskew, int),
+     .help = "OCR without the skew correction after orientation (to compare;\n"
+             "give each variant its own --cache)"},
+    {.name = "no-upscale", .kind = CLI_FLAG, .off = AT(no_upscale, int),
+     .help = "OCR pages under 250 ppi at their own resolution (to compare)"},
     {.name = "review-below", .kind = CLI_DOUBLE, .off = AT(rb, double), .hi = 1, .arg = "P",
      .help = "review threshold reported on (default 0.5)"},
     {.name = "review-margin", .kind = CLI_DOUBLE, .off = AT(rm, double), .hi = 1, .arg = "M",
@@ -439,9 +444,13 @@ int bench_accuracy(int argc, char **argv)
     j.oo.osd_min_conf = (float)(legacy ? 2.0 : osd);
     j.oo.osd_no_retry = legacy;
     j.oo.force_ppi = legacy ? 300 : 0;
+    j.oo.no_deskew = legacy || a.no_deskew;
+    j.oo.no_upscale = legacy || a.no_upscale;
     char cdir[1024];
     if (!cache) {
-        snprintf(cdir, sizeof cdir, "%s/ocr-cache-%s%g", dir, legacy ? "legacy" : "osd", legacy ? 2.0 : osd);
+        /* one cache per OCR variant: a cached text is what that variant read */
+        snprintf(cdir, sizeof cdir, "%s/ocr-cache-%s%g%s%s", dir, legacy ? "legacy" : "osd", legacy ? 2.0 : osd,
+                 !legacy && a.no_deskew ? "-nodeskew" : "", !legacy && a.no_upscale ? "-noupscale" : "");
         cache = cdir;
     }
     mkdir(cache, 0755);
@@ -475,7 +484,10 @@ int bench_accuracy(int argc, char **argv)
            "\"failed\":%d,\"ocr_wall_s\":%.1f,\"upright\":%d,\"upright_turned\":%d,\"turned\":%d,"
            "\"turned_found\":%d,\"turned_wrongly\":%d,\"found_90\":\"%d/%d\",\"found_180\":\"%d/%d\","
            "\"found_270\":\"%d/%d\"}\n",
-           a.truth ? "none (--truth-text)" : legacy ? "legacy (ppi 300, floor 2, half-size only)" : "issue 16", legacy ? 2.0 : osd, n,
+           a.truth ? "none (--truth-text)" : legacy ? "legacy (ppi 300, floor 2, half-size only)"
+           : j.oo.no_deskew && j.oo.no_upscale ? "issue 16"
+           : j.oo.no_deskew ? "issue 16 + upscale" : j.oo.no_upscale ? "issue 16 + deskew" : "issue 16 + deskew + upscale",
+           legacy ? 2.0 : osd, n,
            atomic_load(&j.failed), ocr_s, up, up_turned, rot, rot_found, rot_wrong, per_found[1], per[1],
            per_found[2], per[2], per_found[3], per[3]);
 

@@ -123,6 +123,8 @@ int main(int argc, char **argv)
     o.detect_orientation = s.detect_orientation;
     o.osd_no_retry = s.osd_no_retry;
     o.force_ppi = s.force_ppi;
+    o.no_deskew = s.no_deskew;
+    o.no_upscale = s.no_upscale;
     o.osd_min_conf = s.osd_min_conf;
     o.isolate = 0;
     struct ocr_hello h;
