@@ -7,6 +7,7 @@
  * worker runs it, so the new options and result fields cross the helper's
  * protocol too. */
 #include "engine/ocr.h"
+#include "tests/support/ocr_pix.h"
 #include "tests/support/testutil.h"
 
 #include <leptonica/allheaders.h>
@@ -42,21 +43,8 @@ static int ocr_variant(struct ocr_engine *e, const char *path, float deg, int pp
     pixDestroy(&s);
     if (!t)
         return -1;
-    int w = pixGetWidth(t), h = pixGetHeight(t), wpl = pixGetWpl(t);
-    uint8_t *buf = malloc((size_t)w * (size_t)h);
-    l_uint32 *data = pixGetData(t);
-    for (int y = 0; buf && y < h; y++)
-        for (int x = 0; x < w; x++)
-            buf[(size_t)y * (size_t)w + (size_t)x] = (uint8_t)GET_DATA_BYTE(data + y * wpl, x);
+    int rc = tu_ocr_pix(e, t, ppi, r);
     pixDestroy(&t);
-    if (!buf)
-        return -1;
-    struct ocr_image img = {.width = w, .height = h, .channels = 1, .stride = (size_t)w, .pixels = buf, .ppi = ppi};
-    struct folio_err err = {0};
-    int rc = ocr_page(e, &img, NULL, r, &err);
-    if (rc)
-        folio_err_print(stderr, &err);
-    free(buf);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/ocr.h"
 #include "ingest/ingest.h"
+#include "tests/support/ocr_pix.h"
 #include "tests/support/testutil.h"
 
 #include <leptonica/allheaders.h>
@@ -36,24 +37,6 @@ static const char LETTER_TEXT[] =
     "The enclosure contains the manuscript we discussed.\n"
     "Sincerely, Maria Lindqvist\n";
 
-/* Gray 8-bit copy of a Leptonica image. */
-static uint8_t *to_gray(PIX *pix, int *w, int *h)
-{
-    PIX *g = pixConvertTo8(pix, 0);
-    if (!g)
-        return NULL;
-    *w = pixGetWidth(g);
-    *h = pixGetHeight(g);
-    uint8_t *buf = malloc((size_t)*w * (size_t)*h);
-    l_uint32 *data = pixGetData(g);
-    int wpl = pixGetWpl(g);
-    for (int y = 0; buf && y < *h; y++)
-        for (int x = 0; x < *w; x++)
-            buf[(size_t)y * (size_t)*w + (size_t)x] = (uint8_t)GET_DATA_BYTE(data + y * wpl, x);
-    pixDestroy(&g);
-    return buf;
-}
-
 static int render(const char *dir, const char *name, const char *text, char *out, size_t n)
 {
     char txt[1200];
@@ -78,17 +61,8 @@ static int ocr_file(struct ocr_engine *e, const char *path, int quads, struct oc
         pixDestroy(&p);
         p = q;
     }
-    int w, h;
-    uint8_t *g = to_gray(p, &w, &h);
+    int rc = tu_ocr_pix(e, p, 300, r);
     pixDestroy(&p);
-    if (!g)
-        return -1;
-    struct ocr_image img = {.width = w, .height = h, .channels = 1, .stride = (size_t)w, .pixels = g, .ppi = 300};
-    struct folio_err err = {0};
-    int rc = ocr_page(e, &img, NULL, r, &err);
-    if (rc)
-        folio_err_print(stderr, &err);
-    free(g);
     return rc;
 }
 
@@ -106,17 +80,8 @@ static int ocr_scaled(struct ocr_engine *e, const char *path, int ppi, int state
     pixDestroy(&s);
     if (!t)
         return -1;
-    int w, h;
-    uint8_t *buf = to_gray(t, &w, &h);
+    int rc = tu_ocr_pix(e, t, stated, r);
     pixDestroy(&t);
-    if (!buf)
-        return -1;
-    struct ocr_image img = {.width = w, .height = h, .channels = 1, .stride = (size_t)w, .pixels = buf, .ppi = stated};
-    struct folio_err err = {0};
-    int rc = ocr_page(e, &img, NULL, r, &err);
-    if (rc)
-        folio_err_print(stderr, &err);
-    free(buf);
     return rc;
 }
 
@@ -264,7 +229,7 @@ int main(void)
     {
         PIX *p = pixRead(inv);
         int w, h;
-        uint8_t *g = p ? to_gray(p, &w, &h) : NULL;
+        uint8_t *g = p ? tu_pix_gray(p, &w, &h) : NULL;
         pixDestroy(&p);
         REQUIRE(g, "read page");
         struct ocr_image img = {.width = w, .height = h, .channels = 1, .stride = (size_t)w, .pixels = g};
