@@ -318,6 +318,8 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 ops_gemm_config_info(cfg - 1, &acc16, &probe, &k_mult);
                 if (k_mult > 0 ? k % (uint32_t)k_mult != 0 : k != (uint32_t)-k_mult)
                     continue;
+                if (ops_gemm_config_n(cfg - 1) && ops_gemm_config_n(cfg - 1) != n)
+                    continue;
             }
             int xf16 = v == 1 || cfg || sweep;
             int ty = v < 2 || cfg || sweep ? QUANT_F16 : qtypes[v - 2];
@@ -348,6 +350,20 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 rc = upload_random(b, a.x, err);
             if (!rc)
                 rc = vkr_arena_alloc(ar, (uint64_t)m * n * 4, &a.y, err);
+            /* AUTO's f16 line as a model runs it: with W's K x N copy where
+             * the model would keep one (FOLIO_GEMM_BT) */
+            struct vkr_tensor wt;
+            if (!rc && v == 1 && !sweep && ops_gemm_wants_bt(b->vk, n, k)) {
+                rc = vkr_arena_alloc(ar, (uint64_t)n * k * 2, &wt, err);
+                struct vkr_cmd *tc = NULL;
+                if (!rc)
+                    rc = vkr_cmd_begin(b->vk, &tc, err);
+                if (!rc && (rc = op_transpose16(tc, a.w, n, k, wt, err)) != 0)
+                    vkr_cmd_abort(tc);
+                else if (!rc)
+                    rc = vkr_cmd_submit(tc, err);
+                a.wt = rc ? NULL : &wt;
+            }
             if (!rc && skb && kern == OP_MM_GEMM) {
                 rc = vkr_arena_alloc(ar, skb, &sk, err);
                 a.split = &sk;
@@ -365,12 +381,13 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             fprintf(b->out,
                     "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"%s\","
                     "\"route\":\"%s\",\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"%s\",\"xtype\":\"%s\","
-                    "\"m\":%u,\"n\":%u,\"k\":%u,\"split\":%u,\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
+                    "\"m\":%u,\"n\":%u,\"k\":%u,\"split\":%u,\"bt\":%d,\"ms\":%.4f,\"tflops\":%.1f,"
+                    "\"device\":\"%s\"}\n",
                     where, kern == OP_MM_GEMM ? "gemm" : "coopmat",
                     kern != OP_MM_GEMM ? "-" : cfg ? cname_route(cname) : ops_gemm_route_name(b->vk), cfg,
                     kern == OP_MM_GEMM ? cname : "-",
                     quant_type_name(ty),
-                    xf16 ? "f16" : "f32", m, n, k, slices, ms, flops / ms / 1e9, b->dev);
+                    xf16 ? "f16" : "f32", m, n, k, slices, a.wt != NULL, ms, flops / ms / 1e9, b->dev);
             fflush(b->out);
         }
     }
