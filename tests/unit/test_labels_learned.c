@@ -4,6 +4,8 @@
 #include "engine/engine.h"
 #include "tests/support/testutil.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +44,60 @@ static void check_label(const struct engine_labels *l, const char *text, const c
     CHECK(strcmp(r.label, want) == 0, "'%.30s...' classified as %s (conf %.2f), want %s", text, r.label,
           r.confidence, want);
     engine_result_free(&r);
+}
+
+static void put_le(uint8_t *b, size_t *at, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        b[(*at)++] = (uint8_t)(v >> (8 * i));
+}
+
+/* Issue 32: a model row well under folio.learned_models' 8 MiB cap whose
+ * loaded table would be gigabytes (1,024 labels, 150,000 entries: a float
+ * per label in each of 2^19 slots, 2 GiB) is refused by the load before
+ * any of it is allocated, naming the limit. */
+static void check_table_bound(void)
+{
+    enum { NL = 1024, ENTRIES = 150000 };
+    size_t cap = 64 + NL * 20 + (size_t)ENTRIES * 10, at = 0;
+    uint8_t *b = malloc(cap);
+    TU_NEED(b, "blob");
+    memcpy(b, "FOLIOLNB", 8);
+    at = 8;
+    double alpha = 0.1, evidence = 4, total = 1000;
+    uint64_t u;
+    put_le(b, &at, 2, 4);  /* version */
+    put_le(b, &at, NL, 4); /* labels */
+    put_le(b, &at, 20, 4); /* bucket bits */
+    memcpy(&u, &alpha, 8);
+    put_le(b, &at, u, 8);
+    put_le(b, &at, ENTRIES, 8); /* vocabulary */
+    memcpy(&u, &evidence, 8);
+    put_le(b, &at, u, 8);
+    for (int i = 0; i < NL; i++) {
+        char name[8];
+        int n = snprintf(name, sizeof name, "l%d", i);
+        put_le(b, &at, (uint64_t)n, 2);
+        memcpy(b + at, name, (size_t)n);
+        at += (size_t)n;
+        put_le(b, &at, 5, 4);
+        memcpy(&u, &total, 8);
+        put_le(b, &at, u, 8);
+    }
+    put_le(b, &at, ENTRIES, 4);
+    for (uint32_t i = 0; i < ENTRIES; i++) {
+        put_le(b, &at, i, 4);
+        put_le(b, &at, i % NL, 2);
+        put_le(b, &at, 1, 4);
+    }
+    TU_NEED(at <= cap && at < 8u << 20, "blob of %zu bytes", at);
+    struct engine_learned *m = NULL;
+    struct folio_err err = {0};
+    int rc = engine_learned_load(b, at, &m, &err);
+    CHECK(rc == FOLIO_ELIMIT && !m && strstr(err.msg, "MiB loaded"),
+          "a %zu-byte model asking for a 2 GiB table is refused: rc %d %s", at, rc, err.msg);
+    engine_learned_free(m);
+    free(b);
 }
 
 int main(void)
@@ -171,6 +227,7 @@ int main(void)
     CHECK(engine_learned_load(blob, len, &bad, &err) == FOLIO_EFORMAT && strstr(err.msg, "magic"), "magic: %s",
           err.msg);
     free(blob);
+    check_table_bound();
 
     /* the chain: learned answers before the rules... */
     struct engine *eng = NULL;
