@@ -62,6 +62,13 @@
 #define LEARNED_ALPHA 0.1
 #define LEARNED_EVIDENCE 4.0
 #define LEARNED_MAX_LABELS 4096
+/* The loaded table holds a float per label in each slot (two slots per
+ * entry, a power of two), so a blob of a few MB can ask for gigabytes:
+ * issue 32 saw a 1 MB row cost ~340 MB in every OCR thread. A model whose
+ * table would pass this is refused, by the trainer before it is stored and
+ * by every load (the 8 MiB cap on folio.learned_models bounds the blob, not
+ * the table). 14 labels trained on 280 pages take under 8 MiB. */
+#define LEARNED_MAX_TABLE_BYTES ((size_t)64 << 20)
 /* Abstention (see above). Chosen on the train split of `folio bench
  * accuracy` and the generated documents of tests/unit/test_learned.c: a
  * page of a type the model learned shares at least half of its features
@@ -290,6 +297,23 @@ static void put_f64(struct wbuf *b, double d)
     put_u(b, v, 8);
 }
 
+/* Slots of the loaded table for this many entries, or 0 when the table
+ * of n_labels floats a slot would pass LEARNED_MAX_TABLE_BYTES. */
+static size_t table_slots(uint64_t entries, uint64_t n_labels)
+{
+    size_t slots = 1024;
+    while (slots < entries * 2 + 16)
+        slots *= 2;
+    return n_labels && slots <= LEARNED_MAX_TABLE_BYTES / sizeof(float) / n_labels ? slots : 0;
+}
+
+static int table_too_large(struct folio_err *err, uint64_t entries, uint64_t n_labels)
+{
+    folio_err_set(err, FOLIO_ELIMIT, "learned model: %llu entries over %llu labels need more than %zu MiB loaded",
+                  (unsigned long long)entries, (unsigned long long)n_labels, LEARNED_MAX_TABLE_BYTES >> 20);
+    return FOLIO_ELIMIT;
+}
+
 int engine_trainer_build(struct engine_trainer *t, int min_per_label, uint8_t **blob, size_t *len,
                          struct folio_err *err)
 {
@@ -335,6 +359,12 @@ int engine_trainer_build(struct engine_trainer *t, int min_per_label, uint8_t **
         }
         vocab += any;
         i = j;
+    }
+    if (!table_slots(entries, (uint64_t)nk)) {
+        free(total);
+        table_too_large(err, entries, (uint64_t)nk);
+        folio_err_hint(err, "train on fewer documents or labels (folio train --min-per-label)");
+        return FOLIO_ELIMIT;
     }
     struct wbuf b = {0};
     put(&b, LEARNED_MAGIC, 8);
@@ -500,9 +530,11 @@ int engine_learned_load(const uint8_t *blob, size_t len, struct engine_learned *
                            (unsigned long long)entries, len - r.at);
         goto fail;
     }
-    m->slots = 1024;
-    while (m->slots < entries * 2 + 16)
-        m->slots *= 2;
+    m->slots = table_slots(entries, nl);
+    if (!m->slots) {
+        rc = table_too_large(err, entries, nl);
+        goto fail;
+    }
     m->keys = calloc(m->slots, sizeof *m->keys);
     m->delta = calloc(m->slots * nl, sizeof *m->delta);
     if (!m->keys || !m->delta) {

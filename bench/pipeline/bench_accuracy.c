@@ -327,11 +327,21 @@ static void score_tier(const char *tier, struct row *rows, int n, const char *sp
         truth[ti < 0 ? nl : ti]++;
         if (ok && ti >= 0)
             tp[ti]++;
-        if (dump)
-            printf("{\"tier\":\"%s\",\"file\":\"%s\",\"truth\":\"%s\",\"label\":\"%s\",\"confidence\":%.3f,"
-                   "\"needs_review\":%s,\"path\":\"%s\"}\n",
-                   tier, r->file, r->label, er.label, er.confidence, er.needs_review ? "true" : "false",
-                   er.engine_path);
+        if (dump) {
+            /* with why a tier did not answer (the learned tier's abstentions) */
+            struct json_buf d;
+            json_init(&d);
+            char head[512];
+            snprintf(head, sizeof head,
+                     "{\"tier\":\"%s\",\"file\":\"%s\",\"truth\":\"%s\",\"label\":\"%s\",\"confidence\":%.3f,"
+                     "\"needs_review\":%s,\"path\":\"%s\",\"reason\":",
+                     tier, r->file, r->label, er.label, er.confidence, er.needs_review ? "true" : "false",
+                     er.engine_path);
+            json_raw(&d, head);
+            json_str(&d, er.fallback_reason);
+            json_raw(&d, "}");
+            json_emit_line(&d);
+        }
         engine_result_free(&er);
     }
     engine_close(e);

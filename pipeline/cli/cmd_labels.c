@@ -216,10 +216,14 @@ static int labels_db(const char *sub, const char *db, int all, int replace, cons
                 const char *d = PQgetvalue(r, i, 3);
                 /* a description the format cannot carry (a ':' is fine, a
                  * newline or unbalanced parenthesis is not) is left out */
-                if (d[0] && !strpbrk(d, "\n\r#\"()"))
-                    printf("%s (%s):", PQgetvalue(r, i, 0), d);
-                else
-                    printf("%s:", PQgetvalue(r, i, 0));
+                printf("%s", PQgetvalue(r, i, 0));
+                if (d[0] && !strpbrk(d, "\n\r#\"()")) {
+                    /* text from the database, as the keywords: escaped */
+                    fputs(" (", stdout);
+                    folio_term_puts(stdout, d);
+                    fputc(')', stdout);
+                }
+                fputc(':', stdout);
                 for (int k = 0, put = 0; k < PQntuples(kr); k++) {
                     if (strchr(PQgetvalue(kr, k, 0), '"') == NULL)
                         fputs(put++ ? ", " : " ", stdout);

@@ -48,8 +48,12 @@ static int print_lines(PGconn *c, const char *sql, int np, const char *const *p,
     PGresult *r = PQexecParams(c, sql, np, NULL, p, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         return db_err_from_result(r, c, what, err);
-    for (int i = 0; i < PQntuples(r); i++)
-        puts(PQgetvalue(r, i, 0));
+    /* the comparison, model key and trainer's role are database text:
+     * written through the terminal escaper (line breaks stay) */
+    for (int i = 0; i < PQntuples(r); i++) {
+        folio_term_puts(stdout, PQgetvalue(r, i, 0));
+        fputc('\n', stdout);
+    }
     if (rows)
         *rows = PQntuples(r);
     PQclear(r);

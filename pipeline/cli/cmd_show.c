@@ -212,7 +212,7 @@ int cmd_show(int argc, char **argv)
                "(SELECT string_agg(format('%s %s', lpad(round(v::numeric, 4)::text, 7), k), E'\\n' "
                "ORDER BY v DESC, k) FROM (SELECT key AS k, CASE WHEN jsonb_typeof(value) = 'number' "
                "THEN value::text::float8 END AS v FROM jsonb_each(r.scores)) e WHERE v IS NOT NULL), "
-               "r.id, coalesce(r.review_reason, '') "
+               "r.id, coalesce(r.review_reason, ''), coalesce(r.engine_label, '') "
                "FROM folio.results r WHERE r.document_id = $1::bigint "
                "AND ($2::text IS NULL OR r.model_key = $2) ORDER BY r.id",
                2, p1, &err))) {
@@ -223,6 +223,10 @@ int cmd_show(int argc, char **argv)
             folio_term_puts(stdout, PQgetvalue(r, i, 0));
             printf(")\n");
             kv("label", PQgetvalue(r, i, 1));
+            /* a person's correction is the result (schema 015); what the
+             * engine said is kept beside it and shown with it (issue 33) */
+            if (PQgetvalue(r, i, 15)[0])
+                kv("engine said", PQgetvalue(r, i, 15));
             kv("confidence", PQgetvalue(r, i, 2));
             kv("needs review", PQgetvalue(r, i, 3)[0] == 't' ? "yes" : "no");
             if (PQgetvalue(r, i, 14)[0])

@@ -122,6 +122,28 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
   expect_in "belongs to uid $(id -u nobody)"
 fi
 
+# Linear-time check (issue 32 point 8: 20,000 settings took 285 s, one
+# fork a setting and pairwise duplicate checks): ten times the settings
+# take at most 30 times as long, plus 2 s (quadratic work takes 100 times).
+gen() {
+  python3 - "$1" <<'PY'
+import sys
+keys = ["ocr-threads = 2", "lease = 60", "grace = 20", "batch = 4", "model-key = default", "review-below = 0.5",
+        "ocr-lang = eng", "max-pages-classified = 10", "device = auto", "poll = 5"]
+n = int(sys.argv[1])
+print("".join(f"[worker.w{i}]\n" + "".join(k + "\n" for k in keys) for i in range(n // 10)), end="")
+PY
+}
+gen 4000 > "$S/c4k.conf"; gen 40000 > "$S/c40k.conf"
+ms() { local t0 t1; t0=$(date +%s%N); timeout 300 "$F" config check --config "$1" >/dev/null 2>&1 || return 1; t1=$(date +%s%N); echo $(((t1 - t0) / 1000000)); }
+T4=$(ms "$S/c4k.conf") && T40=$(ms "$S/c40k.conf") || { T4=; T40=; }
+checks=$((checks+1))
+if [ -z "$T40" ] || [ "$T40" -gt $((30 * T4 + 2000)) ]; then
+  echo "FAIL: config check of 40,000 settings took ${T40:-failed} ms against ${T4:-?} ms for 4,000"; fail=$((fail+1))
+else
+  echo "ok: config check 4,000 settings ${T4} ms, 40,000 ${T40} ms"
+fi
+
 # Effect: the db setting that wins decides whether status reaches PostgreSQL.
 GOOD="host=${FOLIO_TEST_PGHOST:?} port=${FOLIO_TEST_PGPORT:?} dbname=postgres user=$( [ "$(id -u)" = 0 ] && echo postgres || id -un) connect_timeout=3"
 BAD="host=/nonexistent port=1 dbname=x connect_timeout=1"

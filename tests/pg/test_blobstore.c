@@ -313,6 +313,22 @@ int main(void)
     tu_sh_out(out, sizeof out, "grep -c 'event=job_failed' '%s'", log);
     CHECK(atoi(out) == 2, "two job_failed lines in the log, got %s", out);
 
+    /* Re-ingesting the original with --after delete (issue 32: the corrupt
+     * blob was a "duplicate" and the good copy was deleted, the document
+     * lost): the blob is rewritten from the file before the file goes, and
+     * it is the same document. */
+    rc = tu_sh("cp \"$(find '%s/.folio/done' -name broken.tif | head -1)\" '%s/broken.tif'", inbox, inbox);
+    CHECK(rc == 0, "the original of the corrupt blob back in the inbox");
+    rc = tu_sh_out(out, sizeof out, "'%s' ingest --db '%s' --blob-store '%s' --after delete '%s' 2>&1",
+                   tu_folio_bin(), db, spec, inbox);
+    CHECK(rc == 0, "re-ingest the original with --after delete: rc=%d %s", rc, out);
+    tu_sh_out(out, sizeof out, "sha256sum '%s' | cut -c1-64; basename '%s'", p_broken, p_broken);
+    CHECK(strlen(out) > 129 && memcmp(out, out + 65, 64) == 0, "the corrupt blob is repaired: %s", out);
+    CHECK(access(p_broken, F_OK) == 0 && wt_q1(c, "SELECT count(*) FROM folio.documents WHERE blob_store = 'fs'") == 3,
+          "the same document, its blob in place");
+    snprintf(out, sizeof out, "%s/broken.tif", inbox);
+    CHECK(access(out, F_OK) != 0, "the original is deleted only now that the store holds it");
+
     blobstore_close(b);
     PQfinish(c);
     return tu_finish();

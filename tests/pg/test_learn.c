@@ -194,13 +194,23 @@ int main(void)
               strstr(out, "line 4: label 'memo' is defined twice") && strstr(out, "many.labels line 5") &&
               !strstr(out, "line 6") && strstr(out, "4 lines with problems"),
           "labels test, every problem: rc=%d %s", rc, out);
+    /* a label file's bad line is quoted escaped (issue 32: labels test
+     * echoed label text raw) */
+    rc = tu_sh_out(out, sizeof out,
+                   "printf 'memo: m\\n\\033]0;owned\\007Bad\\342\\200\\256: x\\n' > %s/hostile.labels"
+                   " && %s labels test %s/hostile.labels",
+                   ld, bin, ld);
+    CHECK(rc == 1 && strstr(out, "hostile.labels line 2") && strstr(out, "\\x1b]0;owned\\x07") &&
+              !strchr(out, 0x1b) && !strchr(out, 0x07) && !strstr(out, "\xe2\x80\xae"),
+          "labels test quotes a hostile line escaped: rc=%d %s", rc, out);
     /* label text from SQL reaches the terminal escaped (issue 32): ESC,
      * a C1 CSI and a bidi override in a keyword */
-    CHECK(exec_ok(c, "UPDATE folio.labels SET keywords = keywords || (E'\\x1b[2J' || chr(155) || chr(8238) || 'kw')"
-                     " WHERE name = 'memo'"),
-          "hostile keyword");
+    CHECK(exec_ok(c, "UPDATE folio.labels SET keywords = keywords || (E'\\x1b[2J' || chr(155) || chr(8238) || 'kw'),"
+                     " description = E'\\x1b]0;owned\\x07' || chr(8238) || 'note' WHERE name = 'memo'"),
+          "hostile keyword and description");
     rc = tu_sh_out(out, sizeof out, "%s labels export --db '%s'", bin, ci);
-    CHECK(rc == 0 && strstr(out, "\\x1b[2J\\u009b\\u202ekw") && !strchr(out, 0x1b) && !strstr(out, "\xe2\x80\xae"),
+    CHECK(rc == 0 && strstr(out, "\\x1b[2J\\u009b\\u202ekw") && !strchr(out, 0x1b) && !strchr(out, 0x07) &&
+              !strstr(out, "\xe2\x80\xae") && strstr(out, "memo (\\x1b]0;owned\\x07\\u202enote):"),
           "export escapes controls: %s", out);
     /* back to the full default set (the rest of the test uses it) */
     rc = tu_sh_out(out, sizeof out, "%s labels import --db '%s' --replace %s/all.labels", bin, ci, ld);

@@ -296,12 +296,18 @@ int main(void)
     rc = tu_sh_out(out, sizeof out, "grep -c 'learned_model_kept_inactive' %s", log);
     CHECK(rc == 0 && atoi(out) >= 1, "the worker did not log the comparison: %s", out);
 
-    /* ---- folio models ---- */
+    /* ---- folio models ---- (a comparison holding controls, as a
+     * training login could write one, reaches the terminal escaped) */
+    snprintf(sql, sizeof sql, "UPDATE folio.learned_models SET comparison = comparison || E' \\x1b[2J\\x07'"
+                              " || chr(8238) WHERE id = %lld", worse);
+    REQUIRE(wt_sql_ok(c, sql) == 0, "hostile comparison");
     rc = tu_sh_out(out, sizeof out, "%s models --db '%s' list", bin, ci);
-    CHECK(rc == 0 && strstr(out, "inactive") && strstr(out, " active ") && strstr(out, "kept inactive"),
+    CHECK(rc == 0 && strstr(out, "inactive") && strstr(out, " active ") && strstr(out, "kept inactive") &&
+              strstr(out, "\\x1b[2J\\x07\\u202e") && !strchr(out, 0x1b) && !strchr(out, 0x07),
           "models list: rc=%d %s", rc, out);
     rc = tu_sh_out(out, sizeof out, "%s models --db '%s' show %lld", bin, ci, worse);
-    CHECK(rc == 0 && strstr(out, "inactive") && strstr(out, "held-out") && strstr(out, "\"letter\""),
+    CHECK(rc == 0 && strstr(out, "inactive") && strstr(out, "held-out") && strstr(out, "\"letter\"") &&
+              strstr(out, "\\x1b[2J") && !strchr(out, 0x1b),
           "models show: rc=%d %s", rc, out);
     rc = tu_sh_out(out, sizeof out, "%s models --db '%s' show 999", bin, ci);
     CHECK(rc == 1 && strstr(out, "no model 999"), "show unknown: rc=%d %s", rc, out);

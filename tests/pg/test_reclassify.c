@@ -143,6 +143,11 @@ int main(void)
                    " AND (ocr_pages->>'reused')::int = 1 AND (ocr_pages->>'ocr')::int = 0"
                    " AND ocr_text = (SELECT ocr_text FROM folio.results WHERE document_id = 1)") == 1,
           "the invoice was classified from the stored (memo) text, not OCR'd, and kept its correction");
+    /* show gives both: the correction as the label, the engine's answer */
+    rc = tu_sh_out(out, sizeof out, "%s show 2 --db '%s' --no-text", bin, ci);
+    CHECK(rc == 0 && strstr(out, "label") && strstr(out, "invoice") && strstr(out, "engine said") &&
+              strstr(strstr(out, "engine said"), "memo"),
+          "show gives the correction and the engine's answer: rc=%d %s", rc, out);
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.page_results WHERE document_id = 2 AND text_source = 'ocr'") == 1,
           "the reused page keeps its text source");
     CHECK(wt_q1(c, "SELECT count(*) FROM folio.results WHERE document_id = 1 AND label = 'memo'"

@@ -259,6 +259,24 @@ int main(void)
     CHECK(tu_sh("%s", p) == 0, "jobs list as folio_reader; see %s", log);
     snprintf(p, sizeof p, "%s report --db '%s' --out '%s/report.html' >>'%s' 2>&1", tu_folio_bin(), rd, dir, log);
     CHECK(tu_sh("%s", p) == 0, "report as folio_reader; see %s", log);
+    /* the other read-only commands (issue 32: every one, as that role) */
+    static const char *const ro[] = {"export --format csv", "export --format jsonl", "search memo", "eval",
+                                     "models list", "labels list", "labels export", "jobs list --state dead"};
+    char rlog[1100];
+    snprintf(rlog, sizeof rlog, "%s/reader.log", dir);
+    for (size_t i = 0; i < sizeof ro / sizeof ro[0]; i++) {
+        snprintf(p, sizeof p, "%s %s --db '%s' >>'%s' 2>&1", tu_folio_bin(), ro[i], rd, rlog);
+        int rc = tu_sh("%s", p);
+        /* search and eval exit 1 when nothing matches or nothing is
+         * corrected; a refused query is a permission error in the log */
+        CHECK(rc == 0 || ((strncmp(ro[i], "search", 6) == 0 || strcmp(ro[i], "eval") == 0) && rc == 1),
+              "%s as folio_reader: rc %d; see %s", ro[i], rc, rlog);
+    }
+    {
+        char out[256];
+        tu_sh_out(out, sizeof out, "grep -ci 'permission denied' '%s'", rlog);
+        CHECK(atoi(out) == 0, "no permission denied for folio_reader's commands: %s lines; see %s", out, rlog);
+    }
     DENIED(rd, "SELECT lease_token FROM folio.jobs", "42501", "reader reads lease tokens");
     DENIED(rd, "SELECT * FROM folio.claim_jobs('default', 60, NULL, 0, 1)", "42501", "reader claims a job");
     DENIED(rd, "SELECT count(*) FROM folio.results", "00000", "reader reads results");

@@ -4,6 +4,8 @@
 #include "engine/engine.h"
 #include "tests/support/testutil.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +44,133 @@ static void check_label(const struct engine_labels *l, const char *text, const c
     CHECK(strcmp(r.label, want) == 0, "'%.30s...' classified as %s (conf %.2f), want %s", text, r.label,
           r.confidence, want);
     engine_result_free(&r);
+}
+
+static void put_le(uint8_t *b, size_t *at, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        b[(*at)++] = (uint8_t)(v >> (8 * i));
+}
+
+/* Issue 32: a model row well under folio.learned_models' 8 MiB cap whose
+ * loaded table would be gigabytes (1,024 labels, 150,000 entries: a float
+ * per label in each of 2^19 slots, 2 GiB) is refused by the load before
+ * any of it is allocated, naming the limit. */
+static void check_table_bound(void)
+{
+    enum { NL = 1024, ENTRIES = 150000 };
+    size_t cap = 64 + NL * 20 + (size_t)ENTRIES * 10, at = 0;
+    uint8_t *b = malloc(cap);
+    TU_NEED(b, "blob");
+    memcpy(b, "FOLIOLNB", 8);
+    at = 8;
+    double alpha = 0.1, evidence = 4, total = 1000;
+    uint64_t u;
+    put_le(b, &at, 2, 4);  /* version */
+    put_le(b, &at, NL, 4); /* labels */
+    put_le(b, &at, 20, 4); /* bucket bits */
+    memcpy(&u, &alpha, 8);
+    put_le(b, &at, u, 8);
+    put_le(b, &at, ENTRIES, 8); /* vocabulary */
+    memcpy(&u, &evidence, 8);
+    put_le(b, &at, u, 8);
+    for (int i = 0; i < NL; i++) {
+        char name[8];
+        int n = snprintf(name, sizeof name, "l%d", i);
+        put_le(b, &at, (uint64_t)n, 2);
+        memcpy(b + at, name, (size_t)n);
+        at += (size_t)n;
+        put_le(b, &at, 5, 4);
+        memcpy(&u, &total, 8);
+        put_le(b, &at, u, 8);
+    }
+    put_le(b, &at, ENTRIES, 4);
+    for (uint32_t i = 0; i < ENTRIES; i++) {
+        put_le(b, &at, i, 4);
+        put_le(b, &at, i % NL, 2);
+        put_le(b, &at, 1, 4);
+    }
+    TU_NEED(at <= cap && at < 8u << 20, "blob of %zu bytes", at);
+    struct engine_learned *m = NULL;
+    struct folio_err err = {0};
+    int rc = engine_learned_load(b, at, &m, &err);
+    CHECK(rc == FOLIO_ELIMIT && !m && strstr(err.msg, "MiB loaded"),
+          "a %zu-byte model asking for a 2 GiB table is refused: rc %d %s", at, rc, err.msg);
+    engine_learned_free(m);
+    free(b);
+}
+
+/* Issue 33: a flagged rules answer gives way to a learned label it was
+ * taught with LEARNED_TRUSTED_EXAMPLES (10) examples whenever the learned
+ * tier is surer, also under the 0.6 bar that holds for labels learned
+ * from fewer (engine/classify.c). The rules tie alpha and beta (flagged);
+ * the text's other words are beta's; the evidence scale is chosen so the
+ * learned tier says beta at 0.5-0.6, above the rules' confidence. */
+static void check_trusted_override(void)
+{
+    struct folio_err err = {0};
+    struct engine_labels *l = engine_labels_new();
+    TU_NEED(l && engine_labels_parse(l, "alpha: zeta\nbeta: omega\ngamma: kappa\n", "three", &err) == 0, "%s",
+               err.msg);
+    const char *q = "zeta omega dog eagle fox apple";
+    struct engine *e = NULL;
+    struct engine_config cfg = {.review_below = 0.5, .review_margin = 0.1};
+    TU_NEED(engine_open(&cfg, l, &e, &err) == 0, "%s", err.msg);
+    struct engine_doc doc = {text_from_string, (void *)q, NULL, NULL, NULL};
+    struct engine_result rules;
+    memset(&rules, 0, sizeof rules);
+    TU_NEED(engine_classify(e, &doc, &rules, &err) == 0, "%s", err.msg);
+    engine_close(e);
+    CHECK(rules.needs_review && strcmp(rules.label, "beta") != 0, "the rules: %s at %.2f, flagged %d", rules.label,
+          rules.confidence, rules.needs_review);
+    for (int per = 4; per <= 10; per += 6) {
+        struct engine_trainer *t = engine_trainer_new();
+        for (int i = 0; i < per; i++) {
+            TU_NEED(engine_trainer_add(t, "alpha", "apple banana cherry grape lemon", &err) == 0 &&
+                           engine_trainer_add(t, "beta", "dog eagle fox goat horse", &err) == 0 &&
+                           engine_trainer_add(t, "gamma", "iron jade kite lamp moon", &err) == 0,
+                       "%s", err.msg);
+        }
+        uint8_t *blob = NULL;
+        size_t len = 0;
+        struct engine_learned *m = NULL;
+        TU_NEED(engine_trainer_build(t, 2, &blob, &len, &err) == 0 && engine_learned_load(blob, len, &m, &err) == 0,
+                   "%s", err.msg);
+        /* the scale at which the learned tier alone says beta at 0.5-0.6 */
+        double ev = 0, conf = 0;
+        for (double x = 0.05; x < 20 && !ev; x *= 1.05) {
+            struct engine_result lr;
+            memset(&lr, 0, sizeof lr);
+            engine_learned_set_evidence(m, x);
+            if (engine_learned_score(m, l, q, &lr, &err) == 0 && strcmp(lr.label, "beta") == 0 &&
+                lr.confidence > rules.confidence + 0.02 && lr.confidence > 0.5 && lr.confidence < 0.58) {
+                ev = x;
+                conf = lr.confidence;
+            }
+            engine_result_free(&lr);
+        }
+        TU_NEED(ev > 0, "no evidence scale gives beta at 0.5-0.6 (%d examples)", per);
+        cfg.learned = m;
+        TU_NEED(engine_open(&cfg, l, &e, &err) == 0, "%s", err.msg);
+        struct engine_result r;
+        memset(&r, 0, sizeof r);
+        TU_NEED(engine_classify(e, &doc, &r, &err) == 0, "%s", err.msg);
+        if (per >= 10)
+            CHECK(strcmp(r.label, "beta") == 0 && strcmp(r.engine_path, "ocr+learned") == 0,
+                  "10 examples: the learned beta at %.2f overrules the flagged rules' %s (%.2f): got %s by %s (%s)",
+                  conf, rules.label, rules.confidence, r.label, r.engine_path, r.fallback_reason);
+        else
+            CHECK(strcmp(r.label, rules.label) == 0 && strstr(r.fallback_reason, "abstained"),
+                  "4 examples: the rules' %s stays against the learned beta at %.2f: got %s (%s)", rules.label, conf,
+                  r.label, r.fallback_reason);
+        engine_result_free(&r);
+        engine_close(e);
+        engine_learned_free(m);
+        free(blob);
+        engine_trainer_free(t);
+    }
+    engine_result_free(&rules);
+    engine_labels_free(l);
 }
 
 int main(void)
@@ -171,6 +300,8 @@ int main(void)
     CHECK(engine_learned_load(blob, len, &bad, &err) == FOLIO_EFORMAT && strstr(err.msg, "magic"), "magic: %s",
           err.msg);
     free(blob);
+    check_table_bound();
+    check_trusted_override();
 
     /* the chain: learned answers before the rules... */
     struct engine *eng = NULL;
