@@ -135,7 +135,7 @@ static void synth_shape(const struct lm_bench_opts *o, struct lm_synth *s)
         *s = (struct lm_synth){.n_embd = 256, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
                                .n_ff = 512, .n_vocab = 1024};
     } else {
-        /* Qwen2.5-VL-7B text (qwen25vl.md §0.3) */
+        /* Qwen2.5-VL-7B text (docs/reference/qwen25vl.md §0.3) */
         *s = (struct lm_synth){.n_embd = 3584, .n_layer = 28, .n_head = 28, .n_head_kv = 4,
                                .n_ff = 18944, .n_vocab = 152064};
     }

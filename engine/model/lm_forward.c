@@ -1,5 +1,5 @@
 /*
- * The decoder pass (qwen25vl.md §4.1): per layer RMSNorm -> Q/K/V with
+ * The decoder pass (docs/reference/qwen25vl.md §4.1): per layer RMSNorm -> Q/K/V with
  * biases -> M-RoPE -> grouped-query attention over the KV cache -> output
  * projection -> residual -> RMSNorm -> SwiGLU MLP -> residual; then the
  * final norm and the LM head on the rows whose logits are needed. One

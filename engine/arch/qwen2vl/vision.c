@@ -84,7 +84,7 @@ static int norm16(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct 
 
 /* The f16 data path of record(): norms write f16 GEMM inputs, residual
  * sums and MLP activations ride in the GEMM epilogues (no elementwise
- * passes), the residual stream x stays f32 (qwen25vl.md §7.14: real
+ * passes), the residual stream x stays f32 (docs/reference/qwen25vl.md §7.14: real
  * towers outgrow f16 there). Called after the patch embedding. */
 static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
                     const struct vkr_tensor *fullr, struct folio_err *err)
