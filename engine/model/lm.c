@@ -52,7 +52,7 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(0, 1);
     all[n++] = ops_softmax_key();
-    all[n++] = ops_rope_key(OP_ROPE_MROPE);
+    all[n++] = ops_rope_key(m->text.arch->rope_mode); /* the family's (and the self-test's) */
     n += ops_attention_keys(vk, m->text.head_dim, 0, &all[n]);
     n += ops_attention_split_keys(&all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
