@@ -56,6 +56,23 @@ const struct arch_tower *arch_tower_at(uint32_t i)
     return i < N_TOWER ? TOWER[i] : NULL;
 }
 
+const struct arch_tensor *arch_text_embedding(const struct arch_text *A)
+{
+    for (uint32_t i = 0; i < A->n_tensors; i++)
+        if (A->tensors[i].flags & ARCH_HOST_UNLESS_TIED)
+            return &A->tensors[i];
+    return NULL;
+}
+
+const struct arch_tensor *arch_text_head(const struct arch_text *A)
+{
+    const struct arch_tensor *E = arch_text_embedding(A);
+    for (uint32_t i = 0; E && i < A->n_tensors; i++)
+        if (A->tensors[i].group == ARCH_POST && A->tensors[i].slot == E->slot)
+            return &A->tensors[i];
+    return NULL;
+}
+
 const char *arch_list(enum arch_list what, char *out, size_t n)
 {
     size_t at = 0, count = what == ARCH_LIST_TEXT ? N_TEXT : N_TOWER;

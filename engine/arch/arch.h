@@ -180,6 +180,13 @@ const struct arch_tower *arch_tower_find(const char *name, size_t n);
 const struct arch_text *arch_text_at(uint32_t i);
 const struct arch_tower *arch_tower_at(uint32_t i);
 
+/* In a text family's table: the token embedding (the entry flagged
+ * ARCH_HOST_UNLESS_TIED) and the LM head (the POST entry that fills the
+ * embedding's slot when the file has one; tied files have none). The
+ * generic check reads the vocabulary and the tying off them. */
+const struct arch_tensor *arch_text_embedding(const struct arch_text *A);
+const struct arch_tensor *arch_text_head(const struct arch_text *A);
+
 /* What folio runs, for messages, into out[0..n) (cut to fit):
  * ARCH_LIST_TEXT "Qwen2-VL / Qwen2.5-VL (architecture qwen2vl), dense
  * Qwen3-VL (architecture qwen3vl)", ARCH_LIST_TOWERS "qwen2vl_merger

@@ -203,15 +203,19 @@ static int check_text(struct model_check *c)
     if ((rc = text_hparams(c, A)) || (rc = text_tokenizer(c)))
         return rc;
 
-    const struct gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
+    /* the vocabulary and the tying, off the family's embedding and head */
+    const struct arch_tensor *E = arch_text_embedding(A), *O = arch_text_head(A);
+    const struct gguf_tensor_info *emb = gguf_find_tensor(f, E->name);
     if (!emb || emb->n_dims != 2)
-        return model_check_expect(c, "token_embd.weight", ARCH_MAT, 1, 2, h->n_embd, h->n_tokens,
-                                  1, 1, 0, NULL);
-    if (emb->ne[1] < h->n_tokens || emb->ne[1] > UINT32_MAX)
-        return model_check_bad_hparam(c, "token_embd.weight has fewer rows than the tokenizer "
-                                         "has tokens");
+        return model_check_expect(c, E->name, ARCH_MAT, 1, 2, h->n_embd, h->n_tokens, 1, 1, 0,
+                                  NULL);
+    if (emb->ne[1] < h->n_tokens || emb->ne[1] > UINT32_MAX) {
+        char what[GGUF_MAX_NAME + 64];
+        snprintf(what, sizeof what, "%s has fewer rows than the tokenizer has tokens", E->name);
+        return model_check_bad_hparam(c, what);
+    }
     h->n_vocab = (uint32_t)emb->ne[1];
-    h->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
+    h->tied_output = !O || gguf_find_tensor(f, O->name) == NULL;
     /* the family's table: token_embd, the blocks, the head */
     if ((rc = model_check_table(c, A->tensors, A->n_tensors)))
         return rc;
