@@ -1,6 +1,7 @@
 /*
- * lm — the Qwen2-VL / Qwen2.5-VL text decoder on folio's Vulkan ops
- * (docs/reference/qwen25vl.md §4): prefill with a KV cache, logits only where needed, and
+ * lm — the text decoder of every family (engine/arch/: what differs is in
+ * its hooks) on folio's Vulkan ops (the Qwen2.5-VL reference:
+ * docs/reference/qwen25vl.md §4): prefill with a KV cache, logits only where needed, and
  * label scoring. It is both the language half of the vision path (image
  * embedding rows are spliced into a sequence) and the OCR-text tier's whole
  * model.

@@ -1,6 +1,7 @@
 /*
- * vis — the Qwen2-VL / Qwen2.5-VL vision tower (docs/reference/qwen25vl.md §3)
- * on folio's Vulkan ops: patch rows in, the LM's image-token embeddings out.
+ * vis — the vision tower of every family (engine/arch/; the Qwen2.5-VL
+ * reference: docs/reference/qwen25vl.md §3) on folio's Vulkan ops: patch
+ * rows in, the LM's image-token embeddings out.
  *
  * Life cycle, as lm: vis_pipeline_keys() -> vkr_prewarm() -> vis_open() ->
  * vkr_seal(). vis_open uploads the weights into their own arena and plans
