@@ -158,6 +158,8 @@ int folio_snprintf(char *buf, size_t n, const char *fmt, ...)
 /* Parses a size like "512M", "2GiB", "4096" (binary units). */
 int folio_parse_size(const char *s, uint64_t *out);
 int folio_parse_int(const char *s, long long min, long long max, long long *out);
+/* Sorts v[0..n) ascending, in place (benches' percentiles, folio_median). */
+void folio_sort_doubles(double *v, size_t n);
 /* Median of the first n values (sorted in place); NaN when n is 0. */
 double folio_median(double *v, int n);
 /* The CPU's model name from /proc/cpuinfo ("unknown" if not found). */

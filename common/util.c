@@ -262,11 +262,16 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void folio_sort_doubles(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_dbl);
+}
+
 double folio_median(double *v, int n)
 {
     if (n <= 0)
         return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    folio_sort_doubles(v, (size_t)n);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 

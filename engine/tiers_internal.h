@@ -6,6 +6,7 @@
 #ifndef FOLIO_TIERS_INTERNAL_H
 #define FOLIO_TIERS_INTERNAL_H
 
+#include "common/lockcheck.h"
 #include "engine/engine.h"
 #include "engine/model/lm.h"
 #include "engine/tiers.h"
@@ -17,10 +18,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Debug builds: asserts that m->mu is held where a function says "mu
- * held" (queue, vlm pointer, reservations). A mutex held by another
- * thread passes too; one held by none fails. */
-#define TIERS_MU_HELD(m) assert(pthread_mutex_trylock(&(m)->mu) == EBUSY)
+/* Debug builds: m->mu is held where a function says "mu held" (queue,
+ * vlm pointer, reservations); common/lockcheck.h. */
+#define TIERS_MU_HELD(m) FOLIO_MU_HELD(&(m)->mu)
 
 #define ENGINE_MAX_REOPEN 3
 #define GPU_BATCH_MAX 256 /* = --gpu-batch's upper bound */

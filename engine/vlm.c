@@ -649,8 +649,11 @@ static int open_check(struct vlm *v, double t0, struct folio_err *err)
     if (rc) {
         char m[256];
         snprintf(m, sizeof m, "self-test failed: %s", se.msg);
-        if (se.code == FOLIO_EDEVICE && !v->vis)
-            return folio_err_set(err, FOLIO_EDEVICE, "%s", m);
+        if (se.code == FOLIO_EDEVICE && !v->vis) { /* the self-test's detail stays */
+            *err = se;
+            folio_err_prefix(err, "self-test failed: ");
+            return err->code;
+        }
         disable_vision(v, m);
         vis_close(v->vis);
         v->vis = NULL;
@@ -759,8 +762,10 @@ static int lost(struct vlm *v, int rc, struct folio_err *err)
             folio_log(FOLIO_LOG_ERROR, "vlm_dead", "reason=%s", folio_lq(q, sizeof q, err->msg));
         }
         v->dead = 1;
-        if (rc != FOLIO_EDEVICELOST)
-            rc = folio_err_set(err, FOLIO_EDEVICELOST, "the device was lost: %s", err->msg);
+        if (rc != FOLIO_EDEVICELOST) { /* the callee's detail and context stay */
+            err->code = rc = FOLIO_EDEVICELOST;
+            folio_err_prefix(err, "the device was lost: ");
+        }
     }
     return rc;
 }

@@ -37,8 +37,6 @@
 #include <stdio.h>
 
 struct vlm;
-struct lm;
-struct tok;
 struct vkr;
 struct vkr_device_info;
 
@@ -97,9 +95,6 @@ int vlm_vision_enabled(const struct vlm *v);
 int vlm_dead(const struct vlm *v);
 /* Delay before re-open attempt `failures` (1, 2, ...): 0.5 s doubling to 60 s. */
 uint32_t vlm_backoff_ms(int failures);
-/* The text model itself, for tests that inspect its plan (lm_replan,
- * lm_devices); the tiers classify through vlm_classify_text. */
-struct lm *vlm_lm(struct vlm *v);
 /* The OCR-text tier on this engine's text model and tokenizer: one
  * document's text among nl label names (lm_text_classify: token_budget 0
  * = as many tokens as the prompt allows). out's prob/logprob pointers are

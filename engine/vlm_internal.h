@@ -7,14 +7,15 @@
 
 #include <stdint.h>
 
+struct lm;
 struct vis;
 
 /* The vision tower (NULL when the path is off). */
 struct vis *vlm_vis_handle(struct vlm *v);
 /* Device i of the engine (0: the first, as vlm_vkr), NULL past the last. */
 struct vkr *vlm_vkr_at(struct vlm *v, uint32_t i);
-/* The warm-up's tall pass reaches ops_rows_all_variants() rows in every
- * stage where the plan allows (vlm.c; bench engine's the same), so every
- * kernel that picks its variant by row count has taken its tallest one. */
+/* The text model itself, for tests that inspect its plan (lm_replan,
+ * lm_devices); the tiers classify through vlm_classify_text. */
+struct lm *vlm_lm(struct vlm *v);
 
 #endif

@@ -64,10 +64,10 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
                     const struct gguf_vision_hparams *vh, struct folio_err *err)
 {
     /* the tower's norm and MLP activation (its descriptor); the text
-     * model's: RMSNorm, SwiGLU */
+     * model's: RMSNorm, SwiGLU, its family's rotary layout */
     int layer = vh && vh->arch->norm_kind == 1; /* LayerNorm */
     uint32_t H = 2, Dh = vh ? vh->head_dim : tm->text.head_dim;
-    enum op_rope_mode rmode = vh ? OP_ROPE_VISION : OP_ROPE_MROPE;
+    enum op_rope_mode rmode = vh ? OP_ROPE_VISION : (enum op_rope_mode)tm->text.arch->rope_mode;
     /* the text model's weight type, quantised here, through matvec */
     int qt = QUANT_F32;
     for (uint64_t i = 0; i < tm->n_items; i++)
@@ -149,7 +149,7 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
                            .y = t[B_QY], .kernel = OP_MM_MATVEC};
     struct op_rope ro = {.x = t[B_RX], .y = t[B_RY], .pos = t[B_RP], .t = T, .h = H, .d = Dh,
                          .mode = rmode, .base = vh ? 10000.0f : tm->text.rope_theta};
-    if (rmode == OP_ROPE_MROPE)
+    if (!vh) /* the M-RoPE sections (unused by a plain rotary layout) */
         for (int i = 0; i < 3; i++)
             ro.sections[i] = (uint32_t)tm->text.mrope_sections[i] * Dh / tm->text.head_dim;
     struct op_attention at = {.q = t[B_AQ], .k = t[B_AK], .v = t[B_AV], .o = t[B_AO], .tq = T,
@@ -210,7 +210,7 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
         ops_ref_rope(&ro, h[B_RX], pos, ref);
         rc = vkr_download(vk, t[B_RY], 0, got, HD * 4, err);
         if (!rc)
-            rc = compare(vh ? "vision rope" : "m-rope", got, ref, HD, err);
+            rc = compare(vh ? "vision rope" : "text rope", got, ref, HD, err);
     }
     if (!rc) {
         ops_ref_attention(&at, h[B_AQ], h[B_AK], h[B_AV], rg, ref);

@@ -2,7 +2,7 @@
 // Patch-merger 2x2 concatenation from a raster patch grid:
 // y[R*(gw/2)+C] = [x[2R][2C], x[2R][2C+1], x[2R+1][2C], x[2R+1][2C+1]],
 // each x row of width w. (In merge-group order this is a plain reshape and
-// needs no kernel; qwen25vl.md §3.6.) A grid larger than one binding is
+// needs no kernel; docs/reference/qwen25vl.md §3.6.) A grid larger than one binding is
 // done in bands of grid rows (gh here is the band's, even); xs/ys are the
 // element skips of the band's bindings.
 layout(local_size_x = 256) in;

@@ -1,6 +1,6 @@
 #version 450
 // Tensor-core matmul through GL_NV_cooperative_matrix (the only
-// cooperative-matrix route Debian 12's glslc compiles; reference/vulkan.md
+// cooperative-matrix route Debian 12's glslc compiles; docs/reference/vulkan.md
 // §6). Built only when the configure-time probe passes and used only on
 // devices exposing VK_NV_cooperative_matrix with f16 16x16x16 -> f32.
 //

@@ -4,10 +4,10 @@
 //   0 NeoX  : theta_j = pos[t] * base^(-2j/D)
 //   1 M-RoPE: pos[t][c] with c = 0 (temporal) for j < s0, 1 (height) for
 //             j < s0+s1, else 2 (width); same frequencies as NeoX
-//             (qwen25vl.md §4.2: no per-section restart)
+//             (docs/reference/qwen25vl.md §4.2: no per-section restart)
 //   2 vision: half = D/2; j < half/2 uses the patch row, else the column,
 //             with the exponent restarting: base^(-2 f / half), f = j mod
-//             half/2 (qwen25vl.md §3.5)
+//             half/2 (docs/reference/qwen25vl.md §3.5)
 //   3 interleaved M-RoPE (Qwen3-VL): c = 1 (height) when j % 3 == 1 and
 //             j < 3*s0, 2 (width) when j % 3 == 2 and j < 3*s1, else 0;
 //             s0, s1 carry sections[1], sections[2]; NeoX frequencies

@@ -135,7 +135,7 @@ static void synth_shape(const struct lm_bench_opts *o, struct lm_synth *s)
         *s = (struct lm_synth){.n_embd = 256, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
                                .n_ff = 512, .n_vocab = 1024};
     } else {
-        /* Qwen2.5-VL-7B text (qwen25vl.md §0.3) */
+        /* Qwen2.5-VL-7B text (docs/reference/qwen25vl.md §0.3) */
         *s = (struct lm_synth){.n_embd = 3584, .n_layer = 28, .n_head = 28, .n_head_kv = 4,
                                .n_ff = 18944, .n_vocab = 152064};
     }
@@ -181,15 +181,13 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
     double synth_ms = folio_mono_ms() - t0;
 
     /* ---- pipelines: the model's and the roofline's, then seal ---- */
-    struct vkr_pipeline_key keys[96];
+    /* the roofline's f16 products and its scale, asked of the ops (the
+     * model's list has them already where its weights expand to f16;
+     * vkr_prewarm drops repeats) */
+    struct vkr_pipeline_key keys[80 + 1 + OPS_MATMUL_MAX_KEYS];
     int nk = lm_pipeline_keys(vk, m, keys, 80);
-    keys[nk++] = (struct vkr_pipeline_key){.shader = "elem", .nspec = 1, .spec = {OP_SCALE}};
-    keys[nk++] = (struct vkr_pipeline_key){.shader = "matmul", .nspec = 1, .spec = {QUANT_F16}};
-    keys[nk++] = (struct vkr_pipeline_key){.shader = "matvec", .nspec = 2,
-                                           .spec = {QUANT_F16, 128}};
-    if (ops_coopmat_available(vk))
-        keys[nk++] = (struct vkr_pipeline_key){.shader = "matmul_cm", .nspec = 1,
-                                               .spec = {QUANT_F16}};
+    keys[nk++] = ops_elem_key(OP_SCALE);
+    nk += ops_matmul_keys(vk, QUANT_F16, &keys[nk]);
     int failed = 0;
     t0 = folio_mono_ms();
     rc = vkr_prewarm(vk, keys, nk, &failed, err);

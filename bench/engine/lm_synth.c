@@ -25,7 +25,7 @@
 #include <string.h>
 
 /* llama.cpp's use_more_bits(i, n): the layers Q4_K_M gives Q6_K attn_v and
- * ffn_down (qwen25vl.md §1.1). */
+ * ffn_down (docs/reference/qwen25vl.md §1.1). */
 static int more_bits(uint32_t i, uint32_t n)
 {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FLOPs of one page (qwen25vl.md §6.1), folded patch kernel. */
+/* FLOPs of one page (docs/reference/qwen25vl.md §6.1), folded patch kernel. */
 static double page_flops(const struct gguf_vision_hparams *h, uint32_t gh, uint32_t gw)
 {
     double N = (double)gh * gw, M = N / 4, D = h->n_embd, F = h->n_ff, MD = h->merger_dim;

@@ -10,7 +10,7 @@
  *    tokens: preprocess -> vision tower -> one fused prefill+scoring pass,
  *    with the time of each part, and once more with prefill and scoring in
  *    separate passes for their split;
- *  - the page's FLOPs (qwen25vl.md §6.1/§6.2) and the rate achieved.
+ *  - the page's FLOPs (docs/reference/qwen25vl.md §6.1/§6.2) and the rate achieved.
  *
  * The synthetic text model has no byte-level vocabulary, so the prompt is
  * made of token ids directly, laid out as a real one (chat header, image

@@ -168,12 +168,6 @@ static double cpu_ms(void)
     return ms;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The database half alone: the same files as already-validated items,
  * 64 per transaction through the same writer code, no decoding. Their
  * sha256 is altered so they do not collide with the end-to-end run. */
@@ -546,11 +540,11 @@ int bench_ingest(int argc, char **argv)
         done_rounds++;
     }
     if (done_rounds > 0) {
-        qsort(r_bare, (size_t)done_rounds, sizeof(double), cmp_double);
-        qsort(r_ing, (size_t)done_rounds, sizeof(double), cmp_double);
-        qsort(r_ratio, (size_t)done_rounds, sizeof(double), cmp_double);
-        qsort(c_bare, (size_t)done_rounds, sizeof(double), cmp_double);
-        qsort(c_ing, (size_t)done_rounds, sizeof(double), cmp_double);
+        folio_sort_doubles(r_bare, (size_t)done_rounds);
+        folio_sort_doubles(r_ing, (size_t)done_rounds);
+        folio_sort_doubles(r_ratio, (size_t)done_rounds);
+        folio_sort_doubles(c_bare, (size_t)done_rounds);
+        folio_sort_doubles(c_ing, (size_t)done_rounds);
         int m = done_rounds / 2;
         if (pdf) /* issue 15 sets no ingest targets for PDF: the figures alone */
             printf("{\"bench\": \"ingest\", \"what\": \"summary\", \"input\": \"%s\", \"pages_per_file\": %d, "

@@ -169,12 +169,6 @@ static double cpu_with_children(void)
     return c;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median of the finite values (NaN when none). */
 static double median(const double *v, int n)
 {
@@ -183,10 +177,7 @@ static double median(const double *v, int n)
     for (int i = 0; i < n && i < 16; i++)
         if (isfinite(v[i]))
             t[m++] = v[i];
-    if (!m)
-        return NAN;
-    qsort(t, (size_t)m, sizeof t[0], cmp_double);
-    return m % 2 ? t[m / 2] : (t[m / 2 - 1] + t[m / 2]) / 2;
+    return folio_median(t, m);
 }
 
 /* Measures folio with T threads; returns pages/s (wall), fills cpu rate. */

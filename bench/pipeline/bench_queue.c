@@ -328,12 +328,6 @@ static struct cpu_snap cpu_snap(long postmaster, long pgbouncer)
     return s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Where a level runs: the database directly or through a pooler. */
 struct bench_target {
     const char *conninfo;
@@ -403,7 +397,7 @@ static int run_level(PGconn *c, const struct bench_target *tg, const char *mk, i
     double secs = (folio_mono_ms() - t0) / 1000.0;
     folio_sleep_ms(300); /* closed backends exit and are reaped into the postmaster's time */
     struct cpu_snap c1 = cpu_snap(tg->postmaster, tg->pgbouncer);
-    qsort(samples, (size_t)ns, sizeof *samples, cmp_double);
+    folio_sort_doubles(samples, (size_t)ns);
     *rate = cycles / secs;
     struct json_buf b;
     json_init(&b);

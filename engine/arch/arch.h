@@ -101,8 +101,8 @@ struct arch_text_keys {
 };
 
 struct arch_text {
-    const char *name;          /* general.architecture */
-    enum gguf_text_family family;
+    const char *name;          /* general.architecture: the family's identity */
+    const char *display;       /* "Qwen2-VL / Qwen2.5-VL", for messages */
     struct arch_text_keys keys;
     /* the head size is attention.key_length, not embedding_length / head_count */
     int own_head_dim;
@@ -144,9 +144,8 @@ struct arch_text {
 
 struct arch_tower {
     const char *projector[3];  /* clip projector types it answers to (NULL-padded) */
-    enum gguf_vision_kind kind;
     const char *display;       /* "Qwen2.5-VL" */
-    const char *json_name;     /* "qwen2.5vl" */
+    const char *json_name;     /* "qwen2.5vl": the tower's identity */
     const char *mlp_name;      /* "swiglu", "gelu", "quick-gelu" */
     const char *const *keys;   /* the tower's own keys besides the shared clip ones, NULL-ended */
     /* After the shared clip keys: the family's keys and fixed choices. */
@@ -180,5 +179,19 @@ const struct arch_tower *arch_tower_find(const char *name, size_t n);
 /* The i-th family (NULL past the last): for key lists and messages. */
 const struct arch_text *arch_text_at(uint32_t i);
 const struct arch_tower *arch_tower_at(uint32_t i);
+
+/* In a text family's table: the token embedding (the entry flagged
+ * ARCH_HOST_UNLESS_TIED) and the LM head (the POST entry that fills the
+ * embedding's slot when the file has one; tied files have none). The
+ * generic check reads the vocabulary and the tying off them. */
+const struct arch_tensor *arch_text_embedding(const struct arch_text *A);
+const struct arch_tensor *arch_text_head(const struct arch_text *A);
+
+/* What folio runs, for messages, into out[0..n) (cut to fit):
+ * ARCH_LIST_TEXT "Qwen2-VL / Qwen2.5-VL (architecture qwen2vl), dense
+ * Qwen3-VL (architecture qwen3vl)", ARCH_LIST_TOWERS "qwen2vl_merger
+ * (Qwen2-VL), ...", ARCH_LIST_NAMES "Qwen2-VL, Qwen2.5-VL, Qwen3-VL". */
+enum arch_list { ARCH_LIST_TEXT, ARCH_LIST_TOWERS, ARCH_LIST_NAMES };
+const char *arch_list(enum arch_list what, char *out, size_t n);
 
 #endif

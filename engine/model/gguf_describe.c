@@ -230,10 +230,12 @@ static void check_model(struct described *d)
 {
     d->kind = kind_of(d->f, &d->arch);
     if (strcmp(d->kind, "unknown") == 0) {
-        char q[160];
+        char q[160], runs[300];
         d->rc = folio_err_set(&d->cerr, FOLIO_EMODEL, "'%s' has architecture %s, which is neither a "
-                              "qwen2vl text model nor a clip mmproj", d->path,
+                              "text model folio runs nor a clip mmproj", d->path,
                               folio_lq_bytes(q, sizeof q, d->arch.p, d->arch.n > 64 ? 64 : d->arch.n));
+        folio_err_hint(&d->cerr, "folio runs text GGUFs of %s",
+                       arch_list(ARCH_LIST_TEXT, runs, sizeof runs));
     } else {
         struct gguf_file *f2 = NULL;
         d->rc = gguf_open(d->path, &f2, &d->cerr);

@@ -182,11 +182,13 @@ static int text_family(struct model_check *c, const struct arch_text **out)
             return FOLIO_EUNSUPPORTED;
         }
     }
+    char runs[300], hint[340];
+    snprintf(hint, sizeof hint, "folio runs text GGUFs of %s",
+             arch_list(ARCH_LIST_TEXT, runs, sizeof runs));
     return arch_is(c, arch_text_at(0)->name,
                    gguf_find(c->f, "clip.projector_type")
                        ? "this is a vision projector (mmproj) file: pass it with --mmproj"
-                       : "folio runs Qwen2-VL / Qwen2.5-VL (architecture qwen2vl) and dense "
-                         "Qwen3-VL (qwen3vl) text GGUFs");
+                       : hint);
 }
 
 static int check_text(struct model_check *c)
@@ -198,19 +200,22 @@ static int check_text(struct model_check *c)
     if (rc)
         return rc;
     h->arch = A;
-    h->family = A->family;
     if ((rc = text_hparams(c, A)) || (rc = text_tokenizer(c)))
         return rc;
 
-    const struct gguf_tensor_info *emb = gguf_find_tensor(f, "token_embd.weight");
+    /* the vocabulary and the tying, off the family's embedding and head */
+    const struct arch_tensor *E = arch_text_embedding(A), *O = arch_text_head(A);
+    const struct gguf_tensor_info *emb = gguf_find_tensor(f, E->name);
     if (!emb || emb->n_dims != 2)
-        return model_check_expect(c, "token_embd.weight", ARCH_MAT, 1, 2, h->n_embd, h->n_tokens,
-                                  1, 1, 0, NULL);
-    if (emb->ne[1] < h->n_tokens || emb->ne[1] > UINT32_MAX)
-        return model_check_bad_hparam(c, "token_embd.weight has fewer rows than the tokenizer "
-                                         "has tokens");
+        return model_check_expect(c, E->name, ARCH_MAT, 1, 2, h->n_embd, h->n_tokens, 1, 1, 0,
+                                  NULL);
+    if (emb->ne[1] < h->n_tokens || emb->ne[1] > UINT32_MAX) {
+        char what[GGUF_MAX_NAME + 64];
+        snprintf(what, sizeof what, "%s has fewer rows than the tokenizer has tokens", E->name);
+        return model_check_bad_hparam(c, what);
+    }
     h->n_vocab = (uint32_t)emb->ne[1];
-    h->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
+    h->tied_output = !O || gguf_find_tensor(f, O->name) == NULL;
     /* the family's table: token_embd, the blocks, the head */
     if ((rc = model_check_table(c, A->tensors, A->n_tensors)))
         return rc;
@@ -252,25 +257,23 @@ static int vision_hparams(struct model_check *c)
         return rc;
     const struct arch_tower *T = arch_tower_find(pt.p, pt.n);
     if (!T) {
-        char q[160];
-        folio_err_set(c->err, FOLIO_EMODEL, "mmproj '%s' has projector type %s; folio runs "
-                      "qwen2vl_merger (Qwen2-VL), qwen2.5vl_merger (Qwen2.5-VL) and "
-                      "qwen3vl_merger (Qwen3-VL)",
-                      gguf_path(f), folio_lq_bytes(q, sizeof q, pt.p, pt.n > 64 ? 64 : pt.n));
+        char q[160], runs[300];
+        folio_err_set(c->err, FOLIO_EMODEL, "mmproj '%s' has projector type %s; folio runs %s",
+                      gguf_path(f), folio_lq_bytes(q, sizeof q, pt.p, pt.n > 64 ? 64 : pt.n),
+                      arch_list(ARCH_LIST_TOWERS, runs, sizeof runs));
         return FOLIO_EMODEL;
     }
     h->arch = T;
-    h->kind = T->kind;
     if ((rc = gguf_get_u32(f, "clip.vision.embedding_length", &h->n_embd, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.block_count", &h->n_layer, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.attention.head_count", &h->n_head, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.patch_size", &h->patch_size, c->err)) ||
         (rc = gguf_get_u32(f, "clip.vision.projection_dim", &h->proj_dim, c->err)) ||
         (rc = model_check_opt_u32(c, "clip.vision.spatial_merge_size", 2,
-                                  "every released Qwen2-VL / Qwen2.5-VL merges 2x2",
+                                  "every tower folio runs merges 2x2",
                                   &h->spatial_merge)) ||
         (rc = model_check_opt_f32(c, "clip.vision.attention.layer_norm_epsilon", 1e-6f,
-                                  "every released Qwen2-VL / Qwen2.5-VL", &h->eps)) ||
+                                  "every tower folio runs", &h->eps)) ||
         (rc = gguf_get_bool_or(f, "clip.use_silu", 0, &h->use_silu, c->err)) ||
         (rc = f32_triplet(c, "clip.vision.image_mean", h->image_mean)) ||
         (rc = f32_triplet(c, "clip.vision.image_std", h->image_std)))
@@ -301,7 +304,7 @@ static int check_vision(struct model_check *c)
                (arch_text_find(a.p, a.n) || arch_text_refusing(a.p, a.n));
     int rc = arch_is(c, "clip",
                      text ? "this is the text model: pass it with --model"
-                          : "pass the mmproj GGUF that belongs to the Qwen2-VL / Qwen2.5-VL model");
+                          : "pass the mmproj GGUF that belongs to the text model");
     if (rc || (rc = vision_hparams(c)))
         return rc;
     /* widths from shapes, then the family's table */

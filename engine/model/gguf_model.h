@@ -1,7 +1,7 @@
 /*
  * gguf_model — the model view of a GGUF file (gguf_model.c): checks that
- * a container is a text model or mmproj of a family folio runs
- * (engine/arch/: Qwen2-VL, Qwen2.5-VL, Qwen3-VL), with every tensor of
+ * a container is a text model or mmproj of a family folio runs (the
+ * registry, engine/arch/arch.c), with every tensor of
  * the family's table in the right dtype and shape, and turns it into
  * hyper-parameters plus the list of tensors the engine uploads. Defaults
  * folio supplies for absent keys are recorded (struct gguf_assumed) so
@@ -12,20 +12,15 @@
 
 #include "engine/gguf/gguf.h"
 
-/* Text architectures (general.architecture): qwen2vl (Qwen2-VL, Qwen2.5-VL)
- * and qwen3vl (Qwen3-VL dense: per-head q/k RMSNorm, no q/k/v biases, a
- * head size of its own, interleaved M-RoPE, DeepStack inputs). */
-enum gguf_text_family { GGUF_TEXT_QWEN2VL = 0, GGUF_TEXT_QWEN3VL = 3 };
-
 struct arch_text;
 struct arch_tower;
 struct arch_tensor;
 
 struct gguf_text_hparams {
     /* the family's descriptor (engine/arch/arch.h): what the engines ask
-     * instead of testing the family */
+     * instead of testing the family; it is also the family's identity
+     * (arch->name, its general.architecture) */
     const struct arch_text *arch;
-    enum gguf_text_family family;
     uint32_t n_deepstack;   /* Qwen3-VL: layers 0..n-1 add a DeepStack row at image tokens */
     uint32_t n_vocab;       /* token_embd rows */
     uint32_t n_tokens;      /* tokenizer.ggml.tokens length (<= n_vocab) */
@@ -36,12 +31,10 @@ struct gguf_text_hparams {
     int32_t bos_id, eos_id, pad_id; /* -1 when absent */
 };
 
-enum gguf_vision_kind { GGUF_VISION_QWEN2VL = 2, GGUF_VISION_QWEN25VL = 25, GGUF_VISION_QWEN3VL = 3 };
 #define GGUF_MAX_DEEPSTACK 8
 
 struct gguf_vision_hparams {
-    const struct arch_tower *arch; /* the tower's descriptor (engine/arch/arch.h) */
-    enum gguf_vision_kind kind;
+    const struct arch_tower *arch; /* the tower's descriptor and identity (engine/arch/arch.h) */
     uint32_t n_embd, n_layer, n_head, head_dim, n_ff; /* n_ff from tensor shapes */
     uint32_t patch_size, spatial_merge, proj_dim, merger_dim;
     uint32_t n_wa_pattern, window_size; /* 0 / 0 for Qwen2-VL */
@@ -88,11 +81,11 @@ struct gguf_model {
     uint64_t host_bytes;
 };
 
-/* Opens path and checks it is a Qwen2-VL / Qwen3-VL text model (architecture qwen2vl / qwen3vl)
- * with every expected tensor in the right dtype and shape. */
+/* Opens path and checks it is a text model of a registered family
+ * (general.architecture qwen2vl, qwen3vl, ...) with every expected tensor
+ * in the right dtype and shape. */
 int gguf_model_open_text(const char *path, struct gguf_model **out, struct folio_err *err);
-/* Same for an mmproj (clip, projector qwen2vl_merger / qwen2.5vl_merger /
- * qwen3vl_merger). */
+/* Same for an mmproj (clip, a registered tower's projector type). */
 int gguf_model_open_vision(const char *path, struct gguf_model **out, struct folio_err *err);
 /* The distinct types of the model's 2-D device tensors (the matmul
  * pipelines pre-warm needs), appended to types[0..n) without repeats, at

@@ -52,7 +52,7 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(0, 1);
     all[n++] = ops_softmax_key();
-    all[n++] = ops_rope_key(OP_ROPE_MROPE);
+    all[n++] = ops_rope_key(m->text.arch->rope_mode); /* the family's (and the self-test's) */
     n += ops_attention_keys(vk, m->text.head_dim, 0, &all[n]);
     n += ops_attention_split_keys(&all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
@@ -106,6 +106,17 @@ static struct lm_w *slot_of(struct lm *lm, const struct gguf_load_item *it)
         return NULL;
     char *base = s->group == ARCH_LAYER ? (char *)&lm->L[it->index] : (char *)lm;
     return (struct lm_w *)(base + s->slot);
+}
+
+/* The token embedding's tensor: the load item of the table entry flagged
+ * ARCH_HOST_UNLESS_TIED (in the list whether it stays on the host or is
+ * also the tied LM head). */
+static const struct gguf_tensor_info *embedding_of(const struct gguf_model *m)
+{
+    for (uint64_t i = 0; i < m->n_items; i++)
+        if (m->items[i].spec && (m->items[i].spec->flags & ARCH_HOST_UNLESS_TIED))
+            return m->items[i].t;
+    return NULL;
 }
 
 static int too_big(struct lm *lm, const char *what, uint64_t bytes, struct folio_err *err)
@@ -672,7 +683,7 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     const struct gguf_text_hparams *h = &lm->hp;
     lm->nparts = n;
     int rc = check_shape(lm, err);
-    lm->embd = gguf_find_tensor(m->file, "token_embd.weight");
+    lm->embd = embedding_of(m);
     lm->L = calloc(h->n_layer ? h->n_layer : 1, sizeof *lm->L);
     if (!rc && (!lm->L || !lm->embd))
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");

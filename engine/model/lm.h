@@ -1,6 +1,7 @@
 /*
- * lm — the Qwen2-VL / Qwen2.5-VL text decoder on folio's Vulkan ops
- * (qwen25vl.md §4): prefill with a KV cache, logits only where needed, and
+ * lm — the text decoder of every family (engine/arch/: what differs is in
+ * its hooks) on folio's Vulkan ops (the Qwen2.5-VL reference:
+ * docs/reference/qwen25vl.md §4): prefill with a KV cache, logits only where needed, and
  * label scoring. It is both the language half of the vision path (image
  * embedding rows are spliced into a sequence) and the OCR-text tier's whole
  * model.
@@ -113,7 +114,7 @@ void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
  * e.g. vision-tower outputs; Qwen3-VL's DeepStack features follow the main
  * embedding in each row, engine/arch/qwen3vl/qwen3vl.h).
  * pos: NULL for text-only positions 0..n-1, else n x 3 int32 (t, h, w)
- * M-RoPE positions (qwen25vl.md §4.3) with next_pos the first position
+ * M-RoPE positions (docs/reference/qwen25vl.md §4.3) with next_pos the first position
  * after the prompt (where labels start). */
 struct lm_seq {
     const int32_t *tokens;

@@ -1,5 +1,5 @@
 /*
- * The decoder pass (qwen25vl.md §4.1): per layer RMSNorm -> Q/K/V with
+ * The decoder pass (docs/reference/qwen25vl.md §4.1): per layer RMSNorm -> Q/K/V with
  * biases -> M-RoPE -> grouped-query attention over the KV cache -> output
  * projection -> residual -> RMSNorm -> SwiGLU MLP -> residual; then the
  * final norm and the LM head on the rows whose logits are needed. One
@@ -64,13 +64,6 @@ struct group {
     uint32_t back_off;        /* padded row of each span row */
 };
 
-static struct vkr_tensor view(struct vkr_tensor t, uint64_t off, uint64_t size)
-{
-    t.offset += off;
-    t.size = size;
-    return t;
-}
-
 static uint32_t up_to(uint32_t x, uint32_t a)
 {
     return (x + a - 1) / a * a;
@@ -96,7 +89,7 @@ static uint32_t isec_take(struct isec *s, uint32_t n)
 
 static struct vkr_tensor iview(struct lm *lm, uint32_t off, uint32_t n)
 {
-    return view(lm->ints, (uint64_t)off * 4, (uint64_t)(n ? n : 1) * 4);
+    return vkr_view(lm->ints, (uint64_t)off * 4, (uint64_t)(n ? n : 1) * 4);
 }
 
 /* Kernel choice: a label pass has a few dozen rows. On the H200 a
@@ -455,8 +448,8 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)lm->D);
     struct vkr_tensor pos = iview(lm, ps->o_pos, nrows * 3);
     struct lm_layer *L = &lm->L[li];
-    struct vkr_tensor kv_k = view(L->kc, (uint64_t)ps->slot0 * KW * 4, (uint64_t)nrows * KW * 4);
-    struct vkr_tensor kv_v = view(L->vc, (uint64_t)ps->slot0 * KW * 4, (uint64_t)nrows * KW * 4);
+    uint64_t kv0 = (uint64_t)ps->slot0 * KW * 4, kvn = (uint64_t)nrows * KW * 4;
+    struct vkr_tensor kv_k = vkr_view(L->kc, kv0, kvn), kv_v = vkr_view(L->vc, kv0, kvn);
     int rc;
     if (f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
@@ -537,7 +530,7 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                                                   .rows = g->nqp, .k = QW,
                                                   .ids = iview(lm, g->back_off, g->nspan),
                                                   .n_ids = g->nspan,
-                                                  .y = view(lm->o, (uint64_t)g->span0 * QW * 4,
+                                                  .y = vkr_view(lm->o, (uint64_t)g->span0 * QW * 4,
                                                             (uint64_t)g->nspan * QW * 4)},
                                                   err);
     }
@@ -552,8 +545,8 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                                               err);
         for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
             uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
-            struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 2, (uint64_t)m * E * 2);
-            struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
+            struct vkr_tensor hv = vkr_view(lm->h, (uint64_t)r0 * E * 2, (uint64_t)m * E * 2);
+            struct vkr_tensor xv = vkr_view(lm->x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
             rc = mm16(lm, c, &L->wg, NULL,
                       (struct op_matmul){.x = hv, .xtype = F16, .y = lm->gate, .ytype = F32, .m = m},
                                          err);
@@ -585,9 +578,9 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
         uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
         uint64_t mf = (uint64_t)m * lm->F, me = (uint64_t)m * E;
-        struct vkr_tensor hv = view(lm->h, (uint64_t)r0 * E * 4, me * 4);
-        struct vkr_tensor xv = view(lm->x, (uint64_t)r0 * E * 4, me * 4);
-        struct vkr_tensor tv = view(lm->t2, (uint64_t)r0 * E * 4, me * 4);
+        struct vkr_tensor hv = vkr_view(lm->h, (uint64_t)r0 * E * 4, me * 4);
+        struct vkr_tensor xv = vkr_view(lm->x, (uint64_t)r0 * E * 4, me * 4);
+        struct vkr_tensor tv = vkr_view(lm->t2, (uint64_t)r0 * E * 4, me * 4);
         rc = mm(lm, c, &L->wg, NULL, hv, lm->gate, m, err);
         if (!rc)
             rc = mm(lm, c, &L->wu, NULL, hv, lm->up, m, err);

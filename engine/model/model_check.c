@@ -140,9 +140,10 @@ int model_check_no_extras(struct model_check *c)
             folio_err_detail(c->err, "%" PRIu64 " tensors in the file, %" PRIu64
                              " expected for this architecture", gguf_tensor_count(c->f),
                              c->m->n_items);
+            char runs[200];
             folio_err_hint(c->err, "this is a variant of the model folio does not implement "
-                                   "(e.g. fused QKV); use a llama.cpp conversion of "
-                                   "Qwen2-VL, Qwen2.5-VL or Qwen3-VL");
+                                   "(e.g. fused QKV); use a llama.cpp conversion of one of %s",
+                           arch_list(ARCH_LIST_NAMES, runs, sizeof runs));
             return FOLIO_EMODEL;
         }
     }

@@ -112,7 +112,6 @@ int vis_upload(struct vis *v, const struct gguf_tensor_info *t, uint64_t row0, u
 int vis_upload_vec(struct vis *v, const struct gguf_tensor_info *t, uint64_t off, uint32_t len,
                    struct vis_w *w, struct folio_err *err);
 
-struct vkr_tensor vis_view(struct vkr_tensor t, uint64_t off, uint64_t size);
 /* y = x W^T (+ b where set): the op library's pick (tiled under f32_matmul). */
 int vis_mm(struct vis *v, struct vkr_cmd *c, const struct vis_w *w, const struct vis_w *b,
            struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err);

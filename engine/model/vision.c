@@ -473,13 +473,6 @@ void vis_close(struct vis *v)
 
 /* --------------------------------------------------------------- forward */
 
-struct vkr_tensor vis_view(struct vkr_tensor t, uint64_t off, uint64_t size)
-{
-    t.offset += off;
-    t.size = size;
-    return t;
-}
-
 int vis_mm(struct vis *v, struct vkr_cmd *c, const struct vis_w *w, const struct vis_w *b,
            struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
 {

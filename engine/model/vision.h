@@ -1,6 +1,7 @@
 /*
- * vis — the Qwen2-VL / Qwen2.5-VL vision tower (docs/reference/qwen25vl.md §3)
- * on folio's Vulkan ops: patch rows in, the LM's image-token embeddings out.
+ * vis — the vision tower of every family (engine/arch/; the Qwen2.5-VL
+ * reference: docs/reference/qwen25vl.md §3) on folio's Vulkan ops: patch
+ * rows in, the LM's image-token embeddings out.
  *
  * Life cycle, as lm: vis_pipeline_keys() -> vkr_prewarm() -> vis_open() ->
  * vkr_seal(). vis_open uploads the weights into their own arena and plans
@@ -45,7 +46,7 @@ struct vis_config {
     uint32_t max_patches;  /* largest image, in 14-px patches; 0 = 6400 (1600 tokens) */
     /* Keep activations in f32 through every matmul (no f16 staging in the
      * tensor-core kernel): the residual stream of real towers outgrows f16
-     * (qwen25vl.md §7.14). Default 0 = the op library's pick. */
+     * (docs/reference/qwen25vl.md §7.14). Default 0 = the op library's pick. */
     int f32_matmul;
     int gpu_weights; /* enum ops_gpu_weights, as lm_config */
     /* Images per vis_encode_batch; 0 = 1. max_patches is then the batch's
@@ -104,7 +105,7 @@ int vis_encode_batch(struct vis *v, const struct vis_image *images, uint32_t n,
 int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,
                        uint32_t blocks, float *x, struct folio_err *err);
 
-/* The window order (qwen25vl.md §3.3) of a merged grid: idx[i] = raster
+/* The window order (docs/reference/qwen25vl.md §3.3) of a merged grid: idx[i] = raster
  * merged index of the i-th merged token in window order (identity when
  * win == 0); seg (may be NULL) gets each window's merged-token count and
  * *nseg the number of windows. Exposed for tests. */

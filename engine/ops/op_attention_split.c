@@ -62,13 +62,6 @@ static uint64_t chunk_rows(const struct vkr *vk, uint64_t row_bytes, uint64_t g)
     return n / g * g;
 }
 
-static struct vkr_tensor view(struct vkr_tensor t, uint64_t off, uint64_t size)
-{
-    t.offset += off;
-    t.size = size;
-    return t;
-}
-
 void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t d,
                                 uint64_t out[4])
 {
@@ -154,9 +147,9 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
     for (uint64_t i0 = 0; i0 < a->tq; i0 += qper) {
         uint64_t i1 = i0 + qper < a->tq ? i0 + qper : a->tq, nq = i1 - i0;
         /* a view's size reaches the end of its last row's heads */
-        struct vkr_tensor q = view(a->q, i0 * qs * 4, ((nq - 1) * qs + a->hq * a->d) * 4);
-        struct vkr_tensor o = view(a->o, i0 * os * 4, ((nq - 1) * os + a->hq * a->d) * 4);
-        struct vkr_tensor ri = a->ranges ? view(*a->ranges, i0 * 8, nq * 8) : q;
+        struct vkr_tensor q = vkr_view(a->q, i0 * qs * 4, ((nq - 1) * qs + a->hq * a->d) * 4);
+        struct vkr_tensor o = vkr_view(a->o, i0 * os * 4, ((nq - 1) * os + a->hq * a->d) * 4);
+        struct vkr_tensor ri = a->ranges ? vkr_view(*a->ranges, i0 * 8, nq * 8) : q;
         struct vkr_bind bq, bri, bro, bo, boc, bl, blc;
         rc = ops_bind(vk, q, q.size, &bq, "attention q chunk", err);
         if (!rc)
@@ -177,8 +170,10 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
         ops_grid(nq, &gx, &gy);
         for (uint64_t k0 = 0, first = 1; k0 < a->tk || first; k0 += kper, first = 0) {
             uint64_t k1 = k0 + kper < a->tk ? k0 + kper : a->tk, nk = k1 - k0;
-            struct vkr_tensor k = nk ? view(a->k, k0 * ks * 4, ((nk - 1) * ks + a->hkv * a->d) * 4) : a->k;
-            struct vkr_tensor v = nk ? view(a->v, k0 * vs * 4, ((nk - 1) * vs + a->hkv * a->d) * 4) : a->v;
+            struct vkr_tensor k =
+                nk ? vkr_view(a->k, k0 * ks * 4, ((nk - 1) * ks + a->hkv * a->d) * 4) : a->k;
+            struct vkr_tensor v =
+                nk ? vkr_view(a->v, k0 * vs * 4, ((nk - 1) * vs + a->hkv * a->d) * 4) : a->v;
             struct vkr_bind bk;
             rc = ops_bind(vk, k, nk ? k.size : 4, &bk, "attention k chunk", err);
             if (rc)
@@ -202,7 +197,7 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
             ac.tq = (uint32_t)nq;
             ac.tk = (uint32_t)nk;
             ac.causal = 0;
-            struct vkr_tensor rr = view(s->ranges, 0, nq * 8);
+            struct vkr_tensor rr = vkr_view(s->ranges, 0, nq * 8);
             ac.ranges = &rr;
             /* The chunks' outputs are merged by attn_lse's f32 log-sum-exp:
              * they must be normalised by the same f32 scores, which the

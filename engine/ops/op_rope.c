@@ -1,6 +1,6 @@
 /*
  * Rotary position embeddings: NeoX, M-RoPE (sections) and the vision 2-D
- * variant, exactly as qwen25vl.md §3.5 and §4.2 define them (see
+ * variant, exactly as docs/reference/qwen25vl.md §3.5 and §4.2 define them (see
  * shaders/rope.comp for the formulas). Tokens are dispatched in chunks
  * whose bindings fit maxStorageBufferRange.
  */

@@ -207,7 +207,7 @@ int op_norm(struct vkr_cmd *c, const struct op_norm *a, struct folio_err *err);
 int op_softmax(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t rows,
                uint32_t n, float scale, struct folio_err *err);
 
-/* ---- rotary embeddings (qwen25vl.md §3.5, §4.2) ---- */
+/* ---- rotary embeddings (docs/reference/qwen25vl.md §3.5, §4.2) ---- */
 enum op_rope_mode {
     OP_ROPE_NEOX = 0,   /* pos: T int32 */
     OP_ROPE_MROPE = 1,  /* pos: T x 3 int32 (t, h, w); sections in frequency pairs */

@@ -88,7 +88,8 @@ static int special_id(const struct tok *t, const char *name, int32_t *id, struct
     *id = tok_special_id(t, name);
     if (*id < 0) {
         folio_err_set(err, FOLIO_EMODEL, "the tokenizer has no special token %s", name);
-        folio_err_hint(err, "use the text GGUF of a Qwen2-VL / Qwen2.5-VL model");
+        folio_err_hint(err, "use the text GGUF of a model folio runs (folio doctor --model "
+                            "checks one)");
         return FOLIO_EMODEL;
     }
     return 0;

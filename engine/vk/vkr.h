@@ -158,6 +158,15 @@ struct vkr_tensor {
     uint64_t size;
 };
 
+/* The part of t that starts off bytes in and is size bytes long (no
+ * bounds check: the caller's plan sized t). */
+static inline struct vkr_tensor vkr_view(struct vkr_tensor t, uint64_t off, uint64_t size)
+{
+    t.offset += off;
+    t.size = size;
+    return t;
+}
+
 /* Arenas place every tensor at a multiple of this (planners count with it). */
 #define VKR_TENSOR_ALIGN 256u
 

@@ -20,6 +20,7 @@
 #include "common/fault.h"
 #include "engine/vk/vkr_internal.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +272,7 @@ static int arena_new_block(struct vkr_arena *a, uint64_t size, struct folio_err 
     int rc = vkr_block_add(a->vk, size, &idx, err);
     if (rc)
         return rc;
+    assert(idx < a->vk->nblocks && a->vk->blocks[idx].in_use);
     a->blocks[a->nblocks] = idx;
     a->sizes[a->nblocks] = size;
     a->nblocks++;
@@ -330,6 +332,9 @@ int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
         a->cur = a->nblocks - 1;
         a->top = 0;
     }
+    /* the block bumped is the arena's, live, and has the room */
+    assert(a->cur < a->nblocks && a->blocks[a->cur] < vk->nblocks &&
+           vk->blocks[a->blocks[a->cur]].in_use && a->top + need <= a->sizes[a->cur]);
     out->block = a->blocks[a->cur];
     out->flags = 0;
     out->offset = a->top;

@@ -148,14 +148,16 @@ static int disp_listen(struct dispatcher *d)
 /* Under mu: gives claimed jobs to free slots and wakes their threads. */
 static void assign_slots(struct worker *w, const struct queue_job *jobs, int n, double start)
 {
+    FOLIO_MU_HELD(&w->mu);
     for (int i = 0, s = 0; i < n; i++) {
-        while (w->slots[s].state != SLOT_FREE)
+        while (s < w->nslots && w->slots[s].state != SLOT_FREE)
             s++;
+        assert(s < w->nslots); /* no more jobs are claimed than slots are free */
         w->slots[s].job = jobs[i];
         w->slots[s].lease_until_ms = start + w->o->queue.lease_s * 1000.0;
         w->slots[s].started_ms = start;
         atomic_store(&w->slots[s].cancel, CANCEL_NONE);
-        w->slots[s].state = SLOT_ASSIGNED;
+        worker_slot_move(w, &w->slots[s], SLOT_FREE, SLOT_ASSIGNED);
         folio_log(FOLIO_LOG_DEBUG, "job_claimed", "job=%lld document=%lld attempt=%d", (long long)jobs[i].id,
                   (long long)jobs[i].document_id, jobs[i].attempt);
     }

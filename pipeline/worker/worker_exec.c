@@ -191,13 +191,13 @@ void *worker_ocr_thread_main(void *arg)
             pthread_cond_wait(&w->cv, &w->mu);
         if (w->quit)
             break;
-        s->state = SLOT_BUSY;
+        worker_slot_move(w, s, SLOT_ASSIGNED, SLOT_BUSY);
         pthread_mutex_unlock(&w->mu);
 
         run_job(t, s);
 
         pthread_mutex_lock(&w->mu);
-        s->state = SLOT_FREE;
+        worker_slot_move(w, s, SLOT_BUSY, SLOT_FREE);
         atomic_store(&s->cancel, CANCEL_NONE);
         pthread_mutex_unlock(&w->mu);
         worker_wake_dispatcher(w);

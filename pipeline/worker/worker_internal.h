@@ -26,10 +26,12 @@
 #ifndef FOLIO_PIPELINE_WORKER_INTERNAL_H
 #define FOLIO_PIPELINE_WORKER_INTERNAL_H
 
+#include "common/lockcheck.h"
 #include "pipeline/db/db.h"
 #include "pipeline/db/queue.h"
 #include "pipeline/worker/worker.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -40,6 +42,9 @@ struct engine_models;
 struct ingest_membudget;
 struct ocr_engine;
 
+/* A slot's state moves FREE -> ASSIGNED (the dispatcher hands it a job)
+ * -> BUSY (its OCR thread runs the job) -> FREE, always with worker.mu
+ * held (worker_slot_move). */
 enum { SLOT_FREE, SLOT_ASSIGNED, SLOT_BUSY };
 enum { CANCEL_NONE = 0, CANCEL_LOST = 1, CANCEL_SHUTDOWN = 2, CANCEL_BUDGET = 3 };
 
@@ -130,6 +135,17 @@ double worker_job_budget_ms(const struct worker_opts *o);
 void worker_wake_dispatcher(struct worker *w);
 /* The number of slots not FREE (takes mu). */
 int worker_busy_slots(struct worker *w);
+
+/* Under mu: moves slot s from state `from` to `to` (debug builds check
+ * both the lock and the state it leaves). */
+static inline void worker_slot_move(struct worker *w, struct slot *s, int from, int to)
+{
+    FOLIO_MU_HELD(&w->mu);
+    assert(s >= w->slots && s < w->slots + w->nslots && s->state == from);
+    (void)w;
+    (void)from;
+    s->state = to;
+}
 
 static inline int worker_job_cancelled(struct slot *s) { return atomic_load(&s->cancel) != CANCEL_NONE; }
 

@@ -211,6 +211,7 @@ struct heartbeat {
 static void hb_collect(struct heartbeat *h)
 {
     struct worker *w = h->w;
+    FOLIO_MU_HELD(&w->mu);
     h->n = 0;
     for (int i = 0; h->ids && h->toks && h->slot_of && h->alive && i < w->nslots; i++)
         if (w->slots[i].state != SLOT_FREE && atomic_load(&w->slots[i].cancel) != CANCEL_BUDGET) {
@@ -259,6 +260,7 @@ static int hb_send(struct heartbeat *h, int64_t worker_id)
 static void hb_apply(struct heartbeat *h, double start)
 {
     struct worker *w = h->w;
+    FOLIO_MU_HELD(&w->mu);
     for (int k = 0; k < h->n; k++) {
         struct slot *s = &w->slots[h->slot_of[k]];
         if (s->state == SLOT_FREE || s->job.id != h->ids[k])
@@ -278,6 +280,7 @@ static void hb_apply(struct heartbeat *h, double start)
  * cannot keep its lease alive forever. */
 static void hb_fence(struct worker *w, double now)
 {
+    FOLIO_MU_HELD(&w->mu);
     double budget = worker_job_budget_ms(w->o);
     for (int i = 0; i < w->nslots; i++) {
         struct slot *s = &w->slots[i];

@@ -32,8 +32,8 @@ const submit = async (button) => {
 const lastCorrection = (doc) =>
   sql(`SELECT label || '/' || coalesce(page::text, '-') FROM folio.corrections WHERE document_id = ${doc} ORDER BY id DESC LIMIT 1`);
 
-// The flags of /work/.library/env/machines/c.md: no sandbox as root, and
-// none of Chromium's own network traffic on a closed network.
+// Headless Chromium on the CI machine: no sandbox (it runs as root), and
+// none of Chromium's own network traffic (the machine has no network).
 const browser = await chromium.launch({
   executablePath: chrome, headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',

@@ -26,6 +26,7 @@
 #include "tests/engine/lm_json.h"
 #include "tests/engine/vision_parity_util.h"
 #include "common/common.h"
+#include "engine/arch/qwen3vl/qwen3vl.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
 #include "engine/model/preprocess.h"
@@ -64,8 +65,8 @@ static void run_vision(const struct jv *cfg, const char *var)
         return;
     const struct gguf_vision_hparams *h = vis_hparams(v);
     const struct jv *jds = jget(jget(cfg, "vision"), "deepstack_visual_indexes");
-    CHECK(h->kind == GGUF_VISION_QWEN3VL && jds && h->n_deepstack == (uint32_t)jds->n,
-          "%s: mmproj kind %d, %u DeepStack layers", cname, (int)h->kind, h->n_deepstack);
+    CHECK(h->arch == &arch_qwen3vl_tower && jds && h->n_deepstack == (uint32_t)jds->n,
+          "%s: mmproj tower %s, %u DeepStack layers", cname, h->arch->json_name, h->n_deepstack);
     for (int j = 0; jds && j < jds->n && j < (int)h->n_deepstack; j++)
         CHECK(h->deepstack_layers[j] == (uint32_t)jat(jds, j)->num, "%s: DeepStack layer %d",
               cname, j);
@@ -184,8 +185,8 @@ static void run_text(const struct jv *cfg, const char *var)
         return;
     const struct gguf_text_hparams *h = lm_hparams(lm);
     uint32_t V = h->n_vocab, E = h->n_embd, nds = h->n_deepstack, Ein = E * (1 + nds);
-    CHECK(h->family == GGUF_TEXT_QWEN3VL && h->head_dim == (uint32_t)jget(cfg, "head_dim")->num,
-          "%s: family %d head_dim %u", cname, (int)h->family, h->head_dim);
+    CHECK(h->arch == &arch_qwen3vl_text && h->head_dim == (uint32_t)jget(cfg, "head_dim")->num,
+          "%s: family %s head_dim %u", cname, h->arch->name, h->head_dim);
     int32_t img_id = (int32_t)jget(jget(cfg, "hf_config"), "image_token_id")->num;
     const struct jv *jl = jget(cfg, "labels");
     int nl = jl->n < 8 ? jl->n : 8;

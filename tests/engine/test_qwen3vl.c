@@ -193,9 +193,9 @@ static void test_text(int mat_type)
         return;
     }
     const struct gguf_text_hparams *h = &m->text;
-    CHECK(h->family == GGUF_TEXT_QWEN3VL && h->head_dim == 32 && h->n_deepstack == 2 &&
+    CHECK(h->arch == &arch_qwen3vl_text && h->head_dim == 32 && h->n_deepstack == 2 &&
               h->n_head * h->head_dim != h->n_embd,
-          "hparams: family %d head_dim %u deepstack %u", (int)h->family, h->head_dim,
+          "hparams: family %s head_dim %u deepstack %u", h->arch->name, h->head_dim,
           h->n_deepstack);
     CHECK(h->mrope_sections[1] == 5 && h->mrope_sections[2] == 5,
           "sections [%d,%d,%d]", h->mrope_sections[0], h->mrope_sections[1], h->mrope_sections[2]);
@@ -465,11 +465,11 @@ static void test_vision(int mat_type)
     if (!m)
         return;
     const struct gguf_vision_hparams *h = &m->vision;
-    CHECK(h->kind == GGUF_VISION_QWEN3VL && h->patch_size == 16 && h->n_pos == 25 &&
+    CHECK(h->arch == &arch_qwen3vl_tower && h->patch_size == 16 && h->n_pos == 25 &&
               h->pos_side == 5 && h->n_deepstack == 2 && h->deepstack_layers[0] == 0 &&
               h->deepstack_layers[1] == 2,
-          "vision hparams: kind %d patch %u pos %u deepstack %u", (int)h->kind, h->patch_size,
-          h->n_pos, h->n_deepstack);
+          "vision hparams: tower %s patch %u pos %u deepstack %u", h->arch->json_name,
+          h->patch_size, h->n_pos, h->n_deepstack);
     struct vkr_pipeline_key keys[128];
     int nk = vis_pipeline_keys(vk, m, keys, 128), failed = -1;
     rc = vkr_prewarm(vk, keys, nk, &failed, &e);

@@ -22,6 +22,7 @@
 #include "tests/engine/lm_json.h"
 #include "tests/engine/vision_parity_util.h"
 #include "common/common.h"
+#include "engine/arch/qwen2vl/qwen2vl.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/preprocess.h"
 #include "engine/model/vision.h"
@@ -98,12 +99,12 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
         float *x = malloc((size_t)np * D * 4), *rp = malloc((size_t)np * D * 4);
         int32_t *widx = malloc((size_t)nm * 4);
         uint32_t win = vis_hparams(v)->window_size / 28;
-        vis_window_index(gh / 2, gw / 2, vis_hparams(v)->kind == GGUF_VISION_QWEN25VL ? win : 0,
-                         widx, NULL, NULL);
+        int v25 = vis_hparams(v)->arch == &arch_qwen25vl_tower; /* windowed blocks */
+        vis_window_index(gh / 2, gw / 2, v25 ? win : 0, widx, NULL, NULL);
         /* the manifest's window index is the same permutation */
         const struct jv *jw = jget(im, "window_index");
         int wsame = jw && jw->n == (int)nm;
-        for (uint32_t k = 0; wsame && k < nm && vis_hparams(v)->kind == GGUF_VISION_QWEN25VL; k++)
+        for (uint32_t k = 0; wsame && k < nm && v25; k++)
             wsame &= (int32_t)jat(jw, (int)k)->num == widx[k];
         CHECK(wsame, "%s: window index differs from the manifest's", pimg);
         float *pe = vp_load(t->root, jget(inter, "vision.patch_embed")->str, (size_t)np * D * 4);

@@ -7,7 +7,7 @@ fails until the exception is dropped; bench/ may use engine internals, but
 a production file that includes bench code fails; inside pipeline/ a part
 that includes a part above it (db -> worker, worker -> cli) fails; a model
 family's folder is private (only the registry includes it) and no file
-outside engine/arch/ names a family's constant. The build runs the same script
+outside engine/arch/ names a family's descriptor. The build runs the same script
 before compiling, so each failing copy is a tree that would not build."""
 
 import os
@@ -85,16 +85,16 @@ check(rc == 1 and "pipeline/db/queue.c includes bench/pipeline/bench.h: layer pi
       f"pipeline -> bench refused: {rc} {out}")
 
 # A model family is one folder: only the registry includes its files, and no
-# file outside engine/arch/ branches on a family's constant.
+# file outside engine/arch/ branches on a family's descriptor.
 rc, out = planted("engine/model/lm.c", "engine/arch/qwen3vl/qwen3vl.h")
 check(rc == 1 and "engine/model/lm.c includes engine/arch/qwen3vl/qwen3vl.h: the family folder "
       "engine/arch/qwen3vl/ is private" in out, f"a family's header outside its folder refused: {rc} {out}")
 d = copy_tree()
 try:
     with open(os.path.join(d, "engine", "vlm.c"), "a") as f:
-        f.write("\nstatic int is_q3(int k) { return k == GGUF_VISION_QWEN3VL; }\n")
+        f.write("\nstatic int is_q3(const void *a) { return a == &arch_qwen3vl_tower; }\n")
     rc, out = run(d)
-    check(rc == 1 and "engine/vlm.c:" in out and "names GGUF_VISION_QWEN3VL: a family branch outside "
+    check(rc == 1 and "engine/vlm.c:" in out and "names arch_qwen3vl_tower: a family branch outside "
           "engine/arch/" in out, f"a family branch outside engine/arch/ refused: {rc} {out}")
 finally:
     shutil.rmtree(d)

@@ -13,6 +13,7 @@
  *    through the reader and the checks.
  * With FOLIO_WRITE_SEEDS=DIR set, it also writes its valid files there
  * (that is how tests/fuzz/corpus/gguf/ was made). */
+#include "engine/arch/qwen2vl/qwen2vl.h"
 #include "engine/model/gguf_describe.h"
 #include "engine/model/gguf_model.h"
 #include "engine/gguf/gguf_write.h"
@@ -638,7 +639,8 @@ static void test_vision_model(void)
         CHECK(rc == 0, "variant %d refused: %s", variant, e.msg);
         if (rc == 0) {
             const struct gguf_vision_hparams *h = &m->vision;
-            CHECK(h->kind == (variant ? GGUF_VISION_QWEN2VL : GGUF_VISION_QWEN25VL), "kind");
+            CHECK(h->arch == (variant ? &arch_qwen2vl_tower : &arch_qwen25vl_tower), "tower %s",
+                  h->arch->json_name);
             CHECK(h->n_embd == TINY_VE && h->n_layer == TINY_VLAYERS && h->head_dim == 16 &&
                       h->n_ff == TINY_VFF && h->merger_dim == 4 * TINY_VE &&
                       h->proj_dim == TINY_PROJ && h->patch_size == TINY_PATCH && h->spatial_merge == 2,

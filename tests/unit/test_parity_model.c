@@ -12,6 +12,7 @@
  * When the fixtures are absent the test says so and passes (nothing to
  * compare); manifest.json is read with the small JSON reader below. */
 #include "tests/support/parity_root.h"
+#include "engine/arch/qwen2vl/qwen2vl.h"
 #include "engine/model/gguf_model.h"
 #include "engine/text/prompt.h"
 #include "engine/quant/quant.h"
@@ -530,7 +531,7 @@ static void test_models(const struct jv *cfg, const char *cname)
             continue;
         const struct gguf_vision_hparams *h = &m->vision;
         const struct jv *full = jget(vc, "fullatt_block_indexes");
-        CHECK(h->kind == (v25 ? GGUF_VISION_QWEN25VL : GGUF_VISION_QWEN2VL) &&
+        CHECK(h->arch == (v25 ? &arch_qwen25vl_tower : &arch_qwen2vl_tower) &&
                   (long)h->n_embd == jint(jget(vc, "hidden")) &&
                   (long)h->n_layer == jint(jget(vc, "depth")) &&
                   (long)h->n_head == jint(jget(vc, "heads")) &&

@@ -44,7 +44,7 @@ static const struct arch_tensor TEXT[] = {
 
 const struct arch_text arch_qwen2vl_text = {
     .name = "qwen2vl",
-    .family = GGUF_TEXT_QWEN2VL,
+    .display = "Qwen2-VL / Qwen2.5-VL",
     .keys = {"qwen2vl.embedding_length", "qwen2vl.block_count", "qwen2vl.feed_forward_length",
              "qwen2vl.attention.head_count", "qwen2vl.attention.head_count_kv",
              "qwen2vl.context_length", "qwen2vl.rope.freq_base",
@@ -172,7 +172,6 @@ static const char *const KEYS25[] = {"clip.vision.n_wa_pattern", "clip.vision.wi
 
 const struct arch_tower arch_qwen2vl_tower = {
     .projector = {"qwen2vl_merger"},
-    .kind = GGUF_VISION_QWEN2VL,
     .display = "Qwen2-VL",
     .json_name = "qwen2vl",
     .mlp_name = "quick-gelu",
@@ -187,7 +186,6 @@ const struct arch_tower arch_qwen2vl_tower = {
 
 const struct arch_tower arch_qwen25vl_tower = {
     .projector = {"qwen2.5vl_merger", "qwen2.5o"},
-    .kind = GGUF_VISION_QWEN25VL,
     .display = "Qwen2.5-VL",
     .json_name = "qwen2.5vl",
     .mlp_name = "swiglu",

@@ -84,7 +84,7 @@ static int norm16(struct vis *v, struct vkr_cmd *c, struct vkr_tensor x, struct 
 
 /* The f16 data path of record(): norms write f16 GEMM inputs, residual
  * sums and MLP activations ride in the GEMM epilogues (no elementwise
- * passes), the residual stream x stays f32 (qwen25vl.md §7.14: real
+ * passes), the residual stream x stays f32 (docs/reference/qwen25vl.md §7.14: real
  * towers outgrow f16 there). Called after the patch embedding. */
 static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks, int merger,
                     const struct vkr_tensor *fullr, struct folio_err *err)
@@ -115,8 +115,8 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
             rc = norm16(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
         for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
             uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
-            struct vkr_tensor hv = vis_view(v->h, (uint64_t)r0 * v->D * 2, (uint64_t)m * v->D * 2);
-            struct vkr_tensor xv = vis_view(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
+            struct vkr_tensor hv = vkr_view(v->h, (uint64_t)r0 * v->D * 2, (uint64_t)m * v->D * 2);
+            struct vkr_tensor xv = vkr_view(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
             if (is25(v)) {
                 rc = vis_mm16(&L->wg, &L->bg, hv, F16, v->gate, F32, m, NULL, OP_MM_ACT_NONE, NULL,
                               c, err);
@@ -178,8 +178,8 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
             uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
             uint64_t mf = (uint64_t)m * v->F, md = (uint64_t)m * v->D, o4 = (uint64_t)r0 * v->D * 4;
-            struct vkr_tensor hv = vis_view(v->h, o4, md * 4), xv = vis_view(v->x, o4, md * 4);
-            struct vkr_tensor tv = vis_view(v->t, o4, md * 4);
+            struct vkr_tensor hv = vkr_view(v->h, o4, md * 4), xv = vkr_view(v->x, o4, md * 4);
+            struct vkr_tensor tv = vkr_view(v->t, o4, md * 4);
             if (is25(v)) {
                 rc = vis_mm(v, c, &L->wg, &L->bg, hv, v->gate, m, err);
                 if (!rc)

@@ -57,7 +57,7 @@ static void describe_text(FILE *out, const struct gguf_text_hparams *h)
 
 const struct arch_text arch_qwen3vl_text = {
     .name = "qwen3vl",
-    .family = GGUF_TEXT_QWEN3VL,
+    .display = "dense Qwen3-VL",
     .keys = {"qwen3vl.embedding_length", "qwen3vl.block_count", "qwen3vl.feed_forward_length",
              "qwen3vl.attention.head_count", "qwen3vl.attention.head_count_kv",
              "qwen3vl.context_length", "qwen3vl.rope.freq_base",
@@ -220,7 +220,6 @@ static const char *const KEYS[] = {"clip.vision.is_deepstack_layers", NULL};
 
 const struct arch_tower arch_qwen3vl_tower = {
     .projector = {"qwen3vl_merger"},
-    .kind = GGUF_VISION_QWEN3VL,
     .display = "Qwen3-VL",
     .json_name = "qwen3vl",
     .mlp_name = "gelu",

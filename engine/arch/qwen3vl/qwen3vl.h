@@ -53,7 +53,8 @@ extern const struct arch_tower arch_qwen3vl_tower;
 extern const struct vis_family vis_family_qwen3vl; /* vision.c */
 
 /* ---- text (lm hooks, text.c) ---- */
-/* Pipelines the Qwen3-VL decoder adds (interleaved rope, DeepStack scatter). */
+/* Pipelines the Qwen3-VL hooks add (q/k norm, DeepStack gather, scatter and add;
+ * the interleaved rope is the generic list's, from rope_mode). */
 int q3_lm_keys(struct vkr_pipeline_key *out);
 /* At lm_open once the plan is made: the DeepStack rows' arena. */
 int q3_lm_open(struct lm *lm, struct folio_err *err);

@@ -35,12 +35,11 @@ static struct q3_ds *ds_of(struct lm *lm)
 
 int q3_lm_keys(struct vkr_pipeline_key *out)
 {
-    out[0] = ops_rope_key(OP_ROPE_IMROPE);
-    out[1] = ops_scatter_key();
-    out[2] = ops_gather_key(QUANT_F32);
-    out[3] = ops_elem_key(OP_ADD);
-    out[4] = ops_norm_key(0, 0);
-    return 5;
+    out[0] = ops_scatter_key();
+    out[1] = ops_gather_key(QUANT_F32);
+    out[2] = ops_elem_key(OP_ADD);
+    out[3] = ops_norm_key(0, 0);
+    return 4;
 }
 
 int q3_lm_open(struct lm *lm, struct folio_err *err)

@@ -198,7 +198,7 @@ static int lin(struct vis *v, struct vkr_cmd *c, int f16, const struct vis_w *w,
         return vis_mm16(w, b, x, xh ? QUANT_F16 : QUANT_F32, y, QUANT_F32, m, acc ? &y : NULL,
                         OP_MM_ACT_NONE, NULL, c, err);
     uint64_t mn = (uint64_t)m * w->n;
-    struct vkr_tensor t = vis_view(v->t, 0, mn * 4);
+    struct vkr_tensor t = vkr_view(v->t, 0, mn * 4);
     int rc = vis_mm(v, c, w, b, x, acc ? t : y, m, err);
     if (!rc && acc)
         rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = y, .b = &t, .y = y, .n = mn, .nb = mn},
@@ -243,8 +243,8 @@ static int mlp(struct vis *v, struct vkr_cmd *c, int f16, const struct vis_layer
     int rc = 0;
     for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
         uint32_t m = N - r0 < v->ffn_rows ? N - r0 : v->ffn_rows;
-        struct vkr_tensor hv = vis_view(v->h, (uint64_t)r0 * v->D * hb, (uint64_t)m * v->D * hb);
-        struct vkr_tensor xv = vis_view(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
+        struct vkr_tensor hv = vkr_view(v->h, (uint64_t)r0 * v->D * hb, (uint64_t)m * v->D * hb);
+        struct vkr_tensor xv = vkr_view(v->x, (uint64_t)r0 * v->D * 4, (uint64_t)m * v->D * 4);
         rc = lin(v, c, f16, &L->wu, &L->bu, hv, f16, v->up, m, 0, err);
         if (!rc) /* hidden_act gelu_pytorch_tanh */
             rc = op_elem(c, &(struct op_elem){.op = OP_GELU_TANH, .a = v->up, .y = v->up,
