@@ -191,6 +191,11 @@ static const uint32_t CM2_KAUTO_BT[CM2_NCOL] = {128, 128, 32, 128, 0, 0, 0, 1, 0
 #define CM2K_MAX_K 4096
 static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
 {
+    /* FOLIO_GEMM_CM2K=all: every product of m >= CM2K_MIN_M rows and
+     * K <= CM2K_MAX_K (benchmarks comparing the rule with B row-major) */
+    const char *e = getenv("FOLIO_GEMM_CM2K");
+    if (e && strcmp(e, "all") == 0)
+        return m >= CM2K_MIN_M && k <= CM2K_MAX_K;
     return m >= CM2K_MIN_M && k <= CM2K_MAX_K &&
            ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N);
 }
