@@ -270,7 +270,7 @@ static int bench_matmul(struct bench *b, struct folio_err *err)
 }
 
 /* The tensor-core GEMM and the in-shader dequantizing kernel at the
- * Qwen2.5-VL-7B prefill shapes (BASELINE.md's cuBLAS table): M = 1400 text
+ * Qwen2.5-VL-7B prefill shapes (docs/bench/anchor-20261201/BASELINE.md's cuBLAS table): M = 1400 text
  * rows, 5476 vision patches, 1369 merged tokens; N x K of every weight. */
 struct gemm_shape {
     const char *where;

@@ -39,6 +39,17 @@ struct mm_push {
 enum gemm_route { GEMM_NONE, GEMM_NV, GEMM_KHR, GEMM_CM2 };
 static const char *const ROUTE_NAME[] = {"none", "nv", "khr", "cm2"};
 
+/* The keys of the kernels this op dispatches besides the GEMM tables: the
+ * dispatch and ops_keys.c's pre-warm list both ask here. */
+struct vkr_pipeline_key ops_mm_key(enum op_mm_kernel kern, int wtype)
+{
+    if (kern == OP_MM_MATVEC)
+        return ops_key("matvec", 2, (uint32_t)wtype, 128);
+    return ops_key(kern == OP_MM_TILED ? "matmul" : "matmul_cm", 1, (uint32_t)wtype, 0);
+}
+struct vkr_pipeline_key ops_dequant_key(int wtype) { return ops_key("dequant_f16", 1, (uint32_t)wtype, 0); }
+struct vkr_pipeline_key ops_splitk_key(int f16_out) { return ops_key("splitk", 1, f16_out != 0, 0); }
+
 /* Subgroup-scope tile configurations (nv, khr): subgroups along M and N,
  * 16x16 fragments per subgroup along M and N, K per step, shared stages,
  * probe (measurement-only variants, results not valid: never picked),
@@ -498,8 +509,8 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
             n += cfg_keys(own[i], 1, &out[n]);
     }
     /* the split-K sum, for either output type */
-    out[n++] = ops_key("splitk", 1, 0, 0);
-    out[n++] = ops_key("splitk", 1, 1, 0);
+    out[n++] = ops_splitk_key(0);
+    out[n++] = ops_splitk_key(1);
     if (all_configs) /* the benchmark: every configuration of every route, f16 in, f32 out */
         for (int c = 0; c < GEMM_NCFG; c++) {
             int mine = 0;
@@ -755,7 +766,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 uint32_t ppid, rpid;
                 rc = vkr_pipeline(vk, &pk, &ppid, err);
                 if (!rc)
-                    rc = ops_pipe(vk, "splitk", 1, (uint32_t[]){yb == 2}, &rpid, err);
+                    rc = ops_pipe_key(vk, ops_splitk_key(yb == 2), &rpid, err);
                 struct vkr_bind pb[5] = {b[0], b[1]};
                 if (!rc)
                     rc = ops_bind(vk, *a->split, (uint64_t)S * mc * nc * 4, &pb[2], "split scratch", err);
@@ -844,9 +855,7 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: cooperative-matrix kernel not "
                              "available on this device or build");
     uint32_t pid;
-    uint32_t spec[2] = {(uint32_t)a->wtype, 128};
-    const char *shader = kern == OP_MM_MATVEC ? "matvec" : kern == OP_MM_TILED ? "matmul" : "matmul_cm";
-    rc = ops_pipe(vk, shader, kern == OP_MM_MATVEC ? 2 : 1, spec, &pid, err);
+    rc = ops_pipe_key(vk, ops_mm_key(kern, a->wtype), &pid, err);
     if (rc)
         return rc;
 
@@ -890,7 +899,8 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
             }
             rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 4,
                                                             .push = &pc, .push_bytes = sizeof pc,
-                                                            .groups = {gx, gy, 1}, .label = shader},
+                                                            .groups = {gx, gy, 1},
+                                                            .label = ops_mm_key(kern, a->wtype).shader},
                                                             err);
             if (rc)
                 return rc;
@@ -921,8 +931,8 @@ int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n
         rc = ops_need(y, yb * n, "dequant output", err);
     if (rc)
         return rc;
-    uint32_t pid, spec = (uint32_t)wtype;
-    rc = ops_pipe(vk, "dequant_f16", 1, &spec, &pid, err);
+    uint32_t pid;
+    rc = ops_pipe_key(vk, ops_dequant_key(wtype), &pid, err);
     if (rc)
         return rc;
     uint64_t rbs[2] = {rb, yb};

@@ -40,5 +40,11 @@ int ops_gemm_config_fits(const struct vkr *vk, int config);
 void ops_gemm_config_info(int config, int *acc16, int *probe, int *k_mult);
 /* N the configuration was built for (0: any). */
 uint32_t ops_gemm_config_n(int config);
+/* op_matmul's own kernels' keys (matvec / tiled / cooperative-matrix
+ * matmul, the f16 expansion, the split-K sum), for its dispatch and the
+ * pre-warm list alike. */
+struct vkr_pipeline_key ops_mm_key(enum op_mm_kernel kern, int wtype);
+struct vkr_pipeline_key ops_dequant_key(int wtype);
+struct vkr_pipeline_key ops_splitk_key(int f16_out);
 
 #endif

@@ -23,8 +23,6 @@ CITE = re.compile(r"(?<![\w./-])([\w.-][\w./-]*\.md)\b")
 KNOWN = {
     # an applied migration is never edited: folio migrate checks its sha256
     ("schema/001_init.sql", "DESIGN.md"),
-    # docs/bench/anchor-20261201/BASELINE.md; the bench ops files are another change's
-    ("bench/engine/ops_bench.c", "BASELINE.md"),
 }
 
 
