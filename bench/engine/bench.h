@@ -23,6 +23,7 @@ struct ops_tool_opts {
     int quick;            /* small shapes (CI / lavapipe) */
     int reps;             /* timed repetitions, 0 = default */
     const char *only;     /* "roofline", "matmul", "gemm" or "attention" */
+    const char *where;    /* GEMM shapes whose name holds one of these comma-separated words */
     const char *dtype;    /* one weight type name ("q4_K") */
 };
 /* `bench ops`: JSON lines with GFLOP/s, GB/s and the fraction of the

@@ -286,6 +286,25 @@ static const struct gemm_shape GEMM_FULL[] = {
     {"labels_down", 48, 3584, 18944}};
 #define GEMM_NFULL ((int)(sizeof GEMM_FULL / sizeof GEMM_FULL[0]))
 
+/* --where: a shape is run when its name holds one of the listed words. */
+static int where_wanted(const char *list, const char *name)
+{
+    if (!list || !*list)
+        return 1;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char w[64];
+        if (n && n < sizeof w) {
+            memcpy(w, p, n);
+            w[n] = 0;
+            if (strstr(name, w))
+                return 1;
+        }
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
 static int bench_gemm(struct bench *b, struct folio_err *err)
 {
     static const struct gemm_shape *const full = GEMM_FULL;
@@ -297,6 +316,8 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
         uint32_t m = b->o->quick ? quick[si].m : full[si].m;
         uint32_t n = b->o->quick ? quick[si].n : full[si].n;
         uint32_t k = b->o->quick ? quick[si].k : full[si].k;
+        if (!where_wanted(b->o->where, where))
+            continue;
         int ncfg = ops_gemm_configs();
         int sweep = b->o->only && strcmp(b->o->only, "split") == 0;
         for (int v = 0; v < (sweep ? 7 : 5 + ncfg); v++) {
@@ -560,6 +581,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
 static const char OPS_USAGE[] =
     "usage: bench ops [--quick] [--device SPEC] [--allow-cpu] [--reps N] [--serial-pipelines]\n"
     "                 [--only roofline|matmul|gemm|split|attention] [--dtype TYPE]\n"
+    "                 [--where SHAPES]   (GEMM shapes by name, e.g. text,vision_qkv)\n"
     "\n"
     "Matmul per weight type at LLM shapes and attention at vision/text sizes:\n"
     "GFLOP/s, GB/s and the fraction of the roofline measured in the same run.\n";
@@ -572,6 +594,7 @@ static const struct cli_opt OPS_OPTS[] = {
     {.name = "reps", .kind = CLI_INT, .off = AT(reps, int), .min = 1, .max = 1000},
     {.name = "only", .kind = CLI_STR, .off = AT(only, const char *)},
     {.name = "dtype", .kind = CLI_STR, .off = AT(dtype, const char *)},
+    {.name = "where", .kind = CLI_STR, .off = AT(where, const char *)},
     {.name = "serial-pipelines", .kind = CLI_FLAG, .off = AT(serial, int)},
 };
 #undef AT
