@@ -52,9 +52,9 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(0, 1);
     all[n++] = ops_softmax_key();
-    all[n++] = ops_rope_key(OP_ROPE_MROPE);
+    all[n++] = ops_rope_key(OP_ROPE_MROPE, 0);
     n += ops_attention_keys(vk, m->text.head_dim, 0, &all[n]);
-    n += ops_attention_split_keys(&all[n]); /* attention past one binding */
+    n += ops_attention_split_keys(0, &all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
     all[n++] = ops_elem_key(OP_SWIGLU);
     /* the GEMM forms specialized for this model's K: every projection reads

@@ -35,7 +35,7 @@ static struct q3_ds *ds_of(struct lm *lm)
 
 int q3_lm_keys(struct vkr_pipeline_key *out)
 {
-    out[0] = ops_rope_key(OP_ROPE_IMROPE);
+    out[0] = ops_rope_key(OP_ROPE_IMROPE, 0);
     out[1] = ops_scatter_key();
     out[2] = ops_gather_key(QUANT_F32);
     out[3] = ops_elem_key(OP_ADD);
