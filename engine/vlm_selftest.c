@@ -136,6 +136,17 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
     fill(&s, h[B_EB], NE, 3.0f);
     for (int i = 0; !rc && i < NB; i++)
         rc = vkr_upload(vk, t[i], 0, h[i], sz[i], err);
+    /* The text model attends over its f16 KV cache: K and V as f16 (the
+     * reference reads the same rounded values). The f16 words go over the
+     * f32 upload's first half. */
+    for (int i = B_AK; !vh && !rc && i <= B_AV; i++) {
+        uint16_t *kv = (uint16_t *)ref;
+        for (uint64_t j = 0; j < HD; j++) {
+            kv[j] = quant_f32_to_f16(h[i][j]);
+            h[i][j] = quant_f16_to_f32(kv[j]);
+        }
+        rc = vkr_upload(vk, t[i], 0, kv, HD * 2, err);
+    }
     if (rc)
         goto out;
 
@@ -155,7 +166,7 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
     struct op_attention at = {.q = t[B_AQ], .k = t[B_AK], .v = t[B_AV], .o = t[B_AO], .tq = T,
                               .tk = T, .hq = H, .hkv = H, .d = Dh,
                               .scale = 1.0f / sqrtf((float)Dh), .causal = 0,
-                              .ranges = &t[B_AR]};
+                              .ranges = &t[B_AR], .kv_f16 = !vh};
     enum op_elem_kind e1 = vh ? OP_GELU_ERF : OP_ADD;
     enum op_elem_kind e2 = vh ? (enum op_elem_kind)vh->arch->act : OP_SWIGLU;
     int fpv = !vh || !layer; /* norm without bias: RMSNorm */

@@ -18,13 +18,14 @@
 // shared memory. Any even head size up to 256: each thread accumulates
 // output pairs (d, d+1), at most 8 pairs (16 x 256 / 2 / 256).
 //
-// Element type of q/k/v/o: f32 or f16 (IO_F16; f16 is read through a uint
-// view and unpacked, so no 16-bit storage feature is needed), moved in
-// pairs (the op checks that offsets and strides are even). Math in f32.
+// Element types (IO): 0 all f32, 1 q/k/v/o f16, 2 k/v f16 with q/o f32
+// (the text model's f16 KV cache). f16 is read through a uint view and
+// unpacked, so no 16-bit storage feature is needed; elements move in pairs
+// (the op checks that offsets and strides are even). Math in f32.
 #extension GL_EXT_control_flow_attributes : enable
 layout(constant_id = 0) const uint D = 128;     // even, <= 256
 layout(constant_id = 1) const uint BC = 32;     // keys per tile
-layout(constant_id = 2) const uint IO_F16 = 0;  // 1: q, k, v, o are f16
+layout(constant_id = 2) const uint IO = 0;      // 0 f32, 1 all f16, 2 k/v f16
 layout(local_size_x = 256) in;
 // One 32-bit view per binding (no aliased declarations: lavapipe leaks on
 // those at pipeline creation).
@@ -52,12 +53,14 @@ shared float sM[BR], sL[BR], sAlpha[BR];
 shared uint sLo[BR], sHi[BR];
 shared uint sKmin, sKmax;
 
+#define QO_F16 (IO == 1u)
+#define KV_F16 (IO != 0u)
 // Element pairs (e even): one word of f16 or two words of f32.
-#define LD2(W, e) (IO_F16 != 0u ? unpackHalf2x16(W[(e) >> 1]) \
-                               : vec2(uintBitsToFloat(W[e]), uintBitsToFloat(W[(e) + 1u])))
-vec2 ld_q(uint e) { return LD2(Qw, e); }
-vec2 ld_k(uint e) { return LD2(Kw, e); }
-vec2 ld_v(uint e) { return LD2(Vw, e); }
+#define LD2(H, W, e) (H ? unpackHalf2x16(W[(e) >> 1]) \
+                        : vec2(uintBitsToFloat(W[e]), uintBitsToFloat(W[(e) + 1u])))
+vec2 ld_q(uint e) { return LD2(QO_F16, Qw, e); }
+vec2 ld_k(uint e) { return LD2(KV_F16, Kw, e); }
+vec2 ld_v(uint e) { return LD2(KV_F16, Vw, e); }
 
 void main()
 {
@@ -171,7 +174,7 @@ void main()
             if (q < p.Tq) {
                 vec2 v = sL[r] > 0.0 ? o[i] / sL[r] : vec2(0);
                 uint oe = q * p.os + h * D + d;
-                if (IO_F16 != 0u) {
+                if (QO_F16) {
                     Ow[oe >> 1] = packHalf2x16(v);
                 } else {
                     Ow[oe] = floatBitsToUint(v.x);

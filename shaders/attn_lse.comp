@@ -9,11 +9,14 @@
 // kernel then sees exactly this chunk's share of each query's keys. A
 // query with no key in the chunk gets the empty range and NEG, which the
 // merge (attn_merge.comp) weighs as zero. Head size is a push constant:
-// this path serves every head size the fused kernel does.
+// this path serves every head size the fused kernel does. K is f32 or,
+// for the text model's f16 KV cache, f16 (KV_F16; read through a uint view,
+// so no 16-bit storage feature is needed); Q is f32.
 // One workgroup per (query, head); 64 threads stride over the keys.
+layout(constant_id = 0) const uint KV_F16 = 0;
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer BQ { float Qb[]; };
-layout(std430, binding = 1) readonly buffer BK { float Kb[]; };
+layout(std430, binding = 1) readonly buffer BK { uint Kw[]; };
 layout(std430, binding = 2) readonly buffer BRI { uint Ri[]; };
 layout(std430, binding = 3) writeonly buffer BRO { uint Ro[]; };
 layout(std430, binding = 4) writeonly buffer BL { float L[]; };
@@ -25,6 +28,11 @@ layout(push_constant) uniform P {
 
 #define NEG (-3.402823466e38)
 shared float sM[64], sS[64];
+
+float ld_k(uint e)
+{
+    return KV_F16 != 0u ? unpackHalf2x16(Kw[e >> 1])[e & 1u] : uintBitsToFloat(Kw[e]);
+}
 
 void main()
 {
@@ -53,7 +61,7 @@ void main()
         uint kb = j * p.ks + kvh * p.D;
         float x = 0.0;
         for (uint d = 0u; d < p.D; d++)
-            x += Qb[qb + d] * p.scale * Kb[kb + d];
+            x += Qb[qb + d] * p.scale * ld_k(kb + d);
         if (x > m) {
             s = s * exp(m - x) + 1.0;
             m = x;

@@ -23,8 +23,9 @@
 // A subgroup skips the math of tiles outside its own rows' key ranges, so
 // windowed and causal layers cost about what they see.
 //
-// Element type of q/k/v/o: f32 or f16 (IO_F16), read and written in pairs
-// (every offset and stride even; the op checks). Accumulation is f32;
+// Element types (IO): 0 all f32, 1 q/k/v/o f16, 2 k/v f16 with q/o f32
+// (the text model's f16 KV cache); read and written in pairs (every offset
+// and stride even; the op checks). Accumulation is f32;
 // Q, K, V and P are rounded to f16 for the products (the f16 policy).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -35,7 +36,7 @@
 #extension GL_EXT_control_flow_attributes : enable
 layout(constant_id = 0) const uint D = 128;     // head size: multiple of 16, <= 128
 layout(constant_id = 1) const uint BC = 32;     // keys per tile: 32 or 64
-layout(constant_id = 2) const uint IO_F16 = 0;  // 1: q, k, v, o are f16
+layout(constant_id = 2) const uint IO = 0;      // 0 f32, 1 all f16, 2 k/v f16
 layout(local_size_x = 128, local_size_x_id = 3) in; // 32 * NW threads
 
 layout(std430, binding = 0) readonly buffer BQ { vec2 Q2[]; };
@@ -71,9 +72,11 @@ shared float16_t sP[NW * 16u * PS];
 shared float sRow[BR];          // per-row rescale factor, at the end 1 / row sum
 shared uint sLo[NW], sHi[NW];   // each subgroup's union of visible keys
 
-vec2 ld_q(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Qh[e >> 1]) : Q2[e >> 1]; }
-vec2 ld_k(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Kh[e >> 1]) : K2[e >> 1]; }
-vec2 ld_v(uint e) { return IO_F16 != 0u ? unpackHalf2x16(Vh[e >> 1]) : V2[e >> 1]; }
+#define QO_F16 (IO == 1u)
+#define KV_F16 (IO != 0u)
+vec2 ld_q(uint e) { return QO_F16 ? unpackHalf2x16(Qh[e >> 1]) : Q2[e >> 1]; }
+vec2 ld_k(uint e) { return KV_F16 ? unpackHalf2x16(Kh[e >> 1]) : K2[e >> 1]; }
+vec2 ld_v(uint e) { return KV_F16 ? unpackHalf2x16(Vh[e >> 1]) : V2[e >> 1]; }
 
 void main()
 {
@@ -256,7 +259,7 @@ void main()
                 if (q < p.Tq) {
                     vec2 v = vec2(sS[sbase + r * SS + c], sS[sbase + r * SS + c + 1u]);
                     uint e = q * p.os + h * D + j * 16u + c;
-                    if (IO_F16 != 0u)
+                    if (QO_F16)
                         Oh[e >> 1] = packHalf2x16(v);
                     else
                         O2[e >> 1] = v;

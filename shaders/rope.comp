@@ -11,22 +11,25 @@
 //   3 interleaved M-RoPE (Qwen3-VL): c = 1 (height) when j % 3 == 1 and
 //             j < 3*s0, 2 (width) when j % 3 == 2 and j < 3*s1, else 0;
 //             s0, s1 carry sections[1], sections[2]; NeoX frequencies
-// One thread per (token, head, pair); out of place.
+// Out of place. Y is f32, or f16 (Y_F16: K written straight into the text
+// model's f16 KV cache, round to nearest even). f32: one thread per
+// (token, head, pair (j, j + D/2)). f16: one thread per (token, head, output
+// word of elements 2w, 2w + 1), so no two threads write one word; each
+// element then computes its own pair's angle (twice the trig of the f32
+// form, on K's few heads only). Y is a uint view either way (no aliased
+// declarations), so f16 needs no 16-bit storage feature.
 layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint Y_F16 = 0;
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer BX { float X[]; };
-layout(std430, binding = 1) writeonly buffer BY { float Y[]; };
+layout(std430, binding = 1) writeonly buffer BY { uint Y[]; };
 layout(std430, binding = 2) readonly buffer BP { int Pos[]; };
 layout(push_constant) uniform P { uint T, H, D, s0, s1; float base; uint xs, ys, ps; } p;
 
-void main()
+// (cos, sin) of pair j of token t's angle.
+vec2 cs_sn(uint t, uint j)
 {
     uint half_d = p.D / 2u;
-    uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
-    uint j = gid % half_d, th = gid / half_d;
-    if (th >= p.T * p.H)
-        return;
-    uint t = th / p.H;
     float pos, expo;
     if (MODE == 0u) {
         pos = float(Pos[p.ps + t]);
@@ -47,9 +50,37 @@ void main()
         expo = 2.0 * float(j - c * q) / float(half_d);
     }
     float theta = pos * pow(p.base, -expo);
-    float cs = cos(theta), sn = sin(theta);
+    return vec2(cos(theta), sin(theta));
+}
+
+// Element e of the rotated head starting at X[b] (token t).
+float rot(uint b, uint t, uint e)
+{
+    uint half_d = p.D / 2u;
+    if (e < half_d) {
+        vec2 r = cs_sn(t, e);
+        return X[b + e] * r.x - X[b + e + half_d] * r.y;
+    }
+    vec2 r = cs_sn(t, e - half_d);
+    return X[b + e] * r.x + X[b + e - half_d] * r.y;
+}
+
+void main()
+{
+    uint half_d = p.D / 2u;
+    uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+    uint j = gid % half_d, th = gid / half_d;
+    if (th >= p.T * p.H)
+        return;
+    uint t = th / p.H;
     uint b = p.xs + th * p.D, yb = p.ys + th * p.D;
+    if (Y_F16 != 0u) { // j is the output word; ys counts f16 elements
+        uint e = 2u * j;
+        Y[(yb + e) >> 1] = packHalf2x16(vec2(rot(b, t, e), rot(b, t, e + 1u)));
+        return;
+    }
+    vec2 r = cs_sn(t, j);
     float x0 = X[b + j], x1 = X[b + j + half_d];
-    Y[yb + j] = x0 * cs - x1 * sn;
-    Y[yb + j + half_d] = x1 * cs + x0 * sn;
+    Y[yb + j] = floatBitsToUint(x0 * r.x - x1 * r.y);
+    Y[yb + j + half_d] = floatBitsToUint(x1 * r.x + x0 * r.y);
 }

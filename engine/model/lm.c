@@ -8,7 +8,9 @@
  * KV cache is one tensor per layer (K and V). A cache, a prompt's queries
  * or a label scratch larger than one binding (maxStorageBufferRange) is
  * attended to in query and key chunks (op_attention_ranged), for which a
- * small split scratch is planned here.
+ * small split scratch is planned here. The cache (and the label pass's
+ * K/V scratch gathered from it) is f16: half the memory, and half the K/V
+ * reads of every attention over it.
  *
  * token_embd stays on the host (in the GGUF mapping): a prompt needs a few
  * thousand of its 152k rows, which the CPU dequantizes and uploads with the
@@ -52,9 +54,13 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(0, 1);
     all[n++] = ops_softmax_key();
-    all[n++] = ops_rope_key(m->text.arch->rope_mode); /* the family's (and the self-test's) */
-    n += ops_attention_keys(vk, m->text.head_dim, 0, &all[n]);
-    n += ops_attention_split_keys(&all[n]); /* attention past one binding */
+    /* Q rotated in place and K from f32 staging into the f16 KV cache, in
+     * the family's rotary layout (the self-test's too) */
+    all[n++] = ops_rope_key(m->text.arch->rope_mode, 0);
+    all[n++] = ops_rope_key(m->text.arch->rope_mode, 1);
+    all[n++] = ops_convert_key(1); /* V into the cache where no GEMM writes f16 */
+    n += ops_attention_keys(vk, m->text.head_dim, OP_ATTN_IO_KV16, &all[n]);
+    n += ops_attention_split_keys(1, &all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
     all[n++] = ops_elem_key(OP_SWIGLU);
     /* the GEMM forms specialized for this model's K: every projection reads
@@ -221,8 +227,9 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     const struct vkr_limits L = limits_all(lm), *lim = &L;
     uint64_t align = lim->min_ssbo_align ? lim->min_ssbo_align : 4;
     uint64_t r1 = align_rows_all(lm, (uint64_t)lm->QW * 4);
-    uint64_t r2 = align_rows_all(lm, (uint64_t)lm->KW * 4);
-    lm->ra = (uint32_t)lcm_u64(r1, r2);
+    uint64_t r2 = align_rows_all(lm, (uint64_t)lm->KW * 4); /* K / V staging */
+    uint64_t r3 = align_rows_all(lm, (uint64_t)lm->KW * 2); /* the f16 cache */
+    lm->ra = (uint32_t)lcm_u64(lcm_u64(r1, r2), r3);
     lm->ialign = (uint32_t)(align >= 4 ? align / 4 : 1);
     const struct lm_config *c = &lm->cfg;
     uint64_t B = c->batch, T = c->max_tokens, NL = c->max_labels, LT = c->max_label_tokens;
@@ -231,9 +238,9 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     uint64_t rows = B * T + lm->ra + label_rows;
     uint64_t kv = rows + lm->ra;
     uint64_t one = T + 2 * (LT - 1); /* a pair of labels around one prompt */
-    uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 4);
-    if (budget > lim->max_range / ((uint64_t)lm->KW * 4))
-        budget = lim->max_range / ((uint64_t)lm->KW * 4);
+    uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 2);
+    if (budget > lim->max_range / ((uint64_t)lm->KW * 2))
+        budget = lim->max_range / ((uint64_t)lm->KW * 2);
     uint64_t sc = NL * one < budget ? NL * one : budget;
     if (c->scratch_rows)
         sc = c->scratch_rows;
@@ -258,7 +265,7 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     /* Attention operands past one binding go through the split path; its
      * scratch is only worth its memory where that can happen. */
     uint64_t asb[4] = {16, 16, 16, 16};
-    if (kv * lm->KW * 4 > lim->max_range || sc * lm->KW * 4 > lim->max_range ||
+    if (kv * lm->KW * 2 > lim->max_range || sc * lm->KW * 2 > lim->max_range ||
         rows * lm->QW * 4 > lim->max_range || qp * lm->QW * 4 > lim->max_range)
         for (uint32_t p = 0; p < lm->nparts; p++) {
             uint64_t b[4] = {16, 16, 16, 16};
@@ -300,8 +307,8 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     lm->ffn_rows = (uint32_t)fr;
     sizes[n++] = fr * F * 4;    /* gate */
     sizes[n++] = fr * F * 4;    /* up */
-    sizes[n++] = sc * KW * 4;   /* ks */
-    sizes[n++] = sc * KW * 4;   /* vs */
+    sizes[n++] = sc * KW * 2;   /* ks (f16) */
+    sizes[n++] = sc * KW * 2;   /* vs (f16) */
     sizes[n++] = qp * QW * 4;   /* qp */
     sizes[n++] = qp * QW * 4;   /* op */
     sizes[n++] = lg * E * 4;    /* lg_h */
@@ -318,7 +325,7 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
         skb = lm->gemm16 && b > skb ? b : skb;
     }
     sizes[n++] = skb;           /* split-K scratch */
-    lm->kv_bytes = kv * KW * 4;
+    lm->kv_bytes = kv * KW * 2; /* f16 */
     return 0;
 }
 
@@ -730,9 +737,10 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     lm_memory(lm, &wb, &ab);
     folio_log(FOLIO_LOG_INFO, "lm_open",
               "layers=%u embd=%u heads=%u/%u ff=%u vocab=%u weights_bytes=%" PRIu64
-              " act_bytes=%" PRIu64 " max_tokens=%u batch=%u gpu_weights=\"%s\" f16_path=%d"
-              " devices=%u split=%u",
+              " act_bytes=%" PRIu64 " kv_bytes=%" PRIu64 " max_tokens=%u batch=%u"
+              " gpu_weights=\"%s\" f16_path=%d devices=%u split=%u",
               h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, wb, ab,
+              2 * lm->kv_bytes * h->n_layer,
               lm->cfg.max_tokens, lm->cfg.batch, why, lm->gemm16, n, lm->part[0].l1);
     *out = lm;
     return 0;

@@ -448,8 +448,14 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)lm->D);
     struct vkr_tensor pos = iview(lm, ps->o_pos, nrows * 3);
     struct lm_layer *L = &lm->L[li];
-    uint64_t kv0 = (uint64_t)ps->slot0 * KW * 4, kvn = (uint64_t)nrows * KW * 4;
+    /* The KV cache is f16 (lm_internal.h). K is projected in f32 into o,
+     * which is free until this layer's attention writes it, normalised
+     * there where the family does (Qwen3-VL) and rotated into the cache;
+     * V goes to the cache from the GEMM's f16 epilogue, or on the f32 path
+     * through t2 (free until the output projection) and a conversion. */
+    uint64_t kv0 = (uint64_t)ps->slot0 * KW * 2, kvn = (uint64_t)nrows * KW * 2;
     struct vkr_tensor kv_k = vkr_view(L->kc, kv0, kvn), kv_v = vkr_view(L->vc, kv0, kvn);
+    struct vkr_tensor k32 = vkr_view(lm->o, 0, (uint64_t)nrows * KW * 4);
     int rc;
     if (f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
@@ -461,24 +467,27 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                                          .m = nrows}, err);
         if (!rc)
             rc = mm16(lm, c, &L->wk, &L->bk,
-                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_k, .ytype = F32,
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = k32, .ytype = F32,
                                          .m = nrows}, err);
         if (!rc)
             rc = mm16(lm, c, &L->wv, &L->bv,
-                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F32,
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F16,
                                          .m = nrows}, err);
     } else {
+        struct vkr_tensor v32 = vkr_view(lm->t2, 0, (uint64_t)nrows * KW * 4);
         rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
                                           .rows = nrows, .n = E, .eps = eps}, err);
         if (!rc)
             rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
         if (!rc)
-            rc = mm(lm, c, &L->wk, &L->bk, lm->h, kv_k, nrows, err);
+            rc = mm(lm, c, &L->wk, &L->bk, lm->h, k32, nrows, err);
         if (!rc)
-            rc = mm(lm, c, &L->wv, &L->bv, lm->h, kv_v, nrows, err);
+            rc = mm(lm, c, &L->wv, &L->bv, lm->h, v32, nrows, err);
+        if (!rc)
+            rc = op_convert(c, 1, v32, kv_v, (uint64_t)nrows * KW, err);
     }
     if (!rc && lm->arch->hook_qk) /* the family's (Qwen3-VL: per-head q/k RMSNorm) */
-        rc = lm->arch->hook_qk(lm, c, L, lm->q, kv_k, nrows, err);
+        rc = lm->arch->hook_qk(lm, c, L, lm->q, k32, nrows, err);
     struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
                          .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
                          .base = hp->rope_theta,
@@ -488,7 +497,9 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     if (!rc)
         rc = op_rope(c, &rq, err);
     struct op_rope rk = rq;
-    rk.x = rk.y = kv_k;
+    rk.x = k32;
+    rk.y = kv_k;
+    rk.ytype = QUANT_F16;
     rk.h = hp->n_head_kv;
     if (!rc)
         rc = op_rope(c, &rk, err);
@@ -496,19 +507,23 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         struct vkr_tensor rg = iview(lm, ps->o_rngp, np * 2);
         struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
                                   .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
-                                  .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg};
+                                  .d = lm->D, .scale = scale, .causal = 0, .ranges = &rg,
+                                  .kv_f16 = 1};
         rc = op_attention_ranged(c, &at, &lm->asc, err);
     }
     for (uint32_t gi = 0; gi < ps->ngr && !rc; gi++) {
         const struct group *g = &ps->gr[gi];
         struct vkr_tensor ids = iview(lm, g->ids_off, g->nids);
-        rc = op_gather(c, &(struct op_gather){.table = L->kc, .wtype = QUANT_F32,
+        /* the scratch is f16 like the cache: rows copied as they are */
+        rc = op_gather(c, &(struct op_gather){.table = L->kc, .wtype = QUANT_F16,
                                               .rows = lm->kv_cap, .k = KW, .ids = ids,
-                                              .n_ids = g->nids, .y = lm->ks}, err);
+                                              .n_ids = g->nids, .y = lm->ks,
+                                              .ytype = QUANT_F16}, err);
         if (!rc)
-            rc = op_gather(c, &(struct op_gather){.table = L->vc, .wtype = QUANT_F32,
+            rc = op_gather(c, &(struct op_gather){.table = L->vc, .wtype = QUANT_F16,
                                                   .rows = lm->kv_cap, .k = KW, .ids = ids,
-                                                  .n_ids = g->nids, .y = lm->vs}, err);
+                                                  .n_ids = g->nids, .y = lm->vs,
+                                                  .ytype = QUANT_F16}, err);
         if (!rc)
             rc = op_gather(c, &(struct op_gather){.table = lm->q, .wtype = QUANT_F32, .rows = nrows,
                                                   .k = QW, .ids = iview(lm, g->qp_off, g->nqp),
@@ -517,7 +532,7 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
                                   .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
                                   .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
-                                  .causal = 0, .ranges = &rg,
+                                  .causal = 0, .ranges = &rg, .kv_f16 = 1,
                                   /* labels: a few rows each against the whole page;
                                    * the tensor-core kernel's 16-row fragments are
                                    * mostly padding there (H200: 46.6 vs 17.6 ms for

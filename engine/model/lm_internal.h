@@ -19,7 +19,10 @@ struct lm_w {
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
     struct lm_w qn, kn; /* per-head q/k norm weights, where the family has them (lm_qk hook) */
-    struct vkr_tensor kc, vc; /* KV cache: kv_cap slots x KW f32 each */
+    /* KV cache: kv_cap slots x KW f16 each (lm.c: half the memory and
+     * attention K/V reads of f32; K and V are rounded once, as the
+     * tensor-core attention rounded them anyway) */
+    struct vkr_tensor kc, vc;
 };
 
 /* What one device of a split model holds: its layers [l0, l1) (their
@@ -96,7 +99,7 @@ struct lm {
     struct lm_part part[LM_MAX_DEVICES];
     uint32_t nparts, cur;
     uint64_t act_sz[LM_NACT]; /* the fixed activations, in allocation order (lm.c) */
-    uint64_t kv_bytes;        /* one layer's K (or V) cache */
+    uint64_t kv_bytes;        /* one layer's K (or V) cache (f16) */
 };
 
 /* lm.c: makes part p current (its vk, arenas and activations in the lm's

@@ -1,7 +1,10 @@
 /*
  * Fused flash attention: causal or not, grouped-query heads, optional
  * per-query key ranges for block-diagonal (windowed) attention and label
- * scoring, q/k/v/o in f32 or f16. Q, K, V and O are each bound whole, so
+ * scoring, q/k/v/o in f32 or f16, or k/v in f16 with q/o in f32 (the text
+ * model's f16 KV cache: half the cache's memory and the kernels' K/V
+ * reads; the kernels widen K/V to f32, or the tensor-core one keeps them
+ * f16 as it would round them anyway). Q, K, V and O are each bound whole, so
  * each must fit maxStorageBufferRange (5476 vision tokens x 1280 f32 =
  * 28 MB).
  *
@@ -97,30 +100,38 @@ static enum op_attn_kernel pick_for(const struct vkr *vk, uint32_t d, uint32_t t
     return tq < OPS_ATTN_TC_MIN_TQ ? OP_ATTN_SCALAR : op_attention_pick(vk, d);
 }
 
+/* io: enum op_attn_io, the shaders' IO specialisation constant. */
 static struct vkr_pipeline_key attn_key(const struct vkr *vk, enum op_attn_kernel kern, uint32_t d,
-                                        int f16)
+                                        int io)
 {
     if (kern == OP_ATTN_SCALAR) {
         struct vkr_pipeline_key k = ops_key("attention", 3, d, scalar_bc(vk, d));
-        k.spec[2] = f16 != 0;
+        k.spec[2] = (uint32_t)io;
         return k;
     }
     uint32_t bc = 0, nw = 0;
     (void)cm_shape(vk, d, &bc, &nw); /* callers checked cm_ok */
     struct vkr_pipeline_key k = ops_key("flash_attn_cm", 4, d, bc);
-    k.spec[2] = f16 != 0;
+    k.spec[2] = (uint32_t)io;
     k.spec[3] = 32 * nw; /* workgroup size */
     return k;
 }
 
-int ops_attention_keys(const struct vkr *vk, uint32_t d, int f16, struct vkr_pipeline_key *out)
+int ops_attention_keys(const struct vkr *vk, uint32_t d, int io, struct vkr_pipeline_key *out)
 {
     int n = 0;
+    if (io < OP_ATTN_IO_F32 || io > OP_ATTN_IO_KV16)
+        return 0;
     if (ops_attention_head_supported(d) && scalar_bc(vk, d))
-        out[n++] = attn_key(vk, OP_ATTN_SCALAR, d, f16);
+        out[n++] = attn_key(vk, OP_ATTN_SCALAR, d, io);
     if (cm_ok(vk, d))
-        out[n++] = attn_key(vk, OP_ATTN_COOPMAT, d, f16);
+        out[n++] = attn_key(vk, OP_ATTN_COOPMAT, d, io);
     return n;
+}
+
+int op_attention_io(const struct op_attention *a)
+{
+    return a->f16 ? OP_ATTN_IO_F16 : a->kv_f16 ? OP_ATTN_IO_KV16 : OP_ATTN_IO_F32;
 }
 
 /* Checks the shape and picks the kernel; fills the strides. */
@@ -172,17 +183,17 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
                              "(offsets %llu/%llu/%llu/%llu)", (unsigned long long)a->q.offset,
                              (unsigned long long)a->k.offset, (unsigned long long)a->v.offset,
                              (unsigned long long)a->o.offset);
-    struct vkr_pipeline_key key = attn_key(vk, kern, a->d, a->f16);
+    struct vkr_pipeline_key key = attn_key(vk, kern, a->d, op_attention_io(a));
     uint32_t pid;
     rc = ops_pipe(vk, key.shader, key.nspec, key.spec, &pid, err);
     if (rc)
         return rc;
-    uint64_t es = a->f16 ? 2 : 4;
+    uint64_t es = a->f16 ? 2 : 4, kes = a->f16 || a->kv_f16 ? 2 : 4;
     /* Bytes up to the end of the last token's heads. */
     uint64_t qb = ((uint64_t)(a->tq - 1) * st[0] + (uint64_t)a->hq * a->d) * es;
     uint64_t ob = ((uint64_t)(a->tq - 1) * st[3] + (uint64_t)a->hq * a->d) * es;
-    uint64_t kb = a->tk ? ((uint64_t)(a->tk - 1) * st[1] + (uint64_t)a->hkv * a->d) * es : 4;
-    uint64_t vb = a->tk ? ((uint64_t)(a->tk - 1) * st[2] + (uint64_t)a->hkv * a->d) * es : 4;
+    uint64_t kb = a->tk ? ((uint64_t)(a->tk - 1) * st[1] + (uint64_t)a->hkv * a->d) * kes : 4;
+    uint64_t vb = a->tk ? ((uint64_t)(a->tk - 1) * st[2] + (uint64_t)a->hkv * a->d) * kes : 4;
     struct vkr_bind b[5];
     rc = ops_bind(vk, a->q, qb, &b[0], "attention q", err);
     if (!rc)

@@ -15,7 +15,8 @@
  * Scores are computed twice on this path (once for the log-sum-exp), which
  * costs compute only where one binding cannot hold the operands at all —
  * lowered limits in tests, or prompts of hundreds of thousands of rows.
- * When everything fits, this is exactly one op_attention call.
+ * When everything fits, this is exactly one op_attention call. Q and O
+ * are f32 on this path; K and V may be f16 (an f16 KV cache, kv_f16).
  *
  * Chunk starts are multiples of the rows that keep every view at
  * minStorageBufferOffsetAlignment, since the fused kernel takes its
@@ -78,10 +79,10 @@ void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, 
     out[3] = r * 8;              /* the chunk's relative key ranges */
 }
 
-int ops_attention_split_keys(struct vkr_pipeline_key *out)
+int ops_attention_split_keys(int kv16, struct vkr_pipeline_key *out)
 {
-    out[0] = ops_key("attn_lse", 0, 0, 0);
-    out[1] = ops_key("attn_merge", 0, 0, 0);
+    out[0] = ops_key("attn_lse", 1, kv16 != 0, 0); /* reads K */
+    out[1] = ops_key("attn_merge", 0, 0, 0);       /* outputs only: f32 */
     return 2;
 }
 
@@ -97,11 +98,12 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                              "%u KV heads", a->hq, a->hkv);
     uint32_t qs = a->q_stride ? a->q_stride : a->hq * a->d, ks = a->k_stride ? a->k_stride : a->hkv * a->d;
     uint32_t vs = a->v_stride ? a->v_stride : a->hkv * a->d, os = a->o_stride ? a->o_stride : a->hq * a->d;
+    uint64_t kes = a->f16 || a->kv_f16 ? 2 : 4; /* bytes of a K / V element */
     uint64_t qb = (uint64_t)a->tq * qs * 4, ob = (uint64_t)a->tq * os * 4;
-    uint64_t kb = (uint64_t)a->tk * ks * 4, vb = (uint64_t)a->tk * vs * 4;
+    uint64_t kb = (uint64_t)a->tk * ks * kes, vb = (uint64_t)a->tk * vs * kes;
     if (qb <= R && ob <= R && kb <= R && vb <= R && (uint64_t)a->tq * 8 <= R)
         return op_attention(c, a, err);
-    if (a->f16) /* attn_lse / attn_merge read and write f32 */
+    if (a->f16) /* attn_lse reads f32 queries, attn_merge f32 outputs (K and V may be f16) */
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: f16 tensors past one binding "
                              "(%u queries x %u keys) are not split; use f32 here", a->tq, a->tk);
     if (!s)
@@ -111,9 +113,9 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
     uint64_t row = (uint64_t)a->hq * a->d * 4;
     uint64_t gq = lcm64(lcm64(ops_align_rows(vk, (uint64_t)qs * 4), ops_align_rows(vk, (uint64_t)os * 4)),
                         lcm64(ops_align_rows(vk, 8), ops_align_rows(vk, row)));
-    uint64_t gk = lcm64(ops_align_rows(vk, (uint64_t)ks * 4), ops_align_rows(vk, (uint64_t)vs * 4));
+    uint64_t gk = lcm64(ops_align_rows(vk, (uint64_t)ks * kes), ops_align_rows(vk, (uint64_t)vs * kes));
     uint64_t qper = chunk_rows(vk, (uint64_t)(qs > os ? qs : os) * 4, gq);
-    uint64_t kper = chunk_rows(vk, (uint64_t)(ks > vs ? ks : vs) * 4, gk);
+    uint64_t kper = chunk_rows(vk, (uint64_t)(ks > vs ? ks : vs) * kes, gk);
     uint64_t cap = s->o.size / row;
     if (s->lse.size / ((uint64_t)a->hq * 4) < cap)
         cap = s->lse.size / ((uint64_t)a->hq * 4);
@@ -129,7 +131,7 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                              "scratch holds no chunk)", qs, ks, R);
     uint32_t pl, pm;
     struct vkr_pipeline_key split[2];
-    ops_attention_split_keys(split);
+    ops_attention_split_keys(a->kv_f16, split);
     int rc = ops_pipe_key(vk, split[0], &pl, err);
     if (!rc)
         rc = ops_pipe_key(vk, split[1], &pm, err);
@@ -171,9 +173,9 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
         for (uint64_t k0 = 0, first = 1; k0 < a->tk || first; k0 += kper, first = 0) {
             uint64_t k1 = k0 + kper < a->tk ? k0 + kper : a->tk, nk = k1 - k0;
             struct vkr_tensor k =
-                nk ? vkr_view(a->k, k0 * ks * 4, ((nk - 1) * ks + a->hkv * a->d) * 4) : a->k;
+                nk ? vkr_view(a->k, k0 * ks * kes, ((nk - 1) * ks + a->hkv * a->d) * kes) : a->k;
             struct vkr_tensor v =
-                nk ? vkr_view(a->v, k0 * vs * 4, ((nk - 1) * vs + a->hkv * a->d) * 4) : a->v;
+                nk ? vkr_view(a->v, k0 * vs * kes, ((nk - 1) * vs + a->hkv * a->d) * kes) : a->v;
             struct vkr_bind bk;
             rc = ops_bind(vk, k, nk ? k.size : 4, &bk, "attention k chunk", err);
             if (rc)

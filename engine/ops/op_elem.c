@@ -107,18 +107,40 @@ int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_te
     if (rc)
         return rc;
     uint64_t f32b = n * 4, f16b = (n + 1) / 2 * 4;
-    struct vkr_bind b[2];
-    rc = ops_bind(vk, a, to_f16 ? f32b : f16b, &b[0], "convert input", err);
+    /* the f16 side of an odd n ends in half a word, inside the slot the
+     * rounded size asks for */
+    rc = ops_need(a, to_f16 ? f32b : f16b, "convert input", err);
     if (!rc)
-        rc = ops_bind(vk, y, to_f16 ? f16b : f32b, &b[1], "convert output", err);
+        rc = ops_need(y, to_f16 ? f16b : f32b, "convert output", err);
     if (rc)
         return rc;
-    /* ops_bind checked the rounded sizes against the tensors' slots; the
-     * f16 side of an odd n ends in half a word, inside the aligned slot. */
-    uint32_t pc = (uint32_t)n, gx, gy;
-    ops_grid(((n + 1) / 2 + 255) / 256, &gx, &gy);
-    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2, .push = &pc,
-                                                      .push_bytes = sizeof pc,
-                                                      .groups = {gx, gy, 1}, .label = "convert"},
-                                                      err);
+    /* Ranges of an even count of elements (whole f16 words) whose f32 side
+     * fits one binding; the f16 side is half as long. */
+    uint64_t per = vkr_rows_per_range(vk, 4) & ~(uint64_t)1;
+    if (per > 0xFFFFFFFFull - 65536)
+        per = 0xFFFFFFFFull - 65536;
+    if (per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "convert: the binding range holds no element pair");
+    for (uint64_t e0 = 0; e0 < n; e0 += per) {
+        uint64_t e1 = e0 + per < n ? e0 + per : n;
+        struct vkr_tensor f32 = to_f16 ? a : y, f16 = to_f16 ? y : a;
+        struct vkr_bind b32, b16;
+        uint32_t s32, s16;
+        rc = vkr_bind_rows(vk, f32, 4, e0, e1, &b32, &s32, err);
+        if (!rc) /* a whole last word: e1 rounded up to even (inside f16b) */
+            rc = vkr_bind_rows(vk, f16, 2, e0, (e1 + 1) & ~(uint64_t)1, &b16, &s16, err);
+        if (rc)
+            return rc;
+        struct vkr_bind b[2] = {to_f16 ? b32 : b16, to_f16 ? b16 : b32};
+        uint32_t pc[3] = {(uint32_t)(e1 - e0), (to_f16 ? s32 : s16) / 4, (to_f16 ? s16 : s32) / 4};
+        uint32_t gx, gy;
+        ops_grid(((e1 - e0 + 1) / 2 + 255) / 256, &gx, &gy);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2,
+                                                        .push = pc, .push_bytes = sizeof pc,
+                                                        .groups = {gx, gy, 1}, .label = "convert"},
+                                                        err);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }

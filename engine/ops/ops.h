@@ -41,14 +41,19 @@ int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
 /* Head sizes op_attention handles: any even size up to 256 (the scalar
  * kernel; multiples of 16 up to 128 also on the tensor cores). */
 int ops_attention_head_supported(uint32_t d);
-/* The keys op_attention may request for head size d with f32 (f16 = 0) or
- * f16 tensors on this device (scalar, and cooperative matrix where
+/* Element types of op_attention's tensors: all f32, all f16 (the vision
+ * tower's f16 path), or K and V f16 with Q and O f32 (the text model's f16
+ * KV cache). */
+enum op_attn_io { OP_ATTN_IO_F32 = 0, OP_ATTN_IO_F16 = 1, OP_ATTN_IO_KV16 = 2 };
+/* The keys op_attention may request for head size d with tensors of io
+ * (enum op_attn_io) on this device (scalar, and cooperative matrix where
  * available): models pre-warm exactly these. Writes at most 2 keys to out;
  * returns the count (0 when the head size is not supported). */
-int ops_attention_keys(const struct vkr *vk, uint32_t d, int f16, struct vkr_pipeline_key *out);
+int ops_attention_keys(const struct vkr *vk, uint32_t d, int io, struct vkr_pipeline_key *out);
 /* The two keys op_attention adds when q, k or v exceed one binding (the
- * ranged path: per-chunk log-sum-exp, then the merge). Writes 2; returns 2. */
-int ops_attention_split_keys(struct vkr_pipeline_key *out);
+ * ranged path: per-chunk log-sum-exp, then the merge), for f32 K and V or
+ * (kv16) f16 ones. Writes 2; returns 2. */
+int ops_attention_split_keys(int kv16, struct vkr_pipeline_key *out);
 
 /* ---- each op's own pipelines ----
  * The key an op dispatches for one specialization, made by the op's own
@@ -59,8 +64,8 @@ int ops_attention_split_keys(struct vkr_pipeline_key *out);
 /* op_norm / op_norm_to: RMSNorm (layer 0) or LayerNorm (1), f32 or f16 output. */
 struct vkr_pipeline_key ops_norm_key(int layer, int f16_out);
 struct vkr_pipeline_key ops_softmax_key(void);
-/* op_rope in one of enum op_rope_mode's layouts. */
-struct vkr_pipeline_key ops_rope_key(int mode);
+/* op_rope in one of enum op_rope_mode's layouts, f32 or f16 output. */
+struct vkr_pipeline_key ops_rope_key(int mode, int f16_out);
 /* op_elem of one enum op_elem_kind. */
 struct vkr_pipeline_key ops_elem_key(int op);
 /* op_convert: f32 -> f16 (to_f16) or back. */
@@ -218,11 +223,14 @@ enum op_rope_mode {
     OP_ROPE_IMROPE = 3,
 };
 struct op_rope {
-    struct vkr_tensor x, y, pos; /* x, y: T x H x D f32 */
+    struct vkr_tensor x, y, pos; /* x: T x H x D f32; y: the same of ytype */
     uint32_t t, h, d;            /* d even */
     enum op_rope_mode mode;
     float base;                  /* theta: 1e6 text, 1e4 vision */
     uint32_t sections[3];        /* M-RoPE, e.g. 16, 24, 24 */
+    /* QUANT_F32 (0, default; y may be x) or QUANT_F16 (y 4-byte aligned,
+     * not overlapping x): the text model's K into its f16 KV cache */
+    int ytype;
 };
 int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
 
@@ -239,6 +247,7 @@ struct op_attention {
      * moved to the slice, 16-byte aligned). */
     uint32_t q_stride, k_stride, v_stride, o_stride; /* even */
     int f16;                       /* q, k, v and o hold f16 (else f32); math in f32 */
+    int kv_f16;                    /* k and v hold f16, q and o f32 (f16 = 0): an f16 KV cache */
     enum op_attn_kernel kernel;    /* AUTO: op_attention_pick */
 };
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err);
@@ -280,7 +289,9 @@ int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_te
 
 /* ---- gather / scatter / merge ---- */
 /* y[i] = dequant(table row ids[i]) for i < n_ids; table: rows x k of
- * wtype, ids int32, y f32. */
+ * wtype, ids int32, y f32 — or, with ytype QUANT_F16, an F16 table's rows
+ * copied bit for bit into f16 y (k even): the label pass's K/V rows from
+ * the text model's f16 KV cache. */
 struct op_gather {
     struct vkr_tensor table;
     int wtype;
@@ -288,6 +299,7 @@ struct op_gather {
     struct vkr_tensor ids;
     uint32_t n_ids;
     struct vkr_tensor y;
+    int ytype; /* QUANT_F32 (0, default) or QUANT_F16 (wtype QUANT_F16 only) */
 };
 int op_gather(struct vkr_cmd *c, const struct op_gather *g, struct folio_err *err);
 /* dst[idx[i]] = src[i] for rows of width f32; indices >= dst_rows are skipped. */

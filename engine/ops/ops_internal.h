@@ -22,6 +22,8 @@ uint64_t ops_rows_per(const struct vkr *vk, const uint64_t *row_bytes, int n);
 /* Query rows from which AUTO attention takes the tensor-core kernel (a label
  * pass's few dozen rows run faster on the scalar one: op_attention.c). */
 #define OPS_ATTN_TC_MIN_TQ 128u
+/* An attention's element types (enum op_attn_io) from its f16 / kv_f16. */
+int op_attention_io(const struct op_attention *a);
 
 /* ---- the GEMM's tile configurations, for `bench ops` (bench/engine) ----
  * Every configuration that fits the device's shared memory (all_configs),

@@ -47,11 +47,13 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
             all[n++] = ops_norm_key(layer, f16);
     all[n++] = ops_softmax_key();
     for (int m = OP_ROPE_NEOX; m <= OP_ROPE_IMROPE; m++)
-        all[n++] = ops_rope_key(m);
-    for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
         for (int f16 = 0; f16 < 2; f16++)
-            n += ops_attention_keys(vk, HEADS[i], f16, &all[n]);
-    n += ops_attention_split_keys(&all[n]);
+            all[n++] = ops_rope_key(m, f16);
+    for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
+        for (int io = OP_ATTN_IO_F32; io <= OP_ATTN_IO_KV16; io++)
+            n += ops_attention_keys(vk, HEADS[i], io, &all[n]);
+    for (int kv16 = 0; kv16 < 2; kv16++)
+        n += ops_attention_split_keys(kv16, &all[n]);
     for (int op = 0; op <= OP_SCALE; op++)
         all[n++] = ops_elem_key(op);
     all[n++] = ops_convert_key(1);

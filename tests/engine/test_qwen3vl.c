@@ -275,9 +275,14 @@ static void test_text(int mat_type)
               NB * R * C, e.msg, e.detail);
         for (int b = 0; !rc && many && b < NB; b++) {
             double mxb, db = maxdiff(many + (size_t)b * T * V, nods, (size_t)T * V, &mxb);
-            /* tensor-core devices stage the taller batch's operands in f16
-             * (3.5e-3 of max on the H200): the f16 policy's bound there */
-            double bb = ops_coopmat_available(vk) || ops_gemm_available(vk) ? tol_lm : 1e-5;
+            /* The KV cache is f16 on every device: a K or V element whose
+             * f32 value differs in its last bit between the batch's and
+             * the lone pass's products (other tiling, other sums) may round
+             * to the neighbouring f16 (2^-11 relative); lavapipe measured
+             * 4.1e-5 of max. Tensor-core devices also stage the taller
+             * batch's operands in f16 (3.5e-3 of max on the H200). So the
+             * f16 policy's bound, everywhere. */
+            double bb = tol_lm;
             CHECK(db <= bb * mxb, "prompt %d of the batch vs alone: max|d| %.3g of %.3g", b, db,
                   mxb);
         }

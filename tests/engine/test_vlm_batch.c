@@ -6,9 +6,9 @@
  * (full attention only) with the F32 tower:
  *  - a batch of pages of different sizes gives every page the same best
  *    label and log-probabilities as vlm_classify of that page alone
- *    (within 1e-5 for the F32 tower; 1e-6 * max(1, |lp|) for a half-
- *    precision tower on f32 activations; 2e-3 * max(1, |lp|) where the
- *    tensor-core GEMM stages activations in f16), and the same prompt;
+ *    (within 1e-4 * max(1, |lp|) on f32 activations, the f16 KV cache's
+ *    rounding; 2e-3 * max(1, |lp|) where the tensor-core GEMM stages
+ *    activations in f16: lp_bound), and the same prompt;
  *  - a page with another label set in the same batch is scored against
  *    its own labels;
  *  - pages prepared on other threads while a batch runs on the GPU give
@@ -97,6 +97,24 @@ static void *prep_thread(void *arg)
 
 /* 4 pages per pass; 2 under 1 MiB device blocks (the range64k variant),
  * where the text model's rows of a batch of 4 exceed one block. */
+/* How far a page's log-prob in a batch may be from the page alone. The
+ * text model's KV cache is f16: a K or V element whose f32 value differs in
+ * its last bit between the batch's products and the lone page's (another
+ * kernel by row count, other sums) may round to the neighbouring f16, one
+ * step of 2^-11 of it. Lavapipe measured up to 4.7e-6 * |lp| from that on
+ * the Qwen3-VL fixtures (F32 and Q8_0 text, F32 and F16 towers; the bounds
+ * with an f32 cache were 1e-5, and 1e-6 * |lp| for the F16 tower);
+ * 1e-4 * |lp| leaves 20x room and stays far under what a page reading
+ * another page's keys moves (whole units). Where the
+ * tensor-core GEMM stages operands in f16 (f16), every matmul may round
+ * differently by row count, F32 files included (4e-3 on a log-prob of -22
+ * on the H200): the f16 policy's 2e-3. */
+static double lp_bound(int f16, double alone)
+{
+    double mag = fabs(alone) > 1 ? fabs(alone) : 1;
+    return (f16 ? 2e-3 : 1e-4) * mag;
+}
+
 static uint32_t max_batch(void)
 {
     const char *b = getenv("FOLIO_VK_BLOCK_SIZE");
@@ -196,11 +214,7 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, const 
                 vlm_result_free(&br[k]);
         }
     }
-    /* On a device with tensor cores every matmul kernel picked by row count
-     * (a page alone vs the batch's taller matrices) may stage f16 operands,
-     * F32 files included (measured on the H200: 4e-3 on a log-prob of -22),
-     * so the f16 policy's bound applies there; without them (lavapipe) the
-     * F32 pair must agree to 1e-5. */
+    /* tensor cores: f16 staging by row count (lp_bound) */
     int f16 = ops_gemm_available(vlm_vkr(v)) || ops_coopmat_available(vlm_vkr(v));
     for (int i = 0; i < NPAGE && !rc; i++) {
         CHECK(rb[i].best == ra[i].best, "%s: page %d best %d in the batch, %d alone", what, i,
@@ -212,13 +226,7 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, const 
               what, i, rb[i].image_tokens, ra[i].image_tokens);
         double sum = 0;
         for (uint32_t l = 0; l < lcount[i]; l++) {
-            /* f32 tower: 1e-5. A half-precision tower on the f32 data path
-             * picks its matmul kernel by row count (matvec for a small page
-             * alone, tiled in the batch): f32 rounding, relative to the
-             * log-prob (-50 on these random towers). f16 staging: the
-             * f16 policy's bound. */
-            double mag = fabs(alone[i][l]) > 1 ? fabs(alone[i][l]) : 1;
-            double bound = f16 ? 2e-3 * mag : strcmp(vvar, "F32") ? 1e-6 * mag : 1e-5;
+            double bound = lp_bound(f16, alone[i][l]);
             CHECK(fabs(lp[i][l] - alone[i][l]) <= bound,
                   "%s: page %d label %s: %.8f in the batch, %.8f alone (bound %.1g)", what, i,
                   lset[i][l], lp[i][l], alone[i][l], bound);
@@ -265,9 +273,7 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, const 
             CHECK(r3[i].best == ra[i].best, "%s: thread page %d best %d vs %d", what, i,
                   r3[i].best, ra[i].best);
             for (uint32_t l = 0; l < lcount[i]; l++) {
-                double mag = fabs(alone[i][l]) > 1 ? fabs(alone[i][l]) : 1;
-                double bound = f16 ? 2e-3 * mag : strcmp(vvar, "F32") ? 1e-6 * mag : 1e-5;
-                CHECK(fabs(tl[i][l] - alone[i][l]) <= bound, "%s: thread page %d label %u: "
+                CHECK(fabs(tl[i][l] - alone[i][l]) <= lp_bound(f16, alone[i][l]), "%s: thread page %d label %u: "
                       "%.8f vs %.8f", what, i, l, tl[i][l], alone[i][l]);
             }
         }

@@ -11,14 +11,18 @@
 
 /* Runs one attention shape through every kernel the device has for its
  * head size (scalar everywhere; the tensor-core kernel where available, so
- * on an NVIDIA GPU both run) and both element types, against the C
- * reference. f holds every input; q, k and v start at element offsets qo,
- * ko and vo (slices of one tensor, as from a fused QKV matmul) and use the
- * strides in a. Bounds:
+ * on an NVIDIA GPU both run) and every element-type mode (all f32, all
+ * f16, f16 K/V with f32 Q/O as from the text model's f16 KV cache),
+ * against the C reference. f holds every input; q, k and v start at
+ * element offsets qo, ko and vo (slices of one tensor, as from a fused QKV
+ * matmul) and use the strides in a. Bounds:
  *  - scalar f32: 2e-5 absolute + 1e-4 relative (outputs are convex
  *    combinations of v in [-1, 1]; online vs two-pass softmax);
  *  - scalar f16: the reference runs on the f16-rounded inputs; 1e-3
  *    relative for the f16 output (2^-11);
+ *  - scalar f16 K/V: the reference runs on the same f16-rounded K and V
+ *    (what the cache holds), which the kernel widens to f32 exactly; the
+ *    rest is f32 arithmetic, so the f32 bound holds;
  *  - tensor cores: against ops_ref_attention_f16mm (the same f16 rounding
  *    of Q * scale * log2 e, K, V and P): 1.5e-3 absolute + 1e-3 relative,
  *    because the kernel rounds P after a running rather than the final row
@@ -35,30 +39,34 @@ static void attn_all(struct T *t, struct op_attention a, const float *f, size_t 
     for (int kern = OP_ATTN_SCALAR; kern <= OP_ATTN_COOPMAT; kern++) {
         if (kern == OP_ATTN_COOPMAT && op_attention_pick(t->vk, a.d) != OP_ATTN_COOPMAT)
             continue;
-        for (int f16 = 0; f16 < 2; f16++) {
+        for (int io = OP_ATTN_IO_F32; io <= OP_ATTN_IO_KV16; io++) {
+            int f16 = io == OP_ATTN_IO_F16, kv16 = io == OP_ATTN_IO_KV16;
             /* lavapipe compiles each specialisation with LLVM on first use
              * (minutes under ASan on a cold Mesa cache), so the scalar f16
-             * variant runs for the text head size only; the tensor-core
-             * kernel runs every case in both types. */
-            if (f16 && kern == OP_ATTN_SCALAR && a.d != 128)
+             * variants run for the text head size only; the tensor-core
+             * kernel runs every case in every mode. */
+            if (io != OP_ATTN_IO_F32 && kern == OP_ATTN_SCALAR && a.d != 128)
                 continue;
-            uint64_t es = f16 ? 2 : 4;
+            uint64_t es = f16 ? 2 : 4, kes = f16 || kv16 ? 2 : 4;
             for (size_t i = 0; i < nf; i++) {
                 h[i] = quant_f32_to_f16(f[i]);
-                fr[i] = f16 ? quant_f16_to_f32(h[i]) : f[i];
+                fr[i] = quant_f16_to_f32(h[i]);
             }
             vkr_arena_reset(t->act);
-            struct vkr_tensor ft = put(t, t->act, f16 ? (const void *)h : (const void *)f, nf * es);
-            a.q = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + qo * es,
-                                      .size = ft.size - qo * es};
-            a.k = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + ko * es,
-                                      .size = ft.size - ko * es};
-            a.v = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + vo * es,
-                                      .size = ft.size - vo * es};
+            /* every input in both types: q from one, k and v from the other */
+            struct vkr_tensor f32t = put(t, t->act, f, nf * 4), f16t = put(t, t->act, h, nf * 2);
+            struct vkr_tensor qt = f16 ? f16t : f32t, kt = kes == 2 ? f16t : f32t;
+            a.q = (struct vkr_tensor){.block = qt.block, .offset = qt.offset + qo * es,
+                                      .size = qt.size - qo * es};
+            a.k = (struct vkr_tensor){.block = kt.block, .offset = kt.offset + ko * kes,
+                                      .size = kt.size - ko * kes};
+            a.v = (struct vkr_tensor){.block = kt.block, .offset = kt.offset + vo * kes,
+                                      .size = kt.size - vo * kes};
             a.o = put(t, t->act, NULL, no * es);
             struct vkr_tensor rt = put(t, t->act, rg ? (const void *)rg : (const void *)f, rg ? 8ull * a.tq : 4);
             a.ranges = rg ? &rt : NULL;
             a.f16 = f16;
+            a.kv_f16 = kv16;
             a.kernel = (enum op_attn_kernel)kern;
             RUN(t, op_attention(c, &a, e));
             if (f16) {
@@ -68,18 +76,20 @@ static void attn_all(struct T *t, struct op_attention a, const float *f, size_t 
             } else {
                 get(t, a.o, g, no * 4);
             }
+            /* the reference reads what the kernel reads: rounded where f16 */
+            const float *qr = f16 ? fr : f, *kr = kes == 2 ? fr : f;
             if (kern == OP_ATTN_COOPMAT)
-                ops_ref_attention_f16mm(&a, fr + qo, fr + ko, fr + vo, rg, r);
+                ops_ref_attention_f16mm(&a, qr + qo, kr + ko, kr + vo, rg, r);
             else
-                ops_ref_attention(&a, fr + qo, fr + ko, fr + vo, rg, r);
+                ops_ref_attention(&a, qr + qo, kr + ko, kr + vo, rg, r);
             size_t at = 0;
             double tabs = kern == OP_ATTN_COOPMAT ? 1.5e-3 : 2e-5;
             double trel = kern == OP_ATTN_COOPMAT || f16 ? 1e-3 : 1e-4;
             double wv = worst(g, r, NULL, no, tabs, trel, &at);
             CHECK(wv <= 1.0, "attention %s (tq %u tk %u heads %u/%u d %u causal %d) %s %s: worst "
                   "%.3g at %zu (gpu %g ref %g)", what, a.tq, a.tk, a.hq, a.hkv, a.d, a.causal,
-                  kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar", f16 ? "f16" : "f32", wv, at,
-                  (double)g[at], (double)r[at]);
+                  kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
+                  f16 ? "f16" : kv16 ? "f16 k/v" : "f32", wv, at, (double)g[at], (double)r[at]);
         }
     }
     free(fr), free(g), free(r), free(h);
@@ -154,7 +164,10 @@ void test_attention(struct T *t)
  * path. In ranged mode (16 KiB bindings) every case but the smallest
  * exceeds one binding, so queries and keys are cut into chunks whose
  * partial outputs are merged by log-sum-exp; the result must meet the
- * fused kernel's bound against the same reference. */
+ * fused kernel's bound against the same reference. The text-head cases run
+ * again with f16 K and V (the text model's KV cache), against the
+ * reference on the same rounded K and V with the same f32 bound: attn_lse
+ * and the chunks' kernel widen them exactly. */
 void test_attention_split(struct T *t)
 {
     struct {
@@ -166,9 +179,17 @@ void test_attention_split(struct T *t)
         {70, 70, 4, 2, 64, 1, 0, 1},    {130, 130, 2, 2, 64, 0, 1, 0},
     };
     int split = 0;
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    for (size_t cj = 0; cj < 2 * (sizeof cases / sizeof cases[0]); cj++) {
+        size_t ci = cj % (sizeof cases / sizeof cases[0]);
+        int kv16 = cj >= sizeof cases / sizeof cases[0];
+        /* one tensor holds a fused case's q, k and v: a single element
+         * type; and only the text head size, as in attn_all (lavapipe's
+         * compile per specialisation) */
+        if (kv16 && (cases[ci].fused || cases[ci].d != 128))
+            continue;
         struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
-                                 .hkv = cases[ci].hkv, .d = cases[ci].d, .causal = cases[ci].causal};
+                                 .hkv = cases[ci].hkv, .d = cases[ci].d, .causal = cases[ci].causal,
+                                 .kv_f16 = kv16};
         a.scale = 1.0f / sqrtf((float)a.d);
         uint32_t w = cases[ci].fused ? (a.hq + 2 * a.hkv) * a.d : 0;
         size_t nq = (size_t)a.tq * a.hq * a.d, nk = (size_t)a.tk * a.hkv * a.d;
@@ -176,7 +197,12 @@ void test_attention_split(struct T *t)
         float *f = malloc(sizeof(float) * nf), *g = malloc(sizeof(float) * nq);
         float *r = malloc(sizeof(float) * nq);
         uint32_t *rg = malloc(sizeof(uint32_t) * 2 * a.tq);
+        uint16_t *h = malloc(sizeof(uint16_t) * nf);
         fill(t, f, nf, 2.0f);
+        for (size_t i = nq; kv16 && i < nf; i++) { /* K and V as the cache holds them */
+            h[i] = quant_f32_to_f16(f[i]);
+            f[i] = quant_f16_to_f32(h[i]);
+        }
         for (uint32_t i = 0; i < a.tq; i++) { /* windows of 16, 24, then the rest */
             uint32_t lo = i < 16 ? 0 : i < 40 ? 16 : 40, hi = i < 16 ? 16 : i < 40 ? 40 : a.tk;
             rg[2 * i] = lo;
@@ -191,6 +217,13 @@ void test_attention_split(struct T *t)
         a.q = ft;
         a.k = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + ko, .size = ft.size - ko};
         a.v = (struct vkr_tensor){.block = ft.block, .offset = ft.offset + vo, .size = ft.size - vo};
+        if (kv16) { /* the same elements as f16, at half the byte offsets */
+            struct vkr_tensor ht = put(t, t->act, h, sizeof(uint16_t) * nf);
+            a.k = (struct vkr_tensor){.block = ht.block, .offset = ht.offset + ko / 2,
+                                      .size = ht.size - ko / 2};
+            a.v = (struct vkr_tensor){.block = ht.block, .offset = ht.offset + vo / 2,
+                                      .size = ht.size - vo / 2};
+        }
         if (cases[ci].fused)
             a.q_stride = a.k_stride = a.v_stride = w;
         a.o = put(t, t->act, NULL, sizeof(float) * nq);
@@ -200,7 +233,7 @@ void test_attention_split(struct T *t)
         op_attention_scratch_bytes(t->vk, a.tq, a.hq, a.d, sb);
         struct op_attention_scratch sc = {put(t, t->act, NULL, sb[0]), put(t, t->act, NULL, sb[1]),
                                           put(t, t->act, NULL, sb[2]), put(t, t->act, NULL, sb[3])};
-        split += nf * 4 > vkr_limits(t->vk)->max_range;
+        split += !kv16 && nf * 4 > vkr_limits(t->vk)->max_range;
         /* the split machinery is under test here, the kernels in attn_all:
          * the f32 kernel whose bound this is (chunks always run it) */
         a.kernel = OP_ATTN_SCALAR;
@@ -209,9 +242,9 @@ void test_attention_split(struct T *t)
         ops_ref_attention(&a, f, f + ko / 4, f + vo / 4, cases[ci].windows ? rg : NULL, r);
         size_t at = 0;
         double wv = worst(g, r, NULL, nq, 2e-5, 1e-4, &at); /* the fused kernel's bound */
-        CHECK(wv <= 1.0, "split attention case %zu: worst %.3g at %zu (gpu %g ref %g)", ci, wv,
-              at, (double)g[at], (double)r[at]);
-        free(f), free(g), free(r), free(rg);
+        CHECK(wv <= 1.0, "split attention case %zu%s: worst %.3g at %zu (gpu %g ref %g)", ci,
+              kv16 ? " (f16 k/v)" : "", wv, at, (double)g[at], (double)r[at]);
+        free(f), free(g), free(r), free(rg), free(h);
     }
     if (t->ranged)
         CHECK(split >= 6, "only %d split-attention cases exceeded the binding range", split);
@@ -299,4 +332,8 @@ void test_attention_errors(struct T *t)
           k[0].spec[2] == 1, "head 80 f16 keys: %d, %s", n, n ? k[0].shader : "-");
     CHECK((n == 2) == (op_attention_pick(t->vk, 80) == OP_ATTN_COOPMAT),
           "the tensor-core key is declared exactly where AUTO picks it");
+    n = ops_attention_keys(t->vk, 128, OP_ATTN_IO_KV16, k);
+    CHECK(n >= 1 && strcmp(k[0].shader, "attention") == 0 && k[0].spec[2] == OP_ATTN_IO_KV16 &&
+          (n == 1 || k[1].spec[2] == OP_ATTN_IO_KV16), "head 128 f16 K/V keys: %d", n);
+    CHECK(ops_attention_keys(t->vk, 128, OP_ATTN_IO_KV16 + 1, k) == 0, "an unknown io mode has no key");
 }

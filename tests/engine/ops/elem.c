@@ -3,6 +3,32 @@
 
 #include <stdlib.h>
 
+/* F32 -> F16 -> F32 of m elements (m odd: the last f16 word is half used). */
+static void convert_case(struct T *t, uint64_t m)
+{
+    float *a = malloc(sizeof(float) * m), *back = malloc(sizeof(float) * m);
+    uint16_t *h = calloc(m + 1, sizeof(uint16_t));
+    fill(t, a, m, 1000.0f);
+    a[0] = 1e-6f, a[1] = 70000.0f, a[2] = -0.0f;
+    vkr_arena_reset(t->act);
+    struct vkr_tensor at_ = put(t, t->act, a, sizeof(float) * m);
+    struct vkr_tensor ht = put(t, t->act, NULL, (m + 1) * 2);
+    struct vkr_tensor bt = put(t, t->act, NULL, sizeof(float) * m);
+    RUN(t, op_convert(c, 1, at_, ht, m, e) || op_convert(c, 0, ht, bt, m, e));
+    get(t, ht, h, (m + 1) * 2);
+    get(t, bt, back, sizeof(float) * m);
+    int bad = 0;
+    for (uint64_t i = 0; i < m; i++) {
+        /* Bound: within one f16 ulp of quant_f32_to_f16 (packHalf2x16's
+         * rounding mode is implementation-defined); the way back exact. */
+        int d = (int)h[i] - (int)quant_f32_to_f16(a[i]);
+        if (d < -1 || d > 1 || back[i] != quant_f16_to_f32(h[i]))
+            bad++;
+    }
+    CHECK(bad == 0, "convert f32<->f16 of %d: %d wrong", (int)m, bad);
+    free(a), free(back), free(h);
+}
+
 void test_elem(struct T *t)
 {
     const uint64_t n = 1000;
@@ -32,27 +58,8 @@ void test_elem(struct T *t)
                   (double)g[at], (double)r[at]);
             free(a), free(b), free(g), free(r);
         }
-    /* F32 <-> F16, odd length */
-    const uint64_t m = 1001;
-    float *a = malloc(sizeof(float) * m), *back = malloc(sizeof(float) * m);
-    uint16_t *h = calloc(m + 1, sizeof(uint16_t));
-    fill(t, a, m, 1000.0f);
-    a[0] = 1e-6f, a[1] = 70000.0f, a[2] = -0.0f;
-    vkr_arena_reset(t->act);
-    struct vkr_tensor at_ = put(t, t->act, a, sizeof(float) * m);
-    struct vkr_tensor ht = put(t, t->act, NULL, (m + 1) * 2);
-    struct vkr_tensor bt = put(t, t->act, NULL, sizeof(float) * m);
-    RUN(t, op_convert(c, 1, at_, ht, m, e) || op_convert(c, 0, ht, bt, m, e));
-    get(t, ht, h, (m + 1) * 2);
-    get(t, bt, back, sizeof(float) * m);
-    int bad = 0;
-    for (uint64_t i = 0; i < m; i++) {
-        /* Bound: within one f16 ulp of quant_f32_to_f16 (packHalf2x16's
-         * rounding mode is implementation-defined); the way back exact. */
-        int d = (int)h[i] - (int)quant_f32_to_f16(a[i]);
-        if (d < -1 || d > 1 || back[i] != quant_f16_to_f32(h[i]))
-            bad++;
-    }
-    CHECK(bad == 0, "convert f32<->f16: %d of %d wrong", bad, (int)m);
-    free(a), free(back), free(h);
+    /* F32 <-> F16, odd lengths: one range, and 36 KiB of f32 (several
+     * ranges with 16 KiB bindings: the text model's V into its cache) */
+    convert_case(t, 1001);
+    convert_case(t, 9001);
 }
