@@ -479,17 +479,17 @@ static int prewarm_all(struct vlm *v, struct folio_err *err)
     int rc = 0;
     for (uint32_t d = 0; d < v->ndev && !rc; d++) {
         struct vkr *vk = v->vks[d];
-        struct vkr_pipeline_key keys[160];
-        int nk = lm_pipeline_keys(vk, v->tm, keys, 80);
+        struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 160];
+        int nk = lm_pipeline_keys(vk, v->tm, keys, LM_PIPELINE_KEYS_MAX);
         if (v->vm && d == 0)
-            nk += vis_pipeline_keys(vk, v->vm, keys + nk, 160 - nk);
+            nk += vis_pipeline_keys(vk, v->vm, keys + nk, LM_PIPELINE_KEYS_MAX + 160 - nk);
         int failed = 0;
         rc = vkr_prewarm(vk, keys, nk, &failed, err);
         if (rc)
             break;
         if (failed && v->vm && d == 0) {
             /* which ones? if only vision keys failed the LM can still run */
-            int nl = lm_pipeline_keys(vk, v->tm, keys, 80), lm_bad = 0;
+            int nl = lm_pipeline_keys(vk, v->tm, keys, LM_PIPELINE_KEYS_MAX), lm_bad = 0;
             for (int i = 0; i < nl; i++) {
                 uint32_t id;
                 struct folio_err pe = {0};

@@ -184,8 +184,8 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
     /* the roofline's f16 products and its scale, asked of the ops (the
      * model's list has them already where its weights expand to f16;
      * vkr_prewarm drops repeats) */
-    struct vkr_pipeline_key keys[80 + 1 + OPS_MATMUL_MAX_KEYS];
-    int nk = lm_pipeline_keys(vk, m, keys, 80);
+    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 1 + OPS_MATMUL_MAX_KEYS];
+    int nk = lm_pipeline_keys(vk, m, keys, LM_PIPELINE_KEYS_MAX);
     keys[nk++] = ops_elem_key(OP_SCALE);
     nk += ops_matmul_keys(vk, QUANT_F16, &keys[nk]);
     int failed = 0;

@@ -159,9 +159,9 @@ static int open_engine(const struct vlm_bench_opts *o, struct models *m, const c
     e->vk_ms = folio_mono_ms() - t;
     if (rc)
         return rc;
-    struct vkr_pipeline_key keys[160];
-    int nk = lm_pipeline_keys(e->vk, m->tm, keys, 80);
-    nk += vis_pipeline_keys(e->vk, m->vm, keys + nk, 160 - nk);
+    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 160];
+    int nk = lm_pipeline_keys(e->vk, m->tm, keys, LM_PIPELINE_KEYS_MAX);
+    nk += vis_pipeline_keys(e->vk, m->vm, keys + nk, LM_PIPELINE_KEYS_MAX + 160 - nk);
     int failed = 0;
     t = folio_mono_ms();
     rc = vkr_prewarm(e->vk, keys, nk, &failed, err);

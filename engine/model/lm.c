@@ -73,6 +73,8 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         n += m->text.arch->hook_keys(&all[n]);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
+    if (n > max) /* a caller's list too short: the keys left out would miss after seal */
+        folio_log(FOLIO_LOG_ERROR, "lm_pipeline_keys_truncated", "keys=%d room=%d", n, max);
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
     return k;

@@ -62,7 +62,9 @@ struct lm_config {
 
 /* Every pipeline lm_open's model can ask for on this device (matmul kernels
  * for the weight types in m, gathers, norms, rope, attention for the head
- * size, element-wise ops). Returns the count (<= max). */
+ * size, element-wise ops). Returns the count (<= max; a list longer than max
+ * is logged as an error: pass LM_PIPELINE_KEYS_MAX). */
+#define LM_PIPELINE_KEYS_MAX 192
 int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                      struct vkr_pipeline_key *out, int max);
 
