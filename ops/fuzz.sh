@@ -20,6 +20,12 @@ CC=clang cmake -S . -B "$build" -G Ninja -DFOLIO_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$build" -j"$jobs" fuzz_gguf fuzz_tokenize fuzz_ingest_probe
 
+# The targets run side by side, at most $jobs at a time: each is one
+# single-threaded libFuzzer process with its own seed, run bound and time
+# bound, so running them together changes nothing a target does (on a
+# machine with $jobs free cores, not even how far a time-bound run gets);
+# run one after the other they left all but one core idle for 3 x $secs.
+# Each target's output is kept apart and printed whole when it ends.
 run() { # target corpus-name
   local target=$1 name=$2
   local work="$build/fuzz-work/$name" crashes="tests/fuzz/crashes/$name"
@@ -30,6 +36,21 @@ run() { # target corpus-name
     "$work" "tests/fuzz/corpus/$name"
 }
 
-run fuzz_gguf gguf
-run fuzz_tokenize tokenize
-run fuzz_ingest_probe ingest
+mkdir -p "$build/fuzz-work"
+declare -A name_of=()
+failed=0
+reap() { # waits for whichever run ends next, prints its output, counts a failure
+  local pid st=0
+  wait -n -p pid || st=$?
+  cat "$build/fuzz-work/${name_of[$pid]}.log"
+  [ "$st" -eq 0 ] || { echo "fuzz: ${name_of[$pid]} failed (exit $st)" >&2; failed=$((failed + 1)); }
+  unset "name_of[$pid]"
+}
+for spec in "fuzz_gguf gguf" "fuzz_tokenize tokenize" "fuzz_ingest_probe ingest"; do
+  set -- $spec
+  while [ "${#name_of[@]}" -ge "$jobs" ]; do reap; done
+  run "$1" "$2" >"$build/fuzz-work/$2.log" 2>&1 &
+  name_of[$!]=$2
+done
+while [ "${#name_of[@]}" -gt 0 ]; do reap; done
+[ "$failed" -eq 0 ]
