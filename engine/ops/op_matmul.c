@@ -41,10 +41,15 @@ static const char *const ROUTE_NAME[] = {"none", "nv", "khr", "cm2"};
 
 /* The keys of the kernels this op dispatches besides the GEMM tables: the
  * dispatch and ops_keys.c's pre-warm list both ask here. */
-struct vkr_pipeline_key ops_mm_key(enum op_mm_kernel kern, int wtype)
+struct vkr_pipeline_key ops_mm_key(const struct vkr *vk, enum op_mm_kernel kern, int wtype)
 {
+    /* matvec's workgroup: 128 threads reduce one row on a GPU; a CPU
+     * device (lavapipe) runs a workgroup's invocations as SIMD lanes and
+     * switches between them at every barrier, so there a workgroup of one
+     * 8-lane vector with 3 reduction steps instead of 7 (the LM head's
+     * matvec over the vocabulary was ~90 % of a label pass on lavapipe) */
     if (kern == OP_MM_MATVEC)
-        return ops_key("matvec", 2, (uint32_t)wtype, 128);
+        return ops_key("matvec", 2, (uint32_t)wtype, strcmp(vkr_device(vk)->type, "cpu") == 0 ? 8 : 128);
     return ops_key(kern == OP_MM_TILED ? "matmul" : "matmul_cm", 1, (uint32_t)wtype, 0);
 }
 struct vkr_pipeline_key ops_dequant_key(int wtype) { return ops_key("dequant_f16", 1, (uint32_t)wtype, 0); }
@@ -855,7 +860,7 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: cooperative-matrix kernel not "
                              "available on this device or build");
     uint32_t pid;
-    rc = ops_pipe_key(vk, ops_mm_key(kern, a->wtype), &pid, err);
+    rc = ops_pipe_key(vk, ops_mm_key(vk, kern, a->wtype), &pid, err);
     if (rc)
         return rc;
 
@@ -900,7 +905,7 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
             rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 4,
                                                             .push = &pc, .push_bytes = sizeof pc,
                                                             .groups = {gx, gy, 1},
-                                                            .label = ops_mm_key(kern, a->wtype).shader},
+                                                            .label = ops_mm_key(vk, kern, a->wtype).shader},
                                                             err);
             if (rc)
                 return rc;

@@ -19,10 +19,10 @@ static const uint32_t HEADS[] = {16, 32, 64, 72, 80, 96, 128, 256};
 int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *out)
 {
     int n = 0;
-    out[n++] = ops_mm_key(OP_MM_MATVEC, wtype);
-    out[n++] = ops_mm_key(OP_MM_TILED, wtype);
+    out[n++] = ops_mm_key(vk, OP_MM_MATVEC, wtype);
+    out[n++] = ops_mm_key(vk, OP_MM_TILED, wtype);
     if (ops_coopmat_available(vk))
-        out[n++] = ops_mm_key(OP_MM_COOPMAT, wtype);
+        out[n++] = ops_mm_key(vk, OP_MM_COOPMAT, wtype);
     if (wtype != QUANT_F16) {
         /* --gpu-weights may expand this type to f16 at load: its expansion
          * kernel and every f16 kernel are needed as well. */
