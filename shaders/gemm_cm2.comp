@@ -121,11 +121,13 @@ void main()
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tW =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     tX = setTensorLayoutDimensionNV(tX, p.M, KK);
-    tW = WT == 1u ? setTensorLayoutDimensionNV(tW, KK, NN) : setTensorLayoutDimensionNV(tW, NN, KK);
+    // W's dimensions as stored (scalar selects only: no select of a layout)
+    const uint w0 = WT == 1u ? KK : NN, w1 = WT == 1u ? NN : KK;
+    tW = setTensorLayoutDimensionNV(tW, w0, w1);
     tensorLayoutNV<2> uX = createTensorLayoutNV(2);
     tensorLayoutNV<2> uW = createTensorLayoutNV(2);
     uX = setTensorLayoutDimensionNV(uX, p.M, KK);
-    uW = WT == 1u ? setTensorLayoutDimensionNV(uW, KK, NN) : setTensorLayoutDimensionNV(uW, NN, KK);
+    uW = setTensorLayoutDimensionNV(uW, w0, w1);
     tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0); // W rows are B's columns
 
     // One loop per layout pair, with no branch inside: the driver software-
