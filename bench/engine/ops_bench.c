@@ -373,18 +373,10 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 rc = vkr_arena_alloc(ar, (uint64_t)m * n * 4, &a.y, err);
             /* AUTO's f16 line as a model runs it: with W's K x N copy where
              * the model would keep one (FOLIO_GEMM_BT) */
-            struct vkr_tensor wt;
-            if (!rc && v == 1 && !sweep && ops_gemm_wants_bt(b->vk, n, k)) {
-                rc = vkr_arena_alloc(ar, (uint64_t)n * k * 2, &wt, err);
-                struct vkr_cmd *tc = NULL;
-                if (!rc)
-                    rc = vkr_cmd_begin(b->vk, &tc, err);
-                if (!rc && (rc = op_transpose16(tc, a.w, n, k, wt, err)) != 0)
-                    vkr_cmd_abort(tc);
-                else if (!rc)
-                    rc = vkr_cmd_submit(tc, err);
-                a.wt = rc ? NULL : &wt;
-            }
+            struct vkr_tensor wt = {0};
+            if (!rc && v == 1 && !sweep)
+                rc = ops_upload_weight_bt(b->vk, ar, a.w, ty, n, k, &wt, err);
+            a.wt = wt.size ? &wt : NULL;
             if (!rc && skb && kern == OP_MM_GEMM) {
                 rc = vkr_arena_alloc(ar, skb, &sk, err);
                 a.split = &sk;

@@ -439,7 +439,7 @@ int ops_gemm_bt(const struct vkr *vk)
 
 int ops_gemm_wants_bt(const struct vkr *vk, uint32_t n, uint32_t k)
 {
-    return ops_gemm_bt(vk) && k % 2 == 0 && k <= CM2K_MAX_K && cm2k_wanted(CM2K_MIN_M, n, k);
+    return ops_gemm_bt(vk) && k % 2 == 0 && cm2k_wanted(CM2K_MIN_M, n, k);
 }
 
 int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out)
@@ -727,7 +727,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 return rc;
             if (!a->bias)
                 b[3] = b[2];
-            uint32_t nc0 = (uint32_t)(n1 - n0);
+            uint32_t mc = (uint32_t)(m1 - m0), nc = (uint32_t)(n1 - n0);
             /* Widest vector load every operand's row starts allow. */
             uint32_t wsh = ws / 2, xsh = xs / xb, align = 8;
             while (align > 2 && (a->k % align || wsh % align || (xb == 2 && xsh % align)))
@@ -737,9 +737,9 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[6] && cm2_cfg(tile)[6] != a->k)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
                                      "k = %u, not %u", tile, cm2_cfg(tile)[6], a->k);
-            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[8] && cm2_cfg(tile)[8] != nc0)
+            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[8] && cm2_cfg(tile)[8] != nc)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
-                                     "n = %u, not %u", tile, cm2_cfg(tile)[8], nc0);
+                                     "n = %u, not %u", tile, cm2_cfg(tile)[8], nc);
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
                                      "vectors: k and the row offsets must be multiples of 8", tile);
@@ -751,7 +751,6 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             if (rc)
                 return rc;
             static const uint32_t act_flag[] = {0, 4, 8, 16};
-            uint32_t mc = (uint32_t)(m1 - m0), nc = (uint32_t)(n1 - n0);
             uint32_t flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
             struct gemm_push pc = {a->k, nc, mc, wsh, xsh, ys / yb, a->n, (uint32_t)n0, bs / 4,
                                    rs / 4, flags, 0, 0};
@@ -860,7 +859,8 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: cooperative-matrix kernel not "
                              "available on this device or build");
     uint32_t pid;
-    rc = ops_pipe_key(vk, ops_mm_key(vk, kern, a->wtype), &pid, err);
+    const struct vkr_pipeline_key mk = ops_mm_key(vk, kern, a->wtype);
+    rc = ops_pipe_key(vk, mk, &pid, err);
     if (rc)
         return rc;
 
@@ -905,7 +905,7 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
             rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 4,
                                                             .push = &pc, .push_bytes = sizeof pc,
                                                             .groups = {gx, gy, 1},
-                                                            .label = ops_mm_key(vk, kern, a->wtype).shader},
+                                                            .label = mk.shader},
                                                             err);
             if (rc)
                 return rc;
