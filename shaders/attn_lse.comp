@@ -4,9 +4,10 @@
 // log-sum-exp of every query's visible scores, and the query's key range
 // made relative to the chunk (what attention.comp reads next).
 //
-// The absolute per-query range (or [0, inf) when there is none) is clipped
-// to the chunk [k0, k0 + Tk) and the causal limit applied, so the fused
-// kernel then sees exactly this chunk's share of each query's keys. A
+// The absolute per-query range (or [0, inf) when there is none; or, with
+// has_ranges 2, each of the query's two ranges) is clipped to the chunk
+// [k0, k0 + Tk) and the causal limit applied, so the fused kernel then
+// sees exactly this chunk's share of each query's keys. A
 // query with no key in the chunk gets the empty range and NEG, which the
 // merge (attn_merge.comp) weighs as zero. Head size is a push constant:
 // this path serves every head size the fused kernel does. K is f32 or,
@@ -40,35 +41,46 @@ void main()
     if (q >= p.Tq)
         return;
     uint t = gl_LocalInvocationID.x;
-    uint lo_a = 0u, hi_a = 0xFFFFFFFFu;
-    if (p.has_ranges != 0u) {
-        lo_a = Ri[2u * q];
-        hi_a = Ri[2u * q + 1u];
+    uint nr = p.has_ranges == 2u ? 2u : 1u, rw = 2u * nr; // ranges per query, words
+    uint lo[2], hi[2];
+    for (uint r = 0u; r < 2u; r++) {
+        uint lo_a = 0u, hi_a = r == 0u ? 0xFFFFFFFFu : 0u;
+        if (p.has_ranges != 0u && r < nr) {
+            lo_a = Ri[rw * q + 2u * r];
+            hi_a = Ri[rw * q + 2u * r + 1u];
+        }
+        lo[r] = lo_a > p.k0 ? lo_a - p.k0 : 0u;
+        hi[r] = hi_a > p.k0 ? min(hi_a - p.k0, p.Tk) : 0u;
+        if (p.causal != 0u)
+            hi[r] = min(hi[r], uint(max(int(q) + p.kv_off + 1, 0)));
+        if (lo[r] >= hi[r])
+            lo[r] = hi[r] = 0u;
+        if (h == 0u && t == 0u && r < nr) {
+            Ro[rw * q + 2u * r] = lo[r];
+            Ro[rw * q + 2u * r + 1u] = hi[r];
+        }
     }
-    uint lo = lo_a > p.k0 ? lo_a - p.k0 : 0u;
-    uint hi = hi_a > p.k0 ? min(hi_a - p.k0, p.Tk) : 0u;
-    if (p.causal != 0u)
-        hi = min(hi, uint(max(int(q) + p.kv_off + 1, 0)));
-    if (lo >= hi)
-        lo = hi = 0u;
-    if (h == 0u && t == 0u) {
-        Ro[2u * q] = lo;
-        Ro[2u * q + 1u] = hi;
+    // a key in both ranges counts once, as in the fused kernel
+    if (lo[1] < hi[0] && lo[0] < hi[1]) {
+        lo[0] = min(lo[0], lo[1]);
+        hi[0] = max(hi[0], hi[1]);
+        lo[1] = hi[1] = 0u;
     }
     uint kvh = h / (p.Hq / p.Hkv), qb = q * p.qs + h * p.D;
     float m = NEG, s = 0.0;
-    for (uint j = lo + t; j < hi; j += 64u) {
-        uint kb = j * p.ks + kvh * p.D;
-        float x = 0.0;
-        for (uint d = 0u; d < p.D; d++)
-            x += Qb[qb + d] * p.scale * ld_k(kb + d);
-        if (x > m) {
-            s = s * exp(m - x) + 1.0;
-            m = x;
-        } else {
-            s += exp(x - m);
+    for (uint r = 0u; r < 2u; r++)
+        for (uint j = lo[r] + t; j < hi[r]; j += 64u) {
+            uint kb = j * p.ks + kvh * p.D;
+            float x = 0.0;
+            for (uint d = 0u; d < p.D; d++)
+                x += Qb[qb + d] * p.scale * ld_k(kb + d);
+            if (x > m) {
+                s = s * exp(m - x) + 1.0;
+                m = x;
+            } else {
+                s += exp(x - m);
+            }
         }
-    }
     sM[t] = m;
     sS[t] = s;
     barrier();

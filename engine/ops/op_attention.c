@@ -1,7 +1,8 @@
 /*
  * Fused flash attention: causal or not, grouped-query heads, optional
- * per-query key ranges for block-diagonal (windowed) attention and label
- * scoring, q/k/v/o in f32 or f16, or k/v in f16 with q/o in f32 (the text
+ * per-query key ranges for block-diagonal (windowed) attention, or two per
+ * query for label scoring (a prompt's slots and the label's own, straight
+ * from the KV cache), q/k/v/o in f32 or f16, or k/v in f16 with q/o in f32 (the text
  * model's f16 KV cache: half the cache's memory and the kernels' K/V
  * reads; the kernels widen K/V to f32, or the tensor-core one keeps them
  * f16 as it would round them anyway). Q, K, V and O are each bound whole, so
@@ -14,20 +15,45 @@
  *    accumulation and softmax; head sizes that are multiples of 16 up to
  *    128.
  *  - attention (scalar f32, any device, lavapipe): 16 queries per
- *    workgroup; any even head size up to 256.
+ *    workgroup; any even head size up to 256. It alone takes two key
+ *    ranges per query (label passes run it anyway: pick_for) and split K.
  * Both are specialised by head size and tile shape; the shape is derived
  * from the head size and the device's shared memory, so
  * ops_attention_keys() and the dispatch agree on the pipeline without a
  * list of sizes.
+ *
+ * Split K ("flash-decoding"): a label pass is a few query blocks against
+ * a whole page of keys (16 labels of 3 tokens are 32 rows: 2 blocks x 28
+ * heads for Qwen2.5-VL-7B, 56 workgroups on a 132-multiprocessor H200,
+ * each walking ~1,450 keys alone). Where the caller gives scratch (op_attention.ksplit), each
+ * block's key tiles are shared among S workgroups that write partial
+ * outputs with their log-sum-exp, and attn_combine.comp merges them: one
+ * more dispatch and S x the output in traffic, for S x the parallelism.
+ * S is chosen like op_matmul's split K: enough for about two rounds of
+ * the device's multiprocessors, only where it says how many it has (so 1
+ * on lavapipe, where more workgroups only add the merge).
  */
 #include "engine/ops/ops_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 struct attn_push {
     uint32_t Tq, Tk, Hq, Hkv, qs, ks, vs, os;
     float scale;
     uint32_t causal, has_ranges;
     int32_t kv_off;
+    uint32_t nsplit; /* scalar kernel only; flash_attn_cm reads the fields above */
 };
+struct combine_push {
+    uint32_t Tq, Hq, D, S, os;
+};
+
+/* Split K: at most this many shares, each at least SPLIT_MIN_KEYS keys of
+ * the pass (below that the share's partial output and merge cost more
+ * than its walk). */
+#define SPLIT_MAX 16u
+#define SPLIT_MIN_KEYS 256u
 
 #define SCALAR_BR 16u
 #define MAX_SCALAR_D 256u
@@ -36,7 +62,7 @@ struct attn_push {
 /* Shared bytes of the scalar kernel (shaders/attention.comp declarations). */
 static uint64_t scalar_shared(uint32_t d, uint32_t bc)
 {
-    return 4ull * (SCALAR_BR * d + (uint64_t)bc * (d + 1) + SCALAR_BR * (bc + 1) + 5 * SCALAR_BR + 2);
+    return 4ull * (SCALAR_BR * d + (uint64_t)bc * (d + 1) + SCALAR_BR * (bc + 1) + 7 * SCALAR_BR + 4);
 }
 
 /* Shared bytes of the cooperative-matrix kernel (flash_attn_cm.comp) with
@@ -144,7 +170,16 @@ static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn
     if (a->hkv == 0 || a->hq % a->hkv != 0)
         return folio_err_set(err, FOLIO_EINVAL, "attention: %u query heads are not a multiple of "
                              "%u KV heads", a->hq, a->hkv);
+    if (a->two_ranges && !a->ranges)
+        return folio_err_set(err, FOLIO_EINVAL, "attention: two key ranges per query asked for "
+                             "without a ranges buffer");
     *kern = a->kernel == OP_ATTN_AUTO ? pick_for(vk, a->d, a->tq) : a->kernel;
+    if (a->two_ranges && a->kernel == OP_ATTN_AUTO)
+        *kern = OP_ATTN_SCALAR;
+    if (a->two_ranges && *kern == OP_ATTN_COOPMAT)
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the cooperative-matrix kernel "
+                             "takes one key range per query, not two; use the scalar kernel "
+                             "(OP_ATTN_SCALAR or AUTO)");
     if (*kern == OP_ATTN_COOPMAT && !cm_ok(vk, a->d))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the cooperative-matrix kernel "
                              "is not available for head size %u on this device or build (needs "
@@ -169,6 +204,89 @@ static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn
     return 0;
 }
 
+struct vkr_pipeline_key ops_attention_combine_key(void)
+{
+    return ops_key("attn_combine", 0, 0, 0); /* head size is a push constant */
+}
+
+/* FOLIO_ATTN_SPLIT: unset or "auto" takes the device rule, a number forces
+ * that many shares wherever scratch is given (1: never split). */
+static uint32_t split_env(void)
+{
+    const char *e = getenv("FOLIO_ATTN_SPLIT");
+    if (!e || !*e || strcmp(e, "auto") == 0)
+        return 0;
+    long f = strtol(e, NULL, 10);
+    return f >= 1 ? (f > (long)SPLIT_MAX ? SPLIT_MAX : (uint32_t)f) : 1;
+}
+
+/* The shares AUTO takes for tq queries x hq heads against tk keys (ignoring
+ * the scratch): enough workgroups for about two rounds of the device's
+ * multiprocessors, where it says how many it has and the pass leaves some
+ * idle. */
+static uint32_t split_auto(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t tk)
+{
+    uint64_t slots = vkr_limits(vk)->compute_units;
+    uint64_t groups = (uint64_t)(tq + SCALAR_BR - 1) / SCALAR_BR * hq;
+    if (!slots || groups == 0 || groups >= slots)
+        return 1;
+    uint64_t s = (2 * slots + groups - 1) / groups;
+    if (s > SPLIT_MAX)
+        s = SPLIT_MAX;
+    if (s > tk / SPLIT_MIN_KEYS)
+        s = tk / SPLIT_MIN_KEYS;
+    return s > 1 ? (uint32_t)s : 1;
+}
+
+void op_attention_ksplit_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t d,
+                               uint32_t forced, uint64_t out[2])
+{
+    uint32_t f = forced ? forced : split_env();
+    uint64_t rows = 0; /* the most share-rows (shares x queries) a pass can take */
+    if (f > 1) {
+        rows = (uint64_t)(f > SPLIT_MAX ? SPLIT_MAX : f) * tq;
+    } else if (f == 0) {
+        /* AUTO's shares fall as the blocks grow: the worst pass is any size
+         * up to tq (keys taken as unbounded) */
+        for (uint32_t b = 1; (uint64_t)(b - 1) * SCALAR_BR < tq; b++) {
+            uint32_t q = b * SCALAR_BR < tq ? b * SCALAR_BR : tq;
+            uint32_t s = split_auto(vk, q, hq, UINT32_MAX);
+            if (s > 1 && (uint64_t)s * q > rows)
+                rows = (uint64_t)s * q;
+        }
+    }
+    out[0] = rows * hq * d * 4;
+    out[1] = rows * hq * 4;
+}
+
+/* Shares for a pass on kernel kern: 1 where it cannot split (tensor-core
+ * kernel, f16 output, no scratch), else the forced or AUTO count within
+ * what the scratch and one binding hold. */
+static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
+                           enum op_attn_kernel kern)
+{
+    if (kern != OP_ATTN_SCALAR || !a->ksplit || a->f16 || a->splits == 1)
+        return 1;
+    uint64_t plane = (uint64_t)a->tq * a->hq, R = vkr_limits(vk)->max_range;
+    uint64_t cap = SPLIT_MAX;
+    uint64_t fit[4] = {a->ksplit->o.size / (plane * a->d * 4), a->ksplit->lse.size / (plane * 4),
+                       R / (plane * a->d * 4), vkr_limits(vk)->max_wg_count[2]};
+    for (int i = 0; i < 4; i++)
+        cap = fit[i] < cap ? fit[i] : cap;
+    uint32_t f = a->splits ? a->splits : split_env();
+    uint64_t s = f ? f : split_auto(vk, a->tq, a->hq, a->tk);
+    s = s < cap ? s : cap;
+    return s > 1 ? (uint32_t)s : 1;
+}
+
+uint32_t op_attention_splits_for(const struct vkr *vk, const struct op_attention *a)
+{
+    enum op_attn_kernel kern = a->kernel == OP_ATTN_AUTO ? pick_for(vk, a->d, a->tq) : a->kernel;
+    if (a->two_ranges)
+        kern = OP_ATTN_SCALAR;
+    return split_pick(vk, a, kern);
+}
+
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err)
 {
     struct vkr *vk = vkr_cmd_vkr(c);
@@ -184,39 +302,68 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
                              (unsigned long long)a->k.offset, (unsigned long long)a->v.offset,
                              (unsigned long long)a->o.offset);
     struct vkr_pipeline_key key = attn_key(vk, kern, a->d, op_attention_io(a));
-    uint32_t pid;
+    uint32_t pid, pc_id = 0;
     rc = ops_pipe(vk, key.shader, key.nspec, key.spec, &pid, err);
+    uint32_t S = split_pick(vk, a, kern);
+    if (!rc && S > 1)
+        rc = ops_pipe_key(vk, ops_attention_combine_key(), &pc_id, err);
     if (rc)
         return rc;
     uint64_t es = a->f16 ? 2 : 4, kes = a->f16 || a->kv_f16 ? 2 : 4;
+    uint64_t rw = a->two_ranges ? 16 : 8; /* bytes of one query's ranges */
     /* Bytes up to the end of the last token's heads. */
     uint64_t qb = ((uint64_t)(a->tq - 1) * st[0] + (uint64_t)a->hq * a->d) * es;
     uint64_t ob = ((uint64_t)(a->tq - 1) * st[3] + (uint64_t)a->hq * a->d) * es;
     uint64_t kb = a->tk ? ((uint64_t)(a->tk - 1) * st[1] + (uint64_t)a->hkv * a->d) * kes : 4;
     uint64_t vb = a->tk ? ((uint64_t)(a->tk - 1) * st[2] + (uint64_t)a->hkv * a->d) * kes : 4;
-    struct vkr_bind b[5];
+    uint64_t plane = (uint64_t)a->tq * a->hq;
+    struct vkr_bind b[6];
     rc = ops_bind(vk, a->q, qb, &b[0], "attention q", err);
     if (!rc)
         rc = ops_bind(vk, a->k, kb, &b[1], "attention k", err);
     if (!rc)
         rc = ops_bind(vk, a->v, vb, &b[2], "attention v", err);
     if (!rc)
-        rc = ops_bind(vk, a->o, ob, &b[3], "attention o", err);
+        rc = S > 1 ? ops_bind(vk, a->ksplit->o, S * plane * a->d * 4, &b[3],
+                              "attention split-K partial outputs", err)
+                   : ops_bind(vk, a->o, ob, &b[3], "attention o", err);
     if (!rc)
-        rc = ops_bind(vk, a->ranges ? *a->ranges : a->q, a->ranges ? (uint64_t)a->tq * 8 : 4, &b[4],
-                      "attention ranges", err);
+        rc = ops_bind(vk, a->ranges ? *a->ranges : a->q, a->ranges ? (uint64_t)a->tq * rw : 4,
+                      &b[4], "attention ranges", err);
+    if (!rc) /* read by the scalar kernel only when it splits */
+        rc = S > 1 ? ops_bind(vk, a->ksplit->lse, S * plane * 4, &b[5],
+                              "attention split-K log-sum-exps", err)
+                   : ops_bind(vk, a->q, 4, &b[5], "attention (no split)", err);
     if (rc)
         return rc;
     struct attn_push pc = {a->tq, a->tk, a->hq, a->hkv, st[0], st[1], st[2], st[3], a->scale,
-                           a->causal != 0, a->ranges != NULL, (int32_t)a->tk - (int32_t)a->tq};
+                           a->causal != 0, a->ranges ? (a->two_ranges ? 2u : 1u) : 0u,
+                           (int32_t)a->tk - (int32_t)a->tq, S};
     uint32_t br = kern == OP_ATTN_COOPMAT ? key.spec[3] / 2 : SCALAR_BR; /* 16 rows per 32 lanes */
     uint32_t gx = (a->tq + br - 1) / br;
-    if (gx > vkr_limits(vk)->max_wg_count[0] || a->hq > vkr_limits(vk)->max_wg_count[1])
+    if (gx > vkr_limits(vk)->max_wg_count[0] || a->hq > vkr_limits(vk)->max_wg_count[1] ||
+        (S > 1 && a->hq > vkr_limits(vk)->max_wg_count[2]))
         return folio_err_set(err, FOLIO_ELIMIT, "attention: %u queries x %u heads exceed the "
                              "dispatch limits", a->tq, a->hq);
-    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 5, .push = &pc,
-                                                      .push_bytes = sizeof pc,
-                                                      .groups = {gx, a->hq, 1},
-                                                      .label = "attention"},
+    rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b,
+                                                    .nb = kern == OP_ATTN_SCALAR ? 6 : 5,
+                                                    .push = &pc, .push_bytes = sizeof pc,
+                                                    .groups = {gx, a->hq, S},
+                                                    .label = "attention"},
+                                                    err);
+    if (rc || S == 1)
+        return rc;
+    /* the merge reads what the shares wrote: b[3] and b[5] as bound above */
+    struct vkr_bind mb[3] = {b[3], b[5]};
+    rc = ops_bind(vk, a->o, ob, &mb[2], "attention o", err);
+    if (rc)
+        return rc;
+    struct combine_push mp = {a->tq, a->hq, a->d, S, st[3]};
+    uint32_t mx, my;
+    ops_grid(a->tq, &mx, &my);
+    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pc_id, .b = mb, .nb = 3,
+                                                      .push = &mp, .push_bytes = sizeof mp,
+                                                      .groups = {mx, my, a->hq},
+                                                      .label = "attn_combine"},
                                                       err);
 }

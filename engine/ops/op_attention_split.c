@@ -17,6 +17,10 @@
  * lowered limits in tests, or prompts of hundreds of thousands of rows.
  * When everything fits, this is exactly one op_attention call. Q and O
  * are f32 on this path; K and V may be f16 (an f16 KV cache, kv_f16).
+ * Queries may carry one key range or two (two_ranges: a label row's
+ * prompt and its own slots); attn_lse clips each to the chunk. Each
+ * chunk's op_attention may split its keys further (split K, when the
+ * caller gave op_attention.ksplit): its normalised output is the same.
  *
  * Chunk starts are multiples of the rows that keep every view at
  * minStorageBufferOffsetAlignment, since the fused kernel takes its
@@ -76,7 +80,7 @@ void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, 
     out[0] = r * row;            /* one key chunk's output */
     out[1] = r * hq * 4;         /* running log-sum-exp */
     out[2] = r * hq * 4;         /* the chunk's log-sum-exp */
-    out[3] = r * 8;              /* the chunk's relative key ranges */
+    out[3] = r * 16;             /* the chunk's relative key ranges (up to two per query) */
 }
 
 int ops_attention_split_keys(int kv16, struct vkr_pipeline_key *out)
@@ -99,9 +103,13 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
     uint32_t qs = a->q_stride ? a->q_stride : a->hq * a->d, ks = a->k_stride ? a->k_stride : a->hkv * a->d;
     uint32_t vs = a->v_stride ? a->v_stride : a->hkv * a->d, os = a->o_stride ? a->o_stride : a->hq * a->d;
     uint64_t kes = a->f16 || a->kv_f16 ? 2 : 4; /* bytes of a K / V element */
+    if (a->two_ranges && !a->ranges)
+        return folio_err_set(err, FOLIO_EINVAL, "attention: two key ranges per query asked for "
+                             "without a ranges buffer");
+    uint64_t rw = a->two_ranges ? 16 : 8; /* bytes of one query's key ranges */
     uint64_t qb = (uint64_t)a->tq * qs * 4, ob = (uint64_t)a->tq * os * 4;
     uint64_t kb = (uint64_t)a->tk * ks * kes, vb = (uint64_t)a->tk * vs * kes;
-    if (qb <= R && ob <= R && kb <= R && vb <= R && (uint64_t)a->tq * 8 <= R)
+    if (qb <= R && ob <= R && kb <= R && vb <= R && (uint64_t)a->tq * rw <= R)
         return op_attention(c, a, err);
     if (a->f16) /* attn_lse reads f32 queries, attn_merge f32 outputs (K and V may be f16) */
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: f16 tensors past one binding "
@@ -112,7 +120,7 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                              a->tq, a->tk, R);
     uint64_t row = (uint64_t)a->hq * a->d * 4;
     uint64_t gq = lcm64(lcm64(ops_align_rows(vk, (uint64_t)qs * 4), ops_align_rows(vk, (uint64_t)os * 4)),
-                        lcm64(ops_align_rows(vk, 8), ops_align_rows(vk, row)));
+                        lcm64(ops_align_rows(vk, rw), ops_align_rows(vk, row)));
     uint64_t gk = lcm64(ops_align_rows(vk, (uint64_t)ks * kes), ops_align_rows(vk, (uint64_t)vs * kes));
     uint64_t qper = chunk_rows(vk, (uint64_t)(qs > os ? qs : os) * 4, gq);
     uint64_t kper = chunk_rows(vk, (uint64_t)(ks > vs ? ks : vs) * kes, gk);
@@ -121,8 +129,8 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
         cap = s->lse.size / ((uint64_t)a->hq * 4);
     if (s->lse_c.size / ((uint64_t)a->hq * 4) < cap)
         cap = s->lse_c.size / ((uint64_t)a->hq * 4);
-    if (s->ranges.size / 8 < cap)
-        cap = s->ranges.size / 8;
+    if (s->ranges.size / rw < cap)
+        cap = s->ranges.size / rw;
     if (qper > cap)
         qper = cap / gq * gq;
     if (qper == 0 || kper == 0)
@@ -138,7 +146,7 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
     if (rc)
         return rc;
     if (a->ranges)
-        rc = ops_need(*a->ranges, (uint64_t)a->tq * 8, "attention ranges", err);
+        rc = ops_need(*a->ranges, (uint64_t)a->tq * rw, "attention ranges", err);
     if (!rc)
         rc = ops_need(a->q, qb - (uint64_t)(qs - a->hq * a->d) * 4, "attention q", err);
     if (!rc)
@@ -151,13 +159,13 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
         /* a view's size reaches the end of its last row's heads */
         struct vkr_tensor q = vkr_view(a->q, i0 * qs * 4, ((nq - 1) * qs + a->hq * a->d) * 4);
         struct vkr_tensor o = vkr_view(a->o, i0 * os * 4, ((nq - 1) * os + a->hq * a->d) * 4);
-        struct vkr_tensor ri = a->ranges ? vkr_view(*a->ranges, i0 * 8, nq * 8) : q;
+        struct vkr_tensor ri = a->ranges ? vkr_view(*a->ranges, i0 * rw, nq * rw) : q;
         struct vkr_bind bq, bri, bro, bo, boc, bl, blc;
         rc = ops_bind(vk, q, q.size, &bq, "attention q chunk", err);
         if (!rc)
-            rc = ops_bind(vk, ri, a->ranges ? nq * 8 : 4, &bri, "attention ranges chunk", err);
+            rc = ops_bind(vk, ri, a->ranges ? nq * rw : 4, &bri, "attention ranges chunk", err);
         if (!rc)
-            rc = ops_bind(vk, s->ranges, nq * 8, &bro, "split ranges", err);
+            rc = ops_bind(vk, s->ranges, nq * rw, &bro, "split ranges", err);
         if (!rc)
             rc = ops_bind(vk, o, o.size, &bo, "attention o chunk", err);
         if (!rc)
@@ -182,7 +190,8 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                 return rc;
             struct vkr_bind lb[5] = {bq, bk, bri, bro, first ? bl : blc};
             struct lse_push lp = {(uint32_t)nq, (uint32_t)nk, a->hq, a->hkv, a->d, qs, ks,
-                                  a->causal != 0, a->ranges != NULL, (uint32_t)k0,
+                                  a->causal != 0, a->ranges ? (a->two_ranges ? 2u : 1u) : 0u,
+                                  (uint32_t)k0,
                                   (int32_t)((int64_t)i0 + kv_off - (int64_t)k0), a->scale};
             rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pl, .b = lb, .nb = 5,
                                                             .push = &lp, .push_bytes = sizeof lp,
@@ -199,8 +208,8 @@ int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
             ac.tq = (uint32_t)nq;
             ac.tk = (uint32_t)nk;
             ac.causal = 0;
-            struct vkr_tensor rr = vkr_view(s->ranges, 0, nq * 8);
-            ac.ranges = &rr;
+            struct vkr_tensor rr = vkr_view(s->ranges, 0, nq * rw);
+            ac.ranges = &rr; /* two_ranges as the caller's: attn_lse wrote as many */
             /* The chunks' outputs are merged by attn_lse's f32 log-sum-exp:
              * they must be normalised by the same f32 scores, which the
              * tensor-core kernel (f16 Q*K products) does not give. */

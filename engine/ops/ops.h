@@ -54,6 +54,9 @@ int ops_attention_keys(const struct vkr *vk, uint32_t d, int io, struct vkr_pipe
  * ranged path: per-chunk log-sum-exp, then the merge), for f32 K and V or
  * (kv16) f16 ones. Writes 2; returns 2. */
 int ops_attention_split_keys(int kv16, struct vkr_pipeline_key *out);
+/* The merge of op_attention's split-K shares (attn_combine): models whose
+ * passes give op_attention.ksplit pre-warm it. */
+struct vkr_pipeline_key ops_attention_combine_key(void);
 
 /* ---- each op's own pipelines ----
  * The key an op dispatches for one specialization, made by the op's own
@@ -236,12 +239,23 @@ int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
 
 /* ---- attention ---- */
 enum op_attn_kernel { OP_ATTN_AUTO, OP_ATTN_SCALAR, OP_ATTN_COOPMAT };
+/* Split-K scratch: S shares' partial outputs (f32, S x tq x hq x d) and
+ * their log-sum-exps (S x tq x hq); op_attention_ksplit_bytes sizes it. */
+struct op_attention_ksplit {
+    struct vkr_tensor o, lse;
+};
 struct op_attention {
     struct vkr_tensor q, k, v, o;  /* q, o: tq x hq x d; k, v: tk x hkv x d */
     uint32_t tq, tk, hq, hkv, d;   /* hq multiple of hkv; d: ops_attention_head_supported */
     float scale;                   /* usually 1/sqrt(d) */
     int causal;                    /* key j visible to query i when j <= i + (tk - tq) */
-    const struct vkr_tensor *ranges; /* NULL or tq pairs of uint32 [lo, hi): visible keys */
+    /* NULL or tq pairs of uint32 [lo, hi): visible keys; with two_ranges,
+     * tq quadruples [lo0, hi0, lo1, hi1): keys in either range are visible
+     * (a label row: the prompt's cache slots and its own label's). Causal
+     * clips both. Two ranges run on the scalar kernel (AUTO takes it; an
+     * explicit OP_ATTN_COOPMAT is refused). */
+    const struct vkr_tensor *ranges;
+    int two_ranges;
     /* Floats from one token's row to the next; 0 = packed (h x d). Lets q,
      * k and v be slices of one fused QKV output (a tensor whose offset is
      * moved to the slice, 16-byte aligned). */
@@ -249,8 +263,24 @@ struct op_attention {
     int f16;                       /* q, k, v and o hold f16 (else f32); math in f32 */
     int kv_f16;                    /* k and v hold f16, q and o f32 (f16 = 0): an f16 KV cache */
     enum op_attn_kernel kernel;    /* AUTO: op_attention_pick */
+    /* Split K (scalar kernel, f32 o): with scratch, each query block's keys
+     * are shared by several workgroups whose partial results one more
+     * dispatch merges (op_attention.c says when that pays). splits: 0 =
+     * AUTO (the device's multiprocessors; FOLIO_ATTN_SPLIT=n forces n),
+     * n = n shares; either way no more than the scratch and one binding
+     * hold. NULL: one dispatch, as before. */
+    const struct op_attention_ksplit *ksplit;
+    uint32_t splits;
 };
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err);
+/* Split-K scratch bytes (o, lse) for passes of up to tq queries of hq x d:
+ * what AUTO can take on this device, or `forced` shares (0: AUTO, or
+ * FOLIO_ATTN_SPLIT where set); 0 where nothing would split. */
+void op_attention_ksplit_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t d,
+                               uint32_t forced, uint64_t out[2]);
+/* The shares op_attention takes for a (1: no split); for tests and
+ * benchmarks. */
+uint32_t op_attention_splits_for(const struct vkr *vk, const struct op_attention *a);
 /* Which kernel AUTO picks for head size d on this device: the tensor-core
  * kernel where it is built and fits, else the scalar one. */
 enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d);

@@ -54,6 +54,7 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
             n += ops_attention_keys(vk, HEADS[i], io, &all[n]);
     for (int kv16 = 0; kv16 < 2; kv16++)
         n += ops_attention_split_keys(kv16, &all[n]);
+    all[n++] = ops_attention_combine_key();
     for (int op = 0; op <= OP_SCALE; op++)
         all[n++] = ops_elem_key(op);
     all[n++] = ops_convert_key(1);

@@ -116,56 +116,72 @@ static void ref_attention(const struct op_attention *a, const float *q, const fl
     uint32_t qs = a->q_stride ? a->q_stride : a->hq * d, ks = a->k_stride ? a->k_stride : a->hkv * d;
     uint32_t vs = a->v_stride ? a->v_stride : a->hkv * d, os = a->o_stride ? a->o_stride : a->hq * d;
     double *sc = malloc(((size_t)a->tk + 1) * sizeof *sc);
-    if (!sc) {
+    unsigned char *vis = malloc((size_t)a->tk + 1);
+    if (!sc || !vis) {
+        free(sc);
+        free(vis);
         for (uint32_t i = 0; i < a->tq; i++) /* test-only path */
             memset(o + (size_t)i * os, 0, (size_t)a->hq * d * sizeof *o);
         return;
     }
     for (uint32_t i = 0; i < a->tq; i++)
         for (uint32_t h = 0; h < a->hq; h++) {
-            uint32_t kh = h / group, lo = 0, hi = a->tk;
-            if (ranges) {
-                lo = ranges[2 * i];
-                hi = ranges[2 * i + 1] < a->tk ? ranges[2 * i + 1] : a->tk;
+            /* visible keys: [lo[0], hi[0]) and, with two ranges, [lo[1], hi[1]) */
+            uint32_t kh = h / group, lo[2] = {0, 0}, hi[2] = {a->tk, 0};
+            for (int r = 0; ranges && r < (a->two_ranges ? 2 : 1); r++) {
+                const uint32_t *rq = ranges + (size_t)i * (a->two_ranges ? 4 : 2) + 2 * r;
+                lo[r] = rq[0];
+                hi[r] = rq[1] < a->tk ? rq[1] : a->tk;
             }
             if (a->causal) {
                 long lim = (long)i + (long)a->tk - (long)a->tq + 1;
                 if (lim < 0)
                     lim = 0;
-                if ((long)hi > lim)
-                    hi = (uint32_t)lim;
+                for (int r = 0; r < 2; r++)
+                    if ((long)hi[r] > lim)
+                        hi[r] = (uint32_t)lim;
             }
             float *orow = o + (size_t)i * os + (size_t)h * d;
             memset(orow, 0, d * sizeof *orow);
-            if (hi <= lo)
-                continue;
             const float *qr = q + (size_t)i * qs + (size_t)h * d;
             double m = -INFINITY, s = 0.0;
-            for (uint32_t j = lo; j < hi; j++) {
+            uint32_t nvis = 0;
+            for (uint32_t j = 0; j < a->tk; j++) {
+                vis[j] = (j >= lo[0] && j < hi[0]) || (j >= lo[1] && j < hi[1]);
+                if (!vis[j])
+                    continue;
+                nvis++;
                 const float *kr = k + (size_t)j * ks + (size_t)kh * d;
                 double dot = 0.0;
                 for (uint32_t e = 0; e < d; e++)
                     dot += f16mm ? (double)r16(qr[e] * qsc) * r16(kr[e]) : (double)qr[e] * kr[e];
-                sc[j - lo] = f16mm ? dot : dot * a->scale;
-                if (sc[j - lo] > m)
-                    m = sc[j - lo];
+                sc[j] = f16mm ? dot : dot * a->scale;
+                if (sc[j] > m)
+                    m = sc[j];
             }
-            for (uint32_t j = lo; j < hi; j++) {
-                sc[j - lo] = f16mm ? exp2(sc[j - lo] - m) : exp(sc[j - lo] - m);
-                s += sc[j - lo];
+            if (nvis == 0)
+                continue;
+            for (uint32_t j = 0; j < a->tk; j++) {
+                if (!vis[j])
+                    continue;
+                sc[j] = f16mm ? exp2(sc[j] - m) : exp(sc[j] - m);
+                s += sc[j];
                 if (f16mm)
-                    sc[j - lo] = r16((float)sc[j - lo]);
+                    sc[j] = r16((float)sc[j]);
             }
             for (uint32_t e = 0; e < d; e++) {
                 double acc = 0.0;
-                for (uint32_t j = lo; j < hi; j++) {
+                for (uint32_t j = 0; j < a->tk; j++) {
+                    if (!vis[j])
+                        continue;
                     float ve = v[(size_t)j * vs + (size_t)kh * d + e];
-                    acc += sc[j - lo] * (f16mm ? r16(ve) : ve);
+                    acc += sc[j] * (f16mm ? r16(ve) : ve);
                 }
                 orow[e] = (float)(acc / s);
             }
         }
     free(sc);
+    free(vis);
 }
 
 void ops_ref_attention(const struct op_attention *a, const float *q, const float *k,

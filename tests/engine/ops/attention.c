@@ -337,3 +337,161 @@ void test_attention_errors(struct T *t)
           (n == 1 || k[1].spec[2] == OP_ATTN_IO_KV16), "head 128 f16 K/V keys: %d", n);
     CHECK(ops_attention_keys(t->vk, 128, OP_ATTN_IO_KV16 + 1, k) == 0, "an unknown io mode has no key");
 }
+
+/* Two key ranges per query (a label row: its page's prompt slots and its
+ * own label's slots of the KV cache) and split K, against the C reference
+ * with the scalar kernel's bound (2e-5 absolute + 1e-4 relative; for f16
+ * K/V the reference runs on the same rounded K and V). A key leaking in
+ * from a neighbouring page, the gap or another label, a key counted twice
+ * where the ranges overlap, or a share merged with the wrong weight moves
+ * an output by ~1/(visible keys) >= 1e-3, far outside it. Every case runs
+ * unsplit and split in several ways, including more shares than a block
+ * has key tiles (empty shares must weigh nothing); with the device's
+ * binding range they go through op_attention and must split as asked
+ * (op_attention_splits_for), in ranged mode (16 KiB bindings) through the
+ * key and query chunks of op_attention_ranged, whose attn_lse clips both
+ * ranges to each chunk. */
+enum { TR_LABELS, TR_EDGES, TR_CAUSAL, TR_DECODE };
+
+static void two_range_rows(int kind, uint32_t tq, uint32_t tk, uint32_t *rg)
+{
+    if (kind == TR_LABELS) {
+        /* three pages' prompts in slots [0, 37) [37, 87) [87, 108), 12
+         * unused slots, then the label rows from slot 120: page 0 has 7
+         * labels of 2 rows, page 1 one of 5 rows and 5 of 2, page 2 the
+         * rest in 3-row labels; 16-row blocks straddle the pages */
+        static const uint32_t start[] = {0, 37, 87}, len[] = {37, 50, 21};
+        uint32_t r = 0;
+        for (uint32_t b = 0; b < 3 && r < tq; b++) {
+            uint32_t nlab = b == 0 ? 7 : b == 1 ? 6 : tq;
+            for (uint32_t l = 0; l < nlab && r < tq; l++) {
+                uint32_t k = b == 0 ? 2 : b == 1 ? (l == 0 ? 5 : 2) : 3, r0 = r;
+                for (uint32_t j = 0; j < k && r < tq; j++, r++) {
+                    uint32_t *q = rg + 4 * r;
+                    q[0] = start[b];
+                    q[1] = start[b] + len[b];
+                    q[2] = 120 + r0;
+                    q[3] = 120 + r + 1;
+                }
+            }
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < tq; i++) {
+        uint32_t *q = rg + 4 * i;
+        if (kind == TR_CAUSAL) { /* kv_off 40: query i sees keys <= i + 40 */
+            q[0] = i % 7, q[1] = 45 + i % 5, q[2] = 50, q[3] = 60;
+            continue;
+        }
+        switch (kind == TR_EDGES ? i % 8 : 7) {
+        case 0: q[0] = 0, q[1] = 0, q[2] = 200 + i, q[3] = 230 + i; break;  /* first empty */
+        case 1: q[0] = 10 + i, q[1] = 70, q[2] = 5, q[3] = 5; break;         /* second empty */
+        case 2: q[0] = q[1] = q[2] = q[3] = 0; break;                        /* nothing: zeros */
+        case 3: q[0] = 40, q[1] = 120, q[2] = 100, q[3] = 180; break;        /* overlapping */
+        case 4: q[0] = 150, q[1] = 160, q[2] = 30, q[3] = 31; break;         /* second first */
+        case 5: q[0] = 60, q[1] = 64, q[2] = 64, q[3] = tk + 50; break;      /* touching, past tk */
+        case 6: q[0] = 299, q[1] = 300, q[2] = 0, q[3] = 1; break;           /* the two ends */
+        default: /* disjoint: a prefix and a window near the end */
+            q[0] = 3, q[1] = tk / 3, q[2] = tk - 40 + i % 13, q[3] = tk - 20 + i % 17;
+            if (q[3] > tk)
+                q[3] = tk;
+            break;
+        }
+    }
+}
+
+void test_attention_two_ranges(struct T *t)
+{
+    struct {
+        uint32_t tq, tk, hq, hkv, d;
+        int kind;
+        uint32_t max_split; /* the shares' scratch within the 1 MiB test arena */
+        const char *what;
+    } cases[] = {
+        {40, 160, 2, 1, 128, TR_LABELS, 5, "label rows of 3 pages, blocks straddling pages, GQA 2:1"},
+        {33, 300, 2, 2, 64, TR_EDGES, 16, "empty, overlapping, swapped, touching and clipped ranges"},
+        {20, 60, 2, 1, 32, TR_CAUSAL, 16, "causal clipping both ranges, GQA 2:1"},
+        {3, 500, 4, 1, 128, TR_DECODE, 16, "3 rows against 500 keys, GQA 4:1"},
+    };
+    static const uint32_t splits[] = {1, 2, 3, 5, 16};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct op_attention a = {.tq = cases[ci].tq, .tk = cases[ci].tk, .hq = cases[ci].hq,
+                                 .hkv = cases[ci].hkv, .d = cases[ci].d,
+                                 .causal = cases[ci].kind == TR_CAUSAL, .two_ranges = 1,
+                                 .kernel = OP_ATTN_SCALAR};
+        a.scale = 1.0f / sqrtf((float)a.d);
+        size_t nq = (size_t)a.tq * a.hq * a.d, nk = (size_t)a.tk * a.hkv * a.d;
+        float *f = malloc(sizeof(float) * (nq + 2 * nk)), *g = malloc(sizeof(float) * nq);
+        float *r = malloc(sizeof(float) * nq);
+        uint16_t *h = malloc(sizeof(uint16_t) * 2 * nk);
+        uint32_t *rg = calloc(4 * (size_t)a.tq, sizeof *rg);
+        fill(t, f, nq + 2 * nk, 2.0f);
+        two_range_rows(cases[ci].kind, a.tq, a.tk, rg);
+        for (int kv16 = 0; kv16 < 2; kv16++) {
+            if (kv16 && a.d != 128) /* lavapipe's compile per specialisation, as in attn_all */
+                continue;
+            if (kv16) /* K and V as an f16 cache holds them; the reference reads the same */
+                for (size_t i = 0; i < 2 * nk; i++) {
+                    h[i] = quant_f32_to_f16(f[nq + i]);
+                    f[nq + i] = quant_f16_to_f32(h[i]);
+                }
+            ops_ref_attention(&a, f, f + nq, f + nq + nk, rg, r);
+            for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
+                if (splits[si] > cases[ci].max_split)
+                    continue;
+                vkr_arena_reset(t->act);
+                a.kv_f16 = kv16;
+                a.q = put(t, t->act, f, sizeof(float) * nq);
+                a.k = kv16 ? put(t, t->act, h, 2 * nk) : put(t, t->act, f + nq, sizeof(float) * nk);
+                a.v = kv16 ? put(t, t->act, h + nk, 2 * nk)
+                           : put(t, t->act, f + nq + nk, sizeof(float) * nk);
+                a.o = put(t, t->act, NULL, sizeof(float) * nq);
+                struct vkr_tensor rt = put(t, t->act, rg, 16ull * a.tq);
+                a.ranges = &rt;
+                uint64_t kb[2], sb[4];
+                op_attention_ksplit_bytes(t->vk, a.tq, a.hq, a.d, splits[si], kb);
+                op_attention_scratch_bytes(t->vk, a.tq, a.hq, a.d, sb);
+                struct op_attention_ksplit ks = {put(t, t->act, NULL, kb[0] ? kb[0] : 16),
+                                                 put(t, t->act, NULL, kb[1] ? kb[1] : 16)};
+                struct op_attention_scratch sc = {put(t, t->act, NULL, sb[0]),
+                                                  put(t, t->act, NULL, sb[1]),
+                                                  put(t, t->act, NULL, sb[2]),
+                                                  put(t, t->act, NULL, sb[3])};
+                a.ksplit = &ks;
+                a.splits = splits[si];
+                if (!t->ranged)
+                    CHECK(op_attention_splits_for(t->vk, &a) == splits[si],
+                          "two ranges %s: %u shares asked, %u taken", cases[ci].what, splits[si],
+                          op_attention_splits_for(t->vk, &a));
+                RUN(t, op_attention_ranged(c, &a, &sc, e));
+                get(t, a.o, g, sizeof(float) * nq);
+                size_t at = 0;
+                double wv = worst(g, r, NULL, nq, 2e-5, 1e-4, &at);
+                CHECK(wv <= 1.0, "two ranges %s%s, %u shares: worst %.3g at %zu (gpu %g ref %g)",
+                      cases[ci].what, kv16 ? " (f16 k/v)" : "", splits[si], wv, at, (double)g[at],
+                      (double)r[at]);
+            }
+        }
+        free(f), free(g), free(r), free(h), free(rg);
+    }
+    /* what the op refuses, and what AUTO plans on this device */
+    vkr_arena_reset(t->act);
+    struct vkr_tensor x = put(t, t->act, NULL, 1u << 16);
+    struct op_attention a = {.tq = 4, .tk = 4, .hq = 1, .hkv = 1, .d = 64, .scale = 1.0f,
+                             .two_ranges = 1};
+    a.q = a.k = a.v = a.o = x;
+    attn_refused(t, &a, FOLIO_EINVAL, "without a ranges buffer");
+    a.ranges = &x;
+    a.kernel = OP_ATTN_COOPMAT;
+    attn_refused(t, &a, FOLIO_EUNSUPPORTED, "one key range per query, not two");
+    uint64_t kb[2];
+    op_attention_ksplit_bytes(t->vk, 48, 28, 128, 4, kb);
+    CHECK(kb[0] == 4ull * 48 * 28 * 128 * 4 && kb[1] == 4ull * 48 * 28 * 4,
+          "4 forced shares of 48 x 28 x 128: %llu / %llu bytes", (unsigned long long)kb[0],
+          (unsigned long long)kb[1]);
+    if (!vkr_limits(t->vk)->compute_units && !getenv("FOLIO_ATTN_SPLIT")) {
+        /* a device that does not say its multiprocessors (lavapipe) never splits */
+        op_attention_ksplit_bytes(t->vk, 48, 28, 128, 0, kb);
+        CHECK(kb[0] == 0 && kb[1] == 0, "AUTO plans split-K scratch without multiprocessors");
+    }
+}

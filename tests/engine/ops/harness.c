@@ -122,7 +122,9 @@ int run_all(int ranged)
                                                 test_gemm_configs, test_gemm_split_rule, test_transpose16,
                                                  test_norm_softmax, test_rope, test_attention,
                                                  test_attention_fused, test_attention_errors,
-                                                 test_attention_split, test_elem, test_rows};
+                                                 test_attention_split, test_elem, test_rows,
+                                                 /* last: the groups above keep their inputs */
+                                                 test_attention_two_ranges};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         double t0 = folio_mono_ms();
         tests[i](&t);

@@ -91,6 +91,7 @@ void test_attention(struct T *t);       /* attention.c */
 void test_attention_split(struct T *t); /* attention.c */
 void test_attention_fused(struct T *t); /* attention.c */
 void test_attention_errors(struct T *t); /* attention.c */
+void test_attention_two_ranges(struct T *t); /* attention.c */
 void test_elem(struct T *t);            /* elem.c */
 void test_rows(struct T *t);            /* rows.c */
 
