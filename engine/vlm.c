@@ -266,7 +266,7 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
 
 /* The default pages per GPU pass: from the batch-1 plan, the largest of
  * 16, 8, 4, 2 whose activations (batch-1 bytes times the batch: an upper
- * bound, the label scratch and split buffers do not grow) fit 80 % of the
+ * bound, the split buffers do not grow) fit 80 % of the
  * device-local heap next to the weights, then the real plan at that size
  * (halving while it does not fit). A CPU device (lavapipe) stays at 1: it
  * gains nothing from wider passes and its warm-up would only get longer. */

@@ -416,8 +416,10 @@ static int rec_attn(struct vkr_cmd *c, void *arg, struct folio_err *err)
  * (Qwen2.5-VL-7B on a 1024x1024 page: 5,476 patches, 16 heads x 80, full
  * and 64-patch windows; text prefill of 1,400 tokens, 28 / 4 heads x 128,
  * causal; 16 labels x 3 tokens after a 1,429-token page, laid out as
- * lm_forward gathers them: each label's K/V is the page then its own
- * tokens; one decode step).
+ * lm_forward attends them: the page's cache slots, then the labels' rows,
+ * each row seeing the page and its own label's earlier slots (two key
+ * ranges, scalar kernel only), once unsplit and once with AUTO's split K;
+ * one decode step).
  * FLOPs count the visible query-key pairs only (4 * pairs * d * heads). */
 static int bench_attention(struct bench *b, struct folio_err *err)
 {
@@ -429,13 +431,13 @@ static int bench_attention(struct bench *b, struct folio_err *err)
         {"vision_full", 5476, 5476, 16, 16, 80, 0, 0, 0},
         {"vision_window64", 5476, 5476, 16, 16, 80, 0, 64, 0},
         {"text_prefill", 1400, 1400, 28, 4, 128, 1, 0, 0},
-        {"label_scoring", 16 * 3, 16 * (1429 + 3), 28, 4, 128, 0, 0, 16},
+        {"label_scoring", 16 * 3, 1429 + 16 * 3, 28, 4, 128, 0, 0, 16},
         {"text_decode", 1, 1429, 28, 4, 128, 1, 0, 0},
     }, quick[] = {
         {"vision_full", 96, 96, 2, 2, 80, 0, 0, 0},
         {"vision_window64", 128, 128, 2, 2, 80, 0, 64, 0},
         {"text_prefill", 64, 64, 2, 1, 128, 1, 0, 0},
-        {"label_scoring", 4 * 3, 4 * (40 + 3), 2, 1, 128, 0, 0, 4},
+        {"label_scoring", 4 * 3, 40 + 4 * 3, 2, 1, 128, 0, 0, 4},
         {"text_decode", 1, 128, 2, 1, 128, 1, 0, 0},
     };
     for (int ci = 0; ci < 5; ci++) {
@@ -446,6 +448,15 @@ static int bench_attention(struct bench *b, struct folio_err *err)
                                  .causal = cs->causal, .scale = 1.0f / sqrtf((float)cs->d)};
         uint64_t qb = (uint64_t)a.tq * a.hq * a.d * 4, kb = (uint64_t)a.tk * a.hkv * a.d * 4;
         struct vkr_tensor rg;
+        /* split-K scratch for the label case: what AUTO can take here */
+        uint64_t ksb[2] = {0, 0};
+        if (cs->labels)
+            op_attention_ksplit_bytes(b->vk, a.tq, a.hq, a.d, 0, ksb);
+        struct op_attention_ksplit ks;
+        if (!rc)
+            rc = vkr_arena_alloc(act, ksb[0] ? ksb[0] : 16, &ks.o, err);
+        if (!rc)
+            rc = vkr_arena_alloc(act, ksb[1] ? ksb[1] : 16, &ks.lse, err);
         if (!rc)
             rc = vkr_arena_alloc(act, qb, &a.q, err);
         if (!rc)
@@ -455,7 +466,7 @@ static int bench_attention(struct bench *b, struct folio_err *err)
         if (!rc)
             rc = vkr_arena_alloc(act, qb, &a.o, err);
         if (!rc)
-            rc = vkr_arena_alloc(act, (uint64_t)a.tq * 8, &rg, err);
+            rc = vkr_arena_alloc(act, (uint64_t)a.tq * 16, &rg, err);
         /* 0x3c00 is 1.0 in f16 and a small normal number in f32: finite either way. */
         if (!rc)
             rc = vkr_fill(b->vk, a.q, 0x3c003c00u, err);
@@ -464,36 +475,50 @@ static int bench_attention(struct bench *b, struct folio_err *err)
         if (!rc)
             rc = vkr_fill(b->vk, a.v, 0x3c003c00u, err);
         double visible = 0;
-        uint32_t *r = calloc((size_t)a.tq * 2, sizeof *r);
+        uint32_t *r = calloc((size_t)a.tq * 4, sizeof *r);
         if (!r)
             rc = rc ? rc : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-        uint32_t per = cs->labels ? a.tq / cs->labels : 1, blk = cs->labels ? a.tk / cs->labels : 0;
+        uint32_t per = cs->labels ? a.tq / cs->labels : 1, page = a.tk - (cs->labels ? a.tq : 0);
+        uint32_t rw = cs->labels ? 4 : 2; /* words of one query's ranges */
         for (uint32_t i = 0; r && i < a.tq; i++) {
             uint32_t lo = 0, hi = a.tk;
             if (cs->window) {
                 lo = i / cs->window * cs->window;
                 hi = lo + cs->window < a.tk ? lo + cs->window : a.tk;
             }
-            if (cs->labels) { /* the page, then the label's own earlier tokens */
-                lo = i / per * blk;
-                hi = lo + blk - per + i % per + 1;
-            }
             if (a.causal && (uint64_t)i + a.tk - a.tq + 1 < hi)
                 hi = i + a.tk - a.tq + 1;
-            r[2 * i] = lo, r[2 * i + 1] = hi;
+            if (cs->labels) { /* the page, and the label's own slots up to this row */
+                lo = 0;
+                hi = page;
+                r[4 * i + 2] = page + i / per * per;
+                r[4 * i + 3] = page + i + 1;
+                visible += r[4 * i + 3] - r[4 * i + 2];
+            }
+            r[rw * i] = lo, r[rw * i + 1] = hi;
             visible += hi > lo ? hi - lo : 0;
         }
         if (!rc && (cs->window || cs->labels)) {
-            rc = vkr_upload(b->vk, rg, 0, r, (uint64_t)a.tq * 8, err);
+            rc = vkr_upload(b->vk, rg, 0, r, (uint64_t)a.tq * rw * 4, err);
             a.ranges = &rg;
+            a.two_ranges = cs->labels != 0;
         }
         free(r);
         for (int kern = OP_ATTN_SCALAR; !rc && kern <= OP_ATTN_COOPMAT; kern++)
-            for (int f16 = 0; !rc && f16 < 2; f16++) {
+            for (int v = 0; !rc && v < 4; v++) { /* f32, f32 split, f16, f16 split */
+                int f16 = v / 2, split = v % 2;
                 if (kern == OP_ATTN_COOPMAT && op_attention_pick(b->vk, a.d) != OP_ATTN_COOPMAT)
+                    continue;
+                if (kern == OP_ATTN_COOPMAT && cs->labels) /* one key range per query there */
+                    continue;
+                if (split && !cs->labels) /* only the label case is offered split K */
                     continue;
                 a.kernel = (enum op_attn_kernel)kern;
                 a.f16 = f16;
+                a.ksplit = split ? &ks : NULL;
+                uint32_t shares = op_attention_splits_for(b->vk, &a);
+                if (split && shares == 1) /* AUTO does not split here: the line above is it */
+                    continue;
                 double ms = 0;
                 rc = timed(b, rec_attn, &a, &ms, err);
                 if (rc)
@@ -503,11 +528,12 @@ static int bench_attention(struct bench *b, struct folio_err *err)
                 fprintf(b->out,
                         "{\"bench\":\"ops\",\"op\":\"attention\",\"case\":\"%s\",\"kernel\":\"%s\","
                         "\"dtype\":\"%s\",\"tq\":%u,\"tk\":%u,\"hq\":%u,\"hkv\":%u,\"d\":%u,"
-                        "\"causal\":%d,\"window\":%d,\"labels\":%d,\"ms\":%.4f,\"tflops\":%.2f,"
-                        "\"gflops\":%.1f,\"gbps\":%.1f,\"roofline_frac\":%.3f,\"device\":\"%s\"}\n",
+                        "\"causal\":%d,\"window\":%d,\"labels\":%d,\"splits\":%u,\"ms\":%.4f,"
+                        "\"tflops\":%.2f,\"gflops\":%.1f,\"gbps\":%.1f,\"roofline_frac\":%.3f,"
+                        "\"device\":\"%s\"}\n",
                         cs->name, kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
                         f16 ? "f16" : "f32", a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window,
-                        cs->labels, ms, flops / ms / 1e9, flops / ms / 1e6, bytes / ms / 1e6,
+                        cs->labels, shares, ms, flops / ms / 1e9, flops / ms / 1e6, bytes / ms / 1e6,
                         roof_frac(b, flops, bytes, ms), b->dev);
                 fflush(b->out);
             }

@@ -5,12 +5,13 @@
  * Memory is decided here, once: every activation tensor is sized for the
  * worst pass the configuration allows (batch x max_tokens prompt rows plus
  * every label row) and placed at open, so a request never allocates. The
- * KV cache is one tensor per layer (K and V). A cache, a prompt's queries
- * or a label scratch larger than one binding (maxStorageBufferRange) is
- * attended to in query and key chunks (op_attention_ranged), for which a
- * small split scratch is planned here. The cache (and the label pass's
- * K/V scratch gathered from it) is f16: half the memory, and half the K/V
- * reads of every attention over it.
+ * KV cache is one tensor per layer (K and V). A cache or a pass's queries
+ * larger than one binding (maxStorageBufferRange) is attended to in query
+ * and key chunks (op_attention_ranged), for which a small split scratch is
+ * planned here; label rows attend straight into the cache (two key ranges
+ * per row, lm_forward.c), and the shares of their split-K attention get
+ * the scratch the op says it can take on this device. The cache is f16:
+ * half the memory, and half the K/V reads of every attention over it.
  *
  * token_embd stays on the host (in the GGUF mapping): a prompt needs a few
  * thousand of its 152k rows, which the CPU dequantizes and uploads with the
@@ -38,8 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCRATCH_BUDGET (64ull << 20)
-
 int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                      struct vkr_pipeline_key *out, int max)
 {
@@ -61,6 +60,7 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     all[n++] = ops_convert_key(1); /* V into the cache where no GEMM writes f16 */
     n += ops_attention_keys(vk, m->text.head_dim, OP_ATTN_IO_KV16, &all[n]);
     n += ops_attention_split_keys(1, &all[n]); /* attention past one binding */
+    all[n++] = ops_attention_combine_key(); /* the label pass's split K */
     all[n++] = ops_elem_key(OP_ADD);
     all[n++] = ops_elem_key(OP_SWIGLU);
     /* the GEMM forms specialized for this model's K: every projection reads
@@ -155,8 +155,8 @@ static uint64_t lcm_u64(uint64_t a, uint64_t b)
 
 /* The per-device fields a part holds and the lm mirrors for part[cur]. */
 #define LM_PART_FIELDS(X)                                                                    \
-    X(vk) X(wa) X(aa) X(x) X(h) X(q) X(o) X(t2) X(gate) X(up) X(ks) X(vs) X(qp) X(op)       \
-    X(lg_h) X(lg_hn) X(logits) X(probs) X(pg) X(ints) X(asc) X(sk)
+    X(vk) X(wa) X(aa) X(x) X(h) X(q) X(o) X(t2) X(gate) X(up) X(ksp) X(lg_h) X(lg_hn)         \
+    X(logits) X(probs) X(pg) X(ints) X(asc) X(sk)
 
 /* The current part's fields back into part[cur]. */
 static void part_save(struct lm *lm)
@@ -235,53 +235,46 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     lm->ialign = (uint32_t)(align >= 4 ? align / 4 : 1);
     const struct lm_config *c = &lm->cfg;
     uint64_t B = c->batch, T = c->max_tokens, NL = c->max_labels, LT = c->max_label_tokens;
-    uint64_t groups = B * NL;
-    uint64_t label_rows = B * NL * (LT - 1) + groups * lm->ra;
+    /* label rows are dense after the prompts' rows, from an aligned row
+     * (lm_forward.c) */
+    uint64_t label_rows = B * NL * (LT - 1);
     uint64_t rows = B * T + lm->ra + label_rows;
     uint64_t kv = rows + lm->ra;
-    uint64_t one = T + 2 * (LT - 1); /* a pair of labels around one prompt */
-    uint64_t budget = SCRATCH_BUDGET / ((uint64_t)lm->KW * 2);
-    if (budget > lim->max_range / ((uint64_t)lm->KW * 2))
-        budget = lim->max_range / ((uint64_t)lm->KW * 2);
-    uint64_t sc = NL * one < budget ? NL * one : budget;
-    if (c->scratch_rows)
-        sc = c->scratch_rows;
-    if (sc < one)
-        sc = one;
     uint64_t lg = B + (B * NL * (LT - 1) > (c->all_logits ? B * T : 0)
                            ? B * NL * (LT - 1)
                            : (c->all_logits ? B * T : 0));
     uint64_t pg = B * NL * LT;
-    /* padded label queries (lm_forward.c): whole blocks of 16 per label */
-    uint64_t one_qp = (2 * (LT - 1) + 15) / 16 * 16 + 1;
-    uint64_t qp = NL * (one_qp - 1) + 1;
-    if (qp > lim->max_range / ((uint64_t)lm->QW * 4))
-        qp = lim->max_range / ((uint64_t)lm->QW * 4);
-    if (qp < one_qp)
-        qp = one_qp; /* past one binding: attended to in chunks */
-    uint64_t ints = rows * 6 + B * NL * (T + LT) + lg + pg + 3 * (B * NL * one_qp + groups) +
-                    (6 + 5 * groups) * lm->ialign;
+    /* the pass's index sections (lm_forward.c pass_plan), each aligned:
+     * positions, prompt key ranges, label key ranges (two per row), logits
+     * rows, probabilities */
+    uint64_t ints = rows * 3 + B * T * 2 + label_rows * 4 + lg + pg + 5 * lm->ialign;
     if (rows > UINT32_MAX / 8 || ints > UINT32_MAX / 8 || lg * lm->V > UINT32_MAX)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " rows per pass is too many",
                              rows);
     /* Attention operands past one binding go through the split path; its
      * scratch is only worth its memory where that can happen. */
     uint64_t asb[4] = {16, 16, 16, 16};
-    if (kv * lm->KW * 2 > lim->max_range || sc * lm->KW * 2 > lim->max_range ||
-        rows * lm->QW * 4 > lim->max_range || qp * lm->QW * 4 > lim->max_range)
+    if (kv * lm->KW * 2 > lim->max_range || rows * lm->QW * 4 > lim->max_range)
         for (uint32_t p = 0; p < lm->nparts; p++) {
             uint64_t b[4] = {16, 16, 16, 16};
-            op_attention_scratch_bytes(lm->part[p].vk, (uint32_t)(rows > qp ? rows : qp),
-                                       lm->hp.n_head, lm->D, b);
+            op_attention_scratch_bytes(lm->part[p].vk, (uint32_t)rows, lm->hp.n_head, lm->D, b);
             for (int i = 0; i < 4; i++)
                 asb[i] = b[i] > asb[i] ? b[i] : asb[i];
         }
+    /* The label rows' split-K shares: what the op can take for them on the
+     * tightest device (or the forced count); nothing where none splits. */
+    uint64_t ksb[2] = {16, 16};
+    for (uint32_t p = 0; p < lm->nparts; p++) {
+        uint64_t b[2];
+        op_attention_ksplit_bytes(lm->part[p].vk, (uint32_t)label_rows, lm->hp.n_head, lm->D,
+                                  c->attn_splits, b);
+        for (int i = 0; i < 2; i++)
+            ksb[i] = b[i] > ksb[i] ? b[i] : ksb[i];
+    }
     if ((uint64_t)lm->V * 4 > lim->max_range)
         return too_big(lm, "one logits row", (uint64_t)lm->V * 4, err);
     lm->rows_cap = (uint32_t)rows;
     lm->kv_cap = (uint32_t)kv;
-    lm->scratch_cap = (uint32_t)sc;
-    lm->qp_cap = (uint32_t)qp;
     lm->lg_cap = (uint32_t)lg;
     lm->ints_cap = (uint32_t)ints;
 
@@ -309,10 +302,8 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     lm->ffn_rows = (uint32_t)fr;
     sizes[n++] = fr * F * 4;    /* gate */
     sizes[n++] = fr * F * 4;    /* up */
-    sizes[n++] = sc * KW * 2;   /* ks (f16) */
-    sizes[n++] = sc * KW * 2;   /* vs (f16) */
-    sizes[n++] = qp * QW * 4;   /* qp */
-    sizes[n++] = qp * QW * 4;   /* op */
+    sizes[n++] = ksb[0];        /* split-K attention: the shares' outputs */
+    sizes[n++] = ksb[1];        /* and their log-sum-exps */
     sizes[n++] = lg * E * 4;    /* lg_h */
     sizes[n++] = lg * E * 4;    /* lg_hn */
     sizes[n++] = lg * V * 4;    /* logits */
@@ -335,7 +326,7 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
  * device has the LM head, the others plan them as empty. */
 static int is_head_act(int i)
 {
-    return i >= 11 && i <= 15;
+    return i >= 9 && i <= 13;
 }
 
 /* The activation plan of part p (its layers' KV cache included). */
@@ -374,7 +365,7 @@ static int plan_part(struct lm *lm, uint32_t p, struct folio_err *err)
     }
     vkr_arena_reset(lm->aa);
     struct vkr_tensor *dst[LM_NACT] = {&lm->x, &lm->h, &lm->q, &lm->o, &lm->t2, &lm->gate,
-                                       &lm->up, &lm->ks, &lm->vs, &lm->qp, &lm->op, &lm->lg_h,
+                                       &lm->up, &lm->ksp.o, &lm->ksp.lse, &lm->lg_h,
                                        &lm->lg_hn, &lm->logits, &lm->probs, &lm->pg, &lm->ints,
                                        &lm->asc.o, &lm->asc.lse, &lm->asc.lse_c, &lm->asc.ranges,
                                        &lm->sk};
@@ -399,9 +390,6 @@ static int plan_host(struct lm *lm, struct folio_err *err)
     uint64_t pg = B * NL * LT;
     lm->lab_row = malloc((size_t)B * NL * sizeof *lm->lab_row);
     lm->lg_row = malloc((size_t)B * NL * sizeof *lm->lg_row);
-    lm->lab_qp = malloc((size_t)B * NL * sizeof *lm->lab_qp);
-    lm->lab_base = malloc((size_t)B * NL * sizeof *lm->lab_base);
-    lm->lab_ka = malloc((size_t)B * NL * sizeof *lm->lab_ka);
     lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
     lm->iv = malloc((size_t)ints * sizeof *lm->iv);
     lm->pgh = malloc((size_t)pg * sizeof *lm->pgh);
@@ -412,8 +400,7 @@ static int plan_host(struct lm *lm, struct folio_err *err)
     lm->lastlse = malloc((size_t)B * sizeof *lm->lastlse);
     lm->rowbuf = malloc((size_t)V * sizeof *lm->rowbuf);
     if (!lm->emb || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n || !lm->next_pos ||
-        !lm->lastlg || !lm->lastlse || !lm->rowbuf || !lm->lab_row || !lm->lg_row || !lm->lab_qp ||
-        !lm->lab_base || !lm->lab_ka)
+        !lm->lastlg || !lm->lastlse || !lm->rowbuf || !lm->lab_row || !lm->lg_row)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
                              " staging rows", rows);
     return 0;
@@ -814,9 +801,6 @@ static void free_staging(struct lm *lm)
     free(lm->rowbuf);
     free(lm->lab_row);
     free(lm->lg_row);
-    free(lm->lab_qp);
-    free(lm->lab_base);
-    free(lm->lab_ka);
     lm->emb = NULL;
     lm->iv = NULL;
     lm->pgh = NULL;
@@ -824,7 +808,7 @@ static void free_staging(struct lm *lm)
     lm->next_pos = NULL;
     lm->lastlg = lm->rowbuf = NULL;
     lm->lastlse = NULL;
-    lm->lab_row = lm->lg_row = lm->lab_qp = lm->lab_base = lm->lab_ka = NULL;
+    lm->lab_row = lm->lg_row = NULL;
 }
 
 static int replan_to(struct lm *lm, uint32_t batch, struct folio_err *err)

@@ -43,9 +43,10 @@ struct lm_config {
     /* Size the logits buffer for every prompt position of a full batch
      * (parity tests); otherwise only last positions and label rows. */
     int all_logits;
-    /* Rows of the per-label K/V scratch; 0 = as many labels as fit 64 MiB.
-     * Tests set it low to force one gather+attention group per label. */
-    uint32_t scratch_rows;
+    /* Split-K shares of the label rows' attention (op_attention.splits):
+     * 0 = the device's choice (1 where it does not say its multiprocessor
+     * count, as lavapipe); tests force several to run the merge. */
+    uint32_t attn_splits;
     /* Use the op library's own kernel pick for every matmul instead of
      * the tensor-core kernel from 9 rows up (benchmarks compare both). */
     int op_auto_kernels;

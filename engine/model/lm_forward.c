@@ -9,26 +9,36 @@
  * words are uploaded to both; every KV cache stays with its layer).
  *
  * Rows of a pass, in order: the prompts of the batch concatenated (ragged),
- * then the label rows — for each sequence, for each label, the label's
- * tokens but its last (whose output predicts nothing we score). K and V of
- * row r land in cache slot slot0 + r, so a fused classify pass and a
- * later lm_score pass both see the prompts' K/V where prefill left them.
+ * then, from an aligned row, the label rows packed densely — for each
+ * sequence, for each label, the label's tokens but its last (whose output
+ * predicts nothing we score). K and V of row r land in cache slot
+ * slot0 + r, so a fused classify pass and a later lm_score pass both see
+ * the prompts' K/V where prefill left them.
  *
- * Attention masks use the kernel's per-query key range [lo, hi):
+ * Attention masks use the kernel's per-query key ranges:
  *  - a prompt row i of sequence b sees slots [start_b, start_b + i + 1):
  *    causal within its own sequence, blind to the rest of the batch;
  *  - a label row needs the prompt AND its own earlier tokens, two disjoint
- *    slot ranges. So per layer the K/V rows each label needs are gathered
- *    into a scratch (prompt rows, then the label's rows), where they are
- *    one range. Labels that share leading tokens therefore never see each
- *    other, and all start at the same position. The scratch holds as many
- *    labels as fit a budget; more labels take more gather+attention
- *    dispatches in the same pass. The copy is O(labels x prompt) K/V rows
- *    per layer — small next to reading the weights once for the pass.
+ *    slot ranges: [start_b, start_b + n_b) and [slot0 + r0, slot0 + r + 1)
+ *    for the label's first row r0. The kernel takes both per query
+ *    (op_attention.two_ranges), so label rows attend straight into the
+ *    KV cache: one attention dispatch for all label rows per layer, no
+ *    copy of the prompt's K/V. Labels that share leading tokens never see
+ *    each other, and all start at the same position. Since a query block
+ *    of the kernel (16 rows) walks the union of its rows' prompt ranges
+ *    once, the labels of a sequence share blocks: 16 labels of 3 tokens
+ *    are 2 blocks that each read the prompt once, not 16 that each did.
+ *    A block that straddles two sequences walks both prompts (they are
+ *    adjacent slots); its label slots are walked separately, so the
+ *    prompts of the pages between are skipped.
+ *  - few blocks against many keys leave a large GPU idle: the op splits
+ *    each block's keys over several workgroups and merges them (split K,
+ *    op_attention.c), into scratch the plan holds for that (lm.c).
  *
- * Row views (a label group's queries, a cache window) must start at the
- * device's storage-buffer offset alignment; rows are padded to lm->ra to
- * keep that true. Pad rows carry zero embeddings and are never attended to.
+ * Row views (the label rows' queries and outputs, a cache window) must
+ * start at the device's storage-buffer offset alignment; the label rows
+ * start at a multiple of lm->ra to keep that true. Pad rows before them
+ * carry zero embeddings and are never attended to.
  *
  * Scores: softmax of the needed logits rows on the GPU, then one gather
  * picks p(token) for every label token (the probabilities read as a table
@@ -47,22 +57,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The attention kernel's query block (shaders/attention.comp BR): a
- * workgroup visits the union of its 16 queries' key ranges. */
-#define QB 16u
-
-/* Labels (of one or more sequences) whose K/V fit the scratch together. Their
- * queries are gathered into a padded block layout (each label starts a
- * fresh QB-row block, so a workgroup reads one label's keys only), run in
- * one attention dispatch, and gathered back into the pass's rows. */
-struct group {
-    uint32_t ids_off, nids;   /* scratch: K/V slot of each scratch row */
-    uint32_t qp_off, nqp;     /* padded queries: pass row of each (last one: zero row) */
-    uint32_t rng_off;         /* nqp key ranges into the scratch */
-    uint32_t span0, nspan;    /* the group's label rows in the pass */
-    uint32_t back_off;        /* padded row of each span row */
-};
 
 static uint32_t up_to(uint32_t x, uint32_t a)
 {
@@ -200,21 +194,11 @@ struct pass {
     uint32_t nseq, nl;
     int prefill;
     float *logits;
-    uint32_t np, slot0, nrows, nlab_rows;
+    uint32_t np, slot0, nrows;
+    uint32_t lab0, nlab_rows; /* the label rows: [lab0, lab0 + nlab_rows) = [lab0, nrows) */
     uint32_t nlast, nall, nlg, npg;
-    struct group *gr;
-    uint32_t *lgi; /* group of each (sequence, label) */
-    uint32_t ngr;
-    uint32_t o_pos, o_rngp, o_lg, o_pg, ints_used;
+    uint32_t o_pos, o_rngp, o_rngl, o_lg, o_pg, ints_used;
 };
-
-static void pass_free(struct pass *ps)
-{
-    free(ps->gr);
-    free(ps->lgi);
-    ps->gr = NULL;
-    ps->lgi = NULL;
-}
 
 /* The last prefill's last logits rows, before this pass reuses the buffer. */
 static int fetch_last(struct lm *lm, uint32_t nseq, struct folio_err *err)
@@ -248,73 +232,23 @@ static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
     } else {
         slot0 = up_to(lm->kv_used, lm->ra);
     }
-    uint32_t nrows = np, nlab_rows = 0, ngr = 0;
-    if (nl) {
-        ps->gr = calloc((size_t)nseq * nl, sizeof *ps->gr);
-        ps->lgi = calloc((size_t)nseq * nl, sizeof *ps->lgi);
-        if (!ps->gr || !ps->lgi)
-            return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    }
-    struct group *gr = ps->gr;
-    /* Labels go in pairs (A, B) around one copy of the prompt's K/V:
-     * scratch [A's rows reversed | prompt | B's rows]. A's token j then
-     * sees [A_j .. A_0, prompt] and B's token j [prompt, B_0 .. B_j]: one
-     * contiguous range each, and both share a query block, so a workgroup
-     * reads about one prompt for two labels. An odd label is a B alone. */
-    /* A group may hold labels of several sequences (each pair gathers its
-     * own sequence's prompt rows): a batch of pages then costs the same few
-     * gather + attention dispatches per layer as one page while the
-     * scratch has room, not a set per page. */
-    struct group *cur = NULL;
-    for (uint32_t b = 0; b < nseq && nl; b++) {
-        uint32_t l = 0;
-        for (;;) {
-            while (l < nl && labels[l].n == 1)
-                lm->lab_row[b * nl + l++] = UINT32_MAX;
-            if (l >= nl)
-                break;
-            uint32_t la = l++, lb = UINT32_MAX;
-            while (l < nl && labels[l].n == 1)
-                lm->lab_row[b * nl + l++] = UINT32_MAX;
-            if (l < nl)
-                lb = l++;
-            if (lb == UINT32_MAX) { /* alone: the B of an empty pair */
-                lb = la;
-                la = UINT32_MAX;
-            }
-            uint32_t ka = la == UINT32_MAX ? 0 : labels[la].n - 1, kb = labels[lb].n - 1;
-            uint32_t need = ka + lm->seq_n[b] + kb, qrows = up_to(ka + kb, QB);
-            if (!cur || cur->nids + need > lm->scratch_cap || cur->nqp + qrows + 1 > lm->qp_cap) {
-                if (cur)
-                    cur->nqp++; /* closing: its zero row */
-                cur = &gr[ngr++];
-                cur->span0 = up_to(nrows, lm->ra);
-            }
-            for (int side = 0; side < 2; side++) {
-                uint32_t ll = side ? lb : la, k = side ? kb : ka;
-                if (ll == UINT32_MAX)
-                    continue;
-                nrows = up_to(nrows, lm->ra);
-                ps->lgi[b * nl + ll] = (uint32_t)(cur - gr);
-                lm->lab_row[b * nl + ll] = nrows;
-                lm->lab_qp[b * nl + ll] = cur->nqp + (side ? ka : 0);
-                lm->lab_base[b * nl + ll] = cur->nids;
-                lm->lab_ka[b * nl + ll] = side ? ka : UINT32_MAX; /* UINT32_MAX: is A */
-                nrows += k;
-                nlab_rows += k;
-            }
-            cur->nqp += qrows;
-            cur->nids += need;
-            cur->nspan = nrows - cur->span0;
+    /* label rows, densely from an aligned row (their queries and outputs
+     * are one view each); single-token labels have none */
+    uint32_t nlab_rows = 0;
+    for (uint32_t l = 0; l < nl; l++)
+        nlab_rows += labels[l].n - 1;
+    nlab_rows *= nseq;
+    uint32_t lab0 = nlab_rows ? up_to(np, lm->ra) : np, nrows = lab0;
+    for (uint32_t b = 0; b < nseq && nl; b++)
+        for (uint32_t l = 0; l < nl; l++) {
+            lm->lab_row[b * nl + l] = labels[l].n > 1 ? nrows : UINT32_MAX;
+            nrows += labels[l].n - 1;
         }
-    }
-    if (cur)
-        cur->nqp++; /* the last group's zero row */
     ps->np = np;
     ps->slot0 = slot0;
     ps->nrows = nrows;
+    ps->lab0 = lab0;
     ps->nlab_rows = nlab_rows;
-    ps->ngr = ngr;
     if (nrows > lm->rows_cap || slot0 + nrows > lm->kv_cap)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: pass of %u rows exceeds the planned "
                              "%u rows", nrows, lm->rows_cap);
@@ -332,14 +266,9 @@ static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
     struct isec is = {.lm = lm};
     ps->o_pos = isec_take(&is, nrows * 3);
     ps->o_rngp = isec_take(&is, np * 2);
+    ps->o_rngl = isec_take(&is, nlab_rows * 4);
     ps->o_lg = isec_take(&is, ps->nlg);
     ps->o_pg = isec_take(&is, ps->npg);
-    for (uint32_t i = 0; i < ngr; i++) {
-        gr[i].ids_off = isec_take(&is, gr[i].nids);
-        gr[i].qp_off = isec_take(&is, gr[i].nqp);
-        gr[i].rng_off = isec_take(&is, gr[i].nqp * 2);
-        gr[i].back_off = isec_take(&is, gr[i].nspan);
-    }
     if (is.over)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: pass indices exceed the plan");
     ps->ints_used = is.used;
@@ -379,51 +308,23 @@ static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *er
     }
     for (uint32_t i = 0; i < ps->nall; i++)
         iv[o_lg + ps->nlast + i] = (int32_t)i;
-    /* label rows, their scratch gathers and ranges, their logits rows;
-     * per group, ids and queries fill in label order */
+    /* label rows: embeddings, positions, their two key ranges (the
+     * prompt's slots; the label's own slots up to the row's), logits rows */
     uint32_t lgc = ps->nlast + ps->nall;
-    for (uint32_t gi = 0; gi < ps->ngr; gi++) {
-        struct group *g = &ps->gr[gi];
-        /* pad queries read any row and see no key (zeros); span rows that
-         * are alignment padding take the group's zero row */
-        for (uint32_t i = 0; i < g->nqp; i++) {
-            iv[g->qp_off + i] = (int32_t)g->span0;
-            iv[g->rng_off + 2 * i] = iv[g->rng_off + 2 * i + 1] = 0;
-        }
-        for (uint32_t i = 0; i < g->nspan; i++)
-            iv[g->back_off + i] = (int32_t)(g->nqp - 1);
-    }
     for (uint32_t b = 0; b < nseq && !rc; b++)
         for (uint32_t l = 0; l < nl && !rc; l++) {
             uint32_t bl = b * nl + l, r = lm->lab_row[bl], k = labels[l].n - 1;
             if (r == UINT32_MAX)
                 continue;
-            struct group *g = &ps->gr[ps->lgi[bl]];
-            uint32_t n = lm->seq_n[b], base = lm->lab_base[bl];
-            int is_a = lm->lab_ka[bl] == UINT32_MAX;
-            uint32_t ka = is_a ? k : lm->lab_ka[bl];
             lm->lg_row[bl] = lgc;
-            if (!is_a) /* B writes the shared prompt copy */
-                for (uint32_t i = 0; i < n; i++)
-                    iv[g->ids_off + base + ka + i] = (int32_t)(lm->seq_start[b] + i);
             for (uint32_t j = 0; j < k && !rc; j++) {
                 rc = embed_row(lm, labels[l].tokens[j], lm->emb + (size_t)(r + j) * E, err);
                 set_pos(iv + o_pos + (r + j) * 3, lm->next_pos[b] + (int32_t)j);
-                uint32_t qp = lm->lab_qp[bl] + j, at, lo, hi;
-                if (is_a) {
-                    at = base + (k - 1 - j);
-                    lo = at;
-                    hi = base + k + n;
-                } else {
-                    at = base + ka + n + j;
-                    lo = base + ka;
-                    hi = at + 1;
-                }
-                iv[g->ids_off + at] = (int32_t)(ps->slot0 + r + j);
-                iv[g->qp_off + qp] = (int32_t)(r + j);
-                iv[g->rng_off + 2 * qp] = (int32_t)lo;
-                iv[g->rng_off + 2 * qp + 1] = (int32_t)hi;
-                iv[g->back_off + (r + j - g->span0)] = (int32_t)qp;
+                int32_t *rg = iv + ps->o_rngl + 4 * (r + j - ps->lab0);
+                rg[0] = (int32_t)lm->seq_start[b];
+                rg[1] = (int32_t)(lm->seq_start[b] + lm->seq_n[b]);
+                rg[2] = (int32_t)(ps->slot0 + r);
+                rg[3] = (int32_t)(ps->slot0 + r + j + 1);
                 iv[o_lg + lgc++] = (int32_t)(r + j);
             }
         }
@@ -511,43 +412,23 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                                   .kv_f16 = 1};
         rc = op_attention_ranged(c, &at, &lm->asc, err);
     }
-    for (uint32_t gi = 0; gi < ps->ngr && !rc; gi++) {
-        const struct group *g = &ps->gr[gi];
-        struct vkr_tensor ids = iview(lm, g->ids_off, g->nids);
-        /* the scratch is f16 like the cache: rows copied as they are */
-        rc = op_gather(c, &(struct op_gather){.table = L->kc, .wtype = QUANT_F16,
-                                              .rows = lm->kv_cap, .k = KW, .ids = ids,
-                                              .n_ids = g->nids, .y = lm->ks,
-                                              .ytype = QUANT_F16}, err);
-        if (!rc)
-            rc = op_gather(c, &(struct op_gather){.table = L->vc, .wtype = QUANT_F16,
-                                                  .rows = lm->kv_cap, .k = KW, .ids = ids,
-                                                  .n_ids = g->nids, .y = lm->vs,
-                                                  .ytype = QUANT_F16}, err);
-        if (!rc)
-            rc = op_gather(c, &(struct op_gather){.table = lm->q, .wtype = QUANT_F32, .rows = nrows,
-                                                  .k = QW, .ids = iview(lm, g->qp_off, g->nqp),
-                                                  .n_ids = g->nqp, .y = lm->qp}, err);
-        struct vkr_tensor rg = iview(lm, g->rng_off, g->nqp * 2);
-        struct op_attention at = {.q = lm->qp, .k = lm->ks, .v = lm->vs, .o = lm->op,
-                                  .tq = g->nqp, .tk = g->nids, .hq = hp->n_head,
+    if (!rc && ps->nlab_rows) {
+        uint32_t nq = ps->nlab_rows;
+        uint64_t q0 = (uint64_t)ps->lab0 * QW * 4, qn = (uint64_t)nq * QW * 4;
+        struct vkr_tensor rg = iview(lm, ps->o_rngl, nq * 4);
+        struct op_attention at = {.q = vkr_view(lm->q, q0, qn), .k = L->kc, .v = L->vc,
+                                  .o = vkr_view(lm->o, q0, qn), .tq = nq,
+                                  .tk = ps->slot0 + nrows, .hq = hp->n_head,
                                   .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
-                                  .causal = 0, .ranges = &rg, .kv_f16 = 1,
-                                  /* labels: a few rows each against the whole page;
+                                  .causal = 0, .ranges = &rg, .two_ranges = 1, .kv_f16 = 1,
+                                  /* labels: a few rows against the whole page;
                                    * the tensor-core kernel's 16-row fragments are
                                    * mostly padding there (H200: 46.6 vs 17.6 ms for
-                                   * 16 labels, BENCHMARKS.md issue 13) */
-                                  .kernel = OP_ATTN_SCALAR};
-        if (!rc)
-            rc = op_attention_ranged(c, &at, &lm->asc, err);
-        if (!rc)
-            rc = op_gather(c, &(struct op_gather){.table = lm->op, .wtype = QUANT_F32,
-                                                  .rows = g->nqp, .k = QW,
-                                                  .ids = iview(lm, g->back_off, g->nspan),
-                                                  .n_ids = g->nspan,
-                                                  .y = vkr_view(lm->o, (uint64_t)g->span0 * QW * 4,
-                                                            (uint64_t)g->nspan * QW * 4)},
-                                                  err);
+                                   * 16 labels, BENCHMARKS.md issue 13), and only the
+                                   * scalar kernel takes two ranges and splits K */
+                                  .kernel = OP_ATTN_SCALAR, .ksplit = &lm->ksp,
+                                  .splits = lm->cfg.attn_splits};
+        rc = op_attention_ranged(c, &at, &lm->asc, err);
     }
     if (!rc && f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
@@ -757,7 +638,6 @@ int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct
         rc = lm->arch->hook_stage(lm, seqs, nseq, prefill, err);
     if (!rc)
         rc = pass_submit(lm, &ps, err);
-    pass_free(&ps);
     if (!rc)
         rc = pass_scores(lm, &ps, logprob, err);
     return rc;

@@ -14,7 +14,7 @@ struct lm_w {
 };
 
 /* Fixed activation tensors per device (x ... ints, split attention scratch). */
-#define LM_NACT 22
+#define LM_NACT 20
 
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
@@ -32,7 +32,8 @@ struct lm_part {
     struct vkr *vk;
     struct vkr_arena *wa, *aa;
     uint32_t l0, l1;
-    struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
+    struct vkr_tensor x, h, q, o, t2, gate, up, lg_h, lg_hn, logits, probs, pg, ints;
+    struct op_attention_ksplit ksp;
     struct op_attention_scratch asc;
     struct vkr_tensor sk;     /* split-K scratch (op_matmul_split_bytes; tiny where unused) */
     uint64_t room;            /* vkr_room when the split was planned */
@@ -66,15 +67,16 @@ struct lm {
     uint32_t ra;          /* row granularity keeping every row view aligned */
     uint32_t rows_cap;    /* rows of one pass */
     uint32_t kv_cap;      /* cache slots */
-    uint32_t scratch_cap; /* rows of the per-label K/V scratch */
-    uint32_t qp_cap;      /* rows of the padded label queries */
     uint32_t lg_cap;      /* logits rows */
     uint32_t ints_cap;    /* int32 words of per-pass indices */
     uint32_t ialign;      /* ints per binding alignment */
     uint32_t ffn_rows;    /* rows per MLP chunk (gate/up hold this many) */
 
     /* activations */
-    struct vkr_tensor x, h, q, o, t2, gate, up, ks, vs, qp, op, lg_h, lg_hn, logits, probs, pg, ints;
+    struct vkr_tensor x, h, q, o, t2, gate, up, lg_h, lg_hn, logits, probs, pg, ints;
+    /* the label pass's split-K attention shares (op_attention.c); tiny
+     * where nothing splits */
+    struct op_attention_ksplit ksp;
     /* attention past one binding (op_attention_ranged); tiny when all fits */
     struct op_attention_scratch asc;
     /* the GEMM's split-K scratch (op_matmul.c); tiny where AUTO never splits */
@@ -89,7 +91,7 @@ struct lm {
     uint32_t nseq, kv_used;
     uint32_t *seq_start, *seq_n;
     int32_t *next_pos;
-    uint32_t *lab_row, *lg_row, *lab_qp, *lab_base, *lab_ka; /* per (sequence, label): first label row, first logits row */
+    uint32_t *lab_row, *lg_row; /* per (sequence, label): first label row, first logits row */
     float *lastlg;        /* nseq x V: logits of each prompt's last row */
     int last_pending;     /* they are still only in logits rows 0..nseq-1 (lm_score fetches) */
     double *lastlse;      /* their log-sum-exp */

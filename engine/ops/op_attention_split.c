@@ -1,9 +1,9 @@
 /*
  * Attention whose operands exceed one binding (maxStorageBufferRange): a
- * long KV cache, a long prompt's queries, a label scratch holding a whole
- * prompt. The fused kernel (op_attention, shaders/attention.comp) binds
- * q, k, v and o whole; here the queries are cut into chunks that fit, and
- * for each query chunk the keys into chunks that fit ("split-K"):
+ * long KV cache, a long prompt's queries, label rows attending to a whole
+ * batch's cache. The fused kernel (op_attention, shaders/attention.comp)
+ * binds q, k, v and o whole; here the queries are cut into chunks that
+ * fit, and for each query chunk the keys into chunks that fit:
  *
  *   for each key chunk:  attn_lse    clip each query's range to the chunk,
  *                                    log-sum-exp of its visible scores

@@ -320,8 +320,9 @@ int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_te
 /* ---- gather / scatter / merge ---- */
 /* y[i] = dequant(table row ids[i]) for i < n_ids; table: rows x k of
  * wtype, ids int32, y f32 — or, with ytype QUANT_F16, an F16 table's rows
- * copied bit for bit into f16 y (k even): the label pass's K/V rows from
- * the text model's f16 KV cache. */
+ * copied bit for bit into f16 y (k even), e.g. rows of an f16 KV cache
+ * (the label pass gathered its K/V so until it attended to the cache
+ * directly; no model uses this form now). */
 struct op_gather {
     struct vkr_tensor table;
     int wtype;

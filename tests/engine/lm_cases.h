@@ -7,7 +7,8 @@
  * weights dequantized on the host, one sequence at a time, full causal
  * attention, every label scored by running prompt + label from scratch.
  * The GPU engine shares the prompt's KV cache across labels, batches
- * ragged sequences and gathers label K/V; none of that exists in the
+ * ragged sequences and attends label rows to the prompt's and their own
+ * label's cache slots (two key ranges per row); none of that exists in the
  * reference, so agreement tests those mechanisms, not just the ops.
  *
  * Bounds: logits max|Δ| <= 1e-3 · max|logit| over every position (3e-3
@@ -241,8 +242,10 @@ static void run_model(struct LT *t, const char *what, const struct lm_synth *sy)
     }
     struct lm_config cfg = {.max_tokens = 16, .batch = 2, .max_labels = NLAB,
                             .max_label_tokens = 3, .all_logits = 1,
-                            /* ranged: one label per scratch group */
-                            .scratch_rows = t->ranged ? 20 : 0};
+                            /* ranged: the label rows' keys split over 3
+                             * workgroups and merged (split K), within
+                             * the key chunks of the lowered binding range */
+                            .attn_splits = t->ranged ? 3 : 0};
     struct lm *lm = NULL;
     rc = lm_open(t->vk, m, &cfg, &lm, &e);
     CHECK(rc == 0, "%s: lm_open: %s / %s / %s", what, e.msg, e.detail, e.hint);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* f16 rows gathered as f16 (the label pass's K/V from the f16 KV cache):
+/* f16 rows gathered as f16 (e.g. rows of an f16 KV cache):
  * bit for bit, including pairs that read as f32 denormals (an odd element
  * of +-0 under a small even one), which a flushing copy would zero; 150
  * rows of 128 (38 KiB: several table ranges with 16 KiB bindings). */
