@@ -27,7 +27,7 @@
  *    each other, and all start at the same position. Since a query block
  *    of the kernel (16 rows) walks the union of its rows' prompt ranges
  *    once, the labels of a sequence share blocks: 16 labels of 3 tokens
- *    are 2 blocks that each read the prompt once, not 16 that each did.
+ *    are 2 blocks, each reading the prompt once.
  *    A block that straddles two sequences walks both prompts (they are
  *    adjacent slots); its label slots are walked separately, so the
  *    prompts of the pages between are skipped.
