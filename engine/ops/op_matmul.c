@@ -39,6 +39,19 @@ struct mm_push {
 enum gemm_route { GEMM_NONE, GEMM_NV, GEMM_KHR, GEMM_CM2 };
 static const char *const ROUTE_NAME[] = {"none", "nv", "khr", "cm2"};
 
+/* Weight rows per matvec workgroup (shaders/matvec.comp NR): each
+ * workgroup reads the activation rows once for NR weight rows. On lavapipe
+ * 4 rows took the label pass's LM head from 96-97 to 47-64 ms
+ * (BENCHMARKS.md, "matvec with several weight rows per workgroup"); a GPU
+ * keeps 1 until measured there. FOLIO_MATVEC_NR=1|2|4|8 forces it. */
+uint32_t ops_matvec_rows(const struct vkr *vk)
+{
+    const char *e = getenv("FOLIO_MATVEC_NR");
+    if (e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "4") || !strcmp(e, "8")))
+        return (uint32_t)atoi(e);
+    return strcmp(vkr_device(vk)->type, "cpu") == 0 ? 4 : 1;
+}
+
 /* The keys of the kernels this op dispatches besides the GEMM tables: the
  * dispatch and ops_keys.c's pre-warm list both ask here. */
 struct vkr_pipeline_key ops_mm_key(const struct vkr *vk, enum op_mm_kernel kern, int wtype)
@@ -48,8 +61,12 @@ struct vkr_pipeline_key ops_mm_key(const struct vkr *vk, enum op_mm_kernel kern,
      * switches between them at every barrier, so there a workgroup of one
      * 8-lane vector with 3 reduction steps instead of 7 (the LM head's
      * matvec over the vocabulary was ~90 % of a label pass on lavapipe) */
-    if (kern == OP_MM_MATVEC)
-        return ops_key("matvec", 2, (uint32_t)wtype, strcmp(vkr_device(vk)->type, "cpu") == 0 ? 8 : 128);
+    if (kern == OP_MM_MATVEC) {
+        struct vkr_pipeline_key k = ops_key("matvec", 3, (uint32_t)wtype,
+                                            strcmp(vkr_device(vk)->type, "cpu") == 0 ? 8 : 128);
+        k.spec[2] = ops_matvec_rows(vk);
+        return k;
+    }
     return ops_key(kern == OP_MM_TILED ? "matmul" : "matmul_cm", 1, (uint32_t)wtype, 0);
 }
 struct vkr_pipeline_key ops_dequant_key(int wtype) { return ops_key("dequant_f16", 1, (uint32_t)wtype, 0); }
@@ -896,7 +913,8 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
                                  a->bias != NULL};
             uint32_t gx, gy;
             if (kern == OP_MM_MATVEC) {
-                ops_grid(n1 - n0, &gx, &gy);
+                uint32_t nr = mk.spec[2];
+                ops_grid((n1 - n0 + nr - 1) / nr, &gx, &gy);
             } else {
                 uint64_t tile = kern == OP_MM_TILED ? 64 : 128;
                 gx = (uint32_t)((n1 - n0 + tile - 1) / tile);

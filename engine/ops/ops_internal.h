@@ -45,6 +45,7 @@ uint32_t ops_gemm_config_n(int config);
 /* op_matmul's own kernels' keys (matvec / tiled / cooperative-matrix
  * matmul, the f16 expansion, the split-K sum), for its dispatch and the
  * pre-warm list alike. */
+uint32_t ops_matvec_rows(const struct vkr *vk);
 struct vkr_pipeline_key ops_mm_key(const struct vkr *vk, enum op_mm_kernel kern, int wtype);
 struct vkr_pipeline_key ops_dequant_key(int wtype);
 struct vkr_pipeline_key ops_splitk_key(int f16_out);

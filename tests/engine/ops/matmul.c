@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void matvec_rows(struct T *t);
+
 void test_matmul(struct T *t)
 {
     static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
@@ -80,6 +82,95 @@ void test_matmul(struct T *t)
             }
         }
     }
+    matvec_rows(t);
+}
+
+/* matvec with NR weight rows per workgroup (FOLIO_MATVEC_NR=1|2|4|8): the
+ * same results as the reference, for row counts N that NR does not divide
+ * (the last workgroup's spare rows are never stored), every activation row
+ * count up to 8, float rows of odd length and block types. The harness's
+ * runtime is sealed with the default NR, so each NR gets a runtime of its
+ * own whose pipelines are built on demand. */
+static void matvec_rows(struct T *t)
+{
+    static const int types[] = {QUANT_F32, QUANT_F16, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
+    static const uint32_t shapes[][3] = {{1, 37, 512}, {8, 33, 768}, {5, 150, 256}, {3, 101, 37},
+                                         {7, 9, 256}};
+    static const char *const nrs[] = {"1", "2", "4", "8"};
+    const char *dev = getenv("FOLIO_TEST_DEVICE");
+    for (size_t ni = 0; ni < sizeof nrs / sizeof nrs[0]; ni++) {
+        setenv("FOLIO_MATVEC_NR", nrs[ni], 1);
+        struct vkr_config cfg = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
+                                 .validate = -1, .cache_dir = ""};
+        struct folio_err oe = {0};
+        struct T u = {.rng = t->rng, .ranged = t->ranged};
+        int rc = vkr_open(&cfg, &u.vk, &oe);
+        CHECK(rc == 0, "matvec NR=%s: runtime: %s", nrs[ni], oe.msg);
+        if (rc)
+            break;
+        if (vkr_arena_create(u.vk, "w", VKR_ARENA_WEIGHTS, &u.w, &oe) != 0 ||
+            vkr_arena_create(u.vk, "a", VKR_ARENA_WEIGHTS, &u.act, &oe) != 0) {
+            CHECK(0, "matvec NR=%s: arenas: %s", nrs[ni], oe.msg);
+            vkr_close(u.vk);
+            break;
+        }
+        CHECK(ops_mm_key(u.vk, OP_MM_MATVEC, QUANT_F32).spec[2] == (uint32_t)atoi(nrs[ni]),
+              "FOLIO_MATVEC_NR=%s not taken by the key", nrs[ni]);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                int ty = types[ti];
+                uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+                if (k % (uint32_t)quant_block_elems(ty))
+                    continue;
+                uint64_t rb = quant_row_bytes(ty, k);
+                float *wf = malloc(sizeof(float) * n * k), *wd = malloc(sizeof(float) * n * k);
+                float *x = malloc(sizeof(float) * m * k), *bias = malloc(sizeof(float) * n);
+                float *yg = malloc(sizeof(float) * m * n), *yr = malloc(sizeof(float) * m * n);
+                float *sc = malloc(sizeof(float) * m * n);
+                uint8_t *wq = malloc(rb * n);
+                fill(&u, wf, (size_t)n * k, 1.0f);
+                fill(&u, x, (size_t)m * k, 1.0f);
+                fill(&u, bias, n, 1.0f);
+                for (uint32_t r = 0; r < n; r++) {
+                    quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
+                    quant_dequantize_row(ty, wq + rb * r, wd + (size_t)r * k, k);
+                }
+                int use_bias = si % 2 == 0;
+                ops_ref_matmul(wd, x, use_bias ? bias : NULL, yr, m, n, k);
+                for (uint32_t i = 0; i < m; i++)
+                    for (uint32_t j = 0; j < n; j++) {
+                        double a = 0;
+                        for (uint32_t e = 0; e < k; e++)
+                            a += fabs((double)wd[(size_t)j * k + e] * x[(size_t)i * k + e]);
+                        sc[(size_t)i * n + j] = (float)a;
+                    }
+                vkr_arena_reset(u.w);
+                vkr_arena_reset(u.act);
+                /* y pre-filled with NaN: a row the kernel failed to store shows */
+                for (size_t i = 0; i < (size_t)m * n; i++)
+                    yg[i] = NAN;
+                struct op_matmul a = {.w = put(&u, u.w, wq, rb * n), .wtype = ty, .n = n, .k = k,
+                                      .x = put(&u, u.act, x, sizeof(float) * m * k), .m = m,
+                                      .kernel = OP_MM_MATVEC};
+                struct vkr_tensor bt = put(&u, u.act, bias, sizeof(float) * n);
+                a.y = put(&u, u.act, yg, sizeof(float) * m * n);
+                a.bias = use_bias ? &bt : NULL;
+                RUN(&u, op_matmul(c, &a, e));
+                get(&u, a.y, yg, sizeof(float) * m * n);
+                size_t at = 0;
+                double wv = worst(yg, yr, sc, (size_t)m * n, 1e-6, 5e-5, &at);
+                CHECK(wv <= 1.0, "matvec NR=%s %s m=%u n=%u k=%u: worst %.3g at %zu (gpu %g ref %g)",
+                      nrs[ni], quant_type_name(ty), m, n, k, wv, at, (double)yg[at], (double)yr[at]);
+                free(wf), free(wd), free(x), free(bias), free(yg), free(yr), free(sc), free(wq);
+            }
+        struct vkr_stats s;
+        vkr_get_stats(u.vk, &s);
+        CHECK(s.validation_messages == 0, "matvec NR=%s: validation messages", nrs[ni]);
+        vkr_arena_destroy(u.act);
+        vkr_arena_destroy(u.w);
+        vkr_close(u.vk);
+    }
+    unsetenv("FOLIO_MATVEC_NR");
 }
 
 /* Weight expansion (--gpu-weights f16): every type dequantized on the
