@@ -131,10 +131,11 @@ static int sg_auto_for(uint32_t m, uint32_t n)
 /* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
  * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32),
  * 16-byte views of A and B (needs skips and K in multiples of 8 halves),
- * K fixed at pipeline creation (0: any K), W stored K x N (B row-major;
- * 0: N x K rows through a transposing view), N fixed at pipeline creation
- * (0: any N). */
-#define CM2_NCOL 9
+ * K fixed at pipeline creation (0: any K). W is read as its N x K rows
+ * through a transposing view: B row-major from a K x N copy made at load
+ * ran at about half the rate on the H100 (the K-specialized kernel at text
+ * gate/up, 109 against 196 TFLOP/s), so there is no such copy. */
+#define CM2_NCOL 7
 static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 128, 32, 128, 0},
     {128, 128, 64, 128, 0},
@@ -162,28 +163,10 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 128, 32, 128, 128, 0, 3584},
     {128, 128, 32, 128, 0, 0, 1280},
     {128, 256, 32, 256, 0, 0, 1280},
-    /* probes (timing only, W's bytes are not transposed): does the driver
-     * stage B better row-major (NVIDIA's sample: 252 against 44 TFLOP/s
-     * column-major at 128x128), and with N known too? */
-    {128, 128, 32, 128, 0, 0, 3584, 1, 0},
-    {128, 128, 64, 128, 0, 0, 3584, 1, 0},
-    {128, 128, 32, 256, 0, 0, 3584, 1, 0},
-    {128, 256, 32, 256, 0, 0, 3584, 1, 0},
-    {256, 128, 32, 256, 0, 0, 3584, 1, 0},
-    {128, 128, 32, 128, 0, 1, 3584, 1, 0},
-    {128, 128, 32, 128, 128, 0, 3584, 1, 0},
-    {128, 128, 32, 256, 256, 0, 3584, 1, 0},
-    {128, 128, 32, 128, 0, 0, 3584, 1, 3584},
-    {128, 128, 32, 128, 0, 0, 3584, 1, 18944},
-    {128, 128, 32, 128, 0, 0, 3584, 0, 3584},
-    {128, 128, 32, 128, 0, 0, 18944, 0, 0},
-    {128, 128, 32, 128, 0, 0, 18944, 1, 0},
-    {128, 128, 32, 128, 0, 0, 18944, 1, 3584},
-    {128, 128, 32, 128, 128, 0, 18944, 1, 0},
-    {128, 128, 32, 128, 0, 0, 1280, 1, 0},
-    {128, 256, 32, 256, 0, 0, 1280, 1, 0},
-    {128, 128, 32, 128, 0, 0, 5120, 1, 0},
-    {128, 128, 32, 128, 0, 0, 5120, 0, 0},
+    /* K past CM2K_MAX_K, which AUTO never specializes: text down (18,944)
+     * and the vision merger (5,120), for bench ops to compare */
+    {128, 128, 32, 128, 0, 0, 18944},
+    {128, 128, 32, 128, 0, 0, 5120},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -229,11 +212,6 @@ static const uint32_t *cm2_cfg(int c) { return CM2_CFG[c - 2 * SG_NCFG]; }
 
 int ops_gemm_configs(void) { return GEMM_NCFG; }
 
-uint32_t ops_gemm_config_n(int c)
-{
-    return c >= 0 && c < GEMM_NCFG && cfg_route(c) == GEMM_CM2 ? cm2_cfg(c)[8] : 0;
-}
-
 static uint32_t cfg_bm(int c)
 {
     return cfg_route(c) == GEMM_CM2 ? cm2_cfg(c)[0] : 16 * sg_cfg(c)[0] * sg_cfg(c)[2];
@@ -258,11 +236,7 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         char kc[24] = "";
         if (g[6])
             snprintf(kc, sizeof kc, "/K=%u", g[6]);
-        char nc[24] = "";
-        if (g[8])
-            snprintf(nc, sizeof nc, "/N=%u", g[8]);
-        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "",
-                 kc, nc, g[7] ? "/Brow+probe" : "");
+        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "", kc);
         return;
     }
     const uint32_t *g = sg_cfg(c);
@@ -327,7 +301,6 @@ void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
     if (cfg_route(c) == GEMM_CM2) {
         const uint32_t *g = cm2_cfg(c);
         *acc16 = (int)g[4];
-        *probe = g[7] != 0; /* W K x N: timing only until weights are stored so */
         *k_mult = g[5] ? 8 : 2;
         if (g[6]) /* only that K: a multiple of itself, and the caller checks k == it */
             *k_mult = -(int)g[6];
@@ -705,9 +678,6 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[6] && cm2_cfg(tile)[6] != a->k)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
                                      "k = %u, not %u", tile, cm2_cfg(tile)[6], a->k);
-            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[8] && cm2_cfg(tile)[8] != nc)
-                return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
-                                     "n = %u, not %u", tile, cm2_cfg(tile)[8], nc);
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
                                      "vectors: k and the row offsets must be multiples of 8", tile);
