@@ -43,11 +43,6 @@ layout(constant_id = 7) const uint VEC = 0;
 // loop's trip count known to the driver's compiler); 0: K from the push
 // constants.
 layout(constant_id = 8) const uint KC = 0;
-// 1: W is stored K x N (B row-major: the layout NVIDIA's sample measures
-// fastest) instead of N x K rows read through a transposing view.
-layout(constant_id = 9) const uint WT = 0;
-// Non-zero: N fixed at pipeline creation (with WT, B's row stride).
-layout(constant_id = 10) const uint NC = 0;
 
 layout(std430, binding = 0) readonly buffer BW { float16_t W[]; };
 layout(std430, binding = 1) readonly buffer BX { float16_t X[]; };
@@ -95,16 +90,10 @@ float qgelu_e(const in uint32_t r, const in uint32_t c, const in float y) { retu
         CM(float16_t, BK, BN, gl_MatrixUseB) b_;                                                 \
         if (VEC == 1u) {                                                                         \
             coopMatLoadTensorNV(a_, X4, p.x_skip / 8u, sliceTensorLayoutNV(LX, m0, BM, K0, BK)); \
-            if (WT == 1u)                                                                        \
-                coopMatLoadTensorNV(b_, W4, p.w_skip / 8u, sliceTensorLayoutNV(LW, K0, BK, n0, BN)); \
-            else                                                                                 \
-                coopMatLoadTensorNV(b_, W4, p.w_skip / 8u, sliceTensorLayoutNV(LW, n0, BN, K0, BK), tr); \
+            coopMatLoadTensorNV(b_, W4, p.w_skip / 8u, sliceTensorLayoutNV(LW, n0, BN, K0, BK), tr); \
         } else {                                                                                 \
             coopMatLoadTensorNV(a_, X, p.x_skip, sliceTensorLayoutNV(LX, m0, BM, K0, BK));      \
-            if (WT == 1u)                                                                        \
-                coopMatLoadTensorNV(b_, W, p.w_skip, sliceTensorLayoutNV(LW, K0, BK, n0, BN));  \
-            else                                                                                 \
-                coopMatLoadTensorNV(b_, W, p.w_skip, sliceTensorLayoutNV(LW, n0, BN, K0, BK), tr); \
+            coopMatLoadTensorNV(b_, W, p.w_skip, sliceTensorLayoutNV(LW, n0, BN, K0, BK), tr);  \
         }                                                                                        \
         C = coopMatMulAdd(a_, b_, C);                                                            \
     }
@@ -112,22 +101,19 @@ float qgelu_e(const in uint32_t r, const in uint32_t c, const in float y) { retu
 void main()
 {
     const uint KK = KC != 0u ? KC : p.K;
-    const uint NN = NC != 0u ? NC : p.N;
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-    bool interior = m0 + BM <= p.M && n0 + BN <= NN;
+    bool interior = m0 + BM <= p.M && n0 + BN <= p.N;
 
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tX =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tW =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     tX = setTensorLayoutDimensionNV(tX, p.M, KK);
-    // W's dimensions as stored (scalar selects only: no select of a layout)
-    const uint w0 = WT == 1u ? KK : NN, w1 = WT == 1u ? NN : KK;
-    tW = setTensorLayoutDimensionNV(tW, w0, w1);
+    tW = setTensorLayoutDimensionNV(tW, p.N, KK);
     tensorLayoutNV<2> uX = createTensorLayoutNV(2);
     tensorLayoutNV<2> uW = createTensorLayoutNV(2);
     uX = setTensorLayoutDimensionNV(uX, p.M, KK);
-    uW = setTensorLayoutDimensionNV(uW, w0, w1);
+    uW = setTensorLayoutDimensionNV(uW, p.N, KK);
     tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0); // W rows are B's columns
 
     // One loop per layout pair, with no branch inside: the driver software-

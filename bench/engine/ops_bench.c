@@ -339,8 +339,6 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 ops_gemm_config_info(cfg - 1, &acc16, &probe, &k_mult);
                 if (k_mult > 0 ? k % (uint32_t)k_mult != 0 : k != (uint32_t)-k_mult)
                     continue;
-                if (ops_gemm_config_n(cfg - 1) && ops_gemm_config_n(cfg - 1) != n)
-                    continue;
             }
             int xf16 = v == 1 || cfg || sweep;
             int ty = v < 2 || cfg || sweep ? QUANT_F16 : qtypes[v - 2];
@@ -371,12 +369,6 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 rc = upload_random(b, a.x, err);
             if (!rc)
                 rc = vkr_arena_alloc(ar, (uint64_t)m * n * 4, &a.y, err);
-            /* AUTO's f16 line as a model runs it: with W's K x N copy where
-             * the model would keep one (FOLIO_GEMM_BT) */
-            struct vkr_tensor wt = {0};
-            if (!rc && v == 1 && !sweep)
-                rc = ops_upload_weight_bt(b->vk, ar, a.w, ty, n, k, &wt, err);
-            a.wt = wt.size ? &wt : NULL;
             if (!rc && skb && kern == OP_MM_GEMM) {
                 rc = vkr_arena_alloc(ar, skb, &sk, err);
                 a.split = &sk;
@@ -394,13 +386,12 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
             fprintf(b->out,
                     "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"%s\","
                     "\"route\":\"%s\",\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"%s\",\"xtype\":\"%s\","
-                    "\"m\":%u,\"n\":%u,\"k\":%u,\"split\":%u,\"bt\":%d,\"ms\":%.4f,\"tflops\":%.1f,"
-                    "\"device\":\"%s\"}\n",
+                    "\"m\":%u,\"n\":%u,\"k\":%u,\"split\":%u,\"ms\":%.4f,\"tflops\":%.1f,\"device\":\"%s\"}\n",
                     where, kern == OP_MM_GEMM ? "gemm" : "coopmat",
                     kern != OP_MM_GEMM ? "-" : cfg ? cname_route(cname) : ops_gemm_route_name(b->vk), cfg,
                     kern == OP_MM_GEMM ? cname : "-",
                     quant_type_name(ty),
-                    xf16 ? "f16" : "f32", m, n, k, slices, a.wt != NULL, ms, flops / ms / 1e9, b->dev);
+                    xf16 ? "f16" : "f32", m, n, k, slices, ms, flops / ms / 1e9, b->dev);
             fflush(b->out);
         }
     }

@@ -98,8 +98,6 @@ static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct
     w->n = (uint32_t)(t->n_elems / t->ne[0]);
     int rc = ops_upload_weight(lm->vk, lm->wa, t->n_dims == 2 ? staging : NULL, t->data, t->type,
                                w->n, w->k, to_f16, &w->t, &w->type, err);
-    if (!rc && t->n_dims == 2)
-        rc = ops_upload_weight_bt(lm->vk, lm->wa, w->t, w->type, w->n, w->k, &w->tt, err);
     if (rc)
         folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
     return rc;
@@ -439,16 +437,10 @@ static uint32_t part_of_layer(const struct lm *lm, uint32_t li)
 static uint64_t tensor_bytes(const struct vkr *vk, const struct gguf_tensor_info *t, int to_f16)
 {
     uint64_t n = t->n_elems / t->ne[0], k = (uint64_t)t->ne[0], b = t->n_bytes;
-    int f16 = t->type == QUANT_F16;
     if (to_f16 && t->n_dims == 2 && t->type != QUANT_F16 && !(t->type == QUANT_F32 && to_f16 < 2) &&
-        n * k * 2 <= vkr_limits(vk)->block_size) {
+        n * k * 2 <= vkr_limits(vk)->block_size)
         b = n * k * 2;
-        f16 = 1;
-    }
-    b = (b + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
-    if (f16 && t->n_dims == 2 && ops_gemm_wants_bt(vk, (uint32_t)n, (uint32_t)k)) /* its K x N copy */
-        b += (n * k * 2 + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
-    return b;
+    return (b + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
 }
 
 static char *human_mib(uint64_t b, char *buf, size_t n)

@@ -110,7 +110,6 @@ static int mm16(const struct lm *lm, struct vkr_cmd *c, const struct lm_w *w,
                 const struct lm_w *bias, struct op_matmul a, struct folio_err *err)
 {
     a.w = w->t, a.wtype = w->type, a.n = w->n, a.k = w->k;
-    a.wt = w->tt.size ? &w->tt : NULL;
     a.bias = bias && bias->t.size ? &bias->t : NULL;
     a.kernel = OP_MM_GEMM;
     a.split = lm->sk.size ? &lm->sk : NULL;

@@ -28,7 +28,6 @@
 
 struct vis_w {
     struct vkr_tensor t;
-    struct vkr_tensor tt; /* K x N copy for the B-row-major GEMM (size 0: none) */
     int type;
     uint32_t n, k;
     int set;

@@ -115,8 +115,6 @@ int vis_upload(struct vis *v, const struct gguf_tensor_info *t, uint64_t row0, u
     int rc = ops_upload_weight(v->vk, v->wa, t->n_dims == 2 ? staging : NULL,
                                (const uint8_t *)t->data + row0 * rb, t->type, w->n, w->k, to_f16,
                                &w->t, &w->type, err);
-    if (!rc && t->n_dims == 2)
-        rc = ops_upload_weight_bt(v->vk, v->wa, w->t, w->type, w->n, w->k, &w->tt, err);
     if (rc) {
         folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;
@@ -491,8 +489,7 @@ int vis_mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, 
 {
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
                           .y = y, .bias = b && b->set ? &b->t : NULL, .kernel = OP_MM_GEMM,
-                          .xtype = xt, .ytype = yt, .res = res, .act = act, .gate = gate,
-                          .wt = w->tt.size ? &w->tt : NULL};
+                          .xtype = xt, .ytype = yt, .res = res, .act = act, .gate = gate};
     return op_matmul(c, &a, err);
 }
 

@@ -148,10 +148,11 @@ static int sg_auto_for(uint32_t m, uint32_t n)
 /* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
  * f16 accumulation (K per f16 chunk before promotion into f32; 0 = f32),
  * 16-byte views of A and B (needs skips and K in multiples of 8 halves),
- * K fixed at pipeline creation (0: any K), W stored K x N (B row-major;
- * 0: N x K rows through a transposing view), N fixed at pipeline creation
- * (0: any N). */
-#define CM2_NCOL 9
+ * K fixed at pipeline creation (0: any K). W is read as its N x K rows
+ * through a transposing view: B row-major from a K x N copy made at load
+ * ran at about half the rate on the H100 (the K-specialized kernel at text
+ * gate/up, 109 against 196 TFLOP/s), so there is no such copy. */
+#define CM2_NCOL 7
 static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 128, 32, 128, 0},
     {128, 128, 64, 128, 0},
@@ -179,34 +180,13 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 128, 32, 128, 128, 0, 3584},
     {128, 128, 32, 128, 0, 0, 1280},
     {128, 256, 32, 256, 0, 0, 1280},
-    /* probes (timing only, W's bytes are not transposed): does the driver
-     * stage B better row-major (NVIDIA's sample: 252 against 44 TFLOP/s
-     * column-major at 128x128), and with N known too? */
-    {128, 128, 32, 128, 0, 0, 3584, 1, 0},
-    {128, 128, 64, 128, 0, 0, 3584, 1, 0},
-    {128, 128, 32, 256, 0, 0, 3584, 1, 0},
-    {128, 256, 32, 256, 0, 0, 3584, 1, 0},
-    {256, 128, 32, 256, 0, 0, 3584, 1, 0},
-    {128, 128, 32, 128, 0, 1, 3584, 1, 0},
-    {128, 128, 32, 128, 128, 0, 3584, 1, 0},
-    {128, 128, 32, 256, 256, 0, 3584, 1, 0},
-    {128, 128, 32, 128, 0, 0, 3584, 1, 3584},
-    {128, 128, 32, 128, 0, 0, 3584, 1, 18944},
-    {128, 128, 32, 128, 0, 0, 3584, 0, 3584},
-    {128, 128, 32, 128, 0, 0, 18944, 0, 0},
-    {128, 128, 32, 128, 0, 0, 18944, 1, 0},
-    {128, 128, 32, 128, 0, 0, 18944, 1, 3584},
-    {128, 128, 32, 128, 128, 0, 18944, 1, 0},
-    {128, 128, 32, 128, 0, 0, 1280, 1, 0},
-    {128, 256, 32, 256, 0, 0, 1280, 1, 0},
-    {128, 128, 32, 128, 0, 0, 5120, 1, 0},
-    {128, 128, 32, 128, 0, 0, 5120, 0, 0},
+    /* K past CM2K_MAX_K, which AUTO never specializes: text down (18,944)
+     * and the vision merger (5,120), for bench ops to compare */
+    {128, 128, 32, 128, 0, 0, 18944},
+    {128, 128, 32, 128, 0, 0, 5120},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
-/* The K-specialized form with B row-major (W's K x N copy, op_matmul.wt):
- * AUTO's cm2k row with WT set. */
-static const uint32_t CM2_KAUTO_BT[CM2_NCOL] = {128, 128, 32, 128, 0, 0, 0, 1, 0};
 /* The cm2 configuration built per K for a model's own shapes
  * (ops_gemm_keys_for_k, K <= CM2K_MAX_K): with K fixed at pipeline creation
  * the driver stages the workgroup-scope loads 3-4x faster than with K from
@@ -225,7 +205,8 @@ static const uint32_t CM2_KAUTO_BT[CM2_NCOL] = {128, 128, 32, 128, 0, 0, 0, 1, 0
 static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
 {
     /* FOLIO_GEMM_CM2K=all: every product of m >= CM2K_MIN_M rows and
-     * K <= CM2K_MAX_K (benchmarks comparing the rule with B row-major) */
+     * K <= CM2K_MAX_K (benchmarks comparing the rule with the kernel at
+     * every shape it can take) */
     const char *e = getenv("FOLIO_GEMM_CM2K");
     if (e && strcmp(e, "all") == 0)
         return m >= CM2K_MIN_M && k <= CM2K_MAX_K;
@@ -247,11 +228,6 @@ static const uint32_t *sg_cfg(int c) { return GEMM_CFG[c % SG_NCFG]; }
 static const uint32_t *cm2_cfg(int c) { return CM2_CFG[c - 2 * SG_NCFG]; }
 
 int ops_gemm_configs(void) { return GEMM_NCFG; }
-
-uint32_t ops_gemm_config_n(int c)
-{
-    return c >= 0 && c < GEMM_NCFG && cfg_route(c) == GEMM_CM2 ? cm2_cfg(c)[8] : 0;
-}
 
 static uint32_t cfg_bm(int c)
 {
@@ -277,11 +253,7 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         char kc[24] = "";
         if (g[6])
             snprintf(kc, sizeof kc, "/K=%u", g[6]);
-        char nc[24] = "";
-        if (g[8])
-            snprintf(nc, sizeof nc, "/N=%u", g[8]);
-        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "",
-                 kc, nc, g[7] ? "/Brow+probe" : "");
+        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "", kc);
         return;
     }
     const uint32_t *g = sg_cfg(c);
@@ -346,7 +318,6 @@ void ops_gemm_config_info(int c, int *acc16, int *probe, int *k_mult)
     if (cfg_route(c) == GEMM_CM2) {
         const uint32_t *g = cm2_cfg(c);
         *acc16 = (int)g[4];
-        *probe = g[7] != 0; /* W K x N: timing only until weights are stored so */
         *k_mult = g[5] ? 8 : 2;
         if (g[6]) /* only that K: a multiple of itself, and the caller checks k == it */
             *k_mult = -(int)g[6];
@@ -441,36 +412,13 @@ static int cm2_k_usable(const struct vkr *vk)
     return (!forced_route(&f) || f == GEMM_CM2) && route_has(vk, GEMM_CM2);
 }
 
-/* FOLIO_GEMM_BT=1: models keep a K x N copy of each matrix the K-specialized
- * workgroup kernel takes, and that kernel reads B row-major from it. */
-static int bt_env(void)
-{
-    const char *e = getenv("FOLIO_GEMM_BT");
-    return e && strcmp(e, "1") == 0;
-}
-
-int ops_gemm_bt(const struct vkr *vk)
-{
-    return bt_env() && cm2_k_usable(vk);
-}
-
-int ops_gemm_wants_bt(const struct vkr *vk, uint32_t n, uint32_t k)
-{
-    return ops_gemm_bt(vk) && k % 2 == 0 && cm2k_wanted(CM2K_MIN_M, n, k);
-}
-
 int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out)
 {
     if (!cm2_k_usable(vk) || k == 0 || k % 2 || k > CM2K_MAX_K)
         return 0;
-    int n = 0;
-    out[n++] = cm2_key(0, CM2_CFG[CM2_KAUTO], k);
-    out[n++] = cm2_key(1, CM2_CFG[CM2_KAUTO], k);
-    if (bt_env()) {
-        out[n++] = cm2_key(0, CM2_KAUTO_BT, k);
-        out[n++] = cm2_key(1, CM2_KAUTO_BT, k);
-    }
-    return n;
+    out[0] = cm2_key(0, CM2_CFG[CM2_KAUTO], k);
+    out[1] = cm2_key(1, CM2_CFG[CM2_KAUTO], k);
+    return 2;
 }
 
 struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int c)
@@ -702,20 +650,14 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                                                                     : auto_cfg_for(vk, xb == 4, a->m, a->n);
     /* AUTO on a cm2 device: the K-specialized workgroup kernel for wide
      * products whose K the model pre-warmed */
-    int kspec = 0, bt = 0;
+    int kspec = 0;
     if (a->gemm_config == 0 && xb == 2 && cm2k_wanted(a->m, a->n, a->k) && cm2_k_usable(vk)) {
         struct vkr_pipeline_key kk = cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k);
-        struct vkr_pipeline_key kb = cm2_key(yb == 2, CM2_KAUTO_BT, a->k);
-        /* B row-major from W's K x N copy: one binding of the whole copy */
-        bt = a->wt && (uint64_t)a->n * a->k * 2 <= vkr_limits(vk)->max_range &&
-             vkr_pipeline_ready(vk, &kb);
-        if (bt || vkr_pipeline_ready(vk, &kk)) {
+        if (vkr_pipeline_ready(vk, &kk)) {
             tile = 2 * SG_NCFG + CM2_KAUTO;
             kspec = 1;
         }
     }
-    if (bt)
-        n_per = a->n;
     if (cfg_route(tile) == GEMM_CM2 && xb == 4)
         return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d (cm2) takes f16 "
                              "inputs only", tile);
@@ -736,8 +678,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
         for (uint64_t n0 = 0; n0 < a->n; n0 += n_per) {
             uint64_t n1 = n0 + n_per < a->n ? n0 + n_per : a->n;
             uint32_t ws, bs = 0;
-            rc = bt ? vkr_bind_rows(vk, *a->wt, (uint64_t)a->n * 2, 0, a->k, &b[0], &ws, err)
-                    : vkr_bind_rows(vk, a->w, wrb, n0, n1, &b[0], &ws, err);
+            rc = vkr_bind_rows(vk, a->w, wrb, n0, n1, &b[0], &ws, err);
             if (!rc && a->bias)
                 rc = vkr_bind_rows(vk, *a->bias, 4, n0, n1, &b[3], &bs, err);
             if (rc)
@@ -754,14 +695,11 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[6] && cm2_cfg(tile)[6] != a->k)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
                                      "k = %u, not %u", tile, cm2_cfg(tile)[6], a->k);
-            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[8] && cm2_cfg(tile)[8] != nc)
-                return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
-                                     "n = %u, not %u", tile, cm2_cfg(tile)[8], nc);
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
                                      "vectors: k and the row offsets must be multiples of 8", tile);
             uint32_t pid;
-            struct vkr_pipeline_key key = kspec ? cm2_key(yb == 2, bt ? CM2_KAUTO_BT : CM2_CFG[CM2_KAUTO], a->k)
+            struct vkr_pipeline_key key = kspec ? cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k)
                                                 : ops_gemm_key(a->xtype == QUANT_F16,
                                                                a->ytype == QUANT_F16, align, tile);
             rc = vkr_pipeline(vk, &key, &pid, err);
@@ -984,39 +922,6 @@ int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n
     return 0;
 }
 
-struct tr_push {
-    uint32_t N, K, i_skip, o_skip;
-};
-
-struct vkr_pipeline_key ops_transpose16_key(void)
-{
-    return ops_key("transpose16", 0, 0, 0);
-}
-
-int op_transpose16(struct vkr_cmd *c, struct vkr_tensor w, uint32_t n, uint32_t k, struct vkr_tensor out,
-                   struct folio_err *err)
-{
-    struct vkr *vk = vkr_cmd_vkr(c);
-    uint64_t bytes = (uint64_t)n * k * 2;
-    if (bytes > vkr_limits(vk)->max_range || (n + 31) / 32 > 65535 || (k + 31) / 32 > 65535)
-        return folio_err_set(err, FOLIO_ELIMIT, "transpose: a %u x %u f16 matrix exceeds one binding "
-                             "or the dispatch grid", n, k);
-    struct vkr_bind b[2];
-    uint32_t is, os, pid;
-    int rc = vkr_bind_rows(vk, w, (uint64_t)k * 2, 0, n, &b[0], &is, err);
-    if (!rc)
-        rc = vkr_bind_rows(vk, out, (uint64_t)n * 2, 0, k, &b[1], &os, err);
-    if (!rc)
-        rc = ops_pipe_key(vk, ops_transpose16_key(), &pid, err);
-    if (rc)
-        return rc;
-    struct tr_push pc = {n, k, is / 2, os / 2};
-    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2, .push = &pc,
-                                                      .push_bytes = sizeof pc,
-                                                      .groups = {(k + 31) / 32, (n + 31) / 32, 1},
-                                                      .label = "transpose16"}, err);
-}
-
 int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
                     char *why, size_t why_n)
 {
@@ -1078,24 +983,4 @@ int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *s
     if (!rc)
         *out_type = QUANT_F16;
     return rc;
-}
-
-int ops_upload_weight_bt(struct vkr *vk, struct vkr_arena *dst, struct vkr_tensor w, int wtype, uint32_t n,
-                         uint32_t k, struct vkr_tensor *out, struct folio_err *err)
-{
-    memset(out, 0, sizeof *out);
-    if (wtype != QUANT_F16 || !ops_gemm_wants_bt(vk, n, k))
-        return 0;
-    int rc = vkr_arena_alloc(dst, (uint64_t)n * k * 2, out, err);
-    struct vkr_cmd *c = NULL;
-    if (!rc)
-        rc = vkr_cmd_begin(vk, &c, err);
-    if (rc)
-        return rc;
-    rc = op_transpose16(c, w, n, k, *out, err);
-    if (rc) {
-        vkr_cmd_abort(c);
-        return rc;
-    }
-    return vkr_cmd_submit(c, err);
 }

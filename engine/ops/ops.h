@@ -116,10 +116,6 @@ struct op_matmul {
      * split. Plan it with op_matmul_split_bytes. */
     const struct vkr_tensor *split;
     uint32_t split_k;              /* slices: 0 = auto, 1 = never, >= 2 forced (tests, benchmarks) */
-    /* W's K x N f16 copy (op_transpose16) where the model made one
-     * (ops_gemm_wants_bt): the K-specialized workgroup kernel reads it as
-     * B row-major. NULL: W only. */
-    const struct vkr_tensor *wt;
 };
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err);
 /* Bytes of split-K scratch worth planning on this device (0 where AUTO
@@ -163,19 +159,6 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
  * model pre-warms one per distinct K of its matrices, and matmul's AUTO takes
  * it for wide products). Writes at most 2; 0 where the route is absent. */
 int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out);
-/* B row-major (FOLIO_GEMM_BT=1 on a cm2 device): whether models keep K x N
- * copies at all, and of an n x k matrix (one AUTO may take the K-specialized
- * workgroup kernel for). */
-int ops_gemm_bt(const struct vkr *vk);
-int ops_gemm_wants_bt(const struct vkr *vk, uint32_t n, uint32_t k);
-/* W (n rows of k f16) -> out (k rows of n f16), recorded into c. */
-int op_transpose16(struct vkr_cmd *c, struct vkr_tensor w, uint32_t n, uint32_t k, struct vkr_tensor out,
-                   struct folio_err *err);
-struct vkr_pipeline_key ops_transpose16_key(void);
-/* After ops_upload_weight: W's K x N copy into dst where the model should
- * keep one (ops_gemm_wants_bt; else *out is left empty, size 0). */
-int ops_upload_weight_bt(struct vkr *vk, struct vkr_arena *dst, struct vkr_tensor w, int wtype, uint32_t n,
-                         uint32_t k, struct vkr_tensor *out, struct folio_err *err);
 
 /* ---- weights in the form the fast kernel wants ---- */
 /* --gpu-weights: auto = f16 when the tensor-core GEMM exists and the

@@ -40,8 +40,6 @@ int ops_gemm_config_fits(const struct vkr *vk, int config);
  * offsets, in elements) it needs, or -K for a configuration built for that
  * one K. */
 void ops_gemm_config_info(int config, int *acc16, int *probe, int *k_mult);
-/* N the configuration was built for (0: any). */
-uint32_t ops_gemm_config_n(int config);
 /* op_matmul's own kernels' keys (matvec / tiled / cooperative-matrix
  * matmul, the f16 expansion, the split-K sum), for its dispatch and the
  * pre-warm list alike. */

@@ -29,8 +29,6 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
         out[n++] = ops_dequant_key(wtype);
         return n + ops_matmul_keys(vk, QUANT_F16, &out[n]);
     }
-    if (ops_gemm_bt(vk)) /* models transpose matrices at load for the B-row-major GEMM */
-        out[n++] = ops_transpose16_key();
     return n + ops_gemm_keys(vk, &out[n]);
 }
 

@@ -101,8 +101,7 @@ int run_all(int ranged)
         int ng = ops_gemm_keys_all(t.vk, 1, gk);
         ng += ops_gemm_keys_for_k(t.vk, 1280, &gk[ng]);
         ng += ops_gemm_keys_for_k(t.vk, 3584, &gk[ng]);
-        gk[ng++] = ops_transpose16_key(); /* test_transpose16 on every device */
-        ng = ops_keys_unique(gk, ng);
+        ng = ops_keys_unique(gk, ng); /* the table's K-fixed rows repeat for_k's keys */
         rc = vkr_prewarm(t.vk, gk, ng, &failed, &e);
         REQUIRE(rc == 0 && failed == 0, "GEMM configurations: rc %d failed %d: %s", rc, failed, e.msg);
     }
@@ -119,7 +118,7 @@ int run_all(int ranged)
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
     static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm, test_gemm_epilogues,
-                                                test_gemm_configs, test_gemm_split_rule, test_transpose16,
+                                                test_gemm_configs, test_gemm_split_rule,
                                                  test_norm_softmax, test_rope, test_attention,
                                                  test_attention_fused, test_attention_errors,
                                                  test_attention_split, test_elem, test_rows,

@@ -79,7 +79,6 @@ void gemm_operands_free(struct gemm_operands *o);
 /* The case groups, one file per op family. */
 void test_matmul(struct T *t);          /* matmul.c */
 void test_expand_f16(struct T *t);      /* matmul.c */
-void test_transpose16(struct T *t);     /* gemm.c */
 void test_identical(struct T *t);       /* matmul.c, ranged mode only */
 void test_gemm(struct T *t);            /* gemm.c */
 void test_gemm_epilogues(struct T *t);  /* gemm.c */
