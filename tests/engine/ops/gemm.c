@@ -139,15 +139,9 @@ void test_gemm(struct T *t)
                 fill(t, res, (size_t)m * n, 4.0f);
                 int use_bias = epi >= 1, use_res = epi == 2;
                 ops_ref_matmul(wd, xd, use_bias ? bias : NULL, yr, m, n, k);
-                for (uint32_t i = 0; i < m; i++)
-                    for (uint32_t j = 0; j < n; j++) {
-                        double s = 0;
-                        for (uint32_t q = 0; q < k; q++)
-                            s += fabs((double)wd[(size_t)j * k + q] * xd[(size_t)i * k + q]);
-                        sc[(size_t)i * n + j] = (float)s;
-                        if (use_res)
-                            yr[(size_t)i * n + j] += res[(size_t)i * n + j];
-                    }
+                abs_products(wd, xd, sc, m, n, k);
+                for (size_t i = 0; use_res && i < (size_t)m * n; i++)
+                    yr[i] += res[i];
                 struct vkr_tensor rt;
                 struct op_matmul a = {.w = put(t, ar, o.wh, (uint64_t)n * k * 2), .wtype = QUANT_F16,
                                       .n = n, .k = k, .m = m, .kernel = OP_MM_GEMM,

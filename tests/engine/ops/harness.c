@@ -37,6 +37,17 @@ void get(struct T *t, struct vkr_tensor x, void *out, uint64_t bytes)
     }
 }
 
+void abs_products(const float *w, const float *x, float *sc, uint32_t m, uint32_t n, uint32_t k)
+{
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t j = 0; j < n; j++) {
+            double s = 0;
+            for (uint32_t q = 0; q < k; q++)
+                s += fabs((double)w[(size_t)j * k + q] * x[(size_t)i * k + q]);
+            sc[(size_t)i * n + j] = (float)s;
+        }
+}
+
 double worst(const float *g, const float *r, const float *scale, size_t n, double tabs, double trel,
              size_t *at)
 {

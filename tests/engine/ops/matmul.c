@@ -11,6 +11,41 @@
 
 static void matvec_rows(struct T *t);
 
+/* One matmul case's host side: W quantized to ty (wq, rb bytes a row) and
+ * read back (wd), X, a bias, the C reference yr (with the bias when asked)
+ * and the error scale sc; yg is room for the device's result. */
+struct mm_case {
+    float *wf, *wd, *x, *bias, *yg, *yr, *sc;
+    uint8_t *wq;
+    uint64_t rb;
+};
+
+static void mm_case_make(struct T *t, int ty, uint32_t m, uint32_t n, uint32_t k, int use_bias,
+                         struct mm_case *o)
+{
+    o->rb = quant_row_bytes(ty, k);
+    o->wf = malloc(sizeof(float) * n * k), o->wd = malloc(sizeof(float) * n * k);
+    o->x = malloc(sizeof(float) * m * k), o->bias = malloc(sizeof(float) * n);
+    o->yg = malloc(sizeof(float) * m * n), o->yr = malloc(sizeof(float) * m * n);
+    o->sc = malloc(sizeof(float) * m * n);
+    o->wq = malloc(o->rb * n);
+    fill(t, o->wf, (size_t)n * k, 1.0f);
+    fill(t, o->x, (size_t)m * k, 1.0f);
+    fill(t, o->bias, n, 1.0f);
+    for (uint32_t r = 0; r < n; r++) {
+        quant_quantize_row(ty, o->wf + (size_t)r * k, o->wq + o->rb * r, k);
+        quant_dequantize_row(ty, o->wq + o->rb * r, o->wd + (size_t)r * k, k);
+    }
+    ops_ref_matmul(o->wd, o->x, use_bias ? o->bias : NULL, o->yr, m, n, k);
+    abs_products(o->wd, o->x, o->sc, m, n, k);
+}
+
+static void mm_case_free(struct mm_case *o)
+{
+    free(o->wf), free(o->wd), free(o->x), free(o->bias), free(o->yg), free(o->yr), free(o->sc);
+    free(o->wq);
+}
+
 void test_matmul(struct T *t)
 {
     static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
@@ -38,28 +73,12 @@ void test_matmul(struct T *t)
                     continue;
                 if (kk != OP_MM_AUTO && m <= 8 && si != 0)
                     continue; /* forced tiled/coopmat on tiny m once is enough */
-                uint64_t rb = quant_row_bytes(ty, k);
-                float *wf = malloc(sizeof(float) * n * k), *wd = malloc(sizeof(float) * n * k);
-                float *x = malloc(sizeof(float) * m * k), *bias = malloc(sizeof(float) * n);
-                float *yg = malloc(sizeof(float) * m * n), *yr = malloc(sizeof(float) * m * n);
-                float *sc = malloc(sizeof(float) * m * n);
-                uint8_t *wq = malloc(rb * n);
-                fill(t, wf, (size_t)n * k, 1.0f);
-                fill(t, x, (size_t)m * k, 1.0f);
-                fill(t, bias, n, 1.0f);
-                for (uint32_t r = 0; r < n; r++) {
-                    quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
-                    quant_dequantize_row(ty, wq + rb * r, wd + (size_t)r * k, k);
-                }
                 int use_bias = (si % 2) == 1;
-                ops_ref_matmul(wd, x, use_bias ? bias : NULL, yr, m, n, k);
-                for (uint32_t i = 0; i < m; i++)
-                    for (uint32_t j = 0; j < n; j++) {
-                        double s = 0;
-                        for (uint32_t e = 0; e < k; e++)
-                            s += fabs((double)wd[(size_t)j * k + e] * x[(size_t)i * k + e]);
-                        sc[(size_t)i * n + j] = (float)s;
-                    }
+                struct mm_case o;
+                mm_case_make(t, ty, m, n, k, use_bias, &o);
+                uint64_t rb = o.rb;
+                float *x = o.x, *bias = o.bias, *yg = o.yg, *yr = o.yr, *sc = o.sc;
+                uint8_t *wq = o.wq;
                 vkr_arena_reset(t->act);
                 struct op_matmul a = {.w = put(t, t->w, wq, rb * n), .wtype = ty, .n = n, .k = k,
                                       .x = put(t, t->act, x, sizeof(float) * m * k), .m = m,
@@ -78,7 +97,7 @@ void test_matmul(struct T *t)
                 double wv = worst(yg, yr, sc, (size_t)m * n, 1e-6, tol, &at);
                 CHECK(wv <= 1.0, "matmul %s m=%u n=%u k=%u kernel=%d: worst %.3g at %zu (gpu %g ref %g)",
                       quant_type_name(ty), m, n, k, (int)kk, wv, at, (double)yg[at], (double)yr[at]);
-                free(wf), free(wd), free(x), free(bias), free(yg), free(yr), free(sc), free(wq);
+                mm_case_free(&o);
             }
         }
     }
@@ -122,28 +141,12 @@ static void matvec_rows(struct T *t)
                 uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
                 if (k % (uint32_t)quant_block_elems(ty))
                     continue;
-                uint64_t rb = quant_row_bytes(ty, k);
-                float *wf = malloc(sizeof(float) * n * k), *wd = malloc(sizeof(float) * n * k);
-                float *x = malloc(sizeof(float) * m * k), *bias = malloc(sizeof(float) * n);
-                float *yg = malloc(sizeof(float) * m * n), *yr = malloc(sizeof(float) * m * n);
-                float *sc = malloc(sizeof(float) * m * n);
-                uint8_t *wq = malloc(rb * n);
-                fill(&u, wf, (size_t)n * k, 1.0f);
-                fill(&u, x, (size_t)m * k, 1.0f);
-                fill(&u, bias, n, 1.0f);
-                for (uint32_t r = 0; r < n; r++) {
-                    quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
-                    quant_dequantize_row(ty, wq + rb * r, wd + (size_t)r * k, k);
-                }
                 int use_bias = si % 2 == 0;
-                ops_ref_matmul(wd, x, use_bias ? bias : NULL, yr, m, n, k);
-                for (uint32_t i = 0; i < m; i++)
-                    for (uint32_t j = 0; j < n; j++) {
-                        double a = 0;
-                        for (uint32_t e = 0; e < k; e++)
-                            a += fabs((double)wd[(size_t)j * k + e] * x[(size_t)i * k + e]);
-                        sc[(size_t)i * n + j] = (float)a;
-                    }
+                struct mm_case o;
+                mm_case_make(&u, ty, m, n, k, use_bias, &o);
+                uint64_t rb = o.rb;
+                float *x = o.x, *bias = o.bias, *yg = o.yg, *yr = o.yr, *sc = o.sc;
+                uint8_t *wq = o.wq;
                 vkr_arena_reset(u.w);
                 vkr_arena_reset(u.act);
                 /* y pre-filled with NaN: a row the kernel failed to store shows */
@@ -161,7 +164,7 @@ static void matvec_rows(struct T *t)
                 double wv = worst(yg, yr, sc, (size_t)m * n, 1e-6, 5e-5, &at);
                 CHECK(wv <= 1.0, "matvec NR=%s %s m=%u n=%u k=%u: worst %.3g at %zu (gpu %g ref %g)",
                       nrs[ni], quant_type_name(ty), m, n, k, wv, at, (double)yg[at], (double)yr[at]);
-                free(wf), free(wd), free(x), free(bias), free(yg), free(yr), free(sc), free(wq);
+                mm_case_free(&o);
             }
         struct vkr_stats s;
         vkr_get_stats(u.vk, &s);

@@ -46,6 +46,11 @@ void get(struct T *t, struct vkr_tensor x, void *out, uint64_t bytes);
 double worst(const float *g, const float *r, const float *scale, size_t n, double tabs, double trel,
              size_t *at);
 
+/* sc[i][j] = sum_k |w[j][k] x[i][k]| in double: the scale a product's
+ * error is bounded against (worst's scale) for m x k inputs and n x k
+ * weights. */
+void abs_products(const float *w, const float *x, float *sc, uint32_t m, uint32_t n, uint32_t k);
+
 /* The tensor-core GEMM's operands: W (n x k) and X (m x k) drawn from the
  * test's stream (W first, then X, in [-1, 1]), as the f16 bytes the GEMM
  * reads (wh, xh) and as the floats those bytes hold (wd, xd), which the C
