@@ -37,10 +37,15 @@
  * pass (with other documents' pages when the pass has room). Reserved
  * slots count against the queue bound like queued ones: prepared pages,
  * queued or about to be, never exceed 2 x batch in the whole process,
- * however many documents have many pages. The results come back per
- * page; the text tiers then run page by page for those vision did not
- * answer. Cancel takes every queued page of the window back out and
- * waits for any already in a pass before the window's memory is freed.
+ * however many documents have many pages. Windows overlap: the thread
+ * queues window w, then decodes, prepares and queues window w+1 while w
+ * is on the GPU, and only then waits for w, so a lone document's CPU
+ * work (~25 ms a 1024² page) does not leave the GPU idle between its
+ * passes (two windows are at most 2 x batch pages: the same bound). The
+ * results come back per page; the text tiers then run page by page for
+ * those vision did not answer. Cancel takes every queued page of both
+ * windows back out and waits for any already in a pass before the
+ * windows' memory is freed.
  *
  * Why a thread and not the old mutex: under the mutex a page's decode and
  * preprocess ran while holding the GPU, and every pass carried one page;

@@ -277,12 +277,10 @@ int tiers_submit_wait(struct engine_models *m, struct gpu_item *it, const struct
     return 0;
 }
 
-/* Queues the window's prepared pages together and sleeps until the GPU
- * thread answered every one (mu held on entry and exit). On cancel the
- * pages still queued are taken back out, the ones in a pass are waited
- * for (the GPU thread writes into them), and FOLIO_ETIMEOUT is returned. */
-int tiers_submit_window(struct engine_models *m, struct gpu_item *it, int k, const struct engine_doc *doc,
-                         struct folio_err *err)
+/* Queues the window's prepared pages together (mu held), contiguous, so
+ * the GPU thread finds them in one pass. Items with no prepared page (not
+ * decoded, refused) are skipped: their reason is already set. */
+void tiers_queue_window(struct engine_models *m, struct gpu_item *it, int k)
 {
     TIERS_MU_HELD(m);
     int queued = 0;
@@ -306,6 +304,17 @@ int tiers_submit_window(struct engine_models *m, struct gpu_item *it, int k, con
     }
     if (queued)
         pthread_cond_signal(&m->work_cv);
+}
+
+/* Sleeps until the GPU thread answered every queued page of the window
+ * (mu held on entry and exit). On cancel the pages still queued are taken
+ * back out, the ones in a pass are waited for (the GPU thread writes into
+ * them), and FOLIO_ETIMEOUT is returned: afterwards no item of the window
+ * is referenced by the queue, so its memory may go. */
+int tiers_wait_window(struct engine_models *m, struct gpu_item *it, int k, const struct engine_doc *doc,
+                      struct folio_err *err)
+{
+    TIERS_MU_HELD(m);
     int cancel = 0;
     for (;;) {
         int waiting = 0;

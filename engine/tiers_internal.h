@@ -111,9 +111,12 @@ int tiers_cancelled(const struct engine_doc *doc);
  * and exit). FOLIO_ETIMEOUT when the job was cancelled before its pass. */
 int tiers_submit_wait(struct engine_models *m, struct gpu_item *it, const struct engine_doc *doc,
                       struct folio_err *err);
-/* Queues a window's k prepared pages together and waits for all of them
- * (mu held on entry and exit); FOLIO_ETIMEOUT on cancel. */
-int tiers_submit_window(struct engine_models *m, struct gpu_item *it, int k, const struct engine_doc *doc,
-                        struct folio_err *err);
+/* A window's k prepared pages: queued together (mu held), then waited for
+ * (mu held on entry and exit; FOLIO_ETIMEOUT on cancel, after which the
+ * queue holds none of them). A job thread queues its next window before
+ * it waits for the one in flight (tiers_vision.c). */
+void tiers_queue_window(struct engine_models *m, struct gpu_item *it, int k);
+int tiers_wait_window(struct engine_models *m, struct gpu_item *it, int k, const struct engine_doc *doc,
+                      struct folio_err *err);
 
 #endif

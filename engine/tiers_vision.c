@@ -1,7 +1,8 @@
 /*
  * Tier 1 (vision) over the pages of one document, a window at a time
  * (tiers.c, "Pages of one document"): reserve queue room, decode and
- * prepare the window's pages on this thread, queue them together, and
+ * prepare the window's pages on this thread, queue them together, prepare
+ * and queue the next window while this one is on the GPU, then wait and
  * record each page's outcome.
  */
 #include "engine/tiers_internal.h"
@@ -11,9 +12,10 @@
 #include <string.h>
 
 /* Tier 1 over the pages of one document, a window at a time (see
- * "Pages of one document" at the top). The items of a window live in it[]
- * (room for cap); each page's outcome lands in its own out: answered
- * (engine_path "vision") or the reason it was not. */
+ * "Pages of one document" at the top). The items of the two windows in
+ * flight live in one array of 2 x cap (struct window below); each page's
+ * outcome lands in its own out: answered (engine_path "vision") or the
+ * reason it was not. */
 
 /* Decodes and prepares page i of the window on this thread (no lock
  * held); a page that cannot be decoded gets its reason and no item. */
@@ -94,13 +96,23 @@ static int page_outcome(struct engine_models *m, const char *const *names, int n
     return rc;
 }
 
-/* One window: reserves queue room for up to cap of the n pages left,
- * prepares them, queues them together, waits, and records each page's
- * outcome. *used: pages the window covered (all n when vision is off). */
-static int vision_window(struct engine_models *m, const char *const *names, int nl, const struct engine_doc *docs,
-                         struct engine_result *outs, int n, struct gpu_item *it, int cap, int *used,
-                         struct folio_err *err)
+/* A window of a document's pages: the first page's index in the
+ * document, its k items (it[]), queued or not. */
+struct window {
+    int p, k, queued;
+    struct gpu_item *it;
+};
+
+/* Reserves queue room for up to cap of the n pages left (waiting for at
+ * least one slot) and prepares them on this thread (no lock held on entry
+ * or exit). *used: the pages the window covers (all n when vision is off:
+ * their reasons are recorded and w->k is 0). FOLIO_ETIMEOUT when the job
+ * was cancelled while waiting for room (nothing prepared). */
+static int window_prepare(struct engine_models *m, const char *const *names, int nl,
+                          const struct engine_doc *docs, struct engine_result *outs, int n, int cap,
+                          struct window *w, int *used, struct folio_err *err)
 {
+    w->k = w->queued = 0;
     pthread_mutex_lock(&m->mu);
     struct vlm *v;
     for (;;) {
@@ -131,8 +143,8 @@ static int vision_window(struct engine_models *m, const char *const *names, int 
     uint64_t gen = m->gen;
     pthread_mutex_unlock(&m->mu);
     for (int i = 0; i < k; i++) {
-        prepare_page(v, names, nl, &docs[i], &outs[i], &it[i]);
-        it[i].gen = gen;
+        prepare_page(v, names, nl, &docs[i], &outs[i], &w->it[i]);
+        w->it[i].gen = gen;
     }
     pthread_mutex_lock(&m->mu);
     m->reserved -= k;
@@ -142,17 +154,45 @@ static int vision_window(struct engine_models *m, const char *const *names, int 
     if (tiers_cancelled(&docs[0]))
         rc = folio_err_set(err, FOLIO_ETIMEOUT, "cancelled while waiting for the GPU");
     else
-        rc = tiers_submit_window(m, it, k, &docs[0], err);
+        tiers_queue_window(m, w->it, k);
     pthread_mutex_unlock(&m->mu);
+    w->k = k;
+    w->queued = rc == 0;
+    *used = k;
+    return rc;
+}
+
+/* Waits for a window's queued pages (cancel takes them back out) and
+ * records each page's outcome; frees what its items hold. */
+static int window_finish(struct engine_models *m, const char *const *names, int nl,
+                         const struct engine_doc *docs, struct engine_result *outs, struct window *w,
+                         struct folio_err *err)
+{
+    int rc = 0;
+    if (w->queued) {
+        pthread_mutex_lock(&m->mu);
+        rc = tiers_wait_window(m, w->it, w->k, &docs[0], err);
+        pthread_mutex_unlock(&m->mu);
+    } else if (w->k) {
+        rc = FOLIO_ETIMEOUT; /* prepared, then cancelled before it was queued (err is set) */
+    }
     int orc = 0;
-    for (int i = 0; i < k; i++) {
-        int r = page_outcome(m, names, nl, &it[i], &outs[i], rc == 0, err);
+    for (int i = 0; i < w->k; i++) {
+        int r = page_outcome(m, names, nl, &w->it[i], &outs[i], rc == 0, err);
         orc = orc ? orc : r;
     }
-    *used = k;
+    w->k = w->queued = 0;
     return rc ? rc : orc;
 }
 
+/* Windows overlap: window w+1 is decoded, prepared and queued while
+ * window w is on the GPU, and only then does this thread wait for w. A
+ * document's CPU work (decode, resize, patches: ~25 ms a 1024² page) no
+ * longer sets its pace when it is the only one (a large PDF at
+ * --gpu-batch 1: before, every page's preparation left the GPU idle).
+ * Two windows are at most 2 x batch pages, the queue's bound, which the
+ * reservations keep as before. The first error wins; its window's first
+ * page is *failed. */
 int engine_models_vision(struct engine_models *m, const char *const *names, int nl,
                          const struct engine_doc *docs, int n, struct engine_result *outs, int *failed,
                          struct folio_err *err)
@@ -160,20 +200,56 @@ int engine_models_vision(struct engine_models *m, const char *const *names, int 
     uint32_t b = atomic_load(&m->batch);
     int cap = b < 1 ? 1 : (int)b;
     cap = cap < n ? cap : n;
-    struct gpu_item *it = calloc((size_t)(cap > 0 ? cap : 1), sizeof *it);
+    struct gpu_item *it = calloc((size_t)(cap > 0 ? 2 * cap : 1), sizeof *it);
     if (!it) {
         for (int p = 0; p < n; p++)
             tiers_add_reason(&outs[p], "vision failed: out of host memory");
         return 0;
     }
-    int rc = 0;
+    struct window win[2] = {{.it = it}, {.it = it + cap}};
+    struct folio_err later = {0}; /* errors after the first */
+    int rc = 0, fail_at = -1, cur = 0, have_prev = 0;
     for (int p = 0; p < n && rc == 0;) {
+        struct window *w = &win[cur], *prev = &win[cur ^ 1];
         int used = 0;
-        rc = vision_window(m, names, nl, docs + p, outs + p, n - p, it, cap, &used, err);
-        if (rc && failed)
-            *failed = p;
+        w->p = p;
+        int r = window_prepare(m, names, nl, docs + p, outs + p, n - p, cap, w, &used, err);
+        if (r) {
+            rc = r;
+            fail_at = p;
+        }
+        if (have_prev) {
+            struct folio_err *e = rc ? &later : err;
+            int r2 = window_finish(m, names, nl, docs + prev->p, outs + prev->p, prev, e);
+            have_prev = 0;
+            if (r2 && (!rc || prev->p < fail_at)) {
+                if (rc) /* the earlier window's error is the one to report */
+                    *err = later;
+                rc = r2;
+                fail_at = prev->p;
+            }
+        }
+        if (rc) {
+            if (w->k) /* queued or prepared: out of the queue before it goes */
+                (void)window_finish(m, names, nl, docs + p, outs + p, w, &later);
+            break;
+        }
+        if (w->k) {
+            have_prev = 1;
+            cur ^= 1;
+        }
         p += used;
     }
+    if (have_prev) {
+        struct window *prev = &win[cur ^ 1];
+        int r2 = window_finish(m, names, nl, docs + prev->p, outs + prev->p, prev, err);
+        if (r2) {
+            rc = r2;
+            fail_at = prev->p;
+        }
+    }
+    if (rc && failed)
+        *failed = fail_at;
     free(it);
     return rc;
 }

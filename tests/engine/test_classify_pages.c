@@ -21,7 +21,12 @@
  *  6. cancel while the document's pages are queued (the GPU thread holds
  *     off): FOLIO_ETIMEOUT "cancelled while queued", no page of it reaches
  *     a pass, and the same document classified again right after gives the
- *     baseline: nothing lost, the queue is empty.
+ *     baseline: nothing lost, the queue is empty;
+ *  7. windows overlap: six pages (batch 4) while the GPU thread holds off
+ *     each pass; the second window's first page is decoded before the
+ *     first window's pass answered any page (each decode records how many
+ *     pages the GPU had answered), still two passes of 4 + 2 and the
+ *     baseline results.
  */
 #include "tests/support/parity_root.h"
 #include "tests/support/testutil.h"
@@ -49,9 +54,25 @@ struct page {
     int bad_decode, bad_text;
 };
 
+/* Case 7's record: for each decode in call order, the pages the GPU had
+ * answered by then (engine_models_gpu_stats), while g_watch is set. */
+static struct engine_models *_Atomic g_watch;
+static unsigned long long g_answered_at[16];
+static _Atomic int g_decodes;
+
+static void stats_of(struct engine_models *m, struct engine_gpu_stats *s);
+
 static int page_fn(void *ctx, struct engine_page *out, struct folio_err *err)
 {
     const struct page *p = ctx;
+    struct engine_models *w = atomic_load(&g_watch);
+    if (w) {
+        struct engine_gpu_stats s;
+        stats_of(w, &s);
+        int i = atomic_fetch_add(&g_decodes, 1);
+        if (i < 16)
+            g_answered_at[i] = s.pages;
+    }
     memset(out, 0, sizeof *out);
     if (p->bad_decode)
         return folio_err_set(err, FOLIO_EFORMAT, "synthetic page %d is corrupt", p->index + 1);
@@ -143,6 +164,11 @@ static struct engine_gpu_stats stats(struct engine_models *m)
     struct engine_gpu_stats s;
     engine_models_gpu_stats(m, &s);
     return s;
+}
+
+static void stats_of(struct engine_models *m, struct engine_gpu_stats *s)
+{
+    *s = stats(m);
 }
 
 static void free_results(struct engine_result *r, int n)
@@ -237,6 +263,31 @@ static void fault_cases(struct engine_labels *labels, const struct engine_result
         for (int i = 0; i < 4; i++)
             same_as_alone(&r[i], &base[i == 0 ? 0 : i + 2], i == 0 ? 0 : i + 2, "after cancel");
     free_results(r, 4);
+
+    /* 7. windows overlap: pages 1, 4, 5, 6, 1, 4 (no faulty height), each
+     * pass held off 4 s, so window 0 cannot be answered while this thread
+     * prepares window 1 unless it waited for it first */
+    struct engine_doc d6[6] = {g_docs[0], g_docs[3], g_docs[4], g_docs[5], g_docs[0], g_docs[3]};
+    const int b6[6] = {0, 3, 4, 5, 0, 3};
+    struct engine_result r6[6];
+    s0 = stats(m);
+    atomic_store(&g_decodes, 0);
+    atomic_store(&g_watch, m);
+    memset(&err, 0, sizeof err);
+    rc = engine_classify_pages(e, d6, 6, r6, NULL, &err);
+    atomic_store(&g_watch, NULL);
+    s1 = stats(m);
+    CHECK(rc == 0, "overlap: %s", err.msg);
+    CHECK(atomic_load(&g_decodes) == 6, "overlap: %d decodes, want 6", atomic_load(&g_decodes));
+    CHECK(g_answered_at[4] == s0.pages,
+          "overlap: the second window was decoded after %llu pages of the first were answered "
+          "(want 0: it is prepared while the first is on the GPU)", g_answered_at[4] - s0.pages);
+    CHECK(s1.passes - s0.passes == 2 && s1.pages - s0.pages == 6,
+          "overlap: %llu passes, %llu pages; want 2 passes (4 + 2)", s1.passes - s0.passes, s1.pages - s0.pages);
+    if (rc == 0)
+        for (int i = 0; i < 6; i++)
+            same_as_alone(&r6[i], &base[b6[i]], b6[i], "overlap");
+    free_results(r6, 6);
     engine_close(e);
     engine_models_close(m);
 }
