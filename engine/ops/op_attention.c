@@ -160,6 +160,15 @@ int op_attention_io(const struct op_attention *a)
     return a->f16 ? OP_ATTN_IO_F16 : a->kv_f16 ? OP_ATTN_IO_KV16 : OP_ATTN_IO_F32;
 }
 
+/* The kernel a pass runs on: the caller's, or AUTO's (two key ranges per
+ * query only on the scalar kernel). */
+static enum op_attn_kernel kernel_for(const struct vkr *vk, const struct op_attention *a)
+{
+    if (a->kernel != OP_ATTN_AUTO)
+        return a->kernel;
+    return a->two_ranges ? OP_ATTN_SCALAR : pick_for(vk, a->d, a->tq);
+}
+
 /* Checks the shape and picks the kernel; fills the strides. */
 static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn_kernel *kern,
                       uint32_t st[4], struct folio_err *err)
@@ -173,9 +182,7 @@ static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn
     if (a->two_ranges && !a->ranges)
         return folio_err_set(err, FOLIO_EINVAL, "attention: two key ranges per query asked for "
                              "without a ranges buffer");
-    *kern = a->kernel == OP_ATTN_AUTO ? pick_for(vk, a->d, a->tq) : a->kernel;
-    if (a->two_ranges && a->kernel == OP_ATTN_AUTO)
-        *kern = OP_ATTN_SCALAR;
+    *kern = kernel_for(vk, a);
     if (a->two_ranges && *kern == OP_ATTN_COOPMAT)
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the cooperative-matrix kernel "
                              "takes one key range per query, not two; use the scalar kernel "
@@ -281,10 +288,7 @@ static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
 
 uint32_t op_attention_splits_for(const struct vkr *vk, const struct op_attention *a)
 {
-    enum op_attn_kernel kern = a->kernel == OP_ATTN_AUTO ? pick_for(vk, a->d, a->tq) : a->kernel;
-    if (a->two_ranges)
-        kern = OP_ATTN_SCALAR;
-    return split_pick(vk, a, kern);
+    return split_pick(vk, a, kernel_for(vk, a));
 }
 
 int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_err *err)
