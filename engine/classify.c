@@ -247,10 +247,8 @@ static void finish(struct engine *e, struct engine_result *out, double t0)
  * reason lands in fallback_reason. */
 static int learned_examples_of(const struct engine_learned *m, const char *label)
 {
-    for (int i = 0; i < engine_learned_count(m); i++)
-        if (strcmp(engine_learned_label(m, i), label) == 0)
-            return engine_learned_examples(m, i);
-    return 0;
+    int i = engine_learned_find(m, label);
+    return i >= 0 ? engine_learned_examples(m, i) : 0;
 }
 
 static int text_floor(struct engine *e, const struct engine_doc *doc, struct engine_result *out,

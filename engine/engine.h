@@ -178,6 +178,8 @@ void engine_learned_set_evidence(struct engine_learned *m, double evidence);
 double engine_learned_evidence(const struct engine_learned *m);
 /* 1 when the model learned label (it answers only among those). */
 int engine_learned_knows(const struct engine_learned *m, const char *label);
+/* The index of label among the model's (engine_learned_label), or -1. */
+int engine_learned_find(const struct engine_learned *m, const char *label);
 const char *engine_learned_label(const struct engine_learned *m, int i);
 int engine_learned_examples(const struct engine_learned *m, int i);
 /* Scores text over the labels of l that the model knows (others get 0).

@@ -566,12 +566,16 @@ fail:
 
 int engine_learned_count(const struct engine_learned *m) { return m ? m->n_labels : 0; }
 double engine_learned_evidence(const struct engine_learned *m) { return m ? m->evidence : 0; }
-int engine_learned_knows(const struct engine_learned *m, const char *label)
+int engine_learned_find(const struct engine_learned *m, const char *label)
 {
     for (int i = 0; m && label && i < m->n_labels; i++)
         if (strcmp(m->names[i], label) == 0)
-            return 1;
-    return 0;
+            return i;
+    return -1;
+}
+int engine_learned_knows(const struct engine_learned *m, const char *label)
+{
+    return engine_learned_find(m, label) >= 0;
 }
 void engine_learned_set_evidence(struct engine_learned *m, double evidence)
 {
