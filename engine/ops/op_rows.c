@@ -118,20 +118,6 @@ int op_gather(struct vkr_cmd *c, const struct op_gather *g, struct folio_err *er
     int wtype = g->wtype;
     uint32_t rows = g->rows, k = g->k, n_ids = g->n_ids;
     struct vkr *vk = vkr_cmd_vkr(c);
-    if (g->ytype != QUANT_F32) {
-        if (g->ytype != QUANT_F16 || wtype != QUANT_F16 || k % 2)
-            return folio_err_set(err, FOLIO_EUNSUPPORTED, "gather: output type %d from table "
-                                 "type %d with rows of %u (f16 output copies the rows of an f16 "
-                                 "table of even length)", g->ytype, wtype, k);
-        /* An f16 row of k is k / 2 words: the f32 kernel moves words as
-         * they are (bitcasts, loads and stores, which Vulkan must not flush
-         * or round: a pair whose odd element is +-0 is an f32 denormal), so
-         * the pairs arrive bit for bit. Only a pair whose odd element is
-         * already an f16 Inf or NaN reads as an f32 NaN, whose payload a
-         * driver might not keep. */
-        wtype = QUANT_F32;
-        k /= 2;
-    }
     if (!quant_supported(wtype))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "gather: type %d not supported", wtype);
     uint32_t be = (uint32_t)quant_block_elems(wtype);

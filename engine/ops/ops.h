@@ -302,10 +302,7 @@ int op_convert(struct vkr_cmd *c, int to_f16, struct vkr_tensor a, struct vkr_te
 
 /* ---- gather / scatter / merge ---- */
 /* y[i] = dequant(table row ids[i]) for i < n_ids; table: rows x k of
- * wtype, ids int32, y f32 — or, with ytype QUANT_F16, an F16 table's rows
- * copied bit for bit into f16 y (k even), e.g. rows of an f16 KV cache
- * (the label pass gathered its K/V so until it attended to the cache
- * directly; no model uses this form now). */
+ * wtype, ids int32, y f32. */
 struct op_gather {
     struct vkr_tensor table;
     int wtype;
@@ -313,7 +310,6 @@ struct op_gather {
     struct vkr_tensor ids;
     uint32_t n_ids;
     struct vkr_tensor y;
-    int ytype; /* QUANT_F32 (0, default) or QUANT_F16 (wtype QUANT_F16 only) */
 };
 int op_gather(struct vkr_cmd *c, const struct op_gather *g, struct folio_err *err);
 /* dst[idx[i]] = src[i] for rows of width f32; indices >= dst_rows are skipped. */

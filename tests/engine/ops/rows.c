@@ -1,57 +1,9 @@
-/* Row ops: gather from every weight type (and f16 rows copied as f16),
- * scatter, concat2x2. See ops_test.h. */
+/* Row ops: gather from every weight type, scatter, concat2x2. See ops_test.h. */
 #include "tests/engine/ops/ops_test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* f16 rows gathered as f16 (e.g. rows of an f16 KV cache):
- * bit for bit, including pairs that read as f32 denormals (an odd element
- * of +-0 under a small even one), which a flushing copy would zero; 150
- * rows of 128 (38 KiB: several table ranges with 16 KiB bindings). */
-static void gather_f16(struct T *t)
-{
-    const uint32_t rows = 150, k = 128, nid = 23;
-    uint16_t *tab = malloc(sizeof(uint16_t) * rows * k), *got = malloc(sizeof(uint16_t) * nid * k);
-    float *f = malloc(sizeof(float) * rows * k);
-    int32_t ids[23];
-    fill(t, f, (size_t)rows * k, 4.0f);
-    for (size_t i = 0; i < (size_t)rows * k; i++)
-        tab[i] = quant_f32_to_f16(f[i]);
-    for (uint32_t j = 0; j < k; j += 2) { /* row 7: denormal f32 pairs, both signs of zero */
-        tab[7 * k + j] = (uint16_t)(1 + j);
-        tab[7 * k + j + 1] = j % 4 ? 0x8000 : 0x0000;
-    }
-    for (uint32_t i = 0; i < nid; i++)
-        ids[i] = (int32_t)((i * 53 + 7) % rows);
-    ids[0] = 7, ids[1] = (int32_t)rows - 1;
-    vkr_arena_reset(t->act);
-    struct vkr_tensor tt = put(t, t->act, tab, sizeof(uint16_t) * rows * k);
-    struct vkr_tensor it = put(t, t->act, ids, sizeof ids);
-    struct vkr_tensor yt = put(t, t->act, NULL, sizeof(uint16_t) * nid * k);
-    RUN(t, op_gather(c, &(struct op_gather){.table = tt, .wtype = QUANT_F16, .rows = rows, .k = k,
-                                            .ids = it, .n_ids = nid, .y = yt, .ytype = QUANT_F16},
-                     e));
-    get(t, yt, got, sizeof(uint16_t) * nid * k);
-    int bad = 0;
-    for (uint32_t i = 0; i < nid; i++)
-        bad += memcmp(got + (size_t)i * k, tab + (size_t)ids[i] * k, sizeof(uint16_t) * k) != 0;
-    CHECK(bad == 0, "gather f16 -> f16: %d of %u rows differ from the table", bad, nid);
-    /* f16 output from any other table type is refused */
-    struct folio_err e = {0};
-    struct vkr_cmd *c = NULL;
-    int rc = vkr_cmd_begin(t->vk, &c, &e);
-    if (!rc) {
-        rc = op_gather(c, &(struct op_gather){.table = tt, .wtype = QUANT_F32, .rows = rows / 2,
-                                              .k = k, .ids = it, .n_ids = nid, .y = yt,
-                                              .ytype = QUANT_F16}, &e);
-        vkr_cmd_abort(c);
-    }
-    CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "f16 output copies"), "f16 gather from f32: "
-          "rc %d \"%s\"", rc, e.msg);
-    free(tab), free(got), free(f);
-}
 
 void test_rows(struct T *t)
 {
@@ -94,7 +46,6 @@ void test_rows(struct T *t)
         CHECK(bad == 0, "gather %s: %d of %u values wrong", quant_type_name(ty), bad, nid * k);
         free(wf), free(wd), free(wq), free(g);
     }
-    gather_f16(t);
     /* scatter: 5 rows into a sequence of 12, one index out of range
      * (skipped); then 70 rows of 256 into 90 (70 KiB of destination: many
      * ranges with 16 KiB bindings) */
