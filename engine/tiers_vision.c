@@ -107,7 +107,9 @@ struct window {
  * least one slot) and prepares them on this thread (no lock held on entry
  * or exit). *used: the pages the window covers (all n when vision is off:
  * their reasons are recorded and w->k is 0). FOLIO_ETIMEOUT when the job
- * was cancelled while waiting for room (nothing prepared). */
+ * was cancelled: while waiting for room (nothing prepared), or while its
+ * pages were prepared (w->k pages held, none queued: window_finish frees
+ * them). Otherwise the window is queued. */
 static int window_prepare(struct engine_models *m, const char *const *names, int nl,
                           const struct engine_doc *docs, struct engine_result *outs, int n, int cap,
                           struct window *w, int *used, struct folio_err *err)
@@ -174,7 +176,9 @@ static int window_finish(struct engine_models *m, const char *const *names, int 
         rc = tiers_wait_window(m, w->it, w->k, &docs[0], err);
         pthread_mutex_unlock(&m->mu);
     } else if (w->k) {
-        rc = FOLIO_ETIMEOUT; /* prepared, then cancelled before it was queued (err is set) */
+        /* prepared, then cancelled before it was queued: window_prepare
+         * set the error; the pages' outcomes are not recorded */
+        rc = FOLIO_ETIMEOUT;
     }
     int orc = 0;
     for (int i = 0; i < w->k; i++) {

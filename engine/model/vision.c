@@ -44,7 +44,7 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(A->norm_kind, 1);
     all[n++] = ops_rope_key(OP_ROPE_VISION, 0);
-    n += ops_attention_keys(vk, m->vision.head_dim, 0, &all[n]);
+    n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_F32, &all[n]);
     n += ops_attention_split_keys(0, &all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
     all[n++] = ops_elem_key(A->act);
