@@ -337,8 +337,9 @@ int engine_models_text(struct engine_models *m, const char *const *names, int nl
 
 int engine_gpu_weights_parse(const char *s)
 {
-    static const char *const names[] = {"auto", "f16", "native"};
-    for (int i = 0; s && i < 3; i++)
+    /* enum ops_gpu_weights' order */
+    static const char *const names[] = {"auto", "f16", "native", "int8"};
+    for (int i = 0; s && i < 4; i++)
         if (strcmp(s, names[i]) == 0)
             return i;
     return -1;

@@ -480,7 +480,7 @@ static int prewarm_all(struct vlm *v, struct folio_err *err)
     for (uint32_t d = 0; d < v->ndev && !rc; d++) {
         struct vkr *vk = v->vks[d];
         struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 160];
-        int nk = lm_pipeline_keys(vk, v->tm, keys, LM_PIPELINE_KEYS_MAX);
+        int nk = lm_pipeline_keys(vk, v->tm, v->cfg.gpu_weights, keys, LM_PIPELINE_KEYS_MAX);
         if (v->vm && d == 0)
             nk += vis_pipeline_keys(vk, v->vm, keys + nk, LM_PIPELINE_KEYS_MAX + 160 - nk);
         int failed = 0;
@@ -489,7 +489,7 @@ static int prewarm_all(struct vlm *v, struct folio_err *err)
             break;
         if (failed && v->vm && d == 0) {
             /* which ones? if only vision keys failed the LM can still run */
-            int nl = lm_pipeline_keys(vk, v->tm, keys, LM_PIPELINE_KEYS_MAX), lm_bad = 0;
+            int nl = lm_pipeline_keys(vk, v->tm, v->cfg.gpu_weights, keys, LM_PIPELINE_KEYS_MAX), lm_bad = 0;
             for (int i = 0; i < nl; i++) {
                 uint32_t id;
                 struct folio_err pe = {0};

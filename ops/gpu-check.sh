@@ -81,8 +81,8 @@ figs() { grep -o "$1" "$2" 2>/dev/null | paste -sd' '; }
 step doctor 30 "$E" doctor --json --device "$DEV" "${CPU[@]}" > "$OUTD/doctor.json" 2>> "$C"
 echo " $(grep -o '"gemm_route":"[^"]*"' "$OUTD/doctor.json")" >> "$S"
 
-tests=(engine_test_ops engine_test_lm_parity engine_test_vlm_parity engine_qwen3vl_parity
-       engine_test_vision_parity)
+tests=(engine_test_ops engine_test_lm_parity engine_test_lm_int8 engine_test_vlm_parity
+       engine_qwen3vl_parity engine_test_vision_parity)
 for t in "${tests[@]}"; do
   [ -x "$BUILD/tests/$t" ] || { echo "$t: not built" >> "$S"; bad=1; continue; }
   lim=60; [ $t = engine_test_ops ] && lim=150
@@ -100,6 +100,11 @@ done
 small=(); [ ${#CPU[@]} -gt 0 ] && small=(--small)
 step text 90 "$E" bench engine --device "$DEV" "${CPU[@]}" "${small[@]}" --text > "$OUTD/text.jsonl" 2>> "$C"
 echo " $(figs '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*\|"fused_extra_over_prefill_ms":[0-9.]*' "$OUTD/text.jsonl")" >> "$S"
+# the int8 route (--gpu-weights int8), in the same file
+step text_int8 90 "$E" bench engine --device "$DEV" "${CPU[@]}" "${small[@]}" --text --gpu-weights int8 \
+  > "$OUTD/text-int8.jsonl" 2>> "$C"
+echo " $(figs '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*\|"fused_extra_over_prefill_ms":[0-9.]*' "$OUTD/text-int8.jsonl")" >> "$S"
+cat "$OUTD/text-int8.jsonl" >> "$OUTD/text.jsonl" && rm -f "$OUTD/text-int8.jsonl"
 
 if [ $QUICK = 0 ]; then
   page='"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*'
@@ -113,6 +118,11 @@ if [ $QUICK = 0 ]; then
     --where text_qo,text_gate_up,text_down,vision_qkv > "$OUTD/gemm.jsonl" 2>> "$C"
   echo " AUTO: $(grep '"tiles":"auto"' "$OUTD/gemm.jsonl" | grep '"xtype":"f16"' |
     grep -o '"where":"[a-z_]*"\|"tflops":[0-9.]*' | paste -sd' ')" >> "$S"
+  step gemm_i8 100 "$E" bench ops --device "$DEV" --only gemm --dtype i8r \
+    --where text_qo,text_kv,text_gate_up,text_down,labels > "$OUTD/gemm-i8.jsonl" 2>> "$C"
+  echo " int8 AUTO: $(grep '"tiles":"auto"' "$OUTD/gemm-i8.jsonl" |
+    grep -o '"where":"[a-z_]*"\|"tflops":[0-9.]*' | paste -sd' ')" >> "$S"
+  cat "$OUTD/gemm-i8.jsonl" >> "$OUTD/gemm.jsonl" && rm -f "$OUTD/gemm-i8.jsonl"
 fi
 cat "$S"
 exit $bad

@@ -8,7 +8,8 @@
 //
 // dq4(row, k) returns elements k..k+3 of the weight row starting at byte
 // address `row`; k is a multiple of 4 and the 4 elements always share one
-// scale in every supported layout (GGUF / ggml block layouts).
+// scale in every supported layout (GGUF / ggml block layouts, and folio's
+// int8 rows, DT_I8R, whose row address is that of its header).
 // dq1(row, k) returns element k alone: the path for float rows whose
 // length is not a multiple of 4 (quantized rows are whole blocks, so
 // there it only serves completeness).
@@ -22,6 +23,7 @@
 #define DT_Q5_K 13
 #define DT_Q6_K 14
 #define DT_BF16 30
+#define DT_I8R 256 // folio's int8 rows: 16-byte header (f32 scale), then the bytes
 
 uint rd32(uint a) { return W[a >> 2]; }
 uint rd32u(uint a)
@@ -68,6 +70,8 @@ vec4 dq4(uint row, uint k)
         uint w0 = rd32u(a), w1 = rd32u(a + 4u);
         return vec4(uintBitsToFloat(w0 << 16), uintBitsToFloat(w0 & 0xFFFF0000u),
                     uintBitsToFloat(w1 << 16), uintBitsToFloat(w1 & 0xFFFF0000u));
+    } else if (DTYPE == DT_I8R) {
+        return uintBitsToFloat(rd32(row)) * i8x4(rd32(row + 16u + k));
     } else if (DTYPE == DT_Q8_0) {
         uint b = row + (k >> 5) * 34u;
         float d = f16(rd16(b));

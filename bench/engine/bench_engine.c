@@ -45,7 +45,7 @@ static int take_batches(const struct cli_opt *o, void *args, const char *v, cons
     return a->nbatch ? 0 : -1;
 }
 
-static const char *const GPU_WEIGHTS[] = {"auto", "f16", "native", NULL}; /* engine_gpu_weights_parse's order */
+static const char *const GPU_WEIGHTS[] = {"auto", "f16", "native", "int8", NULL}; /* engine_gpu_weights_parse's order */
 static const char *const FAMILIES[] = {"qwen2.5vl", "qwen3vl", NULL};
 
 #define AT(m, type) CLI_AT(struct bench_engine_args, m, type)
@@ -78,8 +78,8 @@ static const struct cli_opt OPTS[] = {
     {.name = "family", .kind = CLI_ENUM, .off = AT(qwen3, int), .choices = FAMILIES, .arg = "F",
      .help = "qwen2.5vl (default: the Qwen2.5-VL-7B shape) or qwen3vl\n(the Qwen3-VL-8B shape: DeepStack, 16-px patches)"},
     {.name = "gpu-weights", .kind = CLI_ENUM, .off = AT(gw, int), .choices = GPU_WEIGHTS, .arg = "M",
-     .help = "auto | f16 | native: matrices expanded to f16 at load for\nthe tensor-core GEMM, or kept as stored "
-             "(default auto)"},
+     .help = "auto | f16 | native | int8: matrices expanded to f16 at load\nfor the tensor-core GEMM, kept as stored "
+             "or int8 rows\nfor the int8 GEMM (default auto)"},
     {.kind = CLI_TEXT, .help = "  --pages N ...     an N-page document through the GPU stage, page by page vs\n"
                                "                    batched (--pages --help: its own options)\n"},
 };

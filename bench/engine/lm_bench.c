@@ -185,7 +185,7 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
      * model's list has them already where its weights expand to f16;
      * vkr_prewarm drops repeats) */
     struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 1 + OPS_MATMUL_MAX_KEYS];
-    int nk = lm_pipeline_keys(vk, m, keys, LM_PIPELINE_KEYS_MAX);
+    int nk = lm_pipeline_keys(vk, m, o->gpu_weights, keys, LM_PIPELINE_KEYS_MAX);
     keys[nk++] = ops_elem_key(OP_SCALE);
     nk += ops_matmul_keys(vk, QUANT_F16, &keys[nk]);
     int failed = 0;

@@ -398,6 +398,68 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
     return 0;
 }
 
+/* The int8 GEMM (--gpu-weights int8) at the same shapes: AUTO (its K-fixed
+ * form, as a model pre-warms it) and, with --only gemm, every other tile
+ * configuration with K from the push constants (FOLIO_GEMM_I8_TILE). The
+ * times include the activations' quantization (quant_rows), which every
+ * int8 product pays; TOP/s count the product's 2mnk alone. */
+static int bench_gemm_i8(struct bench *b, struct folio_err *err)
+{
+    if (!ops_gemm_i8_available(b->vk) || (b->o->dtype && strcmp(b->o->dtype, "i8r") != 0))
+        return 0;
+    int nshape = b->o->quick ? 0 : GEMM_NFULL, rc = 0;
+    for (int si = 0; si < nshape && !rc; si++) {
+        const struct gemm_shape *g = &GEMM_FULL[si];
+        if (!where_wanted(b->o->where, g->where) || g->k % QUANT_I8R_ALIGN)
+            continue;
+        for (int cfg = -1; cfg < ops_gemm_i8_configs() && !rc; cfg++) {
+            if (cfg == 0 || (cfg > 0 && (!b->o->only || strcmp(b->o->only, "gemm") ||
+                                         !ops_gemm_i8_config_fits(b->vk, cfg))))
+                continue; /* cfg -1: AUTO (row 0, K fixed) */
+            char env[16];
+            snprintf(env, sizeof env, "%d", cfg);
+            if (cfg > 0)
+                setenv("FOLIO_GEMM_I8_TILE", env, 1);
+            struct vkr_arena *ar = NULL;
+            struct op_matmul a = {.wtype = QUANT_I8R, .n = g->n, .k = g->k, .m = g->m,
+                                  .kernel = OP_MM_GEMM, .xtype = QUANT_F16};
+            struct vkr_tensor sk;
+            rc = vkr_arena_create(b->vk, "bench-gemm-i8", VKR_ARENA_WEIGHTS, &ar, err);
+            if (!rc)
+                rc = vkr_arena_alloc(ar, quant_row_bytes(QUANT_I8R, g->k) * g->n, &a.w, err);
+            if (!rc)
+                rc = upload_random(b, a.w, err);
+            if (!rc)
+                rc = vkr_arena_alloc(ar, (uint64_t)g->m * g->k * 2, &a.x, err);
+            if (!rc)
+                rc = upload_random(b, a.x, err);
+            if (!rc)
+                rc = vkr_arena_alloc(ar, (uint64_t)g->m * g->n * 4, &a.y, err);
+            if (!rc)
+                rc = vkr_arena_alloc(ar, op_matmul_split_bytes(b->vk), &sk, err);
+            a.split = &sk;
+            double ms = 0;
+            if (!rc)
+                rc = timed(b, rec_matmul, &a, &ms, err);
+            vkr_arena_destroy(ar);
+            unsetenv("FOLIO_GEMM_I8_TILE");
+            if (rc)
+                return rc;
+            char cname[64];
+            ops_gemm_i8_config_name(cfg, cname, sizeof cname);
+            fprintf(b->out,
+                    "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"gemm\","
+                    "\"route\":\"cm2-i8\",\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"i8r\","
+                    "\"xtype\":\"f16\",\"m\":%u,\"n\":%u,\"k\":%u,\"split\":1,\"ms\":%.4f,"
+                    "\"tflops\":%.1f,\"device\":\"%s\"}\n",
+                    g->where, cfg, cfg < 0 ? "auto" : cname, g->m, g->n, g->k, ms,
+                    2.0 * g->m * g->n * g->k / ms / 1e9, b->dev);
+            fflush(b->out);
+        }
+    }
+    return rc;
+}
+
 static int rec_attn(struct vkr_cmd *c, void *arg, struct folio_err *err)
 {
     return op_attention(c, arg, err);
@@ -552,6 +614,10 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         /* the K-specialized forms a model of these shapes pre-warms (AUTO's lines use them) */
         for (int i = 0; i < GEMM_NFULL; i++)
             ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, &gk[ng]);
+        /* the int8 GEMM's tiles, and its K-fixed AUTO form at each K */
+        ng += ops_gemm_i8_keys_all(b.vk, &gk[ng]);
+        for (int i = 0; i < GEMM_NFULL; i++)
+            ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, &gk[ng]);
         ng = ops_keys_unique(gk, ng);
         rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }
@@ -571,6 +637,8 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     if (!rc && (!o->only || strcmp(o->only, "gemm") == 0 || strcmp(o->only, "split") == 0)) {
         b.inner = 8; /* the GEMM lines only: 8 products per submission (timed) */
         rc = bench_gemm(&b, err);
+        if (!rc && !(o->only && strcmp(o->only, "split") == 0))
+            rc = bench_gemm_i8(&b, err);
         b.inner = 1;
     }
     if (!rc && (!o->only || strcmp(o->only, "attention") == 0))

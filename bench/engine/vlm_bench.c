@@ -160,7 +160,7 @@ static int open_engine(const struct vlm_bench_opts *o, struct models *m, const c
     if (rc)
         return rc;
     struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 160];
-    int nk = lm_pipeline_keys(e->vk, m->tm, keys, LM_PIPELINE_KEYS_MAX);
+    int nk = lm_pipeline_keys(e->vk, m->tm, o->gpu_weights, keys, LM_PIPELINE_KEYS_MAX);
     nk += vis_pipeline_keys(e->vk, m->vm, keys + nk, LM_PIPELINE_KEYS_MAX + 160 - nk);
     int failed = 0;
     t = folio_mono_ms();

@@ -446,7 +446,7 @@ static int parse_tensor_infos(struct gguf_file *f, struct cur *c)
         rc = rd_u32(c, &type, "tensor type");
         if (rc)
             return rc;
-        if (!quant_supported((int)type)) {
+        if (!quant_in_gguf((int)type)) {
             const char *tn = gguf_ggml_type_name((int)type);
             if (!tn)
                 return malformed(c, c->pos - 4, "tensor %s has type id %u, which is no ggml type",

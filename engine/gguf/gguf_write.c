@@ -211,7 +211,7 @@ int gguf_w_tensor(struct gguf_writer *w, const char *name, int type, uint32_t n_
 {
     if (w->failed)
         return w->failed;
-    if (n_dims < 1 || n_dims > GGUF_MAX_DIMS || !quant_supported(type))
+    if (n_dims < 1 || n_dims > GGUF_MAX_DIMS || !quant_in_gguf(type))
         return fail(w, FOLIO_EINVAL, "gguf_w_tensor: bad dims or type");
     uint64_t rows = 1;
     for (uint32_t d = 1; d < n_dims; d++) {

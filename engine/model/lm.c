@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
+int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_weights,
                      struct vkr_pipeline_key *out, int max)
 {
     struct vkr_pipeline_key all[512];
@@ -69,6 +69,10 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     n += ops_gemm_keys_for_k(vk, m->text.n_embd, &all[n]);
     n += ops_gemm_keys_for_k(vk, m->text.n_ff, &all[n]);
     n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, &all[n]);
+    if (gpu_weights == OPS_WEIGHTS_INT8) {
+        const uint32_t ks[] = {m->text.n_embd, m->text.n_ff, m->text.n_head * m->text.head_dim};
+        n += ops_matmul_i8_keys(vk, types, nt, ks, 3, &all[n]);
+    }
     if (m->text.arch->hook_keys) /* the family's hooks (engine/arch/arch.h) */
         n += m->text.arch->hook_keys(&all[n]);
     n = ops_keys_unique(all, n);
@@ -437,9 +441,8 @@ static uint32_t part_of_layer(const struct lm *lm, uint32_t li)
 static uint64_t tensor_bytes(const struct vkr *vk, const struct gguf_tensor_info *t, int to_f16)
 {
     uint64_t n = t->n_elems / t->ne[0], k = (uint64_t)t->ne[0], b = t->n_bytes;
-    if (to_f16 && t->n_dims == 2 && t->type != QUANT_F16 && !(t->type == QUANT_F32 && to_f16 < 2) &&
-        n * k * 2 <= vkr_limits(vk)->block_size)
-        b = n * k * 2;
+    if (t->n_dims == 2 && n <= UINT32_MAX && k <= UINT32_MAX)
+        b = quant_row_bytes(ops_weight_type(vk, t->type, (uint32_t)n, (uint32_t)k, to_f16), k) * n;
     return (b + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
 }
 
@@ -697,15 +700,19 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     char why[200] = "";
     if (!rc)
         rc = upload_weights(lm, why, sizeof why, err);
+    /* the f16 data path: every layer matrix in a form the tensor-core GEMM
+     * reads (f16, or int8 rows where the int8 GEMM runs) on every device */
     lm->gemm16 = !rc && lm->E % 2 == 0 && lm->F % 2 == 0;
-    for (uint32_t p = 0; p < n && lm->gemm16; p++)
+    int i8 = 1;
+    for (uint32_t p = 0; p < n && lm->gemm16; p++) {
         lm->gemm16 = ops_gemm_available(lm->part[p].vk);
+        i8 &= ops_gemm_i8_available(lm->part[p].vk);
+    }
     for (uint32_t i = 0; lm->gemm16 && i < h->n_layer; i++) {
-        const struct lm_layer *L = &lm->L[i];
-        lm->gemm16 = L->wq.type == QUANT_F16 && L->wk.type == QUANT_F16 &&
-                     L->wv.type == QUANT_F16 && L->wo.type == QUANT_F16 &&
-                     L->wg.type == QUANT_F16 && L->wu.type == QUANT_F16 &&
-                     L->wd.type == QUANT_F16;
+        const struct lm_w *ws[] = {&lm->L[i].wq, &lm->L[i].wk, &lm->L[i].wv, &lm->L[i].wo,
+                                   &lm->L[i].wg, &lm->L[i].wu, &lm->L[i].wd};
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+            lm->gemm16 &= ws[j]->type == QUANT_F16 || (i8 && ws[j]->type == QUANT_I8R);
     }
     if (!rc)
         rc = plan_activations(lm, err);

@@ -51,7 +51,8 @@ struct lm_config {
      * the tensor-core kernel from 9 rows up (benchmarks compare both). */
     int op_auto_kernels;
     /* enum ops_gpu_weights: matrices expanded to f16 at load (auto = when
-     * the tensor-core GEMM exists and they fit), or kept as stored. */
+     * the tensor-core GEMM exists and they fit), kept as stored, or made
+     * int8 rows for the int8 GEMM (int8). */
     int gpu_weights;
     /* Rows per MLP chunk; 0 = as many as one device block holds (tests set
      * it low to run the chunked MLP). */
@@ -61,12 +62,13 @@ struct lm_config {
     uint32_t split_layer;
 };
 
-/* Every pipeline lm_open's model can ask for on this device (matmul kernels
- * for the weight types in m, gathers, norms, rope, attention for the head
+/* Every pipeline lm_open's model can ask for on this device with
+ * lm_config.gpu_weights = gpu_weights (matmul kernels for the weight types
+ * in m or the form they take, gathers, norms, rope, attention for the head
  * size, element-wise ops). Returns the count (<= max; a list longer than max
  * is logged as an error: pass LM_PIPELINE_KEYS_MAX). */
 #define LM_PIPELINE_KEYS_MAX 192
-int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
+int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_weights,
                      struct vkr_pipeline_key *out, int max);
 
 /* Opens the text model m (from gguf_model_open_text / gguf_model_check; not

@@ -28,7 +28,7 @@ static int dclass_ok(int c, int type)
         return type == QUANT_F32;
     if (c == ARCH_FLOAT)
         return type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16;
-    return quant_supported(type);
+    return quant_in_gguf(type);
 }
 
 static void shape_str(char *b, size_t n, uint32_t nd, const uint64_t *ne)

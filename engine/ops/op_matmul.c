@@ -388,6 +388,8 @@ enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
         return OP_MM_MATVEC;
     if (m >= 64 && wtype == QUANT_F16 && ops_gemm_available(vk))
         return OP_MM_GEMM;
+    if (m >= 64 && wtype == QUANT_I8R && ops_gemm_i8_available(vk))
+        return OP_MM_GEMM;
     if (m >= 64 && ops_coopmat_available(vk))
         return OP_MM_COOPMAT;
     return OP_MM_TILED;
@@ -764,6 +766,227 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
     return 0;
 }
 
+/* ---------------------------------------------------------------- int8
+ * --gpu-weights int8: weights quantized once at load into folio's int8
+ * rows (QUANT_I8R: one f32 scale per output channel), activations quantized
+ * per token on the device before every product (op_quant_rows into the
+ * GEMM scratch), and an int8 x int8 -> int32 workgroup-scope GEMM on
+ * VK_NV_cooperative_matrix2 (gemm_i8_cm2.comp) whose epilogue applies both
+ * scales, then the f16 GEMM's epilogues.
+ *
+ * Why: on the H100/H200 the tensor cores' int8 rate is twice the f16 one,
+ * and NVIDIA's own Vulkan sample measures its f16 GEMM at 178-246 TFLOP/s
+ * at folio's prefill shapes (BENCHMARKS.md): past that, only a narrower
+ * number format is left. The price is the quantization error, which
+ * test_lm_int8 states against the f16 path.
+ *
+ * Elsewhere (no int8 workgroup matrices: lavapipe) int8 rows are a weight
+ * type of the matrix-vector, tiled and cooperative-matrix kernels (dq.glsl
+ * decodes them), with f32 activations. */
+/* Workgroup tiles: M, N, K step, invocations. Row 0 is AUTO's; the others
+ * are for `bench ops --only gemm` to compare (FOLIO_GEMM_I8_TILE=n). */
+static const uint32_t I8_CFG[][4] = {
+    {128, 128, 64, 128},
+    {128, 128, 64, 256},
+    {128, 256, 64, 256},
+    {256, 128, 64, 256},
+    {128, 128, 32, 128},
+    {128, 128, 128, 128},
+    {256, 256, 64, 256},
+    {64, 128, 64, 128},
+};
+#define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
+
+int ops_gemm_i8_configs(void) { return I8_NCFG; }
+
+void ops_gemm_i8_config_name(int c, char *out, size_t n)
+{
+    if (c < 0 || c >= I8_NCFG) {
+        snprintf(out, n, "i8:auto");
+        return;
+    }
+    snprintf(out, n, "i8:%ux%u/bk%u/t%u", I8_CFG[c][0], I8_CFG[c][1], I8_CFG[c][2], I8_CFG[c][3]);
+}
+
+int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
+{
+    const uint32_t *g = I8_CFG[c];
+    return c >= 0 && c < I8_NCFG && g[3] <= vkr_limits(vk)->max_wg_invocations &&
+           vkr_coopmat2_shape_ok(vk, g[0], g[1], g[2], VKR_CM2_S8_S32, g[3]);
+}
+
+/* FOLIO_GEMM_I8_TILE=n: the configuration AUTO takes (benchmarks). */
+static int i8_auto(const struct vkr *vk)
+{
+    const char *e = getenv("FOLIO_GEMM_I8_TILE");
+    if (e && *e) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (!*end && v >= 0 && v < I8_NCFG && ops_gemm_i8_config_fits(vk, (int)v))
+            return (int)v;
+    }
+    return 0;
+}
+
+int ops_gemm_i8_available(const struct vkr *vk)
+{
+    /* FOLIO_GEMM_ROUTE names the f16 route; "none" turns every tensor-core
+     * GEMM off, int8 included (tests of the other kernels) */
+    const char *e = getenv("FOLIO_GEMM_ROUTE");
+    if (e && !strcmp(e, "none"))
+        return 0;
+    const struct vkr_features *f = vkr_features(vk);
+    return f->coopmat2_nv && f->int8 && vkr_has_shader("gemm_i8_cm2") &&
+           ops_gemm_i8_config_fits(vk, 0);
+}
+
+/* The int8 GEMM of table row c with K fixed at kc (0: from the push
+ * constants), f32 or f16 output. */
+static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
+{
+    struct vkr_pipeline_key k = ops_key("gemm_i8_cm2", 2, 1, ytype);
+    k.nspec = 9;
+    for (int i = 0; i < 4; i++)
+        k.spec[2 + i] = I8_CFG[c][i];
+    k.spec[6] = 0;  /* ACC16: int32 accumulation */
+    k.spec[7] = 1;  /* 16-byte views (int8 rows are 16-byte aligned) */
+    k.spec[8] = kc; /* K fixed at creation: 3-4x faster staging on cm2 (op_matmul.c) */
+    return k;
+}
+
+int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
+{
+    int n = 0;
+    if (!ops_gemm_i8_available(vk))
+        return 0;
+    out[n++] = ops_quant_rows_key(vk, QUANT_F16); /* the activations */
+    out[n++] = ops_quant_rows_key(vk, QUANT_F32);
+    int c = i8_auto(vk);
+    for (uint32_t yt = 0; yt < 2; yt++) {
+        out[n++] = i8_key(yt, c, 0);
+        for (int i = 0; i < nk; i++)
+            if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0)
+                out[n++] = i8_key(yt, c, ks[i]);
+    }
+    return n;
+}
+
+int ops_gemm_i8_keys_all(const struct vkr *vk, struct vkr_pipeline_key *out)
+{
+    int n = 0;
+    if (!ops_gemm_i8_available(vk))
+        return 0;
+    out[n++] = ops_quant_rows_key(vk, QUANT_F16);
+    out[n++] = ops_quant_rows_key(vk, QUANT_F32);
+    for (int c = 0; c < I8_NCFG; c++)
+        if (ops_gemm_i8_config_fits(vk, c))
+            for (uint32_t yt = 0; yt < 2; yt++)
+                out[n++] = i8_key(yt, c, 0);
+    return n;
+}
+
+/* gemm_cm2.glsl's push constants */
+struct i8_push {
+    uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags;
+};
+
+static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    if (!ops_gemm_i8_available(vk))
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: the int8 GEMM needs int8 "
+                             "workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2), "
+                             "which this device or build does not offer");
+    uint32_t xb = a->xtype == QUANT_F16 ? 2 : 4, yb = a->ytype == QUANT_F16 ? 2 : 4;
+    if (a->k % QUANT_I8R_ALIGN || (yb == 2 && a->n % 2))
+        return folio_err_set(err, FOLIO_EINVAL, "matmul: the int8 GEMM needs k a multiple of %d "
+                             "and an even n for f16 outputs; got n=%u, k=%u", QUANT_I8R_ALIGN,
+                             a->n, a->k);
+    if ((a->act == OP_MM_ACT_SWIGLU) != (a->gate != NULL) || (a->res && a->gate) ||
+        (yb == 2 && a->res))
+        return folio_err_set(err, FOLIO_EINVAL, "matmul: SwiGLU needs a gate tensor (and no "
+                             "residual); a residual needs an f32 output");
+    uint64_t qrb = quant_row_bytes(QUANT_I8R, a->k);
+    if (!a->split || a->split->size < qrb)
+        return folio_err_set(err, FOLIO_EINVAL, "matmul: the int8 GEMM quantizes its input into "
+                             "the GEMM scratch (op_matmul.split), which holds %" PRIu64 " bytes; "
+                             "one row needs %" PRIu64, a->split ? a->split->size : 0, qrb);
+    const struct vkr_tensor *rt = a->res ? a->res : a->gate;
+    uint64_t yrb = (uint64_t)a->n * yb, rrb = (uint64_t)a->n * 4;
+    uint64_t n_per = vkr_rows_per_range(vk, qrb);
+    if (yb == 2) /* f16 pairs: chunks keep an even width (op_matmul.c's gemm) */
+        n_per -= n_per % 2;
+    uint64_t mrb[4] = {(uint64_t)a->k * xb, yrb, rrb, qrb};
+    uint64_t m_per = ops_rows_per(vk, mrb, 4);
+    if (m_per > a->split->size / qrb)
+        m_per = a->split->size / qrb;
+    if (n_per == 0 || m_per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "matmul: one row (%u inputs, %u outputs) exceeds "
+                             "the binding range %" PRIu64, a->k, a->n, vkr_limits(vk)->max_range);
+    if (n_per > 256)
+        n_per -= n_per % 256;
+    if (m_per > 256)
+        m_per -= m_per % 256;
+    int cfg = i8_auto(vk);
+    struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k);
+    if (!vkr_pipeline_ready(vk, &kk))
+        kk = i8_key(yb == 2, cfg, 0);
+    uint32_t pid;
+    int rc = vkr_pipeline(vk, &kk, &pid, err);
+    if (rc)
+        return rc;
+    uint32_t bm = I8_CFG[cfg][0], bn = I8_CFG[cfg][1];
+    for (uint64_t m0 = 0; m0 < a->m; m0 += m_per) {
+        uint64_t m1 = m0 + m_per < a->m ? m0 + m_per : a->m;
+        uint32_t mc = (uint32_t)(m1 - m0);
+        /* this chunk's rows into int8 rows at the scratch's start (the
+         * dispatches are ordered by vkr's barrier) */
+        rc = op_quant_rows(c, vkr_view(a->x, m0 * a->k * xb, (uint64_t)mc * a->k * xb), a->xtype,
+                           mc, a->k, *a->split, err);
+        struct vkr_bind b[5];
+        uint32_t xs = 0, ys = 0, rs = 0;
+        if (!rc)
+            rc = vkr_bind_rows(vk, *a->split, qrb, 0, mc, &b[1], &xs, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, a->y, yrb, m0, m1, &b[2], &ys, err);
+        if (!rc && rt)
+            rc = vkr_bind_rows(vk, *rt, rrb, m0, m1, &b[4], &rs, err);
+        if (rc)
+            return rc;
+        if (!rt)
+            b[4] = b[2];
+        for (uint64_t n0 = 0; n0 < a->n; n0 += n_per) {
+            uint64_t n1 = n0 + n_per < a->n ? n0 + n_per : a->n;
+            uint32_t ws, bs = 0;
+            rc = vkr_bind_rows(vk, a->w, qrb, n0, n1, &b[0], &ws, err);
+            if (!rc && a->bias)
+                rc = vkr_bind_rows(vk, *a->bias, 4, n0, n1, &b[3], &bs, err);
+            if (rc)
+                return rc;
+            if (!a->bias)
+                b[3] = b[2];
+            if (ws % 16 || xs % 16)
+                return folio_err_set(err, FOLIO_EINVAL, "matmul: int8 rows must start on 16 "
+                                     "bytes in their bindings (weights at +%u, inputs at +%u)",
+                                     ws, xs);
+            uint32_t nc = (uint32_t)(n1 - n0);
+            static const uint32_t act_flag[] = {0, 4, 8, 16};
+            uint32_t flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
+            struct i8_push pc = {a->k, nc, mc, ws, xs, ys / yb, a->n, (uint32_t)n0, bs / 4,
+                                 rs / 4, flags};
+            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 5,
+                                                            .push = &pc, .push_bytes = sizeof pc,
+                                                            .groups = {(nc + bn - 1) / bn,
+                                                                       (mc + bm - 1) / bm, 1},
+                                                            .label = "gemm_i8"},
+                                                            err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)
 {
     struct vkr *vk = vkr_cmd_vkr(c);
@@ -791,8 +1014,11 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
     enum op_mm_kernel kern = a->kernel == OP_MM_AUTO ? op_matmul_pick(vk, a->wtype, a->m) : a->kernel;
     /* AUTO: rows the GEMM cannot stage (f32 inputs need k % 4 == 0, f16
      * inputs an even k) take the tiled kernel */
-    if (kern == OP_MM_GEMM && a->kernel == OP_MM_AUTO && !ops_gemm_shape_ok(a->n, a->k, a->xtype, a->ytype))
+    if (kern == OP_MM_GEMM && a->kernel == OP_MM_AUTO && a->wtype != QUANT_I8R &&
+        !ops_gemm_shape_ok(a->n, a->k, a->xtype, a->ytype))
         kern = OP_MM_TILED;
+    if (kern == OP_MM_GEMM && a->wtype == QUANT_I8R)
+        return gemm_i8(c, a, err);
     if (kern == OP_MM_GEMM) {
         if (!ops_gemm_available(vk))
             return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: tensor-core GEMM not available "
@@ -932,7 +1158,13 @@ int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f1
     }
     if (mode == OPS_WEIGHTS_F16) {
         snprintf(why, why_n, "f16 (--gpu-weights f16)");
-        return 2;
+        return OPS_FORM_F16_ALL;
+    }
+    if (mode == OPS_WEIGHTS_INT8) {
+        snprintf(why, why_n, "int8 (--gpu-weights int8; %s)",
+                 ops_gemm_i8_available(vk) ? "int8 GEMM"
+                                           : "no int8 GEMM on this device: int8 weights, f32 products");
+        return OPS_FORM_I8;
     }
     if (!ops_gemm_available(vk)) {
         snprintf(why, why_n, "native (auto: no tensor-core GEMM on this device)");
@@ -951,15 +1183,28 @@ int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f1
     return 1;
 }
 
+int ops_weight_type(const struct vkr *vk, int wtype, uint32_t n, uint32_t k, int form)
+{
+    uint64_t block = vkr_limits(vk)->block_size;
+    if (form == OPS_FORM_I8 && wtype != QUANT_I8R) {
+        if (k % QUANT_I8R_ALIGN == 0 && quant_row_bytes(QUANT_I8R, k) * n <= block)
+            return QUANT_I8R;
+        form = OPS_FORM_F16_ALL;
+    }
+    if (form == OPS_FORM_NATIVE || form == OPS_FORM_I8 || wtype == QUANT_F16 ||
+        (wtype == QUANT_F32 && form == OPS_FORM_F16) || (uint64_t)n * k * 2 > block)
+        return wtype;
+    return QUANT_F16;
+}
+
 int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *staging, const void *src,
-                      int wtype, uint32_t n, uint32_t k, int to_f16, struct vkr_tensor *out,
+                      int wtype, uint32_t n, uint32_t k, int form, struct vkr_tensor *out,
                       int *out_type, struct folio_err *err)
 {
     uint64_t native = quant_row_bytes(wtype, k) * n;
-    /* A tensor never spans blocks: one whose f16 form would not fit a block
-     * (a 152k-row LM head) stays native; it is read by matvec anyway. */
-    int fits = (uint64_t)n * k * 2 <= vkr_limits(vk)->block_size;
-    if (!to_f16 || wtype == QUANT_F16 || !staging || (wtype == QUANT_F32 && to_f16 < 2) || !fits) {
+    /* A tensor never spans blocks (ops_weight_type keeps what would not fit). */
+    int to = staging ? ops_weight_type(vk, wtype, n, k, form) : wtype;
+    if (to == wtype) {
         *out_type = wtype;
         return vkr_arena_upload(dst, src, native, out, err);
     }
@@ -967,20 +1212,21 @@ int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *s
     vkr_arena_reset(staging);
     int rc = vkr_arena_upload(staging, src, native, &raw, err);
     if (!rc)
-        rc = vkr_arena_alloc(dst, (uint64_t)n * k * 2, out, err);
+        rc = vkr_arena_alloc(dst, quant_row_bytes(to, k) * n, out, err);
     if (rc)
         return rc;
     struct vkr_cmd *c;
     rc = vkr_cmd_begin(vk, &c, err);
     if (rc)
         return rc;
-    rc = op_dequant_f16(c, raw, wtype, n, k, *out, err);
+    rc = to == QUANT_I8R ? op_quant_rows(c, raw, wtype, n, k, *out, err)
+                         : op_dequant_f16(c, raw, wtype, n, k, *out, err);
     if (rc) {
         vkr_cmd_abort(c);
         return rc;
     }
     rc = vkr_cmd_submit(c, err);
     if (!rc)
-        *out_type = QUANT_F16;
+        *out_type = to;
     return rc;
 }

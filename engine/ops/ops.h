@@ -34,6 +34,15 @@ struct vkr_pipeline_key ops_key(const char *shader, uint32_t nspec, uint32_t s0,
  * layout. Writes at most OPS_MATMUL_MAX_KEYS keys to out; returns the count. */
 #define OPS_MATMUL_MAX_KEYS 32
 int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *out);
+/* The keys of matmul's int8 route (--gpu-weights int8) for a model whose
+ * matrices come in the nw types wtypes (their quantization at load) and
+ * read the nk distinct K in ks (the int8 GEMM specialized per K): int8 rows
+ * on the matrix-vector, tiled and cooperative-matrix kernels, and where the
+ * device has int8 workgroup matrices (ops_gemm_i8_available) the int8 GEMM
+ * and the activations' quantization. Writes at most
+ * 6 + nw + 2 * (nk + 1) keys; returns the count. */
+int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const uint32_t *ks, int nk,
+                       struct vkr_pipeline_key *out);
 /* Drops repeated keys in place; returns the new count. */
 int ops_keys_unique(struct vkr_pipeline_key *k, int n);
 /* vkr_prewarm over ops_pipeline_keys. */
@@ -88,8 +97,10 @@ int ops_coopmat_available(const struct vkr *vk);
 /* ---- matmul: y[m][n] = sum_k x[m][k] * w[n][k] (+ bias[n]) ---- */
 /* Kernels: MATVEC (m <= 8, streams weights), TILED (scalar shared-memory
  * tiles, every device), COOPMAT (tensor cores, dequantizes any weight type
- * while staging) and GEMM (tensor cores, f16 weights, f16 or f32 inputs:
- * the fast path once weights are expanded at load, ops_upload_weight). */
+ * while staging) and GEMM (tensor cores, f16 or f32 inputs: f16 weights,
+ * the fast path once weights are expanded at load, ops_upload_weight; or
+ * int8 rows, QUANT_I8R, whose inputs it quantizes per row into the split
+ * scratch first: op_matmul_i8.c). */
 enum op_mm_kernel { OP_MM_AUTO, OP_MM_MATVEC, OP_MM_TILED, OP_MM_COOPMAT, OP_MM_GEMM };
 enum op_mm_act { OP_MM_ACT_NONE = 0, OP_MM_ACT_SWIGLU, OP_MM_ACT_GELU_ERF, OP_MM_ACT_QUICK_GELU };
 struct op_matmul {
@@ -113,7 +124,8 @@ struct op_matmul {
     /* Split K (GEMM, subgroup routes): when a product's output tiles leave
      * multiprocessors idle, slices of K are summed into this f32 scratch
      * and a second pass adds them and applies the epilogue. NULL: never
-     * split. Plan it with op_matmul_split_bytes. */
+     * split. Plan it with op_matmul_split_bytes. The int8 GEMM needs it: its
+     * quantized input rows go there (as many rows at a time as it holds). */
     const struct vkr_tensor *split;
     uint32_t split_k;              /* slices: 0 = auto, 1 = never, >= 2 forced (tests, benchmarks) */
 };
@@ -122,6 +134,13 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
  * never splits: no GEMM, or the device does not say its multiprocessor
  * count). A smaller scratch only limits the slices. */
 uint64_t op_matmul_split_bytes(const struct vkr *vk);
+/* 1 when the int8 GEMM (int8 weight rows x int8 activations) runs here. */
+int ops_gemm_i8_available(const struct vkr *vk);
+/* y (rows int8 rows, QUANT_I8R, of k elements: k a multiple of
+ * QUANT_I8R_ALIGN) = x (rows of k elements of xtype, any weight type or an
+ * f32 / f16 activation), one symmetric scale per row. */
+int op_quant_rows(struct vkr_cmd *c, struct vkr_tensor x, int xtype, uint32_t rows, uint32_t k,
+                  struct vkr_tensor y, struct folio_err *err);
 /* The slices AUTO takes for an m x n x k GEMM given `scratch` bytes of
  * split scratch (1: no split); for benchmarks and tests. */
 uint32_t op_matmul_split_for(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
@@ -162,19 +181,33 @@ int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_ke
 
 /* ---- weights in the form the fast kernel wants ---- */
 /* --gpu-weights: auto = f16 when the tensor-core GEMM exists and the
- * expanded weights fit the device's memory plan, else native. */
-enum ops_gpu_weights { OPS_WEIGHTS_AUTO = 0, OPS_WEIGHTS_F16, OPS_WEIGHTS_NATIVE };
-/* Decides whether matmul weights totalling f16_bytes (once expanded) are
- * kept in f16: 0 = native, 1 = expand every type but F32 (auto: files in
- * F32 are chosen for precision), 2 = expand all (--gpu-weights f16). why
- * gets the decision and its reason for logs and doctor. */
+ * expanded weights fit the device's memory plan, else native; int8 = folio's
+ * int8 rows (QUANT_I8R) for the int8 GEMM, an explicit choice whose error
+ * test_lm_int8 states. */
+enum ops_gpu_weights { OPS_WEIGHTS_AUTO = 0, OPS_WEIGHTS_F16, OPS_WEIGHTS_NATIVE, OPS_WEIGHTS_INT8 };
+/* The forms ops_weights_f16 decides between. */
+enum ops_weight_form {
+    OPS_FORM_NATIVE = 0,  /* as in the file */
+    OPS_FORM_F16 = 1,     /* every type but F32 expanded to f16 (auto: F32 files chose precision) */
+    OPS_FORM_F16_ALL = 2, /* every type expanded to f16 (--gpu-weights f16) */
+    OPS_FORM_I8 = 3,      /* int8 rows (--gpu-weights int8) */
+};
+/* Decides the form (enum ops_weight_form) of matmul weights totalling
+ * f16_bytes once expanded. why gets the decision and its reason for logs
+ * and doctor. */
 int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
                     char *why, size_t why_n);
-/* Uploads an n x k weight into dst: as it is, or (to_f16 as returned by
+/* The type an n x k matrix of wtype takes on the device in that form: a
+ * matrix whose converted form would not fit one block (a 152k-row LM head
+ * in f16) stays native, one int8 rows cannot hold (k not a multiple of
+ * QUANT_I8R_ALIGN) takes f16. */
+int ops_weight_type(const struct vkr *vk, int wtype, uint32_t n, uint32_t k, int form);
+/* Uploads an n x k weight into dst: as it is, or (form as returned by
  * ops_weights_f16) through staging (an arena the caller owns, reset here)
- * and expanded to f16 on the device. *out_type gets the resulting type. */
+ * and converted on the device. *out_type gets the resulting type
+ * (ops_weight_type). */
 int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *staging,
-                      const void *src, int wtype, uint32_t n, uint32_t k, int to_f16,
+                      const void *src, int wtype, uint32_t n, uint32_t k, int form,
                       struct vkr_tensor *out, int *out_type, struct folio_err *err);
 /* y (n x k f16) = dequantized w (n rows of k elements of wtype). */
 int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n, uint32_t k,

@@ -32,6 +32,21 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
     return n + ops_gemm_keys(vk, &out[n]);
 }
 
+int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const uint32_t *ks, int nk,
+                       struct vkr_pipeline_key *out)
+{
+    int n = 0;
+    /* int8 rows as a weight type of the other kernels (few rows, or no
+     * int8 GEMM) and their quantization at load from each type given */
+    out[n++] = ops_mm_key(vk, OP_MM_MATVEC, QUANT_I8R);
+    out[n++] = ops_mm_key(vk, OP_MM_TILED, QUANT_I8R);
+    if (ops_coopmat_available(vk))
+        out[n++] = ops_mm_key(vk, OP_MM_COOPMAT, QUANT_I8R);
+    for (int i = 0; i < nw; i++)
+        out[n++] = ops_quant_rows_key(vk, wtypes[i]);
+    return n + ops_gemm_i8_keys(vk, ks, nk, &out[n]);
+}
+
 int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max)
 {
     struct vkr_pipeline_key all[512];
@@ -40,6 +55,7 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
         n += ops_matmul_keys(vk, WTYPES[i], &all[n]);
         all[n++] = ops_gather_key(WTYPES[i]);
     }
+    n += ops_matmul_i8_keys(vk, WTYPES, (int)(sizeof WTYPES / sizeof WTYPES[0]), NULL, 0, &all[n]);
     for (int f16 = 0; f16 < 2; f16++)
         for (int layer = 0; layer < 2; layer++)
             all[n++] = ops_norm_key(layer, f16);

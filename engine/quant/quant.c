@@ -133,6 +133,8 @@ static const struct type_info TYPES[] = {
     {QUANT_Q8_0, "q8_0", QK8_0, Q8_0_BYTES}, {QUANT_Q4_K, "q4_K", QK_K, Q4_K_BYTES},
     {QUANT_Q5_K, "q5_K", QK_K, Q5_K_BYTES},  {QUANT_Q6_K, "q6_K", QK_K, Q6_K_BYTES},
     {QUANT_BF16, "bf16", 1, 2},
+    /* per row, plus QUANT_I8R_HEADER bytes (quant_row_bytes) */
+    {QUANT_I8R, "i8r", QUANT_I8R_ALIGN, QUANT_I8R_ALIGN},
 };
 
 static const struct type_info *find_type(int type)
@@ -154,6 +156,11 @@ int quant_supported(int type)
     return find_type(type) != NULL;
 }
 
+int quant_in_gguf(int type)
+{
+    return quant_supported(type) && type != QUANT_I8R;
+}
+
 int quant_block_elems(int type)
 {
     const struct type_info *t = find_type(type);
@@ -172,9 +179,9 @@ uint64_t quant_row_bytes(int type, uint64_t n)
     if (!t || n % (uint64_t)t->block_elems != 0)
         return 0;
     uint64_t blocks = n / (uint64_t)t->block_elems;
-    if (blocks > UINT64_MAX / (uint64_t)t->block_bytes)
+    if (blocks > UINT64_MAX / (uint64_t)t->block_bytes - (type == QUANT_I8R))
         return 0;
-    return blocks * (uint64_t)t->block_bytes;
+    return blocks * (uint64_t)t->block_bytes + (type == QUANT_I8R ? QUANT_I8R_HEADER : 0);
 }
 
 /* ------------------------------------------------------------ byte helpers */
@@ -280,6 +287,13 @@ int quant_dequantize_row(int type, const void *src, float *dst, int64_t n)
     if (!t || n < 0 || n % t->block_elems != 0 || (n > 0 && (!src || !dst)))
         return FOLIO_EINVAL;
     const uint8_t *s = src;
+    if (type == QUANT_I8R) {
+        float sc;
+        memcpy(&sc, s, 4);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)(int8_t)s[QUANT_I8R_HEADER + i] * sc;
+        return 0;
+    }
     int64_t nb = n / t->block_elems;
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = s + i * t->block_bytes;
@@ -492,12 +506,31 @@ static void q_q6_k(const float *x, uint8_t *b)
     }
 }
 
+/* QUANT_I8R: symmetric, s = max|x| / 127, q = x * (127 / max|x|) rounded to
+ * nearest even (the shader's arithmetic, quant_rows.comp, so the two agree
+ * but for ties the GPU's division places differently). */
+static void q_i8r(const float *x, uint8_t *d, int64_t n)
+{
+    float amax = 0;
+    for (int64_t i = 0; i < n; i++)
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    float sc = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    memset(d, 0, QUANT_I8R_HEADER);
+    memcpy(d, &sc, 4);
+    for (int64_t i = 0; i < n; i++)
+        d[QUANT_I8R_HEADER + i] = (uint8_t)(int8_t)clampi((int)nearbyintf(x[i] * inv), -127, 127);
+}
+
 int quant_quantize_row(int type, const float *src, void *dst, int64_t n)
 {
     const struct type_info *t = find_type(type);
     if (!t || n < 0 || n % t->block_elems != 0 || (n > 0 && (!src || !dst)))
         return FOLIO_EINVAL;
     uint8_t *d = dst;
+    if (type == QUANT_I8R) {
+        q_i8r(src, d, n);
+        return 0;
+    }
     int64_t nb = n / t->block_elems;
     for (int64_t i = 0; i < nb; i++) {
         uint8_t *b = d + i * t->block_bytes;

@@ -20,17 +20,29 @@ enum quant_type {
     QUANT_Q5_K = 13,
     QUANT_Q6_K = 14,
     QUANT_BF16 = 30,
+    /* folio's own, never in a GGUF file (quant_in_gguf): int8 rows with one
+     * f32 scale each (--gpu-weights int8 and the int8 GEMM's activations).
+     * A row of n elements (n a multiple of QUANT_I8R_ALIGN) is a 16-byte
+     * header, whose first 4 bytes are the scale s (the rest zero), then n
+     * signed bytes q: element i = q[i] * s, with s = max|x| / 127 over the
+     * row, so rows keep 16-byte alignment and a row's scale travels with
+     * it through ranged bindings. */
+    QUANT_I8R = 256,
 };
+#define QUANT_I8R_ALIGN 16
+#define QUANT_I8R_HEADER 16
 
 /* Name as llama.cpp prints it ("q4_K"), or NULL for an id folio does not support. */
 const char *quant_type_name(int type);
 int quant_supported(int type);
+/* Supported and a type GGUF files carry (QUANT_I8R is folio's own). */
+int quant_in_gguf(int type);
 /* Elements per block (1 for F32/F16/BF16, 32 for Q8_0, 256 for K-quants)
  * and bytes per block; 0 for unsupported types. */
 int quant_block_elems(int type);
 int quant_block_bytes(int type);
 /* Bytes for a row of n elements; n must be a multiple of the block size
- * (returns 0 otherwise or on overflow). */
+ * (returns 0 otherwise or on overflow). QUANT_I8R: n + its row header. */
 uint64_t quant_row_bytes(int type, uint64_t n);
 
 /* n elements (multiple of the block size). Return 0 or FOLIO_EINVAL. */

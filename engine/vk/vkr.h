@@ -108,13 +108,18 @@ struct vkr_features {
 const struct vkr_device_info *vkr_device(const struct vkr *vk);
 const struct vkr_limits *vkr_limits(const struct vkr *vk);
 const struct vkr_features *vkr_features(const struct vkr *vk);
+/* Operand kinds of a workgroup-scope product (vkr_coopmat2_shape_ok). */
+enum vkr_cm2_kind {
+    VKR_CM2_F16_F32 = 0, /* f16 A, B into an f32 accumulator */
+    VKR_CM2_F16_F16 = 1, /* f16 A, B into an f16 accumulator */
+    VKR_CM2_S8_S32 = 2,  /* int8 A, B into an int32 accumulator */
+};
 /* 1 when the device runs a workgroup-scope cooperative-matrix product of an
- * m x k f16 A and a k x n f16 B into an f32 (acc16 = 0) or f16 (acc16 = 1)
- * accumulator with `threads` invocations per workgroup
- * (VK_NV_cooperative_matrix2's flexible dimensions: each size a multiple of
- * the driver's granularity, the workgroup exactly its size). */
-int vkr_coopmat2_shape_ok(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k, int acc16,
-                          uint32_t threads);
+ * m x k A and a k x n B of that kind with `threads` invocations per
+ * workgroup (VK_NV_cooperative_matrix2's flexible dimensions: each size a
+ * multiple of the driver's granularity, the workgroup exactly its size). */
+int vkr_coopmat2_shape_ok(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
+                          enum vkr_cm2_kind kind, uint32_t threads);
 /* Dead after a fatal device error: every call then fails with FOLIO_EDEVICELOST. */
 int vkr_dead(const struct vkr *vk);
 /* Marks the runtime lost as a fatal VkResult does (fault-injection tests

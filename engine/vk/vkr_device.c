@@ -704,8 +704,8 @@ static int has_coopmat_khr_16(struct vkr *vk)
     return 0;
 }
 
-/* The workgroup-scope f16 x f16 shapes of VK_NV_cooperative_matrix2 (f32 or
- * f16 accumulators), into vk->cm2. */
+/* The workgroup-scope shapes of VK_NV_cooperative_matrix2 folio has kernels
+ * for (f16 x f16 into f32 or f16, int8 x int8 into int32), into vk->cm2. */
 static int query_coopmat2_shapes(struct vkr *vk)
 {
     PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV gp =
@@ -723,26 +723,32 @@ static int query_coopmat2_shapes(struct vkr *vk)
         return 0;
     for (uint32_t i = 0; i < n && vk->ncm2 < (int)(sizeof vk->cm2 / sizeof vk->cm2[0]); i++) {
         const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *c = &cp[i];
-        int f32acc = c->CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR;
-        int f16acc = c->CType == VK_COMPONENT_TYPE_FLOAT16_KHR && c->ResultType == VK_COMPONENT_TYPE_FLOAT16_KHR;
-        if (c->scope != VK_SCOPE_WORKGROUP_KHR || c->AType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
-            c->BType != VK_COMPONENT_TYPE_FLOAT16_KHR || (!f32acc && !f16acc))
+        int ab16 = c->AType == VK_COMPONENT_TYPE_FLOAT16_KHR && c->BType == VK_COMPONENT_TYPE_FLOAT16_KHR;
+        int ab8 = c->AType == VK_COMPONENT_TYPE_SINT8_KHR && c->BType == VK_COMPONENT_TYPE_SINT8_KHR;
+        int kind = -1;
+        if (ab16 && c->CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR)
+            kind = VKR_CM2_F16_F32;
+        else if (ab16 && c->CType == VK_COMPONENT_TYPE_FLOAT16_KHR && c->ResultType == VK_COMPONENT_TYPE_FLOAT16_KHR)
+            kind = VKR_CM2_F16_F16;
+        else if (ab8 && c->CType == VK_COMPONENT_TYPE_SINT32_KHR && c->ResultType == VK_COMPONENT_TYPE_SINT32_KHR)
+            kind = VKR_CM2_S8_S32;
+        if (c->scope != VK_SCOPE_WORKGROUP_KHR || kind < 0)
             continue;
         vk->cm2[vk->ncm2++] = (struct vkr_cm2_shape){c->MGranularity, c->NGranularity, c->KGranularity,
-                                                     c->workgroupInvocations, f16acc};
+                                                     c->workgroupInvocations, kind};
     }
     return vk->ncm2 > 0;
 }
 #endif
 
-int vkr_coopmat2_shape_ok(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k, int acc16,
-                          uint32_t threads)
+int vkr_coopmat2_shape_ok(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
+                          enum vkr_cm2_kind kind, uint32_t threads)
 {
     if (!vk->feat.coopmat2_nv)
         return 0;
     for (int i = 0; i < vk->ncm2; i++) {
         const struct vkr_cm2_shape *c = &vk->cm2[i];
-        if (c->acc16 == (acc16 != 0) && c->threads == threads && c->mg && c->ng && c->kg &&
+        if (c->kind == (int)kind && c->threads == threads && c->mg && c->ng && c->kg &&
             m % c->mg == 0 && n % c->ng == 0 && k % c->kg == 0)
             return 1;
     }

@@ -44,7 +44,7 @@ struct vkr {
      * workgroup sizes), for vkr_coopmat2_shape_ok */
     struct vkr_cm2_shape {
         uint32_t mg, ng, kg, threads;
-        int acc16;
+        int kind; /* enum vkr_cm2_kind */
     } cm2[32];
     int ncm2;
     struct vkr_config cfg;

@@ -92,7 +92,7 @@ int cli_take_gpu_weights(const struct cli_opt *o, void *args, const char *v, con
 {
     int m = engine_gpu_weights_parse(v);
     if (m < 0)
-        return cli_usage_error(cmd, "--%s takes auto, f16 or native, not '%s'", o->name, v);
+        return cli_usage_error(cmd, "--%s takes auto, f16, native or int8, not '%s'", o->name, v);
     *(int *)((char *)args + o->off) = m;
     return 0;
 }

@@ -19,7 +19,7 @@
 int cli_check_gguf(const char *flag, const char *path, struct folio_err *err);
 
 /* CLI_FN takers shared by several commands, each writing at .off:
- * --gpu-weights auto|f16|native (int, engine_gpu_weights_parse);
+ * --gpu-weights auto|f16|native|int8 (int, engine_gpu_weights_parse);
  * --max-text-bytes N|PAGE,DOC (size_t[2], doc_text_parse_caps; set .want);
  * an ADDR:PORT to listen on (const char *, checked by http_parse_listen). */
 int cli_take_gpu_weights(const struct cli_opt *o, void *args, const char *v, const char *cmd);

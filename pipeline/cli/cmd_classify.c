@@ -227,8 +227,9 @@ static const struct cli_opt OPTS[] = {
      .help = "vision: plan for pages of N image tokens (default 1600);\n"
              "larger pages are downscaled"},
     {.name = "gpu-weights", .kind = CLI_FN, .fn = cli_take_gpu_weights, .off = AT(gpu_weights, int), .arg = "M",
-     .help = "auto (default) | f16 | native: matrices expanded to f16 at\n"
-             "load for the tensor-core GEMM, or kept as stored"},
+     .help = "auto (default) | f16 | native | int8: matrices expanded to f16\n"
+             "at load for the tensor-core GEMM, kept as stored, or int8 for\n"
+             "the int8 GEMM (the text model; error in BENCHMARKS.md)"},
     {.name = "gpu-batch", .kind = CLI_INT, .off = AT(gpu_batch, int), .max = 256,
      .want = "0..256 pages per GPU pass (0 = the engine's choice)", .arg = "N",
      .help = "pages per GPU pass planned at open, 0 = the engine's choice\n"

@@ -99,9 +99,10 @@ static const struct cli_opt OPTS[] = {
     {.name = "gate-file", .kind = CLI_STR, .off = AT(o.gate_file, const char *), .arg = "FILE",
      .help = "extra driver-gate rules"},
     {.name = "gpu-weights", .kind = CLI_FN, .fn = cli_take_gpu_weights, .off = AT(o.gpu_weights, int), .arg = "M",
-     .help = "auto (default) | f16 | native: model matrices expanded to f16\n"
-             "at load for the tensor-core GEMM (auto: when it fits), or kept\n"
-             "as stored (less memory, slower prefill)"},
+     .help = "auto (default) | f16 | native | int8: model matrices expanded\n"
+             "to f16 at load for the tensor-core GEMM (auto: when it fits), kept\n"
+             "as stored (less memory, slower prefill), or int8 rows for the\n"
+             "int8 GEMM (text model; its error is in BENCHMARKS.md)"},
     {.name = "gpu-batch", .kind = CLI_INT, .off = AT(o.gpu_batch, int), .max = 256,
      .want = "0..256 pages per GPU pass (0 = the engine's choice)", .arg = "N",
      .help = "pages per GPU pass, 0 = chosen from the device's memory plan\n"

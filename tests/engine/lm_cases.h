@@ -440,7 +440,7 @@ static int run_lm(int ranged)
         if (lm_synth_gguf(&s, &buf, &len, &e) || gguf_open_memory(buf, len, &f, &e) ||
             gguf_model_check(f, 0, &m, &e))
             REQUIRE(0, "key model: %s", e.msg);
-        nk += lm_pipeline_keys(t.vk, m, keys + nk, 256 - nk);
+        nk += lm_pipeline_keys(t.vk, m, 0, keys + nk, 256 - nk);
         gguf_model_close(m);
         free(buf);
     }
@@ -454,7 +454,7 @@ static int run_lm(int ranged)
         if (lm_synth_gguf(&s, &buf, &len, &e) || gguf_open_memory(buf, len, &f, &e) ||
             gguf_model_check(f, 0, &m, &e))
             REQUIRE(0, "key model: %s", e.msg);
-        nk += lm_pipeline_keys(t.vk, m, keys + nk, 256 - nk);
+        nk += lm_pipeline_keys(t.vk, m, 0, keys + nk, 256 - nk);
         gguf_model_close(m);
         free(buf);
     }

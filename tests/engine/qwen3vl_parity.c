@@ -302,7 +302,7 @@ int main(void)
                 if (rc)
                     continue;
                 nk += kd ? vis_pipeline_keys(vk, gm, keys + nk, 512 - nk)
-                         : lm_pipeline_keys(vk, gm, keys + nk, 512 - nk);
+                         : lm_pipeline_keys(vk, gm, 0, keys + nk, 512 - nk);
                 gguf_model_close(gm);
             }
         }

@@ -67,7 +67,7 @@ static struct vkr *open_dev(int ordinal, struct folio_err *e)
 static int warm(struct vkr *vk, const struct gguf_model *m, struct folio_err *e)
 {
     struct vkr_pipeline_key keys[128];
-    int nk = lm_pipeline_keys(vk, m, keys, 128), failed = 0;
+    int nk = lm_pipeline_keys(vk, m, 0, keys, 128), failed = 0;
     int rc = vkr_prewarm(vk, keys, nk, &failed, e);
     vkr_seal(vk);
     return rc ? rc : failed;

@@ -51,7 +51,7 @@ int main(void)
     rc = gguf_model_open_text(path, &m, &e);
     REQUIRE(rc == 0, "model: %s", e.msg);
     struct vkr_pipeline_key keys[64];
-    int nk = lm_pipeline_keys(vk, m, keys, 64), failed = -1;
+    int nk = lm_pipeline_keys(vk, m, 0, keys, 64), failed = -1;
     rc = vkr_prewarm(vk, keys, nk, &failed, &e);
     REQUIRE(rc == 0 && failed == 0, "prewarm: %s", e.msg);
     vkr_seal(vk);

@@ -112,6 +112,10 @@ int run_all(int ranged)
         int ng = ops_gemm_keys_all(t.vk, 1, gk);
         ng += ops_gemm_keys_for_k(t.vk, 1280, &gk[ng]);
         ng += ops_gemm_keys_for_k(t.vk, 3584, &gk[ng]);
+        /* the int8 GEMM's tiles, and its K-fixed form at the 7B K (int8.c) */
+        const uint32_t i8k[] = {3584, 18944};
+        ng += ops_gemm_i8_keys_all(t.vk, &gk[ng]);
+        ng += ops_gemm_i8_keys(t.vk, i8k, 2, &gk[ng]);
         ng = ops_keys_unique(gk, ng); /* the table's K-fixed rows repeat for_k's keys */
         rc = vkr_prewarm(t.vk, gk, ng, &failed, &e);
         REQUIRE(rc == 0 && failed == 0, "GEMM configurations: rc %d failed %d: %s", rc, failed, e.msg);
@@ -133,6 +137,7 @@ int run_all(int ranged)
                                                  test_norm_softmax, test_rope, test_attention,
                                                  test_attention_fused, test_attention_errors,
                                                  test_attention_split, test_elem, test_rows,
+                                                 test_int8,
                                                  /* last: the groups above keep their inputs */
                                                  test_attention_two_ranges};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

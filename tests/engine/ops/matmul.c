@@ -48,8 +48,10 @@ static void mm_case_free(struct mm_case *o)
 
 void test_matmul(struct T *t)
 {
+    /* folio's int8 rows too: a weight type of these kernels everywhere (the
+     * int8 GEMM, which also quantizes X, is int8.c's) */
     static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
-                                QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+                                QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_I8R};
     /* (m, n, k): tiny, odd, non-multiple-of-tile, and decode shapes */
     static const uint32_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 70, 256}, {8, 33, 768},
                                          {9, 65, 256}, {70, 130, 512}, {64, 64, 256},
@@ -73,6 +75,8 @@ void test_matmul(struct T *t)
                     continue;
                 if (kk != OP_MM_AUTO && m <= 8 && si != 0)
                     continue; /* forced tiled/coopmat on tiny m once is enough */
+                if (kk == OP_MM_AUTO && ty == QUANT_I8R && op_matmul_pick(t->vk, ty, m) == OP_MM_GEMM)
+                    continue; /* the int8 GEMM: int8.c */
                 int use_bias = (si % 2) == 1;
                 struct mm_case o;
                 mm_case_make(t, ty, m, n, k, use_bias, &o);

@@ -1,0 +1,283 @@
+/*
+ * The int8 route (--gpu-weights int8): rows quantized on the device
+ * (quant_rows.comp) against the C quantizer, weights of every type made
+ * int8 rows at load, and the int8 GEMM (gemm_i8_cm2.comp, where the device
+ * has int8 workgroup matrices; lavapipe has none and reports those cases
+ * skipped) against a C reference built from the same quantized operands,
+ * with each epilogue, at odd, tile-unaligned and the 7B shapes. The
+ * matrix-vector and tiled kernels on int8 rows are matmul.c's. See
+ * ops_test.h for the harness.
+ */
+#include "tests/engine/ops/ops_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows of different magnitudes (a factor of 1/16 .. 16 per row, drawn from
+ * the stream), so that a scale applied to the wrong row cannot pass. */
+static void fill_rows(struct T *t, float *x, uint32_t rows, uint32_t k)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        float s = exp2f(4.0f * frand(t));
+        fill(t, x + (size_t)r * k, k, s);
+    }
+}
+
+/* GPU int8 rows g against the C quantizer's c (rows of k): scales equal to
+ * 1e-6, bytes equal but for ties that the GPU's 127 / max rounds the other
+ * way (at most one step, at most 1 in 1,000 bytes). */
+static void cmp_rows(const char *what, const uint8_t *g, const uint8_t *c, uint32_t rows, uint32_t k)
+{
+    uint64_t rb = quant_row_bytes(QUANT_I8R, k), steps = 0;
+    int far = 0, scale_bad = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        float sg, sc;
+        memcpy(&sg, g + r * rb, 4);
+        memcpy(&sc, c + r * rb, 4);
+        scale_bad |= !(fabsf(sg - sc) <= 1e-6f * fabsf(sc));
+        for (uint32_t i = 4; i < QUANT_I8R_HEADER; i++)
+            scale_bad |= g[r * rb + i] != 0;
+        for (uint32_t i = 0; i < k; i++) {
+            int d = (int8_t)g[r * rb + QUANT_I8R_HEADER + i] - (int8_t)c[r * rb + QUANT_I8R_HEADER + i];
+            steps += d != 0;
+            far |= d > 1 || d < -1;
+        }
+    }
+    CHECK(!scale_bad, "%s: a row's scale or header differs from the C quantizer", what);
+    CHECK(!far && steps * 1000 <= (uint64_t)rows * k, "%s: %llu of %u bytes differ from the C "
+          "quantizer (%s)", what, (unsigned long long)steps, rows * k, far ? "some by more than one step" : "ties");
+}
+
+/* Activations: f32 and f16 rows, a zero row among them. */
+static void quant_activations(struct T *t)
+{
+    static const uint32_t shapes[][2] = {{1, 16}, {5, 48}, {37, 3584}, {3, 18944}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            uint32_t rows = shapes[si][0], k = shapes[si][1];
+            if ((uint64_t)k * 4 > vkr_limits(t->vk)->max_range)
+                continue; /* ranged mode: one row must fit a binding */
+            size_t n = (size_t)rows * k;
+            uint64_t rb = quant_row_bytes(QUANT_I8R, k);
+            float *x = malloc(n * sizeof(float)), *xd = malloc(n * sizeof(float));
+            uint8_t *xh = malloc(n * 2), *cq = malloc(rb * rows), *g = malloc(rb * rows);
+            fill_rows(t, x, rows, k);
+            if (rows > 1)
+                memset(x + k, 0, k * sizeof(float)); /* max 0: scale 0, bytes 0 */
+            quant_quantize_row(QUANT_F16, x, xh, (int64_t)n);
+            quant_dequantize_row(QUANT_F16, xh, xd, (int64_t)n);
+            const float *src = f16 ? xd : x;
+            for (uint32_t r = 0; r < rows; r++)
+                quant_quantize_row(QUANT_I8R, src + (size_t)r * k, cq + rb * r, k);
+            vkr_arena_reset(t->act);
+            struct vkr_tensor xt = f16 ? put(t, t->act, xh, n * 2) : put(t, t->act, x, n * 4);
+            struct vkr_tensor yt = put(t, t->act, NULL, rb * rows);
+            RUN(t, op_quant_rows(c, xt, f16 ? QUANT_F16 : QUANT_F32, rows, k, yt, e));
+            get(t, yt, g, rb * rows);
+            char what[64];
+            snprintf(what, sizeof what, "quant_rows %s %ux%u", f16 ? "f16" : "f32", rows, k);
+            cmp_rows(what, g, cq, rows, k);
+            free(x), free(xd), free(xh), free(cq), free(g);
+        }
+}
+
+/* Weights of every type made int8 rows at load (ops_upload_weight, form
+ * int8): the device's rows against the C quantizer of the C
+ * dequantization. */
+static void quant_weights(struct T *t)
+{
+    static const int types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_K,
+                                QUANT_Q5_K, QUANT_Q6_K};
+    const uint32_t n = 21, k = 512;
+    struct folio_err e = {0};
+    struct vkr_arena *stage = NULL;
+    if (vkr_arena_create(t->vk, "stage", VKR_ARENA_WEIGHTS, &stage, &e) != 0) {
+        CHECK(0, "staging arena: %s", e.msg);
+        return;
+    }
+    uint64_t rb8 = quant_row_bytes(QUANT_I8R, k);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        int ty = types[ti];
+        uint64_t rb = quant_row_bytes(ty, k);
+        float *wf = malloc(sizeof(float) * n * k), *wd = malloc(sizeof(float) * n * k);
+        uint8_t *wq = malloc(rb * n), *c = malloc(rb8 * n), *g = malloc(rb8 * n);
+        fill_rows(t, wf, n, k);
+        for (uint32_t r = 0; r < n; r++) {
+            quant_quantize_row(ty, wf + (size_t)r * k, wq + rb * r, k);
+            quant_dequantize_row(ty, wq + rb * r, wd + (size_t)r * k, k);
+            quant_quantize_row(QUANT_I8R, wd + (size_t)r * k, c + rb8 * r, k);
+        }
+        struct vkr_tensor wt;
+        int wt_type = -1;
+        int rc = ops_upload_weight(t->vk, t->w, stage, wq, ty, n, k, OPS_FORM_I8, &wt, &wt_type, &e);
+        CHECK(rc == 0 && wt_type == QUANT_I8R, "int8 rows from %s: rc %d type %d: %s",
+              quant_type_name(ty), rc, wt_type, e.msg);
+        if (rc == 0) {
+            get(t, wt, g, rb8 * n);
+            char what[64];
+            snprintf(what, sizeof what, "int8 rows from %s", quant_type_name(ty));
+            cmp_rows(what, g, c, n, k);
+        }
+        free(wf), free(wd), free(wq), free(c), free(g);
+    }
+    /* rows int8 cannot hold (k not a multiple of 16) take f16 */
+    float row[40] = {0};
+    struct vkr_tensor wt;
+    int wt_type = -1;
+    CHECK(ops_upload_weight(t->vk, t->w, stage, row, QUANT_F32, 1, 40, OPS_FORM_I8, &wt, &wt_type,
+                            &e) == 0 && wt_type == QUANT_F16,
+          "int8 form of a 40-column row: type %d, want f16", wt_type);
+    char why[200];
+    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_INT8, 1, why, sizeof why) == OPS_FORM_I8 &&
+          strstr(why, "int8"), "int8: %s", why);
+    /* bad input: a clear error, nothing written */
+    vkr_arena_reset(t->act);
+    struct vkr_tensor xt = put(t, t->act, NULL, 4 * 40), yt = put(t, t->act, NULL, 4 * 40);
+    struct vkr_cmd *cmd = NULL;
+    if (vkr_cmd_begin(t->vk, &cmd, &e) == 0) {
+        int rc = op_quant_rows(cmd, xt, QUANT_F32, 1, 40, yt, &e);
+        CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "multiple of 16"), "quant_rows of 40 columns: rc %d (%s)",
+              rc, e.msg);
+        vkr_cmd_abort(cmd);
+    }
+    vkr_arena_destroy(stage);
+}
+
+/* The int8 GEMM: y = act(sum_k Wq Xq * sw * sx + bias) (+ R). The
+ * reference multiplies the C quantizer's rows of the same W and X in
+ * double; bound 1e-5 + 2e-3 * sum_k |wq xq| (+ 2e-3 |y| for f16 outputs):
+ * the int32 sums are exact, what is left is f32 scaling and the few ties
+ * the GPU rounds the other way (one step of one element: at most
+ * max|w| * sx of the sum). */
+static void gemm_i8(struct T *t)
+{
+    if (!ops_gemm_i8_available(t->vk)) {
+        /* asked for anyway: a clear refusal */
+        vkr_arena_reset(t->act);
+        struct op_matmul a = {.w = put(t, t->act, NULL, 64 * 80), .wtype = QUANT_I8R, .n = 64,
+                              .k = 64, .x = put(t, t->act, NULL, 64 * 64 * 2), .m = 64,
+                              .xtype = QUANT_F16, .y = put(t, t->act, NULL, 64 * 64 * 4),
+                              .kernel = OP_MM_GEMM};
+        struct folio_err e = {0};
+        struct vkr_cmd *c = NULL;
+        if (vkr_cmd_begin(t->vk, &c, &e) == 0) {
+            int rc = op_matmul(c, &a, &e);
+            CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "int8"),
+                  "int8 GEMM on a device without it: rc %d (%s)", rc, e.msg);
+            vkr_cmd_abort(c);
+        }
+        fprintf(stderr, "ops: int8 GEMM not on this device; int8 GEMM cases not run\n");
+        return;
+    }
+    /* odd and tile-unaligned shapes, then the 7B prefill's K (3584, and the
+     * down projection's 18,944) */
+    static const uint32_t shapes[][3] = {{37, 50, 64},     {130, 300, 1536}, {129, 258, 528},
+                                         {300, 1000, 96},  {1400, 512, 3584}, {64, 256, 18944},
+                                         {200, 3584, 3584}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int epi = 0; epi < 4; epi++) {
+            /* epi 0: f16 x, f32 y; 1: f32 x, bias, residual; 2: SwiGLU, f16 y;
+             * 3: GELU, f16 x and y */
+            uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+            if (si >= 4 && epi != 1)
+                continue; /* the large shapes once, with bias and residual */
+            uint64_t rb8 = quant_row_bytes(QUANT_I8R, k);
+            if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size ||
+                rb8 * (n > m ? n : m) > vkr_limits(t->vk)->block_size)
+                continue;
+            int xf16 = epi != 1, yf16 = epi >= 2;
+            size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
+            float *w = malloc(nk * 4), *wd = malloc(nk * 4), *x = malloc(mk * 4), *xd = malloc(mk * 4);
+            uint8_t *wq = malloc(rb8 * n), *xq = malloc(rb8 * m), *xh = malloc(mk * 2);
+            float *bias = malloc(n * 4), *r = malloc(mn * 4), *yr = malloc(mn * 4), *yg = malloc(mn * 4);
+            float *sc = malloc(mn * 4);
+            uint8_t *yh = malloc(mn * 2);
+            fill_rows(t, w, n, k);
+            fill_rows(t, x, m, k);
+            fill(t, bias, n, 1.0f);
+            fill(t, r, mn, 3.0f);
+            quant_quantize_row(QUANT_F16, x, xh, (int64_t)mk);
+            if (xf16) /* the GPU quantizes the f16 X it is given */
+                quant_dequantize_row(QUANT_F16, xh, x, (int64_t)mk);
+            for (uint32_t j = 0; j < n; j++) {
+                quant_quantize_row(QUANT_I8R, w + (size_t)j * k, wq + rb8 * j, k);
+                quant_dequantize_row(QUANT_I8R, wq + rb8 * j, wd + (size_t)j * k, k);
+            }
+            for (uint32_t i = 0; i < m; i++) {
+                quant_quantize_row(QUANT_I8R, x + (size_t)i * k, xq + rb8 * i, k);
+                quant_dequantize_row(QUANT_I8R, xq + rb8 * i, xd + (size_t)i * k, k);
+            }
+            ops_ref_matmul(wd, xd, epi == 1 ? bias : NULL, yr, m, n, k);
+            abs_products(wd, xd, sc, m, n, k);
+            for (size_t i = 0; i < mn; i++) {
+                double v = yr[i];
+                if (epi == 1)
+                    v += r[i];
+                else if (epi == 2)
+                    v *= r[i] / (1.0 + exp(-(double)r[i]));
+                else if (epi == 3)
+                    v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752));
+                /* the activations' slope (SwiGLU: |silu(g)| <= |g|; GELU <= 1.2) */
+                double slope = epi == 2 ? fabs((double)r[i]) : epi == 3 ? 1.2 : 1.0;
+                sc[i] = (float)(slope * sc[i] + (yf16 ? fabs(v) : 0.0));
+                yr[i] = (float)v;
+            }
+            struct vkr_arena *ar = NULL;
+            struct folio_err ae = {0};
+            if (vkr_arena_create(t->vk, "gemm-i8", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
+                CHECK(0, "arena: %s", ae.msg);
+                return;
+            }
+            struct op_matmul a = {.w = put(t, ar, wq, rb8 * n), .wtype = QUANT_I8R, .n = n, .k = k,
+                                  .m = m, .kernel = OP_MM_GEMM, .xtype = xf16 ? QUANT_F16 : QUANT_F32,
+                                  .ytype = yf16 ? QUANT_F16 : QUANT_F32};
+            a.x = xf16 ? put(t, ar, xh, mk * 2) : put(t, ar, x, mk * 4);
+            struct vkr_tensor bt = put(t, ar, bias, n * 4);
+            struct vkr_tensor rt = put(t, ar, r, mn * 4);
+            a.y = epi == 1 ? rt : put(t, ar, NULL, mn * (yf16 ? 2 : 4));
+            a.bias = epi == 1 ? &bt : NULL;
+            a.res = epi == 1 ? &rt : NULL;
+            a.gate = epi == 2 ? &rt : NULL;
+            a.act = epi == 2 ? OP_MM_ACT_SWIGLU : epi == 3 ? OP_MM_ACT_GELU_ERF : OP_MM_ACT_NONE;
+            /* the scratch the quantized X goes to: a third of X's rows at a
+             * time on the 1,400-row shape (the chunked path) */
+            uint64_t skb = si == 4 ? rb8 * (m / 3) : rb8 * m;
+            struct vkr_tensor skt = put(t, ar, NULL, skb);
+            a.split = &skt;
+            RUN(t, op_matmul(c, &a, e));
+            if (yf16) {
+                get(t, a.y, yh, mn * 2);
+                quant_dequantize_row(QUANT_F16, yh, yg, (int64_t)mn);
+            } else {
+                get(t, a.y, yg, mn * 4);
+            }
+            size_t at = 0;
+            double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
+            CHECK(wv <= 1.0, "gemm_i8 m=%u n=%u k=%u epi=%d: worst %.3g at %zu (gpu %g ref %g)", m, n,
+                  k, epi, wv, at, (double)yg[at], (double)yr[at]);
+            free(w), free(wd), free(x), free(xd), free(wq), free(xq), free(xh), free(bias), free(r);
+            free(yr), free(yg), free(sc), free(yh);
+            vkr_arena_destroy(ar);
+        }
+    /* no scratch: a clear error */
+    vkr_arena_reset(t->act);
+    struct op_matmul a = {.w = put(t, t->act, NULL, 64 * 80), .wtype = QUANT_I8R, .n = 64, .k = 64,
+                          .x = put(t, t->act, NULL, 64 * 64 * 2), .m = 64, .xtype = QUANT_F16,
+                          .y = put(t, t->act, NULL, 64 * 64 * 4), .kernel = OP_MM_GEMM};
+    struct folio_err e = {0};
+    struct vkr_cmd *c = NULL;
+    if (vkr_cmd_begin(t->vk, &c, &e) == 0) {
+        int rc = op_matmul(c, &a, &e);
+        CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "scratch"), "int8 GEMM without scratch: rc %d (%s)",
+              rc, e.msg);
+        vkr_cmd_abort(c);
+    }
+}
+
+void test_int8(struct T *t)
+{
+    quant_activations(t);
+    quant_weights(t);
+    gemm_i8(t);
+}
