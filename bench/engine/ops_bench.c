@@ -400,7 +400,7 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
 
 /* The int8 GEMM (--gpu-weights int8) at the same shapes: AUTO (its K-fixed
  * form, as a model pre-warms it) and, with --only gemm, every other tile
- * configuration with K from the push constants (FOLIO_GEMM_I8_TILE). The
+ * configuration (FOLIO_GEMM_I8_TILE), K-fixed at the text model's K. The
  * times include the activations' quantization (quant_rows), which every
  * int8 product pays; TOP/s count the product's 2mnk alone. */
 static int bench_gemm_i8(struct bench *b, struct folio_err *err)
@@ -609,13 +609,15 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     rc = ops_prewarm(b.vk, &failed, err);
     if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {
         /* every GEMM tile configuration, compared at the model's shapes */
-        struct vkr_pipeline_key gk[512];
+        struct vkr_pipeline_key gk[768];
         int ng = ops_gemm_keys_all(b.vk, 1, gk);
         /* the K-specialized forms a model of these shapes pre-warms (AUTO's lines use them) */
         for (int i = 0; i < GEMM_NFULL; i++)
             ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, &gk[ng]);
-        /* the int8 GEMM's tiles, and its K-fixed AUTO form at each K */
-        ng += ops_gemm_i8_keys_all(b.vk, &gk[ng]);
+        /* the int8 GEMM's tiles, each K-fixed at the text model's K (the
+         * int8 route is the text model's), and AUTO's forms at every K */
+        const uint32_t i8k[] = {3584, 18944};
+        ng += ops_gemm_i8_keys_all(b.vk, i8k, 2, &gk[ng]);
         for (int i = 0; i < GEMM_NFULL; i++)
             ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, &gk[ng]);
         ng = ops_keys_unique(gk, ng);

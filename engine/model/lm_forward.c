@@ -100,6 +100,10 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
         k = OP_MM_MATVEC;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
                           .y = y, .bias = bias && bias->t.size ? &bias->t : NULL, .kernel = k};
+    /* int8 rows (an LM head small enough to be made int8): AUTO's int8 GEMM
+     * quantizes x into the GEMM scratch */
+    if (w->type == QUANT_I8R && lm->sk.size)
+        a.split = &lm->sk;
     return op_matmul(c, &a, err);
 }
 

@@ -794,6 +794,11 @@ static const uint32_t I8_CFG[][4] = {
     {128, 128, 128, 128},
     {256, 256, 64, 256},
     {64, 128, 64, 128},
+    {128, 256, 32, 256},
+    {256, 128, 32, 256},
+    {64, 128, 32, 128},
+    {64, 256, 64, 256},
+    {128, 128, 32, 256},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 
@@ -815,8 +820,18 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
            vkr_coopmat2_shape_ok(vk, g[0], g[1], g[2], VKR_CM2_S8_S32, g[3]);
 }
 
-/* FOLIO_GEMM_I8_TILE=n: the configuration AUTO takes (benchmarks). */
-static int i8_auto(const struct vkr *vk)
+/* AUTO's configuration per product class, measured on the H100 with each
+ * tile K-fixed at the 7B's K (bench ops --only gemm --dtype i8r, TOP/s
+ * with the activations' quantization; BENCHMARKS.md "int8 prefill"):
+ *   0 wide (text q/o 190, down 210): 128x128, K step 64, 256 invocations;
+ *   1 very wide, n >= 8192 (text gate/up 272 against 212 for class 0's):
+ *     128x256, K step 64;
+ *   2 few rows or few columns (label passes, m <= 64: q/o 34, gate/up 62,
+ *     down 58 with split K; the k/v projections, n <= 512: 47): 64x128.
+ * FOLIO_GEMM_I8_TILE=n takes row n for all (benchmarks). */
+#define I8_NCLASS 3
+static const int I8_AUTO[I8_NCLASS] = {1, 2, 7};
+static int i8_auto_class(const struct vkr *vk, int cls)
 {
     const char *e = getenv("FOLIO_GEMM_I8_TILE");
     if (e && *e) {
@@ -825,7 +840,11 @@ static int i8_auto(const struct vkr *vk)
         if (!*end && v >= 0 && v < I8_NCFG && ops_gemm_i8_config_fits(vk, (int)v))
             return (int)v;
     }
-    return 0;
+    return I8_AUTO[cls];
+}
+static int i8_auto_for(const struct vkr *vk, uint32_t m, uint32_t n)
+{
+    return i8_auto_class(vk, m <= 64 || n <= 512 ? 2 : n >= 8192 ? 1 : 0);
 }
 
 int ops_gemm_i8_available(const struct vkr *vk)
@@ -837,21 +856,27 @@ int ops_gemm_i8_available(const struct vkr *vk)
         return 0;
     const struct vkr_features *f = vkr_features(vk);
     return f->coopmat2_nv && f->int8 && vkr_has_shader("gemm_i8_cm2") &&
-           ops_gemm_i8_config_fits(vk, 0);
+           ops_gemm_i8_config_fits(vk, I8_AUTO[0]) && ops_gemm_i8_config_fits(vk, I8_AUTO[1]) &&
+           ops_gemm_i8_config_fits(vk, I8_AUTO[2]);
 }
 
 /* The int8 GEMM of table row c with K fixed at kc (0: from the push
- * constants), f32 or f16 output. */
-static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
+ * constants), f32 or f16 output; split: the split-K partials' form (f32). */
+static struct vkr_pipeline_key i8_key_s(uint32_t ytype, int c, uint32_t kc, int split)
 {
-    struct vkr_pipeline_key k = ops_key("gemm_i8_cm2", 2, 1, ytype);
-    k.nspec = 9;
+    struct vkr_pipeline_key k = ops_key("gemm_i8_cm2", 2, 1, split ? 0 : ytype);
+    k.nspec = 10;
+    k.spec[9] = split != 0;
     for (int i = 0; i < 4; i++)
         k.spec[2 + i] = I8_CFG[c][i];
     k.spec[6] = 0;  /* ACC16: int32 accumulation */
     k.spec[7] = 1;  /* 16-byte views (int8 rows are 16-byte aligned) */
     k.spec[8] = kc; /* K fixed at creation: 3-4x faster staging on cm2 (op_matmul.c) */
     return k;
+}
+static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
+{
+    return i8_key_s(ytype, c, kc, 0);
 }
 
 int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
@@ -861,17 +886,23 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vk
         return 0;
     out[n++] = ops_quant_rows_key(vk, QUANT_F16); /* the activations */
     out[n++] = ops_quant_rows_key(vk, QUANT_F32);
-    int c = i8_auto(vk);
-    for (uint32_t yt = 0; yt < 2; yt++) {
-        out[n++] = i8_key(yt, c, 0);
-        for (int i = 0; i < nk; i++)
-            if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0)
-                out[n++] = i8_key(yt, c, ks[i]);
+    out[n++] = ops_splitk_key(0); /* the split-K sum, either output */
+    out[n++] = ops_splitk_key(1);
+    for (int cls = 0; cls < I8_NCLASS; cls++) {
+        int c = i8_auto_class(vk, cls), dup = 0;
+        for (int j = 0; j < cls; j++)
+            dup |= i8_auto_class(vk, j) == c;
+        for (uint32_t yt = 0; yt < 3 && !dup; yt++) { /* f32, f16, split-K partials */
+            out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
+            for (int i = 0; i < nk; i++)
+                if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0)
+                    out[n++] = i8_key_s(yt & 1, c, ks[i], yt == 2);
+        }
     }
     return n;
 }
 
-int ops_gemm_i8_keys_all(const struct vkr *vk, struct vkr_pipeline_key *out)
+int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
 {
     int n = 0;
     if (!ops_gemm_i8_available(vk))
@@ -879,15 +910,21 @@ int ops_gemm_i8_keys_all(const struct vkr *vk, struct vkr_pipeline_key *out)
     out[n++] = ops_quant_rows_key(vk, QUANT_F16);
     out[n++] = ops_quant_rows_key(vk, QUANT_F32);
     for (int c = 0; c < I8_NCFG; c++)
-        if (ops_gemm_i8_config_fits(vk, c))
-            for (uint32_t yt = 0; yt < 2; yt++)
-                out[n++] = i8_key(yt, c, 0);
+        if (ops_gemm_i8_config_fits(vk, c)) {
+            for (uint32_t yt = 0; yt < 3; yt++) /* f32, f16, split-K partials */
+                out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
+            for (int i = 0; i < nk; i++) /* f32 outputs, as bench ops measures, and split K */
+                if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0) {
+                    out[n++] = i8_key(0, c, ks[i]);
+                    out[n++] = i8_key_s(0, c, ks[i], 1);
+                }
+        }
     return n;
 }
 
 /* gemm_cm2.glsl's push constants */
 struct i8_push {
-    uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags;
+    uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags, kper, zstride;
 };
 
 static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)
@@ -927,10 +964,12 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
         n_per -= n_per % 256;
     if (m_per > 256)
         m_per -= m_per % 256;
-    int cfg = i8_auto(vk);
-    struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k);
+    int cfg = i8_auto_for(vk, a->m, a->n);
+    struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k), pkey = i8_key_s(0, cfg, a->k, 1);
     if (!vkr_pipeline_ready(vk, &kk))
         kk = i8_key(yb == 2, cfg, 0);
+    if (!vkr_pipeline_ready(vk, &pkey)) /* split K's partials */
+        pkey = i8_key_s(0, cfg, 0, 1);
     uint32_t pid;
     int rc = vkr_pipeline(vk, &kk, &pid, err);
     if (rc)
@@ -969,17 +1008,62 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: int8 rows must start on 16 "
                                      "bytes in their bindings (weights at +%u, inputs at +%u)",
                                      ws, xs);
-            uint32_t nc = (uint32_t)(n1 - n0);
+            uint32_t nc = (uint32_t)(n1 - n0), gx = (nc + bn - 1) / bn, gy = (mc + bm - 1) / bm;
             static const uint32_t act_flag[] = {0, 4, 8, 16};
             uint32_t flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
             struct i8_push pc = {a->k, nc, mc, ws, xs, ys / yb, a->n, (uint32_t)n0, bs / 4,
-                                 rs / 4, flags};
-            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 5,
-                                                            .push = &pc, .push_bytes = sizeof pc,
-                                                            .groups = {(nc + bn - 1) / bn,
-                                                                       (mc + bm - 1) / bm, 1},
-                                                            .label = "gemm_i8"},
+                                 rs / 4, flags, 0, 0};
+            /* Split K (op_matmul.c "split K"'s rule): the partials go to the
+             * scratch after the quantized rows */
+            uint64_t poff = ((uint64_t)mc * qrb + 255) / 256 * 256, sb = (uint64_t)mc * nc * 4;
+            uint32_t S = 1;
+            if (a->split_k != 1 && a->split->size > poff + 2 * sb) {
+                S = split_pick(vk, (uint64_t)gx * gy, a->k, I8_CFG[cfg][2], sb, a->split->size - poff);
+                if (a->split_k > 1)
+                    S = a->split_k;
+                if (S > 1)
+                    pc.kper = split_kper(a->k, I8_CFG[cfg][2], &S);
+                if (S > 1 && (S * sb > a->split->size - poff || S * sb > vkr_limits(vk)->max_range))
+                    S = 1, pc.kper = 0;
+            }
+            if (S == 1) {
+                rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 5,
+                                                                .push = &pc, .push_bytes = sizeof pc,
+                                                                .groups = {gx, gy, 1},
+                                                                .label = "gemm_i8"},
+                                                                err);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            uint32_t ppid, rpid;
+            rc = vkr_pipeline(vk, &pkey, &ppid, err);
+            if (!rc)
+                rc = ops_pipe_key(vk, ops_splitk_key(yb == 2), &rpid, err);
+            struct vkr_bind pb[5] = {b[0], b[1]};
+            if (!rc)
+                rc = ops_bind(vk, vkr_view(*a->split, poff, S * sb), S * sb, &pb[2], "split scratch", err);
+            if (rc)
+                return rc;
+            pb[3] = pb[4] = pb[2];
+            struct i8_push pp = pc;
+            pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0, pp.flags = 0;
+            pp.zstride = mc * nc;
+            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = ppid, .b = pb, .nb = 5,
+                                                            .push = &pp, .push_bytes = sizeof pp,
+                                                            .groups = {gx, gy, S},
+                                                            .label = "gemm_i8_split"},
                                                             err);
+            struct vkr_bind rb[5] = {pb[2], b[1], b[2], b[3], b[4]};
+            struct splitk_push sp = {mc, nc, S, 0, ys / yb, a->n, (uint32_t)n0, bs / 4, rs / 4, flags};
+            uint32_t rx, ry;
+            ops_grid(((uint64_t)mc * ((nc + 1) / 2) + 255) / 256, &rx, &ry);
+            if (!rc)
+                rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = rpid, .b = rb, .nb = 5,
+                                                                .push = &sp, .push_bytes = sizeof sp,
+                                                                .groups = {rx, ry, 1},
+                                                                .label = "splitk"},
+                                                                err);
             if (rc)
                 return rc;
         }
@@ -1017,6 +1101,11 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
     if (kern == OP_MM_GEMM && a->kernel == OP_MM_AUTO && a->wtype != QUANT_I8R &&
         !ops_gemm_shape_ok(a->n, a->k, a->xtype, a->ytype))
         kern = OP_MM_TILED;
+    /* AUTO: int8 rows with no scratch to quantize x into take the kernels
+     * that read them with f32 activations */
+    if (kern == OP_MM_GEMM && a->kernel == OP_MM_AUTO && a->wtype == QUANT_I8R &&
+        (!a->split || a->split->size < quant_row_bytes(QUANT_I8R, a->k)))
+        kern = ops_coopmat_available(vk) && a->k % 4 == 0 ? OP_MM_COOPMAT : OP_MM_TILED;
     if (kern == OP_MM_GEMM && a->wtype == QUANT_I8R)
         return gemm_i8(c, a, err);
     if (kern == OP_MM_GEMM) {

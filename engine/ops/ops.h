@@ -38,9 +38,9 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
  * matrices come in the nw types wtypes (their quantization at load) and
  * read the nk distinct K in ks (the int8 GEMM specialized per K): int8 rows
  * on the matrix-vector, tiled and cooperative-matrix kernels, and where the
- * device has int8 workgroup matrices (ops_gemm_i8_available) the int8 GEMM
- * and the activations' quantization. Writes at most
- * 6 + nw + 2 * (nk + 1) keys; returns the count. */
+ * device has int8 workgroup matrices (ops_gemm_i8_available) the int8 GEMM,
+ * the activations' quantization and the split-K sum. Writes at most
+ * 7 + nw + 9 * (nk + 1) keys; returns the count. */
 int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const uint32_t *ks, int nk,
                        struct vkr_pipeline_key *out);
 /* Drops repeated keys in place; returns the new count. */

@@ -51,15 +51,17 @@ struct vkr_pipeline_key ops_splitk_key(int f16_out);
 /* op_quant_rows's key for inputs of xtype (op_quant.c). */
 struct vkr_pipeline_key ops_quant_rows_key(const struct vkr *vk, int xtype);
 /* The int8 GEMM's keys (op_matmul.c): the activations' quantization, the
- * AUTO tile with K from the push constants and fixed at each of the nk K
- * in ks, f32 and f16 outputs; none where ops_gemm_i8_available is 0.
- * Writes at most 2 + 2 * (nk + 1). */
+ * split-K sum, the AUTO tile with K from the push constants and fixed at
+ * each of the nk K in ks, f32 and f16 outputs; none where
+ * ops_gemm_i8_available is 0. Writes at most 4 + 9 * (nk + 1). */
 int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);
 /* bench ops: the int8 GEMM's tile configurations (FOLIO_GEMM_I8_TILE picks
- * one for AUTO) and every one's keys (at most 2 + 2 * configurations). */
+ * one for AUTO) and every one's keys, with K from the push constants and
+ * (f32 outputs and split K) fixed at each of the nk K in ks (at most 2 + (3 + 2 * nk) *
+ * configurations). */
 int ops_gemm_i8_configs(void);
 void ops_gemm_i8_config_name(int config, char *out, size_t n);
 int ops_gemm_i8_config_fits(const struct vkr *vk, int config);
-int ops_gemm_i8_keys_all(const struct vkr *vk, struct vkr_pipeline_key *out);
+int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);
 
 #endif

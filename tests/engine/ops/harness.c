@@ -114,7 +114,7 @@ int run_all(int ranged)
         ng += ops_gemm_keys_for_k(t.vk, 3584, &gk[ng]);
         /* the int8 GEMM's tiles, and its K-fixed form at the 7B K (int8.c) */
         const uint32_t i8k[] = {3584, 18944};
-        ng += ops_gemm_i8_keys_all(t.vk, &gk[ng]);
+        ng += ops_gemm_i8_keys_all(t.vk, NULL, 0, &gk[ng]);
         ng += ops_gemm_i8_keys(t.vk, i8k, 2, &gk[ng]);
         ng = ops_keys_unique(gk, ng); /* the table's K-fixed rows repeat for_k's keys */
         rc = vkr_prewarm(t.vk, gk, ng, &failed, &e);

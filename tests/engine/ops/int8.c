@@ -25,8 +25,10 @@ static void fill_rows(struct T *t, float *x, uint32_t rows, uint32_t k)
 }
 
 /* GPU int8 rows g against the C quantizer's c (rows of k): scales equal to
- * 1e-6, bytes equal but for ties that the GPU's 127 / max rounds the other
- * way (at most one step, at most 1 in 1,000 bytes). */
+ * 1e-6, bytes equal but for values the two round to neighbouring steps (at
+ * most one step, at most 1 in 100 bytes): ties that the GPU's 127 / max
+ * places the other way, and block types the GPU decodes with another
+ * float order (q6_K on the H100: 58 of 10,752). */
 static void cmp_rows(const char *what, const uint8_t *g, const uint8_t *c, uint32_t rows, uint32_t k)
 {
     uint64_t rb = quant_row_bytes(QUANT_I8R, k), steps = 0;
@@ -45,8 +47,9 @@ static void cmp_rows(const char *what, const uint8_t *g, const uint8_t *c, uint3
         }
     }
     CHECK(!scale_bad, "%s: a row's scale or header differs from the C quantizer", what);
-    CHECK(!far && steps * 1000 <= (uint64_t)rows * k, "%s: %llu of %u bytes differ from the C "
-          "quantizer (%s)", what, (unsigned long long)steps, rows * k, far ? "some by more than one step" : "ties");
+    CHECK(!far && steps * 100 <= (uint64_t)rows * k, "%s: %llu of %u bytes differ from the C "
+          "quantizer (%s)", what, (unsigned long long)steps, rows * k,
+          far ? "some by more than one step" : "by one step");
 }
 
 /* Activations: f32 and f16 rows, a zero row among them. */
@@ -171,16 +174,19 @@ static void gemm_i8(struct T *t)
         return;
     }
     /* odd and tile-unaligned shapes, then the 7B prefill's K (3584, and the
-     * down projection's 18,944) */
+     * down projection's 18,944), and one of AUTO's very wide class (n >= 8192) */
     static const uint32_t shapes[][3] = {{37, 50, 64},     {130, 300, 1536}, {129, 258, 528},
                                          {300, 1000, 96},  {1400, 512, 3584}, {64, 256, 18944},
-                                         {200, 3584, 3584}};
+                                         {200, 3584, 3584}, {150, 9000, 512}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (int epi = 0; epi < 4; epi++) {
+        for (int vi = 0; vi < 8; vi++) {
             /* epi 0: f16 x, f32 y; 1: f32 x, bias, residual; 2: SwiGLU, f16 y;
-             * 3: GELU, f16 x and y */
+             * 3: GELU, f16 x and y; each with AUTO's split (sp 0) and with K
+             * forced into 3 slices (sp 1: the partials and splitk.comp's
+             * epilogue) */
+            int epi = vi % 4, sp = vi / 4;
             uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
-            if (si >= 4 && epi != 1)
+            if (si >= 4 && (epi != 1 || sp))
                 continue; /* the large shapes once, with bias and residual */
             uint64_t rb8 = quant_row_bytes(QUANT_I8R, k);
             if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size ||
@@ -242,9 +248,10 @@ static void gemm_i8(struct T *t)
             a.act = epi == 2 ? OP_MM_ACT_SWIGLU : epi == 3 ? OP_MM_ACT_GELU_ERF : OP_MM_ACT_NONE;
             /* the scratch the quantized X goes to: a third of X's rows at a
              * time on the 1,400-row shape (the chunked path) */
-            uint64_t skb = si == 4 ? rb8 * (m / 3) : rb8 * m;
+            uint64_t skb = si == 4 ? rb8 * (m / 3) : rb8 * m + 256 + (sp ? 3 * mn * 4 : 0);
             struct vkr_tensor skt = put(t, ar, NULL, skb);
             a.split = &skt;
+            a.split_k = sp ? 3 : 0;
             RUN(t, op_matmul(c, &a, e));
             if (yf16) {
                 get(t, a.y, yh, mn * 2);
@@ -254,8 +261,8 @@ static void gemm_i8(struct T *t)
             }
             size_t at = 0;
             double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
-            CHECK(wv <= 1.0, "gemm_i8 m=%u n=%u k=%u epi=%d: worst %.3g at %zu (gpu %g ref %g)", m, n,
-                  k, epi, wv, at, (double)yg[at], (double)yr[at]);
+            CHECK(wv <= 1.0, "gemm_i8 m=%u n=%u k=%u epi=%d split=%s: worst %.3g at %zu (gpu %g ref %g)",
+                  m, n, k, epi, sp ? "3" : "auto", wv, at, (double)yg[at], (double)yr[at]);
             free(w), free(wd), free(x), free(xd), free(wq), free(xq), free(xh), free(bias), free(r);
             free(yr), free(yg), free(sc), free(yh);
             vkr_arena_destroy(ar);
