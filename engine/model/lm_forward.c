@@ -369,14 +369,18 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
             rc = mm16(lm, c, &L->wq, &L->bq,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = lm->q, .ytype = F32,
                                          .m = nrows}, err);
+        /* int8 weights: k and v read the int8 rows of h that q's product
+         * left in the GEMM scratch */
+        int qi8 = L->wq.type == QUANT_I8R && L->wk.type == QUANT_I8R;
         if (!rc)
             rc = mm16(lm, c, &L->wk, &L->bk,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = k32, .ytype = F32,
-                                         .m = nrows}, err);
+                                         .m = nrows, .x_in_scratch = qi8}, err);
         if (!rc)
             rc = mm16(lm, c, &L->wv, &L->bv,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F16,
-                                         .m = nrows}, err);
+                                         .m = nrows, .x_in_scratch = qi8 && L->wv.type == QUANT_I8R},
+                      err);
     } else {
         struct vkr_tensor v32 = vkr_view(lm->t2, 0, (uint64_t)nrows * KW * 4);
         rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
@@ -452,8 +456,10 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
             if (!rc)
                 rc = mm16(lm, c, &L->wu, NULL,
                           (struct op_matmul){.x = hv, .xtype = F16, .y = lm->up, .ytype = F16,
-                                             .m = m,
-                                             .act = OP_MM_ACT_SWIGLU, .gate = &lm->gate}, err);
+                                             .m = m, .act = OP_MM_ACT_SWIGLU, .gate = &lm->gate,
+                                             .x_in_scratch = L->wg.type == QUANT_I8R &&
+                                                             L->wu.type == QUANT_I8R},
+                          err);
             if (!rc)
                 rc = mm16(lm, c, &L->wd, NULL,
                           (struct op_matmul){.x = lm->up, .xtype = F16, .y = xv, .ytype = F32,

@@ -980,8 +980,9 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
         uint32_t mc = (uint32_t)(m1 - m0);
         /* this chunk's rows into int8 rows at the scratch's start (the
          * dispatches are ordered by vkr's barrier) */
-        rc = op_quant_rows(c, vkr_view(a->x, m0 * a->k * xb, (uint64_t)mc * a->k * xb), a->xtype,
-                           mc, a->k, *a->split, err);
+        if (!(a->x_in_scratch && m_per >= a->m))
+            rc = op_quant_rows(c, vkr_view(a->x, m0 * a->k * xb, (uint64_t)mc * a->k * xb),
+                               a->xtype, mc, a->k, *a->split, err);
         struct vkr_bind b[5];
         uint32_t xs = 0, ys = 0, rs = 0;
         if (!rc)

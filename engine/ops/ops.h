@@ -128,6 +128,11 @@ struct op_matmul {
      * quantized input rows go there (as many rows at a time as it holds). */
     const struct vkr_tensor *split;
     uint32_t split_k;              /* slices: 0 = auto, 1 = never, >= 2 forced (tests, benchmarks) */
+    /* int8 GEMM only: 1 when the previous op recorded was the int8 GEMM of
+     * the same x (rows, k, type) with this scratch, which then still holds
+     * x's int8 rows (q/k/v and gate/up read one input): the quantization is
+     * skipped when x fits the scratch in one piece. */
+    int x_in_scratch;
 };
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err);
 /* Bytes of split-K scratch worth planning on this device (0 where AUTO

@@ -267,6 +267,47 @@ static void gemm_i8(struct T *t)
             free(yr), free(yg), free(sc), free(yh);
             vkr_arena_destroy(ar);
         }
+    /* x_in_scratch: a second product of the same x reads the int8 rows the
+     * first left in the scratch (q/k/v, gate/up); with a scratch too small
+     * for x in one piece the flag is ignored (the rows are quantized again) */
+    for (int small = 0; small < 2; small++) {
+        const uint32_t m = 70, n = 64, k = 128;
+        uint64_t rb8 = quant_row_bytes(QUANT_I8R, k);
+        float *w = malloc(sizeof(float) * 2 * n * k), *wd = malloc(sizeof(float) * n * k);
+        float *x = malloc(sizeof(float) * m * k), *xd = malloc(sizeof(float) * m * k);
+        float *yr = malloc(sizeof(float) * m * n), *yg = malloc(sizeof(float) * m * n);
+        float *sc = malloc(sizeof(float) * m * n);
+        uint8_t *wq = malloc(rb8 * 2 * n), *xq = malloc(rb8);
+        fill_rows(t, w, 2 * n, k);
+        fill_rows(t, x, m, k);
+        for (uint32_t j = 0; j < 2 * n; j++)
+            quant_quantize_row(QUANT_I8R, w + (size_t)j * k, wq + rb8 * j, k);
+        for (uint32_t j = 0; j < n; j++)
+            quant_dequantize_row(QUANT_I8R, wq + rb8 * (n + j), wd + (size_t)j * k, k);
+        for (uint32_t i = 0; i < m; i++) {
+            quant_quantize_row(QUANT_I8R, x + (size_t)i * k, xq, k);
+            quant_dequantize_row(QUANT_I8R, xq, xd + (size_t)i * k, k);
+        }
+        ops_ref_matmul(wd, xd, NULL, yr, m, n, k);
+        abs_products(wd, xd, sc, m, n, k);
+        vkr_arena_reset(t->act);
+        struct vkr_tensor wt = put(t, t->act, wq, rb8 * 2 * n), xt = put(t, t->act, x, sizeof(float) * m * k);
+        struct vkr_tensor y1 = put(t, t->act, NULL, sizeof(float) * m * n);
+        struct vkr_tensor y2 = put(t, t->act, NULL, sizeof(float) * m * n);
+        struct vkr_tensor skt = put(t, t->act, NULL, small ? rb8 * (m / 2) : rb8 * m + 256);
+        struct op_matmul a1 = {.w = vkr_view(wt, 0, rb8 * n), .wtype = QUANT_I8R, .n = n, .k = k,
+                               .x = xt, .m = m, .y = y1, .kernel = OP_MM_GEMM, .split = &skt,
+                               .split_k = 1};
+        struct op_matmul a2 = a1;
+        a2.w = vkr_view(wt, rb8 * n, rb8 * n), a2.y = y2, a2.x_in_scratch = 1;
+        RUN(t, op_matmul(c, &a1, e) || op_matmul(c, &a2, e));
+        get(t, y2, yg, sizeof(float) * m * n);
+        size_t at = 0;
+        double wv = worst(yg, yr, sc, (size_t)m * n, 1e-5, 2e-3, &at);
+        CHECK(wv <= 1.0, "gemm_i8 x_in_scratch (%s scratch): worst %.3g at %zu (gpu %g ref %g)",
+              small ? "chunked" : "whole", wv, at, (double)yg[at], (double)yr[at]);
+        free(w), free(wd), free(x), free(xd), free(yr), free(yg), free(sc), free(wq), free(xq);
+    }
     /* no scratch: a clear error */
     vkr_arena_reset(t->act);
     struct op_matmul a = {.w = put(t, t->act, NULL, 64 * 80), .wtype = QUANT_I8R, .n = 64, .k = 64,
