@@ -95,16 +95,9 @@ layout(push_constant) uniform P {
 #define ACC CM(float, BM, BN, gl_MatrixUseAccumulator)
 #define ACCH CM(float16_t, BM, BN, gl_MatrixUseAccumulator)
 
-float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
-// Abramowitz-Stegun 7.1.26, as elem.comp
-float erf_as(float x)
-{
-    float ax = abs(x);
-    float t = 1.0 / (1.0 + 0.3275911 * ax);
-    float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
-                     0.254829592) * t * exp(-ax * ax);
-    return sign(x) * y;
-}
+// sigm, erf_as (and gemm_epi, which this kernel's whole-tile epilogue
+// does not use): the subgroup kernel's arithmetic
+#include "gemm_epi.glsl"
 float silu_e(const in uint32_t r, const in uint32_t c, const in float g) { return g * sigm(g); }
 float gelu_e(const in uint32_t r, const in uint32_t c, const in float y)
 {

@@ -600,6 +600,77 @@ static uint32_t split_slices(const struct vkr *vk, int tile, uint32_t mc, uint32
     return s;
 }
 
+/* The GEMMs' bindings for one chunk of rows [m0, m1): x's rows from x_r0
+ * on (row bytes xrb; x may be another tensor than a->x: the int8 GEMM's
+ * quantized rows) into b[1], y's into b[2], the residual's or gate's into
+ * b[4] (y's binding again when there is none); their offsets in *xs, *ys,
+ * *rs. */
+static int bind_m(const struct vkr *vk, const struct op_matmul *a, struct vkr_tensor x,
+                  uint64_t x_r0, uint64_t xrb, uint64_t m0, uint64_t m1, uint64_t yrb, uint64_t rrb,
+                  struct vkr_bind *b, uint32_t *xs, uint32_t *ys, uint32_t *rs, struct folio_err *err)
+{
+    const struct vkr_tensor *rt = a->res ? a->res : a->gate;
+    *rs = 0;
+    int rc = vkr_bind_rows(vk, x, xrb, x_r0, x_r0 + (m1 - m0), &b[1], xs, err);
+    if (!rc)
+        rc = vkr_bind_rows(vk, a->y, yrb, m0, m1, &b[2], ys, err);
+    if (!rc && rt)
+        rc = vkr_bind_rows(vk, *rt, rrb, m0, m1, &b[4], rs, err);
+    if (!rc && !rt)
+        b[4] = b[2];
+    return rc;
+}
+
+/* ... and for weight rows [n0, n1) (row bytes wrb) into b[0], the bias's
+ * into b[3] (y's binding when there is none); offsets in *ws, *bs. */
+static int bind_n(const struct vkr *vk, const struct op_matmul *a, uint64_t wrb, uint64_t n0,
+                  uint64_t n1, struct vkr_bind *b, uint32_t *ws, uint32_t *bs, struct folio_err *err)
+{
+    *bs = 0;
+    int rc = vkr_bind_rows(vk, a->w, wrb, n0, n1, &b[0], ws, err);
+    if (!rc && a->bias)
+        rc = vkr_bind_rows(vk, *a->bias, 4, n0, n1, &b[3], bs, err);
+    if (!rc && !a->bias)
+        b[3] = b[2];
+    return rc;
+}
+
+/* Split K's two passes for one chunk: the partial products (pipeline ppid;
+ * pc as the unsplit dispatch's, kper set) into S f32 slices at the start of
+ * the scratch view sv, then their sum with pc's epilogue into b[2]'s Y
+ * (splitk.comp, f16 outputs when yb is 2). b: the chunk's bindings as the
+ * unsplit dispatch has them. */
+static int split_passes(struct vkr_cmd *c, uint32_t ppid, const struct gemm_push *pc,
+                        const struct vkr_bind *b, struct vkr_tensor sv, uint32_t S, uint32_t gx,
+                        uint32_t gy, uint32_t yb, const char *label, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    uint32_t mc = pc->M, nc = pc->N, rpid;
+    struct vkr_bind pb[5] = {b[0], b[1]};
+    int rc = ops_pipe_key(vk, ops_splitk_key(yb == 2), &rpid, err);
+    if (!rc)
+        rc = ops_bind(vk, sv, (uint64_t)S * mc * nc * 4, &pb[2], "split scratch", err);
+    if (rc)
+        return rc;
+    pb[3] = pb[4] = pb[2];
+    struct gemm_push pp = *pc;
+    pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0, pp.flags = 0;
+    pp.zstride = mc * nc;
+    rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = ppid, .b = pb, .nb = 5, .push = &pp,
+                                                    .push_bytes = sizeof pp, .groups = {gx, gy, S},
+                                                    .label = label}, err);
+    if (rc)
+        return rc;
+    struct vkr_bind rb[5] = {pb[2], b[1], b[2], b[3], b[4]};
+    struct splitk_push sp = {mc, nc, S, 0, pc->y_skip, pc->ldy, pc->y_col0, pc->b_skip, pc->r_skip,
+                             pc->flags};
+    uint32_t rx, ry;
+    ops_grid(((uint64_t)mc * ((nc + 1) / 2) + 255) / 256, &rx, &ry);
+    return vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = rpid, .b = rb, .nb = 5, .push = &sp,
+                                                      .push_bytes = sizeof sp, .groups = {rx, ry, 1},
+                                                      .label = "splitk"}, err);
+}
+
 /* f16 inputs, as the model's products are. */
 uint32_t op_matmul_split_for(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
                              uint64_t scratch)
@@ -628,7 +699,6 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
         (yb == 2 && a->res))
         return folio_err_set(err, FOLIO_EINVAL, "matmul: SwiGLU needs a gate tensor (and no "
                              "residual); a residual needs an f32 output");
-    const struct vkr_tensor *rt = a->res ? a->res : a->gate;
     uint64_t wrb = (uint64_t)a->k * 2, xrb = (uint64_t)a->k * xb, yrb = (uint64_t)a->n * yb;
     uint64_t rrb = (uint64_t)a->n * 4;
     uint64_t n_per = vkr_rows_per_range(vk, wrb);
@@ -667,26 +737,16 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
     for (uint64_t m0 = 0; m0 < a->m; m0 += m_per) {
         uint64_t m1 = m0 + m_per < a->m ? m0 + m_per : a->m;
         struct vkr_bind b[5];
-        uint32_t xs, ys, rs = 0;
-        int rc = vkr_bind_rows(vk, a->x, xrb, m0, m1, &b[1], &xs, err);
-        if (!rc)
-            rc = vkr_bind_rows(vk, a->y, yrb, m0, m1, &b[2], &ys, err);
-        if (!rc && rt)
-            rc = vkr_bind_rows(vk, *rt, rrb, m0, m1, &b[4], &rs, err);
+        uint32_t xs, ys, rs;
+        int rc = bind_m(vk, a, a->x, m0, xrb, m0, m1, yrb, rrb, b, &xs, &ys, &rs, err);
         if (rc)
             return rc;
-        if (!rt)
-            b[4] = b[2];
         for (uint64_t n0 = 0; n0 < a->n; n0 += n_per) {
             uint64_t n1 = n0 + n_per < a->n ? n0 + n_per : a->n;
-            uint32_t ws, bs = 0;
-            rc = vkr_bind_rows(vk, a->w, wrb, n0, n1, &b[0], &ws, err);
-            if (!rc && a->bias)
-                rc = vkr_bind_rows(vk, *a->bias, 4, n0, n1, &b[3], &bs, err);
+            uint32_t ws, bs;
+            rc = bind_n(vk, a, wrb, n0, n1, b, &ws, &bs, err);
             if (rc)
                 return rc;
-            if (!a->bias)
-                b[3] = b[2];
             uint32_t mc = (uint32_t)(m1 - m0), nc = (uint32_t)(n1 - n0);
             /* Widest vector load every operand's row starts allow. */
             uint32_t wsh = ws / 2, xsh = xs / xb, align = 8;
@@ -724,33 +784,10 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             if (S > 1) {
                 /* the partial products into the scratch, then their sum */
                 struct vkr_pipeline_key pk = ops_gemm_key(a->xtype == QUANT_F16, 0, align, tile);
-                uint32_t ppid, rpid;
+                uint32_t ppid;
                 rc = vkr_pipeline(vk, &pk, &ppid, err);
                 if (!rc)
-                    rc = ops_pipe_key(vk, ops_splitk_key(yb == 2), &rpid, err);
-                struct vkr_bind pb[5] = {b[0], b[1]};
-                if (!rc)
-                    rc = ops_bind(vk, *a->split, (uint64_t)S * mc * nc * 4, &pb[2], "split scratch", err);
-                if (rc)
-                    return rc;
-                pb[3] = pb[4] = pb[2];
-                struct gemm_push pp = pc;
-                pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0, pp.flags = 0;
-                pp.zstride = mc * nc;
-                rc = vkr_cmd_dispatch(c,
-                    &(struct vkr_dispatch){.pipeline = ppid, .b = pb, .nb = 5, .push = &pp,
-                                           .push_bytes = sizeof pp, .groups = {gx, gy, S},
-                                           .label = "gemm_split"}, err);
-                if (rc)
-                    return rc;
-                struct vkr_bind rb[5] = {pb[2], b[1], b[2], b[3], b[4]};
-                struct splitk_push sp = {mc, nc, S, 0, ys / yb, a->n, (uint32_t)n0, bs / 4, rs / 4, flags};
-                uint32_t rx, ry;
-                ops_grid(((uint64_t)mc * ((nc + 1) / 2) + 255) / 256, &rx, &ry);
-                rc = vkr_cmd_dispatch(c,
-                    &(struct vkr_dispatch){.pipeline = rpid, .b = rb, .nb = 5, .push = &sp,
-                                           .push_bytes = sizeof sp, .groups = {rx, ry, 1},
-                                           .label = "splitk"}, err);
+                    rc = split_passes(c, ppid, &pc, b, *a->split, S, gx, gy, yb, "gemm_split", err);
                 if (rc)
                     return rc;
                 continue;
@@ -922,11 +959,6 @@ int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struc
     return n;
 }
 
-/* gemm_cm2.glsl's push constants */
-struct i8_push {
-    uint32_t K, N, M, w_skip, x_skip, y_skip, ldy, y_col0, b_skip, r_skip, flags, kper, zstride;
-};
-
 static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)
 {
     struct vkr *vk = vkr_cmd_vkr(c);
@@ -948,7 +980,6 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the int8 GEMM quantizes its input into "
                              "the GEMM scratch (op_matmul.split), which holds %" PRIu64 " bytes; "
                              "one row needs %" PRIu64, a->split ? a->split->size : 0, qrb);
-    const struct vkr_tensor *rt = a->res ? a->res : a->gate;
     uint64_t yrb = (uint64_t)a->n * yb, rrb = (uint64_t)a->n * 4;
     uint64_t n_per = vkr_rows_per_range(vk, qrb);
     if (yb == 2) /* f16 pairs: chunks keep an even width (op_matmul.c's gemm) */
@@ -985,26 +1016,16 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
                                a->xtype, mc, a->k, *a->split, err);
         struct vkr_bind b[5];
         uint32_t xs = 0, ys = 0, rs = 0;
-        if (!rc)
-            rc = vkr_bind_rows(vk, *a->split, qrb, 0, mc, &b[1], &xs, err);
-        if (!rc)
-            rc = vkr_bind_rows(vk, a->y, yrb, m0, m1, &b[2], &ys, err);
-        if (!rc && rt)
-            rc = vkr_bind_rows(vk, *rt, rrb, m0, m1, &b[4], &rs, err);
+        if (!rc) /* the chunk's int8 rows are the scratch's first mc */
+            rc = bind_m(vk, a, *a->split, 0, qrb, m0, m1, yrb, rrb, b, &xs, &ys, &rs, err);
         if (rc)
             return rc;
-        if (!rt)
-            b[4] = b[2];
         for (uint64_t n0 = 0; n0 < a->n; n0 += n_per) {
             uint64_t n1 = n0 + n_per < a->n ? n0 + n_per : a->n;
-            uint32_t ws, bs = 0;
-            rc = vkr_bind_rows(vk, a->w, qrb, n0, n1, &b[0], &ws, err);
-            if (!rc && a->bias)
-                rc = vkr_bind_rows(vk, *a->bias, 4, n0, n1, &b[3], &bs, err);
+            uint32_t ws, bs;
+            rc = bind_n(vk, a, qrb, n0, n1, b, &ws, &bs, err);
             if (rc)
                 return rc;
-            if (!a->bias)
-                b[3] = b[2];
             if (ws % 16 || xs % 16)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: int8 rows must start on 16 "
                                      "bytes in their bindings (weights at +%u, inputs at +%u)",
@@ -1012,8 +1033,8 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
             uint32_t nc = (uint32_t)(n1 - n0), gx = (nc + bn - 1) / bn, gy = (mc + bm - 1) / bm;
             static const uint32_t act_flag[] = {0, 4, 8, 16};
             uint32_t flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
-            struct i8_push pc = {a->k, nc, mc, ws, xs, ys / yb, a->n, (uint32_t)n0, bs / 4,
-                                 rs / 4, flags, 0, 0};
+            struct gemm_push pc = {a->k, nc, mc, ws, xs, ys / yb, a->n, (uint32_t)n0, bs / 4,
+                                   rs / 4, flags, 0, 0}; /* gemm_cm2.glsl's: skips in bytes */
             /* Split K (op_matmul.c "split K"'s rule): the partials go to the
              * scratch after the quantized rows */
             uint64_t poff = ((uint64_t)mc * qrb + 255) / 256 * 256, sb = (uint64_t)mc * nc * 4;
@@ -1037,34 +1058,11 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
                     return rc;
                 continue;
             }
-            uint32_t ppid, rpid;
+            uint32_t ppid;
             rc = vkr_pipeline(vk, &pkey, &ppid, err);
             if (!rc)
-                rc = ops_pipe_key(vk, ops_splitk_key(yb == 2), &rpid, err);
-            struct vkr_bind pb[5] = {b[0], b[1]};
-            if (!rc)
-                rc = ops_bind(vk, vkr_view(*a->split, poff, S * sb), S * sb, &pb[2], "split scratch", err);
-            if (rc)
-                return rc;
-            pb[3] = pb[4] = pb[2];
-            struct i8_push pp = pc;
-            pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0, pp.flags = 0;
-            pp.zstride = mc * nc;
-            rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = ppid, .b = pb, .nb = 5,
-                                                            .push = &pp, .push_bytes = sizeof pp,
-                                                            .groups = {gx, gy, S},
-                                                            .label = "gemm_i8_split"},
-                                                            err);
-            struct vkr_bind rb[5] = {pb[2], b[1], b[2], b[3], b[4]};
-            struct splitk_push sp = {mc, nc, S, 0, ys / yb, a->n, (uint32_t)n0, bs / 4, rs / 4, flags};
-            uint32_t rx, ry;
-            ops_grid(((uint64_t)mc * ((nc + 1) / 2) + 255) / 256, &rx, &ry);
-            if (!rc)
-                rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = rpid, .b = rb, .nb = 5,
-                                                                .push = &sp, .push_bytes = sizeof sp,
-                                                                .groups = {rx, ry, 1},
-                                                                .label = "splitk"},
-                                                                err);
+                rc = split_passes(c, ppid, &pc, b, vkr_view(*a->split, poff, S * sb), S, gx, gy, yb,
+                                  "gemm_i8_split", err);
             if (rc)
                 return rc;
         }
