@@ -109,8 +109,9 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
     print_devices(out, o->json, devs, ndev, D->index);
     if (o->json) {
         fprintf(out, ",\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s,"
-                     "\"gemm_route\":\"%s\"}\n", js,
-                failed, ops_coopmat_available(vk) ? "true" : "false", ops_gemm_route_name(vk));
+                     "\"gemm_route\":\"%s\",\"gemm_int8\":%s}\n", js,
+                failed, ops_coopmat_available(vk) ? "true" : "false", ops_gemm_route_name(vk),
+                ops_gemm_i8_available(vk) ? "true" : "false");
     } else {
         fprintf(out, "selected: %s, driver %s %s, Vulkan %u.%u.%u\n", D->name, D->driver_name,
                 D->driver_info, D->api_version >> 22,
@@ -131,6 +132,9 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
                 F->timestamps, F->validation);
         fprintf(out, "GEMM route: %s (AUTO order khr > nv > cm2, as measured; FOLIO_GEMM_ROUTE=cm2|khr|nv|none forces one)\n",
                 ops_gemm_route_name(vk));
+        fprintf(out, "int8 GEMM (--gpu-weights int8): %s\n",
+                ops_gemm_i8_available(vk) ? "yes (int8 workgroup matrices, VK_NV_cooperative_matrix2)"
+                                          : "no (int8 weights run through the f32 kernels here)");
         fprintf(out, "pipelines: %u built, %u unavailable, pre-warm %.0f ms, sealed %s, "
                      "requests after seal %" PRIu64 "\n",
                 s.pipelines_built, s.pipelines_failed, s.prewarm_ms, s.sealed ? "yes" : "no",

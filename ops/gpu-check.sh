@@ -79,7 +79,7 @@ step() {
 figs() { grep -o "$1" "$2" 2>/dev/null | paste -sd' '; }
 
 step doctor 30 "$E" doctor --json --device "$DEV" "${CPU[@]}" > "$OUTD/doctor.json" 2>> "$C"
-echo " $(grep -o '"gemm_route":"[^"]*"' "$OUTD/doctor.json")" >> "$S"
+echo " $(grep -o '"gemm_route":"[^"]*"\|"gemm_int8":[a-z]*' "$OUTD/doctor.json" | paste -sd' ')" >> "$S"
 
 tests=(engine_test_ops engine_test_lm_parity engine_test_lm_int8 engine_test_vlm_parity
        engine_qwen3vl_parity engine_test_vision_parity)
