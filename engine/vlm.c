@@ -226,9 +226,26 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     folio_log(FOLIO_LOG_DEBUG, "vlm_warm_pass", "text=1 ms=%.1f", folio_mono_ms() - t0);
     if (rc || !v->vis)
         return rc;
-    rc = warm_pass(v, 56, 1, warm_labels, 1, err); /* upscaled to the smallest page */
-    uint32_t f = v->prep.patch * 2, cap = (uint32_t)sqrt((double)v->prep.max_pixels) / f;
-    uint32_t rows = ops_rows_all_variants(v->vk);
+    struct vlm_warm_pass wp[VLM_WARM_MAX];
+    int np = vlm_warm_plan(v->vk, v->prep.patch * 2, (uint32_t)sqrt((double)v->prep.max_pixels),
+                           v->max_batch, nl, wp);
+    for (int i = 0; !rc && i < np; i++)
+        rc = warm_pass(v, wp[i].side, wp[i].pages, warm_labels, wp[i].labels, err);
+    folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u",
+              wp[np - 1].pages, wp[np - 1].side, nl, v->max_batch);
+    return rc;
+}
+
+int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, uint32_t max_batch,
+                  uint32_t max_labels, struct vlm_warm_pass *out)
+{
+    int np = 0;
+    uint32_t f = merge_px, nl = max_labels;
+    /* one smallest page (56 px, upscaled to the smallest the tower takes),
+     * one label: the batch-1 path and every kernel's short-matrix variant */
+    out[np++] = (struct vlm_warm_pass){56, 1, 1};
+    uint32_t cap = max_side / f;
+    uint32_t rows = ops_rows_all_variants(vk);
     uint32_t cells = (uint32_t)ceil(sqrt((double)rows)); /* merged tokens per side */
     if (cells > cap)
         cells = cap;
@@ -237,7 +254,7 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     uint32_t side = cells * f, per = cells * cells;
     uint32_t n = (rows + per - 1) / per;
     n = n < 2 ? 2 : n;
-    n = n > v->max_batch ? v->max_batch : n;
+    n = n > max_batch ? max_batch : n;
     /* Pages between the smallest and the tall pass, so that every stage
      * meets every row class its kernels tell apart (matrix-vector up to 8
      * rows, 9..32, narrow GEMM tiles up to 64, the towers' GEMM path from
@@ -250,18 +267,15 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
      * tower's GEMM path with a narrow merger tile, and a 52-row pass the
      * LM head's tiled matmul, that no warm-up page had reached
      * (first_use_after_warm, engine_test_vlm_batch). */
-    for (uint32_t c = 2; !rc && c < cells; c *= 2)
-        rc = warm_pass(v, c * f, 1, warm_labels, nl, err);
+    for (uint32_t c = 2; c < cells && np < VLM_WARM_MAX - 3; c *= 2)
+        out[np++] = (struct vlm_warm_pass){c * f, 1, nl};
     uint32_t half = cells / 2 ? cells / 2 : 1;
-    if (!rc && cells >= 4 && (half & (half - 1)))
-        rc = warm_pass(v, half * f, 1, warm_labels, nl, err);
-    if (!rc && v->max_batch >= 2 && cells >= 2)
-        rc = warm_pass(v, half * f, 2, warm_labels, nl, err);
-    if (!rc)
-        rc = warm_pass(v, side, n, warm_labels, nl, err);
-    folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u", n,
-              side, nl, v->max_batch);
-    return rc;
+    if (cells >= 4 && (half & (half - 1)))
+        out[np++] = (struct vlm_warm_pass){half * f, 1, nl};
+    if (max_batch >= 2 && cells >= 2)
+        out[np++] = (struct vlm_warm_pass){half * f, 2, nl};
+    out[np++] = (struct vlm_warm_pass){side, n, nl};
+    return np;
 }
 
 /* The default pages per GPU pass: from the batch-1 plan, the largest of

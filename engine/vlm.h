@@ -89,6 +89,19 @@ struct vlm_report {
  * the caller runs without the GPU tiers. A vision problem (no mmproj, a
  * gate rule, a failed self-test or tower load) only disables vision. */
 int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *err);
+/* The warm-up's page passes, in order (vlm_open runs them after a short
+ * text; `bench engine` times the same ones and then checks that its timed
+ * passes meet no variant they missed): square pages of `side` pixels,
+ * `pages` of them in one pass, each scored against `labels` labels. For a
+ * tower whose merged token covers merge_px pixels a side, pages of at most
+ * max_side pixels a side, passes of at most max_batch pages and at most
+ * max_labels labels. Returns the count (at most VLM_WARM_MAX). */
+#define VLM_WARM_MAX 16
+struct vlm_warm_pass {
+    uint32_t side, pages, labels;
+};
+int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, uint32_t max_batch,
+                  uint32_t max_labels, struct vlm_warm_pass *out);
 void vlm_close(struct vlm *v);
 const struct vlm_report *vlm_report(const struct vlm *v);
 int vlm_vision_enabled(const struct vlm *v);

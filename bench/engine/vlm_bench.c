@@ -351,43 +351,36 @@ static int run_pipelined(struct engine *e, const uint8_t *px, uint32_t side, uin
     return rc;
 }
 
-/* The warm-up as vlm_open runs it, independent of the planned batch: one
- * smallest page with one label, then a tall pass of pages of up to 256
- * merged tokens (at most the bench page), as many as reach ops_rows_all_variants() (at
- * least 2, at most the plan), scored against up to 16 labels; then the
- * runtime is marked warm, so each pages line can show that the timed
- * batches met no variant the warm-up missed. *tall gets its page count. */
+/* The warm-up as vlm_open runs it (vlm_warm_plan: independent of the
+ * planned batch), with pages up to the bench page's size; then the runtime
+ * is marked warm, so each pages line can show that the timed batches met no
+ * variant the warm-up missed. *tall gets the last (tall) pass's page count. */
 static int warm_up(struct engine *e, uint32_t P, uint32_t side, uint32_t tail,
                    const struct lm_label *lab, uint32_t nl, uint32_t maxb, double *lp,
                    uint32_t *tall, struct folio_err *err)
 {
-    uint32_t rows = ops_rows_all_variants(e->vk);
-    uint32_t f = 2 * P, cells = (uint32_t)ceil(sqrt((double)rows)), small = f * 2;
-    if (cells * f > side)
-        cells = side / f ? side / f : 1;
-    uint32_t ts = cells * f, per = cells * cells, n = (rows + per - 1) / per;
-    n = n < 2 ? 2 : n;
-    n = n > maxb ? maxb : n;
-    uint8_t *px = malloc((size_t)ts * ts * 3);
-    if (!px)
-        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    for (size_t i = 0; i < (size_t)ts * ts * 3; i++)
+    struct vlm_warm_pass wp[VLM_WARM_MAX];
+    int np = vlm_warm_plan(e->vk, 2 * P, side, maxb, nl < 16 ? nl : 16, wp);
+    uint32_t ts = 0;
+    for (int i = 0; i < np; i++)
+        ts = wp[i].side > ts ? wp[i].side : ts;
+    /* every page: the top-left corner of one pattern, same stride rules */
+    uint8_t *px = malloc((size_t)ts * ts * 3), *pg = malloc((size_t)ts * ts * 3);
+    int rc = px && pg ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    for (size_t i = 0; !rc && i < (size_t)ts * ts * 3; i++)
         px[i] = (uint8_t)(((i / (ts * 3)) % 40 < 4 ? 30 : 220) ^ (i * 2654435761u >> 29));
     struct page_times pt;
-    /* the small page: the top-left corner of the tall one, same stride rules */
-    uint8_t *sp = malloc((size_t)small * small * 3);
-    int rc = sp ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-    for (uint32_t y = 0; !rc && y < small; y++)
-        memcpy(sp + (size_t)y * small * 3, px + (size_t)y * ts * 3, (size_t)small * 3);
-    if (!rc)
-        rc = run_batch(e, sp, small, tail, lab, 1, 1, lp, &pt, err);
-    if (!rc)
-        rc = run_batch(e, px, ts, tail, lab, nl < 16 ? nl : 16, n, lp, &pt, err);
-    free(sp);
+    for (int i = 0; !rc && i < np; i++) {
+        uint32_t s = wp[i].side;
+        for (uint32_t y = 0; y < s; y++)
+            memcpy(pg + (size_t)y * s * 3, px + (size_t)y * ts * 3, (size_t)s * 3);
+        rc = run_batch(e, pg, s, tail, lab, wp[i].labels, wp[i].pages, lp, &pt, err);
+    }
+    free(pg);
     free(px);
     if (!rc)
         vkr_mark_warm(e->vk);
-    *tall = n;
+    *tall = np ? wp[np - 1].pages : 0;
     return rc;
 }
 
