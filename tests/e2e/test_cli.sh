@@ -49,9 +49,9 @@ check "migrate stray arg" 2 "$F" migrate extra
 check "worker bad --on-device-loss" 2 "$F" worker --on-device-loss sometimes
 expect_in "fallback or release"
 check "worker bad --gpu-weights" 2 "$F" worker --gpu-weights bogus
-expect_in "auto, f16 or native"
+expect_in "auto, f16, native or int8"
 check "classify bad --gpu-weights" 2 "$F" classify --gpu-weights q4 x.png
-expect_in "auto, f16 or native"
+expect_in "auto, f16, native or int8"
 check "worker bad --gpu-batch" 2 "$F" worker --gpu-batch 300
 expect_in "--gpu-batch wants 0..256 pages per GPU pass"
 check "classify bad --gpu-batch" 2 "$F" classify --gpu-batch four x.png
