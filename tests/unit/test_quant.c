@@ -312,6 +312,45 @@ static void test_roundtrips(void)
     free(y);
 }
 
+/* folio's int8 rows: the header (scale, then zeros), known bytes for a
+ * known row, the round-trip bound (half a step: max|x| / 254), a zero row,
+ * sizes, and that no GGUF file may claim the type. */
+static void test_i8r(void)
+{
+    CHECK(quant_supported(QUANT_I8R) && !quant_in_gguf(QUANT_I8R) && quant_in_gguf(QUANT_Q4_K),
+          "i8r: folio's own, not a GGUF type");
+    CHECK(quant_row_bytes(QUANT_I8R, 3584) == 3584 + QUANT_I8R_HEADER, "i8r row bytes");
+    CHECK(quant_row_bytes(QUANT_I8R, 40) == 0, "i8r rows are multiples of 16");
+    float x[32], y[32];
+    uint8_t b[32 + QUANT_I8R_HEADER];
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)(i - 16) / 8.0f; /* -2 .. 1.875: max |x| = 2 */
+    CHECK(quant_quantize_row(QUANT_I8R, x, b, 32) == 0, "i8r quantize");
+    float sc;
+    memcpy(&sc, b, 4);
+    int zero = 1;
+    for (int i = 4; i < QUANT_I8R_HEADER; i++)
+        zero &= b[i] == 0;
+    CHECK(sc == 2.0f / 127.0f && zero, "i8r header: scale %g", (double)sc);
+    CHECK((int8_t)b[QUANT_I8R_HEADER] == -127 && (int8_t)b[QUANT_I8R_HEADER + 16] == 0 &&
+              (int8_t)b[QUANT_I8R_HEADER + 24] == 64 /* 1.0 * 63.5 rounds to even */,
+          "i8r bytes %d %d %d", (int8_t)b[QUANT_I8R_HEADER], (int8_t)b[QUANT_I8R_HEADER + 16],
+          (int8_t)b[QUANT_I8R_HEADER + 24]);
+    CHECK(quant_dequantize_row(QUANT_I8R, b, y, 32) == 0, "i8r dequantize");
+    double worst = 0;
+    for (int i = 0; i < 32; i++)
+        worst = fabs((double)y[i] - x[i]) > worst ? fabs((double)y[i] - x[i]) : worst;
+    CHECK(worst <= 2.0 / 254 * (1 + 1e-6), "i8r round trip: %g > half a step", worst);
+    memset(x, 0, sizeof x);
+    quant_quantize_row(QUANT_I8R, x, b, 32);
+    quant_dequantize_row(QUANT_I8R, b, y, 32);
+    int zeros = 1;
+    for (int i = 0; i < 32; i++)
+        zeros &= y[i] == 0.0f;
+    CHECK(zeros, "i8r zero row stays zero");
+    CHECK(quant_quantize_row(QUANT_I8R, x, b, 24) == FOLIO_EINVAL, "i8r partial row refused");
+}
+
 int main(void)
 {
     test_f16();
@@ -322,5 +361,6 @@ int main(void)
     test_q5_k_known();
     test_q6_k_known();
     test_roundtrips();
+    test_i8r();
     return tu_finish();
 }
