@@ -94,7 +94,7 @@ double lm_last_submit_ms(const struct lm *lm)
     return lm->last_ms;
 }
 
-/* Matrices go through staging to be expanded to f16 (to_f16: ops_weights_f16). */
+/* Matrices go through staging to be converted (to_f16: the form ops_weights_form chose). */
 static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct lm_w *w,
                          struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
@@ -501,7 +501,7 @@ static int plan_split(struct lm *lm, struct folio_err *err)
     char why[200];
     uint64_t stage[2] = {0, 0};
     for (uint32_t p = 0; p < 2; p++) {
-        int to_f16 = ops_weights_f16(P[p].vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
+        int to_f16 = ops_weights_form(P[p].vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
                                      gguf_model_matrix_f16_bytes(lm->m), why, sizeof why);
         uint64_t big = 0; /* the largest native matrix: what lm-staging holds at a time */
         for (uint64_t i = 0; i < ni; i++) {
@@ -623,7 +623,7 @@ static int upload_weights(struct lm *lm, char *why, size_t why_n, struct folio_e
     int to_f16[LM_MAX_DEVICES] = {0}, rc = 0;
     for (uint32_t p = 0; p < lm->nparts && !rc; p++) {
         lm_part_use(lm, p);
-        if ((to_f16[p] = ops_weights_f16(lm->vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
+        if ((to_f16[p] = ops_weights_form(lm->vk, (enum ops_gpu_weights)lm->cfg.gpu_weights,
                                          gguf_model_matrix_f16_bytes(m), why, why_n)))
             rc = vkr_arena_create(lm->vk, "lm-staging", VKR_ARENA_WEIGHTS, &staging[p], err);
         if (!rc && lm->nparts > 1) { /* blocks sized to what comes, not grown past it */

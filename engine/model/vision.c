@@ -304,7 +304,7 @@ static int load(struct vis *v, struct folio_err *err)
      * transformers' (BENCHMARKS.md), and no int8 error is stated for it */
     if (gw == OPS_WEIGHTS_INT8)
         gw = OPS_WEIGHTS_AUTO;
-    if ((to_f16 = ops_weights_f16(v->vk, gw, gguf_model_matrix_f16_bytes(v->m), why, sizeof why)))
+    if ((to_f16 = ops_weights_form(v->vk, gw, gguf_model_matrix_f16_bytes(v->m), why, sizeof why)))
         rc = vkr_arena_create(v->vk, "vision-staging", VKR_ARENA_WEIGHTS, &staging, err);
     if (!rc)
         folio_log(FOLIO_LOG_INFO, "vis_weights", "gpu_weights=\"%s\"", why);

@@ -1236,7 +1236,7 @@ int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n
     return 0;
 }
 
-int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
+int ops_weights_form(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
                     char *why, size_t why_n)
 {
     const struct vkr_limits *L = vkr_limits(vk);

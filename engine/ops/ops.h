@@ -190,7 +190,7 @@ int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_ke
  * int8 rows (QUANT_I8R) for the int8 GEMM, an explicit choice whose error
  * test_lm_int8 states. */
 enum ops_gpu_weights { OPS_WEIGHTS_AUTO = 0, OPS_WEIGHTS_F16, OPS_WEIGHTS_NATIVE, OPS_WEIGHTS_INT8 };
-/* The forms ops_weights_f16 decides between. */
+/* The forms ops_weights_form decides between. */
 enum ops_weight_form {
     OPS_FORM_NATIVE = 0,  /* as in the file */
     OPS_FORM_F16 = 1,     /* every type but F32 expanded to f16 (auto: F32 files chose precision) */
@@ -200,7 +200,7 @@ enum ops_weight_form {
 /* Decides the form (enum ops_weight_form) of matmul weights totalling
  * f16_bytes once expanded. why gets the decision and its reason for logs
  * and doctor. */
-int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
+int ops_weights_form(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,
                     char *why, size_t why_n);
 /* The type an n x k matrix of wtype takes on the device in that form: a
  * matrix whose converted form would not fit one block (a 152k-row LM head
@@ -208,7 +208,7 @@ int ops_weights_f16(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f1
  * QUANT_I8R_ALIGN) takes f16. */
 int ops_weight_type(const struct vkr *vk, int wtype, uint32_t n, uint32_t k, int form);
 /* Uploads an n x k weight into dst: as it is, or (form as returned by
- * ops_weights_f16) through staging (an arena the caller owns, reset here)
+ * ops_weights_form) through staging (an arena the caller owns, reset here)
  * and converted on the device. *out_type gets the resulting type
  * (ops_weight_type). */
 int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *staging,

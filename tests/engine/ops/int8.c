@@ -132,7 +132,7 @@ static void quant_weights(struct T *t)
                             &e) == 0 && wt_type == QUANT_F16,
           "int8 form of a 40-column row: type %d, want f16", wt_type);
     char why[200];
-    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_INT8, 1, why, sizeof why) == OPS_FORM_I8 &&
+    CHECK(ops_weights_form(t->vk, OPS_WEIGHTS_INT8, 1, why, sizeof why) == OPS_FORM_I8 &&
           strstr(why, "int8"), "int8: %s", why);
     /* bad input: a clear error, nothing written */
     vkr_arena_reset(t->act);

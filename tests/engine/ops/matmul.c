@@ -230,9 +230,9 @@ void test_expand_f16(struct T *t)
     CHECK(ops_upload_weight(t->vk, t->w, stage, row, QUANT_F32, 1, 256, 1, &wt, &wt_type, &e) == 0 &&
           wt_type == QUANT_F32, "auto must keep an f32 matrix f32 (type %d)", wt_type);
     char why[200];
-    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_NATIVE, 1, why, sizeof why) == 0, "native: %s", why);
-    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_F16, 1, why, sizeof why) == 2, "f16: %s", why);
-    CHECK(ops_weights_f16(t->vk, OPS_WEIGHTS_AUTO, UINT64_MAX / 2, why, sizeof why) == 0,
+    CHECK(ops_weights_form(t->vk, OPS_WEIGHTS_NATIVE, 1, why, sizeof why) == 0, "native: %s", why);
+    CHECK(ops_weights_form(t->vk, OPS_WEIGHTS_F16, 1, why, sizeof why) == 2, "f16: %s", why);
+    CHECK(ops_weights_form(t->vk, OPS_WEIGHTS_AUTO, UINT64_MAX / 2, why, sizeof why) == 0,
           "auto must refuse weights larger than the device: %s", why);
     /* f16 inputs are a GEMM-only feature: other kernels refuse them clearly */
     vkr_arena_reset(t->act);
