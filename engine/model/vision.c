@@ -302,12 +302,14 @@ static int load(struct vis *v, struct folio_err *err)
                                                 : (enum ops_gpu_weights)v->cfg.gpu_weights;
     /* int8 is the text model's: the tower keeps f16, where it already beats
      * transformers' (BENCHMARKS.md), and no int8 error is stated for it */
-    if (gw == OPS_WEIGHTS_INT8)
+    int int8 = gw == OPS_WEIGHTS_INT8;
+    if (int8)
         gw = OPS_WEIGHTS_AUTO;
     if ((to_f16 = ops_weights_form(v->vk, gw, gguf_model_matrix_f16_bytes(v->m), why, sizeof why)))
         rc = vkr_arena_create(v->vk, "vision-staging", VKR_ARENA_WEIGHTS, &staging, err);
     if (!rc)
-        folio_log(FOLIO_LOG_INFO, "vis_weights", "gpu_weights=\"%s\"", why);
+        folio_log(FOLIO_LOG_INFO, "vis_weights", "gpu_weights=\"%s%s\"", why,
+                  int8 ? "; --gpu-weights int8 is the text model's" : "");
     const struct gguf_tensor_info *k0 = NULL, *k1 = NULL;
     for (uint64_t i = 0; !rc && i < v->m->n_items; i++) {
         const struct gguf_load_item *it = &v->m->items[i];
