@@ -986,7 +986,11 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
         n_per -= n_per % 2;
     uint64_t mrb[4] = {(uint64_t)a->k * xb, yrb, rrb, qrb};
     uint64_t m_per = ops_rows_per(vk, mrb, 4);
-    if (m_per > a->split->size / qrb)
+    /* x's int8 rows all at once when the scratch holds them (then a second
+     * product of the same x may find them there: x_in_scratch), else chunk
+     * by chunk at the scratch's start */
+    int whole = (uint64_t)a->m * qrb <= a->split->size;
+    if (!whole && m_per > a->split->size / qrb)
         m_per = a->split->size / qrb;
     if (n_per == 0 || m_per == 0)
         return folio_err_set(err, FOLIO_ELIMIT, "matmul: one row (%u inputs, %u outputs) exceeds "
@@ -1006,18 +1010,19 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
     if (rc)
         return rc;
     uint32_t bm = I8_CFG[cfg][0], bn = I8_CFG[cfg][1];
-    for (uint64_t m0 = 0; m0 < a->m; m0 += m_per) {
+    if (whole && !a->x_in_scratch) /* (dispatches are ordered by vkr's barrier) */
+        rc = op_quant_rows(c, a->x, a->xtype, a->m, a->k, *a->split, err);
+    for (uint64_t m0 = 0; !rc && m0 < a->m; m0 += m_per) {
         uint64_t m1 = m0 + m_per < a->m ? m0 + m_per : a->m;
         uint32_t mc = (uint32_t)(m1 - m0);
-        /* this chunk's rows into int8 rows at the scratch's start (the
-         * dispatches are ordered by vkr's barrier) */
-        if (!(a->x_in_scratch && m_per >= a->m))
+        if (!whole)
             rc = op_quant_rows(c, vkr_view(a->x, m0 * a->k * xb, (uint64_t)mc * a->k * xb),
                                a->xtype, mc, a->k, *a->split, err);
         struct vkr_bind b[5];
         uint32_t xs = 0, ys = 0, rs = 0;
-        if (!rc) /* the chunk's int8 rows are the scratch's first mc */
-            rc = bind_m(vk, a, *a->split, 0, qrb, m0, m1, yrb, rrb, b, &xs, &ys, &rs, err);
+        if (!rc) /* the chunk's int8 rows: from row m0 of the scratch, or its first mc */
+            rc = bind_m(vk, a, *a->split, whole ? m0 : 0, qrb, m0, m1, yrb, rrb, b, &xs, &ys, &rs,
+                        err);
         if (rc)
             return rc;
         for (uint64_t n0 = 0; n0 < a->n; n0 += n_per) {
@@ -1037,7 +1042,7 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
                                    rs / 4, flags, 0, 0}; /* gemm_cm2.glsl's: skips in bytes */
             /* Split K (op_matmul.c "split K"'s rule): the partials go to the
              * scratch after the quantized rows */
-            uint64_t poff = ((uint64_t)mc * qrb + 255) / 256 * 256, sb = (uint64_t)mc * nc * 4;
+            uint64_t poff = ((whole ? a->m : mc) * qrb + 255) / 256 * 256, sb = (uint64_t)mc * nc * 4;
             uint32_t S = 1;
             if (a->split_k != 1 && a->split->size > poff + 2 * sb) {
                 S = split_pick(vk, (uint64_t)gx * gy, a->k, I8_CFG[cfg][2], sb, a->split->size - poff);
@@ -1067,7 +1072,7 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
                 return rc;
         }
     }
-    return 0;
+    return rc; /* the whole input's quantization may have failed */
 }
 
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err)

@@ -131,7 +131,8 @@ struct op_matmul {
     /* int8 GEMM only: 1 when the previous op recorded was the int8 GEMM of
      * the same x (rows, k, type) with this scratch, which then still holds
      * x's int8 rows (q/k/v and gate/up read one input): the quantization is
-     * skipped when x fits the scratch in one piece. */
+     * skipped when all of x's int8 rows fit the scratch (then both products
+     * quantized it whole; else each chunk is quantized again). */
     int x_in_scratch;
 };
 int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *err);
