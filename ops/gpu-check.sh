@@ -7,7 +7,7 @@
 # scarcest thing a session has: one call that brings back everything beats
 # several that each pay the machine's start.
 #
-#   ops/gpu-check.sh BUILD_DIR OUT_DIR [--device SPEC] [--quick] [--validate]
+#   ops/gpu-check.sh BUILD_DIR OUT_DIR [--device SPEC] [--quick] [--validate] [--int8]
 #
 #   BUILD_DIR   an engine-only Release build (cmake -DFOLIO_ENGINE_ONLY=ON):
 #               engine/tools/folio-engine and tests/engine_test_* (carry it)
@@ -20,6 +20,10 @@
 #   --validate  the op tests under the validation layer (slower; Debian 12's
 #               layer predates the cooperative-matrix-2 structures and
 #               reports them, see BENCHMARKS.md)
+#   --int8      the int8 route's figures too (--gpu-weights int8: the text
+#               figure, and with the GEMM step the int8 GEMM's lines; about
+#               two minutes more, so with --quick or on a warm cache to stay
+#               inside one 600 s command); its parity test always runs
 #
 # The Vulkan loader: a GPU machine without Debian packages needs the loader
 # and GL dispatch packages of README's device notes. If .gl/*.deb exists in
@@ -32,15 +36,16 @@
 # gemm.jsonl, doctor.json. Exit status: 0 when every correctness step
 # passed, 1 otherwise (the speed steps never fail the run).
 set -uo pipefail
-BUILD=${1:?usage: ops/gpu-check.sh BUILD_DIR OUT_DIR [--device SPEC] [--quick] [--validate]}
-OUTD=${2:?usage: ops/gpu-check.sh BUILD_DIR OUT_DIR [--device SPEC] [--quick] [--validate]}
+BUILD=${1:?usage: ops/gpu-check.sh BUILD_DIR OUT_DIR [--device SPEC] [--quick] [--validate] [--int8]}
+OUTD=${2:?usage: ops/gpu-check.sh BUILD_DIR OUT_DIR [--device SPEC] [--quick] [--validate] [--int8]}
 shift 2
-DEV=NVIDIA QUICK=0 VALIDATE=0
+DEV=NVIDIA QUICK=0 VALIDATE=0 INT8=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) DEV=${2:?--device needs a value}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --validate) VALIDATE=1; shift ;;
+    --int8) INT8=1; shift ;;
     *) echo "gpu-check: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -101,10 +106,12 @@ small=(); [ ${#CPU[@]} -gt 0 ] && small=(--small)
 step text 90 "$E" bench engine --device "$DEV" "${CPU[@]}" "${small[@]}" --text > "$OUTD/text.jsonl" 2>> "$C"
 echo " $(figs '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*\|"fused_extra_over_prefill_ms":[0-9.]*' "$OUTD/text.jsonl")" >> "$S"
 # the int8 route (--gpu-weights int8), in the same file
-step text_int8 90 "$E" bench engine --device "$DEV" "${CPU[@]}" "${small[@]}" --text --gpu-weights int8 \
-  > "$OUTD/text-int8.jsonl" 2>> "$C"
-echo " $(figs '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*\|"fused_extra_over_prefill_ms":[0-9.]*' "$OUTD/text-int8.jsonl")" >> "$S"
-cat "$OUTD/text-int8.jsonl" >> "$OUTD/text.jsonl" && rm -f "$OUTD/text-int8.jsonl"
+if [ $INT8 = 1 ]; then
+  step text_int8 90 "$E" bench engine --device "$DEV" "${CPU[@]}" "${small[@]}" --text --gpu-weights int8 \
+    > "$OUTD/text-int8.jsonl" 2>> "$C"
+  echo " $(figs '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*\|"fused_extra_over_prefill_ms":[0-9.]*' "$OUTD/text-int8.jsonl")" >> "$S"
+  cat "$OUTD/text-int8.jsonl" >> "$OUTD/text.jsonl" && rm -f "$OUTD/text-int8.jsonl"
+fi
 
 if [ $QUICK = 0 ]; then
   page='"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*'
@@ -118,11 +125,13 @@ if [ $QUICK = 0 ]; then
     --where text_qo,text_gate_up,text_down,vision_qkv > "$OUTD/gemm.jsonl" 2>> "$C"
   echo " AUTO: $(grep '"tiles":"auto"' "$OUTD/gemm.jsonl" | grep '"xtype":"f16"' |
     grep -o '"where":"[a-z_]*"\|"tflops":[0-9.]*' | paste -sd' ')" >> "$S"
-  step gemm_i8 100 "$E" bench ops --device "$DEV" --only gemm --dtype i8r \
-    --where text_qo,text_kv,text_gate_up,text_down,labels > "$OUTD/gemm-i8.jsonl" 2>> "$C"
-  echo " int8 AUTO: $(grep '"tiles":"auto"' "$OUTD/gemm-i8.jsonl" |
-    grep -o '"where":"[a-z_]*"\|"tflops":[0-9.]*' | paste -sd' ')" >> "$S"
-  cat "$OUTD/gemm-i8.jsonl" >> "$OUTD/gemm.jsonl" && rm -f "$OUTD/gemm-i8.jsonl"
+  if [ $INT8 = 1 ]; then
+    step gemm_i8 100 "$E" bench ops --device "$DEV" --only gemm --dtype i8r \
+      --where text_qo,text_kv,text_gate_up,text_down,labels > "$OUTD/gemm-i8.jsonl" 2>> "$C"
+    echo " int8 AUTO: $(grep '"tiles":"auto"' "$OUTD/gemm-i8.jsonl" |
+      grep -o '"where":"[a-z_]*"\|"tflops":[0-9.]*' | paste -sd' ')" >> "$S"
+    cat "$OUTD/gemm-i8.jsonl" >> "$OUTD/gemm.jsonl" && rm -f "$OUTD/gemm-i8.jsonl"
+  fi
 fi
 cat "$S"
 exit $bad
