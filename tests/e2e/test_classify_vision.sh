@@ -36,6 +36,28 @@ assert abs(sum(o["scores"].values()) - 1) < 1e-6
 assert o["timings"]["vision_ms"] > 0 and o["timings"]["lm_ms"] > 0
 PY
 
+# The same page with --gpu-weights int8 (the text model's int8 route; on
+# lavapipe int8 weights with f32 products): still the vision path, the top
+# label agrees and every label's log-probability is within the route's
+# stated bound (engine_test_lm_int8: 3e-2 * max(1, |ref|)); the engine says
+# which form it took.
+"$F" classify "${common[@]}" --gpu-weights int8 --model "$P/qwen25vl/text-F32.gguf" \
+    --mmproj "$P/qwen25vl/mmproj-F32.gguf" "$P/images/img0.png" >"$D/int8.json" 2>"$D/int8.err"; rc=$?
+ok '[ "$rc" = 0 ]' "classify --gpu-weights int8 exit $rc: $(tail -3 "$D/int8.err")"
+ok 'grep -q "gpu_weights=\"int8" "$D/int8.err"' "no int8 weights line in the log: $(grep -m1 lm_open "$D/int8.err")"
+python3 - "$D/int8.json" "$P/manifest.json" <<'PY' || { echo "FAIL: int8 output vs reference"; fail=$((fail+1)); }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+m = json.load(open(sys.argv[2]))
+cfg = [c for c in m["configs"] if c["name"] == "qwen25vl"][0]
+assert o["engine_path"] == "vision", o["engine_path"]
+refs = {r["label"]: r["sum_with_end"] for r in cfg["label_logprobs"]["F32"]}
+for k, v in refs.items():
+    assert abs(o["logprobs"][k] - v) <= 3e-2 * max(1, abs(v)), (k, o["logprobs"][k], v)
+assert o["label"] == max(refs, key=refs.get), o["label"]
+PY
+checks=$((checks+1))
+
 # A two-page born-digital PDF through the vision tier: every page classified
 # by vision (rendered for --max-image-tokens), the text layer kept for search
 # (text_source pdf) without OCR.
