@@ -600,6 +600,20 @@ static uint32_t split_slices(const struct vkr *vk, int tile, uint32_t mc, uint32
     return s;
 }
 
+/* The GEMMs' epilogue flags (gemm_epi.glsl, gemm_cm2.glsl: 1 bias,
+ * 2 residual, 4 SwiGLU, 8 GELU, 16 quick-GELU) for a, once its operands are
+ * checked: SwiGLU needs a gate and no residual, a residual an f32 output. */
+static int gemm_flags(const struct op_matmul *a, uint32_t *flags, struct folio_err *err)
+{
+    static const uint32_t act_flag[] = {0, 4, 8, 16};
+    if ((a->act == OP_MM_ACT_SWIGLU) != (a->gate != NULL) || (a->res && a->gate) ||
+        (a->ytype == QUANT_F16 && a->res))
+        return folio_err_set(err, FOLIO_EINVAL, "matmul: SwiGLU needs a gate tensor (and no "
+                             "residual); a residual needs an f32 output");
+    *flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
+    return 0;
+}
+
 /* The GEMMs' bindings for one chunk of rows [m0, m1): x's rows from x_r0
  * on (row bytes xrb; x may be another tensor than a->x: the int8 GEMM's
  * quantized rows) into b[1], y's into b[2], the residual's or gate's into
@@ -695,10 +709,10 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the tensor-core GEMM needs f16 weights, "
                              "an even k (k %% 4 == 0 for f32 inputs) and an even n for f16 "
                              "outputs; got %s, n=%u, k=%u", quant_type_name(a->wtype), a->n, a->k);
-    if ((a->act == OP_MM_ACT_SWIGLU) != (a->gate != NULL) || (a->res && a->gate) ||
-        (yb == 2 && a->res))
-        return folio_err_set(err, FOLIO_EINVAL, "matmul: SwiGLU needs a gate tensor (and no "
-                             "residual); a residual needs an f32 output");
+    uint32_t flags;
+    int frc = gemm_flags(a, &flags, err);
+    if (frc)
+        return frc;
     uint64_t wrb = (uint64_t)a->k * 2, xrb = (uint64_t)a->k * xb, yrb = (uint64_t)a->n * yb;
     uint64_t rrb = (uint64_t)a->n * 4;
     uint64_t n_per = vkr_rows_per_range(vk, wrb);
@@ -767,8 +781,6 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
             rc = vkr_pipeline(vk, &key, &pid, err);
             if (rc)
                 return rc;
-            static const uint32_t act_flag[] = {0, 4, 8, 16};
-            uint32_t flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
             struct gemm_push pc = {a->k, nc, mc, wsh, xsh, ys / yb, a->n, (uint32_t)n0, bs / 4,
                                    rs / 4, flags, 0, 0};
             uint32_t gx = (nc + bn - 1) / bn, gy = (mc + bm - 1) / bm;
@@ -971,10 +983,10 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the int8 GEMM needs k a multiple of %d "
                              "and an even n for f16 outputs; got n=%u, k=%u", QUANT_I8R_ALIGN,
                              a->n, a->k);
-    if ((a->act == OP_MM_ACT_SWIGLU) != (a->gate != NULL) || (a->res && a->gate) ||
-        (yb == 2 && a->res))
-        return folio_err_set(err, FOLIO_EINVAL, "matmul: SwiGLU needs a gate tensor (and no "
-                             "residual); a residual needs an f32 output");
+    uint32_t flags;
+    int frc = gemm_flags(a, &flags, err);
+    if (frc)
+        return frc;
     uint64_t qrb = quant_row_bytes(QUANT_I8R, a->k);
     if (!a->split || a->split->size < qrb)
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the int8 GEMM quantizes its input into "
@@ -1036,8 +1048,6 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
                                      "bytes in their bindings (weights at +%u, inputs at +%u)",
                                      ws, xs);
             uint32_t nc = (uint32_t)(n1 - n0), gx = (nc + bn - 1) / bn, gy = (mc + bm - 1) / bm;
-            static const uint32_t act_flag[] = {0, 4, 8, 16};
-            uint32_t flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
             struct gemm_push pc = {a->k, nc, mc, ws, xs, ys / yb, a->n, (uint32_t)n0, bs / 4,
                                    rs / 4, flags, 0, 0}; /* gemm_cm2.glsl's: skips in bytes */
             /* Split K (op_matmul.c "split K"'s rule): the partials go to the
@@ -1191,54 +1201,17 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
 
 /* ------------------------------------------------- weights in f16 form */
 
-struct dq_push {
-    uint32_t rows, K, row_bytes, w_skip, y_skip;
-};
-
 int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n, uint32_t k,
                    struct vkr_tensor y, struct folio_err *err)
 {
-    struct vkr *vk = vkr_cmd_vkr(c);
     uint32_t be = quant_supported(wtype) ? (uint32_t)quant_block_elems(wtype) : 0;
     if (be < 4)
         be = 4;
     if (!quant_supported(wtype) || k % be)
         return folio_err_set(err, FOLIO_EINVAL, "dequant: %s rows of %u elements are not supported",
                              quant_supported(wtype) ? quant_type_name(wtype) : "unknown type", k);
-    uint64_t rb = quant_row_bytes(wtype, k), yb = (uint64_t)k * 2;
-    int rc = ops_need(w, rb * n, "dequant input", err);
-    if (!rc)
-        rc = ops_need(y, yb * n, "dequant output", err);
-    if (rc)
-        return rc;
-    uint32_t pid;
-    rc = ops_pipe_key(vk, ops_dequant_key(wtype), &pid, err);
-    if (rc)
-        return rc;
-    uint64_t rbs[2] = {rb, yb};
-    uint64_t per = ops_rows_per(vk, rbs, 2);
-    if (per == 0)
-        return folio_err_set(err, FOLIO_ELIMIT, "dequant: one row exceeds the binding range");
-    for (uint64_t r0 = 0; r0 < n; r0 += per) {
-        uint64_t r1 = r0 + per < n ? r0 + per : n;
-        struct vkr_bind b[2];
-        uint32_t ws, ys;
-        rc = vkr_bind_rows(vk, w, rb, r0, r1, &b[0], &ws, err);
-        if (!rc)
-            rc = vkr_bind_rows(vk, y, yb, r0, r1, &b[1], &ys, err);
-        if (rc)
-            return rc;
-        struct dq_push pc = {(uint32_t)(r1 - r0), k, (uint32_t)rb, ws, ys / 2};
-        uint32_t gx, gy;
-        ops_grid(r1 - r0, &gx, &gy);
-        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2,
-                                                        .push = &pc, .push_bytes = sizeof pc,
-                                                        .groups = {gx, gy, 1}, .label = "dequant"},
-                                                        err);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return ops_rows_convert(c, ops_dequant_key(wtype), w, quant_row_bytes(wtype, k), y,
+                            (uint64_t)k * 2, 2, n, k, "dequant", err);
 }
 
 int ops_weights_form(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f16_bytes,

@@ -103,3 +103,49 @@ uint64_t ops_rows_per(const struct vkr *vk, const uint64_t *row_bytes, int n)
     }
     return r;
 }
+
+struct rows_push {
+    uint32_t rows, K, row_bytes, x_skip, y_skip;
+};
+
+int ops_rows_convert(struct vkr_cmd *c, struct vkr_pipeline_key key, struct vkr_tensor x,
+                     uint64_t xrb, struct vkr_tensor y, uint64_t yrb, uint32_t y_unit, uint32_t rows,
+                     uint32_t k, const char *what, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    char in[64], out[64];
+    snprintf(in, sizeof in, "%s input", what);
+    snprintf(out, sizeof out, "%s output", what);
+    int rc = ops_need(x, xrb * rows, in, err);
+    if (!rc)
+        rc = ops_need(y, yrb * rows, out, err);
+    uint32_t pid;
+    if (!rc)
+        rc = ops_pipe_key(vk, key, &pid, err);
+    if (rc)
+        return rc;
+    uint64_t rbs[2] = {xrb, yrb};
+    uint64_t per = ops_rows_per(vk, rbs, 2);
+    if (per == 0)
+        return folio_err_set(err, FOLIO_ELIMIT, "%s: one row exceeds the binding range", what);
+    for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+        uint64_t r1 = r0 + per < rows ? r0 + per : rows;
+        struct vkr_bind b[2];
+        uint32_t xs, ys;
+        rc = vkr_bind_rows(vk, x, xrb, r0, r1, &b[0], &xs, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, y, yrb, r0, r1, &b[1], &ys, err);
+        if (rc)
+            return rc;
+        struct rows_push pc = {(uint32_t)(r1 - r0), k, (uint32_t)xrb, xs, ys / y_unit};
+        uint32_t gx, gy;
+        ops_grid(r1 - r0, &gx, &gy);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 2,
+                                                        .push = &pc, .push_bytes = sizeof pc,
+                                                        .groups = {gx, gy, 1}, .label = what},
+                                                        err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

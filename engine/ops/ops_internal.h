@@ -18,6 +18,14 @@ int ops_bind(const struct vkr *vk, struct vkr_tensor t, uint64_t bytes, struct v
 int ops_need(struct vkr_tensor t, uint64_t bytes, const char *what, struct folio_err *err);
 /* Rows per dispatch so that every binding of rows of these widths fits. */
 uint64_t ops_rows_per(const struct vkr *vk, const uint64_t *row_bytes, int n);
+/* A row-wise conversion (dequant_f16.comp, quant_rows.comp): rows of xrb
+ * bytes of x into rows of yrb bytes of y with key's pipeline, one workgroup
+ * per row, in as many dispatches as the binding range takes. Push
+ * constants {rows, k, xrb, x's byte offset, y's offset in y_unit-byte
+ * units}; what names the op in errors and as the dispatch label. */
+int ops_rows_convert(struct vkr_cmd *c, struct vkr_pipeline_key key, struct vkr_tensor x,
+                     uint64_t xrb, struct vkr_tensor y, uint64_t yrb, uint32_t y_unit, uint32_t rows,
+                     uint32_t k, const char *what, struct folio_err *err);
 
 /* Query rows from which AUTO attention takes the tensor-core kernel (a label
  * pass's few dozen rows run faster on the scalar one: op_attention.c). */
