@@ -928,6 +928,22 @@ static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
     return i8_key_s(ytype, c, kc, 0);
 }
 
+/* Table row c's keys: f32, f16 and split-K-partial forms with K from the
+ * push constants, and at each of the nk K in ks the f32 and split forms (and
+ * the f16 one with f16_fixed: a model's own products; bench ops measures f32
+ * outputs). */
+static int i8_cfg_keys(int c, const uint32_t *ks, int nk, int f16_fixed, struct vkr_pipeline_key *out)
+{
+    int n = 0;
+    for (uint32_t yt = 0; yt < 3; yt++) { /* f32, f16, split-K partials */
+        out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
+        for (int i = 0; i < nk; i++)
+            if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0 && (yt != 1 || f16_fixed))
+                out[n++] = i8_key_s(yt & 1, c, ks[i], yt == 2);
+    }
+    return n;
+}
+
 int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
 {
     int n = 0;
@@ -941,12 +957,8 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vk
         int c = i8_auto_class(vk, cls), dup = 0;
         for (int j = 0; j < cls; j++)
             dup |= i8_auto_class(vk, j) == c;
-        for (uint32_t yt = 0; yt < 3 && !dup; yt++) { /* f32, f16, split-K partials */
-            out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
-            for (int i = 0; i < nk; i++)
-                if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0)
-                    out[n++] = i8_key_s(yt & 1, c, ks[i], yt == 2);
-        }
+        if (!dup)
+            n += i8_cfg_keys(c, ks, nk, 1, &out[n]);
     }
     return n;
 }
@@ -959,15 +971,8 @@ int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struc
     out[n++] = ops_quant_rows_key(vk, QUANT_F16);
     out[n++] = ops_quant_rows_key(vk, QUANT_F32);
     for (int c = 0; c < I8_NCFG; c++)
-        if (ops_gemm_i8_config_fits(vk, c)) {
-            for (uint32_t yt = 0; yt < 3; yt++) /* f32, f16, split-K partials */
-                out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
-            for (int i = 0; i < nk; i++) /* f32 outputs, as bench ops measures, and split K */
-                if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0) {
-                    out[n++] = i8_key(0, c, ks[i]);
-                    out[n++] = i8_key_s(0, c, ks[i], 1);
-                }
-        }
+        if (ops_gemm_i8_config_fits(vk, c))
+            n += i8_cfg_keys(c, ks, nk, 0, &out[n]);
     return n;
 }
 
