@@ -398,8 +398,8 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
     return 0;
 }
 
-/* The int8 GEMM (--gpu-weights int8) at the same shapes: AUTO (its K-fixed
- * form, as a model pre-warms it) and, with --only gemm, every other tile
+/* The int8 GEMM (--gpu-weights int8) at the same shapes: AUTO (its class's
+ * tile, K-fixed, as a model pre-warms it) and, with --only gemm, every tile
  * configuration (FOLIO_GEMM_I8_TILE), K-fixed at the text model's K. The
  * times include the activations' quantization (quant_rows), which every
  * int8 product pays; TOP/s count the product's 2mnk alone. */
@@ -413,12 +413,12 @@ static int bench_gemm_i8(struct bench *b, struct folio_err *err)
         if (!where_wanted(b->o->where, g->where) || g->k % QUANT_I8R_ALIGN)
             continue;
         for (int cfg = -1; cfg < ops_gemm_i8_configs() && !rc; cfg++) {
-            if (cfg == 0 || (cfg > 0 && (!b->o->only || strcmp(b->o->only, "gemm") ||
-                                         !ops_gemm_i8_config_fits(b->vk, cfg))))
-                continue; /* cfg -1: AUTO (row 0, K fixed) */
+            if (cfg >= 0 && (!b->o->only || strcmp(b->o->only, "gemm") ||
+                             !ops_gemm_i8_config_fits(b->vk, cfg)))
+                continue; /* cfg -1: AUTO */
             char env[16];
             snprintf(env, sizeof env, "%d", cfg);
-            if (cfg > 0)
+            if (cfg >= 0)
                 setenv("FOLIO_GEMM_I8_TILE", env, 1);
             struct vkr_arena *ar = NULL;
             struct op_matmul a = {.wtype = QUANT_I8R, .n = g->n, .k = g->k, .m = g->m,

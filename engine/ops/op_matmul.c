@@ -832,8 +832,9 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
  * Elsewhere (no int8 workgroup matrices: lavapipe) int8 rows are a weight
  * type of the matrix-vector, tiled and cooperative-matrix kernels (dq.glsl
  * decodes them), with f32 activations. */
-/* Workgroup tiles: M, N, K step, invocations. Row 0 is AUTO's; the others
- * are for `bench ops --only gemm` to compare (FOLIO_GEMM_I8_TILE=n). */
+/* Workgroup tiles: M, N, K step, invocations. AUTO takes one per product
+ * class (I8_AUTO below); `bench ops --only gemm` compares them all
+ * (FOLIO_GEMM_I8_TILE=n). */
 static const uint32_t I8_CFG[][4] = {
     {128, 128, 64, 128},
     {128, 128, 64, 256},
