@@ -471,7 +471,7 @@ static int rec_attn(struct vkr_cmd *c, void *arg, struct folio_err *err)
  * causal; 16 labels x 3 tokens after a 1,429-token page, laid out as
  * lm_forward attends them: the page's cache slots, then the labels' rows,
  * each row seeing the page and its own label's earlier slots (two key
- * ranges, scalar kernel only), once unsplit and once with AUTO's split K;
+ * ranges), once unsplit and once with AUTO's split K;
  * one decode step).
  * FLOPs count the visible query-key pairs only (4 * pairs * d * heads). */
 static int bench_attention(struct bench *b, struct folio_err *err)
@@ -561,8 +561,6 @@ static int bench_attention(struct bench *b, struct folio_err *err)
             for (int v = 0; !rc && v < 4; v++) { /* f32, f32 split, f16, f16 split */
                 int f16 = v / 2, split = v % 2;
                 if (kern == OP_ATTN_COOPMAT && op_attention_pick(b->vk, a.d) != OP_ATTN_COOPMAT)
-                    continue;
-                if (kern == OP_ATTN_COOPMAT && cs->labels) /* one key range per query there */
                     continue;
                 if (split && !cs->labels) /* only the label case is offered split K */
                     continue;

@@ -15,8 +15,8 @@
  *    accumulation and softmax; head sizes that are multiples of 16 up to
  *    128.
  *  - attention (scalar f32, any device, lavapipe): 16 queries per
- *    workgroup; any even head size up to 256. It alone takes two key
- *    ranges per query (label passes run it anyway: pick_for) and split K.
+ *    workgroup; any even head size up to 256.
+ * Both take one or two key ranges per query and split K.
  * Both are specialised by head size and tile shape; the shape is derived
  * from the head size and the device's shared memory, so
  * ops_attention_keys() and the dispatch agree on the pipeline without a
@@ -43,17 +43,21 @@ struct attn_push {
     float scale;
     uint32_t causal, has_ranges;
     int32_t kv_off;
-    uint32_t nsplit; /* scalar kernel only; flash_attn_cm reads the fields above */
+    uint32_t nsplit;
+    uint32_t pack;   /* flash_attn_cm only: heads packed into rows (attn_packed) */
 };
 struct combine_push {
     uint32_t Tq, Hq, D, S, os;
 };
 
 /* Split K: at most this many shares, each at least SPLIT_MIN_KEYS keys of
- * the pass (below that the share's partial output and merge cost more
- * than its walk). */
+ * the pass on the scalar kernel, three key tiles on the tensor-core one
+ * (below that the share's partial output and merge cost more than its
+ * walk; H100, 16 labels after a 1,429-token page: 5 / 8 / 10 / 16 shares
+ * of the tensor-core kernel 0.072 / 0.057 / 0.062 / 0.066 ms a layer). */
 #define SPLIT_MAX 16u
 #define SPLIT_MIN_KEYS 256u
+#define CM_SPLIT_MIN_TILES 3u
 
 #define SCALAR_BR 16u
 #define MAX_SCALAR_D 256u
@@ -117,6 +121,21 @@ enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d)
     return cm_ok(vk, d) ? OP_ATTN_COOPMAT : OP_ATTN_SCALAR;
 }
 
+/* Keys per tile of the tensor-core kernel (0 where it is not available). */
+static uint32_t cm_bc(const struct vkr *vk, uint32_t d)
+{
+    uint32_t bc, nw;
+    return cm_ok(vk, d) && cm_shape(vk, d, &bc, &nw) ? bc : 0;
+}
+
+/* Query rows per workgroup of the tensor-core kernel (16 per subgroup);
+ * 0 where it is not available. */
+static uint32_t cm_rows(const struct vkr *vk, uint32_t d)
+{
+    uint32_t bc, nw;
+    return cm_ok(vk, d) && cm_shape(vk, d, &bc, &nw) ? 16 * nw : 0;
+}
+
 /* AUTO for a pass of tq query rows: a label pass (a few dozen rows against
  * many keys) ran 2.3x slower on the tensor-core kernel on the H200 (16
  * labels x 3 tokens: 3.6 vs 1.5 ms, BENCHMARKS.md issue 13): its 16-row
@@ -160,13 +179,16 @@ int op_attention_io(const struct op_attention *a)
     return a->f16 ? OP_ATTN_IO_F16 : a->kv_f16 ? OP_ATTN_IO_KV16 : OP_ATTN_IO_F32;
 }
 
-/* The kernel a pass runs on: the caller's, or AUTO's (two key ranges per
- * query only on the scalar kernel). */
+/* The kernel a pass runs on: the caller's, or AUTO's. A label pass (two key
+ * ranges per query: a few dozen rows against whole pages) takes the
+ * tensor-core kernel wherever it runs: the scalar kernel is bound by its
+ * shared-memory reads there (two per multiply-add; H100: 0.20 ms a layer
+ * for 16 labels after a 1,429-token page at any split, BENCHMARKS.md). */
 static enum op_attn_kernel kernel_for(const struct vkr *vk, const struct op_attention *a)
 {
     if (a->kernel != OP_ATTN_AUTO)
         return a->kernel;
-    return a->two_ranges ? OP_ATTN_SCALAR : pick_for(vk, a->d, a->tq);
+    return a->two_ranges ? op_attention_pick(vk, a->d) : pick_for(vk, a->d, a->tq);
 }
 
 /* Checks the shape and picks the kernel; fills the strides. */
@@ -183,10 +205,6 @@ static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn
         return folio_err_set(err, FOLIO_EINVAL, "attention: two key ranges per query asked for "
                              "without a ranges buffer");
     *kern = kernel_for(vk, a);
-    if (a->two_ranges && *kern == OP_ATTN_COOPMAT)
-        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the cooperative-matrix kernel "
-                             "takes one key range per query, not two; use the scalar kernel "
-                             "(OP_ATTN_SCALAR or AUTO)");
     if (*kern == OP_ATTN_COOPMAT && !cm_ok(vk, a->d))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the cooperative-matrix kernel "
                              "is not available for head size %u on this device or build (needs "
@@ -227,21 +245,20 @@ static uint32_t split_env(void)
     return f >= 1 ? (f > (long)SPLIT_MAX ? SPLIT_MAX : (uint32_t)f) : 1;
 }
 
-/* The shares AUTO takes for tq queries x hq heads against tk keys (ignoring
- * the scratch): enough workgroups for about two rounds of the device's
- * multiprocessors, where it says how many it has and the pass leaves some
- * idle. */
-static uint32_t split_auto(const struct vkr *vk, uint32_t tq, uint32_t hq, uint32_t tk)
+/* The shares AUTO takes for a pass of `groups` workgroups against tk keys
+ * (ignoring the scratch): enough workgroups for about two rounds of the
+ * device's multiprocessors, where it says how many it has and the pass
+ * leaves some idle. */
+static uint32_t split_auto(const struct vkr *vk, uint64_t groups, uint32_t tk, uint32_t min_keys)
 {
     uint64_t slots = vkr_limits(vk)->compute_units;
-    uint64_t groups = (uint64_t)(tq + SCALAR_BR - 1) / SCALAR_BR * hq;
     if (!slots || groups == 0 || groups >= slots)
         return 1;
     uint64_t s = (2 * slots + groups - 1) / groups;
     if (s > SPLIT_MAX)
         s = SPLIT_MAX;
-    if (s > tk / SPLIT_MIN_KEYS)
-        s = tk / SPLIT_MIN_KEYS;
+    if (s > tk / min_keys)
+        s = tk / min_keys;
     return s > 1 ? (uint32_t)s : 1;
 }
 
@@ -254,25 +271,52 @@ void op_attention_ksplit_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, u
         rows = (uint64_t)(f > SPLIT_MAX ? SPLIT_MAX : f) * tq;
     } else if (f == 0) {
         /* AUTO's shares fall as the blocks grow: the worst pass is any size
-         * up to tq (keys taken as unbounded) */
-        for (uint32_t b = 1; (uint64_t)(b - 1) * SCALAR_BR < tq; b++) {
-            uint32_t q = b * SCALAR_BR < tq ? b * SCALAR_BR : tq;
-            uint32_t s = split_auto(vk, q, hq, UINT32_MAX);
-            if (s > 1 && (uint64_t)s * q > rows)
-                rows = (uint64_t)s * q;
+         * up to tq (keys taken as unbounded), on either kernel (the
+         * tensor-core one's fewest groups: every head packed in its rows) */
+        for (uint32_t q = 1; q <= tq; q++) {
+            uint64_t g[2] = {(uint64_t)(q + SCALAR_BR - 1) / SCALAR_BR * hq, 0};
+            uint32_t br = cm_rows(vk, d);
+            if (br)
+                g[1] = ((uint64_t)q * hq + br - 1) / br;
+            for (int k = 0; k < 2; k++) {
+                uint32_t s = g[k] ? split_auto(vk, g[k], UINT32_MAX, 1) : 1;
+                if (s > 1 && (uint64_t)s * q > rows)
+                    rows = (uint64_t)s * q;
+            }
         }
     }
     out[0] = rows * hq * d * 4;
     out[1] = rows * hq * 4;
 }
 
-/* Shares for a pass on kernel kern: 1 where it cannot split (tensor-core
- * kernel, f16 output, no scratch), else the forced or AUTO count within
- * what the scratch and one binding hold. */
+/* 1 when the tensor-core kernel packs a pass's grouped-query heads into
+ * its rows (query q, head h of KV head g: row q * G + h % G of g's blocks):
+ * a label pass, a few dozen rows against whole pages, whose 7 query heads
+ * per KV head (Qwen2.5-VL-7B) would each load the same K/V tiles into a
+ * block of mostly padding rows. */
+static int attn_packed(const struct op_attention *a, enum op_attn_kernel kern)
+{
+    return kern == OP_ATTN_COOPMAT && a->two_ranges && a->hq > a->hkv;
+}
+
+/* Workgroups along x (query row blocks) and y (heads, or KV heads when
+ * packed) of a pass on kernel kern. */
+static void attn_grid(const struct vkr *vk, const struct op_attention *a, enum op_attn_kernel kern,
+                      uint32_t *gx, uint32_t *gy)
+{
+    uint32_t br = kern == OP_ATTN_COOPMAT ? cm_rows(vk, a->d) : SCALAR_BR;
+    uint64_t rows = attn_packed(a, kern) ? (uint64_t)a->tq * (a->hq / a->hkv) : a->tq;
+    *gx = (uint32_t)((rows + br - 1) / br);
+    *gy = attn_packed(a, kern) ? a->hkv : a->hq;
+}
+
+/* Shares for a pass on kernel kern: 1 where it cannot split (f16 output,
+ * no scratch), else the forced or AUTO count within what the scratch and
+ * one binding hold. */
 static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
                            enum op_attn_kernel kern)
 {
-    if (kern != OP_ATTN_SCALAR || !a->ksplit || a->f16 || a->splits == 1)
+    if (!a->ksplit || a->f16 || a->splits == 1)
         return 1;
     uint64_t plane = (uint64_t)a->tq * a->hq, R = vkr_limits(vk)->max_range;
     uint64_t cap = SPLIT_MAX;
@@ -281,7 +325,11 @@ static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
     for (int i = 0; i < 4; i++)
         cap = fit[i] < cap ? fit[i] : cap;
     uint32_t f = a->splits ? a->splits : split_env();
-    uint64_t s = f ? f : split_auto(vk, a->tq, a->hq, a->tk);
+    uint32_t gx, gy;
+    attn_grid(vk, a, kern, &gx, &gy);
+    uint64_t s = f ? f : split_auto(vk, (uint64_t)gx * gy, a->tk,
+                                    kern == OP_ATTN_COOPMAT ? CM_SPLIT_MIN_TILES * cm_bc(vk, a->d)
+                                                            : SPLIT_MIN_KEYS);
     s = s < cap ? s : cap;
     return s > 1 ? (uint32_t)s : 1;
 }
@@ -334,7 +382,7 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
     if (!rc)
         rc = ops_bind(vk, a->ranges ? *a->ranges : a->q, a->ranges ? (uint64_t)a->tq * rw : 4,
                       &b[4], "attention ranges", err);
-    if (!rc) /* read by the scalar kernel only when it splits */
+    if (!rc) /* read by the kernels only when they split */
         rc = S > 1 ? ops_bind(vk, a->ksplit->lse, S * plane * 4, &b[5],
                               "attention split-K log-sum-exps", err)
                    : ops_bind(vk, a->q, 4, &b[5], "attention (no split)", err);
@@ -342,17 +390,17 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
         return rc;
     struct attn_push pc = {a->tq, a->tk, a->hq, a->hkv, st[0], st[1], st[2], st[3], a->scale,
                            a->causal != 0, a->ranges ? (a->two_ranges ? 2u : 1u) : 0u,
-                           (int32_t)a->tk - (int32_t)a->tq, S};
-    uint32_t br = kern == OP_ATTN_COOPMAT ? key.spec[3] / 2 : SCALAR_BR; /* 16 rows per 32 lanes */
-    uint32_t gx = (a->tq + br - 1) / br;
-    if (gx > vkr_limits(vk)->max_wg_count[0] || a->hq > vkr_limits(vk)->max_wg_count[1] ||
-        (S > 1 && a->hq > vkr_limits(vk)->max_wg_count[2]))
+                           (int32_t)a->tk - (int32_t)a->tq, S, attn_packed(a, kern) ? 1u : 0u};
+    uint32_t gx, gy;
+    attn_grid(vk, a, kern, &gx, &gy);
+    if (gx > vkr_limits(vk)->max_wg_count[0] || gy > vkr_limits(vk)->max_wg_count[1] ||
+        S > vkr_limits(vk)->max_wg_count[2])
         return folio_err_set(err, FOLIO_ELIMIT, "attention: %u queries x %u heads exceed the "
                              "dispatch limits", a->tq, a->hq);
     rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b,
-                                                    .nb = kern == OP_ATTN_SCALAR ? 6 : 5,
+                                                    .nb = 6,
                                                     .push = &pc, .push_bytes = sizeof pc,
-                                                    .groups = {gx, a->hq, S},
+                                                    .groups = {gx, gy, S},
                                                     .label = "attention"},
                                                     err);
     if (rc || S == 1)

@@ -274,8 +274,8 @@ struct op_attention {
     /* NULL or tq pairs of uint32 [lo, hi): visible keys; with two_ranges,
      * tq quadruples [lo0, hi0, lo1, hi1): keys in either range are visible
      * (a label row: the prompt's cache slots and its own label's). Causal
-     * clips both. Two ranges run on the scalar kernel (AUTO takes it; an
-     * explicit OP_ATTN_COOPMAT is refused). */
+     * clips both. AUTO runs two-range passes on the tensor-core kernel
+     * where the device has it. */
     const struct vkr_tensor *ranges;
     int two_ranges;
     /* Floats from one token's row to the next; 0 = packed (h x d). Lets q,
@@ -285,7 +285,7 @@ struct op_attention {
     int f16;                       /* q, k, v and o hold f16 (else f32); math in f32 */
     int kv_f16;                    /* k and v hold f16, q and o f32 (f16 = 0): an f16 KV cache */
     enum op_attn_kernel kernel;    /* AUTO: op_attention_pick */
-    /* Split K (scalar kernel, f32 o): with scratch, each query block's keys
+    /* Split K (f32 o, either kernel): with scratch, each query block's keys
      * are shared by several workgroups whose partial results one more
      * dispatch merges (op_attention.c says when that pays). splits: 0 =
      * AUTO (the device's multiprocessors; FOLIO_ATTN_SPLIT=n forces n),

@@ -94,6 +94,21 @@ void gemm_operands_free(struct gemm_operands *o)
 }
 
 /* Opens the test device, pre-warms everything, seals, runs all ops. */
+/* 1 when the comma-separated list of numbers holds n. */
+static int group_listed(const char *list, long n)
+{
+    for (const char *p = list; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            return 0;
+        if (v == n)
+            return 1;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 int run_all(int ranged)
 {
     struct T t = {.rng = {0x9E3779B97F4A7C15ull}, .ranged = ranged};
@@ -140,7 +155,12 @@ int run_all(int ranged)
                                                  test_int8,
                                                  /* last: the groups above keep their inputs */
                                                  test_attention_two_ranges};
+    /* FOLIO_TEST_GROUPS=2,15: only those case groups (the numbers the log
+     * prints), for a short device run of the kernels a change touched */
+    const char *only = getenv("FOLIO_TEST_GROUPS");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (only && *only && !group_listed(only, (long)i))
+            continue;
         double t0 = folio_mono_ms();
         tests[i](&t);
         fprintf(stderr, "ops: case group %zu took %.0f ms\n", i, folio_mono_ms() - t0);
