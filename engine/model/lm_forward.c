@@ -86,20 +86,27 @@ static struct vkr_tensor iview(struct lm *lm, uint32_t off, uint32_t n)
     return vkr_view(lm->ints, (uint64_t)off * 4, (uint64_t)(n ? n : 1) * 4);
 }
 
-/* Kernel choice: a label pass has a few dozen rows. On the H200 a
- * 16-label pass (32 rows) spent 98 ms in the tiled kernel and 104 ms in
- * the cooperative-matrix one (few, long workgroups: ~42 GB/s of weights),
- * while the matvec kernel streams the LM head at ~390 GB/s; so up to 32
- * rows, reading the weights once per 8 rows with matvec is the faster
- * choice. Larger passes keep the op library's pick. */
+/* Kernel choice: a label pass has a few dozen rows. f16 weights (the LM
+ * head of the f16 data path) take the tensor-core GEMM above matvec's 8
+ * rows: it reads the 1 GiB head once, where matvec reads it once per 8 rows
+ * (H100, 16 labels: 4.6 ms in 4 matvec dispatches). Other types: on the
+ * H200 a 16-label pass (32 rows) spent 98 ms in the tiled kernel and 104 ms
+ * in the cooperative-matrix one (few, long workgroups: ~42 GB/s of
+ * weights), while the matvec kernel streams the LM head at ~390 GB/s; so
+ * up to 32 rows, reading the weights once per 8 rows with matvec is the
+ * faster choice. Larger passes keep the op library's pick. */
 static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const struct lm_w *bias,
               struct vkr_tensor x, struct vkr_tensor y, uint32_t m, struct folio_err *err)
 {
     enum op_mm_kernel k = OP_MM_AUTO;
     if (!lm->cfg.op_auto_kernels && m > 8 && m <= 32)
         k = OP_MM_MATVEC;
+    if (w->type == QUANT_F16 && lm->gemm16 && m > 8)
+        k = OP_MM_GEMM;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
                           .y = y, .bias = bias && bias->t.size ? &bias->t : NULL, .kernel = k};
+    if (k == OP_MM_GEMM && lm->sk.size)
+        a.split = &lm->sk;
     /* int8 rows (an LM head small enough to be made int8): AUTO's int8 GEMM
      * quantizes x into the GEMM scratch */
     if (w->type == QUANT_I8R && lm->sk.size)
@@ -428,12 +435,9 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                                   .tk = ps->slot0 + nrows, .hq = hp->n_head,
                                   .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
                                   .causal = 0, .ranges = &rg, .two_ranges = 1, .kv_f16 = 1,
-                                  /* labels: a few rows against the whole page;
-                                   * the tensor-core kernel's 16-row fragments are
-                                   * mostly padding there (H200: 46.6 vs 17.6 ms for
-                                   * 16 labels, BENCHMARKS.md issue 13), and only the
-                                   * scalar kernel takes two ranges and splits K */
-                                  .kernel = OP_ATTN_SCALAR, .ksplit = &lm->ksp,
+                                  /* labels: a few rows against the whole page, K
+                                   * split over the multiprocessors; AUTO's kernel */
+                                  .kernel = OP_ATTN_AUTO, .ksplit = &lm->ksp,
                                   .splits = lm->cfg.attn_splits};
         rc = op_attention_ranged(c, &at, &lm->asc, err);
     }

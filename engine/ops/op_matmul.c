@@ -104,6 +104,13 @@ static const uint32_t GEMM_CFG[][8] = {
     {4, 4, 2, 2, 64, 1, 1, 0}, /* probes of AUTO's wide shape: the math alone, */
     {4, 4, 2, 2, 64, 1, 2, 0}, /* the loads alone, */
     {4, 4, 2, 2, 64, 1, 2, 2}, /* 25: the loads alone two ahead */
+    /* label passes (a few dozen rows, bound by reading the weights): one M
+     * tile of 64 holds every row, so the weights are read once */
+    {2, 2, 2, 2, 64, 1, 0, 2}, /* 64x64, 4 subgroups of 32x32 */
+    {2, 2, 2, 2, 64, 1, 0, 0}, /* the same, one ahead */
+    {4, 1, 1, 4, 64, 1, 0, 2}, /* 64x64, 4 subgroups of 16x64 */
+    {2, 2, 2, 1, 64, 1, 0, 2}, /* 30: 64x32: twice the workgroups */
+    {1, 2, 4, 2, 64, 1, 0, 2}, /* 64x64, 2 subgroups of 64x32 */
 };
 #define SG_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
 /* The subgroup configurations AUTO uses, measured on the H200 with the GPU
@@ -709,7 +716,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the tensor-core GEMM needs f16 weights, "
                              "an even k (k %% 4 == 0 for f32 inputs) and an even n for f16 "
                              "outputs; got %s, n=%u, k=%u", quant_type_name(a->wtype), a->n, a->k);
-    uint32_t flags;
+    uint32_t flags = 0;
     int frc = gemm_flags(a, &flags, err);
     if (frc)
         return frc;
@@ -989,7 +996,7 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the int8 GEMM needs k a multiple of %d "
                              "and an even n for f16 outputs; got n=%u, k=%u", QUANT_I8R_ALIGN,
                              a->n, a->k);
-    uint32_t flags;
+    uint32_t flags = 0;
     int frc = gemm_flags(a, &flags, err);
     if (frc)
         return frc;
@@ -1257,7 +1264,7 @@ int ops_weights_form(const struct vkr *vk, enum ops_gpu_weights mode, uint64_t f
 
 int ops_weight_type(const struct vkr *vk, int wtype, uint32_t n, uint32_t k, int form)
 {
-    uint64_t block = vkr_limits(vk)->block_size;
+    uint64_t block = vkr_limits(vk)->tensor_max;
     if (form == OPS_FORM_I8 && wtype != QUANT_I8R) {
         if (k % QUANT_I8R_ALIGN == 0 && quant_row_bytes(QUANT_I8R, k) * n <= block)
             return QUANT_I8R;

@@ -78,6 +78,10 @@ struct vkr_limits {
     uint64_t max_buffer;      /* maxBufferSize (maintenance4) or max_alloc */
     uint64_t max_range;       /* maxStorageBufferRange */
     uint64_t block_size;      /* min(max_alloc, max_buffer, FOLIO_VK_BLOCK_SIZE or 1 GiB) */
+    /* The largest weight tensor: min(max_alloc, max_buffer). One over
+     * block_size gets a block of its own (a 7B model's f16 LM head is
+     * 1.02 GiB); activation tensors stay within block_size. */
+    uint64_t tensor_max;
     uint64_t device_local_bytes; /* size of the largest device-local heap */
     uint64_t budget;          /* FOLIO_VK_DEVICE_BYTES: device blocks beyond it fail as
                                * out of memory (tests of the multi-device planner; the

@@ -825,6 +825,9 @@ static int record_limits(struct vkr *vk, const struct dev_caps *dc, struct folio
     if (bs > lim->max_buffer)
         bs = lim->max_buffer;
     lim->block_size = bs & ~(uint64_t)(VKR_TENSOR_ALIGN - 1);
+    uint64_t tm = lim->max_alloc < lim->max_buffer ? lim->max_alloc : lim->max_buffer;
+    tm &= ~(uint64_t)(VKR_TENSOR_ALIGN - 1);
+    lim->tensor_max = tm > lim->block_size ? tm : lim->block_size;
     lim->max_range &= ~(uint64_t)3; /* uint-indexed bindings */
     if (lim->max_range < 4096 || lim->block_size < 4096) {
         folio_err_set(err, FOLIO_EINVAL, "Vulkan limits too small: block %" PRIu64

@@ -2,14 +2,17 @@
  * Device memory: blocks, arenas and the staging ring.
  *
  * A block is one VkBuffer on one dedicated VkDeviceMemory of at most
- * limits.block_size bytes. Tensors are byte ranges inside one block, so
+ * limits.block_size bytes (a weight tensor larger than that: a block of
+ * its own, up to limits.tensor_max). Tensors are byte ranges inside one block, so
  * code that binds a tensor binds exactly one buffer; the multi-buffer
  * wrapper that broke llama.cpp (#22197) cannot exist here.
  *
  * Arenas place tensors in blocks:
  *  - weights: bump allocation; when a tensor does not fit in the current
  *    block a new block is opened (the tail of the old one is wasted, which
- *    is bounded by the largest tensor and keeps placement O(1));
+ *    is bounded by the largest tensor and keeps placement O(1)); a tensor
+ *    larger than a block (up to limits.tensor_max) gets a block of its own,
+ *    placed before the current block so that the bump goes on there;
  *  - activations: vkr_arena_plan() sizes and allocates the blocks once for
  *    the graph's peak; afterwards alloc only bumps inside them and reset
  *    rewinds, so the request path never allocates device memory.
@@ -76,9 +79,9 @@ int vkr_block_create(struct vkr *vk, uint64_t size, int host, struct vkr_block *
 {
     memset(out, 0, sizeof *out);
     char s1[32], s2[32], heaps[400];
-    if (size > vk->lim.block_size) {
+    if (size > vk->lim.tensor_max) {
         folio_err_set(err, FOLIO_ELIMIT, "device memory block of %s exceeds the block limit %s",
-                      human(size, s1, sizeof s1), human(vk->lim.block_size, s2, sizeof s2));
+                      human(size, s1, sizeof s1), human(vk->lim.tensor_max, s2, sizeof s2));
         folio_err_detail(err, "device %d (%s): maxMemoryAllocationSize %" PRIu64
                          ", maxBufferSize %" PRIu64 ", block size %" PRIu64,
                          vk->info.index, vk->info.name, vk->lim.max_alloc, vk->lim.max_buffer,
@@ -281,6 +284,42 @@ static int arena_new_block(struct vkr_arena *a, uint64_t size, struct folio_err 
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+/* A weight tensor larger than a block: a block of its own, inserted before
+ * the block being bumped (blocks before `cur` count as full, so the bump
+ * goes on where it was; after a reset every block is bumped again, this one
+ * too). */
+static int alloc_own_block(struct vkr_arena *a, uint64_t need, uint64_t size,
+                           struct vkr_tensor *out, struct folio_err *err)
+{
+    int rc = arena_new_block(a, need, err);
+    if (rc) {
+        if (err)
+            folio_err_prefix(err, "arena %s: ", a->name);
+        return rc;
+    }
+    uint32_t last = a->nblocks - 1, at = a->cur < last ? a->cur : last;
+    uint32_t bi = a->blocks[last];
+    uint64_t bsz = a->sizes[last];
+    memmove(&a->blocks[at + 1], &a->blocks[at], (size_t)(last - at) * sizeof *a->blocks);
+    memmove(&a->sizes[at + 1], &a->sizes[at], (size_t)(last - at) * sizeof *a->sizes);
+    a->blocks[at] = bi;
+    a->sizes[at] = bsz;
+    if (at == last) { /* no block with room was being bumped: this one is full */
+        a->cur = last;
+        a->top = need;
+    } else {
+        a->cur = at + 1;
+    }
+    out->block = bi;
+    out->flags = 0;
+    out->offset = 0;
+    out->size = size;
+    a->used += need;
+    if (a->expect)
+        a->expect = a->expect > need ? a->expect - need : VKR_TENSOR_ALIGN;
+    return 0;
+}
+
 int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
                     struct folio_err *err)
 {
@@ -290,15 +329,20 @@ int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
         return rc;
     char s1[32], s2[32];
     uint64_t need = align_up(size ? size : 4, VKR_TENSOR_ALIGN);
-    if (need > vk->lim.block_size) {
-        folio_err_set(err, FOLIO_ELIMIT, "tensor of %s in arena %s exceeds the device block size %s",
-                      human(size, s1, sizeof s1), a->name, human(vk->lim.block_size, s2, sizeof s2));
+    uint64_t lim = a->kind == VKR_ARENA_WEIGHTS ? vk->lim.tensor_max : vk->lim.block_size;
+    if (need > lim) {
+        folio_err_set(err, FOLIO_ELIMIT, "tensor of %s in arena %s exceeds the device's %s %s",
+                      human(size, s1, sizeof s1), a->name,
+                      a->kind == VKR_ARENA_WEIGHTS ? "largest allocation" : "block size",
+                      human(lim, s2, sizeof s2));
         folio_err_detail(err, "device %d (%s): maxMemoryAllocationSize %" PRIu64
                          ", maxBufferSize %" PRIu64 "; a tensor never spans blocks",
                          vk->info.index, vk->info.name, vk->lim.max_alloc, vk->lim.max_buffer);
         folio_err_hint(err, "use a smaller quantisation or a device with larger allocations");
         return FOLIO_ELIMIT;
     }
+    if (need > vk->lim.block_size)
+        return alloc_own_block(a, need, size, out, err);
     /* Advance to a block with room (planned arenas search their blocks;
      * weights open a new one). */
     while (a->cur < a->nblocks && a->top + need > a->sizes[a->cur]) {
@@ -431,6 +475,11 @@ uint64_t vkr_plan_bytes(const struct vkr *vk, enum vkr_arena_kind kind, const ui
         uint64_t need = align_up(sizes[i] ? sizes[i] : 4, VKR_TENSOR_ALIGN);
         if (kind == VKR_ARENA_ACTIVATIONS) { /* vkr_arena_plan: blocks sized to their content */
             total += need;
+            continue;
+        }
+        if (need > bs) { /* a block of its own; the bump goes on where it was */
+            total += need;
+            rem -= need;
             continue;
         }
         if (top + need > cur) { /* vkr_arena_alloc with an expectation: a new block */

@@ -127,7 +127,8 @@ static void test_memory(void)
 
     struct vkr_tensor big;
     rc = vkr_arena_alloc(w, 3u << 20, &big, &e);
-    CHECK(rc == FOLIO_ELIMIT && strstr(e.msg, "exceeds the device block size") && strstr(e.detail, "1048576"),
+    CHECK(rc == FOLIO_ELIMIT && strstr(e.msg, "exceeds the device's largest allocation") &&
+              strstr(e.detail, "1048576"),
           "over-size tensor: rc %d %s / %s", rc, e.msg, e.detail);
 
     /* Staging: 3 MiB in 1 MiB blocks would not fit one tensor, so round-trip
@@ -188,6 +189,68 @@ static void test_memory(void)
           "OOM message needs numbers: %s / %s", e.msg, e.detail);
     vkr_arena_destroy(w2);
 #endif
+    vkr_arena_destroy(act);
+    vkr_arena_destroy(w);
+    CHECK(messages(vk) == 0, "validation messages: %llu", (unsigned long long)messages(vk));
+    vkr_close(vk);
+}
+
+/* A weight tensor larger than a block (a 7B model's f16 LM head is 1.02
+ * GiB against 1 GiB blocks) gets a block of its own, up to the device's
+ * largest allocation, and the bump goes on in the block it was in: the
+ * tensors around it share a block, nothing overlaps, the data round-trips,
+ * vkr_plan_bytes predicts the bytes, and an activation arena still refuses
+ * a tensor over the block size. */
+static void test_memory_own_block(void)
+{
+    setenv("FOLIO_VK_BLOCK_SIZE", "1M", 1);
+    struct folio_err e = {0};
+    struct vkr *vk = open_dev(test_device(), NULL, 0, &e);
+    unsetenv("FOLIO_VK_BLOCK_SIZE");
+    CHECK(vk != NULL, "open: %s", e.msg);
+    if (!vk)
+        return;
+    const struct vkr_limits *L = vkr_limits(vk);
+    CHECK(L->block_size == (1u << 20) && L->tensor_max >= (4u << 20),
+          "block %llu, largest tensor %llu", (unsigned long long)L->block_size,
+          (unsigned long long)L->tensor_max);
+    struct vkr_arena *w = NULL;
+    int rc = vkr_arena_create(vk, "w", VKR_ARENA_WEIGHTS, &w, &e);
+    CHECK(rc == 0, "arena: %s", e.msg);
+    struct vkr_tensor t[4];
+    const uint64_t sz[4] = {300 * 1024, 3u << 20, 300 * 1024, (3u << 20) + 4096};
+    for (int i = 0; !rc && i < 4; i++)
+        rc = vkr_arena_alloc(w, sz[i], &t[i], &e);
+    CHECK(rc == 0, "allocations: %s", e.msg);
+    if (!rc) {
+        CHECK(t[1].offset == 0 && t[3].offset == 0 && t[1].block != t[0].block &&
+                  t[3].block != t[1].block && t[3].block != t[0].block,
+              "the large tensors have blocks of their own");
+        CHECK(t[2].block == t[0].block && t[2].offset >= t[0].offset + t[0].size,
+              "the bump goes on in the first block: block %u/%u offset %llu", t[2].block, t[0].block,
+              (unsigned long long)t[2].offset);
+        CHECK(vkr_arena_blocks(w) == 3, "3 blocks, got %u", vkr_arena_blocks(w));
+        CHECK(vkr_plan_bytes(vk, VKR_ARENA_WEIGHTS, sz, 4) == (1u << 20) + sz[1] + sz[3],
+              "planned bytes %llu", (unsigned long long)vkr_plan_bytes(vk, VKR_ARENA_WEIGHTS, sz, 4));
+        size_t n = sz[3] / 4;
+        uint32_t *a = malloc(n * 4), *b = malloc(n * 4);
+        for (size_t i = 0; a && b && i < n; i++)
+            a[i] = (uint32_t)(i * 2654435761u);
+        CHECK(a && b && vkr_upload(vk, t[3], 0, a, n * 4, &e) == 0, "upload: %s", e.msg);
+        CHECK(a && b && vkr_download(vk, t[3], 0, b, n * 4, &e) == 0 && memcmp(a, b, n * 4) == 0,
+              "round trip through a block of its own: %s", e.msg);
+        free(a);
+        free(b);
+    }
+    struct vkr_arena *act = NULL;
+    struct vkr_tensor x;
+    CHECK(vkr_arena_create(vk, "act", VKR_ARENA_ACTIVATIONS, &act, &e) == 0, "%s", e.msg);
+    rc = act ? vkr_arena_alloc(act, 3u << 20, &x, &e) : 0;
+    CHECK(rc == FOLIO_ELIMIT && strstr(e.msg, "block size"), "activation over a block: %d %s", rc,
+          e.msg);
+    rc = vkr_arena_alloc(w, L->tensor_max + 4096, &x, &e);
+    CHECK(rc == FOLIO_ELIMIT && strstr(e.msg, "largest allocation"), "over the largest: %d %s", rc,
+          e.msg);
     vkr_arena_destroy(act);
     vkr_arena_destroy(w);
     CHECK(messages(vk) == 0, "validation messages: %llu", (unsigned long long)messages(vk));
@@ -381,6 +444,7 @@ int main(void)
     const char *scratch = tu_scratch("vkr");
     test_selection();
     test_memory();
+    test_memory_own_block();
     test_pipelines(scratch);
     test_faults();
     return tu_finish();
