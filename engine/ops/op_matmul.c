@@ -104,13 +104,6 @@ static const uint32_t GEMM_CFG[][8] = {
     {4, 4, 2, 2, 64, 1, 1, 0}, /* probes of AUTO's wide shape: the math alone, */
     {4, 4, 2, 2, 64, 1, 2, 0}, /* the loads alone, */
     {4, 4, 2, 2, 64, 1, 2, 2}, /* 25: the loads alone two ahead */
-    /* label passes (a few dozen rows, bound by reading the weights): one M
-     * tile of 64 holds every row, so the weights are read once */
-    {2, 2, 2, 2, 64, 1, 0, 2}, /* 64x64, 4 subgroups of 32x32 */
-    {2, 2, 2, 2, 64, 1, 0, 0}, /* the same, one ahead */
-    {4, 1, 1, 4, 64, 1, 0, 2}, /* 64x64, 4 subgroups of 16x64 */
-    {2, 2, 2, 1, 64, 1, 0, 2}, /* 30: 64x32: twice the workgroups */
-    {1, 2, 4, 2, 64, 1, 0, 2}, /* 64x64, 2 subgroups of 64x32 */
 };
 #define SG_NCFG ((int)(sizeof GEMM_CFG / sizeof GEMM_CFG[0]))
 /* The subgroup configurations AUTO uses, measured on the H200 with the GPU
