@@ -157,10 +157,12 @@ static uint8_t *warm_page(uint32_t side)
 
 /* One warm-up pass of n copies of a side x side page scored against nl of
  * the labels. */
-static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const *labels,
-                     uint32_t nl, struct folio_err *err)
+static int warm_pass(struct vlm *v, const struct vlm_warm_pass *wp, const char *const *labels,
+                     struct folio_err *err)
 {
+    uint32_t side = wp->side, n = wp->pages, nl = wp->labels;
     double t0 = folio_mono_ms();
+    lm_set_gemm_split(v->lm, wp->unsplit ? 1 : 0);
     uint8_t *px = warm_page(side);
     struct vlm_prepared **pp = calloc(n, sizeof *pp);
     struct vlm_result *rs = calloc(n, sizeof *rs);
@@ -170,6 +172,7 @@ static int warm_pass(struct vlm *v, uint32_t side, uint32_t n, const char *const
         rc = vlm_prepare(v, &pg, labels, nl, &pp[i], err);
     if (!rc)
         rc = vlm_classify_batch(v, pp, n, rs, err);
+    lm_set_gemm_split(v->lm, 0);
     for (uint32_t i = 0; pp && rs && i < n; i++) {
         vlm_prepared_free(pp[i]);
         vlm_result_free(&rs[i]);
@@ -193,7 +196,8 @@ static int warm_passes(struct vlm *v, struct folio_err *err);
  * running a full batch (which made the ready time grow with --gpu-batch):
  * (0) a short text through the text tier; (1) one smallest page with one
  * label: the batch-1 path and every kernel's short-matrix variant; (1b)
- * pages between, for the row classes between (below); (2) a
+ * pages between, for the row classes between (below), the last of them
+ * again with the text model's GEMMs unsplit (vlm_warm_plan says why); (2) a
  * tall pass, whose every stage has at least ops_rows_all_variants() rows where the
  * plan allows (pages of up to 256 merged tokens, as many as that takes, at
  * least 2 for the multi-page path, at most max_batch) and the label rows
@@ -230,7 +234,7 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     int np = vlm_warm_plan(v->vk, v->prep.patch * 2, (uint32_t)sqrt((double)v->prep.max_pixels),
                            v->max_batch, nl, wp);
     for (int i = 0; !rc && i < np; i++)
-        rc = warm_pass(v, wp[i].side, wp[i].pages, warm_labels, wp[i].labels, err);
+        rc = warm_pass(v, &wp[i], warm_labels, err);
     folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u",
               wp[np - 1].pages, wp[np - 1].side, nl, v->max_batch);
     return rc;
@@ -243,7 +247,7 @@ int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, ui
     uint32_t f = merge_px, nl = max_labels;
     /* one smallest page (56 px, upscaled to the smallest the tower takes),
      * one label: the batch-1 path and every kernel's short-matrix variant */
-    out[np++] = (struct vlm_warm_pass){56, 1, 1};
+    out[np++] = (struct vlm_warm_pass){56, 1, 1, 0};
     uint32_t cap = max_side / f;
     uint32_t rows = ops_rows_all_variants(vk);
     uint32_t cells = (uint32_t)ceil(sqrt((double)rows)); /* merged tokens per side */
@@ -267,14 +271,22 @@ int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, ui
      * tower's GEMM path with a narrow merger tile, and a 52-row pass the
      * LM head's tiled matmul, that no warm-up page had reached
      * (first_use_after_warm, engine_test_vlm_batch). */
-    for (uint32_t c = 2; c < cells && np < VLM_WARM_MAX - 3; c *= 2)
-        out[np++] = (struct vlm_warm_pass){c * f, 1, nl};
+    for (uint32_t c = 2; c < cells && np < VLM_WARM_MAX - 4; c *= 2)
+        out[np++] = (struct vlm_warm_pass){c * f, 1, nl, 0};
     uint32_t half = cells / 2 ? cells / 2 : 1;
     if (cells >= 4 && (half & (half - 1)))
-        out[np++] = (struct vlm_warm_pass){half * f, 1, nl};
+        out[np++] = (struct vlm_warm_pass){half * f, 1, nl, 0};
     if (max_batch >= 2 && cells >= 2)
-        out[np++] = (struct vlm_warm_pass){half * f, 2, nl};
-    out[np++] = (struct vlm_warm_pass){side, n, nl};
+        out[np++] = (struct vlm_warm_pass){half * f, 2, nl, 0};
+    /* The text model's GEMMs split K while a product's output tiles leave
+     * multiprocessors idle, so a wide batch's long prompts run forms of the
+     * same tiles unsplit that no warm-up pass of these sizes reaches (H100,
+     * batch 8 of 1024² pages: the V projection's 64x128 tile with f16
+     * output). One pass with splitting off covers each tile's unsplit form;
+     * the passes above cover the split ones. */
+    if (max_batch >= 2 && cells >= 2 && vkr_limits(vk)->compute_units)
+        out[np++] = (struct vlm_warm_pass){half * f, 2, nl, 1};
+    out[np++] = (struct vlm_warm_pass){side, n, nl, 0};
     return np;
 }
 

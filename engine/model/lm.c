@@ -84,6 +84,11 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     return k;
 }
 
+void lm_set_gemm_split(struct lm *lm, uint32_t split_k)
+{
+    lm->split_k = split_k;
+}
+
 const struct gguf_text_hparams *lm_hparams(const struct lm *lm)
 {
     return &lm->hp;

@@ -111,6 +111,12 @@ void lm_close(struct lm *lm);
  * closed. */
 int lm_replan(struct lm *lm, uint32_t batch, struct folio_err *err);
 const struct gguf_text_hparams *lm_hparams(const struct lm *lm);
+/* K slices of every GEMM of the next passes (op_matmul.split_k): 0 AUTO
+ * (the default), 1 never split. The warm-up runs one pass unsplit: a
+ * product splits K only while its output tiles leave multiprocessors
+ * idle, so the unsplit forms of the few-row tiles appear at batch sizes
+ * the warm-up does not run (H100, batch 8: the V projection's). */
+void lm_set_gemm_split(struct lm *lm, uint32_t split_k);
 /* Device bytes of weights and of the planned activations. */
 void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
 

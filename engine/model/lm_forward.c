@@ -87,9 +87,10 @@ static struct vkr_tensor iview(struct lm *lm, uint32_t off, uint32_t n)
 }
 
 /* Kernel choice: a label pass has a few dozen rows. f16 weights (the LM
- * head of the f16 data path) take the tensor-core GEMM above matvec's 8
- * rows: it reads the 1 GiB head once, where matvec reads it once per 8 rows
- * (H100, 16 labels: 4.6 ms in 4 matvec dispatches). Other types: on the
+ * head of the f16 data path) and int8 rows (--gpu-weights int8) take the
+ * tensor-core GEMM above matvec's 8 rows: it reads the head once, where
+ * matvec reads it once per 8 rows (H100, f16, 16 labels: 4.6 ms in 4
+ * matvec dispatches against 0.6 ms). Other types: on the
  * H200 a 16-label pass (32 rows) spent 98 ms in the tiled kernel and 104 ms
  * in the cooperative-matrix one (few, long workgroups: ~42 GB/s of
  * weights), while the matvec kernel streams the LM head at ~390 GB/s; so
@@ -101,12 +102,14 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
     enum op_mm_kernel k = OP_MM_AUTO;
     if (!lm->cfg.op_auto_kernels && m > 8 && m <= 32)
         k = OP_MM_MATVEC;
-    if (w->type == QUANT_F16 && lm->gemm16 && m > 8)
+    if ((w->type == QUANT_F16 && lm->gemm16 && m > 8) ||
+        (w->type == QUANT_I8R && lm->sk.size && m > 8 && ops_gemm_i8_available(lm->vk)))
         k = OP_MM_GEMM;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
                           .y = y, .bias = bias && bias->t.size ? &bias->t : NULL, .kernel = k};
     if (k == OP_MM_GEMM && lm->sk.size)
         a.split = &lm->sk;
+    a.split_k = lm->split_k;
     /* int8 rows (an LM head small enough to be made int8): AUTO's int8 GEMM
      * quantizes x into the GEMM scratch */
     if (w->type == QUANT_I8R && lm->sk.size)
@@ -124,6 +127,7 @@ static int mm16(const struct lm *lm, struct vkr_cmd *c, const struct lm_w *w,
     a.bias = bias && bias->t.size ? &bias->t : NULL;
     a.kernel = OP_MM_GEMM;
     a.split = lm->sk.size ? &lm->sk : NULL;
+    a.split_k = lm->split_k;
     return op_matmul(c, &a, err);
 }
 

@@ -80,6 +80,7 @@ struct lm {
     struct op_attention_scratch asc;
     /* the GEMM's split-K scratch (op_matmul.c); tiny where AUTO never splits */
     struct vkr_tensor sk;
+    uint32_t split_k; /* op_matmul.split_k of every product (lm_set_gemm_split) */
 
     /* host staging for one pass */
     float *emb;
