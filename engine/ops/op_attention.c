@@ -51,14 +51,16 @@ struct combine_push {
 };
 
 /* Split K: at most this many shares, each at least SPLIT_MIN_KEYS keys of
- * the pass on the scalar kernel, CM_SPLIT_MIN_KEYS on the tensor-core one
- * (below that a share's partial output and merge cost more than its walk;
- * H100, 16 labels after a 1,429-token page, heads packed: 8 / 15 / 16
- * shares 0.051 / 0.070 / 0.069 ms a layer; not packed, 5 / 8 / 10 / 16:
- * 0.072 / 0.057 / 0.062 / 0.066). */
+ * the pass on the scalar kernel, CM_SPLIT_MIN_TILES key tiles on the
+ * tensor-core one (below that a share's partial output and merge cost more
+ * than its walk). H100, 16 labels x 3 tokens after a 1,429-token page, in
+ * the model (f16 KV cache, heads packed, 32-key tiles): 15 shares 1.44 ms
+ * for the 28 layers, 8 shares 1.91 ms. (`bench ops`'s f32 case ranks them
+ * the other way, 0.070 against 0.051 ms a layer: the model's figure
+ * decides.) */
 #define SPLIT_MAX 16u
 #define SPLIT_MIN_KEYS 256u
-#define CM_SPLIT_MIN_KEYS 184u
+#define CM_SPLIT_MIN_TILES 3u
 
 #define SCALAR_BR 16u
 #define MAX_SCALAR_D 256u
@@ -120,6 +122,13 @@ static int cm_ok(const struct vkr *vk, uint32_t d)
 enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d)
 {
     return cm_ok(vk, d) ? OP_ATTN_COOPMAT : OP_ATTN_SCALAR;
+}
+
+/* Keys per tile of the tensor-core kernel (0 where it is not available). */
+static uint32_t cm_bc(const struct vkr *vk, uint32_t d)
+{
+    uint32_t bc, nw;
+    return cm_ok(vk, d) && cm_shape(vk, d, &bc, &nw) ? bc : 0;
 }
 
 /* Query rows per workgroup of the tensor-core kernel (16 per subgroup);
@@ -322,7 +331,8 @@ static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
     uint32_t gx, gy;
     attn_grid(vk, a, kern, &gx, &gy);
     uint64_t s = f ? f : split_auto(vk, (uint64_t)gx * gy, a->tk,
-                                    kern == OP_ATTN_COOPMAT ? CM_SPLIT_MIN_KEYS : SPLIT_MIN_KEYS);
+                                    kern == OP_ATTN_COOPMAT ? CM_SPLIT_MIN_TILES * cm_bc(vk, a->d)
+                                                            : SPLIT_MIN_KEYS);
     s = s < cap ? s : cap;
     return s > 1 ? (uint32_t)s : 1;
 }
