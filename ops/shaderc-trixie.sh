@@ -70,27 +70,10 @@ if [ "$have" = "$WANT_VERSION-1" ] && [ -f "$DEST/usr/include/vulkan/vulkan_core
 fi
 
 echo "shaderc: fetching Debian $SUITE's shaderc into $DEST"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/lists/partial" "$WORK/cache/archives/partial" "$WORK/debs"
-echo "deb $MIRROR $SUITE main" >"$WORK/sources.list"
-# A private apt configuration: the system's sources, lists and cache stay
-# untouched and nothing is installed.
-APT=(-o "Dir::Etc::SourceList=$WORK/sources.list" -o Dir::Etc::SourceParts=/dev/null
-     -o "Dir::State::Lists=$WORK/lists" -o "Dir::Cache=$WORK/cache"
-     -o APT::Architecture=amd64 -o APT::Sandbox::User=root -q)
-apt-get "${APT[@]}" update >/dev/null
-for p in "${PINNED[@]}"; do
-  name=${p%%=*}
-  if ! (cd "$WORK/debs" && apt-get "${APT[@]}" download "$p" >/dev/null 2>&1); then
-    echo "shaderc: $p is no longer in $SUITE; taking its current version"
-    (cd "$WORK/debs" && apt-get "${APT[@]}" download "$name" >/dev/null)
-  fi
-done
+. "$(dirname "$0")/trixie-pkgs.sh"
 STAGE="$DEST.new"
-rm -rf "$STAGE"
+trixie_fetch "$STAGE" "deb $MIRROR $SUITE main" "${PINNED[@]}"
 mkdir -p "$STAGE/bin"
-for f in "$WORK"/debs/*.deb; do dpkg -x "$f" "$STAGE"; done
 # Started through its own loader and libraries: the system's glibc is older.
 cat >"$STAGE/bin/glslc" <<WRAP
 #!/bin/sh

@@ -41,7 +41,7 @@ layout(constant_id = 1) const uint YTYPE = 0; // 0: Y f32, 1: Y f16
 layout(constant_id = 2) const uint ALIGN = 8; // halves per global vector load: 8, 4 or 2
 layout(constant_id = 3) const uint WM = 2;    // subgroups along M
 layout(constant_id = 4) const uint WN = 2;    // subgroups along N
-layout(local_size_x_id = 5) in;               // 32 * WM * WN
+layout(local_size_x_id = 5) in;               // SG * WM * WN
 layout(constant_id = 6) const uint FM = 4;    // 16x16 fragments per subgroup along M
 layout(constant_id = 7) const uint FN = 4;    // ... along N
 layout(constant_id = 8) const uint BK = 32;   // K per step: 32 or 64
@@ -55,6 +55,10 @@ layout(constant_id = 10) const uint PROBE = 0;
 // steps of math to arrive in; the H200 sweep showed the one-ahead kernel
 // bound by its global loads, "loads-only" probe). 2 needs STAGES == 1.
 layout(constant_id = 11) const uint PREF = 1;
+// Lanes per subgroup: 32 on NVIDIA; elsewhere the device's fixed width
+// (lavapipe 8, Intel 8-32, AMD 64). A workgroup is WM x WN subgroups of
+// 16x16 fragments whatever their width; the host sizes it SG * WM * WN.
+layout(constant_id = 12) const uint SG = 32;
 
 // Aliased views of the same bindings (one per access width).
 layout(std430, binding = 0) readonly buffer BW4 { uvec4 W4[]; };
@@ -91,7 +95,7 @@ layout(push_constant) uniform P {
 #include "gemm_epi.glsl"
 
 const uint BM = 16u * FM * WM, BN = 16u * FN * WN;
-const uint NT = 32u * WM * WN;
+const uint NT = SG * WM * WN;
 const uint KV = BK / 8u;             // 16-byte vectors per tile row
 const uint SKV = KV + 1u;            // padded shared row stride in vectors
 const uint A_PER = BM * KV / NT;     // vectors per thread and step
@@ -165,7 +169,7 @@ uvec4 ld_x(uint base, uint k, uint K, bool chk)
 void main()
 {
     uint t = gl_LocalInvocationID.x;
-    uint warp = t / 32u, lane = t % 32u;
+    uint warp = t / SG, lane = t % SG;
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
     uint wm = (warp / WN) * (16u * FM), wn = (warp % WN) * (16u * FN);
 
@@ -275,10 +279,9 @@ void main()
 #undef MMA
 
     // Epilogue: each 16x16 fragment through the subgroup's scratch (f32
-    // bits in 16-byte vectors, 4 per row); lane l writes row l/2, columns
-    // (l%2)*8 .. +7.
+    // bits in 16-byte vectors, 4 per row); piece q (0..31) is row q/2,
+    // columns (q%2)*8 .. +7, taken by lane q % SG.
     uint sc = warp * 64u;
-    uint er = lane >> 1, ec = (lane & 1u) * 8u;
     [[unroll]] for (uint i = 0; i < FM; i++)
         [[unroll]] for (uint j = 0; j < FN; j++) {
             if (EPI_IN_A)
@@ -287,27 +290,30 @@ void main()
                 CM_STORE_ROWS(acc[i][j], sC, sc, 4u);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
-            uint m = m0 + wm + 16u * i + er;
-            uint nb = n0 + wn + 16u * j + ec;
-            if (m < p.M) {
-                uint ci = sc + er * 4u + (ec >> 2);
-                uvec4 c0 = EPI_IN_A ? sA[ci] : sC[ci], c1 = EPI_IN_A ? sA[ci + 1u] : sC[ci + 1u];
-                float o[8] = {uintBitsToFloat(c0.x), uintBitsToFloat(c0.y), uintBitsToFloat(c0.z),
-                              uintBitsToFloat(c0.w), uintBitsToFloat(c1.x), uintBitsToFloat(c1.y),
-                              uintBitsToFloat(c1.z), uintBitsToFloat(c1.w)};
-                [[unroll]] for (uint e = 0; e < 8u; e++)
-                    if (nb + e < p.N)
-                        o[e] = gemm_epi(o[e], m, nb + e);
-                uint yo = p.y_skip + yz + m * p.ldy + p.y_col0 + nb;
-                if (YTYPE == 0u) {
+            for (uint q = lane; q < 32u; q += SG) {
+                uint er = q >> 1, ec = (q & 1u) * 8u;
+                uint m = m0 + wm + 16u * i + er;
+                uint nb = n0 + wn + 16u * j + ec;
+                if (m < p.M) {
+                    uint ci = sc + er * 4u + (ec >> 2);
+                    uvec4 c0 = EPI_IN_A ? sA[ci] : sC[ci], c1 = EPI_IN_A ? sA[ci + 1u] : sC[ci + 1u];
+                    float o[8] = {uintBitsToFloat(c0.x), uintBitsToFloat(c0.y), uintBitsToFloat(c0.z),
+                                  uintBitsToFloat(c0.w), uintBitsToFloat(c1.x), uintBitsToFloat(c1.y),
+                                  uintBitsToFloat(c1.z), uintBitsToFloat(c1.w)};
                     [[unroll]] for (uint e = 0; e < 8u; e++)
                         if (nb + e < p.N)
-                            Y[yo + e] = o[e];
-                } else {
-                    // f16 out: pairs; ldy, y_skip, y_col0 and N even (host checks)
-                    [[unroll]] for (uint e = 0; e < 8u; e += 2u)
-                        if (nb + e < p.N)
-                            YH[(yo + e) >> 1] = packHalf2x16(vec2(o[e], o[e + 1u]));
+                            o[e] = gemm_epi(o[e], m, nb + e);
+                    uint yo = p.y_skip + yz + m * p.ldy + p.y_col0 + nb;
+                    if (YTYPE == 0u) {
+                        [[unroll]] for (uint e = 0; e < 8u; e++)
+                            if (nb + e < p.N)
+                                Y[yo + e] = o[e];
+                    } else {
+                        // f16 out: pairs; ldy, y_skip, y_col0 and N even (host checks)
+                        [[unroll]] for (uint e = 0; e < 8u; e += 2u)
+                            if (nb + e < p.N)
+                                YH[(yo + e) >> 1] = packHalf2x16(vec2(o[e], o[e + 1u]));
+                    }
                 }
             }
             subgroupBarrier();

@@ -140,9 +140,9 @@ static int sg_auto(enum sg_use u)
     int v = sg_auto_env(u != SG_WIDE);
     return v >= 0 ? v : table[u];
 }
-static int sg_auto_for(uint32_t m, uint32_t n)
+static enum sg_use sg_use_for(uint32_t m, uint32_t n)
 {
-    return sg_auto(m <= 64 ? SG_FEW_M : n <= 512 ? SG_FEW_N : SG_WIDE);
+    return m <= 64 ? SG_FEW_M : n <= 512 ? SG_FEW_N : SG_WIDE;
 }
 
 /* Workgroup-scope configurations (cm2): tile M, N, K step, invocations,
@@ -218,7 +218,7 @@ static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
 static int cm2_k_usable(const struct vkr *vk);
 uint32_t ops_rows_all_variants(const struct vkr *vk)
 {
-    /* the subgroup GEMM's narrow tiles end at 64 rows (sg_auto_for) */
+    /* the subgroup GEMM's narrow tiles end at 64 rows (sg_use_for) */
     uint32_t r = OPS_ATTN_TC_MIN_TQ > 65 ? OPS_ATTN_TC_MIN_TQ : 65;
     return cm2_k_usable(vk) && CM2K_MIN_M > r ? CM2K_MIN_M : r;
 }
@@ -261,15 +261,48 @@ void ops_gemm_config_name(int c, char *out, size_t n)
              g[0] * g[1], 16 * g[2], 16 * g[3], g[4], g[5], g[7] == 2 ? "/ahead2" : "", probe[g[6]]);
 }
 
+/* Lanes per subgroup of the subgroup kernels' pipelines on this device. */
+static uint32_t sg_lanes(const struct vkr *vk) { return vkr_limits(vk)->subgroup_size; }
+
+/* 1 when configuration c fits the device: its shared memory, and its
+ * workgroup of WM x WN subgroups sharing each K step's 16-byte loads out
+ * evenly (gemm_cm.glsl's A_PER, B_PER). */
 static int sg_fits(const struct vkr *vk, int c)
 {
     const uint32_t *g = sg_cfg(c);
+    uint32_t nt = sg_lanes(vk) * g[0] * g[1];
+    if (nt == 0 || nt > vkr_limits(vk)->max_wg_invocations || (cfg_bm(c) * (g[4] / 8)) % nt ||
+        (cfg_bn(c) * (g[4] / 8)) % nt)
+        return 0;
     uint32_t kv = g[4] / 8 + 1;
     uint64_t stages_a = (uint64_t)g[5] * cfg_bm(c) * kv;
     uint64_t scratch = (uint64_t)g[0] * g[1] * 64;
     /* the epilogue scratch lives in the A stages when they are large enough */
     uint64_t vec = stages_a + (uint64_t)g[5] * cfg_bn(c) * kv + (stages_a >= scratch ? 1 : scratch);
     return vec * 16 <= vkr_limits(vk)->max_shared;
+}
+
+/* AUTO's subgroup configuration for use u on this device: the measured one
+ * (sg_auto), or where that does not fit (lavapipe: 32 KiB of shared memory,
+ * 8-lane subgroups) the first of a few smaller tiles that does. */
+static int sg_pick(const struct vkr *vk, enum sg_use u)
+{
+    static const int smaller[] = {12, 1, 7}; /* 128x128 K32 one stage, 64x128, 32x64 */
+    int v = sg_auto(u);
+    for (size_t i = 0; !sg_fits(vk, v) && i < sizeof smaller / sizeof smaller[0]; i++)
+        if (sg_fits(vk, smaller[i]))
+            v = smaller[i];
+    return v;
+}
+
+/* 1 when the subgroup kernels' lane arithmetic holds: a subgroup of 32
+ * lanes, or of the device's one fixed width (gemm_cm.glsl's SG). */
+static int sg_lanes_ok(const struct vkr *vk)
+{
+    const struct vkr_limits *L = vkr_limits(vk);
+    return L->subgroup_size == 32 ||
+           (L->subgroup_min == L->subgroup_size && L->subgroup_max == L->subgroup_size &&
+            L->subgroup_size >= 8 && L->subgroup_size <= 64);
 }
 
 /* The device and build offer this route (its AUTO configuration included). */
@@ -280,11 +313,10 @@ static int route_has(const struct vkr *vk, enum gemm_route r)
         return 0;
     switch (r) {
     case GEMM_NV:
-        return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") && sg_fits(vk, sg_auto(SG_WIDE));
+        return ops_coopmat_available(vk) && vkr_has_shader("gemm_cm") && sg_fits(vk, sg_pick(vk, SG_WIDE));
     case GEMM_KHR:
-        /* the kernel's lane arithmetic assumes 32-lane subgroups */
-        return f->coopmat_khr && vkr_limits(vk)->subgroup_size == 32 && vkr_has_shader("gemm_khr") &&
-               sg_fits(vk, sg_auto(SG_WIDE));
+        return f->coopmat_khr && sg_lanes_ok(vk) && vkr_has_shader("gemm_khr") &&
+               sg_fits(vk, sg_pick(vk, SG_WIDE));
     case GEMM_CM2: {
         /* f32 inputs are no workgroup matrix shape: they take a subgroup route */
         const uint32_t *g = CM2_CFG[CM2_AUTO];
@@ -377,7 +409,7 @@ static int auto_cfg_for(const struct vkr *vk, int f32_input, uint32_t m, uint32_
     enum gemm_route r = gemm_route(vk);
     if (r == GEMM_CM2 && f32_input)
         r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
-    return auto_cfg(r, sg_auto_for(m, n));
+    return auto_cfg(r, sg_pick(vk, sg_use_for(m, n)));
 }
 
 int ops_gemm_available(const struct vkr *vk) { return gemm_route(vk) != GEMM_NONE; }
@@ -423,7 +455,8 @@ int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_ke
     return 2;
 }
 
-struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int c)
+struct vkr_pipeline_key ops_gemm_key(const struct vkr *vk, uint32_t xtype, uint32_t ytype,
+                                     uint32_t align, int c)
 {
     if (cfg_route(c) == GEMM_CM2) {
         (void)xtype; /* f16 inputs only */
@@ -431,30 +464,31 @@ struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t al
     }
     const uint32_t *g = sg_cfg(c);
     struct vkr_pipeline_key k = ops_key(cfg_route(c) == GEMM_KHR ? "gemm_khr" : "gemm_cm", 2, xtype, ytype);
-    k.nspec = 12;
+    k.nspec = 13;
     k.spec[2] = align;
     k.spec[3] = g[0];
     k.spec[4] = g[1];
-    k.spec[5] = 32 * g[0] * g[1];
+    k.spec[5] = sg_lanes(vk) * g[0] * g[1];
     k.spec[6] = g[2];
     k.spec[7] = g[3];
     k.spec[8] = g[4];
     k.spec[9] = g[5];
     k.spec[10] = g[6];
     k.spec[11] = g[7] ? g[7] : 1;
+    k.spec[12] = sg_lanes(vk);
     return k;
 }
 
 /* Every form a model can ask for of configuration c: f16 and f32 inputs,
  * f32 and f16 outputs, and (subgroup routes) each load width. */
-static int cfg_keys(int c, int all_forms, struct vkr_pipeline_key *out)
+static int cfg_keys(const struct vkr *vk, int c, int all_forms, struct vkr_pipeline_key *out)
 {
     static const uint32_t aligns[] = {8, 4, 2};
     int n = 0, na = cfg_route(c) == GEMM_CM2 ? 1 : 3;
     for (uint32_t xt = all_forms ? 0 : 1; xt < 2; xt++)
         for (uint32_t yt = 0; yt < (all_forms ? 2u : 1u); yt++)
             for (int a = 0; a < na; a++)
-                out[n++] = ops_gemm_key(xt, yt, aligns[a], c);
+                out[n++] = ops_gemm_key(vk, xt, yt, aligns[a], c);
     return n;
 }
 
@@ -465,20 +499,20 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
         return 0;
     int n = 0, own[4], nown = 0;
     if (r == GEMM_CM2) { /* f16 inputs on cm2 (both outputs), f32 inputs on the subgroup route */
-        own[nown++] = auto_cfg(r, sg_auto(SG_WIDE));
-        n += cfg_keys(own[0], 0, out);
-        out[n++] = ops_gemm_key(1, 1, 8, own[0]);
+        own[nown++] = auto_cfg(r, sg_pick(vk, SG_WIDE));
+        n += cfg_keys(vk, own[0], 0, out);
+        out[n++] = ops_gemm_key(vk, 1, 1, 8, own[0]);
         r = route_has(vk, GEMM_KHR) ? GEMM_KHR : GEMM_NV;
     }
-    own[nown++] = auto_cfg(r, sg_auto(SG_WIDE));
-    own[nown++] = auto_cfg(r, sg_auto(SG_FEW_N));
-    own[nown++] = auto_cfg(r, sg_auto(SG_FEW_M));
+    own[nown++] = auto_cfg(r, sg_pick(vk, SG_WIDE));
+    own[nown++] = auto_cfg(r, sg_pick(vk, SG_FEW_N));
+    own[nown++] = auto_cfg(r, sg_pick(vk, SG_FEW_M));
     for (int i = nown - 3; i < nown; i++) {
         int dup = 0;
         for (int j = nown - 3; j < i; j++)
             dup |= own[j] == own[i];
         if (!dup)
-            n += cfg_keys(own[i], 1, &out[n]);
+            n += cfg_keys(vk, own[i], 1, &out[n]);
     }
     /* the split-K sum, for either output type */
     out[n++] = ops_splitk_key(0);
@@ -489,7 +523,7 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
             for (int i = 0; i < nown; i++)
                 mine |= c == own[i];
             if (!mine && ops_gemm_config_fits(vk, c))
-                n += cfg_keys(c, 0, &out[n]);
+                n += cfg_keys(vk, c, 0, &out[n]);
         }
     return n;
 }
@@ -776,7 +810,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                                      "vectors: k and the row offsets must be multiples of 8", tile);
             uint32_t pid;
             struct vkr_pipeline_key key = kspec ? cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k)
-                                                : ops_gemm_key(a->xtype == QUANT_F16,
+                                                : ops_gemm_key(vk, a->xtype == QUANT_F16,
                                                                a->ytype == QUANT_F16, align, tile);
             rc = vkr_pipeline(vk, &key, &pid, err);
             if (rc)
@@ -795,7 +829,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                                      S, mc, nc, a->split->size);
             if (S > 1) {
                 /* the partial products into the scratch, then their sum */
-                struct vkr_pipeline_key pk = ops_gemm_key(a->xtype == QUANT_F16, 0, align, tile);
+                struct vkr_pipeline_key pk = ops_gemm_key(vk, a->xtype == QUANT_F16, 0, align, tile);
                 uint32_t ppid;
                 rc = vkr_pipeline(vk, &pk, &ppid, err);
                 if (!rc)

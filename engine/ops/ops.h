@@ -179,7 +179,8 @@ int ops_gemm_shape_ok(uint32_t n, uint32_t k, int xtype, int ytype);
  * OPS_GEMM_MAX_KEYS; returns the count. */
 #define OPS_GEMM_MAX_KEYS 64
 int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
-struct vkr_pipeline_key ops_gemm_key(uint32_t xtype, uint32_t ytype, uint32_t align, int config);
+struct vkr_pipeline_key ops_gemm_key(const struct vkr *vk, uint32_t xtype, uint32_t ytype,
+                                     uint32_t align, int config);
 /* The GEMM pipelines specialized for one K (the cm2 route's fast form: a
  * model pre-warms one per distinct K of its matrices, and matmul's AUTO takes
  * it for wide products). Writes at most 2; 0 where the route is absent. */

@@ -92,6 +92,9 @@ struct vkr_limits {
     uint32_t max_shared;      /* maxComputeSharedMemorySize */
     uint32_t max_push;        /* maxPushConstantsSize */
     uint32_t subgroup_size;
+    /* the widths a pipeline's subgroups may take (minSubgroupSize and
+     * maxSubgroupSize; both subgroup_size before Vulkan 1.3) */
+    uint32_t subgroup_min, subgroup_max;
     uint32_t compute_units;   /* multiprocessors (VK_NV_shader_sm_builtins); 0 = not known */
     float timestamp_period_ns;
     int overridden;           /* 1 when an FOLIO_VK_* variable lowered something */

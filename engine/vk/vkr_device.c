@@ -681,8 +681,43 @@ static int has_coopmat_16(struct vkr *vk)
 }
 
 #if VKR_HAVE_CM2_HEADERS
-/* The 16x16x16 f16 -> f32 subgroup shape through VK_KHR_cooperative_matrix. */
-static int has_coopmat_khr_16(struct vkr *vk)
+/* VK_NV_cooperative_matrix2's flexible-dimension shapes into cp (room for
+ * 256); the count, 0 when the device lists none. */
+static uint32_t flexible_shapes(struct vkr *vk, VkCooperativeMatrixFlexibleDimensionsPropertiesNV *cp)
+{
+    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV gp =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
+            vk->inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+    uint32_t n = 0;
+    if (!gp || gp(vk->pd, &n, NULL) != VK_SUCCESS || n == 0 || n >= 256)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        cp[i] = (VkCooperativeMatrixFlexibleDimensionsPropertiesNV){
+            .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV};
+    return gp(vk->pd, &n, cp) == VK_SUCCESS ? n : 0;
+}
+
+/* 16x16x16 f16 -> f32 at subgroup scope through VK_NV_cooperative_matrix2's
+ * flexible dimensions: a granularity that divides 16 (Mesa 26's lavapipe
+ * lists 8x8x8 and takes multiples of it). */
+static int has_flexible_16(struct vkr *vk)
+{
+    VkCooperativeMatrixFlexibleDimensionsPropertiesNV cp[256];
+    uint32_t n = flexible_shapes(vk, cp);
+    for (uint32_t i = 0; i < n; i++)
+        if (cp[i].MGranularity && cp[i].NGranularity && cp[i].KGranularity &&
+            16 % cp[i].MGranularity == 0 && 16 % cp[i].NGranularity == 0 &&
+            16 % cp[i].KGranularity == 0 && cp[i].scope == VK_SCOPE_SUBGROUP_KHR &&
+            cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_KHR && cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+            cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_KHR && cp[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR)
+            return 1;
+    return 0;
+}
+
+/* The 16x16x16 f16 -> f32 subgroup shape through VK_KHR_cooperative_matrix:
+ * listed, or (flexible: the device takes NV2's flexible dimensions) a
+ * multiple of a listed granularity. */
+static int has_coopmat_khr_16(struct vkr *vk, int flexible)
 {
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR gp =
         (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
@@ -701,26 +736,16 @@ static int has_coopmat_khr_16(struct vkr *vk)
             cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_KHR && cp[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
             cp[i].scope == VK_SCOPE_SUBGROUP_KHR)
             return 1;
-    return 0;
+    return flexible && has_flexible_16(vk);
 }
 
 /* The workgroup-scope shapes of VK_NV_cooperative_matrix2 folio has kernels
  * for (f16 x f16 into f32 or f16, int8 x int8 into int32), into vk->cm2. */
 static int query_coopmat2_shapes(struct vkr *vk)
 {
-    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV gp =
-        (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
-            vk->inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
-    uint32_t n = 0;
-    vk->ncm2 = 0;
-    if (!gp || gp(vk->pd, &n, NULL) != VK_SUCCESS || n == 0 || n >= 256)
-        return 0;
     VkCooperativeMatrixFlexibleDimensionsPropertiesNV cp[256];
-    for (uint32_t i = 0; i < n; i++)
-        cp[i] = (VkCooperativeMatrixFlexibleDimensionsPropertiesNV){
-            .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV};
-    if (gp(vk->pd, &n, cp) != VK_SUCCESS)
-        return 0;
+    uint32_t n = flexible_shapes(vk, cp);
+    vk->ncm2 = 0;
     for (uint32_t i = 0; i < n && vk->ncm2 < (int)(sizeof vk->cm2 / sizeof vk->cm2[0]); i++) {
         const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *c = &cp[i];
         int ab16 = c->AType == VK_COMPONENT_TYPE_FLOAT16_KHR && c->BType == VK_COMPONENT_TYPE_FLOAT16_KHR;
@@ -775,7 +800,8 @@ static void record_features(struct vkr *vk, const struct dev_caps *dc, const VkQ
     F->validation = vk->messenger != VK_NULL_HANDLE;
     F->coopmat_nv = dc->e_cm && dc->cmf.cooperativeMatrix && has_coopmat_16(vk);
 #if VKR_HAVE_CM2_HEADERS
-    F->coopmat_khr = dc->e_khr_cm && dc->khr_cmf.cooperativeMatrix && has_coopmat_khr_16(vk);
+    F->coopmat_khr = dc->e_khr_cm && dc->khr_cmf.cooperativeMatrix &&
+                     has_coopmat_khr_16(vk, dc->e_cm2 && dc->cm2f.cooperativeMatrixFlexibleDimensions);
     F->coopmat2_nv = F->coopmat_khr && dc->e_cm2 && dc->cm2f.cooperativeMatrixWorkgroupScope &&
                      dc->cm2f.cooperativeMatrixFlexibleDimensions &&
                      dc->cm2f.cooperativeMatrixTensorAddressing &&
@@ -802,6 +828,8 @@ static int record_limits(struct vkr *vk, const struct dev_caps *dc, struct folio
     lim->max_shared = L->maxComputeSharedMemorySize;
     lim->max_push = L->maxPushConstantsSize;
     lim->subgroup_size = dc->p11.subgroupSize;
+    lim->subgroup_min = dc->api13 ? dc->p13.minSubgroupSize : lim->subgroup_size;
+    lim->subgroup_max = dc->api13 ? dc->p13.maxSubgroupSize : lim->subgroup_size;
     lim->compute_units = dc->e_smb ? dc->smb.shaderSMCount : 0;
     lim->timestamp_period_ns = L->timestampPeriod;
     for (uint32_t h = 0; h < vk->memprops.memoryHeapCount; h++)

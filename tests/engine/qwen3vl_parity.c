@@ -282,8 +282,8 @@ int main(void)
     man = m;
     struct folio_err e = {0};
     REQUIRE(vp_open_device(&vk, &e) == 0, "vkr_open: %s", e.msg);
-    tol_lm = ops_coopmat_available(vk) ? 3e-3 : 1e-3;
-    tol_vis = ops_coopmat_available(vk) ? 3e-3 : 1e-4;
+    tol_lm = ops_coopmat_available(vk) || ops_gemm_available(vk) ? 3e-3 : 1e-3;
+    tol_vis = ops_coopmat_available(vk) || ops_gemm_available(vk) ? 3e-3 : 1e-4;
     const struct jv *cfgs = jget(m, "configs");
     /* pre-warm every variant's pipelines, then seal */
     struct vkr_pipeline_key keys[512];

@@ -822,8 +822,8 @@ int main(void)
     struct folio_err e = {0};
     int rc = vkr_open(&vc, &vk, &e);
     REQUIRE(rc == 0, "vkr_open: %s / %s", e.msg, e.hint);
-    tol_lm = ops_coopmat_available(vk) ? 3e-3 : 1e-3;
-    tol_vis = ops_coopmat_available(vk) ? 3e-3 : 1e-4;
+    tol_lm = ops_coopmat_available(vk) || ops_gemm_available(vk) ? 3e-3 : 1e-3;
+    tol_vis = ops_coopmat_available(vk) || ops_gemm_available(vk) ? 3e-3 : 1e-4;
     test_text(QUANT_F32);
     test_text(QUANT_F16);
     test_vision(QUANT_F32);

@@ -186,7 +186,7 @@ static int run_vision_parity(int ranged)
     struct folio_err e = {0};
     int rc = vp_open_device(&t.vk, &e);
     REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
-    t.tol = ops_coopmat_available(t.vk) ? 3e-3 : 1e-4;
+    t.tol = ops_coopmat_available(t.vk) || ops_gemm_available(t.vk) ? 3e-3 : 1e-4;
 
     const struct jv *cfgs = jget(man, "configs");
     struct vkr_pipeline_key keys[256];

@@ -1,6 +1,7 @@
 /* The op tests' harness: device, arenas, pre-warm and seal, the helpers
  * every case group uses. See ops_test.h. */
 #include "tests/engine/ops/ops_test.h"
+#include "tests/engine/expect_route.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -118,10 +119,30 @@ int run_all(int ranged)
     struct folio_err e = {0};
     int rc = vkr_open(&cfg, &t.vk, &e);
     REQUIRE(rc == 0, "vkr_open: %s / %s / %s", e.msg, e.detail, e.hint);
+    expect_gemm_route(t.vk);
+    static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm, test_gemm_epilogues,
+                                                test_gemm_configs, test_gemm_split_rule,
+                                                 test_norm_softmax, test_rope, test_attention,
+                                                 test_attention_fused, test_attention_errors,
+                                                 test_attention_split, test_elem, test_rows,
+                                                 test_int8,
+                                                 /* last: the groups above keep their inputs */
+                                                 test_attention_two_ranges};
+    /* FOLIO_TEST_GROUPS=2,15: only those case groups (the numbers the log
+     * prints), for a short run of the kernels a change touched (a device
+     * call; the lavapipe26 tests) */
+    const char *only = getenv("FOLIO_TEST_GROUPS");
+    /* the groups that ask for GEMM tiles other than AUTO's: every tile's
+     * pipelines are pre-warmed only for them (on lavapipe 26 those are most
+     * of the run's shader compiles) */
+    int configs = !(only && *only);
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        configs |= (tests[i] == test_gemm_configs || tests[i] == test_gemm || tests[i] == test_int8) &&
+                   only && *only && group_listed(only, (long)i);
     int failed = -1;
     rc = ops_prewarm(t.vk, &failed, &e);
     REQUIRE(rc == 0 && failed == 0, "prewarm: rc %d failed %d: %s", rc, failed, e.msg);
-    {
+    if (configs) {
         /* every GEMM configuration (test_gemm_configs), as bench ops --only gemm does */
         struct vkr_pipeline_key gk[512];
         int ng = ops_gemm_keys_all(t.vk, 1, gk);
@@ -147,17 +168,6 @@ int run_all(int ranged)
     rc = vkr_arena_plan(t.act, plan, 1, &e);
     REQUIRE(rc == 0, "plan: %s", e.msg);
 
-    static void (*const tests[])(struct T *) = {test_matmul, test_expand_f16, test_gemm, test_gemm_epilogues,
-                                                test_gemm_configs, test_gemm_split_rule,
-                                                 test_norm_softmax, test_rope, test_attention,
-                                                 test_attention_fused, test_attention_errors,
-                                                 test_attention_split, test_elem, test_rows,
-                                                 test_int8,
-                                                 /* last: the groups above keep their inputs */
-                                                 test_attention_two_ranges};
-    /* FOLIO_TEST_GROUPS=2,15: only those case groups (the numbers the log
-     * prints), for a short device run of the kernels a change touched */
-    const char *only = getenv("FOLIO_TEST_GROUPS");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (only && *only && !group_listed(only, (long)i))
             continue;
