@@ -124,25 +124,21 @@ enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d)
     return cm_ok(vk, d) ? OP_ATTN_COOPMAT : OP_ATTN_SCALAR;
 }
 
-/* Keys per tile of the tensor-core kernel (0 where it is not available). */
-static uint32_t cm_bc(const struct vkr *vk, uint32_t d)
+/* The tensor-core kernel's keys per tile and query rows per workgroup (16
+ * per subgroup); 0 and 0 where it is not available. */
+static void cm_tile(const struct vkr *vk, uint32_t d, uint32_t *bc, uint32_t *rows)
 {
-    uint32_t bc, nw;
-    return cm_ok(vk, d) && cm_shape(vk, d, &bc, &nw) ? bc : 0;
+    uint32_t nw = 0;
+    *bc = *rows = 0;
+    if (cm_ok(vk, d) && cm_shape(vk, d, bc, &nw))
+        *rows = 16 * nw;
 }
 
-/* Query rows per workgroup of the tensor-core kernel (16 per subgroup);
- * 0 where it is not available. */
-static uint32_t cm_rows(const struct vkr *vk, uint32_t d)
-{
-    uint32_t bc, nw;
-    return cm_ok(vk, d) && cm_shape(vk, d, &bc, &nw) ? 16 * nw : 0;
-}
-
-/* AUTO for a pass of tq query rows: a label pass (a few dozen rows against
- * many keys) ran 2.3x slower on the tensor-core kernel on the H200 (16
- * labels x 3 tokens: 3.6 vs 1.5 ms, BENCHMARKS.md issue 13): its 16-row
- * fragments and key tiles are mostly padding there. */
+/* AUTO for a pass of tq query rows of one key range each: below
+ * OPS_ATTN_TC_MIN_TQ rows the tensor-core kernel's 16-row fragments are
+ * mostly padding (a label pass, before it packed its heads into the rows,
+ * ran 2.3x slower there on the H200: BENCHMARKS.md issue 13; two-range label
+ * passes now take it: kernel_for). */
 static enum op_attn_kernel pick_for(const struct vkr *vk, uint32_t d, uint32_t tq)
 {
     return tq < OPS_ATTN_TC_MIN_TQ ? OP_ATTN_SCALAR : op_attention_pick(vk, d);
@@ -276,9 +272,10 @@ void op_attention_ksplit_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, u
         /* AUTO's shares fall as the blocks grow: the worst pass is any size
          * up to tq (keys taken as unbounded), on either kernel (the
          * tensor-core one's fewest groups: every head packed in its rows) */
+        uint32_t bc, br;
+        cm_tile(vk, d, &bc, &br);
         for (uint32_t q = 1; q <= tq; q++) {
             uint64_t g[2] = {(uint64_t)(q + SCALAR_BR - 1) / SCALAR_BR * hq, 0};
-            uint32_t br = cm_rows(vk, d);
             if (br)
                 g[1] = ((uint64_t)q * hq + br - 1) / br;
             for (int k = 0; k < 2; k++) {
@@ -307,7 +304,10 @@ static int attn_packed(const struct op_attention *a, enum op_attn_kernel kern)
 static void attn_grid(const struct vkr *vk, const struct op_attention *a, enum op_attn_kernel kern,
                       uint32_t *gx, uint32_t *gy)
 {
-    uint32_t br = kern == OP_ATTN_COOPMAT ? cm_rows(vk, a->d) : SCALAR_BR;
+    uint32_t bc, br = SCALAR_BR;
+    if (kern == OP_ATTN_COOPMAT)
+        cm_tile(vk, a->d, &bc, &br);
+    br = br ? br : SCALAR_BR; /* a kernel the device lacks: attn_check refuses it */
     uint64_t rows = attn_packed(a, kern) ? (uint64_t)a->tq * (a->hq / a->hkv) : a->tq;
     *gx = (uint32_t)((rows + br - 1) / br);
     *gy = attn_packed(a, kern) ? a->hkv : a->hq;
@@ -328,11 +328,12 @@ static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
     for (int i = 0; i < 4; i++)
         cap = fit[i] < cap ? fit[i] : cap;
     uint32_t f = a->splits ? a->splits : split_env();
-    uint32_t gx, gy;
+    uint32_t gx, gy, bc = 0, br;
     attn_grid(vk, a, kern, &gx, &gy);
+    if (kern == OP_ATTN_COOPMAT)
+        cm_tile(vk, a->d, &bc, &br);
     uint64_t s = f ? f : split_auto(vk, (uint64_t)gx * gy, a->tk,
-                                    kern == OP_ATTN_COOPMAT ? CM_SPLIT_MIN_TILES * cm_bc(vk, a->d)
-                                                            : SPLIT_MIN_KEYS);
+                                    bc ? CM_SPLIT_MIN_TILES * bc : SPLIT_MIN_KEYS);
     s = s < cap ? s : cap;
     return s > 1 ? (uint32_t)s : 1;
 }
