@@ -489,8 +489,15 @@ void test_attention_two_ranges(struct T *t)
     attn_refused(t, &a, FOLIO_EINVAL, "without a ranges buffer");
     a.ranges = &x;
     a.kernel = OP_ATTN_COOPMAT;
-    if (op_attention_pick(t->vk, a.d) != OP_ATTN_COOPMAT)
+    if (op_attention_pick(t->vk, a.d) != OP_ATTN_COOPMAT) {
         attn_refused(t, &a, FOLIO_EUNSUPPORTED, "cooperative-matrix kernel is not available");
+        /* asking how a pass on that missing kernel would split (its tile
+         * size is 0 here) answers without dividing by it */
+        struct op_attention_ksplit ks = {x, x};
+        a.ksplit = &ks;
+        CHECK(op_attention_splits_for(t->vk, &a) >= 1, "shares of a pass on a missing kernel");
+        a.ksplit = NULL;
+    }
     uint64_t kb[2];
     op_attention_ksplit_bytes(t->vk, 48, 28, 128, 4, kb);
     CHECK(kb[0] == 4ull * 48 * 28 * 128 * 4 && kb[1] == 4ull * 48 * 28 * 4,
