@@ -107,13 +107,12 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
         k = OP_MM_GEMM;
     struct op_matmul a = {.w = w->t, .wtype = w->type, .n = w->n, .k = w->k, .x = x, .m = m,
                           .y = y, .bias = bias && bias->t.size ? &bias->t : NULL, .kernel = k};
-    if (k == OP_MM_GEMM && lm->sk.size)
+    /* the GEMM's split-K scratch; int8 rows (an LM head small enough to be
+     * made int8) need it for any kernel AUTO takes: its int8 GEMM quantizes
+     * x there */
+    if (lm->sk.size && (k == OP_MM_GEMM || w->type == QUANT_I8R))
         a.split = &lm->sk;
     a.split_k = lm->split_k;
-    /* int8 rows (an LM head small enough to be made int8): AUTO's int8 GEMM
-     * quantizes x into the GEMM scratch */
-    if (w->type == QUANT_I8R && lm->sk.size)
-        a.split = &lm->sk;
     return op_matmul(c, &a, err);
 }
 

@@ -300,13 +300,15 @@ static int attn_packed(const struct op_attention *a, enum op_attn_kernel kern)
 }
 
 /* Workgroups along x (query row blocks) and y (heads, or KV heads when
- * packed) of a pass on kernel kern. */
+ * packed) of a pass on kernel kern; *bc: the tensor-core kernel's keys per
+ * tile (0 on the scalar kernel, or where the device lacks it). */
 static void attn_grid(const struct vkr *vk, const struct op_attention *a, enum op_attn_kernel kern,
-                      uint32_t *gx, uint32_t *gy)
+                      uint32_t *gx, uint32_t *gy, uint32_t *bc)
 {
-    uint32_t bc, br = SCALAR_BR;
+    uint32_t br = SCALAR_BR;
+    *bc = 0;
     if (kern == OP_ATTN_COOPMAT)
-        cm_tile(vk, a->d, &bc, &br);
+        cm_tile(vk, a->d, bc, &br);
     br = br ? br : SCALAR_BR; /* a kernel the device lacks: attn_check refuses it */
     uint64_t rows = attn_packed(a, kern) ? (uint64_t)a->tq * (a->hq / a->hkv) : a->tq;
     *gx = (uint32_t)((rows + br - 1) / br);
@@ -328,10 +330,8 @@ static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
     for (int i = 0; i < 4; i++)
         cap = fit[i] < cap ? fit[i] : cap;
     uint32_t f = a->splits ? a->splits : split_env();
-    uint32_t gx, gy, bc = 0, br;
-    attn_grid(vk, a, kern, &gx, &gy);
-    if (kern == OP_ATTN_COOPMAT)
-        cm_tile(vk, a->d, &bc, &br);
+    uint32_t gx, gy, bc;
+    attn_grid(vk, a, kern, &gx, &gy, &bc);
     uint64_t s = f ? f : split_auto(vk, (uint64_t)gx * gy, a->tk,
                                     bc ? CM_SPLIT_MIN_TILES * bc : SPLIT_MIN_KEYS);
     s = s < cap ? s : cap;
@@ -395,8 +395,8 @@ int op_attention(struct vkr_cmd *c, const struct op_attention *a, struct folio_e
     struct attn_push pc = {a->tq, a->tk, a->hq, a->hkv, st[0], st[1], st[2], st[3], a->scale,
                            a->causal != 0, a->ranges ? (a->two_ranges ? 2u : 1u) : 0u,
                            (int32_t)a->tk - (int32_t)a->tq, S, attn_packed(a, kern) ? 1u : 0u};
-    uint32_t gx, gy;
-    attn_grid(vk, a, kern, &gx, &gy);
+    uint32_t gx, gy, bc;
+    attn_grid(vk, a, kern, &gx, &gy, &bc);
     if (gx > vkr_limits(vk)->max_wg_count[0] || gy > vkr_limits(vk)->max_wg_count[1] ||
         S > vkr_limits(vk)->max_wg_count[2])
         return folio_err_set(err, FOLIO_ELIMIT, "attention: %u queries x %u heads exceed the "

@@ -284,6 +284,20 @@ static int arena_new_block(struct vkr_arena *a, uint64_t size, struct folio_err 
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+/* Records a tensor of `size` bytes (`need` aligned) at `offset` of arena
+ * block index `bi`, and counts it against the arena's use and expectation. */
+static void arena_place(struct vkr_arena *a, uint32_t bi, uint64_t offset, uint64_t size,
+                        uint64_t need, struct vkr_tensor *out)
+{
+    out->block = bi;
+    out->flags = 0;
+    out->offset = offset;
+    out->size = size;
+    a->used += need;
+    if (a->expect)
+        a->expect = a->expect > need ? a->expect - need : VKR_TENSOR_ALIGN;
+}
+
 /* A weight tensor larger than a block: a block of its own, inserted before
  * the block being bumped (blocks before `cur` count as full, so the bump
  * goes on where it was; after a reset every block is bumped again, this one
@@ -310,13 +324,7 @@ static int alloc_own_block(struct vkr_arena *a, uint64_t need, uint64_t size,
     } else {
         a->cur = at + 1;
     }
-    out->block = bi;
-    out->flags = 0;
-    out->offset = 0;
-    out->size = size;
-    a->used += need;
-    if (a->expect)
-        a->expect = a->expect > need ? a->expect - need : VKR_TENSOR_ALIGN;
+    arena_place(a, bi, 0, size, need, out);
     return 0;
 }
 
@@ -379,14 +387,8 @@ int vkr_arena_alloc(struct vkr_arena *a, uint64_t size, struct vkr_tensor *out,
     /* the block bumped is the arena's, live, and has the room */
     assert(a->cur < a->nblocks && a->blocks[a->cur] < vk->nblocks &&
            vk->blocks[a->blocks[a->cur]].in_use && a->top + need <= a->sizes[a->cur]);
-    out->block = a->blocks[a->cur];
-    out->flags = 0;
-    out->offset = a->top;
-    out->size = size;
+    arena_place(a, a->blocks[a->cur], a->top, size, need, out);
     a->top += need;
-    a->used += need;
-    if (a->expect)
-        a->expect = a->expect > need ? a->expect - need : VKR_TENSOR_ALIGN;
     return 0;
 }
 
