@@ -557,15 +557,22 @@ static int bench_attention(struct bench *b, struct folio_err *err)
             a.two_ranges = cs->labels != 0;
         }
         free(r);
-        for (int kern = OP_ATTN_SCALAR; !rc && kern <= OP_ATTN_COOPMAT; kern++)
-            for (int v = 0; !rc && v < 4; v++) { /* f32, f32 split, f16, f16 split */
-                int f16 = v / 2, split = v % 2;
+        for (int kern = OP_ATTN_SCALAR; !rc && kern <= OP_ATTN_CM2; kern++)
+            for (int v = 0; !rc && v < 5; v++) { /* f32, f32 split, f16, f16 split, f16 K/V */
+                int f16 = v / 2 == 1, split = v % 2 && v < 4, kv16 = v == 4;
                 if (kern == OP_ATTN_COOPMAT && op_attention_pick(b->vk, a.d) != OP_ATTN_COOPMAT)
+                    continue;
+                if (kv16 && kern == OP_ATTN_SCALAR) /* the model's mode on the tensor cores */
+                    continue;
+                int io = f16 ? OP_ATTN_IO_F16 : kv16 ? OP_ATTN_IO_KV16 : OP_ATTN_IO_F32;
+                if (kern == OP_ATTN_CM2 &&
+                    (!op_attention_available(b->vk, OP_ATTN_CM2, a.d, io) || a.two_ranges))
                     continue;
                 if (split && !cs->labels) /* only the label case is offered split K */
                     continue;
                 a.kernel = (enum op_attn_kernel)kern;
                 a.f16 = f16;
+                a.kv_f16 = kv16;
                 a.ksplit = split ? &ks : NULL;
                 uint32_t shares = op_attention_splits_for(b->vk, &a);
                 if (split && shares == 1) /* AUTO does not split here: the line above is it */
@@ -575,15 +582,16 @@ static int bench_attention(struct bench *b, struct folio_err *err)
                 if (rc)
                     break;
                 double flops = 4.0 * visible * a.d * a.hq;
-                double bytes = (2.0 * (double)qb + 2.0 * (double)kb) / (f16 ? 2 : 1);
+                double bytes = (2.0 * (double)qb / (f16 ? 2 : 1) + 2.0 * (double)kb / (f16 || kv16 ? 2 : 1));
                 fprintf(b->out,
                         "{\"bench\":\"ops\",\"op\":\"attention\",\"case\":\"%s\",\"kernel\":\"%s\","
                         "\"dtype\":\"%s\",\"tq\":%u,\"tk\":%u,\"hq\":%u,\"hkv\":%u,\"d\":%u,"
                         "\"causal\":%d,\"window\":%d,\"labels\":%d,\"splits\":%u,\"ms\":%.4f,"
                         "\"tflops\":%.2f,\"gflops\":%.1f,\"gbps\":%.1f,\"roofline_frac\":%.3f,"
                         "\"device\":\"%s\"}\n",
-                        cs->name, kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
-                        f16 ? "f16" : "f32", a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window,
+                        cs->name,
+                        kern == OP_ATTN_CM2 ? "cm2" : kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
+                        f16 ? "f16" : kv16 ? "f16kv" : "f32", a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window,
                         cs->labels, shares, ms, flops / ms / 1e9, flops / ms / 1e6, bytes / ms / 1e6,
                         roof_frac(b, flops, bytes, ms), b->dev);
                 fflush(b->out);

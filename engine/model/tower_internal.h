@@ -82,6 +82,7 @@ struct vis {
      * mergers */
     uint32_t D, H, Dh, F, MD, O, P, PC, win, nds;
     int gemm16; /* f16 data path: every matrix f16 and the GEMM available */
+    int kv16;   /* attention reads K and V in f16, from t (vis_rope_attention) */
     struct vkr_arena *wa, *aa;
     struct vis_layer *L;
     struct vis_ds ds[GGUF_MAX_DEEPSTACK];

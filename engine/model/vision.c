@@ -30,6 +30,14 @@
 
 #define DEFAULT_MAX_PATCHES 6400u
 
+/* 1 when the tower's attention reads K and V in f16: where the workgroup-
+ * scope kernel runs (it rounds them to f16 for its products anyway, and
+ * takes only f16 K/V); half the attention's K/V reads. */
+static int vis_kv16(const struct vkr *vk, uint32_t head_dim)
+{
+    return op_attention_available(vk, OP_ATTN_CM2, head_dim, OP_ATTN_IO_KV16);
+}
+
 int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                       struct vkr_pipeline_key *out, int max)
 {
@@ -45,6 +53,11 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         all[n++] = ops_norm_key(A->norm_kind, 1);
     all[n++] = ops_rope_key(OP_ROPE_VISION, 0);
     n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_F32, &all[n]);
+    if (vis_kv16(vk, m->vision.head_dim)) { /* K and V in f16 (vis_rope_attention) */
+        all[n++] = ops_rope_key(OP_ROPE_VISION, 1);
+        all[n++] = ops_convert_key(1);
+        n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_KV16, &all[n]);
+    }
     n += ops_attention_split_keys(0, &all[n]); /* attention past one binding */
     all[n++] = ops_elem_key(OP_ADD);
     all[n++] = ops_elem_key(A->act);
@@ -213,8 +226,11 @@ static int plan(struct vis *v, struct folio_err *err)
     uint64_t sizes[23 + GGUF_MAX_DEEPSTACK];
     int n = 0;
     sizes[n++] = N * v->PC * 4; /* in */
-    for (int i = 0; i < 7; i++)
-        sizes[n++] = N * D * 4;      /* x h q k v o t */
+    for (int i = 0; i < 6; i++)
+        sizes[n++] = N * D * 4;      /* x h q k v o */
+    /* t: scratch; during attention K and V in f16 where the kernels take
+     * them so (vis_rope_attention), V starting at the next 256 bytes */
+    sizes[n++] = N * D * 4 + 256;
     /* the MLP in row chunks whose gate/up fit one device block (a batch of
      * 16 pages of 1024^2 is 87,616 patches x 3,420 floats = 1.2 GB); chunk
      * starts keep the f16 and f32 row views aligned */
@@ -384,6 +400,7 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     if (!rc)
         rc = load(v, err);
     v->gemm16 = !rc && ops_gemm_available(vk) && !v->cfg.f32_matmul && all_f16(v);
+    v->kv16 = !rc && vis_kv16(vk, v->Dh);
     if (!rc)
         rc = plan(v, err);
     if (rc) {
@@ -507,12 +524,22 @@ int vis_rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
     int rc = op_rope(c, &rq, err);
     struct op_rope rk = rq;
     rk.x = rk.y = v->k;
+    struct vkr_tensor kt = v->k, vt = v->v;
+    if (v->kv16) { /* rotated K and V into t as f16 (plan: t holds both) */
+        uint64_t nb = (uint64_t)N * v->D * 2;
+        kt = vkr_view(v->t, 0, nb);
+        vt = vkr_view(v->t, (nb + 255) / 256 * 256, nb);
+        rk.y = kt;
+        rk.ytype = QUANT_F16;
+        if (!rc)
+            rc = op_convert(c, 1, v->v, vt, (uint64_t)N * v->D, err);
+    }
     if (!rc)
         rc = op_rope(c, &rk, err);
-    struct op_attention at = {.q = v->q, .k = v->k, .v = v->v, .o = v->o, .tq = N, .tk = N,
+    struct op_attention at = {.q = v->q, .k = kt, .v = vt, .o = v->o, .tq = N, .tk = N,
                               .hq = v->H, .hkv = v->H, .d = v->Dh,
                               .scale = 1.0f / sqrtf((float)v->Dh), .causal = 0,
-                              .ranges = full ? fullr : &v->rng};
+                              .ranges = full ? fullr : &v->rng, .kv_f16 = v->kv16};
     if (!rc)
         rc = op_attention_ranged(c, &at, &v->asc, err);
     return rc;

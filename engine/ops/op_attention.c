@@ -9,14 +9,19 @@
  * each must fit maxStorageBufferRange (5476 vision tokens x 1280 f32 =
  * 28 MB).
  *
- * Two kernels with one contract:
+ * Three kernels with one contract:
+ *  - flash_attn_cm2 (GL_NV_cooperative_matrix2, workgroup scope, tensor
+ *    cores): BR queries of one head per workgroup as one matrix, the
+ *    softmax on matrix reductions; f16 K/V; one key range per query, no
+ *    split K. AUTO takes it for prompt passes (the text prefill, the
+ *    vision tower) wherever the device has it and its pipeline was built.
  *  - flash_attn_cm (GL_NV_cooperative_matrix, tensor cores): 16 queries per
  *    subgroup, 8 or 4 subgroups per workgroup, f16 products with f32
  *    accumulation and softmax; head sizes that are multiples of 16 up to
- *    128.
+ *    128. Label passes (two ranges, packed heads, split K) run here.
  *  - attention (scalar f32, any device, lavapipe): 16 queries per
  *    workgroup; any even head size up to 256.
- * Both take one or two key ranges per query and split K.
+ * The last two take one or two key ranges per query and split K.
  * Both are specialised by head size and tile shape; the shape is derived
  * from the head size and the device's shared memory, so
  * ops_attention_keys() and the dispatch agree on the pipeline without a
@@ -35,6 +40,7 @@
  */
 #include "engine/ops/ops_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +140,54 @@ static void cm_tile(const struct vkr *vk, uint32_t d, uint32_t *bc, uint32_t *ro
         *rows = 16 * nw;
 }
 
+/* flash_attn_cm2's tiles: query rows per workgroup, keys per tile and the
+ * workgroup size, the first the device lists for all three of the
+ * kernel's products (S = Q K^T: BR x BC x D; the row sums: BR x BC x BC;
+ * O += P V: BR x D x BC). FOLIO_ATTN_CM2=BRxBCxT puts one shape first (for
+ * `bench ops`), =off hides the kernel (A/B runs). H100 figures: BENCHMARKS.md. */
+static const uint32_t CM2_SHAPES[][3] = {{64, 64, 128}, {64, 64, 256}, {128, 64, 256},
+                                         {64, 32, 128}, {32, 64, 128}};
+#define CM2_NSHAPES (sizeof CM2_SHAPES / sizeof CM2_SHAPES[0])
+
+static int cm2_fits(const struct vkr *vk, uint32_t d, const uint32_t s[3])
+{
+    enum vkr_cm2_kind k = VKR_CM2_F16_F32;
+    return vkr_coopmat2_shape_ok(vk, s[0], s[1], d, k, s[2]) &&
+           vkr_coopmat2_shape_ok(vk, s[0], s[1], s[1], k, s[2]) &&
+           vkr_coopmat2_shape_ok(vk, s[0], d, s[1], k, s[2]);
+}
+
+static int cm2_shape(const struct vkr *vk, uint32_t d, uint32_t out[3])
+{
+    const char *e = getenv("FOLIO_ATTN_CM2");
+    unsigned br, bc, th;
+    if (e && strcmp(e, "off") == 0) /* A/B runs: the kernel as if absent */
+        return 0;
+    if (e && sscanf(e, "%ux%ux%u", &br, &bc, &th) == 3) {
+        const uint32_t s[3] = {br, bc, th};
+        if (cm2_fits(vk, d, s)) {
+            memcpy(out, s, sizeof s);
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < CM2_NSHAPES; i++)
+        if (cm2_fits(vk, d, CM2_SHAPES[i])) {
+            memcpy(out, CM2_SHAPES[i], sizeof CM2_SHAPES[i]);
+            return 1;
+        }
+    return 0;
+}
+
+/* The workgroup-scope kernel: f16 K/V (io 1 or 2), head sizes that are
+ * multiples of 16 up to 128, on a device with NV2's reductions. */
+static int cm2_ok(const struct vkr *vk, uint32_t d, int io)
+{
+    uint32_t s[3];
+    return vkr_features(vk)->coopmat2_attn && vkr_has_shader("flash_attn_cm2") &&
+           (io == OP_ATTN_IO_F16 || io == OP_ATTN_IO_KV16) && d % 16 == 0 && d <= MAX_CM_D &&
+           cm2_shape(vk, d, s);
+}
+
 /* AUTO for a pass of tq query rows of one key range each: below
  * OPS_ATTN_TC_MIN_TQ rows the tensor-core kernel's 16-row fragments are
  * mostly padding (a label pass, before it packed its heads into the rows,
@@ -148,6 +202,15 @@ static enum op_attn_kernel pick_for(const struct vkr *vk, uint32_t d, uint32_t t
 static struct vkr_pipeline_key attn_key(const struct vkr *vk, enum op_attn_kernel kern, uint32_t d,
                                         int io)
 {
+    if (kern == OP_ATTN_CM2) {
+        uint32_t s[3] = {0, 0, 0};
+        (void)cm2_shape(vk, d, s); /* callers checked cm2_ok */
+        struct vkr_pipeline_key k = ops_key("flash_attn_cm2", 5, d, s[0]);
+        k.spec[2] = s[1];
+        k.spec[3] = (uint32_t)io;
+        k.spec[4] = s[2];
+        return k;
+    }
     if (kern == OP_ATTN_SCALAR) {
         struct vkr_pipeline_key k = ops_key("attention", 3, d, scalar_bc(vk, d));
         k.spec[2] = (uint32_t)io;
@@ -170,7 +233,23 @@ int ops_attention_keys(const struct vkr *vk, uint32_t d, int io, struct vkr_pipe
         out[n++] = attn_key(vk, OP_ATTN_SCALAR, d, io);
     if (cm_ok(vk, d))
         out[n++] = attn_key(vk, OP_ATTN_COOPMAT, d, io);
+    if (cm2_ok(vk, d, io))
+        out[n++] = attn_key(vk, OP_ATTN_CM2, d, io);
     return n;
+}
+
+int op_attention_available(const struct vkr *vk, enum op_attn_kernel kern, uint32_t d, int io)
+{
+    switch (kern) {
+    case OP_ATTN_SCALAR:
+        return ops_attention_head_supported(d) && scalar_bc(vk, d) != 0;
+    case OP_ATTN_COOPMAT:
+        return cm_ok(vk, d);
+    case OP_ATTN_CM2:
+        return cm2_ok(vk, d, io);
+    default:
+        return 0;
+    }
 }
 
 int op_attention_io(const struct op_attention *a)
@@ -187,7 +266,17 @@ static enum op_attn_kernel kernel_for(const struct vkr *vk, const struct op_atte
 {
     if (a->kernel != OP_ATTN_AUTO)
         return a->kernel;
-    return a->two_ranges ? op_attention_pick(vk, a->d) : pick_for(vk, a->d, a->tq);
+    if (a->two_ranges)
+        return op_attention_pick(vk, a->d);
+    /* a prompt pass: the workgroup-scope kernel where its pipeline was
+     * pre-warmed and built (a driver that fails it keeps the others) */
+    int io = op_attention_io(a);
+    if (a->tq >= OPS_ATTN_TC_MIN_TQ && cm2_ok(vk, a->d, io)) {
+        struct vkr_pipeline_key k = attn_key(vk, OP_ATTN_CM2, a->d, io);
+        if (vkr_pipeline_ready(vk, &k))
+            return OP_ATTN_CM2;
+    }
+    return pick_for(vk, a->d, a->tq);
 }
 
 /* Checks the shape and picks the kernel; fills the strides. */
@@ -209,6 +298,16 @@ static int attn_check(struct vkr *vk, const struct op_attention *a, enum op_attn
                              "is not available for head size %u on this device or build (needs "
                              "VK_NV_cooperative_matrix and a multiple of 16 up to %u)", a->d,
                              MAX_CM_D);
+    if (*kern == OP_ATTN_CM2 && !cm2_ok(vk, a->d, op_attention_io(a)))
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the workgroup-scope kernel "
+                             "is not available for head size %u with %s on this device or "
+                             "build (needs VK_NV_cooperative_matrix2 with reductions, f16 K/V "
+                             "and a multiple of 16 up to %u)", a->d,
+                             a->f16 || a->kv_f16 ? "f16 K/V" : "f32 K/V", MAX_CM_D);
+    if (*kern == OP_ATTN_CM2 && a->two_ranges)
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "attention: the workgroup-scope kernel "
+                             "takes one key range per query; two-range (label) passes run on "
+                             "flash_attn_cm or the scalar kernel");
     if (*kern == OP_ATTN_SCALAR && !scalar_bc(vk, a->d))
         return folio_err_set(err, FOLIO_ELIMIT, "attention: head size %u needs %llu bytes of "
                              "shared memory, the device has %u", a->d,
@@ -309,6 +408,11 @@ static void attn_grid(const struct vkr *vk, const struct op_attention *a, enum o
     *bc = 0;
     if (kern == OP_ATTN_COOPMAT)
         cm_tile(vk, a->d, bc, &br);
+    uint32_t s2[3];
+    if (kern == OP_ATTN_CM2 && cm2_shape(vk, a->d, s2)) {
+        br = s2[0];
+        *bc = s2[1];
+    }
     br = br ? br : SCALAR_BR; /* a kernel the device lacks: attn_check refuses it */
     uint64_t rows = attn_packed(a, kern) ? (uint64_t)a->tq * (a->hq / a->hkv) : a->tq;
     *gx = (uint32_t)((rows + br - 1) / br);
@@ -321,7 +425,7 @@ static void attn_grid(const struct vkr *vk, const struct op_attention *a, enum o
 static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
                            enum op_attn_kernel kern)
 {
-    if (!a->ksplit || a->f16 || a->splits == 1)
+    if (!a->ksplit || a->f16 || a->splits == 1 || kern == OP_ATTN_CM2)
         return 1;
     uint64_t plane = (uint64_t)a->tq * a->hq, R = vkr_limits(vk)->max_range;
     uint64_t cap = SPLIT_MAX;
@@ -336,6 +440,11 @@ static uint32_t split_pick(const struct vkr *vk, const struct op_attention *a,
                                     bc ? CM_SPLIT_MIN_TILES * bc : SPLIT_MIN_KEYS);
     s = s < cap ? s : cap;
     return s > 1 ? (uint32_t)s : 1;
+}
+
+enum op_attn_kernel op_attention_kernel(const struct vkr *vk, const struct op_attention *a)
+{
+    return kernel_for(vk, a);
 }
 
 uint32_t op_attention_splits_for(const struct vkr *vk, const struct op_attention *a)

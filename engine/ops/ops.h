@@ -261,7 +261,7 @@ struct op_rope {
 int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
 
 /* ---- attention ---- */
-enum op_attn_kernel { OP_ATTN_AUTO, OP_ATTN_SCALAR, OP_ATTN_COOPMAT };
+enum op_attn_kernel { OP_ATTN_AUTO, OP_ATTN_SCALAR, OP_ATTN_COOPMAT, OP_ATTN_CM2 };
 /* Split-K scratch: S shares' partial outputs (f32, S x tq x hq x d) and
  * their log-sum-exps (S x tq x hq); op_attention_ksplit_bytes sizes it. */
 struct op_attention_ksplit {
@@ -307,6 +307,14 @@ uint32_t op_attention_splits_for(const struct vkr *vk, const struct op_attention
 /* Which kernel AUTO picks for head size d on this device: the tensor-core
  * kernel where it is built and fits, else the scalar one. */
 enum op_attn_kernel op_attention_pick(const struct vkr *vk, uint32_t d);
+/* 1 when kernel kern can run head size d with element types io (enum
+ * op_attn_io) on this device and build: for tests and benchmarks that force
+ * each kernel in turn. (AUTO also takes flash_attn_cm2 only where its
+ * pipeline was pre-warmed.) */
+int op_attention_available(const struct vkr *vk, enum op_attn_kernel kern, uint32_t d, int io);
+/* The kernel pass a runs on (its own, or AUTO's choice): for tests and
+ * the benchmarks' records. */
+enum op_attn_kernel op_attention_kernel(const struct vkr *vk, const struct op_attention *a);
 /* Attention whose q, k, v or o exceed one binding (maxStorageBufferRange),
  * in query and key chunks whose partial results are merged through their
  * log-sum-exp (op_attention_split.c). Same contract as op_attention; when

@@ -108,6 +108,8 @@ struct vkr_features {
     int coopmat_khr;          /* VK_KHR_cooperative_matrix with f16 16x16x16 -> f32, subgroup scope */
     int coopmat2_nv;          /* VK_NV_cooperative_matrix2: workgroup scope, flexible dimensions,
                                  tensor addressing and per-element operations */
+    int coopmat2_attn;        /* ... and its row reductions and matrix-use conversions, which
+                                 flash_attn_cm2's softmax needs */
     int timestamps;           /* the compute queue supports timestamps */
     int validation;           /* validation layer active */
 };
@@ -265,7 +267,7 @@ int vkr_pipeline(struct vkr *vk, const struct vkr_pipeline_key *key, uint32_t *i
 /* 1 when this pipeline was created successfully (pre-warmed); no side
  * effects, never creates one: for kernels that exist only for the shapes a
  * model declared. */
-int vkr_pipeline_ready(struct vkr *vk, const struct vkr_pipeline_key *key);
+int vkr_pipeline_ready(const struct vkr *vk, const struct vkr_pipeline_key *key);
 /* 1 when the embedded SPIR-V set holds this shader. */
 int vkr_has_shader(const char *shader);
 /* Loads/saves the on-disk VkPipelineCache. Open loads it; call save after

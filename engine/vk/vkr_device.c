@@ -622,13 +622,14 @@ static int make_device(struct vkr *vk, const struct dev_caps *dc, struct folio_e
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR khre = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
         .cooperativeMatrix = dc->khr_cmf.cooperativeMatrix};
-    /* only the NV2 parts the GEMM uses */
+    /* only the NV2 parts the GEMM and the attention use */
     VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2e = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
         .cooperativeMatrixWorkgroupScope = dc->cm2f.cooperativeMatrixWorkgroupScope,
         .cooperativeMatrixFlexibleDimensions = dc->cm2f.cooperativeMatrixFlexibleDimensions,
         .cooperativeMatrixTensorAddressing = dc->cm2f.cooperativeMatrixTensorAddressing,
         .cooperativeMatrixPerElementOperations = dc->cm2f.cooperativeMatrixPerElementOperations,
+        .cooperativeMatrixReductions = dc->cm2f.cooperativeMatrixReductions,
         .cooperativeMatrixConversions = dc->cm2f.cooperativeMatrixConversions};
     if (dc->e_khr_cm && dc->khr_cmf.cooperativeMatrix) {
         dext[nd++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
@@ -806,6 +807,8 @@ static void record_features(struct vkr *vk, const struct dev_caps *dc, const VkQ
                      dc->cm2f.cooperativeMatrixFlexibleDimensions &&
                      dc->cm2f.cooperativeMatrixTensorAddressing &&
                      dc->cm2f.cooperativeMatrixPerElementOperations && query_coopmat2_shapes(vk);
+    F->coopmat2_attn = F->coopmat2_nv && dc->cm2f.cooperativeMatrixReductions &&
+                       dc->cm2f.cooperativeMatrixConversions;
 #endif
 }
 
@@ -936,11 +939,12 @@ int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *e
     char q1[300], q2[100];
     folio_log(FOLIO_LOG_INFO, "vk_open",
               "device=%d name=%s driver=%s block=%" PRIu64 " range=%" PRIu64
-              " validation=%d push_descriptor=%d coopmat_nv=%d coopmat_khr=%d coopmat2_nv=%d",
+              " validation=%d push_descriptor=%d coopmat_nv=%d coopmat_khr=%d coopmat2_nv=%d coopmat2_attn=%d",
               vk->info.index, folio_lq(q1, sizeof q1, vk->info.name),
               folio_lq(q2, sizeof q2, vk->info.driver_name), vk->lim.block_size,
               vk->lim.max_range, vk->feat.validation, vk->feat.push_descriptor,
-              vk->feat.coopmat_nv, vk->feat.coopmat_khr, vk->feat.coopmat2_nv);
+              vk->feat.coopmat_nv, vk->feat.coopmat_khr, vk->feat.coopmat2_nv,
+              vk->feat.coopmat2_attn);
     *out = vk;
     return 0;
 }

@@ -299,7 +299,7 @@ int vkr_pipeline_key_equal(const struct vkr_pipeline_key *a, const struct vkr_pi
     return 1;
 }
 
-static int find_pipe(struct vkr *vk, const struct vkr_pipeline_key *k)
+static int find_pipe(const struct vkr *vk, const struct vkr_pipeline_key *k)
 {
     for (uint32_t i = 0; i < vk->npipes; i++)
         if (vkr_pipeline_key_equal(&vk->pipes[i].key, k))
@@ -497,7 +497,7 @@ void vkr_mark_warm(struct vkr *vk)
     folio_log(FOLIO_LOG_INFO, "vk_warm", "pipelines=%u exercised=%u", vk->built, vk->exercised);
 }
 
-int vkr_pipeline_ready(struct vkr *vk, const struct vkr_pipeline_key *key)
+int vkr_pipeline_ready(const struct vkr *vk, const struct vkr_pipeline_key *key)
 {
     int i = find_pipe(vk, key);
     return i >= 0 && vk->pipes[i].result == VK_SUCCESS && vk->pipes[i].pipe != VK_NULL_HANDLE;

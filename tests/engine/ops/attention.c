@@ -36,11 +36,15 @@ static void attn_all(struct T *t, struct op_attention a, const float *f, size_t 
     float *fr = malloc(sizeof(float) * nf), *g = malloc(sizeof(float) * no);
     float *r = malloc(sizeof(float) * no);
     uint16_t *h = malloc(sizeof(uint16_t) * (nf > no ? nf : no));
-    for (int kern = OP_ATTN_SCALAR; kern <= OP_ATTN_COOPMAT; kern++) {
+    for (int kern = OP_ATTN_SCALAR; kern <= OP_ATTN_CM2; kern++) {
         if (kern == OP_ATTN_COOPMAT && op_attention_pick(t->vk, a.d) != OP_ATTN_COOPMAT)
             continue;
+        /* the tensor-core kernels round Q, K, V and P to f16 alike */
+        int tc = kern != OP_ATTN_SCALAR;
         for (int io = OP_ATTN_IO_F32; io <= OP_ATTN_IO_KV16; io++) {
             int f16 = io == OP_ATTN_IO_F16, kv16 = io == OP_ATTN_IO_KV16;
+            if (kern == OP_ATTN_CM2 && !op_attention_available(t->vk, OP_ATTN_CM2, a.d, io))
+                continue;
             /* lavapipe compiles each specialisation with LLVM on first use
              * (minutes under ASan on a cold Mesa cache), so the scalar f16
              * variants run for the text head size only; the tensor-core
@@ -78,17 +82,17 @@ static void attn_all(struct T *t, struct op_attention a, const float *f, size_t 
             }
             /* the reference reads what the kernel reads: rounded where f16 */
             const float *qr = f16 ? fr : f, *kr = kes == 2 ? fr : f;
-            if (kern == OP_ATTN_COOPMAT)
+            if (tc)
                 ops_ref_attention_f16mm(&a, qr + qo, kr + ko, kr + vo, rg, r);
             else
                 ops_ref_attention(&a, qr + qo, kr + ko, kr + vo, rg, r);
             size_t at = 0;
-            double tabs = kern == OP_ATTN_COOPMAT ? 1.5e-3 : 2e-5;
-            double trel = kern == OP_ATTN_COOPMAT || f16 ? 1e-3 : 1e-4;
+            double tabs = tc ? 1.5e-3 : 2e-5;
+            double trel = tc || f16 ? 1e-3 : 1e-4;
             double wv = worst(g, r, NULL, no, tabs, trel, &at);
             CHECK(wv <= 1.0, "attention %s (tq %u tk %u heads %u/%u d %u causal %d) %s %s: worst "
                   "%.3g at %zu (gpu %g ref %g)", what, a.tq, a.tk, a.hq, a.hkv, a.d, a.causal,
-                  kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
+                  kern == OP_ATTN_CM2 ? "cm2" : kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
                   f16 ? "f16" : kv16 ? "f16 k/v" : "f32", wv, at, (double)g[at], (double)r[at]);
         }
     }
@@ -325,16 +329,34 @@ void test_attention_errors(struct T *t)
         CHECK(rc == FOLIO_EUNSUPPORTED && strstr(e.msg, "f16 tensors past one binding"),
               "f16 split: rc %d \"%s\"", rc, e.msg);
     }
-    struct vkr_pipeline_key k[2];
+    struct vkr_pipeline_key k[3];
     CHECK(ops_attention_keys(t->vk, 65, 0, k) == 0, "odd head sizes have no kernel");
     int n = ops_attention_keys(t->vk, 80, 1, k);
     CHECK(n >= 1 && strcmp(k[0].shader, "attention") == 0 && k[0].spec[0] == 80 &&
           k[0].spec[2] == 1, "head 80 f16 keys: %d, %s", n, n ? k[0].shader : "-");
-    CHECK((n == 2) == (op_attention_pick(t->vk, 80) == OP_ATTN_COOPMAT),
-          "the tensor-core key is declared exactly where AUTO picks it");
+    CHECK(n == 1 + (op_attention_pick(t->vk, 80) == OP_ATTN_COOPMAT) +
+                   op_attention_available(t->vk, OP_ATTN_CM2, 80, 1),
+          "the tensor-core keys are declared exactly where the kernels run");
     n = ops_attention_keys(t->vk, 128, OP_ATTN_IO_KV16, k);
     CHECK(n >= 1 && strcmp(k[0].shader, "attention") == 0 && k[0].spec[2] == OP_ATTN_IO_KV16 &&
           (n == 1 || k[1].spec[2] == OP_ATTN_IO_KV16), "head 128 f16 K/V keys: %d", n);
+    /* AUTO's kernel for a prompt pass: the workgroup-scope one once its
+     * pipeline is built (a model pre-warms it), the subgroup one before */
+    struct op_attention pa = {.tq = 200, .tk = 200, .hq = 4, .hkv = 2, .d = 128,
+                              .kv_f16 = 1, .scale = 1.0f};
+    if (op_attention_available(t->vk, OP_ATTN_CM2, 128, OP_ATTN_IO_KV16)) {
+        int failed = 0;
+        struct folio_err e = {0};
+        CHECK(vkr_prewarm(t->vk, k, n, &failed, &e) == 0 && failed == 0,
+              "pre-warm the head-128 keys: %s", e.msg);
+        CHECK(op_attention_kernel(t->vk, &pa) == OP_ATTN_CM2,
+              "AUTO takes the workgroup-scope kernel for a 200-row pass");
+        pa.f16 = 0, pa.kv_f16 = 0; /* f32 K/V: not that kernel */
+        CHECK(op_attention_kernel(t->vk, &pa) != OP_ATTN_CM2, "f32 K/V stay off it");
+    } else {
+        CHECK(op_attention_kernel(t->vk, &pa) != OP_ATTN_CM2,
+              "no workgroup-scope kernel where the device lacks it");
+    }
     CHECK(ops_attention_keys(t->vk, 128, OP_ATTN_IO_KV16 + 1, k) == 0, "an unknown io mode has no key");
 }
 
@@ -498,6 +520,14 @@ void test_attention_two_ranges(struct T *t)
         CHECK(op_attention_splits_for(t->vk, &a) >= 1, "shares of a pass on a missing kernel");
         a.ksplit = NULL;
     }
+    /* the workgroup-scope kernel: never f32 K/V, never two ranges */
+    a.kernel = OP_ATTN_CM2;
+    attn_refused(t, &a, FOLIO_EUNSUPPORTED, "workgroup-scope kernel is not available");
+    a.kv_f16 = 1;
+    attn_refused(t, &a, FOLIO_EUNSUPPORTED,
+                 op_attention_available(t->vk, OP_ATTN_CM2, a.d, OP_ATTN_IO_KV16)
+                     ? "one key range per query" : "workgroup-scope kernel is not available");
+    a.kv_f16 = 0;
     uint64_t kb[2];
     op_attention_ksplit_bytes(t->vk, 48, 28, 128, 4, kb);
     CHECK(kb[0] == 4ull * 48 * 28 * 128 * 4 && kb[1] == 4ull * 48 * 28 * 4,
