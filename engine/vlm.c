@@ -513,13 +513,18 @@ static int prewarm_all(struct vlm *v, struct folio_err *err)
         rc = vkr_prewarm(vk, keys, nk, &failed, err);
         if (rc)
             break;
+        /* a kernel the ops take only where it was built failing costs speed,
+         * not a path (ops_key_optional): count the others */
+        failed = 0;
+        for (int i = 0; i < nk; i++)
+            failed += !ops_key_optional(&keys[i]) && !vkr_pipeline_ready(vk, &keys[i]);
         if (failed && v->vm && d == 0) {
             /* which ones? if only vision keys failed the LM can still run */
             int nl = lm_pipeline_keys(vk, v->tm, v->cfg.gpu_weights, keys, LM_PIPELINE_KEYS_MAX), lm_bad = 0;
             for (int i = 0; i < nl; i++) {
                 uint32_t id;
                 struct folio_err pe = {0};
-                lm_bad |= vkr_pipeline(vk, &keys[i], &id, &pe) != 0;
+                lm_bad |= !ops_key_optional(&keys[i]) && vkr_pipeline(vk, &keys[i], &id, &pe) != 0;
             }
             if (lm_bad) {
                 rc = folio_err_set(err, FOLIO_EDEVICE, "%d pipelines failed to build, some of "

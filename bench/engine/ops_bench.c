@@ -495,6 +495,8 @@ static int bench_attention(struct bench *b, struct folio_err *err)
     };
     for (int ci = 0; ci < 5; ci++) {
         const struct attn_case *cs = b->o->quick ? &quick[ci] : &full[ci];
+        if (!where_wanted(b->o->where, cs->name))
+            continue;
         struct vkr_arena *act = NULL;
         int rc = vkr_arena_create(b->vk, "bench-attn", VKR_ARENA_WEIGHTS, &act, err);
         struct op_attention a = {.tq = cs->tq, .tk = cs->tk, .hq = cs->hq, .hkv = cs->hkv, .d = cs->d,
@@ -565,6 +567,8 @@ static int bench_attention(struct bench *b, struct folio_err *err)
                 if (kv16 && kern == OP_ATTN_SCALAR) /* the model's mode on the tensor cores */
                     continue;
                 int io = f16 ? OP_ATTN_IO_F16 : kv16 ? OP_ATTN_IO_KV16 : OP_ATTN_IO_F32;
+                if (b->o->dtype && strcmp(b->o->dtype, f16 ? "f16" : kv16 ? "f16kv" : "f32") != 0)
+                    continue;
                 if (kern == OP_ATTN_CM2 &&
                     (!op_attention_available(b->vk, OP_ATTN_CM2, a.d, io) || a.two_ranges))
                     continue;
@@ -666,7 +670,8 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
 static const char OPS_USAGE[] =
     "usage: bench ops [--quick] [--device SPEC] [--allow-cpu] [--reps N] [--serial-pipelines]\n"
     "                 [--only roofline|matmul|gemm|split|attention] [--dtype TYPE]\n"
-    "                 [--where SHAPES]   (GEMM shapes by name, e.g. text,vision_qkv)\n"
+    "                 [--where SHAPES]   (GEMM shapes or attention cases by name, e.g.\n"
+    "                                     text,vision_qkv; vision_full)\n"
     "\n"
     "Matmul per weight type at LLM shapes and attention at vision/text sizes:\n"
     "GFLOP/s, GB/s and the fraction of the roofline measured in the same run.\n";

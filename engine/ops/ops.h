@@ -26,6 +26,11 @@
 /* Every pipeline the op library may need on this device (weight types,
  * head sizes, variants the device supports). Returns the count (<= max). */
 int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max);
+/* 1 for a pipeline the ops take only where it was built (vkr_pipeline_ready)
+ * and otherwise fall back from: the workgroup-scope attention, the GEMMs'
+ * K-fixed forms. A driver that fails one costs speed, not a path: callers
+ * of vkr_prewarm do not count it as a failure. */
+int ops_key_optional(const struct vkr_pipeline_key *k);
 /* One pipeline key (shader, up to two specialization constants). */
 struct vkr_pipeline_key ops_key(const char *shader, uint32_t nspec, uint32_t s0, uint32_t s1);
 /* The keys op_matmul may request for weights of wtype on this device

@@ -47,6 +47,15 @@ int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const ui
     return n + ops_gemm_i8_keys(vk, ks, nk, &out[n]);
 }
 
+int ops_key_optional(const struct vkr_pipeline_key *k)
+{
+    if (strcmp(k->shader, "flash_attn_cm2") == 0) /* op_attention's kernel_for */
+        return 1;
+    /* op_matmul: AUTO's K-fixed forms, else the K-from-push one (spec 8: K) */
+    return (strcmp(k->shader, "gemm_cm2") == 0 || strcmp(k->shader, "gemm_i8_cm2") == 0) &&
+           k->nspec > 8 && k->spec[8] != 0;
+}
+
 int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max)
 {
     struct vkr_pipeline_key all[512];

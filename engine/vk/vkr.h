@@ -58,7 +58,7 @@ struct vkr_config {
      * ~/.cache/folio); "" = no on-disk cache. */
     const char *cache_dir;
     int serial_pipelines;   /* create pipelines on one thread */
-    int threads;            /* pre-warm threads, 0 = online CPUs (max 8) */
+    int threads;            /* pre-warm threads, 0 = online CPUs (max 16) */
     /* Position of this device in a multi-device list (--device A,B): a
      * FOLIO_VK_* limit given as a comma list ("1M,2M") applies its
      * ordinal-th value here; a single value applies to every device. */

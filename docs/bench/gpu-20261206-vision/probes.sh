@@ -45,4 +45,60 @@ tail -c 1500 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 2: whole pages with the workgroup-scope attention; which pipelines set
+# the cold ready time (per-pipeline creation times from the debug log)
+run2() {
+rm -rf /tmp/xdg
+FOLIO_LOG_LEVEL=debug timeout 200 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/page1024.jsonl 2> $OUT/page.err
+echo "page1024 rc=$? $(el)" >> $S
+grep '"ready"\|"pages"' $OUT/page1024.jsonl | grep -o '"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
+grep -o 'vk_prewarm.*' $OUT/page.err | head -4 >> $S
+grep -o 'vk_pipeline_built.*' $OUT/page.err | sed 's/.*key=\([^ ]*\) ms=\([0-9.]*\).*/\2 \1/' | sort -rn > $OUT/pipes.txt
+head -12 $OUT/pipes.txt >> $S
+echo "pipelines $(wc -l < $OUT/pipes.txt) sum_ms $(awk '{s+=$1} END {print s}' $OUT/pipes.txt)" >> $S
+rm -f $OUT/page.err
+timeout 200 $E bench engine --device NVIDIA --image 512 --batch 1,16 --iters 2 > $OUT/page512.jsonl 2>> $OUT/bench.err
+echo "page512 rc=$? $(el)" >> $S
+grep '"pages"' $OUT/page512.jsonl | grep -o '"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
+tail -c 1000 $OUT/bench.err >> $S
+cat $S
+}
+
+# run 3: flash_attn_cm2 with unclamped whole tiles: tests, the fallback when
+# its pipeline fails, its tile shapes, the tower and prefill; the cold ready
+# time with the longest pipelines started first on 16 threads
+run3() {
+FOLIO_TEST_GROUPS=8,9,10,11,15 timeout 100 $B/tests/engine_test_ops > $OUT/ops-attn.log 2>&1
+echo "ops(attn) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops-attn.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops-attn.log | head -10 >> $S
+timeout 60 $B/tests/engine_test_lm_parity > $OUT/parity.log 2>&1
+echo "lm_parity rc=$? $(grep -E '^[0-9]+ checks' $OUT/parity.log) $(el)" >> $S
+FOLIO_FAULT=pipeline:flash_attn_cm2 timeout 100 $B/tests/engine_test_vlm_parity > $OUT/vlm-fault.log 2>&1
+echo "vlm_parity (flash_attn_cm2 failed on purpose) rc=$? $(grep -E '^[0-9]+ checks' $OUT/vlm-fault.log) $(grep -c 'vk_pipeline_failed' $OUT/vlm-fault.log) failed-pipeline lines $(el)" >> $S
+grep -E "FAIL" $OUT/vlm-fault.log | head -5 >> $S
+for sh in default 64x64x256 128x64x256 64x32x128 32x64x128 128x32x256; do
+  if [ $sh = default ]; then unset FOLIO_ATTN_CM2; else export FOLIO_ATTN_CM2=$sh; fi
+  timeout 40 $E bench ops --device NVIDIA --only attention --dtype f16kv --where vision_full,vision_window64,text_prefill > $OUT/a.jsonl 2>> $OUT/bench.err
+  echo "cm2 $sh rc=$? $(grep '"cm2"' $OUT/a.jsonl | grep -o '"case":"[a-z_0-9]*"\|"ms":[0-9.]*\|"tflops":[0-9.]*' | paste -sd' ')" >> $S
+  cat $OUT/a.jsonl >> $OUT/attn-shapes.jsonl
+done
+unset FOLIO_ATTN_CM2; rm -f $OUT/a.jsonl
+echo "$(el)" >> $S
+timeout 60 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision.jsonl 2>> $OUT/bench.err
+echo "vision rc=$? $(el)" >> $S; grep -v setup $OUT/vision.jsonl | grep -o '"gpu_ms_best":[0-9.]*\|"[a-z_0-9]*_ms":[0-9.]*' | paste -sd' ' >> $S
+timeout 90 $E bench engine --device NVIDIA --text > $OUT/text.jsonl 2>> $OUT/bench.err
+echo "text rc=$? $(grep -o '"tokens_per_s":[0-9.]*' $OUT/text.jsonl | paste -sd' ') $(el)" >> $S
+grep '"pass":"prefill"' $OUT/text.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"attention_ms":[0-9.]*\|"gemm_ms":[0-9.]*' | paste -sd' ' >> $S
+rm -rf /tmp/xdg
+FOLIO_LOG_LEVEL=debug timeout 200 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/page1024.jsonl 2> $OUT/page.err
+echo "page1024 rc=$? $(el)" >> $S
+grep '"ready"\|"pages"' $OUT/page1024.jsonl | grep -o '"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
+grep -o 'vk_prewarm.*' $OUT/page.err | head -2 >> $S
+grep -o 'vk_pipeline_built.*' $OUT/page.err | sed 's/.*key=\([^ ]*\) ms=\([0-9.]*\).*/\2 \1/' | sort -rn > $OUT/pipes.txt
+head -6 $OUT/pipes.txt >> $S
+rm -f $OUT/page.err
+tail -c 800 $OUT/bench.err >> $S
+cat $S
+}
+
 run$RUN

@@ -340,15 +340,19 @@ void test_attention_errors(struct T *t)
     n = ops_attention_keys(t->vk, 128, OP_ATTN_IO_KV16, k);
     CHECK(n >= 1 && strcmp(k[0].shader, "attention") == 0 && k[0].spec[2] == OP_ATTN_IO_KV16 &&
           (n == 1 || k[1].spec[2] == OP_ATTN_IO_KV16), "head 128 f16 K/V keys: %d", n);
-    /* AUTO's kernel for a prompt pass: the workgroup-scope one once its
-     * pipeline is built (a model pre-warms it), the subgroup one before */
+    /* which kernels a failed build only slows: the workgroup-scope one, not
+     * the subgroup or scalar ones every device needs */
+    for (int i = 0; i < n; i++)
+        CHECK(ops_key_optional(&k[i]) == (strcmp(k[i].shader, "flash_attn_cm2") == 0),
+              "key %s optional %d", k[i].shader, ops_key_optional(&k[i]));
+    /* AUTO's kernel for a prompt pass: the workgroup-scope one where its
+     * pipeline was built (the harness pre-warmed every op key, as a model
+     * pre-warms its own) */
     struct op_attention pa = {.tq = 200, .tk = 200, .hq = 4, .hkv = 2, .d = 128,
                               .kv_f16 = 1, .scale = 1.0f};
     if (op_attention_available(t->vk, OP_ATTN_CM2, 128, OP_ATTN_IO_KV16)) {
-        int failed = 0;
-        struct folio_err e = {0};
-        CHECK(vkr_prewarm(t->vk, k, n, &failed, &e) == 0 && failed == 0,
-              "pre-warm the head-128 keys: %s", e.msg);
+        CHECK(vkr_pipeline_ready(t->vk, &k[n - 1]) && strcmp(k[n - 1].shader, "flash_attn_cm2") == 0,
+              "the workgroup-scope kernel was pre-warmed and built");
         CHECK(op_attention_kernel(t->vk, &pa) == OP_ATTN_CM2,
               "AUTO takes the workgroup-scope kernel for a 200-row pass");
         pa.f16 = 0, pa.kv_f16 = 0; /* f32 K/V: not that kernel */

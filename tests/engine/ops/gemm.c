@@ -181,6 +181,14 @@ void test_gemm(struct T *t)
  * multiprocessor count (lavapipe: never splits). */
 void test_gemm_split_rule(struct T *t)
 {
+    /* the K-fixed forms are optional (AUTO falls back to K from the push
+     * constants where they did not build); the K-from-push ones are not */
+    struct vkr_pipeline_key kf = ops_key("gemm_cm2", 9, 1, 0), ki = ops_key("gemm_i8_cm2", 10, 1, 0);
+    kf.spec[8] = 3584;
+    CHECK(ops_key_optional(&kf) && !ops_key_optional(&ki), "K-fixed GEMM keys are optional");
+    ki.spec[8] = 18944;
+    kf.spec[8] = 0;
+    CHECK(ops_key_optional(&ki) && !ops_key_optional(&kf), "K from the push constants is not");
     uint32_t cu = vkr_limits(t->vk)->compute_units;
     if (!ops_gemm_available(t->vk) || cu <= 56) {
         fprintf(stderr, "ops: no GEMM or multiprocessor count on this device; split rule cases not run\n");
