@@ -6,14 +6,35 @@
 # summary.txt and its logs to $OUT; summary-runN.txt is what came back.
 set -u
 RUN=${1:?usage: probes.sh RUN}
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_CACHE_HOME=/tmp/xdg
-export FOLIO_SOURCE_DIR=$PWD FOLIO_TEST_SCRATCH=/tmp/scratch FOLIO_TEST_DEVICE=NVIDIA
-mkdir -p /tmp/scratch
-B=build-gpu E=$B/engine/tools/folio-engine S=$OUT/summary.txt
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $S
-t0=$(date +%s)
-el() { echo "$(( $(date +%s)-t0 ))s"; }
+. docs/bench/device-env.sh
+
+# vision tower at 1024^2 and the text model, with the workgroup-scope
+# attention hidden (FOLIO_ATTN_CM2=off) and then AUTO's, one run
+ab_cm2() {
+for cfg in off auto; do
+  if [ $cfg = off ]; then export FOLIO_ATTN_CM2=off; else unset FOLIO_ATTN_CM2; fi
+  timeout 60 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-$cfg.jsonl 2>> $OUT/bench.err
+  echo "vision cm2=$cfg rc=$? $(el)" >> $S; grep -v setup $OUT/vision-$cfg.jsonl | grep -o '"gpu_ms_best":[0-9.]*\|"[a-z_0-9]*_ms":[0-9.]*' | paste -sd' ' >> $S
+  timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-$cfg.jsonl 2>> $OUT/bench.err
+  echo "text cm2=$cfg rc=$? $(grep -o '"tokens_per_s":[0-9.]*' $OUT/text-$cfg.jsonl | paste -sd' ') $(el)" >> $S
+  grep '"pass":"prefill"' $OUT/text-$cfg.jsonl | head -1 >> $S
+done
+unset FOLIO_ATTN_CM2
+}
+
+# 1024^2 pages at batch 1 and 8 from a cold pipeline cache, with every
+# pipeline's creation time from the debug log (pipes.txt, longest first)
+cold_pages() {
+rm -rf /tmp/xdg
+FOLIO_LOG_LEVEL=debug timeout 200 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/page1024.jsonl 2> $OUT/page.err
+echo "page1024 rc=$? $(el)" >> $S
+grep '"ready"\|"pages"' $OUT/page1024.jsonl | grep -o '"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
+grep -o 'vk_prewarm.*' $OUT/page.err | head -4 >> $S
+grep -o 'vk_pipeline_built.*' $OUT/page.err | sed 's/.*key=\([^ ]*\) ms=\([0-9.]*\).*/\2 \1/' | sort -rn > $OUT/pipes.txt
+head -12 $OUT/pipes.txt >> $S
+echo "pipelines $(wc -l < $OUT/pipes.txt) sum_ms $(awk '{s+=$1} END {print s}' $OUT/pipes.txt)" >> $S
+rm -f $OUT/page.err
+}
 
 # run 1: the subgroup-width GEMM change and the workgroup-scope attention
 # (flash_attn_cm2) on the GPU; where the vision tower's and the prefill's GPU
@@ -29,15 +50,7 @@ done
 timeout 60 $E bench ops --device NVIDIA --only attention > $OUT/attn.jsonl 2>> $OUT/bench.err
 echo "attn rc=$? $(el)" >> $S
 grep -v label_scoring $OUT/attn.jsonl | grep -o '"case":"[a-z_0-9]*"\|"kernel":"[a-z0-9_]*"\|"dtype":"[a-z0-9]*"\|"ms":[0-9.]*\|"tflops":[0-9.]*' | paste -d' ' - - - - - >> $S
-for cfg in off auto; do
-  if [ $cfg = off ]; then export FOLIO_ATTN_CM2=off; else unset FOLIO_ATTN_CM2; fi
-  timeout 60 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-$cfg.jsonl 2>> $OUT/bench.err
-  echo "vision cm2=$cfg rc=$? $(el)" >> $S; grep -v setup $OUT/vision-$cfg.jsonl | grep -o '"gpu_ms_best":[0-9.]*\|"[a-z_0-9]*_ms":[0-9.]*' | paste -sd' ' >> $S
-  timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-$cfg.jsonl 2>> $OUT/bench.err
-  echo "text cm2=$cfg rc=$? $(grep -o '"tokens_per_s":[0-9.]*' $OUT/text-$cfg.jsonl | paste -sd' ') $(el)" >> $S
-  grep '"pass":"prefill"' $OUT/text-$cfg.jsonl | head -1 >> $S
-done
-unset FOLIO_ATTN_CM2
+ab_cm2
 FOLIO_TEST_GROUPS=2,3,4,5 timeout 150 $B/tests/engine_test_ops > $OUT/ops-gemm.log 2>&1
 echo "ops(gemm) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops-gemm.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops-gemm.log | head -10 >> $S
@@ -48,15 +61,7 @@ cat $S
 # run 2: whole pages with the workgroup-scope attention; which pipelines set
 # the cold ready time (per-pipeline creation times from the debug log)
 run2() {
-rm -rf /tmp/xdg
-FOLIO_LOG_LEVEL=debug timeout 200 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/page1024.jsonl 2> $OUT/page.err
-echo "page1024 rc=$? $(el)" >> $S
-grep '"ready"\|"pages"' $OUT/page1024.jsonl | grep -o '"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
-grep -o 'vk_prewarm.*' $OUT/page.err | head -4 >> $S
-grep -o 'vk_pipeline_built.*' $OUT/page.err | sed 's/.*key=\([^ ]*\) ms=\([0-9.]*\).*/\2 \1/' | sort -rn > $OUT/pipes.txt
-head -12 $OUT/pipes.txt >> $S
-echo "pipelines $(wc -l < $OUT/pipes.txt) sum_ms $(awk '{s+=$1} END {print s}' $OUT/pipes.txt)" >> $S
-rm -f $OUT/page.err
+cold_pages
 timeout 200 $E bench engine --device NVIDIA --image 512 --batch 1,16 --iters 2 > $OUT/page512.jsonl 2>> $OUT/bench.err
 echo "page512 rc=$? $(el)" >> $S
 grep '"pages"' $OUT/page512.jsonl | grep -o '"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
@@ -84,23 +89,8 @@ for sh in default 64x64x256 128x64x256; do
 done
 unset FOLIO_ATTN_CM2; rm -f $OUT/a.jsonl
 echo "$(el)" >> $S
-for cfg in off auto; do
-  if [ $cfg = off ]; then export FOLIO_ATTN_CM2=off; else unset FOLIO_ATTN_CM2; fi
-  timeout 60 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-$cfg.jsonl 2>> $OUT/bench.err
-  echo "vision cm2=$cfg rc=$? $(el)" >> $S; grep -v setup $OUT/vision-$cfg.jsonl | grep -o '"gpu_ms_best":[0-9.]*\|"attention_ms":[0-9.]*\|"gemm_ms":[0-9.]*' | paste -sd' ' >> $S
-  timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-$cfg.jsonl 2>> $OUT/bench.err
-  echo "text cm2=$cfg rc=$? $(grep -o '"tokens_per_s":[0-9.]*' $OUT/text-$cfg.jsonl | paste -sd' ') $(el)" >> $S
-  grep '"pass":"prefill"' $OUT/text-$cfg.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"attention_ms":[0-9.]*\|"gemm_ms":[0-9.]*' | paste -sd' ' >> $S
-done
-unset FOLIO_ATTN_CM2
-rm -rf /tmp/xdg
-FOLIO_LOG_LEVEL=debug timeout 200 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/page1024.jsonl 2> $OUT/page.err
-echo "page1024 rc=$? $(el)" >> $S
-grep '"ready"\|"pages"' $OUT/page1024.jsonl | grep -o '"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
-grep -o 'vk_prewarm.*' $OUT/page.err | head -2 >> $S
-grep -o 'vk_pipeline_built.*' $OUT/page.err | sed 's/.*key=\([^ ]*\) ms=\([0-9.]*\).*/\2 \1/' | sort -rn > $OUT/pipes.txt
-head -6 $OUT/pipes.txt >> $S
-rm -f $OUT/page.err
+ab_cm2
+cold_pages
 tail -c 800 $OUT/bench.err >> $S
 cat $S
 }

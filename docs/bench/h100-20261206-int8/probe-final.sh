@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # device run: int8 classes (correctness + text), NVIDIA's sample int8 at folio's shapes
 set -u
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_CACHE_HOME=/tmp/xdg
-export FOLIO_SOURCE_DIR=$PWD FOLIO_TEST_SCRATCH=/tmp/scratch FOLIO_TEST_DEVICE=NVIDIA
-mkdir -p /tmp/scratch
-B=build-gpu E=$B/engine/tools/folio-engine S=$OUT/summary.txt
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $S
+. docs/bench/device-env.sh # the shared set-up (the lines this run used)
 for shp in "qo 1408 3584 3584" "gateup 1408 18944 3584" "down 1408 3584 18944" "s8192 8192 8192 8192"; do set -- $shp
   echo "== $1 M=$2 N=$3 K=$4"
   (cd .devcarry/vkcmp && VKCMP_M=$2 VKCMP_N=$3 VKCMP_K=$4 VKCMP_TK32=32 timeout 45 stdbuf -oL ./vkcmp2 2>&1) | grep -E "^shader:|TFlops" | awk '/shader:/{s=$2} /TFlops/{print s, $0}' | grep -E "s8|fp16_fp32|fp16_fp16" | sort -k7 -g -r | head -8

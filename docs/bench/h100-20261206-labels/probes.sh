@@ -6,12 +6,7 @@
 # wrote summary.txt and its logs to $OUT; summary-runN.txt is what came back.
 set -u
 RUN=${1:?usage: probes.sh RUN (1-6)}
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_CACHE_HOME=/tmp/xdg
-export FOLIO_SOURCE_DIR=$PWD FOLIO_TEST_SCRATCH=/tmp/scratch FOLIO_TEST_DEVICE=NVIDIA
-mkdir -p /tmp/scratch
-B=build-gpu E=$B/engine/tools/folio-engine S=$OUT/summary.txt
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $S
+. docs/bench/device-env.sh # the shared set-up (the lines this run used)
 t0=$(date +%s)
 
 # run 1: unverified int8 GPU cases; label-pass probes
