@@ -22,10 +22,10 @@
  *  - attention (scalar f32, any device, lavapipe): 16 queries per
  *    workgroup; any even head size up to 256.
  * The last two take one or two key ranges per query and split K.
- * Both are specialised by head size and tile shape; the shape is derived
- * from the head size and the device's shared memory, so
- * ops_attention_keys() and the dispatch agree on the pipeline without a
- * list of sizes.
+ * Each is specialised by head size and tile shape; the shape is derived
+ * from the head size and the device (its shared memory; for flash_attn_cm2
+ * the workgroup-scope shapes it lists), so ops_attention_keys() and the
+ * dispatch agree on the pipeline without a list of sizes.
  *
  * Split K ("flash-decoding"): a label pass is a few query blocks against
  * a whole page of keys (16 labels of 3 tokens are 32 rows: 2 blocks x 28
