@@ -69,9 +69,11 @@ tail -c 1000 $OUT/bench.err >> $S
 cat $S
 }
 
-# run 3: flash_attn_cm2 with unclamped whole tiles: tests, the fallback when
-# its pipeline fails, its tile shapes, the tower and prefill; the cold ready
-# time with the longest pipelines started first on 16 threads
+# run 3 (prepared, never run: the session got no machine for it, and at the
+# end too little device time to start one): the attention tests, the model
+# with flash_attn_cm2's pipeline failed on purpose (FOLIO_FAULT), its tile
+# shapes, the tower and prefill A/B, and the cold ready time with the
+# longest pipelines started first on 16 threads
 run3() {
 FOLIO_TEST_GROUPS=8,9,10,11,15 timeout 100 $B/tests/engine_test_ops > $OUT/ops-attn.log 2>&1
 echo "ops(attn) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops-attn.log) $(el)" >> $S
@@ -95,7 +97,8 @@ tail -c 800 $OUT/bench.err >> $S
 cat $S
 }
 
-# run 4: whole pages beside transformers on CUDA in one run (both sides'
+# run 4 (prepared, never run, as run 3): whole pages beside transformers on
+# CUDA in one run (both sides'
 # 1024^2 batch 1 and 8, then 512^2 batch 1 and 16 while time is left)
 run4() {
 timeout 120 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/page1024.jsonl 2>> $OUT/bench.err
