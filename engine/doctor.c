@@ -132,12 +132,12 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
                 F->timestamps, F->validation);
         fprintf(out, "GEMM route: %s (AUTO order khr > nv > cm2, as measured; FOLIO_GEMM_ROUTE=cm2|khr|nv|none forces one)\n",
                 ops_gemm_route_name(vk));
+        int cm = op_attention_pick(vk, 128) == OP_ATTN_COOPMAT;
         fprintf(out, "prompt attention (head 128, f16 K/V): %s; label passes: %s\n",
                 op_attention_available(vk, OP_ATTN_CM2, 128, OP_ATTN_IO_KV16)
                     ? "flash_attn_cm2 (VK_NV_cooperative_matrix2 with reductions; FOLIO_ATTN_CM2=off hides it)"
-                    : op_attention_pick(vk, 128) == OP_ATTN_COOPMAT ? "flash_attn_cm (VK_NV_cooperative_matrix)"
-                                                                     : "the scalar kernel",
-                op_attention_pick(vk, 128) == OP_ATTN_COOPMAT ? "flash_attn_cm" : "the scalar kernel");
+                    : cm ? "flash_attn_cm (VK_NV_cooperative_matrix)" : "the scalar kernel",
+                cm ? "flash_attn_cm" : "the scalar kernel");
         fprintf(out, "int8 GEMM (--gpu-weights int8): %s\n",
                 ops_gemm_i8_available(vk) ? "yes (int8 workgroup matrices, VK_NV_cooperative_matrix2)"
                                           : "no (int8 weights run through the f32 kernels here)");

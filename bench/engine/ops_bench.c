@@ -559,18 +559,23 @@ static int bench_attention(struct bench *b, struct folio_err *err)
             a.two_ranges = cs->labels != 0;
         }
         free(r);
+        /* element types (--dtype names them) and split K; f16 K/V (the
+         * model's mode on the tensor cores) is not run on the scalar kernel */
+        static const struct {
+            int io, split;
+            const char *name;
+        } VARIANTS[] = {{OP_ATTN_IO_F32, 0, "f32"}, {OP_ATTN_IO_F32, 1, "f32"},
+                        {OP_ATTN_IO_F16, 0, "f16"}, {OP_ATTN_IO_F16, 1, "f16"},
+                        {OP_ATTN_IO_KV16, 0, "f16kv"}};
         for (int kern = OP_ATTN_SCALAR; !rc && kern <= OP_ATTN_CM2; kern++)
-            for (int v = 0; !rc && v < 5; v++) { /* f32, f32 split, f16, f16 split, f16 K/V */
-                int f16 = v / 2 == 1, split = v % 2 && v < 4, kv16 = v == 4;
-                if (kern == OP_ATTN_COOPMAT && op_attention_pick(b->vk, a.d) != OP_ATTN_COOPMAT)
+            for (size_t v = 0; !rc && v < sizeof VARIANTS / sizeof VARIANTS[0]; v++) {
+                int io = VARIANTS[v].io, split = VARIANTS[v].split;
+                int f16 = io == OP_ATTN_IO_F16, kv16 = io == OP_ATTN_IO_KV16;
+                if (kern != OP_ATTN_SCALAR && !op_attention_available(b->vk, kern, a.d, io))
                     continue;
-                if (kv16 && kern == OP_ATTN_SCALAR) /* the model's mode on the tensor cores */
+                if ((kv16 && kern == OP_ATTN_SCALAR) || (kern == OP_ATTN_CM2 && a.two_ranges))
                     continue;
-                int io = f16 ? OP_ATTN_IO_F16 : kv16 ? OP_ATTN_IO_KV16 : OP_ATTN_IO_F32;
-                if (b->o->dtype && strcmp(b->o->dtype, f16 ? "f16" : kv16 ? "f16kv" : "f32") != 0)
-                    continue;
-                if (kern == OP_ATTN_CM2 &&
-                    (!op_attention_available(b->vk, OP_ATTN_CM2, a.d, io) || a.two_ranges))
+                if (b->o->dtype && strcmp(b->o->dtype, VARIANTS[v].name) != 0)
                     continue;
                 if (split && !cs->labels) /* only the label case is offered split K */
                     continue;
@@ -595,7 +600,7 @@ static int bench_attention(struct bench *b, struct folio_err *err)
                         "\"device\":\"%s\"}\n",
                         cs->name,
                         kern == OP_ATTN_CM2 ? "cm2" : kern == OP_ATTN_COOPMAT ? "coopmat" : "scalar",
-                        f16 ? "f16" : kv16 ? "f16kv" : "f32", a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window,
+                        VARIANTS[v].name, a.tq, a.tk, a.hq, a.hkv, a.d, a.causal, cs->window,
                         cs->labels, shares, ms, flops / ms / 1e9, flops / ms / 1e6, bytes / ms / 1e6,
                         roof_frac(b, flops, bytes, ms), b->dev);
                 fflush(b->out);
