@@ -25,6 +25,7 @@ struct ops_tool_opts {
     const char *only;     /* "roofline", "matmul", "gemm" or "attention" */
     const char *where;    /* GEMM shapes whose name holds one of these comma-separated words */
     const char *dtype;    /* one weight type name ("q4_K") */
+    const char *tiles;    /* --only gemm: configurations whose name holds one of these words */
 };
 /* `bench ops`: JSON lines with GFLOP/s, GB/s and the fraction of the
  * roofline measured in the same run (peak FMA rate and read bandwidth). */

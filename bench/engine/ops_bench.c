@@ -339,6 +339,10 @@ static int bench_gemm(struct bench *b, struct folio_err *err)
                 ops_gemm_config_info(cfg - 1, &acc16, &probe, &k_mult);
                 if (k_mult > 0 ? k % (uint32_t)k_mult != 0 : k != (uint32_t)-k_mult)
                     continue;
+                char cname[96];
+                ops_gemm_config_name(cfg - 1, cname, sizeof cname);
+                if (!where_wanted(b->o->tiles, cname))
+                    continue;
             }
             int xf16 = v == 1 || cfg || sweep;
             int ty = v < 2 || cfg || sweep ? QUANT_F16 : qtypes[v - 2];
@@ -677,6 +681,8 @@ static const char OPS_USAGE[] =
     "                 [--only roofline|matmul|gemm|split|attention] [--dtype TYPE]\n"
     "                 [--where SHAPES]   (GEMM shapes or attention cases by name, e.g.\n"
     "                                     text,vision_qkv; vision_full)\n"
+    "                 [--tiles WORDS]    (--only gemm: the configurations whose name holds\n"
+    "                                     one of the words, e.g. cm2:,/loop)\n"
     "\n"
     "Matmul per weight type at LLM shapes and attention at vision/text sizes:\n"
     "GFLOP/s, GB/s and the fraction of the roofline measured in the same run.\n";
@@ -690,6 +696,7 @@ static const struct cli_opt OPS_OPTS[] = {
     {.name = "only", .kind = CLI_STR, .off = AT(only, const char *)},
     {.name = "dtype", .kind = CLI_STR, .off = AT(dtype, const char *)},
     {.name = "where", .kind = CLI_STR, .off = AT(where, const char *)},
+    {.name = "tiles", .kind = CLI_STR, .off = AT(tiles, const char *)},
     {.name = "serial-pipelines", .kind = CLI_FLAG, .off = AT(serial, int)},
 };
 #undef AT

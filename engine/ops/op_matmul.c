@@ -152,7 +152,7 @@ static enum sg_use sg_use_for(uint32_t m, uint32_t n)
  * through a transposing view: B row-major from a K x N copy made at load
  * ran at about half the rate on the H100 (the K-specialized kernel at text
  * gate/up, 109 against 196 TFLOP/s), so there is no such copy. */
-#define CM2_NCOL 7
+#define CM2_NCOL 8
 static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 128, 32, 128, 0},
     {128, 128, 64, 128, 0},
@@ -253,7 +253,8 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         char kc[24] = "";
         if (g[6])
             snprintf(kc, sizeof kc, "/K=%u", g[6]);
-        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "", kc);
+        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "", kc,
+                 g[7] ? "/loop" : "");
         return;
     }
     const uint32_t *g = sg_cfg(c);
@@ -427,15 +428,26 @@ enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
     return OP_MM_TILED;
 }
 
+/* The loop form of the K-fixed workgroup-scope kernels whose table row
+ * does not name one (gemm_cm2.glsl's LOOP): FOLIO_GEMM_LOOP=1 takes the
+ * constant-count loops, for A/B runs of the model. */
+static uint32_t cm2_loop_default(void)
+{
+    const char *e = getenv("FOLIO_GEMM_LOOP");
+    return e && strcmp(e, "1") == 0;
+}
+
 /* cm2 pipeline of table row g with K fixed at kc (0: the row's own). */
 static struct vkr_pipeline_key cm2_key(uint32_t ytype, const uint32_t *g, uint32_t kc)
 {
     struct vkr_pipeline_key k = ops_key("gemm_cm2", 2, 1, ytype);
-    k.nspec = 2 + CM2_NCOL;
-    for (int i = 0; i < CM2_NCOL; i++)
+    k.nspec = 11;
+    for (int i = 0; i < 7; i++)
         k.spec[2 + i] = g[i];
     if (kc)
         k.spec[8] = kc;
+    k.spec[9] = 0; /* SPLITK: the int8 kernel's */
+    k.spec[10] = g[7] ? g[7] : k.spec[8] ? cm2_loop_default() : 0;
     return k;
 }
 
@@ -956,6 +968,8 @@ static struct vkr_pipeline_key i8_key_s(uint32_t ytype, int c, uint32_t kc, int 
     k.spec[6] = 0;  /* ACC16: int32 accumulation */
     k.spec[7] = 1;  /* 16-byte views (int8 rows are 16-byte aligned) */
     k.spec[8] = kc; /* K fixed at creation: 3-4x faster staging on cm2 (op_matmul.c) */
+    k.nspec = 11;
+    k.spec[10] = kc ? cm2_loop_default() : 0;
     return k;
 }
 static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
