@@ -497,22 +497,61 @@ static int load_models(struct vlm *v, struct folio_err *err)
     return 0;
 }
 
-/* Pipelines: everything the loaded models can ask for on each device (the
- * tower's on the first only), then every registry sealed. */
-static int prewarm_all(struct vlm *v, struct folio_err *err)
+/* Every pipeline the loaded models can ask for on device d (the tower's on
+ * the first only). */
+static int model_keys(struct vlm *v, uint32_t d, struct vkr_pipeline_key *keys, int max)
 {
-    double t = folio_mono_ms();
+    struct vkr *vk = v->vks[d];
+    int nk = lm_pipeline_keys(vk, v->tm, v->cfg.gpu_weights, keys, max);
+    if (v->vm && d == 0)
+        nk += vis_pipeline_keys(vk, v->vm, keys + nk, max - nk);
+    return nk;
+}
+#define VLM_KEYS_MAX (LM_PIPELINE_KEYS_MAX + 160)
+
+/* Pre-warm, first half: the kernels that expand weights as they upload
+ * (ops_key_at_load) now, everything else on the pre-warm threads while the
+ * models load (open_models): the driver's compile and the upload overlap
+ * instead of adding up (cold start). */
+static int prewarm_start_all(struct vlm *v, struct folio_err *err)
+{
     int rc = 0;
     for (uint32_t d = 0; d < v->ndev && !rc; d++) {
+        struct vkr_pipeline_key keys[VLM_KEYS_MAX], rest[VLM_KEYS_MAX];
+        int nk = model_keys(v, d, keys, VLM_KEYS_MAX), nload = 0, nrest = 0;
+        for (int i = 0; i < nk; i++) {
+            if (ops_key_at_load(&keys[i]))
+                keys[nload++] = keys[i];
+            else
+                rest[nrest++] = keys[i];
+        }
+        int failed = 0; /* counted with the rest in prewarm_finish_all */
+        rc = vkr_prewarm(v->vks[d], keys, nload, &failed, err);
+        if (!rc)
+            rc = vkr_prewarm_start(v->vks[d], rest, nrest, err);
+    }
+    return rc;
+}
+
+/* Pre-warm, second half: waits for the pipelines, decides what their
+ * failures cost (an optional kernel: speed; the tower's: the vision path;
+ * the text model's: the open), then seals every registry. */
+static int prewarm_finish_all(struct vlm *v, struct folio_err *err)
+{
+    int rc = 0;
+    v->rep.prewarm_ms = 0;
+    for (uint32_t d = 0; d < v->ndev && !rc; d++) {
         struct vkr *vk = v->vks[d];
-        struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 160];
-        int nk = lm_pipeline_keys(vk, v->tm, v->cfg.gpu_weights, keys, LM_PIPELINE_KEYS_MAX);
-        if (v->vm && d == 0)
-            nk += vis_pipeline_keys(vk, v->vm, keys + nk, LM_PIPELINE_KEYS_MAX + 160 - nk);
         int failed = 0;
-        rc = vkr_prewarm(vk, keys, nk, &failed, err);
+        rc = vkr_prewarm_finish(vk, &failed, err);
         if (rc)
             break;
+        struct vkr_stats st;
+        vkr_get_stats(vk, &st);
+        if (st.prewarm_ms > v->rep.prewarm_ms) /* the compile's own length */
+            v->rep.prewarm_ms = st.prewarm_ms;
+        struct vkr_pipeline_key keys[VLM_KEYS_MAX];
+        int nk = model_keys(v, d, keys, VLM_KEYS_MAX);
         /* a kernel the ops take only where it was built failing costs speed,
          * not a path (ops_key_optional): count the others */
         failed = 0;
@@ -521,11 +560,8 @@ static int prewarm_all(struct vlm *v, struct folio_err *err)
         if (failed && v->vm && d == 0) {
             /* which ones? if only vision keys failed the LM can still run */
             int nl = lm_pipeline_keys(vk, v->tm, v->cfg.gpu_weights, keys, LM_PIPELINE_KEYS_MAX), lm_bad = 0;
-            for (int i = 0; i < nl; i++) {
-                uint32_t id;
-                struct folio_err pe = {0};
-                lm_bad |= !ops_key_optional(&keys[i]) && vkr_pipeline(vk, &keys[i], &id, &pe) != 0;
-            }
+            for (int i = 0; i < nl; i++)
+                lm_bad |= !ops_key_optional(&keys[i]) && !vkr_pipeline_ready(vk, &keys[i]);
             if (lm_bad) {
                 rc = folio_err_set(err, FOLIO_EDEVICE, "%d pipelines failed to build, some of "
                                    "the text model's among them", failed);
@@ -534,6 +570,8 @@ static int prewarm_all(struct vlm *v, struct folio_err *err)
             char m[128];
             snprintf(m, sizeof m, "%d vision pipelines failed to build on this driver", failed);
             disable_vision(v, m);
+            vis_close(v->vis);
+            v->vis = NULL;
             gguf_model_close(v->vm);
             v->vm = NULL;
         } else if (failed) {
@@ -549,7 +587,6 @@ static int prewarm_all(struct vlm *v, struct folio_err *err)
                       folio_lq(q, sizeof q, err->msg));
         }
     }
-    v->rep.prewarm_ms = folio_mono_ms() - t;
     return rc;
 }
 
@@ -733,9 +770,14 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         rc = load_models(v, err);
     v->rep.load_ms = folio_mono_ms() - t;
     if (!rc)
-        rc = prewarm_all(v, err);
+        rc = prewarm_start_all(v, err);
     if (!rc)
         rc = open_models(v, err);
+    /* finished even when a model failed to open: no pre-warm thread
+     * outlives the open */
+    int prc = prewarm_finish_all(v, rc ? &(struct folio_err){0} : err);
+    if (!rc)
+        rc = prc;
     if (!rc)
         rc = open_check(v, t0, err);
     if (rc) {

@@ -31,6 +31,10 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
  * K-fixed forms. A driver that fails one costs speed, not a path: callers
  * of vkr_prewarm do not count it as a failure. */
 int ops_key_optional(const struct vkr_pipeline_key *k);
+/* 1 for a pipeline that placing weights runs (ops_upload_weight's f16 and
+ * int8-row expansions): a caller that pre-warms in the background while the
+ * weights upload builds these first. */
+int ops_key_at_load(const struct vkr_pipeline_key *k);
 /* One pipeline key (shader, up to two specialization constants). */
 struct vkr_pipeline_key ops_key(const char *shader, uint32_t nspec, uint32_t s0, uint32_t s1);
 /* The keys op_matmul may request for weights of wtype on this device

@@ -47,6 +47,12 @@ int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const ui
     return n + ops_gemm_i8_keys(vk, ks, nk, &out[n]);
 }
 
+int ops_key_at_load(const struct vkr_pipeline_key *k)
+{
+    /* ops_upload_weight's expansions into f16 and int8 rows */
+    return strcmp(k->shader, "dequant_f16") == 0 || strcmp(k->shader, "quant_rows") == 0;
+}
+
 int ops_key_optional(const struct vkr_pipeline_key *k)
 {
     if (strcmp(k->shader, "flash_attn_cm2") == 0) /* op_attention's kernel_for */

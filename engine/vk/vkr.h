@@ -252,6 +252,17 @@ struct vkr_pipeline_key {
  * *failed (may be NULL) gets the count of unavailable pipelines. */
 int vkr_prewarm(struct vkr *vk, const struct vkr_pipeline_key *keys, int n, int *failed,
                 struct folio_err *err);
+/* vkr_prewarm in two halves, so that the driver compiles while the caller
+ * does other work (a model's weights uploading): start registers the keys
+ * and returns with the pipelines building on pre-warm threads; finish
+ * waits for them and reports as vkr_prewarm does. Meanwhile every lookup
+ * of one of these pipelines (vkr_pipeline, vkr_pipeline_ready) waits for
+ * that one pipeline, so callers see the same answers as after a
+ * vkr_prewarm; a lookup of a key not in the list, another pre-warm, seal,
+ * cache save and close finish the pre-warm first. */
+int vkr_prewarm_start(struct vkr *vk, const struct vkr_pipeline_key *keys, int n,
+                      struct folio_err *err);
+int vkr_prewarm_finish(struct vkr *vk, int *failed, struct folio_err *err);
 /* 1 when two keys name the same pipeline (shader and every constant). */
 int vkr_pipeline_key_equal(const struct vkr_pipeline_key *a, const struct vkr_pipeline_key *b);
 /* After this no pipeline is ever created. */

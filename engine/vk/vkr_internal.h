@@ -34,7 +34,10 @@ struct vkr_pipe {
     VkResult result;          /* VK_SUCCESS or why it is unavailable */
     double create_ms;
     int dispatched;           /* recorded at least once (the warm-up exercised it) */
+    atomic_int done;          /* created (or failed): result and pipe are final */
 };
+
+struct vkr_warm_job;
 
 struct vkr {
     struct vkr_device_info info;
@@ -91,6 +94,7 @@ struct vkr {
     char cache_miss_reason[96];
     char cache_path[512];
     double prewarm_ms;
+    struct vkr_warm_job *job;    /* a background pre-warm in flight (vkr_prewarm_start) */
 
     /* commands */
     VkCommandPool pool;

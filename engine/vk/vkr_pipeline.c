@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern const struct folio_blob_entry folio_spirv[];
@@ -218,6 +219,9 @@ static void cache_load(struct vkr *vk)
 
 int vkr_cache_save(struct vkr *vk, struct folio_err *err)
 {
+    int rc0 = vkr_prewarm_finish(vk, NULL, err); /* the cache holds whatever was built */
+    if (rc0)
+        return rc0;
     if (!vk->cache || !vk->cache_path[0])
         return 0;
     size_t n = 0;
@@ -273,8 +277,35 @@ int vkr_pipelines_init(struct vkr *vk, struct folio_err *err)
     return 0;
 }
 
+/* Threads that create pipelines at pre-warm: one per CPU up to this (the
+ * H100 machine's 16 cores: 84 pipelines, 50 s of driver compile in all). */
+#define PREWARM_THREADS 16
+
+/* A pre-warm: its new pipelines in the order they are taken, and the
+ * threads taking them. */
+struct vkr_warm_job {
+    struct vkr *vk;
+    uint32_t *ids;
+    uint32_t n;
+    atomic_uint next;
+    pthread_t th[PREWARM_THREADS];
+    int started;
+    double t0, end_ms[PREWARM_THREADS + 1]; /* when each thread ran out of work */
+    atomic_int slot;
+};
+
 void vkr_pipelines_destroy(struct vkr *vk)
 {
+    /* a pre-warm in flight: its threads take nothing more and are joined
+     * before anything they use goes away */
+    if (vk->job) {
+        atomic_store(&vk->job->next, vk->job->n);
+        for (int t = 0; t < vk->job->started; t++)
+            pthread_join(vk->job->th[t], NULL);
+        free(vk->job->ids);
+        free(vk->job);
+        vk->job = NULL;
+    }
     for (uint32_t i = 0; i < vk->npipes; i++)
         if (vk->pipes[i].pipe)
             vkDestroyPipeline(vk->dev, vk->pipes[i].pipe, &vk->ac);
@@ -339,12 +370,13 @@ static int add_pipe(struct vkr *vk, const struct vkr_pipeline_key *k, uint32_t *
     snprintf(p->shader, sizeof p->shader, "%s", k->shader);
     p->key.shader = p->shader;
     p->result = VK_NOT_READY;
+    atomic_init(&p->done, 0);
     *id = vk->npipes++;
     return 0;
 }
 
 /* Creates pipes[id]; thread-safe with respect to other ids. */
-static void create_pipe(struct vkr *vk, uint32_t id)
+static void create_pipe_now(struct vkr *vk, uint32_t id)
 {
     struct vkr_pipe *p = &vk->pipes[id];
     double t0 = folio_mono_ms();
@@ -385,6 +417,26 @@ static void create_pipe(struct vkr *vk, uint32_t id)
     p->create_ms = folio_mono_ms() - t0;
 }
 
+/* create_pipe_now, then published: a thread that sees done sees the result
+ * and the handle. */
+static void create_pipe(struct vkr *vk, uint32_t id)
+{
+    create_pipe_now(vk, id);
+    atomic_store_explicit(&vk->pipes[id].done, 1, memory_order_release);
+}
+
+/* Waits until pipes[i] is created (a background pre-warm builds it). The
+ * array does not move while a pre-warm is in flight: nothing is added
+ * before it is finished (vkr_pipeline). */
+static void wait_pipe(const struct vkr *vk, int i)
+{
+    struct vkr_pipe *p = &vk->pipes[i];
+    while (!atomic_load_explicit(&p->done, memory_order_acquire)) {
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void account(struct vkr *vk, uint32_t id)
 {
     struct vkr_pipe *p = &vk->pipes[id];
@@ -402,9 +454,6 @@ static void account(struct vkr *vk, uint32_t id)
     }
 }
 
-/* Threads that create pipelines at pre-warm: one per CPU up to this (the
- * H100 machine's 16 cores: 84 pipelines, 50 s of driver compile in all). */
-#define PREWARM_THREADS 16
 
 /* 0: a workgroup-scope kernel, 1: a subgroup-matrix one, 2: the rest. */
 static int compile_rank(const char *shader)
@@ -417,53 +466,59 @@ static int compile_rank(const char *shader)
     return 2;
 }
 
-struct warm_job {
-    struct vkr *vk;
-    uint32_t *ids;
-    uint32_t n;
-    atomic_uint next;
-};
 
 static void *warm_thread(void *arg)
 {
-    struct warm_job *j = arg;
+    struct vkr_warm_job *j = arg;
     for (;;) {
         uint32_t i = atomic_fetch_add(&j->next, 1);
         if (i >= j->n)
             break;
         create_pipe(j->vk, j->ids[i]);
     }
+    int me = atomic_fetch_add(&j->slot, 1);
+    if (me <= PREWARM_THREADS)
+        j->end_ms[me] = folio_mono_ms();
     return NULL;
 }
 
-int vkr_prewarm(struct vkr *vk, const struct vkr_pipeline_key *keys, int n, int *failed,
-                struct folio_err *err)
+int vkr_prewarm_start(struct vkr *vk, const struct vkr_pipeline_key *keys, int n,
+                      struct folio_err *err)
 {
     int rc = vkr_alive(vk, err);
     if (rc)
         return rc;
     if (vk->sealed)
         return folio_err_set(err, FOLIO_ESTATE, "pre-warm after seal: the registry is frozen");
-    double t0 = folio_mono_ms();
+    if (vk->job && (rc = vkr_prewarm_finish(vk, NULL, err)) != 0) /* one at a time */
+        return rc;
+    struct vkr_warm_job *job = calloc(1, sizeof *job);
     uint32_t *ids = calloc((size_t)(n > 0 ? n : 1), sizeof *ids);
-    if (!ids)
+    if (!job || !ids) {
+        free(job);
+        free(ids);
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    }
+    job->t0 = folio_mono_ms();
     uint32_t nnew = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !rc; i++) {
         if (find_pipe(vk, &keys[i]) >= 0)
             continue;
-        if (!find_spirv(keys[i].shader)) {
-            free(ids);
-            return folio_err_set(err, FOLIO_EINVAL, "shader '%s' is not embedded in this build",
-                                 keys[i].shader);
-        }
         uint32_t id;
-        rc = add_pipe(vk, &keys[i], &id, err);
-        if (rc) {
-            free(ids);
-            return rc;
+        if (!find_spirv(keys[i].shader))
+            rc = folio_err_set(err, FOLIO_EINVAL, "shader '%s' is not embedded in this build",
+                               keys[i].shader);
+        else if ((rc = add_pipe(vk, &keys[i], &id, err)) == 0)
+            ids[nnew++] = id;
+    }
+    if (rc) { /* the entries added so far stay, marked failed (never waited on) */
+        for (uint32_t i = 0; i < nnew; i++) {
+            vk->pipes[ids[i]].result = VK_ERROR_INITIALIZATION_FAILED;
+            atomic_store(&vk->pipes[ids[i]].done, 1);
         }
-        ids[nnew++] = id;
+        free(ids);
+        free(job);
+        return rc;
     }
     /* Longest first: the workgroup-scope kernels take the driver seconds
      * each (H100, cold: flash_attn_cm2 3.7-5.2 s, gemm_cm2 2.3-3.0 s, the
@@ -477,44 +532,74 @@ int vkr_prewarm(struct vkr *vk, const struct vkr_pipeline_key *keys, int n, int 
                 ids[w++] = ids[i];
                 ids[i] = x;
             }
+    job->vk = vk;
+    job->ids = ids;
+    job->n = nnew;
+    atomic_init(&job->next, 0);
+    atomic_init(&job->slot, 0);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = vk->cfg.threads > 0 ? vk->cfg.threads
                                  : (int)(cpus > PREWARM_THREADS ? PREWARM_THREADS : cpus < 1 ? 1 : cpus);
-    if (vk->cfg.serial_pipelines || nt <= 1 || nnew < 2) {
-        for (uint32_t i = 0; i < nnew; i++)
-            create_pipe(vk, ids[i]);
-    } else {
-        struct warm_job job = {.vk = vk, .ids = ids, .n = nnew};
-        atomic_init(&job.next, 0);
-        pthread_t th[PREWARM_THREADS];
-        int started = 0;
+    if (!vk->cfg.serial_pipelines && nt > 1 && nnew >= 2)
         for (int t = 0; t < nt && t < PREWARM_THREADS; t++) {
-            if (pthread_create(&th[t], NULL, warm_thread, &job) != 0)
+            if (pthread_create(&job->th[t], NULL, warm_thread, job) != 0)
                 break;
-            started++;
+            job->started++;
         }
-        if (started == 0)
-            warm_thread(&job);
-        for (int t = 0; t < started; t++)
-            pthread_join(th[t], NULL);
-    }
+    if (job->started == 0) /* serial: every pipeline here, now */
+        warm_thread(job);
+    vk->job = job;
+    return 0;
+}
+
+int vkr_prewarm_finish(struct vkr *vk, int *failed, struct folio_err *err)
+{
+    struct vkr_warm_job *job = vk->job;
+    if (failed)
+        *failed = 0;
+    if (!job)
+        return vkr_alive(vk, err);
+    double tw = folio_mono_ms();
+    for (int t = 0; t < job->started; t++)
+        pthread_join(job->th[t], NULL);
+    vk->job = NULL;
     int nfail = 0;
-    for (uint32_t i = 0; i < nnew; i++) {
-        account(vk, ids[i]);
-        if (vk->pipes[ids[i]].result != VK_SUCCESS)
+    for (uint32_t i = 0; i < job->n; i++) {
+        account(vk, job->ids[i]);
+        if (vk->pipes[job->ids[i]].result != VK_SUCCESS)
             nfail++;
     }
-    free(ids);
-    vk->prewarm_ms += folio_mono_ms() - t0;
-    folio_log(FOLIO_LOG_INFO, "vk_prewarm", "created=%u failed=%d total=%u ms=%.1f serial=%d",
-              nnew, nfail, vk->npipes, folio_mono_ms() - t0, vk->cfg.serial_pipelines);
+    /* the compile's own length: until the last thread ran out of work */
+    double end = job->t0;
+    int ended = atomic_load(&job->slot);
+    for (int t = 0; t < ended && t <= PREWARM_THREADS; t++)
+        end = job->end_ms[t] > end ? job->end_ms[t] : end;
+    vk->prewarm_ms += end - job->t0;
+    folio_log(FOLIO_LOG_INFO, "vk_prewarm", "created=%u failed=%d total=%u ms=%.1f waited_ms=%.1f serial=%d",
+              job->n, nfail, vk->npipes, end - job->t0, folio_mono_ms() - tw, job->started == 0);
+    free(job->ids);
+    free(job);
     if (failed)
         *failed = nfail;
     return vkr_alive(vk, err);
 }
 
+int vkr_prewarm(struct vkr *vk, const struct vkr_pipeline_key *keys, int n, int *failed,
+                struct folio_err *err)
+{
+    int rc = vkr_prewarm_start(vk, keys, n, err);
+    if (rc) {
+        if (failed)
+            *failed = 0;
+        return rc;
+    }
+    return vkr_prewarm_finish(vk, failed, err);
+}
+
 void vkr_seal(struct vkr *vk)
 {
+    struct folio_err e = {0};
+    (void)vkr_prewarm_finish(vk, NULL, &e); /* a pre-warm still in flight: its failures are logged */
     vk->sealed = 1;
     folio_log(FOLIO_LOG_INFO, "vk_sealed", "pipelines=%u failed=%u", vk->built, vk->failed);
 }
@@ -528,7 +613,10 @@ void vkr_mark_warm(struct vkr *vk)
 int vkr_pipeline_ready(const struct vkr *vk, const struct vkr_pipeline_key *key)
 {
     int i = find_pipe(vk, key);
-    return i >= 0 && vk->pipes[i].result == VK_SUCCESS && vk->pipes[i].pipe != VK_NULL_HANDLE;
+    if (i < 0)
+        return 0;
+    wait_pipe(vk, i); /* a background pre-warm may still be building it */
+    return vk->pipes[i].result == VK_SUCCESS && vk->pipes[i].pipe != VK_NULL_HANDLE;
 }
 
 int vkr_pipeline(struct vkr *vk, const struct vkr_pipeline_key *key, uint32_t *id,
@@ -553,6 +641,9 @@ int vkr_pipeline(struct vkr *vk, const struct vkr_pipeline_key *key, uint32_t *i
         if (!find_spirv(key->shader))
             return folio_err_set(err, FOLIO_EINVAL, "shader '%s' is not embedded in this build",
                                  key->shader);
+        /* adding moves the array: not while pre-warm threads use it */
+        if ((rc = vkr_prewarm_finish(vk, NULL, err)) != 0)
+            return rc;
         uint32_t nid;
         rc = add_pipe(vk, key, &nid, err);
         if (rc)
@@ -561,6 +652,7 @@ int vkr_pipeline(struct vkr *vk, const struct vkr_pipeline_key *key, uint32_t *i
         account(vk, nid);
         i = (int)nid;
     }
+    wait_pipe(vk, i);
     struct vkr_pipe *p = &vk->pipes[i];
     if (p->result != VK_SUCCESS) {
         key_str(key, ks, sizeof ks);

@@ -392,6 +392,65 @@ static void test_pipelines(const char *scratch)
     free(orig);
 }
 
+/* The pre-warm in two halves (vkr_prewarm_start / finish): lookups of a
+ * listed pipeline while it builds wait for it and give the answers a
+ * finished pre-warm gives; a key not in the list finishes the pre-warm
+ * first; an injected failure is counted at finish; close with a pre-warm
+ * in flight joins its threads (ASan / the thread checks see the rest). */
+static void test_prewarm_background(void)
+{
+    struct folio_err e = {0};
+    struct vkr *vk = open_dev(test_device(), NULL, 0, &e);
+    CHECK(vk != NULL, "open: %s", e.msg);
+    if (!vk)
+        return;
+    /* a short list (each a driver compile): the first of the ops' keys,
+     * then softmax (the injected failure) and the add kernel */
+    struct vkr_pipeline_key keys[24];
+    int n = ops_pipeline_keys(vk, keys, 20);
+    keys[n++] = ops_softmax_key();
+    keys[n++] = ops_elem_key(OP_ADD);
+    n = ops_keys_unique(keys, n);
+#ifdef FOLIO_FAULT_INJECTION
+    setenv("FOLIO_FAULT", "pipeline:softmax", 1);
+#endif
+    int rc = vkr_prewarm_start(vk, keys, n, &e);
+    CHECK(rc == 0, "start: %s", e.msg);
+    /* the last listed key (the threads reach it about last): ready, after waiting */
+    CHECK(vkr_pipeline_ready(vk, &keys[n - 1]), "last key ready during the pre-warm");
+    uint32_t id = 0;
+    struct vkr_pipeline_key elem = ops_elem_key(OP_ADD);
+    CHECK(vkr_pipeline(vk, &elem, &id, &e) == 0,
+          "listed pipeline during the pre-warm: %s", e.msg);
+    /* not listed: the pre-warm finishes, then this one is built */
+    struct vkr_pipeline_key extra = {.shader = "norm", .nspec = 1, .spec = {7}};
+    CHECK(vkr_pipeline(vk, &extra, &id, &e) == 0, "unlisted key: %s", e.msg);
+    struct vkr_stats s;
+    vkr_get_stats(vk, &s);
+    CHECK((int)s.pipelines_built + (int)s.pipelines_failed == n + 1, "built %u failed %u of %d + 1",
+          s.pipelines_built, s.pipelines_failed, n);
+    int failed = -1;
+    CHECK(vkr_prewarm_finish(vk, &failed, &e) == 0 && failed == 0, "finish after it was finished: %d",
+          failed);
+#ifdef FOLIO_FAULT_INJECTION
+    unsetenv("FOLIO_FAULT");
+    CHECK(s.pipelines_failed == 1, "the injected failure: %u failed", s.pipelines_failed);
+    struct vkr_pipeline_key sm = ops_softmax_key();
+    CHECK(!vkr_pipeline_ready(vk, &sm), "the failed pipeline is not ready");
+#endif
+    vkr_close(vk);
+
+    /* a pre-warm in flight at close */
+    vk = open_dev(test_device(), NULL, 0, &e);
+    CHECK(vk != NULL, "open: %s", e.msg);
+    if (!vk)
+        return;
+    n = ops_pipeline_keys(vk, keys, 20);
+    CHECK(vkr_prewarm_start(vk, keys, n, &e) == 0, "start: %s", e.msg);
+    CHECK(vkr_prewarm_start(vk, keys, n, &e) == 0, "a second start finishes the first: %s", e.msg);
+    vkr_close(vk);
+}
+
 static void test_faults(void)
 {
 #ifdef FOLIO_FAULT_INJECTION
@@ -447,5 +506,6 @@ int main(void)
     test_memory_own_block();
     test_pipelines(scratch);
     test_faults();
+    test_prewarm_background();
     return tu_finish();
 }
