@@ -283,7 +283,10 @@ static const struct gemm_shape GEMM_FULL[] = {
     {"vision_gate_up", 5476, 3420, 1280}, {"vision_down", 5476, 1280, 3420},
     {"merger_fc1", 1369, 5120, 5120},    {"merger_fc2", 1369, 3584, 5120},
     {"labels_qo", 48, 3584, 3584},        {"labels_gate_up", 48, 18944, 3584},
-    {"labels_down", 48, 3584, 18944}};
+    {"labels_down", 48, 3584, 18944},
+    /* a batch of 8 pages' prompts in one prefill (bench engine --batch 8) */
+    {"text8_qo", 11584, 3584, 3584},   {"text8_gate_up", 11584, 18944, 3584},
+    {"text8_down", 11584, 3584, 18944}};
 #define GEMM_NFULL ((int)(sizeof GEMM_FULL / sizeof GEMM_FULL[0]))
 
 /* --where: a shape is run when its name holds one of the listed words. */
