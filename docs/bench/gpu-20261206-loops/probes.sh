@@ -20,20 +20,6 @@ for v in "$@"; do
 done
 }
 
-# 1024^2 pages at batch 1 and 8 from a cold pipeline cache (the pre-warm
-# overlapping the weights' upload), with every pipeline's creation time from
-# the debug log (pipes.txt, longest first)
-cold_pages() {
-rm -rf /tmp/xdg
-FOLIO_LOG_LEVEL=debug timeout 170 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/page1024.jsonl 2> $OUT/page.err
-echo "page1024 rc=$? $(el)" >> $S
-grep '"ready"\|"pages"' $OUT/page1024.jsonl | grep -o '"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ' >> $S
-grep -o 'vk_prewarm .*\|vlm_ready .*' $OUT/page.err | head -6 >> $S
-grep -o 'vk_pipeline_built.*' $OUT/page.err | sed 's/.*key=\([^ ]*\) ms=\([0-9.]*\).*/\2 \1/' | sort -rn > $OUT/pipes.txt
-head -8 $OUT/pipes.txt >> $S
-echo "pipelines $(wc -l < $OUT/pipes.txt) sum_ms $(awk '{s+=$1} END {print s}' $OUT/pipes.txt)" >> $S
-rm -f $OUT/page.err
-}
 
 # run 1: the GEMM's constant-count loops (LOOP) and f16 chunks on the
 # workgroup-scope kernel: correctness of every new row, the rows' rates at
