@@ -4,7 +4,7 @@
 # load), points the loader at NVIDIA's ICD and the tests at the GPU, and
 # starts summary.txt in $OUT with the card and driver. Sets B (the
 # engine-only Release build), E (folio-engine), S (the summary), t0, and el
-# (seconds since t0, for the summary lines).
+# (seconds since t0, for the summary lines), and defines cold_pages (below).
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_CACHE_HOME=/tmp/xdg
 export FOLIO_SOURCE_DIR=$PWD FOLIO_TEST_SCRATCH=/tmp/scratch FOLIO_TEST_DEVICE=NVIDIA
