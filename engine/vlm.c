@@ -773,11 +773,9 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
         rc = prewarm_start_all(v, err);
     if (!rc)
         rc = open_models(v, err);
-    /* finished even when a model failed to open: no pre-warm thread
-     * outlives the open */
-    int prc = prewarm_finish_all(v, rc ? &(struct folio_err){0} : err);
+    /* (after a failure vlm_close's vkr_close stops and joins the pre-warm) */
     if (!rc)
-        rc = prc;
+        rc = prewarm_finish_all(v, err);
     if (!rc)
         rc = open_check(v, t0, err);
     if (rc) {
