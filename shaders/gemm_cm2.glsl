@@ -64,7 +64,7 @@ layout(constant_id = 8) const uint KC = 0;
 // because a K range from the push constants in the loop bounds cost the
 // K-fixed kernel 2-3x on the H100 (text gate/up 248 -> 88 TOP/s).
 layout(constant_id = 9) const uint SPLITK = 0;
-// With K fixed (KC): 1 runs interior tiles and edge tiles each through a
+// With K fixed (KC): bit 0 runs interior tiles and edge tiles each through a
 // loop whose trip count is a compile-time constant (KC / BK unclamped steps
 // and at most one clamped tail step; every step clamped on an edge tile),
 // and the f16 chunks of ACC16 as fully unrolled runs of ACC16 / BK steps;
@@ -145,7 +145,10 @@ float scale_e(const in uint32_t r, const in uint32_t c, const in float y, const 
 void main()
 {
     const uint KK = KC != 0u ? KC : p.K;
-    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+    // LOOP bit 1: the row tiles in reverse, so the part-filled last one (its
+    // loads clamped, slower) starts in the first round instead of the last
+    uint ty = (LOOP & 2u) != 0u ? gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y : gl_WorkGroupID.y;
+    uint n0 = gl_WorkGroupID.x * BN, m0 = ty * BM;
     bool interior = m0 + BM <= p.M && n0 + BN <= p.N;
 
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tX =
@@ -172,7 +175,7 @@ void main()
     // layouts up to the last whole K step; the tail and the edge tiles clamp.
     uint kfull = interior ? KK / BK * BK : 0u;
     const uint KF = KC / BK * BK; // whole steps of a fixed K
-    const bool fixed_loops = LOOP != 0u && KC != 0u && SPLITK == 0u;
+    const bool fixed_loops = (LOOP & 1u) != 0u && KC != 0u && SPLITK == 0u;
 #ifdef GEMM_I8
     // this workgroup's K range (split K): only the last slice has a partial
     // step, and the clamped layouts end it at K
