@@ -45,4 +45,19 @@ tail -c 1200 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 2: the loop rows themselves (run 1's build predates them: its table
+# edit had not applied), their rates at the 7B and batch-8 shapes against the
+# K-fixed rows without loops, and their correctness (test_gemm_configs)
+run2() {
+timeout 200 $E bench ops --device NVIDIA --only gemm --dtype f16 --where text_qo,text_gate_up,text_down,vision_qkv,text8 --tiles K= > $OUT/gemm.jsonl 2>> $OUT/bench.err
+echo "gemm rc=$? $(el)" >> $S
+grep -v summary $OUT/gemm.jsonl | grep -o "$J" | paste -d' ' - - - | sed 's/"where"://; s/"tiles"://; s/"tflops"://' >> $S
+FOLIO_TEST_GROUPS=4 timeout 150 $B/tests/engine_test_ops > $OUT/ops-cfg.log 2>&1
+echo "ops(configs) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops-cfg.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops-cfg.log | head -10 >> $S
+grep -E "loop" $OUT/ops-cfg.log | grep -o 'gemm .*' | sed 's/: worst/ w/' | head -40 >> $S
+tail -c 800 $OUT/bench.err >> $S
+cat $S
+}
+
 run$RUN
