@@ -509,26 +509,17 @@ static int model_keys(struct vlm *v, uint32_t d, struct vkr_pipeline_key *keys, 
 }
 #define VLM_KEYS_MAX (LM_PIPELINE_KEYS_MAX + 160)
 
-/* Pre-warm, first half: the kernels that expand weights as they upload
- * (ops_key_at_load) now, everything else on the pre-warm threads while the
+/* Pre-warm, first half (ops_prewarm_begin): the kernels that expand weights
+ * as they upload now, everything else on the pre-warm threads while the
  * models load (open_models): the driver's compile and the upload overlap
  * instead of adding up (cold start). */
 static int prewarm_start_all(struct vlm *v, struct folio_err *err)
 {
     int rc = 0;
     for (uint32_t d = 0; d < v->ndev && !rc; d++) {
-        struct vkr_pipeline_key keys[VLM_KEYS_MAX], rest[VLM_KEYS_MAX];
-        int nk = model_keys(v, d, keys, VLM_KEYS_MAX), nload = 0, nrest = 0;
-        for (int i = 0; i < nk; i++) {
-            if (ops_key_at_load(&keys[i]))
-                keys[nload++] = keys[i];
-            else
-                rest[nrest++] = keys[i];
-        }
-        int failed = 0; /* counted with the rest in prewarm_finish_all */
-        rc = vkr_prewarm(v->vks[d], keys, nload, &failed, err);
-        if (!rc)
-            rc = vkr_prewarm_start(v->vks[d], rest, nrest, err);
+        struct vkr_pipeline_key keys[VLM_KEYS_MAX];
+        int nk = model_keys(v, d, keys, VLM_KEYS_MAX);
+        rc = ops_prewarm_begin(v->vks[d], keys, nk, err); /* failures: prewarm_finish_all */
     }
     return rc;
 }

@@ -38,10 +38,6 @@ layout(constant_id = 1) const uint BR = 64; // query rows per workgroup
 layout(constant_id = 2) const uint BC = 64; // keys per tile
 layout(constant_id = 3) const uint IO = 2;  // 1: q/k/v/o f16; 2: k/v f16, q/o f32
 layout(local_size_x_id = 4) in;             // a workgroup size the device lists for these shapes
-// 1: whole key tiles load through unclamped layouts (no per-element bounds)
-// and only the last partial tile clamps, in a loop of its own (gemm_cm2's
-// interior tiles gained several times so); 0: every tile clamps.
-layout(constant_id = 5) const uint WHOLE = 0;
 
 layout(std430, binding = 0) readonly buffer BQ { float QF[]; };
 layout(std430, binding = 0) readonly buffer BQh { float16_t QH[]; };
@@ -146,11 +142,6 @@ void main()
     tV = setTensorLayoutStrideNV(tV, p.vs, 1);
     tO = setTensorLayoutDimensionNV(tO, p.Tq, D);
     tO = setTensorLayoutStrideNV(tO, p.os, 1);
-    tensorLayoutNV<2> uK = createTensorLayoutNV(2), uV = createTensorLayoutNV(2);
-    uK = setTensorLayoutDimensionNV(uK, p.Tk, D);
-    uK = setTensorLayoutStrideNV(uK, p.ks, 1);
-    uV = setTensorLayoutDimensionNV(uV, p.Tk, D);
-    uV = setTensorLayoutStrideNV(uV, p.vs, 1);
     tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0); // K rows are B's columns
 
     // Q, scaled into the log2 domain in f32, then rounded once to f16.
@@ -169,36 +160,28 @@ void main()
     OM o = OM(0.0);
     SM m = SM(NEGH), l = SM(0.0);
 
-    // One key tile at k0 through the K / V layouts LK / LV: no branch
-    // between layouts inside a loop (gemm_cm2 found a branch per load
-    // costing several times).
-#define TILE(LK, LV)                                                                            \
-    {                                                                                           \
-        CM(float16_t, D, BC, gl_MatrixUseB) kt;                                                 \
-        coopMatLoadTensorNV(kt, KH, kvh * D, sliceTensorLayoutNV(LK, k0, BC, 0, D), tr);        \
-        SM s = coopMatMulAdd(qa, kt, SM(0.0));                                                  \
-        if (k0 < allLo || k0 + BC > allHi) /* some row does not see the whole tile */            \
-            coopMatPerElementNV(s, s, mask_e, q0, k0);                                          \
-        SM rmax, mold = m, pm, em;                                                              \
-        coopMatReduceNV(rmax, s, gl_CooperativeMatrixReduceRowNV, max_r);                       \
-        coopMatPerElementNV(m, rmax, max_e, mold);                                              \
-        coopMatPerElementNV(pm, s - m, exp2_e);                                                 \
-        coopMatPerElementNV(em, mold - m, exp2_e);                                              \
-        CM(float16_t, BR, BC, gl_MatrixUseA) pa = CM(float16_t, BR, BC, gl_MatrixUseA)(pm);     \
-        /* row sums of the rounded weights, on the tensor cores */                              \
-        l = em * l + coopMatMulAdd(pa, ones, SM(0.0));                                          \
-        OM emd; /* each row's rescale, spread over the output's columns */                      \
-        coopMatReduceNV(emd, em, gl_CooperativeMatrixReduceRowNV, smear_r);                     \
-        CM(float16_t, BC, D, gl_MatrixUseB) vb;                                                 \
-        coopMatLoadTensorNV(vb, VH, kvh * D, sliceTensorLayoutNV(LV, k0, BC, 0, D));            \
-        o = coopMatMulAdd(pa, vb, o * emd);                                                     \
+    for (uint k0 = klo; k0 < khi; k0 += BC) {
+        CM(float16_t, D, BC, gl_MatrixUseB) kt;
+        coopMatLoadTensorNV(kt, KH, kvh * D, sliceTensorLayoutNV(tK, k0, BC, 0, D), tr);
+        SM s = coopMatMulAdd(qa, kt, SM(0.0));
+        if (k0 < allLo || k0 + BC > allHi) // some row does not see the whole tile
+            coopMatPerElementNV(s, s, mask_e, q0, k0);
+
+        SM rmax, mold = m, pm, em;
+        coopMatReduceNV(rmax, s, gl_CooperativeMatrixReduceRowNV, max_r);
+        coopMatPerElementNV(m, rmax, max_e, mold);
+        coopMatPerElementNV(pm, s - m, exp2_e);
+        coopMatPerElementNV(em, mold - m, exp2_e);
+        CM(float16_t, BR, BC, gl_MatrixUseA) pa = CM(float16_t, BR, BC, gl_MatrixUseA)(pm);
+        // row sums of the rounded weights, on the tensor cores
+        l = em * l + coopMatMulAdd(pa, ones, SM(0.0));
+
+        OM emd; // each row's rescale, spread over the output's columns
+        coopMatReduceNV(emd, em, gl_CooperativeMatrixReduceRowNV, smear_r);
+        CM(float16_t, BC, D, gl_MatrixUseB) vb;
+        coopMatLoadTensorNV(vb, VH, kvh * D, sliceTensorLayoutNV(tV, k0, BC, 0, D));
+        o = coopMatMulAdd(pa, vb, o * emd);
     }
-    uint k0 = klo;
-    if (WHOLE != 0u) // whole tiles unclamped, the partial last one (zeros past Tk, masked) clamped
-        for (; k0 < khi && k0 + BC <= p.Tk; k0 += BC)
-            TILE(uK, uV);
-    for (; k0 < khi; k0 += BC)
-        TILE(tK, tV);
 
     OM ld, md;
     coopMatReduceNV(ld, l, gl_CooperativeMatrixReduceRowNV, smear_r);

@@ -205,14 +205,10 @@ static struct vkr_pipeline_key attn_key(const struct vkr *vk, enum op_attn_kerne
     if (kern == OP_ATTN_CM2) {
         uint32_t s[3] = {0, 0, 0};
         (void)cm2_shape(vk, d, s); /* callers checked cm2_ok */
-        struct vkr_pipeline_key k = ops_key("flash_attn_cm2", 6, d, s[0]);
+        struct vkr_pipeline_key k = ops_key("flash_attn_cm2", 5, d, s[0]);
         k.spec[2] = s[1];
         k.spec[3] = (uint32_t)io;
         k.spec[4] = s[2];
-        /* FOLIO_ATTN_CM2_WHOLE=1: whole key tiles on unclamped layouts
-         * (flash_attn_cm2.comp's WHOLE), for A/B runs */
-        const char *w = getenv("FOLIO_ATTN_CM2_WHOLE");
-        k.spec[5] = w && strcmp(w, "1") == 0;
         return k;
     }
     if (kern == OP_ATTN_SCALAR) {

@@ -216,21 +216,38 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
  * text q/o (116 against 151) and long K, so AUTO takes it for m >= CM2K_MIN_M
  * and either K <= CM2K_SHORT_K with n >= CM2K_MIN_N or n >= CM2K_WIDE_N. */
 #define CM2_KAUTO 0
+/* AUTO's K-fixed row: CM2_KAUTO, or FOLIO_GEMM_KAUTO=N, row N of the table
+ * (its tile, accumulation and loop form at the model's K), for A/B runs of
+ * the model against `bench ops` figures. */
+static int cm2_kauto(void)
+{
+    const char *e = getenv("FOLIO_GEMM_KAUTO");
+    char *end;
+    long r = e ? strtol(e, &end, 10) : -1;
+    return e && *e && !*end && r >= 0 && r < (long)(sizeof CM2_CFG / sizeof CM2_CFG[0]) ? (int)r : CM2_KAUTO;
+}
 #define CM2K_MIN_N 1024
 #define CM2K_MIN_M 256
 #define CM2K_SHORT_K 2048
 #define CM2K_WIDE_N 8192
 #define CM2K_MAX_K 4096
+/* Tall products (a batch of pages' prefill: 8 x 1,448 rows) take it at any
+ * K it is built for: on the H100 text q/o at 11,584 rows ran 230 TFLOP/s
+ * on it against 197 on the subgroup kernel (gate/up 225 both), where at
+ * 1,400 rows it loses (117 against 150). */
+#define CM2K_TALL_M 4096
 static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
 {
     /* FOLIO_GEMM_CM2K=all: every product of m >= CM2K_MIN_M rows and
      * K <= CM2K_MAX_K (benchmarks comparing the rule with the kernel at
-     * every shape it can take) */
+     * every shape it can take); =short: the rule without its tall clause
+     * (A/B runs) */
     const char *e = getenv("FOLIO_GEMM_CM2K");
     if (e && strcmp(e, "all") == 0)
         return m >= CM2K_MIN_M && k <= CM2K_MAX_K;
+    int tall = m >= CM2K_TALL_M && n >= CM2K_MIN_N && !(e && strcmp(e, "short") == 0);
     return m >= CM2K_MIN_M && k <= CM2K_MAX_K &&
-           ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N);
+           ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N || tall);
 }
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
@@ -481,8 +498,8 @@ int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_ke
 {
     if (!cm2_k_usable(vk) || k == 0 || k % 2 || k > CM2K_MAX_K)
         return 0;
-    out[0] = cm2_key(0, CM2_CFG[CM2_KAUTO], k);
-    out[1] = cm2_key(1, CM2_CFG[CM2_KAUTO], k);
+    out[0] = cm2_key(0, CM2_CFG[cm2_kauto()], k);
+    out[1] = cm2_key(1, CM2_CFG[cm2_kauto()], k);
     return 2;
 }
 
@@ -803,9 +820,9 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
      * products whose K the model pre-warmed */
     int kspec = 0;
     if (a->gemm_config == 0 && xb == 2 && cm2k_wanted(a->m, a->n, a->k) && cm2_k_usable(vk)) {
-        struct vkr_pipeline_key kk = cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k);
+        struct vkr_pipeline_key kk = cm2_key(yb == 2, CM2_CFG[cm2_kauto()], a->k);
         if (vkr_pipeline_ready(vk, &kk)) {
-            tile = 2 * SG_NCFG + CM2_KAUTO;
+            tile = 2 * SG_NCFG + cm2_kauto();
             kspec = 1;
         }
     }
@@ -833,14 +850,14 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 align /= 2;
             if (xb == 4 && xsh % 4)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: f32 input rows not 16-byte aligned");
-            if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[6] && cm2_cfg(tile)[6] != a->k)
+            if (!kspec && cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[6] && cm2_cfg(tile)[6] != a->k)
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d is built for "
                                      "k = %u, not %u", tile, cm2_cfg(tile)[6], a->k);
             if (cfg_route(tile) == GEMM_CM2 && cm2_cfg(tile)[5] && (wsh % 8 || xsh % 8 || a->k % 8))
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
                                      "vectors: k and the row offsets must be multiples of 8", tile);
             uint32_t pid;
-            struct vkr_pipeline_key key = kspec ? cm2_key(yb == 2, CM2_CFG[CM2_KAUTO], a->k)
+            struct vkr_pipeline_key key = kspec ? cm2_key(yb == 2, CM2_CFG[cm2_kauto()], a->k)
                                                 : ops_gemm_key(vk, a->xtype == QUANT_F16,
                                                                a->ytype == QUANT_F16, align, tile);
             rc = vkr_pipeline(vk, &key, &pid, err);

@@ -56,6 +56,12 @@ int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const ui
 int ops_keys_unique(struct vkr_pipeline_key *k, int n);
 /* vkr_prewarm over ops_pipeline_keys. */
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err);
+/* A model's pre-warm that overlaps its weights' upload: builds the keys
+ * placing weights runs (ops_key_at_load) now and starts the rest on the
+ * pre-warm threads (vkr_prewarm_start); the caller opens its models, then
+ * calls vkr_prewarm_finish and counts failures there. */
+int ops_prewarm_begin(struct vkr *vk, const struct vkr_pipeline_key *keys, int n,
+                      struct folio_err *err);
 /* Head sizes op_attention handles: any even size up to 256 (the scalar
  * kernel; multiples of 16 up to 128 also on the tensor cores). */
 int ops_attention_head_supported(uint32_t d);

@@ -7,6 +7,7 @@
  */
 #include "engine/ops/ops_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const int WTYPES[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
@@ -98,6 +99,27 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
     return k;
+}
+
+int ops_prewarm_begin(struct vkr *vk, const struct vkr_pipeline_key *keys, int n,
+                      struct folio_err *err)
+{
+    struct vkr_pipeline_key *load = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *load);
+    if (!load)
+        return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    struct vkr_pipeline_key *rest = load + (n > 0 ? n : 1);
+    int nl = 0, nr = 0, failed = 0; /* the caller counts failures at vkr_prewarm_finish */
+    for (int i = 0; i < n; i++) {
+        if (ops_key_at_load(&keys[i]))
+            load[nl++] = keys[i];
+        else
+            rest[nr++] = keys[i];
+    }
+    int rc = vkr_prewarm(vk, load, nl, &failed, err);
+    if (!rc)
+        rc = vkr_prewarm_start(vk, rest, nr, err);
+    free(load);
+    return rc;
 }
 
 int ops_prewarm(struct vkr *vk, int *failed, struct folio_err *err)

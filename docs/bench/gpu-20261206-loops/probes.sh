@@ -46,17 +46,31 @@ cat $S
 }
 
 # run 2: the loop rows themselves (run 1's build predates them: its table
-# edit had not applied), their rates at the 7B and batch-8 shapes against the
-# K-fixed rows without loops, and their correctness (test_gemm_configs)
+# edit had not applied), their rates at the 7B and batch-8 shapes, AUTO's
+# tall rule (text8_qo, vision_down: the K-fixed kernel at 4,096+ rows)
+# against the rule without it, the prefill with the f16-chunk loop row as
+# AUTO's K-fixed kernel, their correctness (test_gemm_configs), and the
+# cold start with the pre-warm overlapping the upload in bench engine too
 run2() {
-timeout 200 $E bench ops --device NVIDIA --only gemm --dtype f16 --where text_qo,text_gate_up,text_down,vision_qkv,text8 --tiles K= > $OUT/gemm.jsonl 2>> $OUT/bench.err
+timeout 120 $E bench ops --device NVIDIA --only gemm --dtype f16 --where text_qo,text_gate_up,text_down,vision_qkv,vision_down,text8 --tiles loop > $OUT/gemm.jsonl 2>> $OUT/bench.err
 echo "gemm rc=$? $(el)" >> $S
 grep -v summary $OUT/gemm.jsonl | grep -o "$J" | paste -d' ' - - - | sed 's/"where"://; s/"tiles"://; s/"tflops"://' >> $S
+FOLIO_GEMM_CM2K=short timeout 60 $E bench ops --device NVIDIA --only gemm --dtype f16 --where vision_down,vision_proj,text8_qo --tiles none > $OUT/gemm-short.jsonl 2>> $OUT/bench.err
+echo "gemm (rule without the tall clause) rc=$? $(el)" >> $S
+grep -v summary $OUT/gemm-short.jsonl | grep -o "$J" | paste -d' ' - - - | sed 's/"where"://; s/"tiles"://; s/"tflops"://' >> $S
+rm -f $OUT/gemm-short.jsonl
+text_ab FOLIO_GEMM_KAUTO 0 30 33
+FOLIO_GEMM_CM2K=all text_ab FOLIO_GEMM_KAUTO 30
+rm -f $OUT/text-*.jsonl
+cold_pages
+FOLIO_GEMM_CM2K=short timeout 80 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/p.jsonl 2>> $OUT/bench.err
+echo "page1024 rule without the tall clause rc=$? $(grep '"pages"' $OUT/p.jsonl | grep -o '"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*' | paste -sd' ') $(el)" >> $S
+rm -f $OUT/p.jsonl
 FOLIO_TEST_GROUPS=4 timeout 150 $B/tests/engine_test_ops > $OUT/ops-cfg.log 2>&1
 echo "ops(configs) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops-cfg.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops-cfg.log | head -10 >> $S
 grep -E "loop" $OUT/ops-cfg.log | grep -o 'gemm .*' | sed 's/: worst/ w/' | head -40 >> $S
-tail -c 800 $OUT/bench.err >> $S
+tail -c 600 $OUT/bench.err >> $S
 cat $S
 }
 
