@@ -64,14 +64,6 @@ layout(constant_id = 8) const uint KC = 0;
 // because a K range from the push constants in the loop bounds cost the
 // K-fixed kernel 2-3x on the H100 (text gate/up 248 -> 88 TOP/s).
 layout(constant_id = 9) const uint SPLITK = 0;
-// With K fixed (KC): bit 0 runs interior tiles and edge tiles each through a
-// loop whose trip count is a compile-time constant (KC / BK unclamped steps
-// and at most one clamped tail step; every step clamped on an edge tile),
-// and the f16 chunks of ACC16 as fully unrolled runs of ACC16 / BK steps;
-// 0 one loop over the unclamped steps whose count depends on whether the
-// tile is interior (the driver pipelines a constant-count loop best: K
-// fixed alone was worth 3-4x, BENCHMARKS.md issue 29).
-layout(constant_id = 10) const uint LOOP = 0;
 
 layout(std430, binding = 0) readonly buffer BW { ET W[]; };
 layout(std430, binding = 1) readonly buffer BX { ET X[]; };
@@ -145,10 +137,7 @@ float scale_e(const in uint32_t r, const in uint32_t c, const in float y, const 
 void main()
 {
     const uint KK = KC != 0u ? KC : p.K;
-    // LOOP bit 1: the row tiles in reverse, so the part-filled last one (its
-    // loads clamped, slower) starts in the first round instead of the last
-    uint ty = (LOOP & 2u) != 0u ? gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y : gl_WorkGroupID.y;
-    uint n0 = gl_WorkGroupID.x * BN, m0 = ty * BM;
+    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
     bool interior = m0 + BM <= p.M && n0 + BN <= p.N;
 
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tX =
@@ -174,23 +163,11 @@ void main()
     // to pick the layout cost 4-5x). Interior tiles take the unclamped
     // layouts up to the last whole K step; the tail and the edge tiles clamp.
     uint kfull = interior ? KK / BK * BK : 0u;
-    const uint KF = KC / BK * BK; // whole steps of a fixed K
-    const bool fixed_loops = (LOOP & 1u) != 0u && KC != 0u && SPLITK == 0u;
 #ifdef GEMM_I8
     // this workgroup's K range (split K): only the last slice has a partial
     // step, and the clamped layouts end it at K
     ACCI acci = ACCI(0);
-    if (fixed_loops) {
-        if (interior) {
-            for (uint k = 0; k < KF; k += BK)
-                STEP(acci, uX, uW, k);
-            if (KF < KC)
-                STEP(acci, tX, tW, KF);
-        } else {
-            for (uint k = 0; k < KC; k += BK)
-                STEP(acci, tX, tW, k);
-        }
-    } else if (SPLITK == 0u) {
+    if (SPLITK == 0u) {
         for (uint k = 0; k < kfull; k += BK)
             STEP(acci, uX, uW, k);
         for (uint k = kfull; k < KK; k += BK)
@@ -207,33 +184,7 @@ void main()
     coopMatPerElementNV(acc, acc, scale_e, m0, n0);
 #else
     ACC acc = ACC(0.0);
-    if (fixed_loops) {
-        if (!interior) { // few tiles: f32 throughout, every step clamped
-            for (uint k = 0; k < KC; k += BK)
-                STEP(acc, tX, tW, k);
-        } else if (ACC16 == 0u) {
-            for (uint k = 0; k < KF; k += BK)
-                STEP(acc, uX, uW, k);
-            if (KF < KC)
-                STEP(acc, tX, tW, KF);
-        } else {
-            const uint KCH = KF / ACC16 * ACC16; // whole f16 chunks
-            for (uint k0 = 0; k0 < KCH; k0 += ACC16) {
-                ACCH h = ACCH(0.0);
-                [[unroll]] for (uint j = 0; j < ACC16; j += BK)
-                    STEP(h, uX, uW, k0 + j);
-                acc = acc + ACC(h);
-            }
-            if (KCH < KF) {
-                ACCH h = ACCH(0.0);
-                for (uint k = KCH; k < KF; k += BK)
-                    STEP(h, uX, uW, k);
-                acc = acc + ACC(h);
-            }
-            if (KF < KC)
-                STEP(acc, tX, tW, KF);
-        }
-    } else if (ACC16 == 0u) {
+    if (ACC16 == 0u) {
         for (uint k = 0; k < kfull; k += BK)
             STEP(acc, uX, uW, k);
         for (uint k = kfull; k < KK; k += BK)

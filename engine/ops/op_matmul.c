@@ -152,7 +152,7 @@ static enum sg_use sg_use_for(uint32_t m, uint32_t n)
  * through a transposing view: B row-major from a K x N copy made at load
  * ran at about half the rate on the H100 (the K-specialized kernel at text
  * gate/up, 109 against 196 TFLOP/s), so there is no such copy. */
-#define CM2_NCOL 8
+#define CM2_NCOL 7
 static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 128, 32, 128, 0},
     {128, 128, 64, 128, 0},
@@ -184,25 +184,6 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
      * and the vision merger (5,120), for bench ops to compare */
     {128, 128, 32, 128, 0, 0, 18944},
     {128, 128, 32, 128, 0, 0, 5120},
-    /* constant-count loops (LOOP 1, gemm_cm2.glsl), f32 and f16 chunks of
-     * 256; LOOP 3 also takes the row tiles in reverse */
-    {128, 128, 32, 128, 0, 0, 3584, 1},
-    {128, 128, 32, 256, 0, 0, 3584, 1},
-    {128, 256, 32, 256, 0, 0, 3584, 1},
-    {128, 128, 32, 128, 256, 0, 3584, 1},
-    {128, 128, 32, 256, 256, 0, 3584, 1},
-    {128, 128, 64, 128, 256, 0, 3584, 1},
-    {128, 256, 32, 256, 256, 0, 3584, 1},
-    {256, 128, 32, 256, 256, 0, 3584, 1},
-    {128, 128, 32, 128, 0, 0, 3584, 3},
-    {128, 128, 32, 128, 256, 0, 3584, 3},
-    {128, 128, 32, 128, 0, 0, 18944, 1},
-    {128, 128, 32, 128, 256, 0, 18944, 1},
-    {128, 256, 32, 256, 256, 0, 18944, 1},
-    {128, 128, 32, 128, 0, 0, 18944, 3},
-    {128, 128, 32, 128, 0, 0, 1280, 1},
-    {128, 128, 32, 128, 256, 0, 1280, 1},
-    {128, 256, 32, 256, 256, 0, 1280, 1},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -231,23 +212,16 @@ static int cm2_kauto(void)
 #define CM2K_SHORT_K 2048
 #define CM2K_WIDE_N 8192
 #define CM2K_MAX_K 4096
-/* Tall products (a batch of pages' prefill: 8 x 1,448 rows) take it at any
- * K it is built for: on the H100 text q/o at 11,584 rows ran 230 TFLOP/s
- * on it against 197 on the subgroup kernel (gate/up 225 both), where at
- * 1,400 rows it loses (117 against 150). */
-#define CM2K_TALL_M 4096
 static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
 {
     /* FOLIO_GEMM_CM2K=all: every product of m >= CM2K_MIN_M rows and
      * K <= CM2K_MAX_K (benchmarks comparing the rule with the kernel at
-     * every shape it can take); =short: the rule without its tall clause
-     * (A/B runs) */
+     * every shape it can take) */
     const char *e = getenv("FOLIO_GEMM_CM2K");
     if (e && strcmp(e, "all") == 0)
         return m >= CM2K_MIN_M && k <= CM2K_MAX_K;
-    int tall = m >= CM2K_TALL_M && n >= CM2K_MIN_N && !(e && strcmp(e, "short") == 0);
     return m >= CM2K_MIN_M && k <= CM2K_MAX_K &&
-           ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N || tall);
+           ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N);
 }
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
@@ -289,8 +263,7 @@ void ops_gemm_config_name(int c, char *out, size_t n)
         char kc[24] = "";
         if (g[6])
             snprintf(kc, sizeof kc, "/K=%u", g[6]);
-        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "", kc,
-                 g[7] == 3 ? "/loop/mrev" : g[7] ? "/loop" : "");
+        snprintf(out, n, "cm2:%ux%u/bk%u/t%u/%s%s%s", g[0], g[1], g[2], g[3], acc, g[5] ? "/vec16" : "", kc);
         return;
     }
     const uint32_t *g = sg_cfg(c);
@@ -464,26 +437,15 @@ enum op_mm_kernel op_matmul_pick(const struct vkr *vk, int wtype, uint32_t m)
     return OP_MM_TILED;
 }
 
-/* The loop form of the K-fixed workgroup-scope kernels whose table row
- * does not name one (gemm_cm2.glsl's LOOP): FOLIO_GEMM_LOOP=1 takes the
- * constant-count loops, for A/B runs of the model. */
-static uint32_t cm2_loop_default(void)
-{
-    const char *e = getenv("FOLIO_GEMM_LOOP");
-    return e && strcmp(e, "1") == 0;
-}
-
 /* cm2 pipeline of table row g with K fixed at kc (0: the row's own). */
 static struct vkr_pipeline_key cm2_key(uint32_t ytype, const uint32_t *g, uint32_t kc)
 {
     struct vkr_pipeline_key k = ops_key("gemm_cm2", 2, 1, ytype);
-    k.nspec = 11;
-    for (int i = 0; i < 7; i++)
+    k.nspec = 2 + CM2_NCOL;
+    for (int i = 0; i < CM2_NCOL; i++)
         k.spec[2 + i] = g[i];
     if (kc)
         k.spec[8] = kc;
-    k.spec[9] = 0; /* SPLITK: the int8 kernel's */
-    k.spec[10] = g[7] ? g[7] : k.spec[8] ? cm2_loop_default() : 0;
     return k;
 }
 
@@ -1004,8 +966,6 @@ static struct vkr_pipeline_key i8_key_s(uint32_t ytype, int c, uint32_t kc, int 
     k.spec[6] = 0;  /* ACC16: int32 accumulation */
     k.spec[7] = 1;  /* 16-byte views (int8 rows are 16-byte aligned) */
     k.spec[8] = kc; /* K fixed at creation: 3-4x faster staging on cm2 (op_matmul.c) */
-    k.nspec = 11;
-    k.spec[10] = kc ? cm2_loop_default() : 0;
     return k;
 }
 static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
