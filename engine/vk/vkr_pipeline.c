@@ -454,7 +454,6 @@ static void account(struct vkr *vk, uint32_t id)
     }
 }
 
-
 /* 0: a workgroup-scope kernel, 1: a subgroup-matrix one, 2: the rest. */
 static int compile_rank(const char *shader)
 {
@@ -465,7 +464,6 @@ static int compile_rank(const char *shader)
         return 1;
     return 2;
 }
-
 
 static void *warm_thread(void *arg)
 {
