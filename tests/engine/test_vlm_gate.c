@@ -233,6 +233,20 @@ static void fault(void)
         vlm_result_free(&r);
         vlm_close(v);
     }
+    /* a tower's pipeline (scatter: the tower's only) that the driver fails:
+     * the tower, opened beside the pre-warm, is closed again at its end and
+     * says why; the text path classifies */
+    setenv("FOLIO_FAULT", "pipeline:scatter", 1);
+    rc = vlm_open(&c, &v, &e);
+    unsetenv("FOLIO_FAULT");
+    CHECK(rc == 0 && !vlm_vision_enabled(v) && strstr(vlm_report(v)->vision_reason, "vision pipelines failed"),
+          "a failed tower pipeline: rc %d %s", rc, rc ? e.msg : vlm_report(v)->vision_reason);
+    if (rc == 0) {
+        struct lm_text_result tr = {0};
+        rc = vlm_classify_text(v, "Invoice number 42, amount due 100 EUR", LABELS, 3, 0, &tr, &e);
+        CHECK(rc == 0 && tr.best >= 0 && tr.best < 3, "text path without the tower: %s", e.msg);
+        vlm_close(v);
+    }
     free(px);
     CHECK(vlm_backoff_ms(1) == 500 && vlm_backoff_ms(2) == 1000 && vlm_backoff_ms(4) == 4000 &&
               vlm_backoff_ms(30) == 60000,
