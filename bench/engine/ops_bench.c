@@ -635,7 +635,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         int ng = ops_gemm_keys_all(b.vk, 1, gk);
         /* the K-specialized forms a model of these shapes pre-warms (AUTO's lines use them) */
         for (int i = 0; i < GEMM_NFULL; i++)
-            ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, &gk[ng]);
+            ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, GEMM_FULL[i].n, &gk[ng]);
         /* the int8 GEMM's tiles, each K-fixed at the text model's K (the
          * int8 route is the text model's), and AUTO's forms at every K */
         const uint32_t i8k[] = {3584, 18944};

@@ -66,9 +66,13 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     /* the GEMM forms specialized for this model's K: every projection reads
      * n_embd columns, the down projection n_ff, the output projection the
      * attention width */
-    n += ops_gemm_keys_for_k(vk, m->text.n_embd, &all[n]);
-    n += ops_gemm_keys_for_k(vk, m->text.n_ff, &all[n]);
-    n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, &all[n]);
+    /* (with the widest product of each K: n_embd columns feed q/k/v and
+     * the MLP's gate/up, n_ff the down projection, the attention width the
+     * output projection) */
+    uint32_t qkv = (m->text.n_head + 2 * m->text.n_head_kv) * m->text.head_dim;
+    n += ops_gemm_keys_for_k(vk, m->text.n_embd, m->text.n_ff > qkv ? m->text.n_ff : qkv, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->text.n_ff, m->text.n_embd, &all[n]);
+    n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, m->text.n_embd, &all[n]);
     if (gpu_weights == OPS_WEIGHTS_INT8) {
         const uint32_t ks[] = {m->text.n_embd, m->text.n_ff, m->text.n_head * m->text.head_dim};
         n += ops_matmul_i8_keys(vk, types, nt, ks, 3, &all[n]);

@@ -64,11 +64,16 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     all[n++] = ops_elem_key(OP_GELU_ERF);
     if (A->tower->scatter)
         all[n++] = ops_scatter_key();
-    /* the GEMM forms specialized for the tower's K: blocks read n_embd and
-     * n_ff columns, the merger merger_dim */
-    n += ops_gemm_keys_for_k(vk, m->vision.n_embd, &all[n]);
-    n += ops_gemm_keys_for_k(vk, m->vision.n_ff, &all[n]);
-    n += ops_gemm_keys_for_k(vk, m->vision.merger_dim, &all[n]);
+    /* the GEMM forms specialized for the tower's K, with the widest product
+     * of each: blocks read n_embd columns (q/k/v: 3 n_embd out, the MLP's
+     * first: n_ff) and n_ff (n_embd out), the merger merger_dim (at most
+     * merger_dim out, then the text width) */
+    const struct gguf_vision_hparams *h = &m->vision;
+    uint32_t wide = 3 * h->n_embd > h->n_ff ? 3 * h->n_embd : h->n_ff;
+    n += ops_gemm_keys_for_k(vk, h->n_embd, wide, &all[n]);
+    n += ops_gemm_keys_for_k(vk, h->n_ff, h->n_embd, &all[n]);
+    n += ops_gemm_keys_for_k(vk, h->merger_dim, h->merger_dim > h->proj_dim ? h->merger_dim : h->proj_dim,
+                             &all[n]);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
     if (out)

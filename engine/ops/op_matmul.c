@@ -456,9 +456,11 @@ static int cm2_k_usable(const struct vkr *vk)
     return (!forced_route(&f) || f == GEMM_CM2) && route_has(vk, GEMM_CM2);
 }
 
-int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out)
+int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, uint32_t n_max,
+                        struct vkr_pipeline_key *out)
 {
-    if (!cm2_k_usable(vk) || k == 0 || k % 2 || k > CM2K_MAX_K)
+    /* the rule is widest for the tallest pass: no m makes it take more */
+    if (!cm2_k_usable(vk) || k == 0 || k % 2 || !cm2k_wanted(UINT32_MAX, n_max, k))
         return 0;
     out[0] = cm2_key(0, CM2_CFG[cm2_kauto()], k);
     out[1] = cm2_key(1, CM2_CFG[cm2_kauto()], k);

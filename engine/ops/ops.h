@@ -197,9 +197,13 @@ int ops_gemm_keys(const struct vkr *vk, struct vkr_pipeline_key *out);
 struct vkr_pipeline_key ops_gemm_key(const struct vkr *vk, uint32_t xtype, uint32_t ytype,
                                      uint32_t align, int config);
 /* The GEMM pipelines specialized for one K (the cm2 route's fast form: a
- * model pre-warms one per distinct K of its matrices, and matmul's AUTO takes
- * it for wide products). Writes at most 2; 0 where the route is absent. */
-int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, struct vkr_pipeline_key *out);
+ * model pre-warms them per distinct K of its matrices, and matmul's AUTO takes
+ * them for wide products) for products of K columns and at most n_max
+ * outputs. Writes at most 2; 0 where the route is absent or AUTO's rule
+ * takes the form for none of those products (a pipeline nobody asks for
+ * would only lengthen the cold start: seconds each on NVIDIA's driver). */
+int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, uint32_t n_max,
+                        struct vkr_pipeline_key *out);
 
 /* ---- weights in the form the fast kernel wants ---- */
 /* --gpu-weights: auto = f16 when the tensor-core GEMM exists and the

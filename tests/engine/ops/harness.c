@@ -146,8 +146,8 @@ int run_all(int ranged)
         /* every GEMM configuration (test_gemm_configs), as bench ops --only gemm does */
         struct vkr_pipeline_key gk[512];
         int ng = ops_gemm_keys_all(t.vk, 1, gk);
-        ng += ops_gemm_keys_for_k(t.vk, 1280, &gk[ng]);
-        ng += ops_gemm_keys_for_k(t.vk, 3584, &gk[ng]);
+        ng += ops_gemm_keys_for_k(t.vk, 1280, UINT32_MAX, &gk[ng]);
+        ng += ops_gemm_keys_for_k(t.vk, 3584, UINT32_MAX, &gk[ng]);
         /* the int8 GEMM's tiles, and its K-fixed form at the 7B K (int8.c) */
         const uint32_t i8k[] = {3584, 18944};
         ng += ops_gemm_i8_keys_all(t.vk, NULL, 0, &gk[ng]);
