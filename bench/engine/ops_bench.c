@@ -685,7 +685,7 @@ static const char OPS_USAGE[] =
     "                 [--where SHAPES]   (GEMM shapes or attention cases by name, e.g.\n"
     "                                     text,vision_qkv; vision_full)\n"
     "                 [--tiles WORDS]    (--only gemm: the configurations whose name holds\n"
-    "                                     one of the words, e.g. cm2:,/loop)\n"
+    "                                     one of the words, e.g. cm2:,K=)\n"
     "\n"
     "Matmul per weight type at LLM shapes and attention at vision/text sizes:\n"
     "GFLOP/s, GB/s and the fraction of the roofline measured in the same run.\n";

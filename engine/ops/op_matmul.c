@@ -198,8 +198,8 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
  * and either K <= CM2K_SHORT_K with n >= CM2K_MIN_N or n >= CM2K_WIDE_N. */
 #define CM2_KAUTO 0
 /* AUTO's K-fixed row: CM2_KAUTO, or FOLIO_GEMM_KAUTO=N, row N of the table
- * (its tile, accumulation and loop form at the model's K), for A/B runs of
- * the model against `bench ops` figures. */
+ * (its tile and accumulation at the model's K), for A/B runs of the model
+ * against `bench ops` figures. */
 static int cm2_kauto(void)
 {
     const char *e = getenv("FOLIO_GEMM_KAUTO");
