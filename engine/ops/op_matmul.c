@@ -223,6 +223,7 @@ static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
     return m >= CM2K_MIN_M && k <= CM2K_MAX_K &&
            ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N);
 }
+int ops_gemm_k_fixed_rule(uint32_t m, uint32_t n, uint32_t k) { return cm2k_wanted(m, n, k); }
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
 static int cm2_k_usable(const struct vkr *vk);

@@ -38,6 +38,11 @@ int op_attention_io(const struct op_attention *a);
  * at most 12 keys per configuration; op_matmul.gemm_config picks one. */
 int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out);
 int ops_gemm_configs(void);
+/* AUTO's rule for the K-fixed workgroup-scope GEMM: 1 when a product of m
+ * rows, n outputs and K = k takes it (where the device has it and the model
+ * pre-warmed that K). Monotone in m and n, so pre-warm asks it with the
+ * tallest pass and a K's widest product (ops_gemm_keys_for_k). */
+int ops_gemm_k_fixed_rule(uint32_t m, uint32_t n, uint32_t k);
 /* "128x128/8w-64x32/bk32/s2" (tile / subgroups-subgroup tile / K step /
  * stages, "+math-only" for probes); "auto" for -1. */
 void ops_gemm_config_name(int config, char *out, size_t n);

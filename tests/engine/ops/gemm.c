@@ -189,6 +189,22 @@ void test_gemm_split_rule(struct T *t)
     ki.spec[8] = 18944;
     kf.spec[8] = 0;
     CHECK(ops_key_optional(&ki) && !ops_key_optional(&kf), "K from the push constants is not");
+    /* AUTO's K-fixed rule at the 7B shapes (BENCHMARKS.md, issue 29), and
+     * that pre-warm's question (the tallest pass, a K's widest product)
+     * covers every product the rule takes */
+    static const uint32_t R[][4] = {{1400, 18944, 3584, 1}, {1400, 3584, 3584, 0}, {1400, 3584, 18944, 0},
+                                    {5476, 3840, 1280, 1},  {5476, 1280, 1280, 1}, {5476, 3420, 1280, 1},
+                                    {5476, 1280, 3420, 0},  {1369, 3584, 5120, 0}, {48, 18944, 3584, 0},
+                                    {11584, 3584, 3584, 0}};
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
+        CHECK(ops_gemm_k_fixed_rule(R[i][0], R[i][1], R[i][2]) == (int)R[i][3],
+              "K-fixed rule at m=%u n=%u k=%u: want %u", R[i][0], R[i][1], R[i][2], R[i][3]);
+        for (uint32_t n2 = R[i][1]; n2 <= 4 * R[i][1]; n2 += R[i][1])
+            CHECK(!ops_gemm_k_fixed_rule(R[i][0], R[i][1], R[i][2]) ||
+                      ops_gemm_k_fixed_rule(UINT32_MAX, n2, R[i][2]),
+                  "pre-warm's question misses m=%u n=%u k=%u (asked with n=%u)", R[i][0], R[i][1],
+                  R[i][2], n2);
+    }
     uint32_t cu = vkr_limits(t->vk)->compute_units;
     if (!ops_gemm_available(t->vk) || cu <= 56) {
         fprintf(stderr, "ops: no GEMM or multiprocessor count on this device; split rule cases not run\n");
