@@ -463,8 +463,9 @@ int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, uint32_t n_max,
     /* the rule is widest for the tallest pass: no m makes it take more */
     if (!cm2_k_usable(vk) || k == 0 || k % 2 || !cm2k_wanted(UINT32_MAX, n_max, k))
         return 0;
-    out[0] = cm2_key(0, CM2_CFG[cm2_kauto()], k);
-    out[1] = cm2_key(1, CM2_CFG[cm2_kauto()], k);
+    const uint32_t *g = CM2_CFG[cm2_kauto()];
+    out[0] = cm2_key(0, g, k);
+    out[1] = cm2_key(1, g, k);
     return 2;
 }
 
@@ -784,10 +785,12 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
     /* AUTO on a cm2 device: the K-specialized workgroup kernel for wide
      * products whose K the model pre-warmed */
     int kspec = 0;
+    struct vkr_pipeline_key kk = {0};
     if (a->gemm_config == 0 && xb == 2 && cm2k_wanted(a->m, a->n, a->k) && cm2_k_usable(vk)) {
-        struct vkr_pipeline_key kk = cm2_key(yb == 2, CM2_CFG[cm2_kauto()], a->k);
+        int kr = cm2_kauto();
+        kk = cm2_key(yb == 2, CM2_CFG[kr], a->k);
         if (vkr_pipeline_ready(vk, &kk)) {
-            tile = 2 * SG_NCFG + cm2_kauto();
+            tile = 2 * SG_NCFG + kr;
             kspec = 1;
         }
     }
@@ -822,7 +825,7 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
                 return folio_err_set(err, FOLIO_EINVAL, "matmul: GEMM configuration %d reads 16-byte "
                                      "vectors: k and the row offsets must be multiples of 8", tile);
             uint32_t pid;
-            struct vkr_pipeline_key key = kspec ? cm2_key(yb == 2, CM2_CFG[cm2_kauto()], a->k)
+            struct vkr_pipeline_key key = kspec ? kk
                                                 : ops_gemm_key(vk, a->xtype == QUANT_F16,
                                                                a->ytype == QUANT_F16, align, tile);
             rc = vkr_pipeline(vk, &key, &pid, err);

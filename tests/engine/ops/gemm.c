@@ -258,8 +258,8 @@ void test_gemm_configs(struct T *t)
      * n >= 1024) for AUTO to take the K-specialized cm2 kernel pre-warmed for
      * their K (run_all). The last (4th column 1) runs only where the
      * workgroup-scope kernel exists: whole 128-row tiles at K = 18,944 for
-     * its K-fixed rows' interior loops (72 rows are all edge tiles), a CPU
-     * reference too long for the lavapipe suite. */
+     * its K-fixed row's unclamped interior path (72 rows are all edge tiles),
+     * a CPU reference too long for the lavapipe suite. */
     static const uint32_t shapes[][4] = {{130, 300, 1540},  {72, 3584, 18944}, {72, 18944, 3584},
                                          {70, 512, 3584},   {96, 1280, 3420},  {260, 1280, 1280},
                                          {256, 3584, 3584}, {136, 3584, 18944, 1}};
