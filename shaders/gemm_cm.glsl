@@ -83,16 +83,18 @@ layout(push_constant) uniform P {
     uint r_skip;  // floats before R's row 0 (R has Y's layout, f32)
     uint flags;   // 1: add bias, 2: add residual R, 4: y = silu(R) * y (SwiGLU, R = gate),
                   // 8 / 16: y = gelu_erf(y) / quick_gelu(y)
+                  // bits 8 up: the tile order (gemm_tiles.glsl)
     // Split K (op_matmul.c: when the output tiles leave multiprocessors
     // idle): workgroup z sums K columns [z * kper, (z + 1) * kper) into its
     // own f32 slice of Y, zstride elements after the previous one, with no
-    // epilogue (flags 0); splitk.comp adds the slices and applies it.
+    // epilogue (flags < 256); splitk.comp adds the slices and applies it.
     // kper 0: the whole K, one slice.
     uint kper;
     uint zstride;
 } p;
 
 #include "gemm_epi.glsl"
+#include "gemm_tiles.glsl"
 
 const uint BM = 16u * FM * WM, BN = 16u * FN * WN;
 const uint NT = SG * WM * WN;
@@ -170,7 +172,8 @@ void main()
 {
     uint t = gl_LocalInvocationID.x;
     uint warp = t / SG, lane = t % SG;
-    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+    uvec2 tile = gemm_tile();
+    uint n0 = tile.x * BN, m0 = tile.y * BM;
     uint wm = (warp / WN) * (16u * FM), wn = (warp % WN) * (16u * FN);
 
     CM_C acc[FM][FN];

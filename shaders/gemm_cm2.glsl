@@ -81,11 +81,12 @@ layout(push_constant) uniform P {
     uint ldy;                    // Y (and R) row stride in elements
     uint y_col0;                 // first Y column written by this dispatch
     uint b_skip, r_skip;         // floats before bias[0] / R's row 0
-    uint flags;                  // 1 bias, 2 residual, 4 SwiGLU, 8 GELU (erf), 16 quick-GELU
+    uint flags;                  // 1 bias, 2 residual, 4 SwiGLU, 8 GELU (erf), 16 quick-GELU;
+                                 // bits 8 up: the tile order (gemm_tiles.glsl)
     // Split K (the int8 kernel's SPLITK pipelines, for products with fewer
     // output tiles than multiprocessors: a label pass): workgroup z sums K columns
     // [z * kper, (z + 1) * kper) (kper a multiple of BK) and stores its
-    // scaled f32 partial with no epilogue (flags 0, Y f32) zstride elements
+    // scaled f32 partial with no epilogue (flags < 256, Y f32) zstride elements
     // after the previous one; splitk.comp adds them and applies it. 0: the
     // whole K.
     uint kper, zstride;
@@ -98,6 +99,7 @@ layout(push_constant) uniform P {
 // sigm, erf_as (and gemm_epi, which this kernel's whole-tile epilogue
 // does not use): the subgroup kernel's arithmetic
 #include "gemm_epi.glsl"
+#include "gemm_tiles.glsl"
 float silu_e(const in uint32_t r, const in uint32_t c, const in float g) { return g * sigm(g); }
 float gelu_e(const in uint32_t r, const in uint32_t c, const in float y)
 {
@@ -137,7 +139,8 @@ float scale_e(const in uint32_t r, const in uint32_t c, const in float y, const 
 void main()
 {
     const uint KK = KC != 0u ? KC : p.K;
-    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+    uvec2 tile = gemm_tile();
+    uint n0 = tile.x * BN, m0 = tile.y * BM;
     bool interior = m0 + BM <= p.M && n0 + BN <= p.N;
 
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> tX =

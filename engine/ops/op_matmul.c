@@ -648,9 +648,35 @@ static uint32_t split_slices(const struct vkr *vk, int tile, uint32_t mc, uint32
     return s;
 }
 
+/* The tensor-core GEMMs' tile order (gemm_tiles.glsl): bands of G row
+ * tiles walked down first, so the tiles in flight together share each
+ * weight tile through the L2 cache instead of each fetching its own (as
+ * dispatched, one row of tiles runs across the columns and the weights
+ * stream from memory once per row of tiles). op_matmul.gemm_group - 1 when
+ * set (tests), else FOLIO_GEMM_GROUP=G (benchmarks; 0: as dispatched),
+ * else GEMM_GROUP_AUTO. */
+#define GEMM_GROUP_SHIFT 8
+#define GEMM_GROUP_AUTO 8u
+static uint32_t gemm_group(const struct op_matmul *a)
+{
+    static _Atomic long env = -2; /* -2: not read yet, -1: unset */
+    if (a->gemm_group > 0)
+        return (uint32_t)(a->gemm_group - 1);
+    long e = env;
+    if (e == -2) {
+        const char *s = getenv("FOLIO_GEMM_GROUP");
+        char *end;
+        long v = s && *s ? strtol(s, &end, 10) : -1;
+        e = v >= 0 && v < (1l << 20) && !*end ? v : -1;
+        env = e;
+    }
+    return e >= 0 ? (uint32_t)e : GEMM_GROUP_AUTO;
+}
+
 /* The GEMMs' epilogue flags (gemm_epi.glsl, gemm_cm2.glsl: 1 bias,
  * 2 residual, 4 SwiGLU, 8 GELU, 16 quick-GELU) for a, once its operands are
- * checked: SwiGLU needs a gate and no residual, a residual an f32 output. */
+ * checked: SwiGLU needs a gate and no residual, a residual an f32 output;
+ * the tile order above them. */
 static int gemm_flags(const struct op_matmul *a, uint32_t *flags, struct folio_err *err)
 {
     static const uint32_t act_flag[] = {0, 4, 8, 16};
@@ -658,7 +684,8 @@ static int gemm_flags(const struct op_matmul *a, uint32_t *flags, struct folio_e
         (a->ytype == QUANT_F16 && a->res))
         return folio_err_set(err, FOLIO_EINVAL, "matmul: SwiGLU needs a gate tensor (and no "
                              "residual); a residual needs an f32 output");
-    *flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3];
+    *flags = (a->bias ? 1u : 0u) | (a->res ? 2u : 0u) | act_flag[a->act & 3] |
+             gemm_group(a) << GEMM_GROUP_SHIFT;
     return 0;
 }
 
@@ -716,7 +743,8 @@ static int split_passes(struct vkr_cmd *c, uint32_t ppid, const struct gemm_push
         return rc;
     pb[3] = pb[4] = pb[2];
     struct gemm_push pp = *pc;
-    pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0, pp.flags = 0;
+    pp.y_skip = 0, pp.ldy = nc, pp.y_col0 = 0, pp.b_skip = 0, pp.r_skip = 0;
+    pp.flags &= ~((1u << GEMM_GROUP_SHIFT) - 1); /* no epilogue; the tile order stays */
     pp.zstride = mc * nc;
     rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = ppid, .b = pb, .nb = 5, .push = &pp,
                                                     .push_bytes = sizeof pp, .groups = {gx, gy, S},

@@ -143,6 +143,9 @@ struct op_matmul {
      * quantized input rows go there (as many rows at a time as it holds). */
     const struct vkr_tensor *split;
     uint32_t split_k;              /* slices: 0 = auto, 1 = never, >= 2 forced (tests, benchmarks) */
+    /* tensor-core GEMMs: bands of G row tiles walked down first (the L2
+     * cache shares each weight tile among them; op_matmul.c); G + 1, 0 = auto */
+    int gemm_group;
     /* int8 GEMM only: 1 when the previous op recorded was the int8 GEMM of
      * the same x (rows, k, type) with this scratch, which then still holds
      * x's int8 rows (q/k/v and gate/up read one input): the quantization is

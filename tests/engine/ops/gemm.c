@@ -321,3 +321,75 @@ void test_gemm_configs(struct T *t)
         vkr_arena_destroy(ar);
     }
 }
+
+/* The tile order (gemm_tiles.glsl, op_matmul.gemm_group): every band
+ * height computes every tile once, whether the bands divide the row tiles
+ * (G = 3 of 9), leave a shorter last band (G = 2 of 3, 4 of 9), span them
+ * all (G past the row tiles) or take them as dispatched (0, 1); with split
+ * K (whose partial pass keeps the order) and on the workgroup-scope kernel
+ * where the device has it. y starts as NaN, so a tile no workgroup
+ * computes fails. */
+void test_gemm_order(struct T *t)
+{
+    if (!ops_gemm_available(t->vk)) {
+        fprintf(stderr, "ops: tensor-core GEMM not on this device; GEMM order cases not run\n");
+        return;
+    }
+    int cm2 = -1; /* the first workgroup-scope configuration this device builds */
+    for (int cf = 0; cf < ops_gemm_configs() && cm2 < 0; cf++) {
+        char name[64];
+        int acc16 = 0, probe = 0, k_mult = 2;
+        ops_gemm_config_name(cf, name, sizeof name);
+        ops_gemm_config_info(cf, &acc16, &probe, &k_mult);
+        if (!strncmp(name, "cm2:", 4) && !acc16 && !probe && k_mult > 0 && 96 % k_mult == 0 &&
+            ops_gemm_config_fits(t->vk, cf))
+            cm2 = cf;
+    }
+    static const uint32_t shapes[][3] = {{300, 700, 96}, {1100, 300, 96}};
+    static const int groups[] = {0, 1, 2, 3, 4, 64};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+        size_t mn = (size_t)m * n;
+        struct vkr_arena *ar = NULL;
+        struct folio_err ae = {0};
+        if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
+            CHECK(0, "gemm arena: %s", ae.msg);
+            return;
+        }
+        struct gemm_operands o;
+        gemm_operands(t, m, n, k, &o);
+        float *yr = malloc(sizeof(float) * mn), *yg = malloc(sizeof(float) * mn);
+        float *sc = malloc(sizeof(float) * mn), *nan = malloc(sizeof(float) * mn);
+        ops_ref_matmul(o.wd, o.xd, NULL, yr, m, n, k);
+        abs_products(o.wd, o.xd, sc, m, n, k);
+        for (size_t i = 0; i < mn; i++)
+            nan[i] = NAN;
+        struct vkr_tensor wt = put(t, ar, o.wh, (uint64_t)n * k * 2);
+        struct vkr_tensor xt = put(t, ar, o.xh, (uint64_t)m * k * 2);
+        struct vkr_tensor yt = put(t, ar, NULL, mn * 4), skt = put(t, ar, NULL, mn * 4 * 3);
+        for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+            for (int run = 0; run < 3; run++) { /* AUTO, AUTO split in 3, cm2 */
+                if (run == 2 && cm2 < 0)
+                    continue;
+                struct op_matmul a = {.w = wt, .wtype = QUANT_F16, .n = n, .k = k, .m = m,
+                                      .kernel = OP_MM_GEMM, .xtype = QUANT_F16, .x = xt, .y = yt,
+                                      .split = &skt, .split_k = run == 1 ? 3 : 1,
+                                      .gemm_config = run == 2 ? cm2 + 1 : 0,
+                                      .gemm_group = groups[gi] + 1};
+                struct folio_err e0 = {0};
+                int rc = vkr_upload(t->vk, yt, 0, nan, mn * 4, &e0);
+                CHECK(rc == 0, "gemm order: y upload: %s", e0.msg);
+                RUN(t, op_matmul(c, &a, e));
+                get(t, yt, yg, mn * 4);
+                size_t at = 0;
+                double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
+                CHECK(wv <= 1.0, "gemm order m=%u n=%u k=%u group=%d %s: worst %.3g at row %zu col %zu "
+                      "(gpu %g ref %g)", m, n, k, groups[gi],
+                      run == 0 ? "auto" : run == 1 ? "split 3" : "cm2", wv, at / n, at % n,
+                      (double)yg[at], (double)yr[at]);
+            }
+        free(yr), free(yg), free(sc), free(nan);
+        gemm_operands_free(&o);
+        vkr_arena_destroy(ar);
+    }
+}

@@ -127,7 +127,7 @@ int run_all(int ranged)
                                                  test_attention_split, test_elem, test_rows,
                                                  test_int8,
                                                  /* last: the groups above keep their inputs */
-                                                 test_attention_two_ranges};
+                                                 test_attention_two_ranges, test_gemm_order};
     /* FOLIO_TEST_GROUPS=2,15: only those case groups (the numbers the log
      * prints), for a short run of the kernels a change touched (a device
      * call; the lavapipe26 tests) */
@@ -137,7 +137,9 @@ int run_all(int ranged)
      * of the run's shader compiles) */
     int configs = !(only && *only);
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        configs |= (tests[i] == test_gemm_configs || tests[i] == test_gemm || tests[i] == test_int8) &&
+        configs |= (tests[i] == test_gemm_configs || tests[i] == test_gemm || tests[i] == test_int8 ||
+                    /* its workgroup-scope row */
+                    (tests[i] == test_gemm_order && vkr_features(t.vk)->coopmat2_nv)) &&
                    only && *only && group_listed(only, (long)i);
     int failed = -1;
     rc = ops_prewarm(t.vk, &failed, &e);

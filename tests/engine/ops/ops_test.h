@@ -89,6 +89,7 @@ void test_gemm(struct T *t);            /* gemm.c */
 void test_gemm_epilogues(struct T *t);  /* gemm.c */
 void test_gemm_configs(struct T *t);    /* gemm.c */
 void test_gemm_split_rule(struct T *t); /* gemm.c */
+void test_gemm_order(struct T *t);      /* gemm.c */
 void test_norm_softmax(struct T *t);    /* norm.c */
 void test_rope(struct T *t);            /* rope.c */
 void test_attention(struct T *t);       /* attention.c */

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# This session's device calls, one function each: run as
+# `bash docs/bench/gpu-20261206-order/probes.sh N` from the checkout root on
+# the device machine, with the engine-only Release build in build-gpu/ and
+# the Vulkan loader packages in .gl/ (README device notes). Each call writes
+# summary.txt and its logs to $OUT; summary-runN.txt is what came back.
+set -u
+RUN=${1:?usage: probes.sh RUN}
+. docs/bench/device-env.sh
+J='"where":"[a-z_0-9]*"\|"tiles":"[^"]*"\|"tflops":[0-9.]*'
+
+# prefill tokens/s, the label pass, and their GEMM times with the variable
+# named in $1 at each of the values that follow
+text_ab() {
+var=$1; shift
+for v in "$@"; do
+  env $var=$v timeout 90 $E bench engine --device NVIDIA --text > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text $var=$v rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
+  for pass in prefill labels; do
+    grep "\"pass\":\"$pass\"" $OUT/t.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"gemm_ms":[0-9.]*\|"gemm_split_ms":[0-9.]*\|"splitk_ms":[0-9.]*' | paste -sd' ' | sed "s/^/  $pass /" >> $S
+  done
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+done
+}
+
+# gemm rates at the 7B shapes (AUTO's kernel) with FOLIO_GEMM_GROUP=$1
+gemm_at() {
+FOLIO_GEMM_GROUP=$1 timeout 100 $E bench ops --device NVIDIA --only gemm --dtype f16 --where text_qo,text_kv,text_gate_up,text_down,vision_qkv,vision_gate_up,vision_down,labels,text8 --tiles none > $OUT/g.jsonl 2>> $OUT/bench.err
+echo "gemm group=$1 rc=$? $(el)" >> $S
+grep -v summary $OUT/g.jsonl | grep -o "$J" | paste -d' ' - - - | sed 's/"where"://; s/"tiles"://; s/"tflops"://' >> $S
+sed "s/^{/{\"group\":$1,/" $OUT/g.jsonl >> $OUT/gemm.jsonl; rm -f $OUT/g.jsonl
+}
+
+# run 1: the GEMM's tile order (bands of G row tiles walked down first):
+# correctness on the GPU (the order cases on every route, the GEMM groups,
+# both models' parity with AUTO's G), the GEMM rates and the prefill and
+# label pass at G = 0 (as dispatched), 8 (AUTO), 4 and 16, then the cold
+# start and pages at AUTO's G and the pages as dispatched
+run1() {
+FOLIO_TEST_GROUPS=2,3,16 timeout 90 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(gemm, epilogues, order) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -10 >> $S
+for t in engine_test_lm_parity engine_test_vision_parity; do
+  timeout 60 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp) $(el)" >> $S
+  grep -E "FAIL" $OUT/p.tmp | head -5 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
+done
+rm -f $OUT/p.tmp
+gemm_at 0
+gemm_at 8
+text_ab FOLIO_GEMM_GROUP 0 8 4 16 0 8
+cold_pages
+FOLIO_GEMM_GROUP=0 timeout 80 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/p0.jsonl 2>> $OUT/bench.err
+echo "page1024 group=0 rc=$? $(grep '"pages"' $OUT/p0.jsonl | grep -o '"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*' | paste -sd' ') $(el)" >> $S
+touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
+cat $S
+}
+
+run$RUN
