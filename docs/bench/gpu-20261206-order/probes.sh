@@ -55,4 +55,31 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 2: the page beside transformers on CUDA in one run (the anchor's
+# hf_cuda_bench.py, carried in .anchor/, never committed): folio's pages at
+# 1024^2 (batch 1, 8) and 512^2 (batch 1, 16), the vision tower's op
+# breakdown as dispatched and with AUTO's tile order, then transformers at
+# the same sizes and batches
+run2() {
+for img in "1024 1,8" "512 1,16"; do
+  set -- $img
+  timeout 100 $E bench engine --device NVIDIA --image $1 --batch $2 --iters 3 > $OUT/page$1.jsonl 2>> $OUT/bench.err
+  echo "page$1 rc=$? $(grep '"ready"\|"pages"' $OUT/page$1.jsonl | grep -o '"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*' | paste -sd' ') $(el)" >> $S
+done
+for g in 0 8; do
+  FOLIO_GEMM_GROUP=$g timeout 60 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/v.jsonl 2>> $OUT/bench.err
+  echo "vision group=$g rc=$? $(grep '"tower"' $OUT/v.jsonl | grep -o '"gpu_ms_best":[0-9.]*') $(el)" >> $S
+  grep '"breakdown"' $OUT/v.jsonl | grep -o '"[a-z_0-9]*_ms":[0-9.]*\|"[a-z_0-9]*_n":[0-9]*' | paste -sd' ' >> $S
+  sed "s/^{/{\"group\":$g,/" $OUT/v.jsonl >> $OUT/vision.jsonl; rm -f $OUT/v.jsonl
+done
+for img in "1024 8" "512 16"; do
+  set -- $img
+  PYTHONUNBUFFERED=1 timeout 200 python3 .anchor/hf_cuda_bench.py --image $1 --batch $2 --reps 3 --json $OUT/hf$1.json > $OUT/hf$1.log 2>&1
+  echo "transformers $1 batch $2 rc=$? $(el)" >> $S
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(" ".join("%s=%s" % (k, v.get("best_ms", v) if isinstance(v, dict) else v) for k, v in r.items() if k not in ("params", "grid")))' $OUT/hf$1.json >> $S 2>&1 || tail -5 $OUT/hf$1.log >> $S
+done
+touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
+cat $S
+}
+
 run$RUN
