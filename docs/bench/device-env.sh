@@ -4,7 +4,8 @@
 # load), points the loader at NVIDIA's ICD and the tests at the GPU, and
 # starts summary.txt in $OUT with the card and driver. Sets B (the
 # engine-only Release build), E (folio-engine), S (the summary), t0, and el
-# (seconds since t0, for the summary lines), and defines cold_pages (below).
+# (seconds since t0, for the summary lines), and defines cold_pages and
+# text_ab (below).
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_CACHE_HOME=/tmp/xdg
 export FOLIO_SOURCE_DIR=$PWD FOLIO_TEST_SCRATCH=/tmp/scratch FOLIO_TEST_DEVICE=NVIDIA
@@ -27,4 +28,19 @@ grep -o 'vk_pipeline_built.*' $OUT/page.err | sed 's/.*key=\([^ ]*\) ms=\([0-9.]
 head -8 $OUT/pipes.txt >> $S
 echo "pipelines $(wc -l < $OUT/pipes.txt) sum_ms $(awk '{s+=$1} END {print s}' $OUT/pipes.txt)" >> $S
 rm -f $OUT/page.err
+}
+
+# prefill tokens/s, the label pass, and their GEMM times with the variable
+# named in $1 at each of the values that follow (every line in
+# $OUT/text.jsonl)
+text_ab() {
+var=$1; shift
+for v in "$@"; do
+  env $var=$v timeout 90 $E bench engine --device NVIDIA --text > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text $var=$v rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
+  for pass in prefill labels; do
+    grep "\"pass\":\"$pass\"" $OUT/t.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"gemm_ms":[0-9.]*\|"gemm_split_ms":[0-9.]*\|"splitk_ms":[0-9.]*' | paste -sd' ' | sed "s/^/  $pass /" >> $S
+  done
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+done
 }

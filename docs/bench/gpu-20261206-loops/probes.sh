@@ -9,18 +9,6 @@ RUN=${1:?usage: probes.sh RUN}
 . docs/bench/device-env.sh
 J='"where":"[a-z_0-9]*"\|"tiles":"[^"]*"\|"tflops":[0-9.]*'
 
-# prefill tokens/s and its GEMM time with the variable named in $1 at each
-# of the values that follow
-text_ab() {
-var=$1; shift
-for v in "$@"; do
-  env $var=$v timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-$var-$v.jsonl 2>> $OUT/bench.err
-  echo "text $var=$v rc=$? $(grep -o '"tokens_per_s":[0-9.]*' $OUT/text-$var-$v.jsonl | paste -sd' ') $(el)" >> $S
-  grep '"pass":"prefill"' $OUT/text-$var-$v.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"gemm_ms":[0-9.]*\|"attention_ms":[0-9.]*' | paste -sd' ' >> $S
-done
-}
-
-
 # run 1: the GEMM's constant-count loops (LOOP) and f16 chunks on the
 # workgroup-scope kernel: correctness of every new row, the rows' rates at
 # the 7B shapes, the model with the loops on; attention's whole-tile form

@@ -9,20 +9,6 @@ RUN=${1:?usage: probes.sh RUN}
 . docs/bench/device-env.sh
 J='"where":"[a-z_0-9]*"\|"tiles":"[^"]*"\|"tflops":[0-9.]*'
 
-# prefill tokens/s, the label pass, and their GEMM times with the variable
-# named in $1 at each of the values that follow
-text_ab() {
-var=$1; shift
-for v in "$@"; do
-  env $var=$v timeout 90 $E bench engine --device NVIDIA --text > $OUT/t.jsonl 2>> $OUT/bench.err
-  echo "text $var=$v rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
-  for pass in prefill labels; do
-    grep "\"pass\":\"$pass\"" $OUT/t.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"gemm_ms":[0-9.]*\|"gemm_split_ms":[0-9.]*\|"splitk_ms":[0-9.]*' | paste -sd' ' | sed "s/^/  $pass /" >> $S
-  done
-  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
-done
-}
-
 # gemm rates at the 7B shapes (AUTO's kernel) with FOLIO_GEMM_GROUP=$1
 gemm_at() {
 FOLIO_GEMM_GROUP=$1 timeout 100 $E bench ops --device NVIDIA --only gemm --dtype f16 --where text_qo,text_kv,text_gate_up,text_down,vision_qkv,vision_gate_up,vision_down,labels,text8 --tiles none > $OUT/g.jsonl 2>> $OUT/bench.err

@@ -10,6 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A weights arena for one case's operands; NULL (the failure checked) when
+ * the device has none to give. */
+static struct vkr_arena *gemm_arena(struct T *t)
+{
+    struct vkr_arena *ar = NULL;
+    struct folio_err ae = {0};
+    int rc = vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae);
+    CHECK(rc == 0, "gemm arena: %s", ae.msg);
+    return rc == 0 ? ar : NULL;
+}
+
 /* The GEMM's f16 outputs and activation epilogues (SwiGLU against an f32
  * gate, GELU, quick-GELU), on the vision tower's small shapes too: under
  * lowered binding ranges (ranged mode) these rows are dispatched in chunks
@@ -30,12 +41,9 @@ void test_gemm_epilogues(struct T *t)
                 uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
                 if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size)
                     continue;
-                struct vkr_arena *ar = NULL;
-                struct folio_err ae = {0};
-                if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
-                    CHECK(0, "gemm arena: %s", ae.msg);
+                struct vkr_arena *ar = gemm_arena(t);
+                if (!ar)
                     return;
-                }
                 size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
                 struct gemm_operands o;
                 gemm_operands(t, m, n, k, &o);
@@ -121,12 +129,9 @@ void test_gemm(struct T *t)
                     continue; /* the big one once, with everything on */
                 if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size)
                     continue; /* lowered block size (ranged mode): tensors must fit one */
-                struct vkr_arena *ar = NULL;
-                struct folio_err ae = {0};
-                if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
-                    CHECK(0, "gemm arena: %s", ae.msg);
+                struct vkr_arena *ar = gemm_arena(t);
+                if (!ar)
                     return;
-                }
                 struct gemm_operands o;
                 gemm_operands(t, m, n, k, &o);
                 /* f32 inputs: the reference multiplies X as it is (the kernel's
@@ -270,12 +275,9 @@ void test_gemm_configs(struct T *t)
         size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
         if (nk * 2 > vkr_limits(t->vk)->block_size || mn * 4 > vkr_limits(t->vk)->block_size)
             continue;
-        struct vkr_arena *ar = NULL;
-        struct folio_err ae = {0};
-        if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
-            CHECK(0, "gemm arena: %s", ae.msg);
+        struct vkr_arena *ar = gemm_arena(t);
+        if (!ar)
             return;
-        }
         struct gemm_operands o;
         gemm_operands(t, m, n, k, &o);
         const float *wd = o.wd, *xd = o.xd;
@@ -350,12 +352,9 @@ void test_gemm_order(struct T *t)
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
         size_t mn = (size_t)m * n;
-        struct vkr_arena *ar = NULL;
-        struct folio_err ae = {0};
-        if (vkr_arena_create(t->vk, "gemm", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
-            CHECK(0, "gemm arena: %s", ae.msg);
+        struct vkr_arena *ar = gemm_arena(t);
+        if (!ar)
             return;
-        }
         struct gemm_operands o;
         gemm_operands(t, m, n, k, &o);
         float *yr = malloc(sizeof(float) * mn), *yg = malloc(sizeof(float) * mn);
