@@ -33,7 +33,7 @@ done
 rm -f $OUT/p.tmp
 gemm_at 0
 gemm_at 8
-text_ab FOLIO_GEMM_GROUP 0 8 4 16
+text_ab FOLIO_GEMM_GROUP 0 8 4
 cold_pages
 FOLIO_GEMM_GROUP=0 timeout 80 $E bench engine --device NVIDIA --image 1024 --batch 1,8 --iters 2 > $OUT/p0.jsonl 2>> $OUT/bench.err
 echo "page1024 group=0 rc=$? $(grep '"pages"' $OUT/p0.jsonl | grep -o '"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*' | paste -sd' ') $(el)" >> $S
