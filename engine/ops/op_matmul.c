@@ -654,9 +654,11 @@ static uint32_t split_slices(const struct vkr *vk, int tile, uint32_t mc, uint32
  * dispatched, one row of tiles runs across the columns and the weights
  * stream from memory once per row of tiles). op_matmul.gemm_group - 1 when
  * set (tests), else FOLIO_GEMM_GROUP=G (benchmarks; 0: as dispatched),
- * else GEMM_GROUP_AUTO. */
+ * else GEMM_GROUP_AUTO: as dispatched until a GPU run measures the bands
+ * (BENCHMARKS.md "The GEMM's tile order"; lavapipe cannot tell: its
+ * workgroups share no cache the way a GPU's multiprocessors do). */
 #define GEMM_GROUP_SHIFT 8
-#define GEMM_GROUP_AUTO 8u
+#define GEMM_GROUP_AUTO 0u
 static uint32_t gemm_group(const struct op_matmul *a)
 {
     static _Atomic long env = -2; /* -2: not read yet, -1: unset */
