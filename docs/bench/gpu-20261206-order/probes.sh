@@ -68,4 +68,17 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 3: the label pass's tile (48 rows: AUTO's 32-row tile makes two rows of
+# tiles): every tile at the label shapes, then the label pass with 64-row
+# tiles (FOLIO_GEMM_TILE=16,20: the narrow tile AUTO gives k/v, now for few
+# rows too; 16,1: the 64x128 one-stage tile for both)
+run3() {
+timeout 100 $E bench ops --device NVIDIA --only gemm --dtype f16 --where labels > $OUT/gemm-labels.jsonl 2>> $OUT/bench.err
+echo "gemm labels rc=$? $(el)" >> $S
+grep -v summary $OUT/gemm-labels.jsonl | grep '"xtype":"f16"' | grep -o "$J" | paste -d' ' - - - | sed 's/"where"://; s/"tiles"://; s/"tflops"://' | sort -k1,1 -k3,3nr | awk '{c[$1]++} c[$1] <= 6' >> $S
+text_ab FOLIO_GEMM_TILE "" 16,20 16,1
+touch $OUT/bench.err; tail -c 300 $OUT/bench.err >> $S
+cat $S
+}
+
 run$RUN
