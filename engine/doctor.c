@@ -80,12 +80,8 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
         return rc;
     int failed = 0;
     rc = ops_prewarm(vk, &failed, err);
-    if (!rc) {
-        struct folio_err e2 = {0};
-        if (vkr_cache_save(vk, &e2) != 0)
-            folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s", e2.msg);
-        vkr_seal(vk);
-    }
+    if (!rc)
+        vkr_seal_save(vk);
     if (rc) {
         vkr_close(vk);
         return rc;

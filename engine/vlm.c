@@ -571,12 +571,7 @@ static int prewarm_finish_all(struct vlm *v, struct folio_err *err)
                                vkr_device(vk)->name);
             break;
         }
-        vkr_seal(vk);
-        if (vkr_cache_save(vk, err) != 0) {
-            char q[300];
-            folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s",
-                      folio_lq(q, sizeof q, err->msg));
-        }
+        vkr_seal_save(vk);
     }
     return rc;
 }

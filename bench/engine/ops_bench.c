@@ -645,11 +645,8 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         ng = ops_keys_unique(gk, ng);
         rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }
-    if (!rc) {
-        struct folio_err e2 = {0};
-        vkr_cache_save(b.vk, &e2);
-        vkr_seal(b.vk);
-    }
+    if (!rc)
+        vkr_seal_save(b.vk);
     struct vkr_arena *act = NULL;
     if (!rc)
         rc = vkr_arena_create(b.vk, "roofline", VKR_ARENA_WEIGHTS, &act, err);

@@ -187,10 +187,8 @@ static int open_engine(const struct vlm_bench_opts *o, struct models *m, const c
         rc = folio_err_set(err, FOLIO_EDEVICE, "%d pipelines failed", failed);
     if (rc)
         return rc;
-    vkr_seal(e->vk);
     e->cache_hit = st.cache_hit;
-    if (vkr_cache_save(e->vk, err) != 0)
-        folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "dir=%s", cache);
+    vkr_seal_save(e->vk);
     return rc;
 }
 

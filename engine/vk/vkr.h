@@ -284,6 +284,10 @@ int vkr_has_shader(const char *shader);
 /* Loads/saves the on-disk VkPipelineCache. Open loads it; call save after
  * pre-warm. A bad file of any kind is a clean miss (see stats). */
 int vkr_cache_save(struct vkr *vk, struct folio_err *err);
+/* The end of a pre-warm: seals the registry, then saves the cache. A save
+ * that fails is logged as a warning (vk_cache_save_failed) and costs only
+ * the next start's compile, so it is no error of the caller's. */
+void vkr_seal_save(struct vkr *vk);
 
 /* ---- commands ---- */
 struct vkr_bind {

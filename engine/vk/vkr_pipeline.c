@@ -250,6 +250,16 @@ int vkr_cache_save(struct vkr *vk, struct folio_err *err)
     return rc;
 }
 
+void vkr_seal_save(struct vkr *vk)
+{
+    vkr_seal(vk);
+    struct folio_err e = {0};
+    if (vkr_cache_save(vk, &e) != 0) {
+        char q[300];
+        folio_log(FOLIO_LOG_WARN, "vk_cache_save_failed", "msg=%s", folio_lq(q, sizeof q, e.msg));
+    }
+}
+
 int vkr_pipelines_init(struct vkr *vk, struct folio_err *err)
 {
     VkDescriptorSetLayoutBinding b[VKR_MAX_BINDINGS];
