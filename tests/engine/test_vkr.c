@@ -498,6 +498,35 @@ static void test_faults(void)
 #endif
 }
 
+/* vkr_seal_save where the cache cannot be written (its folder's parent is
+ * a file): the save fails, which only warns; the registry is sealed all the
+ * same, and the pre-warmed pipelines serve. */
+static void test_seal_save_unwritable(const char *scratch)
+{
+    char file[512], dir[600];
+    snprintf(file, sizeof file, "%s/not-a-folder", scratch);
+    snprintf(dir, sizeof dir, "%s/cache", file);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL, "create %s", file);
+    if (f)
+        fclose(f);
+    struct folio_err e = {0};
+    struct vkr *vk = open_dev(test_device(), dir, 0, &e);
+    CHECK(vk != NULL, "open with an unwritable cache folder: %s", e.msg);
+    if (!vk)
+        return;
+    struct vkr_pipeline_key k = {.shader = "softmax"}, miss = {.shader = "norm", .nspec = 1, .spec = {7}};
+    int failed = -1;
+    CHECK(vkr_prewarm(vk, &k, 1, &failed, &e) == 0 && failed == 0, "prewarm: %s", e.msg);
+    struct folio_err se = {0};
+    CHECK(vkr_cache_save(vk, &se) != 0, "saving under a file should fail");
+    vkr_seal_save(vk);
+    uint32_t id;
+    CHECK(vkr_pipeline(vk, &k, &id, &e) == 0, "pre-warmed pipeline after seal_save: %s", e.msg);
+    CHECK(vkr_pipeline(vk, &miss, &id, &e) == FOLIO_ESTATE, "seal_save did not seal");
+    vkr_close(vk);
+}
+
 int main(void)
 {
     const char *scratch = tu_scratch("vkr");
@@ -505,6 +534,7 @@ int main(void)
     test_memory();
     test_memory_own_block();
     test_pipelines(scratch);
+    test_seal_save_unwritable(scratch);
     test_faults();
     test_prewarm_background();
     return tu_finish();
