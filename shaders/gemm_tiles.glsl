@@ -19,6 +19,9 @@ uvec2 gemm_tile()
     if (g == 0u)
         return gl_WorkGroupID.xy;
     uint gx = gl_NumWorkGroups.x, gy = gl_NumWorkGroups.y;
+    // A band is at most the grid's height: g * gx then stays below the
+    // workgroup count, where a knob near its bound would wrap 32 bits.
+    g = min(g, gy);
     uint id = gl_WorkGroupID.y * gx + gl_WorkGroupID.x;
     uint band = id / (g * gx), first = band * g;
     uint rows = min(gy - first, g); // the last band may be shorter

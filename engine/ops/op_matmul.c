@@ -663,18 +663,12 @@ static uint32_t split_slices(const struct vkr *vk, int tile, uint32_t mc, uint32
 #define GEMM_GROUP_AUTO 8u
 static uint32_t gemm_group(const struct op_matmul *a)
 {
-    static _Atomic long env = -2; /* -2: not read yet, -1: unset */
     if (a->gemm_group > 0)
         return (uint32_t)(a->gemm_group - 1);
-    long e = env;
-    if (e == -2) {
-        const char *s = getenv("FOLIO_GEMM_GROUP");
-        char *end;
-        long v = s && *s ? strtol(s, &end, 10) : -1;
-        e = v >= 0 && v < (1l << 20) && !*end ? v : -1;
-        env = e;
-    }
-    return e >= 0 ? (uint32_t)e : GEMM_GROUP_AUTO;
+    const char *s = getenv("FOLIO_GEMM_GROUP");
+    char *end;
+    long v = s && *s ? strtol(s, &end, 10) : -1;
+    return v >= 0 && v < (1l << 20) && !*end ? (uint32_t)v : GEMM_GROUP_AUTO;
 }
 
 /* The GEMMs' epilogue flags (gemm_epi.glsl, gemm_cm2.glsl: 1 bias,
