@@ -127,11 +127,15 @@ struct arch_text {
      * family's layers need besides the rows. */
     int (*hook_stage)(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int prefill,
                     struct folio_err *err);
-    /* Between the q/k projections and RoPE: q is nrows x n_head heads, k
-     * nrows x n_head_kv. */
+    /* Between the q/k projections and RoPE: q is nq rows x n_head heads, k
+     * nk rows x n_head_kv (the last layer of a pass may project q for
+     * fewer rows than k: lm_forward.c's tail). */
     int (*hook_qk)(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, struct vkr_tensor q,
-                 struct vkr_tensor k, uint32_t nrows, struct folio_err *err);
-    /* After decoder layer `layer` on the residual stream x. */
+                 uint32_t nq, struct vkr_tensor k, uint32_t nk, struct folio_err *err);
+    /* After decoder layer `layer` on the residual stream x. Not called
+     * after the last layer of a pass that computes it for the rows it
+     * reads alone (lm_forward.c's tail): a family whose hook can change
+     * the last layer's output sets lm->full_tail in hook_open. */
     int (*hook_layer_done)(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32_t nrows,
                          struct folio_err *err);
 

@@ -257,8 +257,9 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     uint64_t pg = B * NL * LT;
     /* the pass's index sections (lm_forward.c pass_plan), each aligned:
      * positions, prompt key ranges, label key ranges (two per row), logits
-     * rows, probabilities */
-    uint64_t ints = rows * 3 + B * T * 2 + label_rows * 4 + lg + pg + 5 * lm->ialign;
+     * rows, probabilities, and the last layer's rows alone (the tail: one
+     * row per logits row, positions and two key ranges) */
+    uint64_t ints = rows * 3 + B * T * 2 + label_rows * 4 + lg + pg + lg * 7 + 7 * lm->ialign;
     if (rows > UINT32_MAX / 8 || ints > UINT32_MAX / 8 || lg * lm->V > UINT32_MAX)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " rows per pass is too many",
                              rows);
@@ -272,12 +273,13 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
             for (int i = 0; i < 4; i++)
                 asb[i] = b[i] > asb[i] ? b[i] : asb[i];
         }
-    /* The label rows' split-K shares: what the op can take for them on the
-     * tightest device (or the forced count); nothing where none splits. */
+    /* The label rows' split-K shares (and the tail's: the label rows and
+     * each prompt's last): what the op can take for them on the tightest
+     * device (or the forced count); nothing where none splits. */
     uint64_t ksb[2] = {16, 16};
     for (uint32_t p = 0; p < lm->nparts; p++) {
         uint64_t b[2];
-        op_attention_ksplit_bytes(lm->part[p].vk, (uint32_t)label_rows, lm->hp.n_head, lm->D,
+        op_attention_ksplit_bytes(lm->part[p].vk, (uint32_t)(label_rows + B), lm->hp.n_head, lm->D,
                                   c->attn_splits, b);
         for (int i = 0; i < 2; i++)
             ksb[i] = b[i] > ksb[i] ? b[i] : ksb[i];

@@ -40,6 +40,20 @@
  * start at a multiple of lm->ra to keep that true. Pad rows before them
  * carry zero embeddings and are never attended to.
  *
+ * The tail: a pass reads the last layer's output at a few rows (each
+ * prompt's last, the label rows), yet every row's K and V in that layer
+ * are needed (label rows and later lm_score passes attend to them). So
+ * the last layer projects K and V for every row, then gathers the rows
+ * the head reads into the head's own rows (lg_h, in logits-row order)
+ * and runs the rest there: q, attention (each row with its key ranges:
+ * a prompt's last row its prompt, a label row as above), the output
+ * projection and the MLP. 1,429 prompt rows and 48 label rows: the last
+ * layer's products on 49 rows instead of 1,477, 1/28 of the prefill's
+ * work for Qwen2.5-VL-7B. Passes that return every prompt row's logits
+ * (parity tests) run the last layer on every row, as does a family whose
+ * hook_layer_done changes the last layer (lm->full_tail) and
+ * FOLIO_LM_TAIL=all (comparisons).
+ *
  * Scores: softmax of the needed logits rows on the GPU, then one gather
  * picks p(token) for every label token (the probabilities read as a table
  * of one-float rows, so any vocabulary size works), so only a few floats
@@ -210,8 +224,16 @@ struct pass {
     uint32_t np, slot0, nrows;
     uint32_t lab0, nlab_rows; /* the label rows: [lab0, lab0 + nlab_rows) = [lab0, nrows) */
     uint32_t nlast, nall, nlg, npg;
-    uint32_t o_pos, o_rngp, o_rngl, o_lg, o_pg, ints_used;
+    int tail; /* the last layer on the head's rows alone (see the top) */
+    uint32_t o_pos, o_rngp, o_rngl, o_lg, o_pg, o_post, o_rngt, ints_used;
 };
+
+/* FOLIO_LM_TAIL=all: the last layer on every row (comparisons). */
+static int tail_env_all(void)
+{
+    const char *e = getenv("FOLIO_LM_TAIL");
+    return e && strcmp(e, "all") == 0;
+}
 
 /* The last prefill's last logits rows, before this pass reuses the buffer. */
 static int fetch_last(struct lm *lm, uint32_t nseq, struct folio_err *err)
@@ -276,12 +298,18 @@ static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
     if (ps->nlg > lm->lg_cap)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %u logits rows exceed the planned %u",
                              ps->nlg, lm->lg_cap);
+    /* the tail pays where the head reads fewer rows than the pass has
+     * (every logits row is a prompt's last row or a label row) */
+    ps->tail = ps->prefill && np && !ps->nall && ps->nlg && ps->nlg < nrows && !lm->full_tail &&
+               !tail_env_all();
     struct isec is = {.lm = lm};
     ps->o_pos = isec_take(&is, nrows * 3);
     ps->o_rngp = isec_take(&is, np * 2);
     ps->o_rngl = isec_take(&is, nlab_rows * 4);
     ps->o_lg = isec_take(&is, ps->nlg);
     ps->o_pg = isec_take(&is, ps->npg);
+    ps->o_post = ps->tail ? isec_take(&is, ps->nlg * 3) : 0;
+    ps->o_rngt = ps->tail ? isec_take(&is, ps->nlg * 4) : 0;
     if (is.over)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: pass indices exceed the plan");
     ps->ints_used = is.used;
@@ -341,6 +369,21 @@ static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *er
                 iv[o_lg + lgc++] = (int32_t)(r + j);
             }
         }
+    /* the tail's rows: logits row i is pass row iv[o_lg + i], a prompt's
+     * last row (the first nlast; they see their prompt) or a label row
+     * (its two ranges) */
+    for (uint32_t i = 0; ps->tail && i < ps->nlg; i++) {
+        uint32_t r = (uint32_t)iv[o_lg + i];
+        int32_t *rg = iv + ps->o_rngt + 4 * i;
+        memcpy(iv + ps->o_post + 3 * i, iv + o_pos + 3 * r, 3 * sizeof *iv);
+        if (i < ps->nlast) {
+            rg[0] = (int32_t)lm->seq_start[i];
+            rg[1] = (int32_t)(lm->seq_start[i] + lm->seq_n[i]);
+            rg[2] = rg[3] = 0; /* empty */
+        } else {
+            memcpy(rg, iv + ps->o_rngl + 4 * (r - ps->lab0), 4 * sizeof *iv);
+        }
+    }
     /* which probability each label token reads */
     uint32_t pgc = 0;
     for (uint32_t b = 0; b < nseq; b++)
@@ -350,6 +393,30 @@ static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *er
                 uint64_t idx = prow * V + (uint64_t)labels[l].tokens[j];
                 iv[ps->o_pg + pgc++] = (int32_t)(uint32_t)idx; /* < 2^32: lm.c plans it */
             }
+    return rc;
+}
+
+/* The rows the head reads (logits-row order) from the residual stream
+ * into lg_h. */
+static int head_rows(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
+                     struct folio_err *err)
+{
+    return op_gather(c, &(struct op_gather){.table = lm->x, .wtype = QUANT_F32, .rows = ps->nrows,
+                                            .k = lm->E, .ids = iview(lm, ps->o_lg, ps->nlg),
+                                            .n_ids = ps->nlg, .y = lm->lg_h}, err);
+}
+
+/* The tail's inputs once every row's K and V are projected: the head's
+ * rows of the residual stream into x (lg_h) and their attention norm into
+ * h's first rows (h's other rows are done with). */
+static int tail_rows(struct lm *lm, struct vkr_cmd *c, const struct pass *ps, struct vkr_tensor x,
+                     int htype, struct folio_err *err)
+{
+    const struct lm_layer *L = &lm->L[lm->hp.n_layer - 1];
+    int rc = head_rows(lm, c, ps, err);
+    if (!rc)
+        rc = op_norm(c, &(struct op_norm){.x = x, .y = lm->h, .w = &L->attn_norm.t, .rows = ps->nlg,
+                                          .n = lm->E, .eps = lm->hp.rms_eps, .ytype = htype}, err);
     return rc;
 }
 
@@ -370,43 +437,57 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     uint64_t kv0 = (uint64_t)ps->slot0 * KW * 2, kvn = (uint64_t)nrows * KW * 2;
     struct vkr_tensor kv_k = vkr_view(L->kc, kv0, kvn), kv_v = vkr_view(L->vc, kv0, kvn);
     struct vkr_tensor k32 = vkr_view(lm->o, 0, (uint64_t)nrows * KW * 4);
+    /* The rows past K/V: every row, or in the tail (see the top) the
+     * head's rows alone, gathered into lg_h. */
+    const int tail = ps->tail && li == hp->n_layer - 1;
+    const uint32_t nr = tail ? ps->nlg : nrows;
+    struct vkr_tensor x = tail ? lm->lg_h : lm->x;
     int rc;
     if (f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
         rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
                                           .rows = nrows, .n = E, .eps = eps, .ytype = F16}, err);
-        if (!rc)
+        if (!rc && !tail)
             rc = mm16(lm, c, &L->wq, &L->bq,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = lm->q, .ytype = F32,
                                          .m = nrows}, err);
         /* int8 weights: k and v read the int8 rows of h that q's product
-         * left in the GEMM scratch */
-        int qi8 = L->wq.type == QUANT_I8R && L->wk.type == QUANT_I8R;
+         * left in the GEMM scratch (in the tail k's, as q runs later) */
+        int ki8 = L->wq.type == QUANT_I8R && L->wk.type == QUANT_I8R && !tail;
+        int vi8 = L->wv.type == QUANT_I8R && (tail ? L->wk.type == QUANT_I8R : ki8);
         if (!rc)
             rc = mm16(lm, c, &L->wk, &L->bk,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = k32, .ytype = F32,
-                                         .m = nrows, .x_in_scratch = qi8}, err);
+                                         .m = nrows, .x_in_scratch = ki8}, err);
         if (!rc)
             rc = mm16(lm, c, &L->wv, &L->bv,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F16,
-                                         .m = nrows, .x_in_scratch = qi8 && L->wv.type == QUANT_I8R},
-                      err);
+                                         .m = nrows, .x_in_scratch = vi8}, err);
+        if (!rc && tail)
+            rc = tail_rows(lm, c, ps, x, F16, err);
+        if (!rc && tail)
+            rc = mm16(lm, c, &L->wq, &L->bq,
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = lm->q, .ytype = F32,
+                                         .m = nr}, err);
     } else {
         struct vkr_tensor v32 = vkr_view(lm->t2, 0, (uint64_t)nrows * KW * 4);
         rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
                                           .rows = nrows, .n = E, .eps = eps}, err);
-        if (!rc)
-            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nrows, err);
         if (!rc)
             rc = mm(lm, c, &L->wk, &L->bk, lm->h, k32, nrows, err);
         if (!rc)
             rc = mm(lm, c, &L->wv, &L->bv, lm->h, v32, nrows, err);
         if (!rc)
             rc = op_convert(c, 1, v32, kv_v, (uint64_t)nrows * KW, err);
+        if (!rc && tail)
+            rc = tail_rows(lm, c, ps, x, QUANT_F32, err);
+        if (!rc)
+            rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nr, err);
     }
     if (!rc && lm->arch->hook_qk) /* the family's (Qwen3-VL: per-head q/k RMSNorm) */
-        rc = lm->arch->hook_qk(lm, c, L, lm->q, k32, nrows, err);
-    struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = pos, .t = nrows, .h = hp->n_head,
+        rc = lm->arch->hook_qk(lm, c, L, lm->q, nr, k32, nrows, err);
+    struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = tail ? iview(lm, ps->o_post, nr * 3) : pos,
+                         .t = nr, .h = hp->n_head,
                          .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
                          .base = hp->rope_theta,
                          .sections = {(uint32_t)hp->mrope_sections[0],
@@ -419,9 +500,23 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     rk.y = kv_k;
     rk.ytype = QUANT_F16;
     rk.h = hp->n_head_kv;
+    rk.pos = pos;
+    rk.t = nrows;
     if (!rc)
         rc = op_rope(c, &rk, err);
-    if (!rc && np) {
+    if (!rc && tail) {
+        /* the head's rows, each against its own key ranges */
+        struct vkr_tensor rg = iview(lm, ps->o_rngt, nr * 4);
+        struct op_attention at = {.q = vkr_view(lm->q, 0, (uint64_t)nr * QW * 4), .k = L->kc,
+                                  .v = L->vc, .o = vkr_view(lm->o, 0, (uint64_t)nr * QW * 4),
+                                  .tq = nr, .tk = ps->slot0 + nrows, .hq = hp->n_head,
+                                  .hkv = hp->n_head_kv, .d = lm->D, .scale = scale,
+                                  .causal = 0, .ranges = &rg, .two_ranges = 1, .kv_f16 = 1,
+                                  .kernel = OP_ATTN_AUTO, .ksplit = &lm->ksp,
+                                  .splits = lm->cfg.attn_splits};
+        rc = op_attention_ranged(c, &at, &lm->asc, err);
+    }
+    if (!rc && np && !tail) {
         struct vkr_tensor rg = iview(lm, ps->o_rngp, np * 2);
         struct op_attention at = {.q = lm->q, .k = L->kc, .v = L->vc, .o = lm->o, .tq = np,
                                   .tk = np, .hq = hp->n_head, .hkv = hp->n_head_kv,
@@ -429,7 +524,7 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                                   .kv_f16 = 1};
         rc = op_attention_ranged(c, &at, &lm->asc, err);
     }
-    if (!rc && ps->nlab_rows) {
+    if (!rc && ps->nlab_rows && !tail) {
         uint32_t nq = ps->nlab_rows;
         uint64_t q0 = (uint64_t)ps->lab0 * QW * 4, qn = (uint64_t)nq * QW * 4;
         struct vkr_tensor rg = iview(lm, ps->o_rngl, nq * 4);
@@ -447,16 +542,16 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     if (!rc && f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
         rc = mm16(lm, c, &L->wo, NULL,
-                  (struct op_matmul){.x = lm->o, .xtype = F32, .y = lm->x, .ytype = F32, .m = nrows,
-                                     .res = &lm->x}, err);
+                  (struct op_matmul){.x = lm->o, .xtype = F32, .y = x, .ytype = F32, .m = nr,
+                                     .res = &x}, err);
         if (!rc)
-            rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->ffn_norm.t,
-                                              .rows = nrows, .n = E, .eps = eps, .ytype = F16},
+            rc = op_norm(c, &(struct op_norm){.x = x, .y = lm->h, .w = &L->ffn_norm.t,
+                                              .rows = nr, .n = E, .eps = eps, .ytype = F16},
                                               err);
-        for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
-            uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
+        for (uint32_t r0 = 0; r0 < nr && !rc; r0 += lm->ffn_rows) {
+            uint32_t m = nr - r0 < lm->ffn_rows ? nr - r0 : lm->ffn_rows;
             struct vkr_tensor hv = vkr_view(lm->h, (uint64_t)r0 * E * 2, (uint64_t)m * E * 2);
-            struct vkr_tensor xv = vkr_view(lm->x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
+            struct vkr_tensor xv = vkr_view(x, (uint64_t)r0 * E * 4, (uint64_t)m * E * 4);
             rc = mm16(lm, c, &L->wg, NULL,
                       (struct op_matmul){.x = hv, .xtype = F16, .y = lm->gate, .ytype = F32, .m = m},
                                          err);
@@ -473,25 +568,25 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                                              .m = m,
                                              .res = &xv}, err);
         }
-        if (!rc && lm->arch->hook_layer_done) /* the family's (Qwen3-VL: DeepStack) */
+        if (!rc && lm->arch->hook_layer_done && !tail) /* the family's (Qwen3-VL: DeepStack) */
             rc = lm->arch->hook_layer_done(lm, c, li, nrows, err);
         return rc;
     }
     if (!rc)
-        rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nrows, err);
+        rc = mm(lm, c, &L->wo, NULL, lm->o, lm->t2, nr, err);
     if (!rc)
-        rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = lm->x, .b = &lm->t2, .y = lm->x,
-                                          .n = (uint64_t)nrows * E, .nb = (uint64_t)nrows * E},
+        rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = x, .b = &lm->t2, .y = x,
+                                          .n = (uint64_t)nr * E, .nb = (uint64_t)nr * E},
                                           err);
     if (!rc)
-        rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->ffn_norm.t,
-                                          .rows = nrows, .n = E, .eps = eps}, err);
+        rc = op_norm(c, &(struct op_norm){.x = x, .y = lm->h, .w = &L->ffn_norm.t,
+                                          .rows = nr, .n = E, .eps = eps}, err);
     /* the MLP in row chunks (lm.c: gate/up hold ffn_rows rows) */
-    for (uint32_t r0 = 0; r0 < nrows && !rc; r0 += lm->ffn_rows) {
-        uint32_t m = nrows - r0 < lm->ffn_rows ? nrows - r0 : lm->ffn_rows;
+    for (uint32_t r0 = 0; r0 < nr && !rc; r0 += lm->ffn_rows) {
+        uint32_t m = nr - r0 < lm->ffn_rows ? nr - r0 : lm->ffn_rows;
         uint64_t mf = (uint64_t)m * lm->F, me = (uint64_t)m * E;
         struct vkr_tensor hv = vkr_view(lm->h, (uint64_t)r0 * E * 4, me * 4);
-        struct vkr_tensor xv = vkr_view(lm->x, (uint64_t)r0 * E * 4, me * 4);
+        struct vkr_tensor xv = vkr_view(x, (uint64_t)r0 * E * 4, me * 4);
         struct vkr_tensor tv = vkr_view(lm->t2, (uint64_t)r0 * E * 4, me * 4);
         rc = mm(lm, c, &L->wg, NULL, hv, lm->gate, m, err);
         if (!rc)
@@ -505,7 +600,7 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
             rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = xv, .b = &tv, .y = xv, .n = me,
                                               .nb = me}, err);
     }
-    if (!rc && lm->arch->hook_layer_done) /* the family's (Qwen3-VL: DeepStack) */
+    if (!rc && lm->arch->hook_layer_done && !tail) /* the family's (Qwen3-VL: DeepStack) */
         rc = lm->arch->hook_layer_done(lm, c, li, nrows, err);
     return rc;
 }
@@ -518,9 +613,8 @@ static int record_head(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     const uint32_t nlg = ps->nlg, V = lm->V;
     if (!nlg)
         return 0;
-    int rc = op_gather(c, &(struct op_gather){.table = lm->x, .wtype = QUANT_F32, .rows = ps->nrows,
-                                              .k = lm->E, .ids = iview(lm, ps->o_lg, nlg),
-                                              .n_ids = nlg, .y = lm->lg_h}, err);
+    /* the tail left the last layer's output in lg_h already */
+    int rc = ps->tail ? 0 : head_rows(lm, c, ps, err);
     if (!rc)
         rc = op_norm(c, &(struct op_norm){.x = lm->lg_h, .y = lm->lg_hn, .w = &lm->out_norm.t,
                                           .rows = nlg, .n = lm->E, .eps = lm->hp.rms_eps}, err);

@@ -61,6 +61,10 @@ struct lm {
     void *arch_state;
     uint32_t Ein;
     int rope_mode;
+    /* Run the last layer on every row of a pass (lm_forward.c's tail off):
+     * set by a family whose hook_layer_done changes the last layer's
+     * output; FOLIO_LM_TAIL=all sets it for comparisons. */
+    int full_tail;
 
     /* capacities, fixed at open */
     uint32_t ra;          /* row granularity keeping every row view aligned */

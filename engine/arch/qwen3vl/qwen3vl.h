@@ -63,9 +63,9 @@ void q3_lm_close(struct lm *lm);
  * features, uploaded (none for a scoring pass). */
 int q3_lm_stage(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int prefill,
                 struct folio_err *err);
-/* Per-head RMSNorm of q (nrows x n_head heads) and k (nrows x n_head_kv). */
+/* Per-head RMSNorm of q (nq rows x n_head heads) and k (nk rows x n_head_kv). */
 int q3_lm_qk_norm(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, struct vkr_tensor q,
-                  struct vkr_tensor k, uint32_t nrows, struct folio_err *err);
+                  uint32_t nq, struct vkr_tensor k, uint32_t nk, struct folio_err *err);
 /* After decoder layer `layer`: x[image rows] += DeepStack rows of that layer. */
 int q3_lm_deepstack_add(struct lm *lm, struct vkr_cmd *c, uint32_t layer, uint32_t nrows,
                         struct folio_err *err);

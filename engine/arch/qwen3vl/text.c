@@ -51,6 +51,9 @@ int q3_lm_open(struct lm *lm, struct folio_err *err)
         return folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     lm->arch_state = ds;
     ds->n = lm->hp.n_deepstack;
+    /* rows added after the last layer would change what the head reads */
+    if (ds->n >= lm->hp.n_layer)
+        lm->full_tail = 1;
     /* every prompt row of a full batch may be an image row */
     uint64_t cap = (uint64_t)lm->cfg.batch * lm->cfg.max_tokens, E = lm->E;
     /* one tensor per layer: every view starts at a binding's alignment */
@@ -139,15 +142,15 @@ int q3_lm_stage(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, int pre
 }
 
 int q3_lm_qk_norm(struct lm *lm, struct vkr_cmd *c, const struct lm_layer *L, struct vkr_tensor q,
-                  struct vkr_tensor k, uint32_t nrows, struct folio_err *err)
+                  uint32_t nq, struct vkr_tensor k, uint32_t nk, struct folio_err *err)
 {
     /* each head's D values are one row of the norm (HF: q_norm over head_dim) */
     const struct gguf_text_hparams *h = &lm->hp;
-    int rc = op_norm(c, &(struct op_norm){.x = q, .y = q, .w = &L->qn.t, .rows = nrows * h->n_head,
+    int rc = op_norm(c, &(struct op_norm){.x = q, .y = q, .w = &L->qn.t, .rows = nq * h->n_head,
                                           .n = lm->D, .eps = h->rms_eps}, err);
     if (!rc)
         rc = op_norm(c, &(struct op_norm){.x = k, .y = k, .w = &L->kn.t,
-                                          .rows = nrows * h->n_head_kv, .n = lm->D,
+                                          .rows = nk * h->n_head_kv, .n = lm->D,
                                           .eps = h->rms_eps}, err);
     return rc;
 }
