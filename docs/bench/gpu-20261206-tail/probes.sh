@@ -20,9 +20,9 @@ sed "s/^{/{\"tail\":\"${1:-auto}\",/" $OUT/p.jsonl >> $OUT/pages.jsonl; rm -f $O
 # run 1: the last layer on the head's rows alone (the tail): correctness on
 # the GPU (the GEMM groups with the tile order's band cap, both models'
 # parity with the fused classify against two passes on both data paths,
-# the int8 route's k/v scratch reuse, Qwen3-VL's q/k norm hook), then prefill, label pass and fused classify
-# with the tail off and on, pages at 1024^2 (batch 1, 8) and 512^2 (batch 1,
-# 16) with it off and on, and the batch-16 cold start from a cold cache
+# the int8 route's k/v scratch reuse, Qwen3-VL's q/k norm hook), then
+# prefill, label pass and fused classify with the tail off and on, and
+# pages at 1024^2 (batch 1, 8) with it on and off
 run1() {
 FOLIO_TEST_GROUPS=2,3,16 timeout 90 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(gemm, epilogues, order) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
