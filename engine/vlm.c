@@ -985,11 +985,12 @@ static void result_reset(struct vlm_result *r)
 }
 
 /* The LM part of a pass: pages [i0, i1) share one label set; their
- * prompts (image rows from emb) are one ragged prefill with the labels
- * scored in the same submission. */
+ * prompts are one ragged prefill with the labels scored in the same
+ * submission. Image rows from emb, or where emb is NULL from the tower's
+ * rows on the device (rows; page i's from row row0[i]). */
 static int lm_group(struct vlm *v, struct vlm_prepared *const *pages, uint32_t i0, uint32_t i1,
-                    float *const *emb, int32_t *const *ids, struct vlm_result *out,
-                    struct folio_err *err)
+                    float *const *emb, const struct vkr_tensor *rows, const uint32_t *row0,
+                    int32_t *const *ids, struct vlm_result *out, struct folio_err *err)
 {
     uint32_t ns = i1 - i0, nl = pages[i0]->nl;
     struct lm_seq *seq = calloc(ns, sizeof *seq);
@@ -1001,8 +1002,9 @@ static int lm_group(struct vlm *v, struct vlm_prepared *const *pages, uint32_t i
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (uint32_t i = 0; !rc && i < ns; i++) {
         const struct vlm_prepared *pp = pages[i0 + i];
-        seq[i] = (struct lm_seq){ids[i0 + i], (uint32_t)pp->p.ids.n, emb[i0 + i], pp->p.pos,
-                                 pp->p.next_pos};
+        seq[i] = (struct lm_seq){ids[i0 + i], (uint32_t)pp->p.ids.n, emb ? emb[i0 + i] : NULL,
+                                 pp->p.pos, pp->p.next_pos, emb ? NULL : rows,
+                                 emb ? 0 : row0[i0 + i]};
     }
     if (!rc)
         rc = lm_classify(v->lm, seq, ns, pages[i0]->lab, nl, lp, pr, best, err);
@@ -1052,16 +1054,24 @@ int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_
     }
 #endif
     uint32_t E = vis_out_dim(v->vis);
-    float **emb = calloc(n, sizeof *emb);
+    /* The tower's rows stay on the device for the text model where both
+     * are on one device and the rows have no DeepStack columns; else they
+     * come back to the host (emb) and go up again with the prompt. */
+    struct vkr_tensor rows = {0};
+    int on_dev = v->ndev == 1 && vis_rows(v->vis, &rows);
+    float **emb = on_dev ? NULL : calloc(n, sizeof *emb);
     int32_t **ids = calloc(n, sizeof *ids);
-    int rc = emb && ids ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    uint32_t *row0 = calloc(n, sizeof *row0);
+    int rc = (emb || on_dev) && ids && row0 ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (uint32_t i = 0; !rc && i < n; i++) {
         const struct vlm_prepared *pp = pages[i];
         size_t np = pp->p.ids.n, first = pp->p.images[0].first;
-        emb[i] = malloc(np * E * sizeof **emb);
+        row0[i] = i ? row0[i - 1] + (uint32_t)pages[i - 1]->M : 0;
+        if (emb)
+            emb[i] = malloc(np * E * sizeof **emb);
         ids[i] = malloc(np * sizeof **ids);
         out[i].prompt_ids = malloc(np * sizeof *out[i].prompt_ids);
-        if (!emb[i] || !ids[i] || !out[i].prompt_ids) {
+        if ((emb && !emb[i]) || !ids[i] || !out[i].prompt_ids) {
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
             break;
         }
@@ -1077,7 +1087,7 @@ int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_
     for (uint32_t i = 0; !rc && i < n; i++) {
         const struct vlm_prepared *pp = pages[i];
         vi[i] = (struct vis_image){pp->pi.patches, pp->pi.grid_h, pp->pi.grid_w,
-                                   emb[i] + pp->p.images[0].first * E};
+                                   emb ? emb[i] + pp->p.images[0].first * E : NULL};
     }
     if (!rc)
         rc = vis_encode_batch(v->vis, vi, n, err);
@@ -1088,7 +1098,7 @@ int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_
         uint32_t i1 = i0 + 1;
         while (i1 < n && same_labels(pages[i0], pages[i1]))
             i1++;
-        rc = lm_group(v, pages, i0, i1, emb, ids, out, err);
+        rc = lm_group(v, pages, i0, i1, emb, &rows, row0, ids, out, err);
         i0 = i1;
     }
     double t2 = folio_mono_ms();
@@ -1115,6 +1125,7 @@ int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_
     }
     free(emb);
     free(ids);
+    free(row0);
     return lost(v, rc, err);
 }
 

@@ -259,7 +259,7 @@ int lm_bench(const struct lm_bench_opts *o, FILE *out, struct folio_err *err)
             ltok[l * LTK + j] = (int32_t)(((j == 0 ? l / 2 : l) * 40503u + j * 977u) % sy.n_vocab);
         labels[l] = (struct lm_label){ltok + l * LTK, LTK};
     }
-    struct lm_seq seq = {toks, T, NULL, NULL, 0};
+    struct lm_seq seq = {toks, T, NULL, NULL, 0, NULL, 0};
     double pre_ms = INFINITY, pre_gpu = INFINITY, sc_ms = INFINITY, sc_gpu = INFINITY;
     double cl_ms = INFINITY, cl_gpu = INFINITY;
     for (uint32_t it = 0; it <= iters && !rc; it++) {

@@ -250,7 +250,7 @@ static int prep_batch(const struct vis *vis, uint32_t n_vocab, const uint8_t *px
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
         bi->vi[i] = (struct vis_image){pi->patches, pi->grid_h, pi->grid_w,
                                        p->emb ? p->emb + (size_t)p->first * E : NULL};
-        bi->s[i] = (struct lm_seq){p->ids, p->n, p->emb, p->pos, p->next};
+        bi->s[i] = (struct lm_seq){p->ids, p->n, p->emb, p->pos, p->next, NULL, 0};
     }
     bi->prep_ms = folio_mono_ms() - t0;
     return rc;
@@ -266,6 +266,19 @@ static int gpu_batch(struct engine *e, struct batch_in *bi, const struct lm_labe
     double *pr = calloc((size_t)n * nl, sizeof *pr);
     int *best = calloc(n, sizeof *best);
     int rc = pr && best ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    /* as vlm_classify_batch: the tower's rows stay on the device for the
+     * text model where vis_rows says they can */
+    struct vkr_tensor rows;
+    uint32_t G = vis_hparams(e->vis)->spatial_merge * vis_hparams(e->vis)->spatial_merge;
+    if (vis_rows(e->vis, &rows))
+        for (uint32_t i = 0, r0 = 0; i < n; i++) {
+            uint32_t M = bi->vi[i].grid_h * bi->vi[i].grid_w / G;
+            bi->vi[i].out = NULL;
+            bi->s[i].embd = NULL;
+            bi->s[i].dev = &rows;
+            bi->s[i].dev_row0 = r0;
+            r0 += M;
+        }
     double t1 = folio_mono_ms();
     if (!rc)
         rc = vis_encode_batch(e->vis, bi->vi, n, err);
@@ -550,7 +563,7 @@ int vlm_bench(const struct vlm_bench_opts *o, FILE *out, struct folio_err *err)
         memset(&p, 0, sizeof p);
         if (build_prompt(&p, gh / 2, gw / 2, vis_out_dim(e.vis), lm_hparams(e.lm)->n_vocab, tail))
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-        struct lm_seq s = {p.ids, p.n, p.emb, p.pos, p.next};
+        struct lm_seq s = {p.ids, p.n, p.emb, p.pos, p.next, NULL, 0};
         double pf = 0, sc = 0;
         for (uint32_t it = 0; it < iters && !rc; it++) {
             double a = folio_mono_ms();

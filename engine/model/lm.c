@@ -49,6 +49,7 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
     all[n++] = ops_gather_key(QUANT_F32);
+    all[n++] = ops_scatter_key(); /* image rows taken on the device (lm_seq.dev) */
     all[n++] = ops_norm_key(0, 0);
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(0, 1);
@@ -258,8 +259,10 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     /* the pass's index sections (lm_forward.c pass_plan), each aligned:
      * positions, prompt key ranges, label key ranges (two per row), logits
      * rows, probabilities, and the last layer's rows alone (the tail: one
-     * row per logits row, positions and two key ranges) */
-    uint64_t ints = rows * 3 + B * T * 2 + label_rows * 4 + lg + pg + lg * 7 + 7 * lm->ialign;
+     * row per logits row, positions and two key ranges), and the rows of
+     * image rows taken on the device (lm_seq.dev) */
+    uint64_t ints = rows * 3 + B * T * 2 + label_rows * 4 + lg + pg + lg * 7 + B * T +
+                    8 * lm->ialign;
     if (rows > UINT32_MAX / 8 || ints > UINT32_MAX / 8 || lg * lm->V > UINT32_MAX)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " rows per pass is too many",
                              rows);

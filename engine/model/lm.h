@@ -126,13 +126,22 @@ void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
  * embedding in each row, engine/arch/qwen3vl/qwen3vl.h).
  * pos: NULL for text-only positions 0..n-1, else n x 3 int32 (t, h, w)
  * M-RoPE positions (docs/reference/qwen25vl.md §4.3) with next_pos the first position
- * after the prompt (where labels start). */
+ * after the prompt (where labels start).
+ * dev: with embd NULL, the rows whose token is negative take, in order,
+ * rows dev_row0, dev_row0 + 1, ... of the device tensor *dev (n_embd
+ * floats each; vis_rows: the vision tower's output where it ran), copied
+ * on the device at the start of the pass: no trip through the host. The
+ * tensor must be on the text model's device (one device, no DeepStack
+ * rows), and the sequences of a pass that use it must take consecutive
+ * rows of one tensor. */
 struct lm_seq {
     const int32_t *tokens;
     uint32_t n;
     const float *embd;
     const int32_t *pos;
     int32_t next_pos;
+    const struct vkr_tensor *dev;
+    uint32_t dev_row0;
 };
 
 struct lm_label {

@@ -158,13 +158,43 @@ static int check_input(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq,
                 return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u has %u tokens; "
                                      "the engine takes 1..%u (--max-tokens)", b, s->n,
                                      lm->cfg.max_tokens);
+            uint32_t nimg = 0;
             for (uint32_t i = 0; i < s->n; i++) {
                 int32_t t = s->tokens[i];
-                if (t >= (int32_t)lm->V || (t < 0 && !s->embd))
+                if (t >= (int32_t)lm->V || (t < 0 && !s->embd && !s->dev))
                     return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u token %u "
                                          "is id %d, outside the vocabulary of %u (and no "
                                          "embedding row given)", b, i, t, lm->V);
+                nimg += t < 0;
             }
+            if (s->embd || !s->dev || !nimg)
+                continue;
+            /* device rows: one tensor, consecutive rows, on the only device */
+            const struct lm_seq *f = NULL;
+            uint32_t next = 0;
+            for (uint32_t j = 0; j < b && !f; j++)
+                if (!seqs[j].embd && seqs[j].dev)
+                    f = &seqs[j];
+            for (uint32_t j = 0; f && j < b; j++)
+                if (!seqs[j].embd && seqs[j].dev)
+                    for (uint32_t i = 0; i < seqs[j].n; i++)
+                        next += seqs[j].tokens[i] < 0;
+            if (f)
+                next += f->dev_row0;
+            if (lm->nparts > 1 || lm->Ein != lm->E)
+                return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u takes its image "
+                                     "rows from the device; that needs the model on one device "
+                                     "and rows without DeepStack features (give embd)", b);
+            if (f && (s->dev->block != f->dev->block || s->dev->offset != f->dev->offset ||
+                      s->dev_row0 != next))
+                return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u takes device "
+                                     "rows from %u; the pass's device rows must be consecutive "
+                                     "rows of one tensor (next: %u)", b, s->dev_row0, next);
+            if (((uint64_t)s->dev_row0 + nimg) * lm->E * 4 > s->dev->size)
+                return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u takes device "
+                                     "rows %u..%u from a tensor of %" PRIu64 " rows", b,
+                                     s->dev_row0, s->dev_row0 + nimg - 1,
+                                     s->dev->size / ((uint64_t)lm->E * 4));
         }
     } else if (lm->nseq == 0) {
         return folio_err_set(err, FOLIO_ESTATE, "text model: lm_score needs a prefill first");
@@ -225,8 +255,18 @@ struct pass {
     uint32_t lab0, nlab_rows; /* the label rows: [lab0, lab0 + nlab_rows) = [lab0, nrows) */
     uint32_t nlast, nall, nlg, npg;
     int tail; /* the last layer on the head's rows alone (see the top) */
-    uint32_t o_pos, o_rngp, o_rngl, o_lg, o_pg, o_post, o_rngt, ints_used;
+    /* image rows taken on the device (lm_seq.dev): how many, from where,
+     * and their rows of the pass (index section o_img) */
+    uint32_t nimg;
+    struct vkr_tensor img;
+    uint32_t o_pos, o_rngp, o_rngl, o_lg, o_pg, o_post, o_rngt, o_img, ints_used;
 };
+
+/* Whether row i of s takes its embedding on the device. */
+static int dev_row(const struct lm_seq *s, uint32_t i)
+{
+    return s->tokens[i] < 0 && !s->embd && s->dev;
+}
 
 /* FOLIO_LM_TAIL=all: the last layer on every row (comparisons). */
 static int tail_env_all(void)
@@ -254,6 +294,7 @@ static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
     const uint32_t nseq = ps->nseq, nl = ps->nl;
     const struct lm_label *labels = ps->labels;
     uint32_t np = 0, slot0 = 0;
+    ps->nimg = 0;
     if (ps->prefill) {
         for (uint32_t b = 0; b < nseq; b++) {
             const struct lm_seq *s = &ps->seqs[b];
@@ -261,6 +302,13 @@ static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
             lm->seq_n[b] = s->n;
             lm->next_pos[b] = s->pos ? s->next_pos : (int32_t)s->n;
             np += s->n;
+            uint32_t k = 0;
+            for (uint32_t i = 0; i < s->n; i++)
+                k += dev_row(s, i);
+            if (k && !ps->nimg) /* check_input: the rest follow on */
+                ps->img = vkr_view(*s->dev, (uint64_t)s->dev_row0 * lm->E * 4,
+                                   s->dev->size - (uint64_t)s->dev_row0 * lm->E * 4);
+            ps->nimg += k;
         }
         lm->nseq = nseq;
         lm->kv_used = np;
@@ -310,6 +358,7 @@ static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
     ps->o_pg = isec_take(&is, ps->npg);
     ps->o_post = ps->tail ? isec_take(&is, ps->nlg * 3) : 0;
     ps->o_rngt = ps->tail ? isec_take(&is, ps->nlg * 4) : 0;
+    ps->o_img = ps->nimg ? isec_take(&is, ps->nimg) : 0;
     if (is.over)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: pass indices exceed the plan");
     ps->ints_used = is.used;
@@ -329,12 +378,15 @@ static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *er
     int32_t *iv = lm->iv;
     const uint32_t o_pos = ps->o_pos, o_rngp = ps->o_rngp, o_lg = ps->o_lg;
     memset(iv + o_pos, 0, (size_t)ps->nrows * 3 * sizeof *iv);
+    uint32_t nimg = 0;
     for (uint32_t b = 0; b < nseq && ps->prefill; b++) {
         const struct lm_seq *s = &ps->seqs[b];
         uint32_t r0 = lm->seq_start[b];
         for (uint32_t i = 0; i < s->n && !rc; i++) {
             float *dst = lm->emb + (size_t)(r0 + i) * E;
-            if (s->tokens[i] >= 0)
+            if (dev_row(s, i)) /* copied on the device (pass_submit); never uploaded */
+                iv[ps->o_img + nimg++] = (int32_t)(r0 + i);
+            else if (s->tokens[i] >= 0)
                 rc = embed_row(lm, s->tokens[i], dst, err);
             else
                 memcpy(dst, s->embd + (size_t)i * lm->Ein, (size_t)E * sizeof *dst);
@@ -631,6 +683,32 @@ static int record_head(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     return rc;
 }
 
+/* The residual stream's first rows of a pass with device image rows: the
+ * rows staged on the host alone, as runs between the image rows (a page's
+ * 1,369 image rows are 19.6 MB the host neither writes nor uploads). */
+static int upload_host_rows(struct lm *lm, const struct pass *ps, struct folio_err *err)
+{
+    const uint64_t rb = (uint64_t)lm->E * 4;
+    int rc = 0;
+    uint32_t from = 0; /* first row of the run being gathered */
+    for (uint32_t b = 0; b < ps->nseq && !rc; b++) {
+        const struct lm_seq *s = &ps->seqs[b];
+        uint32_t r0 = lm->seq_start[b];
+        for (uint32_t i = 0; i < s->n && !rc; i++) {
+            if (!dev_row(s, i))
+                continue;
+            if (r0 + i > from)
+                rc = vkr_upload(lm->vk, lm->x, from * rb, lm->emb + (size_t)from * lm->E,
+                                (r0 + i - from) * rb, err);
+            from = r0 + i + 1;
+        }
+    }
+    if (!rc && ps->nrows > from)
+        rc = vkr_upload(lm->vk, lm->x, from * rb, lm->emb + (size_t)from * lm->E,
+                        (ps->nrows - from) * rb, err);
+    return rc;
+}
+
 /* Runs the pass's layers device by device: one command buffer, one submit
  * per device. The residual stream rows cross from one device to the next
  * through host-visible staging (download, upload); each layer's KV cache
@@ -650,7 +728,8 @@ static int pass_submit(struct lm *lm, const struct pass *ps, struct folio_err *e
             rc = vkr_download(lm->part[p - 1].vk, lm->part[p - 1].x, 0, lm->emb, xbytes, err);
         lm_part_use(lm, p);
         if (!rc)
-            rc = vkr_upload(lm->vk, lm->x, 0, lm->emb, xbytes, err);
+            rc = ps->nimg ? upload_host_rows(lm, ps, err)
+                          : vkr_upload(lm->vk, lm->x, 0, lm->emb, xbytes, err);
         if (!rc)
             rc = vkr_upload(lm->vk, lm->ints, 0, lm->iv, (uint64_t)ps->ints_used * 4, err);
         struct vkr_cmd *c = NULL;
@@ -658,6 +737,10 @@ static int pass_submit(struct lm *lm, const struct pass *ps, struct folio_err *e
             rc = vkr_cmd_begin(lm->vk, &c, err);
         if (rc)
             break;
+        if (ps->nimg) /* the image rows, straight from where the tower left them */
+            rc = op_scatter(c, vkr_view(ps->img, 0, (uint64_t)ps->nimg * lm->E * 4),
+                            iview(lm, ps->o_img, ps->nimg), ps->nimg, lm->E, lm->x, ps->nrows,
+                            err);
         for (uint32_t li = lm->part[p].l0; li < lm->part[p].l1 && !rc; li++)
             rc = record_layer(lm, c, ps, li, f16, err);
         if (!rc && p == lm->nparts - 1)

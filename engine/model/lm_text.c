@@ -109,7 +109,7 @@ int lm_text_classify(struct lm *lm, const struct tok *tok, const char *const *te
                             labels, nl, token_budget, &pr[b], &cut[b], err);
             if (rc)
                 folio_err_prefix(err, "document %u: ", d0 + b);
-            seqs[b] = (struct lm_seq){pr[b].ids.v, (uint32_t)pr[b].ids.n, NULL, NULL, 0};
+            seqs[b] = (struct lm_seq){pr[b].ids.v, (uint32_t)pr[b].ids.n, NULL, NULL, 0, NULL, 0};
         }
         /* Text-only prompts: every continuation starts at the same position,
          * so one tokenisation of the labels serves every document. */

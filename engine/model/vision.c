@@ -629,7 +629,7 @@ static int download(struct vis *v, const struct vis_image *im, uint32_t n,
     int rc = 0;
     for (uint32_t j = 0; j < n && !rc; j++) {
         uint64_t M = (uint64_t)im[j].grid_h * im[j].grid_w / G;
-        for (uint32_t s = 0; s <= v->nds && !rc; s++) {
+        for (uint32_t s = 0; s <= v->nds && !rc && im[j].out; s++) {
             struct vkr_tensor src = s ? v->ds[s - 1].out : v->fam->scatter ? v->out : v->e;
             if (!v->nds) {
                 rc = vkr_download(v->vk, src, Mb * O * 4, im[j].out, M * O * 4, err);
@@ -689,6 +689,15 @@ int vis_encode_batch(struct vis *v, const struct vis_image *images, uint32_t n,
                      struct folio_err *err)
 {
     return run(v, images, n, v->hp.n_layer, 1, err);
+}
+
+int vis_rows(const struct vis *v, struct vkr_tensor *rows)
+{
+    const char *e = getenv("FOLIO_VIS_ROWS"); /* host: through the host (comparisons) */
+    if (v->nds || (e && strcmp(e, "host") == 0))
+        return 0;
+    *rows = v->fam->scatter ? v->out : v->e;
+    return 1;
 }
 
 int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w,

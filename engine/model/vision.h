@@ -94,10 +94,18 @@ int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t gr
 struct vis_image {
     const float *patches;      /* as vis_encode */
     uint32_t grid_h, grid_w;
-    float *out;                /* (grid_h/2)(grid_w/2) x vis_out_dim floats */
+    float *out;                /* (grid_h/2)(grid_w/2) x vis_out_dim floats; NULL: left on
+                                * the device (vis_rows) */
 };
 int vis_encode_batch(struct vis *v, const struct vis_image *images, uint32_t n,
                      struct folio_err *err);
+/* The device tensor holding the last pass's merged rows (the images' rows
+ * in order, vis_out_dim floats each) until the next pass: 1, or 0 where the
+ * rows have DeepStack columns and only reach the host whole (or where
+ * FOLIO_VIS_ROWS=host asks for the trip through the host, for
+ * comparisons). The text model can take them from there (lm_seq.dev)
+ * with no trip through the host. */
+int vis_rows(const struct vis *v, struct vkr_tensor *rows);
 
 /* Debugging and parity: run only the patch embedding and the first
  * `blocks` blocks (no merger), and copy the residual stream (n_patches x

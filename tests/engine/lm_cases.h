@@ -255,9 +255,9 @@ static void run_model(struct LT *t, const char *what, const struct lm_synth *sy)
     float *embc = malloc((size_t)NC * E * 4);
     for (uint32_t i = 0; i < NC * E; i++)
         embc[i] = sinf((float)i * 0.37f);
-    struct lm_seq seqs[3] = {{SEQ_A, NA, NULL, NULL, 0},
-                             {SEQ_B, NB, NULL, NULL, 0},
-                             {SEQ_C, NC, embc, POS_C, 7}};
+    struct lm_seq seqs[3] = {{SEQ_A, NA, NULL, NULL, 0, NULL, 0},
+                             {SEQ_B, NB, NULL, NULL, 0, NULL, 0},
+                             {SEQ_C, NC, embc, POS_C, 7, NULL, 0}};
     float *lg = malloc((size_t)(NA + NB + NC) * V * 4);
     float *ref = malloc((size_t)(NA + NB + NC) * V * 4);
 
@@ -364,14 +364,14 @@ static void bad_input(struct LT *t)
         rc = lm_score(lm, LABELS, 1, lp, &e);
         CHECK(rc == FOLIO_ESTATE, "score before prefill: rc %d", rc);
         int32_t toks[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, badt[2] = {1, 64};
-        struct lm_seq s = {toks, 9, NULL, NULL, 0};
+        struct lm_seq s = {toks, 9, NULL, NULL, 0, NULL, 0};
         rc = lm_prefill(lm, &s, 1, NULL, &e);
         CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "--max-tokens"), "too long: rc %d %s", rc, e.msg);
         s.n = 2;
         s.tokens = badt;
         rc = lm_prefill(lm, &s, 1, NULL, &e);
         CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "vocabulary"), "bad token: rc %d %s", rc, e.msg);
-        struct lm_seq two[2] = {{toks, 2, NULL, NULL, 0}, {toks, 2, NULL, NULL, 0}};
+        struct lm_seq two[2] = {{toks, 2, NULL, NULL, 0, NULL, 0}, {toks, 2, NULL, NULL, 0, NULL, 0}};
         rc = lm_prefill(lm, two, 2, NULL, &e);
         CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "--batch"), "batch: rc %d %s", rc, e.msg);
         float lg[64];

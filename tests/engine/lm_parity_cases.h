@@ -169,7 +169,7 @@ static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
         CHECK(0, "%s: fixture data incomplete", what);
         goto done;
     }
-    struct lm_seq st = {tt, nt, NULL, NULL, 0}, si = {it, ni, iemb, ipos, next};
+    struct lm_seq st = {tt, nt, NULL, NULL, 0, NULL, 0}, si = {it, ni, iemb, ipos, next, NULL, 0};
     float *lg = malloc((size_t)(nt + ni) * V * 4);
     double lp[16], lp2[16], pr[16];
     char w2[160];

@@ -206,7 +206,7 @@ static void run_text(const struct jv *cfg, const char *var)
     int32_t *tt = jints(jget(tp, "token_ids"), &nt);
     float *tref = vp_load(root, jget(jget(cfg, "text_logits"), var)->str, (size_t)nt * V * 4);
     float *lg = malloc((size_t)(nt > 200 ? nt : 200) * V * 4);
-    struct lm_seq st = {tt, nt, NULL, NULL, 0};
+    struct lm_seq st = {tt, nt, NULL, NULL, 0, NULL, 0};
     if (tt && tref && lg && (rc = lm_prefill(lm, &st, 1, lg, &e)) == 0) {
         snprintf(what, sizeof what, "%s/%s text prompt", cname, var);
         cmp(what, lg, V, 0, tref, nt, V, tol_lm);
@@ -250,7 +250,7 @@ static void run_text(const struct jv *cfg, const char *var)
         k++;
     }
     if (ok) {
-        struct lm_seq si = {it, ni, emb, pos, (int32_t)jget(ip, "next_position")->num};
+        struct lm_seq si = {it, ni, emb, pos, (int32_t)jget(ip, "next_position")->num, NULL, 0};
         rc = lm_prefill(lm, &si, 1, lg, &e);
         CHECK(rc == 0, "%s/%s: image prefill: %s / %s", cname, var, e.msg, e.detail);
         snprintf(what, sizeof what, "%s/%s image prompt", cname, var);

@@ -79,7 +79,7 @@ static const struct lm_config CFG = {.max_tokens = 16, .batch = 2, .max_labels =
 /* Prefill with every logit, score, and the fused classify pass. */
 static int passes(struct lm *lm, uint32_t V, struct out *o, struct folio_err *e)
 {
-    struct lm_seq seqs[2] = {{SEQ_A, NA, NULL, NULL, 0}, {g_seq_b, NB, g_embd, NULL, 0}};
+    struct lm_seq seqs[2] = {{SEQ_A, NA, NULL, NULL, 0, NULL, 0}, {g_seq_b, NB, g_embd, NULL, 0, NULL, 0}};
     o->logits = malloc((size_t)(NA + NB) * V * sizeof *o->logits);
     if (!o->logits)
         return FOLIO_ENOMEM;
@@ -260,7 +260,7 @@ static int run_case(const char *name, const struct lm_synth *syp)
                    (double)pl[1].need / MB, (double)pl[0].room / MB, (double)pl[1].room / MB);
             if (run == 0) { /* the second device lost: the pass fails naming it */
                 vkr_mark_lost(vk[1]);
-                struct lm_seq seqs[1] = {{SEQ_A, NA, NULL, NULL, 0}};
+                struct lm_seq seqs[1] = {{SEQ_A, NA, NULL, NULL, 0, NULL, 0}};
                 double lp[NLAB];
                 struct folio_err e4 = {0};
                 rc = lm_classify(lm, seqs, 1, LABELS, NLAB, lp, NULL, NULL, &e4);

@@ -91,7 +91,7 @@ int main(void)
                   "continuation: %s", e.msg);
             lab[l] = (struct lm_label){c[l].ids.v, (uint32_t)c[l].ids.n};
         }
-        struct lm_seq s = {p.ids.v, (uint32_t)p.ids.n, NULL, NULL, 0};
+        struct lm_seq s = {p.ids.v, (uint32_t)p.ids.n, NULL, NULL, 0, NULL, 0};
         double lp[NL], pr[NL], sum = 0;
         int best;
         CHECK(lm_prefill(lm, &s, 1, NULL, &e) == 0 && lm_score(lm, lab, NL, lp, &e) == 0,

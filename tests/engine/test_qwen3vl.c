@@ -233,7 +233,7 @@ static void test_text(int mat_type)
         }
     }
     if (!rc && embd && got && ref && nods) {
-        struct lm_seq sq = {tok, T, embd, pos, q};
+        struct lm_seq sq = {tok, T, embd, pos, q, NULL, 0};
         rc = lm_prefill(lm, &sq, 1, got, &e);
         CHECK(rc == 0, "prefill: %s / %s", e.msg, e.detail);
         text_ref(m, tok, T, embd, pos, ref);

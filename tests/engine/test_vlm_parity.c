@@ -20,7 +20,9 @@
 #include "common/common.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
+#include "engine/model/vision.h"
 #include "engine/vlm.h"
+#include "engine/vlm_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -104,6 +106,24 @@ static void run(const struct jv *cfg, const char *tvar, const char *vvar, int ex
               labels[rb]);
         printf("%s: top %s p=%.4f, preprocess %.1f ms, vision %.1f ms, lm %.1f ms\n", what,
                labels[res.best], res.confidence, res.preprocess_ms, res.vision_ms, res.lm_ms);
+        /* The tower's rows reach the text model on the device (vis_rows);
+         * the same page through the host must score the same. */
+        struct vkr_tensor dev_rows;
+        int on_dev = vis_rows(vlm_vis_handle(v), &dev_rows);
+        double lph[8], prh[8];
+        struct vlm_result rh = {.logprob = lph, .prob = prh};
+        setenv("FOLIO_VIS_ROWS", "host", 1);
+        rc = vlm_classify(v, &pg, labels, (uint32_t)nl, &rh, &e);
+        unsetenv("FOLIO_VIS_ROWS");
+        CHECK(rc == 0, "%s: classify through the host: %s / %s", what, e.msg, e.detail);
+        double worst = 0;
+        for (int l = 0; rc == 0 && l < nl; l++)
+            worst = fmax(worst, fabs(lp[l] - lph[l]) / fmax(1.0, fabs(lph[l])));
+        CHECK(rc || worst <= 1e-6, "%s: image rows on the device against through the host: max "
+              "rel|d| %.3g", what, worst);
+        printf("%s: image rows %s; against through the host max rel|d| %.3g\n", what,
+               on_dev ? "on the device" : "through the host (both runs)", worst);
+        vlm_result_free(&rh);
     }
     vlm_result_free(&res);
     free(rgb);
