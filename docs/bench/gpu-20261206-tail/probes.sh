@@ -9,46 +9,50 @@ RUN=${1:?usage: probes.sh RUN}
 . docs/bench/device-env.sh
 P='"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*'
 
-# pages at image size $2, batches $3, with FOLIO_LM_TAIL=$1 ("" = AUTO's
-# tail, all = the last layer on every row), appended to $OUT/pages.jsonl
+# pages at image size $2, batches $3, with the knob setting $1 ("-": none;
+# FOLIO_LM_TAIL=all: the last layer on every row; FOLIO_VIS_ROWS=host: the
+# tower's rows through the host), appended to $OUT/pages.jsonl
 pages() {
-FOLIO_LM_TAIL=$1 timeout 120 $E bench engine --device NVIDIA --image $2 --batch $3 --iters 3 > $OUT/p.jsonl 2>> $OUT/bench.err
-echo "page$2 tail=${1:-auto} rc=$? $(grep '"ready"\|"pages"' $OUT/p.jsonl | grep -o "$P" | paste -sd' ') $(el)" >> $S
-sed "s/^{/{\"tail\":\"${1:-auto}\",/" $OUT/p.jsonl >> $OUT/pages.jsonl; rm -f $OUT/p.jsonl
+env ${1/#-/FOLIO_NONE=} timeout 120 $E bench engine --device NVIDIA --image $2 --batch $3 --iters 3 > $OUT/p.jsonl 2>> $OUT/bench.err
+echo "page$2 $1 rc=$? $(grep '"ready"\|"pages"' $OUT/p.jsonl | grep -o "$P" | paste -sd' ') $(el)" >> $S
+sed "s/^{/{\"knob\":\"$1\",/" $OUT/p.jsonl >> $OUT/pages.jsonl; rm -f $OUT/p.jsonl
 }
 
 # run 1: the last layer on the head's rows alone (the tail): correctness on
 # the GPU (the GEMM groups with the tile order's band cap, both models'
 # parity with the fused classify against two passes on both data paths,
-# the int8 route's k/v scratch reuse, Qwen3-VL's q/k norm hook), then
-# prefill, label pass and fused classify with the tail off and on, and
-# pages at 1024^2 (batch 1, 8) with it on and off
+# the int8 route's k/v scratch reuse, Qwen3-VL's q/k norm hook, the
+# tower's rows on the device against through the host), then prefill,
+# label pass and fused classify with the tail off and on, and pages at
+# 1024^2 (batch 1, 8): as built, the tail off, the rows through the host
 run1() {
 FOLIO_TEST_GROUPS=2,3,16 timeout 90 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(gemm, epilogues, order) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -10 >> $S
-for t in engine_test_lm_parity engine_test_lm_int8 engine_test_vision_parity engine_qwen3vl_parity; do
+for t in engine_test_lm_parity engine_test_lm_int8 engine_test_vision_parity engine_qwen3vl_parity engine_test_vlm_parity; do
   fx=; [ $t = engine_qwen3vl_parity ] && fx=tests/fixtures/parity-qwen3vl
   FOLIO_PARITY_FIXTURES=${fx:-tests/fixtures/parity} timeout 90 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp) $(el)" >> $S
-  grep -E "FAIL|two passes" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
+  grep -E "FAIL|two passes|through the host" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
 done
 rm -f $OUT/p.tmp
 text_ab FOLIO_LM_TAIL all ""
-pages "" 1024 1,8
-pages all 1024 1,8
+pages - 1024 1,8
+pages FOLIO_LM_TAIL=all 1024 1,8
+pages FOLIO_VIS_ROWS=host 1024 1,8
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
-# run 2 (same machine, after run 1): pages at 512^2 with the tail on and
-# off, then the batch-16 cold start twice from a cold pipeline cache
+# run 2 (same machine, after run 1): pages at 512^2 as run 1's at 1024^2,
+# then the batch-16 cold start twice from a cold pipeline cache
 run2() {
-pages "" 512 1,16
-pages all 512 1,16
+pages - 512 1,16
+pages FOLIO_LM_TAIL=all 512 1,16
+pages FOLIO_VIS_ROWS=host 512 1,16
 rm -rf /tmp/xdg
-pages "" 512 16
+pages - 512 16
 rm -rf /tmp/xdg
-pages "" 512 16
+pages - 512 16
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
