@@ -22,9 +22,9 @@ sed "s/^{/{\"knob\":\"$1\",/" $OUT/p.jsonl >> $OUT/pages.jsonl; rm -f $OUT/p.jso
 # the GPU (the GEMM groups with the tile order's band cap, both models'
 # parity with the fused classify against two passes on both data paths,
 # the int8 route's k/v scratch reuse, Qwen3-VL's q/k norm hook, the
-# tower's rows on the device against through the host), then prefill,
-# label pass and fused classify with the tail off and on, and pages at
-# 1024^2 (batch 1, 8): as built, the tail off, the rows through the host
+# tower's rows on the device against through the host), then pages at
+# 1024^2 (batch 1, 8): as built, the tail off, the rows through the host;
+# then prefill, label pass and fused classify with the tail off and on
 run1() {
 FOLIO_TEST_GROUPS=2,3,16 timeout 90 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(gemm, epilogues, order) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
@@ -35,10 +35,10 @@ for t in engine_test_lm_parity engine_test_lm_int8 engine_test_vision_parity eng
   grep -E "FAIL|two passes|through the host" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
 done
 rm -f $OUT/p.tmp
-text_ab FOLIO_LM_TAIL all ""
 pages - 1024 1,8
 pages FOLIO_LM_TAIL=all 1024 1,8
 pages FOLIO_VIS_ROWS=host 1024 1,8
+text_ab FOLIO_LM_TAIL all ""
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
