@@ -49,7 +49,6 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
     all[n++] = ops_gather_key(QUANT_F32);
-    all[n++] = ops_scatter_key(); /* image rows taken on the device (lm_seq.dev) */
     all[n++] = ops_norm_key(0, 0);
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(0, 1);

@@ -133,7 +133,8 @@ void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
  * on the device at the start of the pass: no trip through the host. The
  * tensor must be on the text model's device (one device, no DeepStack
  * rows), and the sequences of a pass that use it must take consecutive
- * rows of one tensor. */
+ * rows of one tensor. The copy is op_scatter, whose pipeline is the
+ * tower's (vis_pipeline_keys), not lm_pipeline_keys'. */
 struct lm_seq {
     const int32_t *tokens;
     uint32_t n;

@@ -62,8 +62,11 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     all[n++] = ops_elem_key(OP_ADD);
     all[n++] = ops_elem_key(A->act);
     all[n++] = ops_elem_key(OP_GELU_ERF);
-    if (A->tower->scatter)
-        all[n++] = ops_scatter_key();
+    /* the window order's scatter (Qwen2.5-VL), and the one that hands the
+     * tower's rows to the text model on the device (vis_rows, lm_seq.dev):
+     * the tower's, so a driver that fails it takes the vision path alone
+     * down (the text model never needs it without the tower's rows) */
+    all[n++] = ops_scatter_key();
     /* the GEMM forms specialized for the tower's K, with the widest product
      * of each: blocks read n_embd columns (q/k/v: 3 n_embd out, the MLP's
      * first: n_ff) and n_ff (n_embd out), the merger merger_dim (at most
