@@ -152,6 +152,10 @@ static int check_input(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq,
         if (nseq == 0 || nseq > lm->cfg.batch)
             return folio_err_set(err, FOLIO_EINVAL, "text model: %u sequences in one pass; this "
                                  "engine was opened for 1..%u (--batch)", nseq, lm->cfg.batch);
+        /* device image rows: the first sequence that takes them, and the
+         * row the next one must start at (consecutive rows of one tensor) */
+        const struct lm_seq *f = NULL;
+        uint32_t next = 0;
         for (uint32_t b = 0; b < nseq; b++) {
             const struct lm_seq *s = &seqs[b];
             if (s->n == 0 || s->n > lm->cfg.max_tokens)
@@ -167,29 +171,26 @@ static int check_input(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq,
                                          "embedding row given)", b, i, t, lm->V);
                 nimg += t < 0;
             }
-            if (s->embd || !s->dev || !nimg)
+            if (s->embd || !s->dev)
+                continue;
+            if (!f) {
+                f = s;
+                next = s->dev_row0;
+            }
+            uint32_t want = next; /* where this sequence's rows must start */
+            next += nimg;
+            if (!nimg)
                 continue;
             /* device rows: one tensor, consecutive rows, on the only device */
-            const struct lm_seq *f = NULL;
-            uint32_t next = 0;
-            for (uint32_t j = 0; j < b && !f; j++)
-                if (!seqs[j].embd && seqs[j].dev)
-                    f = &seqs[j];
-            for (uint32_t j = 0; f && j < b; j++)
-                if (!seqs[j].embd && seqs[j].dev)
-                    for (uint32_t i = 0; i < seqs[j].n; i++)
-                        next += seqs[j].tokens[i] < 0;
-            if (f)
-                next += f->dev_row0;
             if (lm->nparts > 1 || lm->Ein != lm->E)
                 return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u takes its image "
                                      "rows from the device; that needs the model on one device "
                                      "and rows without DeepStack features (give embd)", b);
-            if (f && (s->dev->block != f->dev->block || s->dev->offset != f->dev->offset ||
-                      s->dev_row0 != next))
+            if (s->dev->block != f->dev->block || s->dev->offset != f->dev->offset ||
+                s->dev_row0 != want)
                 return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u takes device "
                                      "rows from %u; the pass's device rows must be consecutive "
-                                     "rows of one tensor (next: %u)", b, s->dev_row0, next);
+                                     "rows of one tensor (next: %u)", b, s->dev_row0, want);
             if (((uint64_t)s->dev_row0 + nimg) * lm->E * 4 > s->dev->size)
                 return folio_err_set(err, FOLIO_EINVAL, "text model: sequence %u takes device "
                                      "rows %u..%u from a tensor of %" PRIu64 " rows", b,
@@ -459,15 +460,15 @@ static int head_rows(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
 }
 
 /* The tail's inputs once every row's K and V are projected: the head's
- * rows of the residual stream into x (lg_h) and their attention norm into
- * h's first rows (h's other rows are done with). */
-static int tail_rows(struct lm *lm, struct vkr_cmd *c, const struct pass *ps, struct vkr_tensor x,
-                     int htype, struct folio_err *err)
+ * rows of the residual stream into lg_h and their attention norm into h's
+ * first rows (h's other rows are done with). */
+static int tail_rows(struct lm *lm, struct vkr_cmd *c, const struct pass *ps, int htype,
+                     struct folio_err *err)
 {
     const struct lm_layer *L = &lm->L[lm->hp.n_layer - 1];
     int rc = head_rows(lm, c, ps, err);
     if (!rc)
-        rc = op_norm(c, &(struct op_norm){.x = x, .y = lm->h, .w = &L->attn_norm.t, .rows = ps->nlg,
+        rc = op_norm(c, &(struct op_norm){.x = lm->lg_h, .y = lm->h, .w = &L->attn_norm.t, .rows = ps->nlg,
                                           .n = lm->E, .eps = lm->hp.rms_eps, .ytype = htype}, err);
     return rc;
 }
@@ -516,7 +517,7 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = kv_v, .ytype = F16,
                                          .m = nrows, .x_in_scratch = vi8}, err);
         if (!rc && tail)
-            rc = tail_rows(lm, c, ps, x, F16, err);
+            rc = tail_rows(lm, c, ps, F16, err);
         if (!rc && tail)
             rc = mm16(lm, c, &L->wq, &L->bq,
                       (struct op_matmul){.x = lm->h, .xtype = F16, .y = lm->q, .ytype = F32,
@@ -532,7 +533,7 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         if (!rc)
             rc = op_convert(c, 1, v32, kv_v, (uint64_t)nrows * KW, err);
         if (!rc && tail)
-            rc = tail_rows(lm, c, ps, x, QUANT_F32, err);
+            rc = tail_rows(lm, c, ps, QUANT_F32, err);
         if (!rc)
             rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nr, err);
     }
