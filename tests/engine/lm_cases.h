@@ -388,6 +388,36 @@ static void bad_input(struct LT *t)
         CHECK(rc == 0 && lp[0] < 0, "good score after bad ones: %s (%f)", e.msg, lp[0]);
         lm_close(lm);
     }
+    /* image rows taken on the device (lm_seq.dev): rows past the tensor's
+     * end, and a second sequence whose rows do not follow on from the
+     * first's, are refused before any work */
+    cfg.batch = 2;
+    rc = lm_open(t->vk, m, &cfg, &lm, &e);
+    CHECK(rc == 0, "lm_open (batch 2): %s", e.msg);
+    if (!rc) {
+        struct vkr_arena *a = NULL;
+        struct vkr_tensor rows = {0};
+        uint64_t sz = 4 * 128 * 4; /* 4 rows of n_embd floats */
+        int arc = vkr_arena_create(t->vk, "test-image-rows", VKR_ARENA_ACTIVATIONS, &a, &e);
+        if (!arc)
+            arc = vkr_arena_plan(a, &sz, 1, &e);
+        if (!arc) {
+            vkr_arena_reset(a);
+            arc = vkr_arena_alloc(a, sz, &rows, &e);
+        }
+        CHECK(arc == 0, "image rows tensor: %s", e.msg);
+        int32_t img[4] = {1, -1, -1, 2};
+        struct lm_seq d[2] = {{img, 4, NULL, NULL, 0, &rows, 3}, {img, 4, NULL, NULL, 0, &rows, 1}};
+        rc = arc ? -1 : lm_prefill(lm, d, 1, NULL, &e); /* rows 3 and 4 of 4 */
+        CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "from a tensor of 4 rows"),
+              "device rows past the end: rc %d %s", rc, e.msg);
+        d[0].dev_row0 = 0; /* rows 0 and 1: the second sequence must start at 2 */
+        rc = arc ? -1 : lm_prefill(lm, d, 2, NULL, &e);
+        CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "consecutive") && strstr(e.msg, "next: 2"),
+              "device rows that do not follow on: rc %d %s", rc, e.msg);
+        vkr_arena_destroy(a);
+        lm_close(lm);
+    }
     /* a configuration whose activations cannot be placed is refused with the knob to turn */
     cfg.max_tokens = 1u << 24;
     rc = lm_open(t->vk, m, &cfg, &lm, &e);
