@@ -686,28 +686,44 @@ static int record_head(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
 
 /* The residual stream's first rows of a pass with device image rows: the
  * rows staged on the host alone, as runs between the image rows (a page's
- * 1,369 image rows are 19.6 MB the host neither writes nor uploads). */
-static int upload_host_rows(struct lm *lm, const struct pass *ps, struct folio_err *err)
+ * 1,369 image rows are 19.6 MB the host neither writes nor uploads), all
+ * runs in one gathered upload (one submission, not one per run). */
+struct host_runs {
+    struct vkr_piece run[32]; /* a run per prompt part: one submission for a batch of 16 */
+    uint32_t n;
+};
+
+/* Adds rows [from, to) of the host's staging rows; uploads when full. */
+static int host_run(struct lm *lm, struct host_runs *h, uint32_t from, uint32_t to,
+                    struct folio_err *err)
 {
     const uint64_t rb = (uint64_t)lm->E * 4;
-    int rc = 0;
+    if (to > from)
+        h->run[h->n++] = (struct vkr_piece){.dst = from * rb, .src = lm->emb + (size_t)from * lm->E,
+                                            .len = (to - from) * rb};
+    if (h->n < sizeof h->run / sizeof h->run[0])
+        return 0;
+    h->n = 0;
+    return vkr_upload_pieces(lm->vk, lm->x, h->run, sizeof h->run / sizeof h->run[0], err);
+}
+
+static int upload_host_rows(struct lm *lm, const struct pass *ps, struct folio_err *err)
+{
+    struct host_runs h = {.n = 0};
     uint32_t from = 0; /* first row of the run being gathered */
+    int rc = 0;
     for (uint32_t b = 0; b < ps->nseq && !rc; b++) {
         const struct lm_seq *s = &ps->seqs[b];
         uint32_t r0 = lm->seq_start[b];
-        for (uint32_t i = 0; i < s->n && !rc; i++) {
-            if (!dev_row(s, i))
-                continue;
-            if (r0 + i > from)
-                rc = vkr_upload(lm->vk, lm->x, from * rb, lm->emb + (size_t)from * lm->E,
-                                (r0 + i - from) * rb, err);
-            from = r0 + i + 1;
-        }
+        for (uint32_t i = 0; i < s->n && !rc; i++)
+            if (dev_row(s, i)) {
+                rc = host_run(lm, &h, from, r0 + i, err);
+                from = r0 + i + 1;
+            }
     }
-    if (!rc && ps->nrows > from)
-        rc = vkr_upload(lm->vk, lm->x, from * rb, lm->emb + (size_t)from * lm->E,
-                        (ps->nrows - from) * rb, err);
-    return rc;
+    if (!rc)
+        rc = host_run(lm, &h, from, ps->nrows, err);
+    return rc || !h.n ? rc : vkr_upload_pieces(lm->vk, lm->x, h.run, h.n, err);
 }
 
 /* Runs the pass's layers device by device: one command buffer, one submit

@@ -96,7 +96,8 @@ struct vis {
      * embedding rows (Qwen3-VL) */
     struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx, rngf, pe;
     struct op_attention_scratch asc;
-    float *inbuf, *pebuf, *obuf;
+    struct vkr_piece *pieces; /* stage(): each merge group's patches, window order */
+    float *pebuf, *obuf;
     int32_t *ibuf;
     int32_t *widx;
     uint32_t *wseg;

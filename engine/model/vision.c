@@ -286,7 +286,7 @@ static int plan(struct vis *v, struct folio_err *err)
         rc = vkr_arena_alloc(v->aa, sizes[i], dst[i], err);
     if (rc)
         return rc;
-    v->inbuf = malloc((size_t)N * v->PC * sizeof *v->inbuf);
+    v->pieces = malloc((size_t)M * sizeof *v->pieces); /* one per merge group */
     v->ibuf = malloc((size_t)N * 6 * sizeof *v->ibuf); /* pos, rng, rngf */
     v->widx = malloc((size_t)M * sizeof *v->widx);
     v->wseg = malloc((size_t)M * sizeof *v->wseg);
@@ -295,7 +295,7 @@ static int plan(struct vis *v, struct folio_err *err)
         more = (v->pebuf = malloc((size_t)N * D * sizeof *v->pebuf)) != NULL;
     if (more && v->nds)
         more = (v->obuf = malloc((size_t)M * O * sizeof *v->obuf)) != NULL;
-    if (!v->inbuf || !v->ibuf || !v->widx || !v->wseg || !more)
+    if (!v->pieces || !v->ibuf || !v->widx || !v->wseg || !more)
         return folio_err_set(err, FOLIO_ENOMEM, "vision: out of host memory for %" PRIu64
                              " patches", N);
     return 0;
@@ -444,13 +444,14 @@ int vis_open_file(struct vkr *vk, const char *path, const struct vis_config *cfg
 
 static void free_host(struct vis *v)
 {
-    free(v->inbuf);
+    free(v->pieces);
     free(v->ibuf);
     free(v->widx);
     free(v->wseg);
     free(v->pebuf);
     free(v->obuf);
-    v->inbuf = v->pebuf = v->obuf = NULL;
+    v->pieces = NULL;
+    v->pebuf = v->obuf = NULL;
     v->ibuf = v->widx = NULL;
     v->wseg = NULL;
     v->pe_gh = v->pe_gw = 0; /* the cached position rows went with pebuf */
@@ -587,8 +588,9 @@ static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t
         vis_window_index(rows, cols, v->win, widx, v->wseg, &nseg);
         for (uint32_t i = 0; i < M; i++) {
             uint32_t g = (uint32_t)widx[i], R = g / cols, C = g % cols, r0 = P + i * G;
-            memcpy(v->inbuf + (size_t)r0 * PC, im[j].patches + (size_t)g * G * PC,
-                   (size_t)G * PC * sizeof(float));
+            v->pieces[Mb + i] = (struct vkr_piece){.dst = (uint64_t)r0 * PC * 4,
+                                                   .src = im[j].patches + (size_t)g * G * PC,
+                                                   .len = (uint64_t)G * PC * 4};
             for (uint32_t s = 0; s < G; s++) {
                 pos[(r0 + s) * 2] = (int32_t)(R * S + s / S);
                 pos[(r0 + s) * 2 + 1] = (int32_t)(C * S + s % S);
@@ -607,7 +609,9 @@ static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t
         P += M * G;
         Mb += M;
     }
-    int rc = vkr_upload(v->vk, v->in, 0, v->inbuf, N * PC * 4, err);
+    /* the patches in window order, copied once: from the caller's rows
+     * straight into staging */
+    int rc = vkr_upload_pieces(v->vk, v->in, v->pieces, Mb, err);
     if (!rc)
         rc = vkr_upload(v->vk, v->pos, 0, pos, N * 8, err);
     if (!rc && v->win)

@@ -43,56 +43,95 @@ static int check_range(struct vkr *vk, struct vkr_tensor t, uint64_t off, uint64
     return 0;
 }
 
-static int copy(struct vkr *vk, struct vkr_tensor t, uint64_t off, void *host, uint64_t len,
-                int up, struct folio_err *err)
+/* The staged copies recorded so far, one submission (waits). */
+static int flush(struct vkr *vk, struct vkr_tensor t, const VkBufferCopy *bc, uint32_t n, int up,
+                 struct folio_err *err)
+{
+    VkCommandBuffer cb;
+    int rc = vkr_oneoff_begin(vk, &cb, err);
+    if (rc)
+        return rc;
+    VkBuffer dev = vk->blocks[t.block].buf;
+    vkCmdCopyBuffer(cb, up ? vk->staging.buf : dev, up ? dev : vk->staging.buf, n, bc);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = up ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT
+                                              : VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         up ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : VK_PIPELINE_STAGE_HOST_BIT, 0,
+                         1, &mb, 0, NULL, 0, NULL);
+    return vkr_oneoff_end(vk, cb, err);
+}
+
+/* Copy regions per submission: a gathered upload whose destinations do not
+ * run on from each other (a prompt's text rows between its image rows)
+ * takes one region per run; past this many it submits early. */
+#define MAX_REGIONS 64
+
+int vkr_upload_pieces(struct vkr *vk, struct vkr_tensor t, const struct vkr_piece *p, uint32_t n,
+                      struct folio_err *err)
 {
     int rc = vkr_alive(vk, err);
-    if (!rc)
-        rc = check_range(vk, t, off, len, err);
+    for (uint32_t i = 0; i < n && !rc; i++)
+        rc = check_range(vk, t, p[i].dst, p[i].len, err);
     if (!rc)
         rc = staging_ready(vk, err);
     if (rc)
         return rc;
-    uint64_t chunk = vk->staging.size;
-    for (uint64_t done = 0; done < len;) {
-        uint64_t n = len - done < chunk ? len - done : chunk;
-        if (up)
-            memcpy(vk->staging_map, (const unsigned char *)host + done, (size_t)n);
-        VkCommandBuffer cb;
-        rc = vkr_oneoff_begin(vk, &cb, err);
-        if (rc)
-            return rc;
-        VkBufferCopy bc = {.srcOffset = up ? 0 : t.offset + off + done,
-                           .dstOffset = up ? t.offset + off + done : 0, .size = n};
-        VkBuffer dev = vk->blocks[t.block].buf;
-        vkCmdCopyBuffer(cb, up ? vk->staging.buf : dev, up ? dev : vk->staging.buf, 1, &bc);
-        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                              .dstAccessMask = up ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT
-                                                  : VK_ACCESS_HOST_READ_BIT};
-        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             up ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : VK_PIPELINE_STAGE_HOST_BIT,
-                             0, 1, &mb, 0, NULL, 0, NULL);
-        rc = vkr_oneoff_end(vk, cb, err);
-        if (rc)
-            return rc;
-        if (!up)
-            memcpy((unsigned char *)host + done, vk->staging_map, (size_t)n);
-        done += n;
+    const uint64_t cap = vk->staging.size;
+    VkBufferCopy bc[MAX_REGIONS];
+    uint32_t nr = 0;
+    uint64_t used = 0; /* staging bytes filled since the last submission */
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        for (uint64_t done = 0; done < p[i].len && !rc;) {
+            uint64_t k = p[i].len - done < cap - used ? p[i].len - done : cap - used;
+            uint64_t dst = t.offset + p[i].dst + done;
+            memcpy((unsigned char *)vk->staging_map + used, (const unsigned char *)p[i].src + done,
+                   (size_t)k);
+            if (nr && bc[nr - 1].dstOffset + bc[nr - 1].size == dst)
+                bc[nr - 1].size += k; /* runs on from the previous piece: one region */
+            else
+                bc[nr++] = (VkBufferCopy){.srcOffset = used, .dstOffset = dst, .size = k};
+            used += k;
+            done += k;
+            if (used == cap || nr == MAX_REGIONS) {
+                rc = flush(vk, t, bc, nr, 1, err);
+                nr = 0;
+                used = 0;
+            }
+        }
     }
-    return 0;
+    if (!rc && nr)
+        rc = flush(vk, t, bc, nr, 1, err);
+    return rc;
 }
 
 int vkr_upload(struct vkr *vk, struct vkr_tensor t, uint64_t offset, const void *src,
                uint64_t len, struct folio_err *err)
 {
-    return copy(vk, t, offset, (void *)(uintptr_t)src, len, 1, err);
+    struct vkr_piece one = {.dst = offset, .src = src, .len = len};
+    return vkr_upload_pieces(vk, t, &one, 1, err);
 }
 
 int vkr_download(struct vkr *vk, struct vkr_tensor t, uint64_t offset, void *dst, uint64_t len,
                  struct folio_err *err)
 {
-    return copy(vk, t, offset, dst, len, 0, err);
+    int rc = vkr_alive(vk, err);
+    if (!rc)
+        rc = check_range(vk, t, offset, len, err);
+    if (!rc)
+        rc = staging_ready(vk, err);
+    if (rc)
+        return rc;
+    const uint64_t chunk = vk->staging.size;
+    for (uint64_t done = 0; done < len && !rc; done += chunk) {
+        uint64_t n = len - done < chunk ? len - done : chunk;
+        VkBufferCopy bc = {.srcOffset = t.offset + offset + done, .dstOffset = 0, .size = n};
+        rc = flush(vk, t, &bc, 1, 0, err);
+        if (!rc)
+            memcpy((unsigned char *)dst + done, vk->staging_map, (size_t)n);
+    }
+    return rc;
 }
 
 int vkr_fill(struct vkr *vk, struct vkr_tensor t, uint32_t pattern, struct folio_err *err)

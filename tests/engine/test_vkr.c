@@ -87,6 +87,50 @@ static void test_selection(void)
     CHECK(vkr_list_devices(list, 8, &n, &e) == 0 && n >= 1, "list devices: %s", e.msg);
 }
 
+/* A gathered upload into t (n words; a holds the source words, b is
+ * scratch): pieces taken from the source back to front, of many lengths,
+ * some running on from the previous destination (one copy region), some
+ * after a gap the upload must leave alone, more than one submission's
+ * regions, and one piece longer than the staging buffer. Then a batch with
+ * one piece past the tensor's end: refused before any byte is copied. */
+static void test_pieces(struct vkr *vk, struct vkr_tensor t, const uint32_t *a, uint32_t *b,
+                        size_t n)
+{
+    struct folio_err e = {0};
+    uint32_t *want = malloc(n * 4);
+    struct vkr_piece *p = malloc(n / 8 * sizeof *p);
+    uint32_t np = 0;
+    for (size_t i = 0; i < n; i++)
+        want[i] = 0x3f800000u; /* the fill before */
+    for (size_t d = 0; np < n / 8;) {
+        size_t len = np == 40 ? 600 * 1024 / 4 : 1 + (np * 37u) % 300; /* words */
+        if (d + len > n)
+            break;
+        size_t src = n - d - len; /* back to front: no piece's source is its destination */
+        p[np++] = (struct vkr_piece){.dst = d * 4, .src = a + src, .len = len * 4};
+        memcpy(want + d, a + src, len * 4);
+        d += len + (np % 3 == 0 ? 16 : 0); /* every third piece leaves a gap */
+    }
+    CHECK(np > 130, "pieces: only %u", np); /* over 64 regions: more than one submission */
+    CHECK(vkr_fill(vk, t, 0x3f800000u, &e) == 0, "fill: %s", e.msg);
+    CHECK(vkr_upload_pieces(vk, t, p, np, &e) == 0, "gathered upload: %s", e.msg);
+    CHECK(vkr_download(vk, t, 0, b, n * 4, &e) == 0, "download: %s", e.msg);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += b[i] != want[i];
+    CHECK(bad == 0, "gathered upload: %zu of %zu words differ", bad, n);
+
+    CHECK(vkr_fill(vk, t, 0x3f800000u, &e) == 0, "fill: %s", e.msg);
+    struct vkr_piece two[2] = {{.dst = 0, .src = a, .len = 64},
+                               {.dst = n * 4 - 8, .src = a, .len = 16}};
+    int rc = vkr_upload_pieces(vk, t, two, 2, &e);
+    CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "outside"), "piece past the end: %d %s", rc, e.msg);
+    CHECK(vkr_download(vk, t, 0, b, 64, &e) == 0 && b[0] == 0x3f800000u && b[15] == 0x3f800000u,
+          "a refused batch copied its first piece");
+    free(p);
+    free(want);
+}
+
 static void test_memory(void)
 {
     setenv("FOLIO_VK_MAX_ALLOC", "1M", 1);
@@ -149,6 +193,7 @@ static void test_memory(void)
               "fill result");
         rc = vkr_upload(vk, rt, 900 * 1024 - 8, a, 16, &e);
         CHECK(rc == FOLIO_EINVAL, "copy past the tensor end must fail: %d", rc);
+        test_pieces(vk, rt, a, b, n);
         free(a);
         free(b);
     }
