@@ -286,7 +286,14 @@ static const struct gemm_shape GEMM_FULL[] = {
     {"labels_down", 48, 3584, 18944},
     /* a batch of 8 pages' prompts in one prefill (bench engine --batch 8) */
     {"text8_qo", 11584, 3584, 3584},   {"text8_gate_up", 11584, 18944, 3584},
-    {"text8_down", 11584, 3584, 18944}};
+    {"text8_down", 11584, 3584, 18944},
+    /* the tower's MLP with its 3,420 columns padded (zero rows and columns
+     * would keep the math): to 3,424, whose rows are 16-byte aligned (the
+     * subgroup kernel's widest loads), and to 3,456, a whole number of K
+     * steps; measured against vision_gate_up / vision_down before any
+     * padding is built */
+    {"vpad8_gate_up", 5476, 3424, 1280}, {"vpad8_down", 5476, 1280, 3424},
+    {"vpad64_gate_up", 5476, 3456, 1280}, {"vpad64_down", 5476, 1280, 3456}};
 #define GEMM_NFULL ((int)(sizeof GEMM_FULL / sizeof GEMM_FULL[0]))
 
 /* --where: a shape is run when its name holds one of the listed words. */

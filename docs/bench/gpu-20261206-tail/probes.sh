@@ -44,7 +44,9 @@ cat $S
 }
 
 # run 2 (same machine, after run 1): pages at 512^2 as run 1's at 1024^2,
-# then the batch-16 cold start twice from a cold pipeline cache
+# then the batch-16 cold start twice from a cold pipeline cache, then the
+# tower's MLP products at 3,420 columns against padded to 3,424 and 3,456
+# (AUTO's kernel; the first shapes warm the clocks and are run twice)
 run2() {
 pages - 512 1,16
 pages FOLIO_LM_TAIL=all 512 1,16
@@ -53,6 +55,9 @@ rm -rf /tmp/xdg
 pages - 512 16
 rm -rf /tmp/xdg
 pages - 512 16
+timeout 120 $E bench ops --device NVIDIA --only gemm --dtype f16 --where vision,vpad,vision_down --tiles none > $OUT/gemm-vpad.jsonl 2>> $OUT/bench.err
+echo "gemm vpad rc=$? $(el)" >> $S
+grep -o '"where":"[a-z0-9_]*"\|"tflops":[0-9.]*' $OUT/gemm-vpad.jsonl | paste -d' ' - - >> $S
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
