@@ -340,12 +340,16 @@ struct vkr *vkr_cmd_vkr(struct vkr_cmd *c);
 struct vkr_timing {
     char label[48];
     double ms;
+    uint32_t groups[3]; /* the dispatch's workgroups: tells one GEMM of a layer from the next */
 };
 /* Copies at most max timings; returns how many the last pass had. */
 int vkr_last_timings(const struct vkr *vk, struct vkr_timing *out, int max);
 /* Prints the last pass's GPU time summed by dispatch label as JSON object
  * members: `,"dispatches":N,"gpu_ms":T,"<label>_ms":x,"<label>_n":k...`
- * (first 16 labels), for benchmark lines. */
+ * (first 16 labels), for benchmark lines. With FOLIO_TIMINGS_EACH=1 also
+ * `,"each":[["label",ms,gx,gy,gz],...]`: every dispatch in recording order
+ * with its workgroup counts, so a profile can tell which product of a
+ * layer took the time. */
 void vkr_print_timing_breakdown(const struct vkr *vk, FILE *out);
 
 /* The offset and range for binding rows [r0, r1) of a tensor of rows of

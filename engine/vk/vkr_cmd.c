@@ -280,6 +280,7 @@ int vkr_cmd_dispatch(struct vkr_cmd *c, const struct vkr_dispatch *d, struct fol
     if (ts) {
         vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, vk->tsq, 2 * c->nts + 1);
         snprintf(vk->timings[c->nts].label, sizeof vk->timings[0].label, "%s", label ? label : "");
+        memcpy(vk->timings[c->nts].groups, d->groups, sizeof d->groups);
         c->nts++;
     }
     c->ndisp++;
@@ -376,6 +377,16 @@ void vkr_print_timing_breakdown(const struct vkr *vk, FILE *out)
     fprintf(out, ",\"dispatches\":%d,\"gpu_ms\":%.3f", vk->ntimings, total);
     for (int j = 0; j < nn; j++)
         fprintf(out, ",\"%s_ms\":%.3f,\"%s_n\":%d", names[j], ms[j], names[j], cnt[j]);
+    const char *each = getenv("FOLIO_TIMINGS_EACH");
+    if (!each || strcmp(each, "1") != 0)
+        return;
+    fputs(",\"each\":[", out);
+    for (int i = 0; i < vk->ntimings; i++) {
+        const struct vkr_timing *t = &vk->timings[i];
+        fprintf(out, "%s[\"%s\",%.4f,%u,%u,%u]", i ? "," : "", t->label, t->ms, t->groups[0],
+                t->groups[1], t->groups[2]);
+    }
+    fputc(']', out);
 }
 
 int vkr_bind_rows(const struct vkr *vk, struct vkr_tensor t, uint64_t row_bytes, uint64_t r0,

@@ -46,7 +46,8 @@ cat $S
 # run 2 (same machine, after run 1): pages at 512^2 as run 1's at 1024^2,
 # then the batch-16 cold start twice from a cold pipeline cache, then the
 # tower's MLP products at 3,420 columns against padded to 3,424 and 3,456
-# (AUTO's kernel; the first shapes warm the clocks and are run twice)
+# (AUTO's kernel; the first shapes warm the clocks and are run twice), then
+# one tower pass and one prefill dispatch by dispatch
 run2() {
 pages - 512 1,16
 pages FOLIO_LM_TAIL=all 512 1,16
@@ -58,6 +59,13 @@ pages - 512 16
 timeout 120 $E bench ops --device NVIDIA --only gemm --dtype f16 --where vision,vpad,vision_down --tiles none > $OUT/gemm-vpad.jsonl 2>> $OUT/bench.err
 echo "gemm vpad rc=$? $(el)" >> $S
 grep -o '"where":"[a-z0-9_]*"\|"tflops":[0-9.]*' $OUT/gemm-vpad.jsonl | paste -d' ' - - >> $S
+# every dispatch of a 1024^2 tower pass and of the prefill with its GPU
+# time and workgroups (FOLIO_TIMINGS_EACH): which product of a layer takes
+# the time the class sums hide
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
+echo "vision each rc=$? $(el)" >> $S
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
+echo "text each rc=$? $(el)" >> $S
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
