@@ -7,7 +7,7 @@
 set -u
 RUN=${1:?usage: probes.sh RUN}
 . docs/bench/device-env.sh
-P='"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"first_use_after_warm":[0-9]*'
+P='"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"vision_submit_ms":[0-9.]*\|"lm_submit_ms":[0-9.]*\|"first_use_after_warm":[0-9]*'
 
 # pages at image size $2, batches $3, with the knob setting $1 ("-": none;
 # FOLIO_LM_TAIL=all: the last layer on every row; FOLIO_VIS_ROWS=host: the
