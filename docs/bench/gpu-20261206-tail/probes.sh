@@ -66,6 +66,7 @@ FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image
 echo "vision each rc=$? $(el)" >> $S
 FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
 echo "text each rc=$? $(el)" >> $S
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/text-each.jsonl | grep -A14 ': [a-z]*: ' >> $S
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
