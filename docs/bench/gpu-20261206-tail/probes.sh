@@ -9,13 +9,13 @@ RUN=${1:?usage: probes.sh RUN}
 . docs/bench/device-env.sh
 P='"cache":"[a-z]*"\|"ready_ms":[0-9]*\|"prewarm_ms":[0-9]*\|"load_ms":[0-9]*\|"warmup_ms":[0-9]*\|"batch":[0-9]*\|"pages_per_s":[0-9.]*\|"gpu_pages_per_s":[0-9.]*\|"pipelined_pages_per_s":[0-9.]*\|"vision_ms":[0-9.]*\|"lm_ms":[0-9.]*\|"vision_submit_ms":[0-9.]*\|"lm_submit_ms":[0-9.]*\|"first_use_after_warm":[0-9]*'
 
-# pages at image size $2, batches $3, with the knob setting $1 ("-": none;
+# pages at image size $2, batches $3, options $4, with the knob setting $1 ("-": none;
 # FOLIO_LM_TAIL=all: the last layer on every row; FOLIO_VIS_ROWS=host: the
 # tower's rows through the host), appended to $OUT/pages.jsonl
 pages() {
-env ${1/#-/FOLIO_NONE=} timeout 120 $E bench engine --device NVIDIA --image $2 --batch $3 --iters 3 > $OUT/p.jsonl 2>> $OUT/bench.err
-echo "page$2 $1 rc=$? $(grep '"ready"\|"pages"' $OUT/p.jsonl | grep -o "$P" | paste -sd' ') $(el)" >> $S
-sed "s/^{/{\"knob\":\"$1\",/" $OUT/p.jsonl >> $OUT/pages.jsonl; rm -f $OUT/p.jsonl
+env ${1/#-/FOLIO_NONE=} timeout 120 $E bench engine --device NVIDIA --image $2 --batch $3 --iters 3 ${4:-} > $OUT/p.jsonl 2>> $OUT/bench.err
+echo "page$2 $1${4:+ $4} rc=$? $(grep '"ready"\|"pages"' $OUT/p.jsonl | grep -o "$P" | paste -sd' ') $(el)" >> $S
+sed "s/^{/{\"knob\":\"$1${4:+ $4}\",/" $OUT/p.jsonl >> $OUT/pages.jsonl; rm -f $OUT/p.jsonl
 }
 
 # run 1: the last layer on the head's rows alone (the tail): correctness on
@@ -44,7 +44,8 @@ cat $S
 }
 
 # run 2 (same machine, after run 1): pages at 512^2 as run 1's at 1024^2,
-# then the batch-16 cold start twice from a cold pipeline cache, then the
+# then the batch-16 cold start twice from a cold pipeline cache, pages at
+# 1024^2 on the int8 text weights, then the
 # tower's MLP products at 3,420 columns against padded to 3,424 and 3,456
 # (AUTO's kernel; the first shapes warm the clocks and are run twice), then
 # one tower pass and one prefill dispatch by dispatch
@@ -56,6 +57,7 @@ rm -rf /tmp/xdg
 pages - 512 16
 rm -rf /tmp/xdg
 pages - 512 16
+pages - 1024 1,8 "--gpu-weights int8"
 timeout 120 $E bench ops --device NVIDIA --only gemm --dtype f16 --where vision,vpad,vision_down --tiles none > $OUT/gemm-vpad.jsonl 2>> $OUT/bench.err
 echo "gemm vpad rc=$? $(el)" >> $S
 grep -o '"where":"[a-z0-9_]*"\|"tflops":[0-9.]*' $OUT/gemm-vpad.jsonl | paste -d' ' - - >> $S
