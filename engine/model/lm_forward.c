@@ -684,46 +684,59 @@ static int record_head(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     return rc;
 }
 
-/* The residual stream's first rows of a pass with device image rows: the
- * rows staged on the host alone, as runs between the image rows (a page's
- * 1,369 image rows are 19.6 MB the host neither writes nor uploads), all
- * runs in one gathered upload (one submission, not one per run). */
+/* A pass's inputs from the host, gathered into one upload (one submission
+ * where they fit the staging buffer, not one per piece). */
 struct host_runs {
     struct vkr_piece run[32]; /* a run per prompt part: one submission for a batch of 16 */
     uint32_t n;
 };
 
-/* Adds rows [from, to) of the host's staging rows; uploads when full. */
-static int host_run(struct lm *lm, struct host_runs *h, uint32_t from, uint32_t to,
-                    struct folio_err *err)
+static int host_piece(struct lm *lm, struct host_runs *h, struct vkr_piece p,
+                      struct folio_err *err)
 {
-    const uint64_t rb = (uint64_t)lm->E * 4;
-    if (to > from)
-        h->run[h->n++] = (struct vkr_piece){.dst = from * rb, .src = lm->emb + (size_t)from * lm->E,
-                                            .len = (to - from) * rb};
+    h->run[h->n++] = p;
     if (h->n < sizeof h->run / sizeof h->run[0])
         return 0;
     h->n = 0;
-    return vkr_upload_pieces(lm->vk, lm->x, h->run, sizeof h->run / sizeof h->run[0], err);
+    return vkr_upload_pieces(lm->vk, h->run, sizeof h->run / sizeof h->run[0], err);
 }
 
-static int upload_host_rows(struct lm *lm, const struct pass *ps, struct folio_err *err)
+/* Rows [from, to) of the residual stream from the host's staging rows. */
+static int host_rows(struct lm *lm, struct host_runs *h, uint32_t from, uint32_t to,
+                     struct folio_err *err)
+{
+    const uint64_t rb = (uint64_t)lm->E * 4;
+    if (to <= from)
+        return 0;
+    return host_piece(lm, h, (struct vkr_piece){.t = lm->x, .dst = from * rb,
+                                                .src = lm->emb + (size_t)from * lm->E,
+                                                .len = (to - from) * rb}, err);
+}
+
+/* The pass's first rows of the residual stream and its integers. With
+ * device image rows, the rows staged on the host alone, as runs between
+ * the image rows (a page's 1,369 image rows are 19.6 MB the host neither
+ * writes nor uploads). */
+static int upload_inputs(struct lm *lm, const struct pass *ps, struct folio_err *err)
 {
     struct host_runs h = {.n = 0};
     uint32_t from = 0; /* first row of the run being gathered */
     int rc = 0;
-    for (uint32_t b = 0; b < ps->nseq && !rc; b++) {
+    for (uint32_t b = 0; b < ps->nseq && ps->nimg && !rc; b++) {
         const struct lm_seq *s = &ps->seqs[b];
         uint32_t r0 = lm->seq_start[b];
         for (uint32_t i = 0; i < s->n && !rc; i++)
             if (dev_row(s, i)) {
-                rc = host_run(lm, &h, from, r0 + i, err);
+                rc = host_rows(lm, &h, from, r0 + i, err);
                 from = r0 + i + 1;
             }
     }
     if (!rc)
-        rc = host_run(lm, &h, from, ps->nrows, err);
-    return rc || !h.n ? rc : vkr_upload_pieces(lm->vk, lm->x, h.run, h.n, err);
+        rc = host_rows(lm, &h, from, ps->nrows, err);
+    if (!rc)
+        rc = host_piece(lm, &h, (struct vkr_piece){.t = lm->ints, .src = lm->iv,
+                                                   .len = (uint64_t)ps->ints_used * 4}, err);
+    return rc || !h.n ? rc : vkr_upload_pieces(lm->vk, h.run, h.n, err);
 }
 
 /* Runs the pass's layers device by device: one command buffer, one submit
@@ -745,10 +758,7 @@ static int pass_submit(struct lm *lm, const struct pass *ps, struct folio_err *e
             rc = vkr_download(lm->part[p - 1].vk, lm->part[p - 1].x, 0, lm->emb, xbytes, err);
         lm_part_use(lm, p);
         if (!rc)
-            rc = ps->nimg ? upload_host_rows(lm, ps, err)
-                          : vkr_upload(lm->vk, lm->x, 0, lm->emb, xbytes, err);
-        if (!rc)
-            rc = vkr_upload(lm->vk, lm->ints, 0, lm->iv, (uint64_t)ps->ints_used * 4, err);
+            rc = upload_inputs(lm, ps, err);
         struct vkr_cmd *c = NULL;
         if (!rc)
             rc = vkr_cmd_begin(lm->vk, &c, err);

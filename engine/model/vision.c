@@ -286,7 +286,8 @@ static int plan(struct vis *v, struct folio_err *err)
         rc = vkr_arena_alloc(v->aa, sizes[i], dst[i], err);
     if (rc)
         return rc;
-    v->pieces = malloc((size_t)M * sizeof *v->pieces); /* one per merge group */
+    /* one per merge group, then stage()'s integer inputs */
+    v->pieces = malloc(((size_t)M + 4) * sizeof *v->pieces);
     v->ibuf = malloc((size_t)N * 6 * sizeof *v->ibuf); /* pos, rng, rngf */
     v->widx = malloc((size_t)M * sizeof *v->widx);
     v->wseg = malloc((size_t)M * sizeof *v->wseg);
@@ -588,7 +589,7 @@ static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t
         vis_window_index(rows, cols, v->win, widx, v->wseg, &nseg);
         for (uint32_t i = 0; i < M; i++) {
             uint32_t g = (uint32_t)widx[i], R = g / cols, C = g % cols, r0 = P + i * G;
-            v->pieces[Mb + i] = (struct vkr_piece){.dst = (uint64_t)r0 * PC * 4,
+            v->pieces[Mb + i] = (struct vkr_piece){.t = v->in, .dst = (uint64_t)r0 * PC * 4,
                                                    .src = im[j].patches + (size_t)g * G * PC,
                                                    .len = (uint64_t)G * PC * 4};
             for (uint32_t s = 0; s < G; s++) {
@@ -609,17 +610,18 @@ static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t
         P += M * G;
         Mb += M;
     }
-    /* the patches in window order, copied once: from the caller's rows
-     * straight into staging */
-    int rc = vkr_upload_pieces(v->vk, v->in, v->pieces, Mb, err);
-    if (!rc)
-        rc = vkr_upload(v->vk, v->pos, 0, pos, N * 8, err);
-    if (!rc && v->win)
-        rc = vkr_upload(v->vk, v->rng, 0, rg, N * 8, err);
-    if (!rc && n > 1)
-        rc = vkr_upload(v->vk, v->rngf, 0, rf, N * 8, err);
-    if (!rc && v->fam->scatter)
-        rc = vkr_upload(v->vk, v->sidx, 0, v->widx, (uint64_t)Mb * 4, err);
+    /* the patches in window order, copied once (from the caller's rows
+     * straight into staging), and the integers: one submission */
+    uint32_t np = Mb;
+    struct vkr_piece *ip = v->pieces;
+    ip[np++] = (struct vkr_piece){.t = v->pos, .src = pos, .len = N * 8};
+    if (v->win)
+        ip[np++] = (struct vkr_piece){.t = v->rng, .src = rg, .len = N * 8};
+    if (n > 1)
+        ip[np++] = (struct vkr_piece){.t = v->rngf, .src = rf, .len = N * 8};
+    if (v->fam->scatter)
+        ip[np++] = (struct vkr_piece){.t = v->sidx, .src = v->widx, .len = (uint64_t)Mb * 4};
+    int rc = vkr_upload_pieces(v->vk, ip, np, err);
     if (!rc && v->fam->stage)
         rc = v->fam->stage(v, im, n, err);
     *total = (uint32_t)N;

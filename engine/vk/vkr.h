@@ -228,21 +228,23 @@ int vkr_upload(struct vkr *vk, struct vkr_tensor t, uint64_t offset, const void 
                uint64_t len, struct folio_err *err);
 int vkr_download(struct vkr *vk, struct vkr_tensor t, uint64_t offset, void *dst,
                  uint64_t len, struct folio_err *err);
-/* One piece of a gathered upload: len bytes from src to byte dst of the
- * tensor. */
+/* One piece of a gathered upload: len bytes from src to byte dst of
+ * tensor t. */
 struct vkr_piece {
+    struct vkr_tensor t;
     uint64_t dst;
     const void *src;
     uint64_t len;
 };
-/* Uploads pieces of scattered host memory into one tensor: each byte is
+/* Uploads pieces of scattered host memory into tensors: each byte is
  * copied once on the host, straight into staging, and each staging fill is
- * one submission however many pieces it holds (pieces whose destinations
- * run on from each other share one copy region). For rows gathered in an
- * order of the device's choosing (a tower's patches in window order) or
- * between rows already on the device (a prompt's text rows). Every piece
- * is checked against the tensor before anything is copied. Waits. */
-int vkr_upload_pieces(struct vkr *vk, struct vkr_tensor t, const struct vkr_piece *p, uint32_t n,
+ * one submission however many pieces and tensors it holds (pieces whose
+ * destinations run on from each other share one copy region). For rows
+ * gathered in an order of the device's choosing (a tower's patches in
+ * window order), rows between rows already on the device (a prompt's text
+ * rows), and a pass's inputs together (one submission, not one each). Every
+ * piece is checked against its tensor before anything is copied. Waits. */
+int vkr_upload_pieces(struct vkr *vk, const struct vkr_piece *p, uint32_t n,
                       struct folio_err *err);
 /* Places len bytes in the arena and uploads src there (a weight's whole
  * life at load: vkr_arena_alloc + vkr_upload). */

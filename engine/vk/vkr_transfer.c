@@ -43,16 +43,22 @@ static int check_range(struct vkr *vk, struct vkr_tensor t, uint64_t off, uint64
     return 0;
 }
 
-/* The staged copies recorded so far, one submission (waits). */
-static int flush(struct vkr *vk, struct vkr_tensor t, const VkBufferCopy *bc, uint32_t n, int up,
+/* The staged copies recorded so far, one submission (waits): region i
+ * to or from block blk[i], one copy command per run of regions in one
+ * block. */
+static int flush(struct vkr *vk, const uint32_t *blk, const VkBufferCopy *bc, uint32_t n, int up,
                  struct folio_err *err)
 {
     VkCommandBuffer cb;
     int rc = vkr_oneoff_begin(vk, &cb, err);
     if (rc)
         return rc;
-    VkBuffer dev = vk->blocks[t.block].buf;
-    vkCmdCopyBuffer(cb, up ? vk->staging.buf : dev, up ? dev : vk->staging.buf, n, bc);
+    for (uint32_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && blk[j] == blk[i];)
+            j++;
+        VkBuffer dev = vk->blocks[blk[i]].buf;
+        vkCmdCopyBuffer(cb, up ? vk->staging.buf : dev, up ? dev : vk->staging.buf, j - i, bc + i);
+    }
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = up ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT
@@ -68,49 +74,50 @@ static int flush(struct vkr *vk, struct vkr_tensor t, const VkBufferCopy *bc, ui
  * takes one region per run; past this many it submits early. */
 #define MAX_REGIONS 64
 
-int vkr_upload_pieces(struct vkr *vk, struct vkr_tensor t, const struct vkr_piece *p, uint32_t n,
-                      struct folio_err *err)
+int vkr_upload_pieces(struct vkr *vk, const struct vkr_piece *p, uint32_t n, struct folio_err *err)
 {
     int rc = vkr_alive(vk, err);
     for (uint32_t i = 0; i < n && !rc; i++)
-        rc = check_range(vk, t, p[i].dst, p[i].len, err);
+        rc = check_range(vk, p[i].t, p[i].dst, p[i].len, err);
     if (!rc)
         rc = staging_ready(vk, err);
     if (rc)
         return rc;
     const uint64_t cap = vk->staging.size;
     VkBufferCopy bc[MAX_REGIONS];
-    uint32_t nr = 0;
+    uint32_t blk[MAX_REGIONS], nr = 0;
     uint64_t used = 0; /* staging bytes filled since the last submission */
     for (uint32_t i = 0; i < n && !rc; i++) {
         for (uint64_t done = 0; done < p[i].len && !rc;) {
             uint64_t k = p[i].len - done < cap - used ? p[i].len - done : cap - used;
-            uint64_t dst = t.offset + p[i].dst + done;
+            uint64_t dst = p[i].t.offset + p[i].dst + done;
             memcpy((unsigned char *)vk->staging_map + used, (const unsigned char *)p[i].src + done,
                    (size_t)k);
-            if (nr && bc[nr - 1].dstOffset + bc[nr - 1].size == dst)
+            if (nr && blk[nr - 1] == p[i].t.block && bc[nr - 1].dstOffset + bc[nr - 1].size == dst)
                 bc[nr - 1].size += k; /* runs on from the previous piece: one region */
-            else
+            else {
+                blk[nr] = p[i].t.block;
                 bc[nr++] = (VkBufferCopy){.srcOffset = used, .dstOffset = dst, .size = k};
+            }
             used += k;
             done += k;
             if (used == cap || nr == MAX_REGIONS) {
-                rc = flush(vk, t, bc, nr, 1, err);
+                rc = flush(vk, blk, bc, nr, 1, err);
                 nr = 0;
                 used = 0;
             }
         }
     }
     if (!rc && nr)
-        rc = flush(vk, t, bc, nr, 1, err);
+        rc = flush(vk, blk, bc, nr, 1, err);
     return rc;
 }
 
 int vkr_upload(struct vkr *vk, struct vkr_tensor t, uint64_t offset, const void *src,
                uint64_t len, struct folio_err *err)
 {
-    struct vkr_piece one = {.dst = offset, .src = src, .len = len};
-    return vkr_upload_pieces(vk, t, &one, 1, err);
+    struct vkr_piece one = {.t = t, .dst = offset, .src = src, .len = len};
+    return vkr_upload_pieces(vk, &one, 1, err);
 }
 
 int vkr_download(struct vkr *vk, struct vkr_tensor t, uint64_t offset, void *dst, uint64_t len,
@@ -127,7 +134,7 @@ int vkr_download(struct vkr *vk, struct vkr_tensor t, uint64_t offset, void *dst
     for (uint64_t done = 0; done < len && !rc; done += chunk) {
         uint64_t n = len - done < chunk ? len - done : chunk;
         VkBufferCopy bc = {.srcOffset = t.offset + offset + done, .dstOffset = 0, .size = n};
-        rc = flush(vk, t, &bc, 1, 0, err);
+        rc = flush(vk, &t.block, &bc, 1, 0, err);
         if (!rc)
             memcpy((unsigned char *)dst + done, vk->staging_map, (size_t)n);
     }

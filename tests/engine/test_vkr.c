@@ -93,8 +93,8 @@ static void test_selection(void)
  * after a gap the upload must leave alone, more than one submission's
  * regions, and one piece longer than the staging buffer. Then a batch with
  * one piece past the tensor's end: refused before any byte is copied. */
-static void test_pieces(struct vkr *vk, struct vkr_tensor t, const uint32_t *a, uint32_t *b,
-                        size_t n)
+static void test_pieces(struct vkr *vk, struct vkr_tensor t, struct vkr_tensor t2,
+                        const uint32_t *a, uint32_t *b, size_t n)
 {
     struct folio_err e = {0};
     uint32_t *want = malloc(n * 4);
@@ -107,23 +107,43 @@ static void test_pieces(struct vkr *vk, struct vkr_tensor t, const uint32_t *a, 
         if (d + len > n)
             break;
         size_t src = n - d - len; /* back to front: no piece's source is its destination */
-        p[np++] = (struct vkr_piece){.dst = d * 4, .src = a + src, .len = len * 4};
+        p[np++] = (struct vkr_piece){.t = t, .dst = d * 4, .src = a + src, .len = len * 4};
         memcpy(want + d, a + src, len * 4);
         d += len + (np % 3 == 0 ? 16 : 0); /* every third piece leaves a gap */
     }
     CHECK(np > 130, "pieces: only %u", np); /* over 64 regions: more than one submission */
     CHECK(vkr_fill(vk, t, 0x3f800000u, &e) == 0, "fill: %s", e.msg);
-    CHECK(vkr_upload_pieces(vk, t, p, np, &e) == 0, "gathered upload: %s", e.msg);
+    CHECK(vkr_upload_pieces(vk, p, np, &e) == 0, "gathered upload: %s", e.msg);
     CHECK(vkr_download(vk, t, 0, b, n * 4, &e) == 0, "download: %s", e.msg);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
         bad += b[i] != want[i];
     CHECK(bad == 0, "gathered upload: %zu of %zu words differ", bad, n);
 
+    /* two tensors in two blocks, pieces alternating between them at
+     * destinations that run on from each other if the blocks are ignored
+     * (t's pieces at even multiples of w words, t2's at odd ones): regions
+     * must not merge across blocks */
+    CHECK(t.block != t2.block && t.offset == t2.offset, "the tensors: blocks %u %u, offsets %llu %llu",
+          t.block, t2.block, (unsigned long long)t.offset, (unsigned long long)t2.offset);
+    uint32_t nw = (uint32_t)(t2.size / 4) / 16 * 16, w = nw / 16;
+    for (uint32_t i = 0; i < 16; i++)
+        p[i] = (struct vkr_piece){.t = i % 2 ? t2 : t, .dst = (uint64_t)i * w * 4, .src = a + i * w,
+                                  .len = (uint64_t)w * 4};
+    CHECK(vkr_fill(vk, t, 0, &e) == 0 && vkr_fill(vk, t2, 0, &e) == 0, "fill: %s", e.msg);
+    CHECK(vkr_upload_pieces(vk, p, 16, &e) == 0, "upload into two tensors: %s", e.msg);
+    bad = 0;
+    for (int k = 0; k < 2; k++) {
+        CHECK(vkr_download(vk, k ? t2 : t, 0, b, (uint64_t)nw * 4, &e) == 0, "download: %s", e.msg);
+        for (uint32_t i = 0; i < nw; i++)
+            bad += b[i] != ((i / w) % 2 == (uint32_t)k ? a[i] : 0u);
+    }
+    CHECK(bad == 0, "two tensors: %zu words differ", bad);
+
     CHECK(vkr_fill(vk, t, 0x3f800000u, &e) == 0, "fill: %s", e.msg);
-    struct vkr_piece two[2] = {{.dst = 0, .src = a, .len = 64},
-                               {.dst = n * 4 - 8, .src = a, .len = 16}};
-    int rc = vkr_upload_pieces(vk, t, two, 2, &e);
+    struct vkr_piece two[2] = {{.t = t, .dst = 0, .src = a, .len = 64},
+                               {.t = t, .dst = n * 4 - 8, .src = a, .len = 16}};
+    int rc = vkr_upload_pieces(vk, two, 2, &e);
     CHECK(rc == FOLIO_EINVAL && strstr(e.msg, "outside"), "piece past the end: %d %s", rc, e.msg);
     CHECK(vkr_download(vk, t, 0, b, 64, &e) == 0 && b[0] == 0x3f800000u && b[15] == 0x3f800000u,
           "a refused batch copied its first piece");
@@ -193,7 +213,7 @@ static void test_memory(void)
               "fill result");
         rc = vkr_upload(vk, rt, 900 * 1024 - 8, a, 16, &e);
         CHECK(rc == FOLIO_EINVAL, "copy past the tensor end must fail: %d", rc);
-        test_pieces(vk, rt, a, b, n);
+        test_pieces(vk, rt, t[0], a, b, n);
         free(a);
         free(b);
     }
