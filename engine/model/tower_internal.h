@@ -123,9 +123,14 @@ int vis_mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, 
              struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
              enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
              struct folio_err *err);
+/* Where the f16 GEMM writes the V projection of N rows: with kv16, the
+ * attention's own f16 input in t (*yt = QUANT_F16: no conversion pass
+ * after it); else v in f32. */
+struct vkr_tensor vis_v_out(const struct vis *v, uint32_t N, int *yt);
 /* 2-D RoPE on q and k, then attention over each image (full; fullr: per
- * row key ranges of a batch, or NULL) or over the block's windows (rng). */
+ * row key ranges of a batch, or NULL) or over the block's windows (rng).
+ * v16: V is already where vis_v_out put it in f16. */
 int vis_rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
-                       const struct vkr_tensor *fullr, struct folio_err *err);
+                       const struct vkr_tensor *fullr, int v16, struct folio_err *err);
 
 #endif

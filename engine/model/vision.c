@@ -32,9 +32,14 @@
 
 /* 1 when the tower's attention reads K and V in f16: where the workgroup-
  * scope kernel runs (it rounds them to f16 for its products anyway, and
- * takes only f16 K/V); half the attention's K/V reads. */
+ * takes only f16 K/V); half the attention's K/V reads. FOLIO_VIS_KV16=1
+ * takes them so on any device (every attention kernel reads f16 K/V, as
+ * the text model's cache): tests run the GPU's f16 K/V path on lavapipe. */
 static int vis_kv16(const struct vkr *vk, uint32_t head_dim)
 {
+    const char *e = getenv("FOLIO_VIS_KV16");
+    if (e && strcmp(e, "1") == 0)
+        return 1;
     return op_attention_available(vk, OP_ATTN_CM2, head_dim, OP_ATTN_IO_KV16);
 }
 
@@ -526,8 +531,22 @@ int vis_mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, 
     return op_matmul(c, &a, err);
 }
 
+/* With kv16, t holds the rotated K and then V in f16, V from the next 256
+ * bytes (plan() sizes t for both). */
+static struct vkr_tensor kv_half(const struct vis *v, uint32_t N, int which)
+{
+    uint64_t nb = (uint64_t)N * v->D * 2;
+    return vkr_view(v->t, which ? (nb + 255) / 256 * 256 : 0, nb);
+}
+
+struct vkr_tensor vis_v_out(const struct vis *v, uint32_t N, int *yt)
+{
+    *yt = v->kv16 ? QUANT_F16 : QUANT_F32;
+    return v->kv16 ? kv_half(v, N, 1) : v->v;
+}
+
 int vis_rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
-                       const struct vkr_tensor *fullr, struct folio_err *err)
+                       const struct vkr_tensor *fullr, int v16, struct folio_err *err)
 {
     struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
                          .mode = OP_ROPE_VISION, .base = 10000.0f};
@@ -535,13 +554,12 @@ int vis_rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
     struct op_rope rk = rq;
     rk.x = rk.y = v->k;
     struct vkr_tensor kt = v->k, vt = v->v;
-    if (v->kv16) { /* rotated K and V into t as f16 (plan: t holds both) */
-        uint64_t nb = (uint64_t)N * v->D * 2;
-        kt = vkr_view(v->t, 0, nb);
-        vt = vkr_view(v->t, (nb + 255) / 256 * 256, nb);
+    if (v->kv16) { /* rotated K and V into t as f16 */
+        kt = kv_half(v, N, 0);
+        vt = kv_half(v, N, 1);
         rk.y = kt;
         rk.ytype = QUANT_F16;
-        if (!rc)
+        if (!rc && !v16)
             rc = op_convert(c, 1, v->v, vt, (uint64_t)N * v->D, err);
     }
     if (!rc)

@@ -4,5 +4,14 @@
 
 int main(void)
 {
-    return run_vision_parity(0);
+    int rc = run_vision_parity(0);
+    /* The GPU's form where the f16 GEMM runs here too: K and V in f16 for
+     * the attention, V written there by its GEMM (lavapipe 26) */
+    const char *kv = getenv("FOLIO_VIS_KV16");
+    if (!kv && vp_gemm_device()) {
+        setenv("FOLIO_VIS_KV16", "1", 1);
+        printf("again with K and V in f16 (FOLIO_VIS_KV16=1)\n");
+        rc |= run_vision_parity(0);
+    }
+    return rc;
 }

@@ -13,6 +13,7 @@
 #include "tests/engine/lm_json.h"
 #include "tests/support/testutil.h"
 #include "common/common.h"
+#include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 
 #include <math.h>
@@ -96,6 +97,20 @@ static inline int vp_open_device(struct vkr **vk, struct folio_err *e)
     struct vkr_config vc = {.device = dev && *dev ? dev : "llvmpipe", .allow_cpu = 1,
                             .validate = -1, .cache_dir = ""};
     return vkr_open(&vc, vk, e);
+}
+
+/* 1 when the test device runs the tower's f16 GEMM path but not its f16
+ * K/V on its own (no workgroup-scope attention): lavapipe 26, where
+ * FOLIO_VIS_KV16=1 runs the GPU's form. */
+static inline int vp_gemm_device(void)
+{
+    struct folio_err e = {0};
+    struct vkr *vk = NULL;
+    if (vp_open_device(&vk, &e) != 0)
+        return 0;
+    int r = ops_gemm_available(vk) && !op_attention_available(vk, OP_ATTN_CM2, 16, OP_ATTN_IO_KV16);
+    vkr_close(vk);
+    return r;
 }
 
 /* Pre-warms keys and seals the device; *s0 gets the stats after seal. */

@@ -92,7 +92,13 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t M = N / (h->spatial_merge * h->spatial_merge);
     const int F16 = QUANT_F16, F32 = QUANT_F32;
+    int vt; /* V straight into the attention's f16 input where it takes one */
+    struct vkr_tensor vo = vis_v_out(v, N, &vt);
     int rc = 0;
+    if (vt == F16 && !ops_gemm_shape_ok(v->D, v->D, F16, F16)) {
+        vo = v->v;
+        vt = F32;
+    }
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
         int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
@@ -104,10 +110,10 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
             rc = vis_mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
                           err);
         if (!rc)
-            rc = vis_mm16(&L->wv, &L->bv, v->h, F16, v->v, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
+            rc = vis_mm16(&L->wv, &L->bv, v->h, F16, vo, vt, N, NULL, OP_MM_ACT_NONE, NULL, c,
                           err);
         if (!rc)
-            rc = vis_rope_attention(v, c, N, full, fullr, err);
+            rc = vis_rope_attention(v, c, N, full, fullr, vt == F16, err);
         if (!rc)
             rc = vis_mm16(&L->wo, &L->bo, v->o, F32, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c,
                           err);
@@ -166,7 +172,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         if (!rc)
             rc = vis_mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
         if (!rc)
-            rc = vis_rope_attention(v, c, N, full, fullr, err);
+            rc = vis_rope_attention(v, c, N, full, fullr, 0, err);
         if (!rc)
             rc = vis_mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
         if (!rc)
