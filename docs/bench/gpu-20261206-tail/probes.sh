@@ -29,7 +29,7 @@ run1() {
 FOLIO_TEST_GROUPS=16 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(order) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -10 >> $S
-for t in engine_test_lm_parity engine_test_vlm_parity engine_test_lm_int8 engine_qwen3vl_parity; do
+for t in engine_test_lm_parity engine_test_vision_parity engine_test_vlm_parity engine_test_lm_int8 engine_qwen3vl_parity; do
   fx=; [ $t = engine_qwen3vl_parity ] && fx=tests/fixtures/parity-qwen3vl
   FOLIO_PARITY_FIXTURES=${fx:-tests/fixtures/parity} timeout 90 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp) $(el)" >> $S
   grep -E "FAIL|two passes|through the host" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
