@@ -73,4 +73,24 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 3: the short form, for a call with little device time left: the two
+# parity tests that cover the tail and the tower's device rows, pages at
+# 1024^2 as built and with the tail off, one prefill and one tower pass
+# dispatch by dispatch
+run3() {
+for t in engine_test_lm_parity engine_test_vlm_parity; do
+  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 90 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp) $(el)" >> $S
+  grep -E "FAIL|two passes|through the host" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
+done
+rm -f $OUT/p.tmp
+pages - 1024 1,8
+pages FOLIO_LM_TAIL=all 1024 1,8
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
+echo "each rc=$? $(el)" >> $S
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/text-each.jsonl | grep -A14 ': [a-z]*: ' >> $S
+touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
+cat $S
+}
+
 run$RUN
