@@ -684,59 +684,54 @@ static int record_head(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     return rc;
 }
 
-/* A pass's inputs from the host, gathered into one upload (one submission
- * where they fit the staging buffer, not one per piece). */
-struct host_runs {
-    struct vkr_piece run[32]; /* a run per prompt part: one submission for a batch of 16 */
-    uint32_t n;
-};
-
-static int host_piece(struct lm *lm, struct host_runs *h, struct vkr_piece p,
-                      struct folio_err *err)
-{
-    h->run[h->n++] = p;
-    if (h->n < sizeof h->run / sizeof h->run[0])
-        return 0;
-    h->n = 0;
-    return vkr_upload_pieces(lm->vk, h->run, sizeof h->run / sizeof h->run[0], err);
-}
-
-/* Rows [from, to) of the residual stream from the host's staging rows. */
-static int host_rows(struct lm *lm, struct host_runs *h, uint32_t from, uint32_t to,
-                     struct folio_err *err)
+/* Rows [from, to) of the residual stream from the host's staging rows, as
+ * piece *n of run (counted only, where run is NULL). */
+static void host_rows(const struct lm *lm, struct vkr_piece *run, uint32_t *n, uint32_t from,
+                      uint32_t to)
 {
     const uint64_t rb = (uint64_t)lm->E * 4;
     if (to <= from)
-        return 0;
-    return host_piece(lm, h, (struct vkr_piece){.t = lm->x, .dst = from * rb,
-                                                .src = lm->emb + (size_t)from * lm->E,
-                                                .len = (to - from) * rb}, err);
+        return;
+    if (run)
+        run[*n] = (struct vkr_piece){.t = lm->x, .dst = from * rb,
+                                     .src = lm->emb + (size_t)from * lm->E, .len = (to - from) * rb};
+    (*n)++;
 }
 
-/* The pass's first rows of the residual stream and its integers. With
- * device image rows, the rows staged on the host alone, as runs between
- * the image rows (a page's 1,369 image rows are 19.6 MB the host neither
- * writes nor uploads). */
-static int upload_inputs(struct lm *lm, const struct pass *ps, struct folio_err *err)
+/* The pass's host rows of the residual stream into run (NULL: counted
+ * only): every row, or with device image rows the runs between them (a
+ * page's 1,369 image rows are 19.6 MB the host neither writes nor
+ * uploads). Returns how many pieces. */
+static uint32_t host_runs(const struct lm *lm, const struct pass *ps, struct vkr_piece *run)
 {
-    struct host_runs h = {.n = 0};
-    uint32_t from = 0; /* first row of the run being gathered */
-    int rc = 0;
-    for (uint32_t b = 0; b < ps->nseq && ps->nimg && !rc; b++) {
+    uint32_t n = 0, from = 0; /* first row of the run being gathered */
+    for (uint32_t b = 0; b < ps->nseq && ps->nimg; b++) {
         const struct lm_seq *s = &ps->seqs[b];
         uint32_t r0 = lm->seq_start[b];
-        for (uint32_t i = 0; i < s->n && !rc; i++)
+        for (uint32_t i = 0; i < s->n; i++)
             if (dev_row(s, i)) {
-                rc = host_rows(lm, &h, from, r0 + i, err);
+                host_rows(lm, run, &n, from, r0 + i);
                 from = r0 + i + 1;
             }
     }
-    if (!rc)
-        rc = host_rows(lm, &h, from, ps->nrows, err);
-    if (!rc)
-        rc = host_piece(lm, &h, (struct vkr_piece){.t = lm->ints, .src = lm->iv,
-                                                   .len = (uint64_t)ps->ints_used * 4}, err);
-    return rc || !h.n ? rc : vkr_upload_pieces(lm->vk, h.run, h.n, err);
+    host_rows(lm, run, &n, from, ps->nrows);
+    return n;
+}
+
+/* The pass's host rows and its integers: one gathered upload (one
+ * submission where they fit the staging buffer, not one per piece). */
+static int upload_inputs(struct lm *lm, const struct pass *ps, struct folio_err *err)
+{
+    uint32_t n = host_runs(lm, ps, NULL);
+    struct vkr_piece *run = malloc(((size_t)n + 1) * sizeof *run);
+    if (!run)
+        return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %u uploads",
+                             n + 1);
+    host_runs(lm, ps, run);
+    run[n] = (struct vkr_piece){.t = lm->ints, .src = lm->iv, .len = (uint64_t)ps->ints_used * 4};
+    int rc = vkr_upload_pieces(lm->vk, run, n + 1, err);
+    free(run);
+    return rc;
 }
 
 /* Runs the pass's layers device by device: one command buffer, one submit
