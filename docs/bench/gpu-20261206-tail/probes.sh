@@ -93,4 +93,17 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 4: the shortest (about 150 s): the page parity on the GPU (device
+# rows, the tower's V in f16), pages at 1024^2 as built, and batch 1 with
+# the tail off
+run4() {
+FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 90 $B/tests/engine_test_vlm_parity > $OUT/parity.log 2>&1
+echo "engine_test_vlm_parity rc=$? $(grep -E '^[0-9]+ checks' $OUT/parity.log) $(el)" >> $S
+grep -E "FAIL|through the host" $OUT/parity.log | head -8 >> $S
+pages - 1024 1,8
+pages FOLIO_LM_TAIL=all 1024 1
+touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
+cat $S
+}
+
 run$RUN
