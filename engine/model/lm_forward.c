@@ -594,9 +594,19 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     }
     if (!rc && f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
-        rc = mm16(lm, c, &L->wo, NULL,
-                  (struct op_matmul){.x = lm->o, .xtype = F32, .y = x, .ytype = F32, .m = nr,
-                                     .res = &x}, err);
+        /* The attention's output into h as f16 first (h is free between
+         * the q/k/v products and the MLP's norm): the GEMM rounds its input
+         * to f16 anyway, and f32 input doubles the subgroup kernel's loads
+         * (H100, 1,400 rows: o took 0.47 ms against q's 0.25 at the same
+         * shape; BENCHMARKS.md, 2026-12-07) */
+        int o16 = (uint64_t)QW * 2 <= (uint64_t)E * 4;
+        uint64_t on = (uint64_t)nr * QW;
+        if (o16)
+            rc = op_convert(c, 1, vkr_view(lm->o, 0, on * 4), vkr_view(lm->h, 0, on * 2), on, err);
+        if (!rc)
+            rc = mm16(lm, c, &L->wo, NULL,
+                      (struct op_matmul){.x = o16 ? lm->h : lm->o, .xtype = o16 ? F16 : F32,
+                                         .y = x, .ytype = F32, .m = nr, .res = &x}, err);
         if (!rc)
             rc = op_norm(c, &(struct op_norm){.x = x, .y = lm->h, .w = &L->ffn_norm.t,
                                               .rows = nr, .n = E, .eps = eps, .ytype = F16},

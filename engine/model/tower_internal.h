@@ -127,6 +127,13 @@ int vis_mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, 
  * attention's own f16 input in t (*yt = QUANT_F16: no conversion pass
  * after it); else v in f32. */
 struct vkr_tensor vis_v_out(const struct vis *v, uint32_t N, int *yt);
+/* The attention's output o (N rows, f32) into h as f16, the output
+ * projection's input on the f16 path: the GEMM rounds its input to f16
+ * anyway, and f32 input sends the tower's K = 1,280 product to the
+ * subgroup kernel with twice its loads (H100: 0.30 ms against q's 0.17 at
+ * the same shape; BENCHMARKS.md, 2026-12-07). h is free between the q/k/v
+ * products and the MLP's norm. */
+int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err);
 /* 2-D RoPE on q and k, then attention over each image (full; fullr: per
  * row key ranges of a batch, or NULL) or over the block's windows (rng).
  * v16: V is already where vis_v_out put it in f16. */

@@ -58,9 +58,10 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         all[n++] = ops_norm_key(A->norm_kind, 1);
     all[n++] = ops_rope_key(OP_ROPE_VISION, 0);
     n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_F32, &all[n]);
+    if (ops_gemm_available(vk) || vis_kv16(vk, m->vision.head_dim))
+        all[n++] = ops_convert_key(1); /* vis_o16, and V where no GEMM writes it */
     if (vis_kv16(vk, m->vision.head_dim)) { /* K and V in f16 (vis_rope_attention) */
         all[n++] = ops_rope_key(OP_ROPE_VISION, 1);
-        all[n++] = ops_convert_key(1);
         n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_KV16, &all[n]);
     }
     n += ops_attention_split_keys(0, &all[n]); /* attention past one binding */
@@ -537,6 +538,12 @@ static struct vkr_tensor kv_half(const struct vis *v, uint32_t N, int which)
 {
     uint64_t nb = (uint64_t)N * v->D * 2;
     return vkr_view(v->t, which ? (nb + 255) / 256 * 256 : 0, nb);
+}
+
+int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err)
+{
+    uint64_t n = (uint64_t)N * v->D;
+    return op_convert(c, 1, vkr_view(v->o, 0, n * 4), vkr_view(v->h, 0, n * 2), n, err);
 }
 
 struct vkr_tensor vis_v_out(const struct vis *v, uint32_t N, int *yt)

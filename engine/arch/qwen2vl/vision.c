@@ -115,7 +115,9 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
         if (!rc)
             rc = vis_rope_attention(v, c, N, full, fullr, vt == F16, err);
         if (!rc)
-            rc = vis_mm16(&L->wo, &L->bo, v->o, F32, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c,
+            rc = vis_o16(v, c, N, err); /* o into h as f16: see vis_o16 */
+        if (!rc)
+            rc = vis_mm16(&L->wo, &L->bo, v->h, F16, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c,
                           err);
         if (!rc)
             rc = norm16(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);

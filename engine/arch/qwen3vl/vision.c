@@ -281,8 +281,12 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
             rc = lin(v, c, f16, &L->wv, &L->bv, v->h, f16, v->v, N, 0, err);
         if (!rc)
             rc = vis_rope_attention(v, c, N, 1, fullr, v16, err);
+        /* o into h as f16 where the GEMM takes it (vis_o16) */
+        int o16 = f16 && ops_gemm_shape_ok(L->wo.n, L->wo.k, QUANT_F16, QUANT_F32);
+        if (!rc && o16)
+            rc = vis_o16(v, c, N, err);
         if (!rc)
-            rc = lin(v, c, f16, &L->wo, &L->bo, v->o, 0, v->x, N, 1, err);
+            rc = lin(v, c, f16, &L->wo, &L->bo, o16 ? v->h : v->o, o16, v->x, N, 1, err);
         if (!rc)
             rc = lnorm(v, c, f16, v->x, v->h, &L->ln2, &L->ln2b, N, v->D, err);
         if (!rc)
