@@ -18,6 +18,17 @@ echo "page$2 $1${4:+ $4} rc=$? $(grep '"ready"\|"pages"' $OUT/p.jsonl | grep -o 
 sed "s/^{/{\"knob\":\"$1${4:+ $4}\",/" $OUT/p.jsonl >> $OUT/pages.jsonl; rm -f $OUT/p.jsonl
 }
 
+# every dispatch of a 1024^2 tower pass and of the prefill with its GPU
+# time and workgroups (FOLIO_TIMINGS_EACH): which product of a layer takes
+# the time the class sums hide
+profile() {
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
+echo "vision each rc=$? $(el)" >> $S
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
+echo "text each rc=$? $(el)" >> $S
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/text-each.jsonl | grep -A14 ': [a-z_]*: ' >> $S
+}
+
 # run 1: the last layer on the head's rows alone (the tail): correctness on
 # the GPU (the tile order's cases with the band cap, both models'
 # parity with the fused classify against two passes on both data paths,
@@ -61,14 +72,7 @@ pages - 1024 1,8 "--gpu-weights int8"
 timeout 120 $E bench ops --device NVIDIA --only gemm --dtype f16 --where vision,vpad,vision_down --tiles none > $OUT/gemm-vpad.jsonl 2>> $OUT/bench.err
 echo "gemm vpad rc=$? $(el)" >> $S
 grep -o '"where":"[a-z0-9_]*"\|"tflops":[0-9.]*' $OUT/gemm-vpad.jsonl | paste -d' ' - - >> $S
-# every dispatch of a 1024^2 tower pass and of the prefill with its GPU
-# time and workgroups (FOLIO_TIMINGS_EACH): which product of a layer takes
-# the time the class sums hide
-FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
-echo "vision each rc=$? $(el)" >> $S
-FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
-echo "text each rc=$? $(el)" >> $S
-python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/text-each.jsonl | grep -A14 ': [a-z]*: ' >> $S
+profile
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
@@ -85,10 +89,7 @@ done
 rm -f $OUT/p.tmp
 pages - 1024 1,8
 pages FOLIO_LM_TAIL=all 1024 1,8
-FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
-FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
-echo "each rc=$? $(el)" >> $S
-python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/text-each.jsonl | grep -A14 ': [a-z]*: ' >> $S
+profile
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
