@@ -123,10 +123,11 @@ int vis_mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, 
              struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
              enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
              struct folio_err *err);
-/* Where the f16 GEMM writes the V projection of N rows: with kv16, the
- * attention's own f16 input in t (*yt = QUANT_F16: no conversion pass
- * after it); else v in f32. */
-struct vkr_tensor vis_v_out(const struct vis *v, uint32_t N, int *yt);
+/* Where the f16 GEMM writes the V projection (weights wv) of N rows: with
+ * kv16 and a shape the GEMM can write in f16, the attention's own f16
+ * input in t (*yt = QUANT_F16: no conversion pass after it); else v in
+ * f32. */
+struct vkr_tensor vis_v_out(const struct vis *v, const struct vis_w *wv, uint32_t N, int *yt);
 /* The attention's output o (N rows, f32) into h as f16, the output
  * projection's input on the f16 path: the GEMM rounds its input to f16
  * anyway, and f32 input sends the tower's K = 1,280 product to the

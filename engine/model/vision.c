@@ -546,10 +546,11 @@ int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err)
     return op_convert(c, 1, vkr_view(v->o, 0, n * 4), vkr_view(v->h, 0, n * 2), n, err);
 }
 
-struct vkr_tensor vis_v_out(const struct vis *v, uint32_t N, int *yt)
+struct vkr_tensor vis_v_out(const struct vis *v, const struct vis_w *wv, uint32_t N, int *yt)
 {
-    *yt = v->kv16 ? QUANT_F16 : QUANT_F32;
-    return v->kv16 ? kv_half(v, N, 1) : v->v;
+    int f16 = v->kv16 && ops_gemm_shape_ok(wv->n, wv->k, QUANT_F16, QUANT_F16);
+    *yt = f16 ? QUANT_F16 : QUANT_F32;
+    return f16 ? kv_half(v, N, 1) : v->v;
 }
 
 int vis_rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
@@ -638,15 +639,15 @@ static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t
     /* the patches in window order, copied once (from the caller's rows
      * straight into staging), and the integers: one submission */
     uint32_t np = Mb;
-    struct vkr_piece *ip = v->pieces;
-    ip[np++] = (struct vkr_piece){.t = v->pos, .src = pos, .len = N * 8};
+    v->pieces[np++] = (struct vkr_piece){.t = v->pos, .src = pos, .len = N * 8};
     if (v->win)
-        ip[np++] = (struct vkr_piece){.t = v->rng, .src = rg, .len = N * 8};
+        v->pieces[np++] = (struct vkr_piece){.t = v->rng, .src = rg, .len = N * 8};
     if (n > 1)
-        ip[np++] = (struct vkr_piece){.t = v->rngf, .src = rf, .len = N * 8};
+        v->pieces[np++] = (struct vkr_piece){.t = v->rngf, .src = rf, .len = N * 8};
     if (v->fam->scatter)
-        ip[np++] = (struct vkr_piece){.t = v->sidx, .src = v->widx, .len = (uint64_t)Mb * 4};
-    int rc = vkr_upload_pieces(v->vk, ip, np, err);
+        v->pieces[np++] = (struct vkr_piece){.t = v->sidx, .src = v->widx,
+                                             .len = (uint64_t)Mb * 4};
+    int rc = vkr_upload_pieces(v->vk, v->pieces, np, err);
     if (!rc && v->fam->stage)
         rc = v->fam->stage(v, im, n, err);
     *total = (uint32_t)N;

@@ -92,15 +92,11 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
     const struct gguf_vision_hparams *h = &v->hp;
     uint32_t M = N / (h->spatial_merge * h->spatial_merge);
     const int F16 = QUANT_F16, F32 = QUANT_F32;
-    int vt; /* V straight into the attention's f16 input where it takes one */
-    struct vkr_tensor vo = vis_v_out(v, N, &vt);
     int rc = 0;
-    if (vt == F16 && !ops_gemm_shape_ok(v->D, v->D, F16, F16)) {
-        vo = v->v;
-        vt = F32;
-    }
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
+        int vt; /* V straight into the attention's f16 input where it takes one */
+        struct vkr_tensor vo = vis_v_out(v, &L->wv, N, &vt);
         int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
         rc = norm16(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
         if (!rc)

@@ -271,10 +271,10 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         if (!rc)
             rc = lin(v, c, f16, &L->wk, &L->bk, v->h, f16, v->k, N, 0, err);
         /* V straight into the attention's f16 input where both take f16 */
-        int v16 = f16 && v->kv16 && ops_gemm_shape_ok(L->wv.n, L->wv.k, QUANT_F16, QUANT_F16);
+        int vt;
+        struct vkr_tensor vo = vis_v_out(v, &L->wv, N, &vt);
+        int v16 = f16 && vt == QUANT_F16;
         if (!rc && v16) {
-            int vt;
-            struct vkr_tensor vo = vis_v_out(v, N, &vt);
             rc = vis_mm16(&L->wv, &L->bv, v->h, QUANT_F16, vo, vt, N, NULL, OP_MM_ACT_NONE, NULL,
                           c, err);
         } else if (!rc)
