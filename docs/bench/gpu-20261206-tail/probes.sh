@@ -107,4 +107,30 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
+# transformers on CUDA at image size $1, batch $2 (the anchor's
+# hf_cuda_bench.py, carried in .anchor/, never committed), its figures into
+# the summary
+hf() {
+PYTHONUNBUFFERED=1 timeout 200 python3 .anchor/hf_cuda_bench.py --image $1 --batch $2 --reps 3 --json $OUT/hf$1.json > $OUT/hf$1.log 2>&1
+echo "transformers $1 batch $2 rc=$? $(el)" >> $S
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(" ".join("%s=%s" % (k, v.get("best_ms", v) if isinstance(v, dict) else v) for k, v in r.items() if k not in ("params", "grid")))' $OUT/hf$1.json >> $S 2>&1 || tail -5 $OUT/hf$1.log >> $S
+}
+
+# run 5: the page beside transformers in one run: the page parity on the GPU,
+# pages at 1024^2 (batch 1, 8) and 512^2 (batch 1, 16), transformers at
+# the same sizes, then one tower pass and one prefill dispatch by dispatch
+run5() {
+FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 90 $B/tests/engine_test_vlm_parity > $OUT/parity.log 2>&1
+echo "engine_test_vlm_parity rc=$? $(grep -E '^[0-9]+ checks' $OUT/parity.log) $(el)" >> $S
+grep -E "FAIL|through the host" $OUT/parity.log | head -8 >> $S
+pages - 1024 1,8
+pages - 512 1,16
+hf 1024 8
+hf 512 16
+profile
+touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
+(cd $OUT && tar czf raw.tgz *.jsonl *.log *.json bench.err && rm -f *.jsonl *.log *.json bench.err)
+cat $S
+}
+
 run$RUN
