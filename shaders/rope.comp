@@ -11,20 +11,29 @@
 //   3 interleaved M-RoPE (Qwen3-VL): c = 1 (height) when j % 3 == 1 and
 //             j < 3*s0, 2 (width) when j % 3 == 2 and j < 3*s1, else 0;
 //             s0, s1 carry sections[1], sections[2]; NeoX frequencies
-// Out of place. Y is f32, or f16 (Y_F16: K written straight into the text
-// model's f16 KV cache, round to nearest even). f32: one thread per
-// (token, head, pair (j, j + D/2)). f16: one thread per (token, head, output
-// word of elements 2w, 2w + 1), so no two threads write one word; each
-// element then computes its own pair's angle (twice the trig of the f32
-// form, on K's few heads only). Y is a uint view either way (no aliased
-// declarations), so f16 needs no 16-bit storage feature.
+// Out of place, or in place on f32 (y = x, one stride). Y is f32, or f16
+// (FLAGS bit 0: K written straight into the text model's f16 KV cache,
+// round to nearest even). X is f32, or f16 (bit 1: the tower's fused Q/K/V
+// GEMM output). f32 out: one thread per (token, head, pair (j, j + D/2)).
+// f16 out: one thread per (token, head, output word of elements 2w, 2w +
+// 1), so no two threads write one word; each element then computes its own
+// pair's angle (twice the trig of the f32 form, on K's few heads only). X
+// and Y are uint views (no aliased declarations), so f16 needs no 16-bit
+// storage feature. xr, yr: elements from one token's row to the next (a
+// slice of fused [q | k | v] rows, or h * D packed).
 layout(constant_id = 0) const uint MODE = 0;
-layout(constant_id = 1) const uint Y_F16 = 0;
+layout(constant_id = 1) const uint FLAGS = 0;
+const bool Y_F16 = (FLAGS & 1u) != 0u, X_F16 = (FLAGS & 2u) != 0u;
 layout(local_size_x = 64) in;
-layout(std430, binding = 0) readonly buffer BX { float X[]; };
+layout(std430, binding = 0) readonly buffer BX { uint X[]; };
 layout(std430, binding = 1) writeonly buffer BY { uint Y[]; };
 layout(std430, binding = 2) readonly buffer BP { int Pos[]; };
-layout(push_constant) uniform P { uint T, H, D, s0, s1; float base; uint xs, ys, ps; } p;
+layout(push_constant) uniform P { uint T, H, D, s0, s1; float base; uint xs, ys, ps, xr, yr; } p;
+
+float xin(uint i)
+{
+    return X_F16 ? unpackHalf2x16(X[i >> 1])[i & 1u] : uintBitsToFloat(X[i]);
+}
 
 // (cos, sin) of pair j of token t's angle.
 vec2 cs_sn(uint t, uint j)
@@ -59,10 +68,10 @@ float rot(uint b, uint t, uint e)
     uint half_d = p.D / 2u;
     if (e < half_d) {
         vec2 r = cs_sn(t, e);
-        return X[b + e] * r.x - X[b + e + half_d] * r.y;
+        return xin(b + e) * r.x - xin(b + e + half_d) * r.y;
     }
     vec2 r = cs_sn(t, e - half_d);
-    return X[b + e] * r.x + X[b + e - half_d] * r.y;
+    return xin(b + e) * r.x + xin(b + e - half_d) * r.y;
 }
 
 void main()
@@ -72,15 +81,15 @@ void main()
     uint j = gid % half_d, th = gid / half_d;
     if (th >= p.T * p.H)
         return;
-    uint t = th / p.H;
-    uint b = p.xs + th * p.D, yb = p.ys + th * p.D;
-    if (Y_F16 != 0u) { // j is the output word; ys counts f16 elements
+    uint t = th / p.H, hh = th - t * p.H;
+    uint b = p.xs + t * p.xr + hh * p.D, yb = p.ys + t * p.yr + hh * p.D;
+    if (Y_F16) { // j is the output word; ys counts f16 elements
         uint e = 2u * j;
         Y[(yb + e) >> 1] = packHalf2x16(vec2(rot(b, t, e), rot(b, t, e + 1u)));
         return;
     }
     vec2 r = cs_sn(t, j);
-    float x0 = X[b + j], x1 = X[b + j + half_d];
+    float x0 = xin(b + j), x1 = xin(b + j + half_d);
     Y[yb + j] = floatBitsToUint(x0 * r.x - x1 * r.y);
     Y[yb + j + half_d] = floatBitsToUint(x1 * r.x + x0 * r.y);
 }

@@ -55,8 +55,8 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     all[n++] = ops_softmax_key();
     /* Q rotated in place and K from f32 staging into the f16 KV cache, in
      * the family's rotary layout (the self-test's too) */
-    all[n++] = ops_rope_key(m->text.arch->rope_mode, 0);
-    all[n++] = ops_rope_key(m->text.arch->rope_mode, 1);
+    all[n++] = ops_rope_key(m->text.arch->rope_mode, 0, 0);
+    all[n++] = ops_rope_key(m->text.arch->rope_mode, 1, 0);
     all[n++] = ops_convert_key(1); /* V into the cache where no GEMM writes f16 */
     n += ops_attention_keys(vk, m->text.head_dim, OP_ATTN_IO_KV16, &all[n]);
     n += ops_attention_split_keys(1, &all[n]); /* attention past one binding */

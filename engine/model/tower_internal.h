@@ -33,10 +33,22 @@ struct vis_w {
     int set;
 };
 
+/* q, k and v of a block in one matrix (their biases in one vector) where
+ * the three take one type and shape: vis_upload places each part's rows
+ * there and its slot (wq, wk, wv) is a view of them, so the tower's Q/K/V
+ * product can run as one GEMM of 3 n_embd columns (vis_attention) and
+ * every other form reads the parts as before. w.set once all three are in. */
+struct vis_fused {
+    struct vis_w w;
+    unsigned parts; /* bit j: part j (q, k, v) is in w */
+    int apart;      /* a part went elsewhere (another type or shape) */
+};
+
 /* One block's weights; a family fills the ones it has (Qwen2-VL and
  * Qwen3-VL no gate). ds: the DeepStack merger after this block, -1 none. */
 struct vis_layer {
     struct vis_w ln1, ln1b, wq, bq, wk, bk, wv, bv, wo, bo, ln2, ln2b, wg, bg, wu, bu, wd, bd;
+    struct vis_fused qkv, bqkv;
     int ds;
 };
 
@@ -82,7 +94,8 @@ struct vis {
      * mergers */
     uint32_t D, H, Dh, F, MD, O, P, PC, win, nds;
     int gemm16; /* f16 data path: every matrix f16 and the GEMM available */
-    int kv16;   /* attention reads K and V in f16, from t (vis_rope_attention) */
+    int kv16;   /* attention reads K and V in f16, from t (vis_attention) */
+    int qkv_apart; /* FOLIO_VIS_QKV=apart: three Q/K/V products (comparisons) */
     struct vkr_arena *wa, *aa;
     struct vis_layer *L;
     struct vis_ds ds[GGUF_MAX_DEEPSTACK];
@@ -95,6 +108,10 @@ struct vis {
      * of a batch of images (one image: no ranges); pe: the position
      * embedding rows (Qwen3-VL) */
     struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx, rngf, pe;
+    /* q, k and v's one region (size 0 where they are apart) and k's offset
+     * in it: vis_attention's fused Q/K/V rows */
+    struct vkr_tensor qkv;
+    uint64_t qkv_r;
     struct op_attention_scratch asc;
     struct vkr_piece *pieces; /* stage(): each merge group's patches, window order */
     float *pebuf, *obuf;
@@ -123,11 +140,6 @@ int vis_mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, 
              struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
              enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
              struct folio_err *err);
-/* Where the f16 GEMM writes the V projection (weights wv) of N rows: with
- * kv16 and a shape the GEMM can write in f16, the attention's own f16
- * input in t (*yt = QUANT_F16: no conversion pass after it); else v in
- * f32. */
-struct vkr_tensor vis_v_out(const struct vis *v, const struct vis_w *wv, uint32_t N, int *yt);
 /* The attention's output o (N rows, f32) into h as f16, the output
  * projection's input on the f16 path: the GEMM rounds its input to f16
  * anyway, and f32 input sends the tower's K = 1,280 product to the
@@ -135,10 +147,16 @@ struct vkr_tensor vis_v_out(const struct vis *v, const struct vis_w *wv, uint32_
  * the same shape; BENCHMARKS.md, 2026-12-07). h is free between the q/k/v
  * products and the MLP's norm. */
 int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err);
-/* 2-D RoPE on q and k, then attention over each image (full; fullr: per
- * row key ranges of a batch, or NULL) or over the block's windows (rng).
- * v16: V is already where vis_v_out put it in f16. */
-int vis_rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
-                       const struct vkr_tensor *fullr, int v16, struct folio_err *err);
+/* A block's attention from its normalised input h (f16 on the f16 data
+ * path, f16 = 1; else f32): the Q/K/V products, 2-D RoPE on q and k, and
+ * attention over each image (full; fullr: per-row key ranges of a batch,
+ * or NULL) or over the block's windows (rng), into o. Where the block's
+ * fused weights and the q/k/v region allow (vision.c: qkv_form), one
+ * product of 3 n_embd columns writes [q | k | v] rows that RoPE and the
+ * attention read in place (in f16 where the attention reads f16 K/V);
+ * else three products, V straight into the attention's f16 input where
+ * it takes one. */
+int vis_attention(struct vis *v, struct vkr_cmd *c, const struct vis_layer *L, uint32_t N,
+                  int f16, int full, const struct vkr_tensor *fullr, struct folio_err *err);
 
 #endif

@@ -56,12 +56,16 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
     all[n++] = ops_norm_key(A->norm_kind, 0);
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(A->norm_kind, 1);
-    all[n++] = ops_rope_key(OP_ROPE_VISION, 0);
+    all[n++] = ops_rope_key(OP_ROPE_VISION, 0, 0);
     n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_F32, &all[n]);
     if (ops_gemm_available(vk) || vis_kv16(vk, m->vision.head_dim))
         all[n++] = ops_convert_key(1); /* vis_o16, and V where no GEMM writes it */
-    if (vis_kv16(vk, m->vision.head_dim)) { /* K and V in f16 (vis_rope_attention) */
-        all[n++] = ops_rope_key(OP_ROPE_VISION, 1);
+    if (vis_kv16(vk, m->vision.head_dim)) { /* K and V in f16 (vis_attention) */
+        all[n++] = ops_rope_key(OP_ROPE_VISION, 1, 0);
+        if (ops_gemm_available(vk)) { /* the fused Q/K/V rows in f16 (vis_attention) */
+            all[n++] = ops_rope_key(OP_ROPE_VISION, 0, 1);
+            all[n++] = ops_rope_key(OP_ROPE_VISION, 1, 1);
+        }
         n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_KV16, &all[n]);
     }
     n += ops_attention_split_keys(0, &all[n]); /* attention past one binding */
@@ -133,15 +137,75 @@ void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, 
 
 /* ------------------------------------------------------------------ open */
 
+/* The fused region w is part j of (struct vis_fused), or NULL. */
+static struct vis_fused *fused_of(struct vis *v, const struct vis_w *w, int *j)
+{
+    for (uint32_t i = 0; v->L && i < v->hp.n_layer; i++) {
+        struct vis_layer *L = &v->L[i];
+        const struct vis_w *parts[6] = {&L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv};
+        for (int p = 0; p < 6; p++)
+            if (w == parts[p]) {
+                *j = p % 3;
+                return p < 3 ? &L->qkv : &L->bqkv;
+            }
+    }
+    return NULL;
+}
+
+/* n x k of wtype from src into w, converted to type `to` (staging: through
+ * it), as part j of f where the part fits the region (the first part sizes
+ * it); else a tensor of its own, and f stays apart. */
+static int upload_part(struct vis *v, struct vis_fused *f, int j, const void *src, int wtype,
+                       int to, struct vis_w *w, struct vkr_arena *staging, struct folio_err *err)
+{
+    uint64_t pb = quant_row_bytes(to, w->k) * w->n;
+    int rc = 0;
+    if (!f->w.t.size && !f->apart) {
+        /* each part's view must be bindable where it starts */
+        if (pb % vkr_limits(v->vk)->min_ssbo_align == 0) {
+            rc = vkr_arena_alloc(v->wa, 3 * pb, &f->w.t, err);
+            f->w.type = to;
+            f->w.n = 3 * w->n;
+            f->w.k = w->k;
+        } else {
+            f->apart = 1;
+        }
+    }
+    if (!rc && (f->apart || f->w.type != to || f->w.k != w->k || f->w.n != 3 * w->n ||
+                (f->parts >> j & 1u))) {
+        f->apart = 1;
+        rc = vkr_arena_alloc(v->wa, pb, &w->t, err);
+    } else if (!rc) {
+        w->t = vkr_view(f->w.t, (uint64_t)j * pb, pb);
+    }
+    if (!rc)
+        rc = ops_upload_weight_to(v->vk, staging, src, wtype, w->n, w->k, to, w->t, err);
+    if (rc)
+        return rc;
+    w->type = to;
+    if (!f->apart)
+        f->parts |= 1u << j;
+    f->w.set = f->parts == 7u && !f->apart;
+    return 0;
+}
+
 int vis_upload(struct vis *v, const struct gguf_tensor_info *t, uint64_t row0, uint32_t rows,
                struct vis_w *w, struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
     w->k = (uint32_t)t->ne[0];
     w->n = rows;
     uint64_t rb = quant_row_bytes(t->type, w->k);
-    int rc = ops_upload_weight(v->vk, v->wa, t->n_dims == 2 ? staging : NULL,
-                               (const uint8_t *)t->data + row0 * rb, t->type, w->n, w->k, to_f16,
-                               &w->t, &w->type, err);
+    const void *src = (const uint8_t *)t->data + row0 * rb;
+    struct vkr_arena *st = t->n_dims == 2 ? staging : NULL;
+    int j, rc;
+    struct vis_fused *f = fused_of(v, w, &j);
+    if (f)
+        rc = upload_part(v, f, j, src, t->type,
+                         st ? ops_weight_type(v->vk, t->type, w->n, w->k, to_f16) : t->type, w,
+                         st, err);
+    else
+        rc = ops_upload_weight(v->vk, v->wa, st, src, t->type, w->n, w->k, to_f16, &w->t,
+                               &w->type, err);
     if (rc) {
         folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;
@@ -156,7 +220,13 @@ int vis_upload_vec(struct vis *v, const struct gguf_tensor_info *t, uint64_t off
     w->k = len;
     w->n = 1;
     w->type = QUANT_F32;
-    int rc = vkr_arena_upload(v->wa, (const float *)t->data + off, (uint64_t)len * 4, &w->t, err);
+    const float *src = (const float *)t->data + off;
+    int j, rc;
+    struct vis_fused *f = fused_of(v, w, &j);
+    if (f)
+        rc = upload_part(v, f, j, src, QUANT_F32, QUANT_F32, w, NULL, err);
+    else
+        rc = vkr_arena_upload(v->wa, src, (uint64_t)len * 4, &w->t, err);
     if (rc)
         folio_err_context(err, "uploading a slice of tensor %s", t->name);
     w->set = !rc;
@@ -240,10 +310,20 @@ static int plan(struct vis *v, struct folio_err *err)
     uint64_t sizes[23 + GGUF_MAX_DEEPSTACK];
     int n = 0;
     sizes[n++] = N * v->PC * 4; /* in */
-    for (int i = 0; i < 6; i++)
-        sizes[n++] = N * D * 4;      /* x h q k v o */
+    /* x h o; then q, k and v in one region where it fits a block: the
+     * fused Q/K/V product (vis_attention) writes [q | k | v] rows there,
+     * f32 from its start or f16 from k's, with slack for the last row of
+     * the k and v slices; else apart */
+    uint64_t R = (N * D * 4 + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
+    uint64_t qkvb = 3 * R + (2 * D * 4 + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
+    int one = qkvb <= lim->block_size;
+    for (int i = 0; i < 3; i++)
+        sizes[n++] = N * D * 4;
+    sizes[n++] = one ? qkvb : N * D * 4;
+    sizes[n++] = one ? 4 : N * D * 4;
+    sizes[n++] = one ? 4 : N * D * 4;
     /* t: scratch; during attention K and V in f16 where the kernels take
-     * them so (vis_rope_attention), V starting at the next 256 bytes */
+     * them so (vis_attention), V starting at the next 256 bytes */
     sizes[n++] = N * D * 4 + 256;
     /* the MLP in row chunks whose gate/up fit one device block (a batch of
      * 16 pages of 1024^2 is 87,616 patches x 3,420 floats = 1.2 GB); chunk
@@ -272,7 +352,7 @@ static int plan(struct vis *v, struct folio_err *err)
         sizes[n++] = asb[i];         /* split attention scratch */
     sizes[n++] = v->max_images > 1 ? N * 8 : 8; /* rngf */
     struct vkr_tensor *dst[23 + GGUF_MAX_DEEPSTACK] = {
-        &v->in, &v->x, &v->h, &v->q, &v->k, &v->v, &v->o, &v->t, &v->gate, &v->up, &v->z,
+        &v->in, &v->x, &v->h, &v->o, &v->q, &v->k, &v->v, &v->t, &v->gate, &v->up, &v->z,
         &v->e, &v->out, &v->pos, &v->rng, &v->sidx, &v->asc.o, &v->asc.lse, &v->asc.lse_c,
         &v->asc.ranges, &v->rngf};
     if (v->table) { /* Qwen3-VL: the position rows, the DeepStack mergers' rows */
@@ -292,6 +372,13 @@ static int plan(struct vis *v, struct folio_err *err)
         rc = vkr_arena_alloc(v->aa, sizes[i], dst[i], err);
     if (rc)
         return rc;
+    v->qkv = one ? v->q : (struct vkr_tensor){0};
+    v->qkv_r = one ? R : 0;
+    if (one) {
+        v->q = vkr_view(v->qkv, 0, N * D * 4);
+        v->k = vkr_view(v->qkv, R, N * D * 4);
+        v->v = vkr_view(v->qkv, 2 * R, N * D * 4);
+    }
     /* one per merge group, then stage()'s integer inputs */
     v->pieces = malloc(((size_t)M + 4) * sizeof *v->pieces);
     v->ibuf = malloc((size_t)N * 6 * sizeof *v->ibuf); /* pos, rng, rngf */
@@ -416,19 +503,24 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
         rc = load(v, err);
     v->gemm16 = !rc && ops_gemm_available(vk) && !v->cfg.f32_matmul && all_f16(v);
     v->kv16 = !rc && vis_kv16(vk, v->Dh);
+    const char *qe = getenv("FOLIO_VIS_QKV"); /* "apart": three Q/K/V products */
+    v->qkv_apart = qe && strcmp(qe, "apart") == 0;
     if (!rc)
         rc = plan(v, err);
     if (rc) {
         vis_close(v);
         return rc;
     }
+    uint32_t fused = 0; /* blocks whose Q/K/V can run as one product */
+    for (uint32_t i = 0; i < h->n_layer; i++)
+        fused += v->qkv.size && !v->qkv_apart && v->L[i].qkv.w.set && v->L[i].bqkv.w.set;
     folio_log(FOLIO_LOG_INFO, "vis_open",
               "family=%s blocks=%u embd=%u heads=%u ff=%u out=%u window=%u deepstack=%u "
               "patch=%u pos_table=%ux%u max_patches=%u max_images=%u weights_bytes=%" PRIu64
-              " act_bytes=%" PRIu64 " f16_path=%d",
+              " act_bytes=%" PRIu64 " f16_path=%d qkv_fused_blocks=%u",
               v->fam->name, h->n_layer, v->D, v->H, v->F, v->O, v->win, v->nds, v->P,
               h->pos_side, h->pos_side, v->nmax, v->max_images, vkr_arena_used(v->wa),
-              vkr_arena_capacity(v->aa), v->gemm16);
+              vkr_arena_capacity(v->aa), v->gemm16, fused);
     *out = v;
     return 0;
 }
@@ -546,39 +638,112 @@ int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err)
     return op_convert(c, 1, vkr_view(v->o, 0, n * 4), vkr_view(v->h, 0, n * 2), n, err);
 }
 
-struct vkr_tensor vis_v_out(const struct vis *v, const struct vis_w *wv, uint32_t N, int *yt)
+/* The fused form vis_attention takes for N rows: FUSED_F16 ([q | k | v]
+ * rows in f16 from qkv_r: the GEMM's f16 epilogue writes the attention's
+ * f16 V, so no pass converts it), FUSED_F32 ([q | k | v] f32 rows from the
+ * region's start, rotated in place), or APART (three products: no fused
+ * weights or region, an f16 attention without the f16 GEMM, slices that
+ * would not start bindable, rows past one binding, FOLIO_VIS_QKV=apart). */
+enum { APART, FUSED_F32, FUSED_F16 };
+static int qkv_form(const struct vis *v, const struct vis_layer *L, uint32_t N, int f16)
 {
-    int f16 = v->kv16 && ops_gemm_shape_ok(wv->n, wv->k, QUANT_F16, QUANT_F16);
-    *yt = f16 ? QUANT_F16 : QUANT_F32;
-    return f16 ? kv_half(v, N, 1) : v->v;
+    const struct vkr_limits *lim = vkr_limits(v->vk);
+    const uint64_t D = v->D, a = lim->min_ssbo_align;
+    if (v->qkv_apart || !v->qkv.size || !L->qkv.w.set || !L->bqkv.w.set)
+        return APART;
+    if (v->kv16)
+        return f16 && ops_gemm_shape_ok(3 * v->D, v->D, QUANT_F16, QUANT_F16) &&
+                       D * 2 % a == 0 && N * D * 6 <= lim->max_range
+                   ? FUSED_F16
+                   : APART;
+    if (f16 && !ops_gemm_shape_ok(3 * v->D, v->D, QUANT_F16, QUANT_F32))
+        return APART;
+    return D * 4 % a == 0 && N * D * 12 <= lim->max_range ? FUSED_F32 : APART;
 }
 
-int vis_rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
-                       const struct vkr_tensor *fullr, int v16, struct folio_err *err)
+/* 2-D RoPE on q and k, then attention over each image (full; fullr: per
+ * row key ranges of a batch, or NULL) or over the block's windows (rng).
+ * q, k: where the products left them, of type xt, rows `stride` elements
+ * apart (slices of fused rows) or packed (0); an f16 q is rotated into
+ * v->q as f32, an f32 one in place. With kv16 K is rotated into t as f16,
+ * and V (vv) converted there unless it is f16 already (v16: rows vstride
+ * apart, or packed). */
+static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
+                          const struct vkr_tensor *fullr, struct vkr_tensor q,
+                          struct vkr_tensor k, int xt, uint32_t stride, struct vkr_tensor vv,
+                          int v16, uint32_t vstride, struct folio_err *err)
 {
-    struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
-                         .mode = OP_ROPE_VISION, .base = 10000.0f};
+    const int f16in = xt == QUANT_F16;
+    struct op_rope rq = {.x = q, .y = f16in ? v->q : q, .pos = v->pos, .t = N, .h = v->H,
+                         .d = v->Dh, .mode = OP_ROPE_VISION, .base = 10000.0f, .xtype = xt,
+                         .x_stride = stride, .y_stride = f16in ? 0 : stride};
     int rc = op_rope(c, &rq, err);
     struct op_rope rk = rq;
-    rk.x = rk.y = v->k;
-    struct vkr_tensor kt = v->k, vt = v->v;
+    rk.x = rk.y = k;
+    struct vkr_tensor vt = vv;
+    uint32_t ks = stride, vs = v16 ? vstride : stride;
     if (v->kv16) { /* rotated K and V into t as f16 */
-        kt = kv_half(v, N, 0);
-        vt = kv_half(v, N, 1);
-        rk.y = kt;
+        rk.y = kv_half(v, N, 0);
         rk.ytype = QUANT_F16;
-        if (!rc && !v16)
-            rc = op_convert(c, 1, v->v, vt, (uint64_t)N * v->D, err);
+        rk.y_stride = ks = 0;
+        if (!v16) {
+            vt = kv_half(v, N, 1);
+            vs = 0;
+            if (!rc)
+                rc = op_convert(c, 1, vv, vt, (uint64_t)N * v->D, err);
+        }
     }
     if (!rc)
         rc = op_rope(c, &rk, err);
-    struct op_attention at = {.q = v->q, .k = kt, .v = vt, .o = v->o, .tq = N, .tk = N,
+    struct op_attention at = {.q = rq.y, .k = rk.y, .v = vt, .o = v->o, .tq = N, .tk = N,
                               .hq = v->H, .hkv = v->H, .d = v->Dh,
                               .scale = 1.0f / sqrtf((float)v->Dh), .causal = 0,
-                              .ranges = full ? fullr : &v->rng, .kv_f16 = v->kv16};
+                              .ranges = full ? fullr : &v->rng, .kv_f16 = v->kv16,
+                              .q_stride = rq.y_stride, .k_stride = ks, .v_stride = vs};
     if (!rc)
         rc = op_attention_ranged(c, &at, &v->asc, err);
     return rc;
+}
+
+int vis_attention(struct vis *v, struct vkr_cmd *c, const struct vis_layer *L, uint32_t N,
+                  int f16, int full, const struct vkr_tensor *fullr, struct folio_err *err)
+{
+    const int F16 = QUANT_F16, F32 = QUANT_F32;
+    const uint64_t D = v->D;
+    int form = qkv_form(v, L, N, f16), rc;
+    if (form != APART) {
+        /* one product of 3 D columns; slice j of its rows starts j D in */
+        const uint64_t es = form == FUSED_F16 ? 2 : 4, o0 = form == FUSED_F16 ? v->qkv_r : 0;
+        const uint64_t rows = (uint64_t)N * 3 * D * es;
+        struct vkr_tensor all = vkr_view(v->qkv, o0, rows);
+        int yt = form == FUSED_F16 ? F16 : F32;
+        rc = f16 ? vis_mm16(&L->qkv.w, &L->bqkv.w, v->h, F16, all, yt, N, NULL, OP_MM_ACT_NONE,
+                            NULL, c, err)
+                 : vis_mm(v, c, &L->qkv.w, &L->bqkv.w, v->h, all, N, err);
+        if (!rc)
+            rc = rope_attention(v, c, N, full, fullr, all, vkr_view(v->qkv, o0 + D * es, rows),
+                                yt, (uint32_t)(3 * D), vkr_view(v->qkv, o0 + 2 * D * es, rows),
+                                yt == F16, (uint32_t)(3 * D), err);
+        return rc;
+    }
+    if (!f16) {
+        rc = vis_mm(v, c, &L->wq, &L->bq, v->h, v->q, N, err);
+        if (!rc)
+            rc = vis_mm(v, c, &L->wk, &L->bk, v->h, v->k, N, err);
+        if (!rc)
+            rc = vis_mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
+        return rc ? rc : rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, v->v, 0, 0, err);
+    }
+    /* V straight into the attention's f16 input (t) where it reads f16 */
+    int v16 = v->kv16 && ops_gemm_shape_ok(L->wv.n, L->wv.k, F16, F16);
+    struct vkr_tensor vo = v16 ? kv_half(v, N, 1) : v->v;
+    rc = vis_mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
+    if (!rc)
+        rc = vis_mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
+    if (!rc)
+        rc = vis_mm16(&L->wv, &L->bv, v->h, F16, vo, v16 ? F16 : F32, N, NULL, OP_MM_ACT_NONE,
+                      NULL, c, err);
+    return rc ? rc : rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, vo, v16, 0, err);
 }
 
 /* Host side of a batch of images: each image's patch rows and integers in

@@ -1349,32 +1349,40 @@ int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *s
                       int wtype, uint32_t n, uint32_t k, int form, struct vkr_tensor *out,
                       int *out_type, struct folio_err *err)
 {
-    uint64_t native = quant_row_bytes(wtype, k) * n;
     /* A tensor never spans blocks (ops_weight_type keeps what would not fit). */
     int to = staging ? ops_weight_type(vk, wtype, n, k, form) : wtype;
-    if (to == wtype) {
-        *out_type = wtype;
-        return vkr_arena_upload(dst, src, native, out, err);
-    }
+    int rc = vkr_arena_alloc(dst, quant_row_bytes(to, k) * n, out, err);
+    if (!rc)
+        rc = ops_upload_weight_to(vk, staging, src, wtype, n, k, to, *out, err);
+    if (!rc)
+        *out_type = to;
+    return rc;
+}
+
+int ops_upload_weight_to(struct vkr *vk, struct vkr_arena *staging, const void *src, int wtype,
+                         uint32_t n, uint32_t k, int to, struct vkr_tensor dst,
+                         struct folio_err *err)
+{
+    uint64_t native = quant_row_bytes(wtype, k) * n;
+    if (to == wtype)
+        return vkr_upload(vk, dst, 0, src, native, err);
+    if (!staging || dst.size < quant_row_bytes(to, k) * n)
+        return folio_err_set(err, FOLIO_EINVAL, "weight upload: converting %u x %u from type %d "
+                             "to %d needs staging and a destination of its size", n, k, wtype, to);
     struct vkr_tensor raw;
     vkr_arena_reset(staging);
     int rc = vkr_arena_upload(staging, src, native, &raw, err);
-    if (!rc)
-        rc = vkr_arena_alloc(dst, quant_row_bytes(to, k) * n, out, err);
     if (rc)
         return rc;
     struct vkr_cmd *c;
     rc = vkr_cmd_begin(vk, &c, err);
     if (rc)
         return rc;
-    rc = to == QUANT_I8R ? op_quant_rows(c, raw, wtype, n, k, *out, err)
-                         : op_dequant_f16(c, raw, wtype, n, k, *out, err);
+    rc = to == QUANT_I8R ? op_quant_rows(c, raw, wtype, n, k, dst, err)
+                         : op_dequant_f16(c, raw, wtype, n, k, dst, err);
     if (rc) {
         vkr_cmd_abort(c);
         return rc;
     }
-    rc = vkr_cmd_submit(c, err);
-    if (!rc)
-        *out_type = to;
-    return rc;
+    return vkr_cmd_submit(c, err);
 }

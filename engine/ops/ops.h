@@ -91,8 +91,9 @@ struct vkr_pipeline_key ops_attention_combine_key(void);
 /* op_norm / op_norm_to: RMSNorm (layer 0) or LayerNorm (1), f32 or f16 output. */
 struct vkr_pipeline_key ops_norm_key(int layer, int f16_out);
 struct vkr_pipeline_key ops_softmax_key(void);
-/* op_rope in one of enum op_rope_mode's layouts, f32 or f16 output. */
-struct vkr_pipeline_key ops_rope_key(int mode, int f16_out);
+/* op_rope in one of enum op_rope_mode's layouts, f32 or f16 output, f32
+ * or f16 input. */
+struct vkr_pipeline_key ops_rope_key(int mode, int f16_out, int f16_in);
 /* op_elem of one enum op_elem_kind. */
 struct vkr_pipeline_key ops_elem_key(int op);
 /* op_convert: f32 -> f16 (to_f16) or back. */
@@ -238,6 +239,12 @@ int ops_weight_type(const struct vkr *vk, int wtype, uint32_t n, uint32_t k, int
 int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *staging,
                       const void *src, int wtype, uint32_t n, uint32_t k, int form,
                       struct vkr_tensor *out, int *out_type, struct folio_err *err);
+/* The same into dst, a tensor the caller placed (a part of a fused
+ * matrix): to is the type ops_weight_type decided (wtype: copied as it is;
+ * else converted through staging). */
+int ops_upload_weight_to(struct vkr *vk, struct vkr_arena *staging, const void *src, int wtype,
+                         uint32_t n, uint32_t k, int to, struct vkr_tensor dst,
+                         struct folio_err *err);
 /* y (n x k f16) = dequantized w (n rows of k elements of wtype). */
 int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n, uint32_t k,
                    struct vkr_tensor y, struct folio_err *err);
@@ -271,7 +278,7 @@ enum op_rope_mode {
     OP_ROPE_IMROPE = 3,
 };
 struct op_rope {
-    struct vkr_tensor x, y, pos; /* x: T x H x D f32; y: the same of ytype */
+    struct vkr_tensor x, y, pos; /* x: T x H x D of xtype; y: the same of ytype */
     uint32_t t, h, d;            /* d even */
     enum op_rope_mode mode;
     float base;                  /* theta: 1e6 text, 1e4 vision */
@@ -279,6 +286,15 @@ struct op_rope {
     /* QUANT_F32 (0, default; y may be x) or QUANT_F16 (y 4-byte aligned,
      * not overlapping x): the text model's K into its f16 KV cache */
     int ytype;
+    /* QUANT_F32 (0, default) or QUANT_F16: the tower's fused Q/K/V GEMM
+     * output in f16 (then y must not overlap x) */
+    int xtype;
+    /* Elements from one token's row to the next; 0 = packed (h x d). x and
+     * y may be slices of a fused [q | k | v] row: each then holds t rows of
+     * its stride (a slice's last row runs into slack past the fused rows).
+     * y's stride is even when y is f16. In place: both f32, y = x, one
+     * stride. */
+    uint32_t x_stride, y_stride;
 };
 int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
 

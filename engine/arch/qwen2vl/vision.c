@@ -95,21 +95,10 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
     int rc = 0;
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
-        int vt; /* V straight into the attention's f16 input where it takes one */
-        struct vkr_tensor vo = vis_v_out(v, &L->wv, N, &vt);
         int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
         rc = norm16(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
         if (!rc)
-            rc = vis_mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
-                          err);
-        if (!rc)
-            rc = vis_mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
-                          err);
-        if (!rc)
-            rc = vis_mm16(&L->wv, &L->bv, v->h, F16, vo, vt, N, NULL, OP_MM_ACT_NONE, NULL, c,
-                          err);
-        if (!rc)
-            rc = vis_rope_attention(v, c, N, full, fullr, vt == F16, err);
+            rc = vis_attention(v, c, L, N, 1, full, fullr, err);
         if (!rc)
             rc = vis_o16(v, c, N, err); /* o into h as f16: see vis_o16 */
         if (!rc)
@@ -164,13 +153,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
         rc = norm(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
         if (!rc)
-            rc = vis_mm(v, c, &L->wq, &L->bq, v->h, v->q, N, err);
-        if (!rc)
-            rc = vis_mm(v, c, &L->wk, &L->bk, v->h, v->k, N, err);
-        if (!rc)
-            rc = vis_mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
-        if (!rc)
-            rc = vis_rope_attention(v, c, N, full, fullr, 0, err);
+            rc = vis_attention(v, c, L, N, 0, full, fullr, err);
         if (!rc)
             rc = vis_mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
         if (!rc)

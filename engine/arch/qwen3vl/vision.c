@@ -267,20 +267,7 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         const struct vis_layer *L = &v->L[i];
         rc = lnorm(v, c, f16, v->x, v->h, &L->ln1, &L->ln1b, N, v->D, err);
         if (!rc)
-            rc = lin(v, c, f16, &L->wq, &L->bq, v->h, f16, v->q, N, 0, err);
-        if (!rc)
-            rc = lin(v, c, f16, &L->wk, &L->bk, v->h, f16, v->k, N, 0, err);
-        /* V straight into the attention's f16 input where both take f16 */
-        int vt;
-        struct vkr_tensor vo = vis_v_out(v, &L->wv, N, &vt);
-        int v16 = f16 && vt == QUANT_F16;
-        if (!rc && v16) {
-            rc = vis_mm16(&L->wv, &L->bv, v->h, QUANT_F16, vo, vt, N, NULL, OP_MM_ACT_NONE, NULL,
-                          c, err);
-        } else if (!rc)
-            rc = lin(v, c, f16, &L->wv, &L->bv, v->h, f16, v->v, N, 0, err);
-        if (!rc)
-            rc = vis_rope_attention(v, c, N, 1, fullr, v16, err);
+            rc = vis_attention(v, c, L, N, f16, 1, fullr, err);
         /* o into h as f16 where the GEMM takes it (vis_o16) */
         int o16 = f16 && ops_gemm_shape_ok(L->wo.n, L->wo.k, QUANT_F16, QUANT_F32);
         if (!rc && o16)
