@@ -93,6 +93,7 @@ struct vis {
      * side, patch row columns (3 P P), window (merged tokens), DeepStack
      * mergers */
     uint32_t D, H, Dh, F, MD, O, P, PC, win, nds;
+    uint32_t Ff; /* the file's FFN width; F: as the tower runs it (vis_ffn_width) */
     int gemm16; /* f16 data path: every matrix f16 and the GEMM available */
     int kv16;   /* attention reads K and V in f16, from t (vis_attention) */
     int qkv_apart; /* FOLIO_VIS_QKV=apart: three Q/K/V products (comparisons) */

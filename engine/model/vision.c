@@ -43,6 +43,35 @@ static int vis_kv16(const struct vkr *vk, uint32_t head_dim)
     return op_attention_available(vk, OP_ATTN_CM2, head_dim, OP_ATTN_IO_KV16);
 }
 
+/* The FFN width the tower runs: n_ff rounded up to a multiple of 64 where
+ * the tensor-core GEMM runs its MLP and every matrix of the file is a
+ * float type (upload_ffn lays the padding out on the host). On the H100,
+ * Qwen2.5-VL's 3,420 columns padded to 3,456 took down from 124 to 157
+ * TFLOP/s and gate/up from 156 to 161 (BENCHMARKS.md, 2026-12-07).
+ * FOLIO_VIS_FFN_PAD=0 keeps n_ff; =N pads to a multiple of N on any
+ * device (tests). */
+static uint32_t vis_ffn_width(const struct vkr *vk, const struct gguf_model *m)
+{
+    const uint32_t F = m->vision.n_ff;
+    const char *e = getenv("FOLIO_VIS_FFN_PAD");
+    long q = e && *e ? strtol(e, NULL, 10) : 0;
+    int forced = q > 0;
+    if (!forced) {
+        if (e && *e) /* "0": n_ff as it is */
+            return F;
+        q = 64;
+    }
+    if (F % q == 0 || (!forced && !ops_gemm_available(vk)))
+        return F;
+    /* padded rows are laid out on the host: float matrices only */
+    int types[8];
+    int nt = gguf_model_matrix_types(m, types, 0, 8);
+    for (int i = 0; i < nt; i++)
+        if (types[i] != QUANT_F32 && types[i] != QUANT_F16 && types[i] != QUANT_BF16)
+            return F;
+    return (uint32_t)((F + q - 1) / q * q);
+}
+
 int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                       struct vkr_pipeline_key *out, int max)
 {
@@ -82,9 +111,10 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
      * first: n_ff) and n_ff (n_embd out), the merger merger_dim (at most
      * merger_dim out, then the text width) */
     const struct gguf_vision_hparams *h = &m->vision;
-    uint32_t wide = 3 * h->n_embd > h->n_ff ? 3 * h->n_embd : h->n_ff;
+    const uint32_t F = vis_ffn_width(vk, m); /* the MLP's columns as the tower runs them */
+    uint32_t wide = 3 * h->n_embd > F ? 3 * h->n_embd : F;
     n += ops_gemm_keys_for_k(vk, h->n_embd, wide, &all[n]);
-    n += ops_gemm_keys_for_k(vk, h->n_ff, h->n_embd, &all[n]);
+    n += ops_gemm_keys_for_k(vk, F, h->n_embd, &all[n]);
     n += ops_gemm_keys_for_k(vk, h->merger_dim, h->merger_dim > h->proj_dim ? h->merger_dim : h->proj_dim,
                              &all[n]);
     n = ops_keys_unique(all, n);
@@ -189,6 +219,81 @@ static int upload_part(struct vis *v, struct vis_fused *f, int j, const void *sr
     return 0;
 }
 
+/* Which of a block's MLP tensors w is, where the MLP runs padded (v->F >
+ * v->Ff): 1 its rows are the FFN's (gate and up), 2 its columns (down, and
+ * the gate and up biases), else 0. */
+static int ffn_side(const struct vis *v, const struct vis_w *w)
+{
+    for (uint32_t i = 0; v->F != v->Ff && v->L && i < v->hp.n_layer; i++) {
+        const struct vis_layer *L = &v->L[i];
+        if (w == &L->wg || w == &L->wu)
+            return 1;
+        if (w == &L->wd || w == &L->bg || w == &L->bu)
+            return 2;
+    }
+    return 0;
+}
+
+/* An MLP tensor with its FFN side padded from v->Ff to v->F with zeros
+ * (vis_ffn_width): the padded gate/up rows produce 0, every activation
+ * maps 0 to 0, and down's padded columns are 0, so the sums are the file's
+ * own. Rows: the file's rows, then zero rows. Columns: each row laid out
+ * with its zeros on the host (to: the file's type, or f32 / f16 converted
+ * from it), one upload. */
+static int upload_ffn(struct vis *v, const struct gguf_tensor_info *t, const void *src,
+                      int to, int side, struct vis_w *w, struct vkr_arena *staging,
+                      struct folio_err *err)
+{
+    const uint32_t Fp = v->F, Ff = v->Ff;
+    if ((side == 1 ? w->n : w->k) != Ff)
+        return folio_err_set(err, FOLIO_EMODEL, "vision: %s has %u FFN %s; the FFN is %u wide",
+                             t->name, side == 1 ? w->n : w->k, side == 1 ? "rows" : "columns", Ff);
+    int rc;
+    if (side == 1) {
+        uint64_t rb = quant_row_bytes(to, w->k);
+        rc = vkr_arena_alloc(v->wa, rb * Fp, &w->t, err);
+        if (!rc)
+            rc = ops_upload_weight_to(v->vk, staging, src, t->type, w->n, w->k, to,
+                                      vkr_view(w->t, 0, rb * Ff), err);
+        if (!rc)
+            rc = vkr_fill(v->vk, vkr_view(w->t, rb * Ff, rb * (Fp - Ff)), 0, err);
+        w->n = Fp;
+        return rc;
+    }
+    if (to != QUANT_F32 && to != QUANT_F16 && to != t->type)
+        return folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: %s: padding its FFN columns as "
+                             "type %d (f32, f16 or the file's own type)", t->name, to);
+    const size_t es = quant_row_bytes(to, 2) / 2, srb = quant_row_bytes(t->type, Ff);
+    uint8_t *buf = calloc((size_t)w->n, (size_t)Fp * es);
+    float *row = malloc((size_t)Ff * sizeof *row);
+    rc = buf && row ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    for (uint32_t r = 0; !rc && r < w->n; r++) {
+        uint8_t *dst = buf + (size_t)r * Fp * es;
+        const uint8_t *sr = (const uint8_t *)src + (size_t)r * srb;
+        if (to == t->type) {
+            memcpy(dst, sr, (size_t)Ff * es);
+            continue;
+        }
+        rc = quant_dequantize_row(t->type, sr, row, Ff);
+        for (uint32_t j = 0; !rc && j < Ff; j++) {
+            if (to == QUANT_F32)
+                memcpy(dst + (size_t)j * 4, &row[j], 4);
+            else {
+                uint16_t hv = quant_f32_to_f16(row[j]);
+                memcpy(dst + (size_t)j * 2, &hv, 2);
+            }
+        }
+        if (rc)
+            rc = folio_err_set(err, FOLIO_EMODEL, "vision: %s: type %d rows", t->name, t->type);
+    }
+    if (!rc)
+        rc = vkr_arena_upload(v->wa, buf, (uint64_t)w->n * Fp * es, &w->t, err);
+    free(buf);
+    free(row);
+    w->k = Fp;
+    return rc;
+}
+
 int vis_upload(struct vis *v, const struct gguf_tensor_info *t, uint64_t row0, uint32_t rows,
                struct vis_w *w, struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
@@ -197,15 +302,18 @@ int vis_upload(struct vis *v, const struct gguf_tensor_info *t, uint64_t row0, u
     uint64_t rb = quant_row_bytes(t->type, w->k);
     const void *src = (const uint8_t *)t->data + row0 * rb;
     struct vkr_arena *st = t->n_dims == 2 ? staging : NULL;
-    int j, rc;
+    int j, rc, side = ffn_side(v, w);
+    int to = st ? ops_weight_type(v->vk, t->type, w->n, w->k, to_f16) : t->type;
     struct vis_fused *f = fused_of(v, w, &j);
-    if (f)
-        rc = upload_part(v, f, j, src, t->type,
-                         st ? ops_weight_type(v->vk, t->type, w->n, w->k, to_f16) : t->type, w,
-                         st, err);
-    else
+    if (side) {
+        rc = upload_ffn(v, t, src, to, side, w, st, err);
+        w->type = to;
+    } else if (f) {
+        rc = upload_part(v, f, j, src, t->type, to, w, st, err);
+    } else {
         rc = ops_upload_weight(v->vk, v->wa, st, src, t->type, w->n, w->k, to_f16, &w->t,
                                &w->type, err);
+    }
     if (rc) {
         folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;
@@ -447,6 +555,14 @@ static int load(struct vis *v, struct folio_err *err)
         rc = upload_patch(v, k0, k1, err);
     if (!rc)
         rc = v->fam->complete(v, err);
+    /* every MLP tensor took the FFN width the tower runs (upload_ffn) */
+    for (uint32_t i = 0; !rc && i < v->hp.n_layer; i++) {
+        const struct vis_layer *L = &v->L[i];
+        if ((L->wg.set && L->wg.n != v->F) || L->wu.n != v->F || L->wd.k != v->F ||
+            (L->bg.set && L->bg.k != v->F) || (L->bu.set && L->bu.k != v->F))
+            rc = folio_err_set(err, FOLIO_EMODEL, "vision: block %u's MLP is not %u wide "
+                               "(n_ff %u)", i, v->F, v->Ff);
+    }
     return rc;
 }
 
@@ -475,7 +591,8 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
     v->D = h->n_embd;
     v->H = h->n_head;
     v->Dh = h->head_dim;
-    v->F = h->n_ff;
+    v->Ff = h->n_ff;
+    v->F = vis_ffn_width(vk, m); /* padded where the GEMM runs it faster */
     v->MD = h->merger_dim;
     v->O = h->proj_dim;
     v->P = h->patch_size;

@@ -133,4 +133,26 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 6: the tower's Q/K/V as one product: the tower's and the page's
+# parity on the GPU, pages at 1024^2 (batch 1, 8) fused and with three
+# products (FOLIO_VIS_QKV=apart), 512^2 (batch 1, 16), transformers at both
+# sizes, then one tower pass and one prefill dispatch by dispatch
+run6() {
+for t in engine_test_vision_parity engine_test_vlm_parity; do
+  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(grep -o 'qkv_fused_blocks=[0-9]*' $OUT/p.tmp | sort | uniq -c | paste -sd' ') $(el)" >> $S
+  grep -E "FAIL" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
+done
+rm -f $OUT/p.tmp
+pages - 1024 1,8
+pages FOLIO_VIS_QKV=apart 1024 1,8
+hf 1024 8
+pages - 512 1,16
+pages FOLIO_VIS_QKV=apart 512 1,16
+hf 512 16
+profile
+touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
+(cd $OUT && tar czf raw.tgz *.jsonl *.log *.json bench.err && rm -f *.jsonl *.log *.json bench.err)
+cat $S
+}
+
 run$RUN
