@@ -329,9 +329,11 @@ int vis_upload_vec(struct vis *v, const struct gguf_tensor_info *t, uint64_t off
     w->n = 1;
     w->type = QUANT_F32;
     const float *src = (const float *)t->data + off;
-    int j, rc;
+    int j, rc, side = ffn_side(v, w);
     struct vis_fused *f = fused_of(v, w, &j);
-    if (f)
+    if (side)
+        rc = upload_ffn(v, t, src, QUANT_F32, side, w, NULL, err);
+    else if (f)
         rc = upload_part(v, f, j, src, QUANT_F32, QUANT_F32, w, NULL, err);
     else
         rc = vkr_arena_upload(v->wa, src, (uint64_t)len * 4, &w->t, err);
