@@ -133,21 +133,29 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
-# run 6: the tower's Q/K/V as one product: the tower's and the page's
-# parity on the GPU, pages at 1024^2 (batch 1, 8) fused and with three
-# products (FOLIO_VIS_QKV=apart), 512^2 (batch 1, 16), transformers at both
+# run 6: the tower's Q/K/V as one product and its MLP padded to 3,456
+# columns: the tower's and the page's parity on the GPU, one tower pass at
+# 1024^2 with each change alone and both off, pages at 1024^2 (batch 1, 8)
+# and 512^2 (batch 1, 16) as built and with both off, transformers at both
 # sizes, then one tower pass and one prefill dispatch by dispatch
+vis_ab() {
+env ${1/#-/FOLIO_NONE=} timeout 60 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/v.jsonl 2>> $OUT/bench.err
+echo "vision $1 rc=$? $(grep -o '"gpu_ms_best":[0-9.]*' $OUT/v.jsonl | head -1) $(grep -o '"gemm_ms":[0-9.]*\|"rope_ms":[0-9.]*\|"convert_ms":[0-9.]*' $OUT/v.jsonl | head -3 | paste -sd' ') $(el)" >> $S
+sed "s/^{/{\"knob\":\"$1\",/" $OUT/v.jsonl >> $OUT/vision-ab.jsonl; rm -f $OUT/v.jsonl
+}
 run6() {
 for t in engine_test_vision_parity engine_test_vlm_parity; do
-  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(grep -o 'qkv_fused_blocks=[0-9]*' $OUT/p.tmp | sort | uniq -c | paste -sd' ') $(el)" >> $S
+  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(el)" >> $S
   grep -E "FAIL" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
 done
 rm -f $OUT/p.tmp
+OFF="FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0"
+for k in - FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 "$OFF" -; do vis_ab "$k"; done
 pages - 1024 1,8
-pages FOLIO_VIS_QKV=apart 1024 1,8
+pages "$OFF" 1024 1,8
 hf 1024 8
 pages - 512 1,16
-pages FOLIO_VIS_QKV=apart 512 1,16
+pages "$OFF" 512 1,16
 hf 512 16
 profile
 touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
