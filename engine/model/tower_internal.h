@@ -141,23 +141,18 @@ int vis_mm16(const struct vis_w *w, const struct vis_w *b, struct vkr_tensor x, 
              struct vkr_tensor y, int yt, uint32_t m, const struct vkr_tensor *res,
              enum op_mm_act act, const struct vkr_tensor *gate, struct vkr_cmd *c,
              struct folio_err *err);
-/* The attention's output o (N rows, f32) into h as f16, the output
- * projection's input on the f16 path: the GEMM rounds its input to f16
- * anyway, and f32 input sends the tower's K = 1,280 product to the
- * subgroup kernel with twice its loads (H100: 0.30 ms against q's 0.17 at
- * the same shape; BENCHMARKS.md, 2026-12-07). h is free between the q/k/v
- * products and the MLP's norm. */
-int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err);
 /* A block's attention from its normalised input h (f16 on the f16 data
  * path, f16 = 1; else f32): the Q/K/V products, 2-D RoPE on q and k, and
  * attention over each image (full; fullr: per-row key ranges of a batch,
  * or NULL) or over the block's windows (rng), into o. Where the block's
  * fused weights and the q/k/v region allow (vision.c: qkv_form), one
  * product of 3 n_embd columns writes [q | k | v] rows that RoPE and the
- * attention read in place (in f16 where the attention reads f16 K/V);
+ * attention read in place (all f16 where the attention reads f16 K/V);
  * else three products, V straight into the attention's f16 input where
- * it takes one. */
+ * it takes one. *o gets what the o projection reads: the output in h as
+ * f16 on the f16 path where the GEMM takes it (*o16), else o in f32. */
 int vis_attention(struct vis *v, struct vkr_cmd *c, const struct vis_layer *L, uint32_t N,
-                  int f16, int full, const struct vkr_tensor *fullr, struct folio_err *err);
+                  int f16, int full, const struct vkr_tensor *fullr, struct vkr_tensor *o,
+                  int *o16, struct folio_err *err);
 
 #endif

@@ -91,9 +91,9 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         all[n++] = ops_convert_key(1); /* vis_o16, and V where no GEMM writes it */
     if (vis_kv16(vk, m->vision.head_dim)) { /* K and V in f16 (vis_attention) */
         all[n++] = ops_rope_key(OP_ROPE_VISION, 1, 0);
-        if (ops_gemm_available(vk)) { /* the fused Q/K/V rows in f16 (vis_attention) */
-            all[n++] = ops_rope_key(OP_ROPE_VISION, 0, 1);
+        if (ops_gemm_available(vk)) { /* the fused Q/K/V rows in f16 (attention_f16) */
             all[n++] = ops_rope_key(OP_ROPE_VISION, 1, 1);
+            n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_F16, &all[n]);
         }
         n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_KV16, &all[n]);
     }
@@ -433,8 +433,9 @@ static int plan(struct vis *v, struct folio_err *err)
     sizes[n++] = one ? 4 : N * D * 4;
     sizes[n++] = one ? 4 : N * D * 4;
     /* t: scratch; during attention K and V in f16 where the kernels take
-     * them so (vis_attention), V starting at the next 256 bytes */
-    sizes[n++] = N * D * 4 + 256;
+     * them so (vis_attention), V starting at the next 256 bytes, or the
+     * rotated [q | k] rows in f16 (attention_f16) */
+    sizes[n++] = N * D * 4 + (4 * D + 255) / 256 * 256; /* attention_f16: the k slice's slack */
     /* the MLP in row chunks whose gate/up fit one device block (a batch of
      * 16 pages of 1024^2 is 87,616 patches x 3,420 floats = 1.2 GB); chunk
      * starts keep the f16 and f32 row views aligned */
@@ -751,15 +752,20 @@ static struct vkr_tensor kv_half(const struct vis *v, uint32_t N, int which)
     return vkr_view(v->t, which ? (nb + 255) / 256 * 256 : 0, nb);
 }
 
-int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err)
+/* The attention's output o (N rows, f32) into h as f16, the output
+ * projection's input on the f16 path: the GEMM rounds its input to f16
+ * anyway, and f32 input sends the tower's K = 1,280 product to the
+ * subgroup kernel with twice its loads (H100: 0.30 ms against q's 0.17 at
+ * the same shape; BENCHMARKS.md, 2026-12-07). h is free between the q/k/v
+ * products and the MLP's norm. */
+static int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_err *err)
 {
     uint64_t n = (uint64_t)N * v->D;
     return op_convert(c, 1, vkr_view(v->o, 0, n * 4), vkr_view(v->h, 0, n * 2), n, err);
 }
 
 /* The fused form vis_attention takes for N rows: FUSED_F16 ([q | k | v]
- * rows in f16 from qkv_r: the GEMM's f16 epilogue writes the attention's
- * f16 V, so no pass converts it), FUSED_F32 ([q | k | v] f32 rows from the
+ * rows in f16 from qkv_r, attention_f16), FUSED_F32 ([q | k | v] f32 rows from the
  * region's start, rotated in place), or APART (three products: no fused
  * weights or region, an f16 attention without the f16 GEMM, slices that
  * would not start bindable, rows past one binding, FOLIO_VIS_QKV=apart). */
@@ -770,8 +776,9 @@ static int qkv_form(const struct vis *v, const struct vis_layer *L, uint32_t N, 
     const uint64_t D = v->D, a = lim->min_ssbo_align;
     if (v->qkv_apart || !v->qkv.size || !L->qkv.w.set || !L->bqkv.w.set)
         return APART;
-    if (v->kv16)
+    if (v->kv16) /* and the o projection on f16 input: the attention writes o there */
         return f16 && ops_gemm_shape_ok(3 * v->D, v->D, QUANT_F16, QUANT_F16) &&
+                       ops_gemm_shape_ok(L->wo.n, L->wo.k, QUANT_F16, QUANT_F32) &&
                        D * 2 % a == 0 && N * D * 6 <= lim->max_range
                    ? FUSED_F16
                    : APART;
@@ -824,45 +831,85 @@ static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full
     return rc;
 }
 
+/* FUSED_F16: the product's f16 [q | k | v] rows; one RoPE pass rotates q
+ * and k (2 H heads side by side in each row) into t as f16 [q | k] rows;
+ * the attention reads those and V in place, all f16, and writes o as f16
+ * straight into h, the o projection's input (no conversion passes). */
+static int attention_f16(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
+                         const struct vkr_tensor *fullr, struct vkr_tensor qkv,
+                         struct folio_err *err)
+{
+    const uint64_t D = v->D, rows2 = (uint64_t)N * 2 * D * 2;
+    struct op_rope r = {.x = qkv, .y = vkr_view(v->t, 0, rows2), .pos = v->pos, .t = N,
+                        .h = 2 * v->H, .d = v->Dh, .mode = OP_ROPE_VISION, .base = 10000.0f,
+                        .xtype = QUANT_F16, .ytype = QUANT_F16, .x_stride = (uint32_t)(3 * D),
+                        .y_stride = (uint32_t)(2 * D)};
+    int rc = op_rope(c, &r, err);
+    struct op_attention at = {.q = r.y, .k = vkr_view(v->t, D * 2, rows2),
+                              .v = vkr_view(qkv, 0, qkv.size), .o = vkr_view(v->h, 0, N * D * 2),
+                              .tq = N, .tk = N, .hq = v->H, .hkv = v->H, .d = v->Dh,
+                              .scale = 1.0f / sqrtf((float)v->Dh), .causal = 0,
+                              .ranges = full ? fullr : &v->rng, .f16 = 1,
+                              .q_stride = (uint32_t)(2 * D), .k_stride = (uint32_t)(2 * D),
+                              .v_stride = (uint32_t)(3 * D)};
+    at.v.offset += 2 * D * 2; /* V: the third slice of each row */
+    if (!rc)
+        rc = op_attention_ranged(c, &at, &v->asc, err);
+    return rc;
+}
+
 int vis_attention(struct vis *v, struct vkr_cmd *c, const struct vis_layer *L, uint32_t N,
-                  int f16, int full, const struct vkr_tensor *fullr, struct folio_err *err)
+                  int f16, int full, const struct vkr_tensor *fullr, struct vkr_tensor *o,
+                  int *o16, struct folio_err *err)
 {
     const int F16 = QUANT_F16, F32 = QUANT_F32;
     const uint64_t D = v->D;
     int form = qkv_form(v, L, N, f16), rc;
-    if (form != APART) {
+    /* where the o projection reads: f16 in h on the f16 path where the
+     * GEMM takes it (see vis_o16), else o as the attention left it */
+    *o16 = f16 && ops_gemm_shape_ok(L->wo.n, L->wo.k, F16, F32);
+    *o = *o16 ? vkr_view(v->h, 0, (uint64_t)N * D * 2) : v->o;
+    if (form == FUSED_F16) {
+        struct vkr_tensor all = vkr_view(v->qkv, v->qkv_r, (uint64_t)N * 3 * D * 2);
+        rc = vis_mm16(&L->qkv.w, &L->bqkv.w, v->h, F16, all, F16, N, NULL, OP_MM_ACT_NONE, NULL,
+                      c, err);
+        return rc ? rc : attention_f16(v, c, N, full, fullr, all, err);
+    }
+    if (form == FUSED_F32) {
         /* one product of 3 D columns; slice j of its rows starts j D in */
-        const uint64_t es = form == FUSED_F16 ? 2 : 4, o0 = form == FUSED_F16 ? v->qkv_r : 0;
-        const uint64_t rows = (uint64_t)N * 3 * D * es;
-        struct vkr_tensor all = vkr_view(v->qkv, o0, rows);
-        int yt = form == FUSED_F16 ? F16 : F32;
-        rc = f16 ? vis_mm16(&L->qkv.w, &L->bqkv.w, v->h, F16, all, yt, N, NULL, OP_MM_ACT_NONE,
+        const uint64_t rows = (uint64_t)N * 3 * D * 4;
+        struct vkr_tensor all = vkr_view(v->qkv, 0, rows);
+        rc = f16 ? vis_mm16(&L->qkv.w, &L->bqkv.w, v->h, F16, all, F32, N, NULL, OP_MM_ACT_NONE,
                             NULL, c, err)
                  : vis_mm(v, c, &L->qkv.w, &L->bqkv.w, v->h, all, N, err);
         if (!rc)
-            rc = rope_attention(v, c, N, full, fullr, all, vkr_view(v->qkv, o0 + D * es, rows),
-                                yt, (uint32_t)(3 * D), vkr_view(v->qkv, o0 + 2 * D * es, rows),
-                                yt == F16, (uint32_t)(3 * D), err);
-        return rc;
-    }
-    if (!f16) {
+            rc = rope_attention(v, c, N, full, fullr, all, vkr_view(v->qkv, D * 4, rows), F32,
+                                (uint32_t)(3 * D), vkr_view(v->qkv, 2 * D * 4, rows), 0, 0,
+                                err);
+    } else if (!f16) {
         rc = vis_mm(v, c, &L->wq, &L->bq, v->h, v->q, N, err);
         if (!rc)
             rc = vis_mm(v, c, &L->wk, &L->bk, v->h, v->k, N, err);
         if (!rc)
             rc = vis_mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
-        return rc ? rc : rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, v->v, 0, 0, err);
+        if (!rc)
+            rc = rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, v->v, 0, 0, err);
+    } else {
+        /* V straight into the attention's f16 input (t) where it reads f16 */
+        int v16 = v->kv16 && ops_gemm_shape_ok(L->wv.n, L->wv.k, F16, F16);
+        struct vkr_tensor vo = v16 ? kv_half(v, N, 1) : v->v;
+        rc = vis_mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
+                      err);
+        if (!rc)
+            rc = vis_mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
+                          err);
+        if (!rc)
+            rc = vis_mm16(&L->wv, &L->bv, v->h, F16, vo, v16 ? F16 : F32, N, NULL,
+                          OP_MM_ACT_NONE, NULL, c, err);
+        if (!rc)
+            rc = rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, vo, v16, 0, err);
     }
-    /* V straight into the attention's f16 input (t) where it reads f16 */
-    int v16 = v->kv16 && ops_gemm_shape_ok(L->wv.n, L->wv.k, F16, F16);
-    struct vkr_tensor vo = v16 ? kv_half(v, N, 1) : v->v;
-    rc = vis_mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
-    if (!rc)
-        rc = vis_mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c, err);
-    if (!rc)
-        rc = vis_mm16(&L->wv, &L->bv, v->h, F16, vo, v16 ? F16 : F32, N, NULL, OP_MM_ACT_NONE,
-                      NULL, c, err);
-    return rc ? rc : rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, vo, v16, 0, err);
+    return !rc && *o16 ? vis_o16(v, c, N, err) : rc;
 }
 
 /* Host side of a batch of images: each image's patch rows and integers in

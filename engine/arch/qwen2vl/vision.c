@@ -97,13 +97,13 @@ static int record16(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t block
         const struct vis_layer *L = &v->L[i];
         int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
         rc = norm16(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
+        struct vkr_tensor ot;
+        int o16;
         if (!rc)
-            rc = vis_attention(v, c, L, N, 1, full, fullr, err);
+            rc = vis_attention(v, c, L, N, 1, full, fullr, &ot, &o16, err);
         if (!rc)
-            rc = vis_o16(v, c, N, err); /* o into h as f16: see vis_o16 */
-        if (!rc)
-            rc = vis_mm16(&L->wo, &L->bo, v->h, F16, v->x, F32, N, &v->x, OP_MM_ACT_NONE, NULL, c,
-                          err);
+            rc = vis_mm16(&L->wo, &L->bo, ot, o16 ? F16 : F32, v->x, F32, N, &v->x,
+                          OP_MM_ACT_NONE, NULL, c, err);
         if (!rc)
             rc = norm16(v, c, v->x, v->h, &L->ln2, &L->ln2b, N, err);
         for (uint32_t r0 = 0; r0 < N && !rc; r0 += v->ffn_rows) {
@@ -152,10 +152,12 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
         const struct vis_layer *L = &v->L[i];
         int full = !is25(v) || (i + 1) % h->n_wa_pattern == 0;
         rc = norm(v, c, v->x, v->h, &L->ln1, &L->ln1b, N, err);
+        struct vkr_tensor ot;
+        int o16;
         if (!rc)
-            rc = vis_attention(v, c, L, N, 0, full, fullr, err);
+            rc = vis_attention(v, c, L, N, 0, full, fullr, &ot, &o16, err);
         if (!rc)
-            rc = vis_mm(v, c, &L->wo, &L->bo, v->o, v->t, N, err);
+            rc = vis_mm(v, c, &L->wo, &L->bo, ot, v->t, N, err);
         if (!rc)
             rc = op_elem(c, &(struct op_elem){.op = OP_ADD, .a = v->x, .b = &v->t, .y = v->x,
                                               .n = ND, .nb = ND}, err);

@@ -266,14 +266,12 @@ static int record(struct vis *v, struct vkr_cmd *c, uint32_t N, uint32_t blocks,
     for (uint32_t i = 0; i < blocks && !rc; i++) {
         const struct vis_layer *L = &v->L[i];
         rc = lnorm(v, c, f16, v->x, v->h, &L->ln1, &L->ln1b, N, v->D, err);
+        struct vkr_tensor ot;
+        int o16;
         if (!rc)
-            rc = vis_attention(v, c, L, N, f16, 1, fullr, err);
-        /* o into h as f16 where the GEMM takes it (vis_o16) */
-        int o16 = f16 && ops_gemm_shape_ok(L->wo.n, L->wo.k, QUANT_F16, QUANT_F32);
-        if (!rc && o16)
-            rc = vis_o16(v, c, N, err);
+            rc = vis_attention(v, c, L, N, f16, 1, fullr, &ot, &o16, err);
         if (!rc)
-            rc = lin(v, c, f16, &L->wo, &L->bo, o16 ? v->h : v->o, o16, v->x, N, 1, err);
+            rc = lin(v, c, f16, &L->wo, &L->bo, ot, o16, v->x, N, 1, err);
         if (!rc)
             rc = lnorm(v, c, f16, v->x, v->h, &L->ln2, &L->ln2b, N, v->D, err);
         if (!rc)
