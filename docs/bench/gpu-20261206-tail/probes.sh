@@ -144,6 +144,9 @@ echo "vision $1 rc=$? $(grep -o '"gpu_ms_best":[0-9.]*' $OUT/v.jsonl | head -1) 
 sed "s/^{/{\"knob\":\"$1\",/" $OUT/v.jsonl >> $OUT/vision-ab.jsonl; rm -f $OUT/v.jsonl
 }
 run6() {
+FOLIO_TEST_GROUPS=7 FOLIO_VK_VALIDATE=1 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(rope, validation on) rc=$? $(grep -E '^[0-9]+ checks|validation messages' $OUT/ops.log | paste -sd' ') $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -5 >> $S
 for t in engine_test_vision_parity engine_test_vlm_parity; do
   FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(el)" >> $S
   grep -E "FAIL" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
