@@ -507,7 +507,7 @@ static int model_keys(struct vlm *v, uint32_t d, struct vkr_pipeline_key *keys, 
         nk += vis_pipeline_keys(vk, v->vm, keys + nk, max - nk);
     return nk;
 }
-#define VLM_KEYS_MAX (LM_PIPELINE_KEYS_MAX + 160)
+#define VLM_KEYS_MAX (LM_PIPELINE_KEYS_MAX + VIS_PIPELINE_KEYS_MAX)
 
 /* Pre-warm, first half (ops_prewarm_begin): the kernels that expand weights
  * as they upload now, everything else on the pre-warm threads while the

@@ -83,8 +83,8 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
         f = NULL;
     }
     double synth_ms = folio_mono_ms() - t0;
-    struct vkr_pipeline_key keys[64];
-    int nk = rc ? 0 : vis_pipeline_keys(vk, m, keys, 64), failed = 0;
+    struct vkr_pipeline_key keys[VIS_PIPELINE_KEYS_MAX];
+    int nk = rc ? 0 : vis_pipeline_keys(vk, m, keys, VIS_PIPELINE_KEYS_MAX), failed = 0;
     t0 = folio_mono_ms();
     if (!rc)
         rc = vkr_prewarm(vk, keys, nk, &failed, err);

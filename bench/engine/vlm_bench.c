@@ -159,9 +159,9 @@ static int open_engine(const struct vlm_bench_opts *o, struct models *m, const c
     e->vk_ms = folio_mono_ms() - t;
     if (rc)
         return rc;
-    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + 160];
+    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX + VIS_PIPELINE_KEYS_MAX];
     int nk = lm_pipeline_keys(e->vk, m->tm, o->gpu_weights, keys, LM_PIPELINE_KEYS_MAX);
-    nk += vis_pipeline_keys(e->vk, m->vm, keys + nk, LM_PIPELINE_KEYS_MAX + 160 - nk);
+    nk += vis_pipeline_keys(e->vk, m->vm, keys + nk, LM_PIPELINE_KEYS_MAX + VIS_PIPELINE_KEYS_MAX - nk);
     /* as vlm_open: the driver compiles while the weights upload */
     rc = ops_prewarm_begin(e->vk, keys, nk, err);
     if (rc)

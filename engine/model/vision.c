@@ -119,6 +119,8 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                              &all[n]);
     n = ops_keys_unique(all, n);
     int k = n < max ? n : max;
+    if (n > max) /* a caller's list too short: the keys left out would miss after seal */
+        folio_log(FOLIO_LOG_ERROR, "vis_pipeline_keys_truncated", "keys=%d room=%d", n, max);
     if (out)
         memcpy(out, all, (size_t)k * sizeof *out);
     return k;

@@ -57,7 +57,10 @@ struct vis_config {
     uint32_t ffn_rows;
 };
 
-/* Every pipeline vis_open's model can ask for on this device. */
+/* Every pipeline vis_open's model can ask for on this device. Returns the
+ * count (<= max; a list longer than max is logged as an error: pass
+ * VIS_PIPELINE_KEYS_MAX). */
+#define VIS_PIPELINE_KEYS_MAX 160
 int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
                       struct vkr_pipeline_key *out, int max);
 

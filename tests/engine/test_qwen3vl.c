@@ -475,8 +475,8 @@ static void test_vision(int mat_type)
               h->deepstack_layers[1] == 2,
           "vision hparams: tower %s patch %u pos %u deepstack %u", h->arch->json_name,
           h->patch_size, h->n_pos, h->n_deepstack);
-    struct vkr_pipeline_key keys[128];
-    int nk = vis_pipeline_keys(vk, m, keys, 128), failed = -1;
+    struct vkr_pipeline_key keys[VIS_PIPELINE_KEYS_MAX];
+    int nk = vis_pipeline_keys(vk, m, keys, VIS_PIPELINE_KEYS_MAX), failed = -1;
     rc = vkr_prewarm(vk, keys, nk, &failed, &e);
     CHECK(rc == 0 && failed == 0, "prewarm: %s", e.msg);
     struct vis_config vc = {.max_patches = 96};

@@ -166,4 +166,24 @@ touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
 cat $S
 }
 
+# run 7 (after run 6, whose tower-only lines failed: the tower bench's key
+# list was too short for the new keys): rope on the GPU, one tower pass at
+# 1024^2 with each change alone and both off, one tower pass dispatch by
+# dispatch
+run7() {
+FOLIO_TEST_GROUPS=7 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(rope) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -5 >> $S
+OFF="FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0"
+for k in - FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 "$OFF" -; do vis_ab "$k"; done
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
+echo "vision each rc=$? $(el)" >> $S
+FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each-off.jsonl 2>> $OUT/bench.err
+echo "vision each (both off) rc=$? $(el)" >> $S
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/vision-each-off.jsonl | grep -A16 ': [a-z_]*: ' >> $S
+touch $OUT/bench.err; grep -v 'level=info\|level=debug' $OUT/bench.err | tail -c 600 >> $S
+(cd $OUT && tar czf raw.tgz *.jsonl *.log bench.err && rm -f *.jsonl *.log bench.err)
+cat $S
+}
+
 run$RUN
