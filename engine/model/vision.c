@@ -91,7 +91,7 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
         all[n++] = ops_convert_key(1); /* vis_o16, and V where no GEMM writes it */
     if (vis_kv16(vk, m->vision.head_dim)) { /* K and V in f16 (vis_attention) */
         all[n++] = ops_rope_key(OP_ROPE_VISION, 1, 0);
-        if (ops_gemm_available(vk)) { /* the fused Q/K/V rows in f16 (attention_f16) */
+        if (ops_gemm_available(vk)) { /* the fused Q/K/V rows in f16 (attention_fused) */
             all[n++] = ops_rope_key(OP_ROPE_VISION, 1, 1);
             n += ops_attention_keys(vk, m->vision.head_dim, OP_ATTN_IO_F16, &all[n]);
         }
@@ -436,8 +436,8 @@ static int plan(struct vis *v, struct folio_err *err)
     sizes[n++] = one ? 4 : N * D * 4;
     /* t: scratch; during attention K and V in f16 where the kernels take
      * them so (vis_attention), V starting at the next 256 bytes, or the
-     * rotated [q | k] rows in f16 (attention_f16) */
-    sizes[n++] = N * D * 4 + (4 * D + 255) / 256 * 256; /* attention_f16: the k slice's slack */
+     * rotated [q | k] rows in f16 (attention_fused) */
+    sizes[n++] = N * D * 4 + (4 * D + 255) / 256 * 256; /* attention_fused: the k slice's slack */
     /* the MLP in row chunks whose gate/up fit one device block (a batch of
      * 16 pages of 1024^2 is 87,616 patches x 3,420 floats = 1.2 GB); chunk
      * starts keep the f16 and f32 row views aligned */
@@ -767,7 +767,7 @@ static int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_er
 }
 
 /* The fused form vis_attention takes for N rows: FUSED_F16 ([q | k | v]
- * rows in f16 from qkv_r, attention_f16), FUSED_F32 ([q | k | v] f32 rows from the
+ * rows in f16 from qkv_r, attention_fused), FUSED_F32 ([q | k | v] f32 rows from the
  * region's start, rotated in place), or APART (three products: no fused
  * weights or region, an f16 attention without the f16 GEMM, slices that
  * would not start bindable, rows past one binding, FOLIO_VIS_QKV=apart). */
@@ -789,75 +789,75 @@ static int qkv_form(const struct vis *v, const struct vis_layer *L, uint32_t N, 
     return D * 4 % a == 0 && N * D * 12 <= lim->max_range ? FUSED_F32 : APART;
 }
 
-/* 2-D RoPE on q and k, then attention over each image (full; fullr: per
- * row key ranges of a batch, or NULL) or over the block's windows (rng).
- * q, k: where the products left them, of type xt, rows `stride` elements
- * apart (slices of fused rows) or packed (0); an f16 q is rotated into
- * v->q as f32, an f32 one in place. With kv16 K is rotated into t as f16,
- * and V (vv) converted there unless it is f16 already (v16: rows vstride
- * apart, or packed). */
-static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
-                          const struct vkr_tensor *fullr, struct vkr_tensor q,
-                          struct vkr_tensor k, int xt, uint32_t stride, struct vkr_tensor vv,
-                          int v16, uint32_t vstride, struct folio_err *err)
+/* The attention of a block over each image (full; fullr: per-row key
+ * ranges of a batch, or NULL) or over the block's windows (rng), into a.o. */
+static int attend(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
+                  const struct vkr_tensor *fullr, struct op_attention a, struct folio_err *err)
 {
-    const int f16in = xt == QUANT_F16;
-    struct op_rope rq = {.x = q, .y = f16in ? v->q : q, .pos = v->pos, .t = N, .h = v->H,
-                         .d = v->Dh, .mode = OP_ROPE_VISION, .base = 10000.0f, .xtype = xt,
-                         .x_stride = stride, .y_stride = f16in ? 0 : stride};
+    a.tq = a.tk = N;
+    a.hq = a.hkv = v->H;
+    a.d = v->Dh;
+    a.scale = 1.0f / sqrtf((float)v->Dh);
+    a.ranges = full ? fullr : &v->rng;
+    return op_attention_ranged(c, &a, &v->asc, err);
+}
+
+/* The three products' form: 2-D RoPE on q and k (packed f32 rows), then
+ * the attention. With kv16 K is rotated into t as f16, and V (vv)
+ * converted there unless it is f16 there already (v16). */
+static int rope_attention(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
+                          const struct vkr_tensor *fullr, struct vkr_tensor vv, int v16,
+                          struct folio_err *err)
+{
+    struct op_rope rq = {.x = v->q, .y = v->q, .pos = v->pos, .t = N, .h = v->H, .d = v->Dh,
+                         .mode = OP_ROPE_VISION, .base = 10000.0f};
     int rc = op_rope(c, &rq, err);
     struct op_rope rk = rq;
-    rk.x = rk.y = k;
+    rk.x = rk.y = v->k;
     struct vkr_tensor vt = vv;
-    uint32_t ks = stride, vs = v16 ? vstride : stride;
     if (v->kv16) { /* rotated K and V into t as f16 */
         rk.y = kv_half(v, N, 0);
         rk.ytype = QUANT_F16;
-        rk.y_stride = ks = 0;
-        if (!v16) {
-            vt = kv_half(v, N, 1);
-            vs = 0;
-            if (!rc)
-                rc = op_convert(c, 1, vv, vt, (uint64_t)N * v->D, err);
-        }
+        vt = kv_half(v, N, 1);
+        if (!rc && !v16)
+            rc = op_convert(c, 1, vv, vt, (uint64_t)N * v->D, err);
     }
     if (!rc)
         rc = op_rope(c, &rk, err);
-    struct op_attention at = {.q = rq.y, .k = rk.y, .v = vt, .o = v->o, .tq = N, .tk = N,
-                              .hq = v->H, .hkv = v->H, .d = v->Dh,
-                              .scale = 1.0f / sqrtf((float)v->Dh), .causal = 0,
-                              .ranges = full ? fullr : &v->rng, .kv_f16 = v->kv16,
-                              .q_stride = rq.y_stride, .k_stride = ks, .v_stride = vs};
-    if (!rc)
-        rc = op_attention_ranged(c, &at, &v->asc, err);
-    return rc;
+    return rc ? rc : attend(v, c, N, full, fullr, (struct op_attention){.q = v->q, .k = rk.y,
+                                                  .v = vt, .o = v->o, .kv_f16 = v->kv16}, err);
 }
 
-/* FUSED_F16: the product's f16 [q | k | v] rows; one RoPE pass rotates q
- * and k (2 H heads side by side in each row) into t as f16 [q | k] rows;
+/* The fused form: [q | k | v] rows (es bytes an element) from the one
+ * product. q and k sit side by side in a row, so one RoPE pass rotates
+ * both (2 H heads): f32 rows in place, and the attention reads the three
+ * slices in place; f16 rows (FUSED_F16) into t as f16 [q | k] rows, and
  * the attention reads those and V in place, all f16, and writes o as f16
  * straight into h, the o projection's input (no conversion passes). */
-static int attention_f16(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
-                         const struct vkr_tensor *fullr, struct vkr_tensor qkv,
-                         struct folio_err *err)
+static int attention_fused(struct vis *v, struct vkr_cmd *c, uint32_t N, int full,
+                           const struct vkr_tensor *fullr, struct vkr_tensor all, uint64_t es,
+                           struct folio_err *err)
 {
-    const uint64_t D = v->D, rows2 = (uint64_t)N * 2 * D * 2;
-    struct op_rope r = {.x = qkv, .y = vkr_view(v->t, 0, rows2), .pos = v->pos, .t = N,
-                        .h = 2 * v->H, .d = v->Dh, .mode = OP_ROPE_VISION, .base = 10000.0f,
-                        .xtype = QUANT_F16, .ytype = QUANT_F16, .x_stride = (uint32_t)(3 * D),
-                        .y_stride = (uint32_t)(2 * D)};
+    const uint64_t D = v->D;
+    const uint32_t W = (uint32_t)(3 * D), W2 = es == 2 ? (uint32_t)(2 * D) : W;
+    struct op_rope r = {.x = all, .y = all, .pos = v->pos, .t = N, .h = 2 * v->H, .d = v->Dh,
+                        .mode = OP_ROPE_VISION, .base = 10000.0f, .x_stride = W, .y_stride = W};
+    if (es == 2) {
+        r.y = vkr_view(v->t, 0, (uint64_t)N * W2 * 2);
+        r.xtype = r.ytype = QUANT_F16;
+        r.y_stride = W2;
+    }
     int rc = op_rope(c, &r, err);
-    struct op_attention at = {.q = r.y, .k = vkr_view(v->t, D * 2, rows2),
-                              .v = vkr_view(qkv, 0, qkv.size), .o = vkr_view(v->h, 0, N * D * 2),
-                              .tq = N, .tk = N, .hq = v->H, .hkv = v->H, .d = v->Dh,
-                              .scale = 1.0f / sqrtf((float)v->Dh), .causal = 0,
-                              .ranges = full ? fullr : &v->rng, .f16 = 1,
-                              .q_stride = (uint32_t)(2 * D), .k_stride = (uint32_t)(2 * D),
-                              .v_stride = (uint32_t)(3 * D)};
-    at.v.offset += 2 * D * 2; /* V: the third slice of each row */
-    if (!rc)
-        rc = op_attention_ranged(c, &at, &v->asc, err);
-    return rc;
+    /* slice j of a row starts j D elements in (views sized to whole rows:
+     * the regions' slack holds the last row's tail) */
+    struct vkr_tensor k = vkr_view(r.y, D * es, r.y.size), vv = vkr_view(all, 2 * D * es, all.size);
+    struct op_attention a = {.q = r.y, .k = k, .v = vv, .o = v->o, .q_stride = W2,
+                             .k_stride = W2, .v_stride = W};
+    if (es == 2) {
+        a.o = vkr_view(v->h, 0, (uint64_t)N * D * 2);
+        a.f16 = 1;
+    }
+    return rc ? rc : attend(v, c, N, full, fullr, a, err);
 }
 
 int vis_attention(struct vis *v, struct vkr_cmd *c, const struct vis_layer *L, uint32_t N,
@@ -866,50 +866,34 @@ int vis_attention(struct vis *v, struct vkr_cmd *c, const struct vis_layer *L, u
 {
     const int F16 = QUANT_F16, F32 = QUANT_F32;
     const uint64_t D = v->D;
-    int form = qkv_form(v, L, N, f16), rc;
+    int form = qkv_form(v, L, N, f16), rc = 0;
     /* where the o projection reads: f16 in h on the f16 path where the
      * GEMM takes it (see vis_o16), else o as the attention left it */
     *o16 = f16 && ops_gemm_shape_ok(L->wo.n, L->wo.k, F16, F32);
     *o = *o16 ? vkr_view(v->h, 0, (uint64_t)N * D * 2) : v->o;
-    if (form == FUSED_F16) {
-        struct vkr_tensor all = vkr_view(v->qkv, v->qkv_r, (uint64_t)N * 3 * D * 2);
-        rc = vis_mm16(&L->qkv.w, &L->bqkv.w, v->h, F16, all, F16, N, NULL, OP_MM_ACT_NONE, NULL,
-                      c, err);
-        return rc ? rc : attention_f16(v, c, N, full, fullr, all, err);
-    }
-    if (form == FUSED_F32) {
-        /* one product of 3 D columns; slice j of its rows starts j D in */
-        const uint64_t rows = (uint64_t)N * 3 * D * 4;
-        struct vkr_tensor all = vkr_view(v->qkv, 0, rows);
-        rc = f16 ? vis_mm16(&L->qkv.w, &L->bqkv.w, v->h, F16, all, F32, N, NULL, OP_MM_ACT_NONE,
-                            NULL, c, err)
+    if (form != APART) {
+        /* one product of 3 D columns: f16 rows from qkv_r, f32 from the start */
+        const uint64_t es = form == FUSED_F16 ? 2 : 4;
+        struct vkr_tensor all = vkr_view(v->qkv, es == 2 ? v->qkv_r : 0, (uint64_t)N * 3 * D * es);
+        rc = f16 ? vis_mm16(&L->qkv.w, &L->bqkv.w, v->h, F16, all, es == 2 ? F16 : F32, N, NULL,
+                            OP_MM_ACT_NONE, NULL, c, err)
                  : vis_mm(v, c, &L->qkv.w, &L->bqkv.w, v->h, all, N, err);
         if (!rc)
-            rc = rope_attention(v, c, N, full, fullr, all, vkr_view(v->qkv, D * 4, rows), F32,
-                                (uint32_t)(3 * D), vkr_view(v->qkv, 2 * D * 4, rows), 0, 0,
-                                err);
-    } else if (!f16) {
-        rc = vis_mm(v, c, &L->wq, &L->bq, v->h, v->q, N, err);
-        if (!rc)
-            rc = vis_mm(v, c, &L->wk, &L->bk, v->h, v->k, N, err);
-        if (!rc)
-            rc = vis_mm(v, c, &L->wv, &L->bv, v->h, v->v, N, err);
-        if (!rc)
-            rc = rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, v->v, 0, 0, err);
+            rc = attention_fused(v, c, N, full, fullr, all, es, err);
+        if (form == FUSED_F16) /* o is in h already */
+            return rc;
     } else {
-        /* V straight into the attention's f16 input (t) where it reads f16 */
-        int v16 = v->kv16 && ops_gemm_shape_ok(L->wv.n, L->wv.k, F16, F16);
-        struct vkr_tensor vo = v16 ? kv_half(v, N, 1) : v->v;
-        rc = vis_mm16(&L->wq, &L->bq, v->h, F16, v->q, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
-                      err);
+        /* three products; V straight into the attention's f16 input (t)
+         * where it reads f16 and the GEMM writes it */
+        int v16 = f16 && v->kv16 && ops_gemm_shape_ok(L->wv.n, L->wv.k, F16, F16);
+        const struct vis_w *w[3] = {&L->wq, &L->wk, &L->wv}, *b[3] = {&L->bq, &L->bk, &L->bv};
+        struct vkr_tensor y[3] = {v->q, v->k, v16 ? kv_half(v, N, 1) : v->v};
+        for (int j = 0; j < 3 && !rc; j++)
+            rc = f16 ? vis_mm16(w[j], b[j], v->h, F16, y[j], j == 2 && v16 ? F16 : F32, N, NULL,
+                                OP_MM_ACT_NONE, NULL, c, err)
+                     : vis_mm(v, c, w[j], b[j], v->h, y[j], N, err);
         if (!rc)
-            rc = vis_mm16(&L->wk, &L->bk, v->h, F16, v->k, F32, N, NULL, OP_MM_ACT_NONE, NULL, c,
-                          err);
-        if (!rc)
-            rc = vis_mm16(&L->wv, &L->bv, v->h, F16, vo, v16 ? F16 : F32, N, NULL,
-                          OP_MM_ACT_NONE, NULL, c, err);
-        if (!rc)
-            rc = rope_attention(v, c, N, full, fullr, v->q, v->k, F32, 0, vo, v16, 0, err);
+            rc = rope_attention(v, c, N, full, fullr, y[2], v16, err);
     }
     return !rc && *o16 ? vis_o16(v, c, N, err) : rc;
 }
