@@ -167,13 +167,19 @@ cat $S
 }
 
 # run 7 (after run 6, whose tower-only lines failed: the tower bench's key
-# list was too short for the new keys): rope on the GPU, one tower pass at
+# list was too short for the new keys): rope and the two parity tests on
+# the GPU, one tower pass at
 # 1024^2 with each change alone and both off, one tower pass dispatch by
 # dispatch
 run7() {
 FOLIO_TEST_GROUPS=7 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(rope) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -5 >> $S
+for t in engine_test_vision_parity engine_test_vlm_parity; do
+  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(el)" >> $S
+  grep -E "FAIL" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
+done
+rm -f $OUT/p.tmp
 OFF="FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0"
 for k in - FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 "$OFF" -; do vis_ab "$k"; done
 FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
