@@ -29,6 +29,24 @@ echo "text each rc=$? $(el)" >> $S
 python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/text-each.jsonl | grep -A14 ': [a-z_]*: ' >> $S
 }
 
+# the parity tests named on the GPU: each's checks and failures (and the
+# fused-pass comparisons' lines) into the summary
+parity_tests() {
+for t in "$@"; do
+  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(el)" >> $S
+  grep -E "FAIL|two passes|through the host" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
+done
+rm -f $OUT/p.tmp
+}
+
+# the errors of the benches into the summary, the raw files into one
+# archive (a call brings back at most 8 files), the summary to stdout
+finish() {
+touch $OUT/bench.err; grep -v 'level=info\|level=debug' $OUT/bench.err | tail -c 600 >> $S
+(cd $OUT && tar czf raw.tgz $(ls *.jsonl *.log *.json bench.err 2>/dev/null) && rm -f *.jsonl *.log *.json bench.err)
+cat $S
+}
+
 # run 1: the last layer on the head's rows alone (the tail): correctness on
 # the GPU (the tile order's cases with the band cap, both models'
 # parity with the fused classify against two passes on both data paths,
@@ -82,11 +100,7 @@ cat $S
 # 1024^2 as built and with the tail off, one prefill and one tower pass
 # dispatch by dispatch
 run3() {
-for t in engine_test_lm_parity engine_test_vlm_parity; do
-  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 90 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp) $(el)" >> $S
-  grep -E "FAIL|two passes|through the host" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
-done
-rm -f $OUT/p.tmp
+parity_tests engine_test_lm_parity engine_test_vlm_parity
 pages - 1024 1,8
 pages FOLIO_LM_TAIL=all 1024 1,8
 profile
@@ -128,9 +142,7 @@ pages - 512 1,16
 hf 1024 8
 hf 512 16
 profile
-touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
-(cd $OUT && tar czf raw.tgz *.jsonl *.log *.json bench.err && rm -f *.jsonl *.log *.json bench.err)
-cat $S
+finish
 }
 
 # run 6: the tower's Q/K/V as one product and its MLP padded to 3,456
@@ -147,11 +159,7 @@ run6() {
 FOLIO_TEST_GROUPS=7 FOLIO_VK_VALIDATE=1 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(rope, validation on) rc=$? $(grep -E '^[0-9]+ checks|validation messages' $OUT/ops.log | paste -sd' ') $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -5 >> $S
-for t in engine_test_vision_parity engine_test_vlm_parity; do
-  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(el)" >> $S
-  grep -E "FAIL" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
-done
-rm -f $OUT/p.tmp
+parity_tests engine_test_vision_parity engine_test_vlm_parity
 OFF="FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0"
 for k in - FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 "$OFF" -; do vis_ab "$k"; done
 pages - 1024 1,8
@@ -161,9 +169,7 @@ pages - 512 1,16
 pages "$OFF" 512 1,16
 hf 512 16
 profile
-touch $OUT/bench.err; tail -c 400 $OUT/bench.err >> $S
-(cd $OUT && tar czf raw.tgz *.jsonl *.log *.json bench.err && rm -f *.jsonl *.log *.json bench.err)
-cat $S
+finish
 }
 
 # run 7 (after run 6, whose tower-only lines failed: the tower bench's key
@@ -175,11 +181,7 @@ run7() {
 FOLIO_TEST_GROUPS=7 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(rope) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -5 >> $S
-for t in engine_test_vision_parity engine_test_vlm_parity; do
-  FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/$t > $OUT/p.tmp 2>&1; echo "$t rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(el)" >> $S
-  grep -E "FAIL" $OUT/p.tmp | head -8 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
-done
-rm -f $OUT/p.tmp
+parity_tests engine_test_vision_parity engine_test_vlm_parity
 OFF="FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0"
 for k in - FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 "$OFF" -; do vis_ab "$k"; done
 FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each.jsonl 2>> $OUT/bench.err
@@ -187,9 +189,7 @@ echo "vision each rc=$? $(el)" >> $S
 FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each-off.jsonl 2>> $OUT/bench.err
 echo "vision each (both off) rc=$? $(el)" >> $S
 python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/vision-each-off.jsonl | grep -A16 ': [a-z_]*: ' >> $S
-touch $OUT/bench.err; grep -v 'level=info\|level=debug' $OUT/bench.err | tail -c 600 >> $S
-(cd $OUT && tar czf raw.tgz *.jsonl *.log bench.err && rm -f *.jsonl *.log bench.err)
-cat $S
+finish
 }
 
 run$RUN
