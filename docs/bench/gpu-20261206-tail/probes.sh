@@ -173,11 +173,14 @@ finish
 }
 
 # run 7 (after run 6, whose tower-only lines failed: the tower bench's key
-# list was too short for the new keys): rope and the two parity tests on
-# the GPU, one tower pass at
+# list was too short for the new keys): pages at 1024^2 from cold caches
+# (folio's and the driver's), rope and the two parity tests on the GPU, one
+# tower pass at
 # 1024^2 with each change alone and both off, one tower pass dispatch by
-# dispatch
+# dispatch, pages at 1024^2 on the int8 text weights
 run7() {
+rm -rf /tmp/xdg /root/.nv
+pages - 1024 1,8
 FOLIO_TEST_GROUPS=7 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(rope) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -5 >> $S
@@ -189,6 +192,7 @@ echo "vision each rc=$? $(el)" >> $S
 FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each-off.jsonl 2>> $OUT/bench.err
 echo "vision each (both off) rc=$? $(el)" >> $S
 python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/vision-each-off.jsonl | grep -A16 ': [a-z_]*: ' >> $S
+pages - 1024 1,8 "--gpu-weights int8"
 finish
 }
 
