@@ -181,6 +181,13 @@ finish
 run7() {
 rm -rf /tmp/xdg /root/.nv
 pages - 1024 1,8
+run8
+pages - 1024 1,8 "--gpu-weights int8"
+finish
+}
+
+# run 8: run 7's middle, for a call with little device time left
+run8() {
 FOLIO_TEST_GROUPS=7 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(rope) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -5 >> $S
@@ -192,8 +199,7 @@ echo "vision each rc=$? $(el)" >> $S
 FOLIO_VIS_QKV=apart FOLIO_VIS_FFN_PAD=0 FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --vision --image 1024 > $OUT/vision-each-off.jsonl 2>> $OUT/bench.err
 echo "vision each (both off) rc=$? $(el)" >> $S
 python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/vision-each-off.jsonl | grep -A16 ': [a-z_]*: ' >> $S
-pages - 1024 1,8 "--gpu-weights int8"
-finish
+[ "$RUN" = 8 ] && finish
 }
 
 run$RUN
