@@ -477,6 +477,8 @@ static void test_vision(int mat_type)
           h->patch_size, h->n_pos, h->n_deepstack);
     struct vkr_pipeline_key keys[VIS_PIPELINE_KEYS_MAX];
     int nk = vis_pipeline_keys(vk, m, keys, VIS_PIPELINE_KEYS_MAX), failed = -1;
+    /* the whole list fits (a full list may have been cut: vis_pipeline_keys) */
+    CHECK(nk < VIS_PIPELINE_KEYS_MAX, "tower keys: %d, room for %d", nk, VIS_PIPELINE_KEYS_MAX);
     rc = vkr_prewarm(vk, keys, nk, &failed, &e);
     CHECK(rc == 0 && failed == 0, "prewarm: %s", e.msg);
     struct vis_config vc = {.max_patches = 96};

@@ -199,7 +199,12 @@ static int run_vision_parity(int ranged)
             struct gguf_model *m;
             rc = gguf_model_open_vision(path, &m, &e);
             REQUIRE(rc == 0, "%s: %s / %s", path, e.msg, e.detail);
-            nk += vis_pipeline_keys(t.vk, m, keys + nk, 256 - nk);
+            int one = vis_pipeline_keys(t.vk, m, keys + nk, 256 - nk);
+            /* each model's whole list fits what callers pass (a list at
+             * the limit may have been cut: vis_pipeline_keys) */
+            CHECK(one < VIS_PIPELINE_KEYS_MAX && nk + one < 256, "%s: %d tower keys, room for "
+                  "%d", path, one, VIS_PIPELINE_KEYS_MAX);
+            nk += one;
             gguf_model_close(m);
         }
     }
