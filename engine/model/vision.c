@@ -25,6 +25,8 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,18 +171,30 @@ void vis_window_index(uint32_t rows, uint32_t cols, uint32_t win, int32_t *idx, 
 
 /* ------------------------------------------------------------------ open */
 
+/* Where w sits in a block's weights (its offset in struct vis_layer), or
+ * -1 where it is no block's slot; *blk: the block. */
+static ptrdiff_t block_slot(const struct vis *v, const struct vis_w *w, uint32_t *blk)
+{
+    uintptr_t p = (uintptr_t)w, b = (uintptr_t)v->L;
+    if (!v->L || p < b || p >= b + (uintptr_t)v->hp.n_layer * sizeof *v->L)
+        return -1;
+    *blk = (uint32_t)((p - b) / sizeof *v->L);
+    return (ptrdiff_t)((p - b) % sizeof *v->L);
+}
+
 /* The fused region w is part j of (struct vis_fused), or NULL. */
 static struct vis_fused *fused_of(struct vis *v, const struct vis_w *w, int *j)
 {
-    for (uint32_t i = 0; v->L && i < v->hp.n_layer; i++) {
-        struct vis_layer *L = &v->L[i];
-        const struct vis_w *parts[6] = {&L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv};
-        for (int p = 0; p < 6; p++)
-            if (w == parts[p]) {
-                *j = p % 3;
-                return p < 3 ? &L->qkv : &L->bqkv;
-            }
-    }
+    static const size_t parts[6] = {offsetof(struct vis_layer, wq), offsetof(struct vis_layer, wk),
+                                    offsetof(struct vis_layer, wv), offsetof(struct vis_layer, bq),
+                                    offsetof(struct vis_layer, bk), offsetof(struct vis_layer, bv)};
+    uint32_t i;
+    ptrdiff_t at = block_slot(v, w, &i);
+    for (int p = 0; at >= 0 && p < 6; p++)
+        if ((size_t)at == parts[p]) {
+            *j = p % 3;
+            return p < 3 ? &v->L[i].qkv : &v->L[i].bqkv;
+        }
     return NULL;
 }
 
@@ -226,13 +240,15 @@ static int upload_part(struct vis *v, struct vis_fused *f, int j, const void *sr
  * the gate and up biases), else 0. */
 static int ffn_side(const struct vis *v, const struct vis_w *w)
 {
-    for (uint32_t i = 0; v->F != v->Ff && v->L && i < v->hp.n_layer; i++) {
-        const struct vis_layer *L = &v->L[i];
-        if (w == &L->wg || w == &L->wu)
-            return 1;
-        if (w == &L->wd || w == &L->bg || w == &L->bu)
-            return 2;
-    }
+    uint32_t i;
+    ptrdiff_t at = v->F != v->Ff ? block_slot(v, w, &i) : -1;
+    if (at == (ptrdiff_t)offsetof(struct vis_layer, wg) ||
+        at == (ptrdiff_t)offsetof(struct vis_layer, wu))
+        return 1;
+    if (at == (ptrdiff_t)offsetof(struct vis_layer, wd) ||
+        at == (ptrdiff_t)offsetof(struct vis_layer, bg) ||
+        at == (ptrdiff_t)offsetof(struct vis_layer, bu))
+        return 2;
     return 0;
 }
 
@@ -240,10 +256,10 @@ static int ffn_side(const struct vis *v, const struct vis_w *w)
  * (vis_ffn_width): the padded gate/up rows produce 0, every activation
  * maps 0 to 0, and down's padded columns are 0, so the sums are the file's
  * own. Rows: the file's rows, then zero rows. Columns: each row laid out
- * with its zeros on the host (to: the file's type, or f32 / f16 converted
- * from it), one upload. */
+ * with its zeros on the host (to: the file's type wtype, or f32 / f16
+ * converted from it), one upload. */
 static int upload_ffn(struct vis *v, const struct gguf_tensor_info *t, const void *src,
-                      int to, int side, struct vis_w *w, struct vkr_arena *staging,
+                      int wtype, int to, int side, struct vis_w *w, struct vkr_arena *staging,
                       struct folio_err *err)
 {
     const uint32_t Fp = v->F, Ff = v->Ff;
@@ -255,28 +271,28 @@ static int upload_ffn(struct vis *v, const struct gguf_tensor_info *t, const voi
         uint64_t rb = quant_row_bytes(to, w->k);
         rc = vkr_arena_alloc(v->wa, rb * Fp, &w->t, err);
         if (!rc)
-            rc = ops_upload_weight_to(v->vk, staging, src, t->type, w->n, w->k, to,
+            rc = ops_upload_weight_to(v->vk, staging, src, wtype, w->n, w->k, to,
                                       vkr_view(w->t, 0, rb * Ff), err);
         if (!rc)
             rc = vkr_fill(v->vk, vkr_view(w->t, rb * Ff, rb * (Fp - Ff)), 0, err);
         w->n = Fp;
         return rc;
     }
-    if (to != QUANT_F32 && to != QUANT_F16 && to != t->type)
+    if (to != QUANT_F32 && to != QUANT_F16 && to != wtype)
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "vision: %s: padding its FFN columns as "
                              "type %d (f32, f16 or the file's own type)", t->name, to);
-    const size_t es = quant_row_bytes(to, 2) / 2, srb = quant_row_bytes(t->type, Ff);
+    const size_t es = quant_row_bytes(to, 2) / 2, srb = quant_row_bytes(wtype, Ff);
     uint8_t *buf = calloc((size_t)w->n, (size_t)Fp * es);
     float *row = malloc((size_t)Ff * sizeof *row);
     rc = buf && row ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (uint32_t r = 0; !rc && r < w->n; r++) {
         uint8_t *dst = buf + (size_t)r * Fp * es;
         const uint8_t *sr = (const uint8_t *)src + (size_t)r * srb;
-        if (to == t->type) {
+        if (to == wtype) {
             memcpy(dst, sr, (size_t)Ff * es);
             continue;
         }
-        rc = quant_dequantize_row(t->type, sr, row, Ff);
+        rc = quant_dequantize_row(wtype, sr, row, Ff);
         for (uint32_t j = 0; !rc && j < Ff; j++) {
             if (to == QUANT_F32)
                 memcpy(dst + (size_t)j * 4, &row[j], 4);
@@ -286,7 +302,7 @@ static int upload_ffn(struct vis *v, const struct gguf_tensor_info *t, const voi
             }
         }
         if (rc)
-            rc = folio_err_set(err, FOLIO_EMODEL, "vision: %s: type %d rows", t->name, t->type);
+            rc = folio_err_set(err, FOLIO_EMODEL, "vision: %s: type %d rows", t->name, wtype);
     }
     if (!rc)
         rc = vkr_arena_upload(v->wa, buf, (uint64_t)w->n * Fp * es, &w->t, err);
@@ -296,26 +312,37 @@ static int upload_ffn(struct vis *v, const struct gguf_tensor_info *t, const voi
     return rc;
 }
 
+/* w (n and k set) from src, rows of the file's type wtype, on the device
+ * as type `to` (converted through staging where they differ): padded where
+ * it is an MLP tensor of a padded tower (upload_ffn), as its part of the
+ * block's fused region where it is q, k or v (upload_part), else a tensor
+ * of its own. */
+static int place(struct vis *v, const struct gguf_tensor_info *t, const void *src, int wtype,
+                 int to, struct vis_w *w, struct vkr_arena *staging, struct folio_err *err)
+{
+    int j, rc, side = ffn_side(v, w);
+    struct vis_fused *f = fused_of(v, w, &j);
+    if (side)
+        rc = upload_ffn(v, t, src, wtype, to, side, w, staging, err);
+    else if (f)
+        rc = upload_part(v, f, j, src, wtype, to, w, staging, err);
+    else if (!(rc = vkr_arena_alloc(v->wa, quant_row_bytes(to, w->k) * w->n, &w->t, err)))
+        rc = ops_upload_weight_to(v->vk, staging, src, wtype, w->n, w->k, to, w->t, err);
+    if (!rc)
+        w->type = to;
+    return rc;
+}
+
 int vis_upload(struct vis *v, const struct gguf_tensor_info *t, uint64_t row0, uint32_t rows,
                struct vis_w *w, struct vkr_arena *staging, int to_f16, struct folio_err *err)
 {
     w->k = (uint32_t)t->ne[0];
     w->n = rows;
     uint64_t rb = quant_row_bytes(t->type, w->k);
-    const void *src = (const uint8_t *)t->data + row0 * rb;
     struct vkr_arena *st = t->n_dims == 2 ? staging : NULL;
-    int j, rc, side = ffn_side(v, w);
+    /* A tensor never spans blocks (ops_weight_type keeps what would not fit). */
     int to = st ? ops_weight_type(v->vk, t->type, w->n, w->k, to_f16) : t->type;
-    struct vis_fused *f = fused_of(v, w, &j);
-    if (side) {
-        rc = upload_ffn(v, t, src, to, side, w, st, err);
-        w->type = to;
-    } else if (f) {
-        rc = upload_part(v, f, j, src, t->type, to, w, st, err);
-    } else {
-        rc = ops_upload_weight(v->vk, v->wa, st, src, t->type, w->n, w->k, to_f16, &w->t,
-                               &w->type, err);
-    }
+    int rc = place(v, t, (const uint8_t *)t->data + row0 * rb, t->type, to, w, st, err);
     if (rc) {
         folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
         return rc;
@@ -329,16 +356,7 @@ int vis_upload_vec(struct vis *v, const struct gguf_tensor_info *t, uint64_t off
 {
     w->k = len;
     w->n = 1;
-    w->type = QUANT_F32;
-    const float *src = (const float *)t->data + off;
-    int j, rc, side = ffn_side(v, w);
-    struct vis_fused *f = fused_of(v, w, &j);
-    if (side)
-        rc = upload_ffn(v, t, src, QUANT_F32, side, w, NULL, err);
-    else if (f)
-        rc = upload_part(v, f, j, src, QUANT_F32, QUANT_F32, w, NULL, err);
-    else
-        rc = vkr_arena_upload(v->wa, src, (uint64_t)len * 4, &w->t, err);
+    int rc = place(v, t, (const float *)t->data + off, QUANT_F32, QUANT_F32, w, NULL, err);
     if (rc)
         folio_err_context(err, "uploading a slice of tensor %s", t->name);
     w->set = !rc;
@@ -427,7 +445,8 @@ static int plan(struct vis *v, struct folio_err *err)
      * f32 from its start or f16 from k's, with slack for the last row of
      * the k and v slices; else apart */
     uint64_t R = (N * D * 4 + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
-    uint64_t qkvb = 3 * R + (2 * D * 4 + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
+    uint64_t slack = (2 * D * 4 + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
+    uint64_t qkvb = 3 * R + slack;
     int one = qkvb <= lim->block_size;
     for (int i = 0; i < 3; i++)
         sizes[n++] = N * D * 4;
@@ -772,15 +791,14 @@ static int vis_o16(struct vis *v, struct vkr_cmd *c, uint32_t N, struct folio_er
  * weights or region, an f16 attention without the f16 GEMM, slices that
  * would not start bindable, rows past one binding, FOLIO_VIS_QKV=apart). */
 enum { APART, FUSED_F32, FUSED_F16 };
-static int qkv_form(const struct vis *v, const struct vis_layer *L, uint32_t N, int f16)
+static int qkv_form(const struct vis *v, const struct vis_layer *L, uint32_t N, int f16, int o16)
 {
     const struct vkr_limits *lim = vkr_limits(v->vk);
     const uint64_t D = v->D, a = lim->min_ssbo_align;
     if (v->qkv_apart || !v->qkv.size || !L->qkv.w.set || !L->bqkv.w.set)
         return APART;
-    if (v->kv16) /* and the o projection on f16 input: the attention writes o there */
-        return f16 && ops_gemm_shape_ok(3 * v->D, v->D, QUANT_F16, QUANT_F16) &&
-                       ops_gemm_shape_ok(L->wo.n, L->wo.k, QUANT_F16, QUANT_F32) &&
+    if (v->kv16) /* and the o projection on f16 input (o16): the attention writes o there */
+        return f16 && o16 && ops_gemm_shape_ok(3 * v->D, v->D, QUANT_F16, QUANT_F16) &&
                        D * 2 % a == 0 && N * D * 6 <= lim->max_range
                    ? FUSED_F16
                    : APART;
@@ -866,11 +884,11 @@ int vis_attention(struct vis *v, struct vkr_cmd *c, const struct vis_layer *L, u
 {
     const int F16 = QUANT_F16, F32 = QUANT_F32;
     const uint64_t D = v->D;
-    int form = qkv_form(v, L, N, f16), rc = 0;
     /* where the o projection reads: f16 in h on the f16 path where the
      * GEMM takes it (see vis_o16), else o as the attention left it */
     *o16 = f16 && ops_gemm_shape_ok(L->wo.n, L->wo.k, F16, F32);
     *o = *o16 ? vkr_view(v->h, 0, (uint64_t)N * D * 2) : v->o;
+    int form = qkv_form(v, L, N, f16, *o16), rc = 0;
     if (form != APART) {
         /* one product of 3 D columns: f16 rows from qkv_r, f32 from the start */
         const uint64_t es = form == FUSED_F16 ? 2 : 4;

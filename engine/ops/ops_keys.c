@@ -77,8 +77,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
             all[n++] = ops_norm_key(layer, f16);
     all[n++] = ops_softmax_key();
     for (int m = OP_ROPE_NEOX; m <= OP_ROPE_IMROPE; m++)
-        for (int f16 = 0; f16 < 4; f16++)
-            all[n++] = ops_rope_key(m, f16 & 1, f16 >> 1);
+        for (int io = 0; io < 4; io++) /* f16 output (bit 0), f16 input (bit 1) */
+            all[n++] = ops_rope_key(m, io & 1, io >> 1);
     for (size_t i = 0; i < sizeof HEADS / sizeof HEADS[0]; i++)
         for (int io = OP_ATTN_IO_F32; io <= OP_ATTN_IO_KV16; io++)
             n += ops_attention_keys(vk, HEADS[i], io, &all[n]);
