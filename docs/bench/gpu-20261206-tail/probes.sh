@@ -202,4 +202,23 @@ python3 docs/bench/gpu-20261206-tail/each.py $OUT/vision-each.jsonl $OUT/vision-
 [ "$RUN" = 8 ] && finish
 }
 
+# run 9 (the third session of 2026-12-07, main 5093bc4): run 7 and
+# transformers beside it: pages at 1024^2 from cold caches, run 8's
+# rope, parity and tower A/B, transformers at 1024^2, pages on the int8
+# text weights, the batch-16 cold start at 512^2, then the int8 GEMM's
+# tiles at the text shapes
+run9() {
+rm -rf /tmp/xdg /root/.nv
+pages - 1024 1,8
+run8
+hf 1024 8
+pages - 1024 1,8 "--gpu-weights int8"
+rm -rf /tmp/xdg /root/.nv
+pages - 512 16
+timeout 100 $E bench ops --device NVIDIA --only gemm --dtype i8r --where text > $OUT/gemm-i8.jsonl 2>> $OUT/bench.err
+echo "gemm i8r rc=$? $(el)" >> $S
+grep -o '"where":"[a-z0-9_]*"\|"tile":"[^"]*"\|"tflops":[0-9.]*' $OUT/gemm-i8.jsonl | paste -sd' ' | fold -w 400 | head -12 >> $S
+finish
+}
+
 run$RUN
