@@ -28,7 +28,10 @@ layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer BX { uint X[]; };
 layout(std430, binding = 1) writeonly buffer BY { uint Y[]; };
 layout(std430, binding = 2) readonly buffer BP { int Pos[]; };
-layout(push_constant) uniform P { uint T, H, D, s0, s1; float base; uint xs, ys, ps, xr, yr; } p;
+// copy != 0: y = x, no rotation (converted where the types differ): the
+// text model's fused [q | k | v] rows put V into its f16 KV cache in the
+// pass shape that rotates K
+layout(push_constant) uniform P { uint T, H, D, s0, s1; float base; uint xs, ys, ps, xr, yr, copy; } p;
 
 float xin(uint i)
 {
@@ -85,7 +88,13 @@ void main()
     uint b = p.xs + t * p.xr + hh * p.D, yb = p.ys + t * p.yr + hh * p.D;
     if (Y_F16) { // j is the output word; ys counts f16 elements
         uint e = 2u * j;
-        Y[(yb + e) >> 1] = packHalf2x16(vec2(rot(b, t, e), rot(b, t, e + 1u)));
+        vec2 o = p.copy != 0u ? vec2(xin(b + e), xin(b + e + 1u)) : vec2(rot(b, t, e), rot(b, t, e + 1u));
+        Y[(yb + e) >> 1] = packHalf2x16(o);
+        return;
+    }
+    if (p.copy != 0u) {
+        Y[yb + j] = floatBitsToUint(xin(b + j));
+        Y[yb + j + half_d] = floatBitsToUint(xin(b + j + half_d));
         return;
     }
     vec2 r = cs_sn(t, j);

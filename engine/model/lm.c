@@ -57,6 +57,11 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
      * the family's rotary layout (the self-test's too) */
     all[n++] = ops_rope_key(m->text.arch->rope_mode, 0, 0);
     all[n++] = ops_rope_key(m->text.arch->rope_mode, 1, 0);
+    if (ops_gemm_available(vk) && !m->text.arch->hook_qk) {
+        /* Q/K/V as one product (lm_qkv_fused): q, k and v out of its f16 rows */
+        all[n++] = ops_rope_key(m->text.arch->rope_mode, 0, 1);
+        all[n++] = ops_rope_key(m->text.arch->rope_mode, 1, 1);
+    }
     all[n++] = ops_convert_key(1); /* V into the cache where no GEMM writes f16 */
     n += ops_attention_keys(vk, m->text.head_dim, OP_ATTN_IO_KV16, &all[n]);
     n += ops_attention_split_keys(1, &all[n]); /* attention past one binding */
@@ -114,6 +119,79 @@ static int upload_tensor(struct lm *lm, const struct gguf_tensor_info *t, struct
     if (rc)
         folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
     return rc;
+}
+
+/* A layer's q, k or v weight or bias into its part of the layer's fused
+ * region (ops_fused_upload: [q | k | v] rows of the model width, the
+ * biases one vector); any other tensor, or a part that does not fit the
+ * region, as a tensor of its own. */
+static int upload_slot(struct lm *lm, const struct gguf_load_item *it, struct lm_w *w,
+                       struct vkr_arena *staging, int to_f16, struct folio_err *err)
+{
+    const struct gguf_tensor_info *t = it->t;
+    struct lm_layer *L = it->spec && it->spec->group == ARCH_LAYER ? &lm->L[it->index] : NULL;
+    struct lm_w *parts[2][3] = {{NULL}};
+    if (L) {
+        parts[0][0] = &L->wq, parts[0][1] = &L->wk, parts[0][2] = &L->wv;
+        parts[1][0] = &L->bq, parts[1][1] = &L->bk, parts[1][2] = &L->bv;
+    }
+    int b = -1, j = -1;
+    for (int i = 0; i < 6 && L; i++)
+        if (w == parts[i / 3][i % 3])
+            b = i / 3, j = i % 3;
+    if (b < 0)
+        return upload_tensor(lm, t, w, staging, to_f16, err);
+    const uint32_t QW = lm->QW, KW = lm->KW, all = QW + 2 * KW;
+    struct ops_fused *f = b ? &L->fb : &L->fq;
+    if (!f->nparts) {
+        const uint32_t rows[3] = {QW, KW, KW};
+        f->nparts = 3;
+        for (int i = 0; i < 3; i++) {
+            f->part[i].n = b ? 1 : rows[i];
+            f->part[i].k = b ? rows[i] : lm->E;
+        }
+    }
+    w->k = (uint32_t)t->ne[0];
+    w->n = (uint32_t)(t->n_elems / t->ne[0]);
+    int mat = t->n_dims == 2;
+    int to = mat ? ops_weight_type(lm->vk, t->type, w->n, w->k, to_f16) : t->type;
+    int rc = ops_fused_upload(lm->vk, lm->wa, mat ? staging : NULL, f, (uint32_t)j, t->data,
+                              t->type, w->n, w->k, to, &w->t, err);
+    if (rc) {
+        folio_err_context(err, "uploading tensor %s (%" PRIu64 " bytes)", t->name, t->n_bytes);
+        return rc;
+    }
+    w->type = to;
+    if (f->set)
+        *(b ? &L->bqkv : &L->wqkv) = (struct lm_w){.t = f->t, .type = f->type, .n = b ? 1 : all,
+                                                   .k = b ? all : lm->E};
+    return 0;
+}
+
+/* Q/K/V as one product (lm_forward.c's record_layer) where the f16 data
+ * path runs, the layer's region is complete (and its biases', where it has
+ * any), the family has no q/k hook (it takes q and k as f32 rows) and the
+ * [q | k | v] f16 rows of a full pass fit o. */
+int lm_qkv_fused(const struct lm *lm, const struct lm_layer *L)
+{
+    const uint64_t all = (uint64_t)lm->QW + 2 * lm->KW;
+    int nobias = !L->bq.t.size && !L->bk.t.size && !L->bv.t.size;
+    /* the [q | k | v] f16 rows of a full pass in o, and the slack the k and
+     * v slices' last rows run into (op_rope reads whole strides) */
+    uint64_t need = (uint64_t)lm->rows_cap * all * 2 + ((uint64_t)lm->QW + lm->KW) * 2;
+    return lm->gemm16 && !lm->qkv_apart && L->wqkv.t.size && (nobias || L->bqkv.t.size) &&
+           !lm->arch->hook_qk && need <= lm->o.size;
+}
+
+void lm_paths(const struct lm *lm, int *f16_path, uint32_t *qkv_fused)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < lm->hp.n_layer; i++)
+        n += lm_qkv_fused(lm, &lm->L[i]);
+    if (f16_path)
+        *f16_path = lm->gemm16;
+    if (qkv_fused)
+        *qkv_fused = n;
 }
 
 /* The slot a load item's table entry names (engine/arch/arch.h): in the
@@ -299,7 +377,11 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     sizes[n++] = rows * E * 4;  /* x */
     sizes[n++] = rows * E * 4;  /* h */
     sizes[n++] = rows * QW * 4; /* q */
-    sizes[n++] = rows * QW * 4; /* o */
+    /* o: the attention's output, and before it the fused Q/K/V product's
+     * f16 [q | k | v] rows with the slack its k and v slices' last rows
+     * run into (lm_qkv_fused: wider than q's f32 rows where KW > QW / 2) */
+    uint64_t qkv_rows = rows * (QW + 2 * KW) * 2 + (QW + KW) * 2;
+    sizes[n++] = rows * QW * 4 > qkv_rows ? rows * QW * 4 : qkv_rows;
     sizes[n++] = rows * E * 4;  /* t2 */
     /* The MLP runs in row chunks whose gate/up fit one device block: a
      * batch of pages is tens of thousands of rows, and rows x n_ff floats
@@ -659,7 +741,7 @@ static int upload_weights(struct lm *lm, char *why, size_t why_n, struct folio_e
         }
         uint32_t p = part_of_layer(lm, tensor_layer(lm, &m->items[i]));
         lm_part_use(lm, p);
-        rc = upload_tensor(lm, t, w, staging[p], to_f16[p], err);
+        rc = upload_slot(lm, &m->items[i], w, staging[p], to_f16[p], err);
         if (rc && lm->nparts > 1)
             part_context(lm, p, err);
     }
@@ -736,13 +818,17 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     }
     uint64_t wb = 0, ab = 0;
     lm_memory(lm, &wb, &ab);
+    const char *qe = getenv("FOLIO_LM_QKV");
+    lm->qkv_apart = qe && strcmp(qe, "apart") == 0;
+    uint32_t fused;
+    lm_paths(lm, NULL, &fused);
     folio_log(FOLIO_LOG_INFO, "lm_open",
               "layers=%u embd=%u heads=%u/%u ff=%u vocab=%u weights_bytes=%" PRIu64
               " act_bytes=%" PRIu64 " kv_bytes=%" PRIu64 " max_tokens=%u batch=%u"
-              " gpu_weights=\"%s\" f16_path=%d devices=%u split=%u",
+              " f16_path=%d qkv_fused_layers=%u devices=%u split=%u gpu_weights=\"%s\"",
               h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, wb, ab,
               2 * lm->kv_bytes * h->n_layer,
-              lm->cfg.max_tokens, lm->cfg.batch, why, lm->gemm16, n, lm->part[0].l1);
+              lm->cfg.max_tokens, lm->cfg.batch, lm->gemm16, fused, n, lm->part[0].l1, why);
     *out = lm;
     return 0;
 }

@@ -100,6 +100,11 @@ struct lm_device_plan {
 /* The devices of the model (1 or 2); fills at most max plans. */
 uint32_t lm_devices(const struct lm *lm, struct lm_device_plan *out, uint32_t max);
 
+/* Whether the f16 data path runs (every layer matrix on the tensor-core
+ * GEMM), and how many layers run Q/K/V as one product: for tests and the
+ * open log. */
+void lm_paths(const struct lm *lm, int *f16_path, uint32_t *qkv_fused);
+
 /* Same, opening and owning the file. */
 int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, struct lm **out,
                  struct folio_err *err);

@@ -495,8 +495,23 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     const int tail = ps->tail && li == hp->n_layer - 1;
     const uint32_t nr = tail ? ps->nlg : nrows;
     struct vkr_tensor x = tail ? lm->lg_h : lm->x;
+    /* Q/K/V as one product (lm_qkv_fused): f16 [q | k | v] rows in o,
+     * which is free until the attention writes it; RoPE rotates q out of
+     * them into q (f32) and k into the cache, and a copy pass of the same
+     * shape puts v there. The tail runs q on the head's rows only: apart. */
+    const uint32_t QKW = QW + 2 * KW;
+    const int fz = f16 && !tail && lm_qkv_fused(lm, L);
+    struct vkr_tensor qkv = vkr_view(lm->o, 0, (uint64_t)nrows * QKW * 2);
     int rc;
-    if (f16) {
+    if (f16 && fz) {
+        const int F16 = QUANT_F16;
+        rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
+                                          .rows = nrows, .n = E, .eps = eps, .ytype = F16}, err);
+        if (!rc)
+            rc = mm16(lm, c, &L->wqkv, &L->bqkv,
+                      (struct op_matmul){.x = lm->h, .xtype = F16, .y = qkv, .ytype = F16,
+                                         .m = nrows}, err);
+    } else if (f16) {
         const int F16 = QUANT_F16, F32 = QUANT_F32;
         rc = op_norm(c, &(struct op_norm){.x = lm->x, .y = lm->h, .w = &L->attn_norm.t,
                                           .rows = nrows, .n = E, .eps = eps, .ytype = F16}, err);
@@ -539,6 +554,8 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     }
     if (!rc && lm->arch->hook_qk) /* the family's (Qwen3-VL: per-head q/k RMSNorm) */
         rc = lm->arch->hook_qk(lm, c, L, lm->q, nr, k32, nrows, err);
+    /* the fused rows' slices, each t rows of the whole row's stride */
+    const uint64_t slice = (uint64_t)nrows * QKW * 2;
     struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = tail ? iview(lm, ps->o_post, nr * 3) : pos,
                          .t = nr, .h = hp->n_head,
                          .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
@@ -546,10 +563,15 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                          .sections = {(uint32_t)hp->mrope_sections[0],
                                       (uint32_t)hp->mrope_sections[1],
                                       (uint32_t)hp->mrope_sections[2]}};
+    if (fz) {
+        rq.x = qkv;
+        rq.xtype = QUANT_F16;
+        rq.x_stride = QKW;
+    }
     if (!rc)
         rc = op_rope(c, &rq, err);
     struct op_rope rk = rq;
-    rk.x = k32;
+    rk.x = fz ? vkr_view(lm->o, (uint64_t)QW * 2, slice) : k32;
     rk.y = kv_k;
     rk.ytype = QUANT_F16;
     rk.h = hp->n_head_kv;
@@ -557,6 +579,13 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     rk.t = nrows;
     if (!rc)
         rc = op_rope(c, &rk, err);
+    if (!rc && fz) {
+        struct op_rope rv = rk;
+        rv.x = vkr_view(lm->o, ((uint64_t)QW + KW) * 2, slice);
+        rv.y = kv_v;
+        rv.copy = 1;
+        rc = op_rope(c, &rv, err);
+    }
     if (!rc && tail) {
         /* the head's rows, each against its own key ranges */
         struct vkr_tensor rg = iview(lm, ps->o_rngt, nr * 4);

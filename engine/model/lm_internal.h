@@ -18,6 +18,12 @@ struct lm_w {
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
     struct lm_w qn, kn; /* per-head q/k norm weights, where the family has them (lm_qk hook) */
+    /* q, k and v placed as one region of [q | k | v] rows (their biases
+     * one vector; lm.c: upload_slot), wq/wk/wv (bq/bk/bv) views of it:
+     * wqkv / bqkv the whole, set once every part is in (t.size != 0), and
+     * lm_forward.c then runs one product of QW + 2 KW columns */
+    struct ops_fused fq, fb;
+    struct lm_w wqkv, bqkv;
     /* KV cache: kv_cap slots x KW f16 each (lm.c: half the memory and
      * attention K/V reads of f32; K and V are rounded once, as the
      * tensor-core attention rounded them anyway) */
@@ -65,6 +71,8 @@ struct lm {
      * set by a family whose hook_layer_done changes the last layer's
      * output; FOLIO_LM_TAIL=all sets it for comparisons. */
     int full_tail;
+    /* FOLIO_LM_QKV=apart: q, k and v as three products (comparisons) */
+    int qkv_apart;
 
     /* capacities, fixed at open */
     uint32_t ra;          /* row granularity keeping every row view aligned */
@@ -111,6 +119,8 @@ struct lm {
 /* lm.c: makes part p current (its vk, arenas and activations in the lm's
  * own fields, where the forward pass and the family's hooks look). */
 void lm_part_use(struct lm *lm, uint32_t p);
+/* 1 where layer L's q, k and v run as one product (lm_forward.c). */
+int lm_qkv_fused(const struct lm *lm, const struct lm_layer *L);
 
 /* lm_forward.c */
 int lm_run(struct lm *lm, const struct lm_seq *seqs, uint32_t nseq, const struct lm_label *labels,

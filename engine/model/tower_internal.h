@@ -39,9 +39,8 @@ struct vis_w {
  * product can run as one GEMM of 3 n_embd columns (vis_attention) and
  * every other form reads the parts as before. w.set once all three are in. */
 struct vis_fused {
-    struct vis_w w;
-    unsigned parts; /* bit j: part j (q, k, v) is in w */
-    int apart;      /* a part went elsewhere (another type or shape) */
+    struct vis_w w;      /* the region as one matrix */
+    struct ops_fused f;  /* its parts (ops_fused_upload) */
 };
 
 /* One block's weights; a family fills the ones it has (Qwen2-VL and

@@ -199,39 +199,23 @@ static struct vis_fused *fused_of(struct vis *v, const struct vis_w *w, int *j)
 }
 
 /* n x k of wtype from src into w, converted to type `to` (staging: through
- * it), as part j of f where the part fits the region (the first part sizes
- * it); else a tensor of its own, and f stays apart. */
-static int upload_part(struct vis *v, struct vis_fused *f, int j, const void *src, int wtype,
+ * it), as part j of the block's region fz (ops_fused_upload: a part that
+ * does not fit the region gets a tensor of its own, and fz stays apart). */
+static int upload_part(struct vis *v, struct vis_fused *fz, int j, const void *src, int wtype,
                        int to, struct vis_w *w, struct vkr_arena *staging, struct folio_err *err)
 {
-    uint64_t pb = quant_row_bytes(to, w->k) * w->n;
-    int rc = 0;
-    if (!f->w.t.size && !f->apart) {
-        /* each part's view must be bindable where it starts */
-        if (pb % vkr_limits(v->vk)->min_ssbo_align == 0) {
-            rc = vkr_arena_alloc(v->wa, 3 * pb, &f->w.t, err);
-            f->w.type = to;
-            f->w.n = 3 * w->n;
-            f->w.k = w->k;
-        } else {
-            f->apart = 1;
-        }
+    struct ops_fused *f = &fz->f;
+    if (!f->nparts) { /* q, k and v: one shape */
+        f->nparts = 3;
+        for (uint32_t i = 0; i < 3; i++)
+            f->part[i].n = w->n, f->part[i].k = w->k;
     }
-    if (!rc && (f->apart || f->w.type != to || f->w.k != w->k || f->w.n != 3 * w->n ||
-                (f->parts >> j & 1u))) {
-        f->apart = 1;
-        rc = vkr_arena_alloc(v->wa, pb, &w->t, err);
-    } else if (!rc) {
-        w->t = vkr_view(f->w.t, (uint64_t)j * pb, pb);
-    }
-    if (!rc)
-        rc = ops_upload_weight_to(v->vk, staging, src, wtype, w->n, w->k, to, w->t, err);
+    int rc = ops_fused_upload(v->vk, v->wa, staging, f, (uint32_t)j, src, wtype, w->n, w->k, to,
+                              &w->t, err);
     if (rc)
         return rc;
     w->type = to;
-    if (!f->apart)
-        f->parts |= 1u << j;
-    f->w.set = f->parts == 7u && !f->apart;
+    fz->w = (struct vis_w){.t = f->t, .type = f->type, .n = 3 * w->n, .k = w->k, .set = f->set};
     return 0;
 }
 

@@ -1386,3 +1386,47 @@ int ops_upload_weight_to(struct vkr *vk, struct vkr_arena *staging, const void *
     }
     return vkr_cmd_submit(c, err);
 }
+
+/* Offset of part j in f's region (parts as declared, of type `to`). */
+static uint64_t fused_offset(const struct ops_fused *f, uint32_t j, int to)
+{
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < j; i++)
+        off += quant_row_bytes(to, f->part[i].k) * f->part[i].n;
+    return off;
+}
+
+int ops_fused_upload(struct vkr *vk, struct vkr_arena *wa, struct vkr_arena *staging,
+                     struct ops_fused *f, uint32_t j, const void *src, int wtype, uint32_t n,
+                     uint32_t k, int to, struct vkr_tensor *out, struct folio_err *err)
+{
+    if (j >= f->nparts || f->nparts > OPS_FUSED_MAX)
+        return folio_err_set(err, FOLIO_EINVAL, "fused weights: part %u of %u", j, f->nparts);
+    uint64_t pb = quant_row_bytes(to, k) * n;
+    int rc = 0;
+    if (!f->t.size && !f->apart) {
+        /* each part's view must be bindable where it starts */
+        uint64_t a = vkr_limits(vk)->min_ssbo_align;
+        for (uint32_t i = 1; i < f->nparts && !f->apart; i++)
+            f->apart = fused_offset(f, i, to) % a != 0;
+        if (!f->apart) {
+            rc = vkr_arena_alloc(wa, fused_offset(f, f->nparts, to), &f->t, err);
+            f->type = to;
+        }
+    }
+    if (!rc && (f->apart || f->type != to || f->part[j].n != n || f->part[j].k != k ||
+                (f->have >> j & 1u))) {
+        f->apart = 1;
+        rc = vkr_arena_alloc(wa, pb, out, err);
+    } else if (!rc) {
+        *out = vkr_view(f->t, fused_offset(f, j, to), pb);
+    }
+    if (!rc)
+        rc = ops_upload_weight_to(vk, staging, src, wtype, n, k, to, *out, err);
+    if (rc)
+        return rc;
+    if (!f->apart)
+        f->have |= 1u << j;
+    f->set = !f->apart && f->have == (1u << f->nparts) - 1u;
+    return 0;
+}

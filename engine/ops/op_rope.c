@@ -12,7 +12,7 @@
 struct rope_push {
     uint32_t T, H, D, s0, s1;
     float base;
-    uint32_t xs, ys, ps, xr, yr;
+    uint32_t xs, ys, ps, xr, yr, copy;
 };
 
 struct vkr_pipeline_key ops_rope_key(int mode, int f16_out, int f16_in)
@@ -85,7 +85,7 @@ int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err)
         int im = a->mode == OP_ROPE_IMROPE;
         struct rope_push pc = {(uint32_t)(t1 - t0), a->h, a->d, a->sections[im ? 1 : 0],
                                a->sections[im ? 2 : 1], a->base, xs / (x16 ? 2 : 4),
-                               ys / (f16 ? 2 : 4), ps / 4, xr, yr};
+                               ys / (f16 ? 2 : 4), ps / 4, xr, yr, a->copy != 0};
         uint64_t threads = (t1 - t0) * a->h * (a->d / 2);
         uint32_t gx, gy;
         ops_grid((threads + 63) / 64, &gx, &gy);

@@ -245,6 +245,30 @@ int ops_upload_weight(struct vkr *vk, struct vkr_arena *dst, struct vkr_arena *s
 int ops_upload_weight_to(struct vkr *vk, struct vkr_arena *staging, const void *src, int wtype,
                          uint32_t n, uint32_t k, int to, struct vkr_tensor dst,
                          struct folio_err *err);
+/* Weights placed back to back in one region so that one GEMM reads them
+ * as one (a model's Q/K/V: [q | k | v] rows, their biases one vector).
+ * The caller declares each part's shape (part[j]: n rows of k; a bias
+ * vector of length L is 1 x L); parts arrive in any order and the first
+ * places the region. A part whose type or shape is not the declared one,
+ * or a region whose parts would not be bindable where they start, leaves
+ * the region apart: that part (and the rest) get tensors of their own and
+ * the caller runs separate products. */
+#define OPS_FUSED_MAX 4
+struct ops_fused {
+    uint32_t nparts;
+    struct { uint32_t n, k; } part[OPS_FUSED_MAX];
+    struct vkr_tensor t; /* the region (set: every part in it) */
+    int type;            /* the parts' device type */
+    unsigned have;       /* bit j: part j is in t */
+    int apart;
+    int set;
+};
+/* Part j (n x k of wtype from src, on the device as type `to`, as
+ * ops_upload_weight_to) into f's region, or into a tensor of its own from
+ * wa where f is apart; *out: where it went. */
+int ops_fused_upload(struct vkr *vk, struct vkr_arena *wa, struct vkr_arena *staging,
+                     struct ops_fused *f, uint32_t j, const void *src, int wtype, uint32_t n,
+                     uint32_t k, int to, struct vkr_tensor *out, struct folio_err *err);
 /* y (n x k f16) = dequantized w (n rows of k elements of wtype). */
 int op_dequant_f16(struct vkr_cmd *c, struct vkr_tensor w, int wtype, uint32_t n, uint32_t k,
                    struct vkr_tensor y, struct folio_err *err);
@@ -295,6 +319,9 @@ struct op_rope {
      * y's stride is even when y is f16. In place: both f32, y = x, one
      * stride. */
     uint32_t x_stride, y_stride;
+    /* 1: y = x (converted to ytype), no rotation; pos is still bound. The
+     * text model's V from its fused [q | k | v] rows into the KV cache. */
+    int copy;
 };
 int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
 

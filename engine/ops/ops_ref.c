@@ -66,6 +66,10 @@ void ops_ref_softmax(const float *x, float *y, uint32_t rows, uint32_t n, float 
 void ops_ref_rope(const struct op_rope *a, const float *x, const int32_t *pos, float *y)
 {
     uint32_t half = a->d / 2;
+    if (a->copy) { /* no rotation */
+        memcpy(y, x, sizeof(float) * a->t * a->h * a->d);
+        return;
+    }
     for (uint32_t t = 0; t < a->t; t++)
         for (uint32_t h = 0; h < a->h; h++)
             for (uint32_t j = 0; j < half; j++) {

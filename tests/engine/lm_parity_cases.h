@@ -115,6 +115,15 @@ static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
     if (rc)
         return;
     uint32_t V = lm_hparams(lm)->n_vocab, E = lm_hparams(lm)->n_embd;
+    /* Q/K/V as one product on every layer of the f16 path (the parity
+     * models' families have no q/k hook), unless turned off */
+    int f16p;
+    uint32_t fz, nly = lm_hparams(lm)->n_layer;
+    lm_paths(lm, &f16p, &fz);
+    const char *qe = getenv("FOLIO_LM_QKV");
+    int apart = qe && strcmp(qe, "apart") == 0;
+    CHECK(fz == (f16p && !apart ? nly : 0), "%s: %u of %u layers run Q/K/V as one product "
+          "(f16 path %d)", what, fz, nly, f16p);
     int32_t img_id = (int32_t)jget(jget(cfg, "hf_config"), "image_token_id")->num;
 
     /* labels, alone and with <|im_end|> */

@@ -60,9 +60,10 @@ static void rope_fused(struct T *t, struct op_rope a, uint32_t j, const int32_t 
             }
             size_t at = 0;
             double wv = worst(g, r, NULL, nx, 1e-3, f16 ? 1.0 / 1024 : 0.0, &at);
-            CHECK(wv <= 1.0 && diff == 0, "rope mode %d, slice %u of fused rows, %s in, %s out: "
+            CHECK(wv <= 1.0 && diff == 0, "rope mode %d%s, slice %u of fused rows, %s in, %s out: "
                   "worst %.3g at %zu (gpu %g ref %g), %zu values outside the slice changed",
-                  (int)a.mode, j, x16 ? "f16" : "f32 in place", f16 ? "f16" : "f32", wv, at,
+                  (int)a.mode, a.copy ? " (copy)" : "", j, x16 ? "f16" : "f32 in place",
+                  f16 ? "f16" : "f32", wv, at,
                   (double)g[at], (double)r[at], diff);
         }
     }
@@ -120,6 +121,11 @@ void test_rope(struct T *t)
         for (uint32_t j = 0; j < 3; j++)
             if (j * hd2 % al == 0)
                 rope_fused(t, cases[ci], j, pos, streams);
+        /* the same pass copying (the text model's V into its cache) */
+        struct op_rope cp = cases[ci];
+        cp.copy = 1;
+        if (2 * hd2 % al == 0)
+            rope_fused(t, cp, 2, pos, streams);
         free(x), free(g), free(r), free(pos), free(h);
     }
     /* f16 output over its own f32 input would overwrite rows not yet read */
