@@ -221,4 +221,33 @@ grep -o '"where":"[a-z0-9_]*"\|"tile":"[^"]*"\|"tflops":[0-9.]*' $OUT/gemm-i8.js
 finish
 }
 
+# run 10: the text model's Q/K/V as one product: rope (the copy pass) and
+# the parity tests on the GPU (f16 and int8 text weights), the prefill with
+# the product fused and apart (f16 and int8), pages at 1024^2 and 512^2
+# as built and apart with transformers beside, pages on the int8 text
+# weights, then one prefill dispatch by dispatch
+run10() {
+FOLIO_TEST_GROUPS=7 timeout 60 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(rope) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -5 >> $S
+parity_tests engine_test_lm_parity engine_test_lm_int8 engine_test_vision_parity engine_test_vlm_parity
+grep -o "f16_path=[01] qkv_fused_layers=[0-9]*" $OUT/parity.log | sort | uniq -c | paste -sd' ' >> $S
+text_ab FOLIO_LM_QKV "" apart "" apart
+for v in "" apart; do
+  FOLIO_LM_QKV=$v timeout 90 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text int8 FOLIO_LM_QKV=$v rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(grep '"pass":"prefill"' $OUT/t.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"gemm_ms":[0-9.]*' | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+done
+pages - 1024 1,8
+pages FOLIO_LM_QKV=apart 1024 1
+hf 1024 8
+pages - 512 1,16
+hf 512 16
+pages - 1024 1,8 "--gpu-weights int8"
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
+echo "text each rc=$? $(el)" >> $S
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/text-each.jsonl | grep -A14 ': prefill: ' >> $S
+finish
+}
+
 run$RUN
