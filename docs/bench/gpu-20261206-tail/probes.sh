@@ -250,4 +250,16 @@ python3 docs/bench/gpu-20261206-tail/each.py $OUT/text-each.jsonl | grep -A14 ':
 finish
 }
 
+# run 11: the page beside transformers again, same call, f16 and int8 text
+# weights at both sizes (run 10 had int8 at 1024^2 only)
+run11() {
+pages - 512 1,16 "--gpu-weights int8"
+hf 512 16
+pages - 1024 1,8 "--gpu-weights int8"
+hf 1024 8
+pages - 1024 1,8
+pages - 512 1,16
+finish
+}
+
 run$RUN
