@@ -262,4 +262,31 @@ pages - 512 1,16
 finish
 }
 
+# run 12 (branch glu, measured slower and not merged: BENCHMARKS.md "Gate
+# and up as one gated product"): gate and up as one gated product (op_matmul.glu, the
+# workgroup-scope kernel): its op test on the GPU (the 7B's text shape),
+# the prefill with it and with FOLIO_GEMM_GLU=off (twice each), pages at
+# 1024^2 batch 1 both ways, then one prefill dispatch by dispatch
+run12() {
+FOLIO_TEST_GROUPS=17 timeout 120 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(glu) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL|gated gemm" $OUT/ops.log | head -6 >> $S
+text_ab FOLIO_GEMM_GLU "" off "" off
+pages - 1024 1
+pages FOLIO_GEMM_GLU=off 1024 1
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text > $OUT/text-each.jsonl 2>> $OUT/bench.err
+echo "text each rc=$? $(el)" >> $S
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/text-each.jsonl | grep -A14 ': prefill: ' >> $S
+finish
+}
+
+# run 13 (branch glu, as run 12): the gated product's second tile: the prefill with gate and up
+# apart, on the 128 x 64 two-accumulator tile and on 128 x 128 with 256
+# invocations
+run13() {
+text_ab FOLIO_GEMM_GLU_TILE 1 0
+text_ab FOLIO_GEMM_GLU off
+finish
+}
+
 run$RUN
