@@ -289,4 +289,19 @@ text_ab FOLIO_GEMM_GLU off
 finish
 }
 
+# run 14 (for the next session: not run yet): why the int8 text weights
+# lose at 512^2, batch 1 (run 11: lm 67.1 ms against f16's 53.1): the
+# prefill of one 512^2 page's 391 tokens and its labels on both weight
+# forms, then each dispatch of both
+run14() {
+for w in auto int8; do
+  timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text 391 $w rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+  FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/each-$w.jsonl 2>> $OUT/bench.err
+  python3 docs/bench/gpu-20261206-tail/each.py $OUT/each-$w.jsonl | grep -A14 ': [a-z_]*: ' >> $S
+done
+finish
+}
+
 run$RUN
