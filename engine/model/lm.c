@@ -57,7 +57,7 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
      * the family's rotary layout (the self-test's too) */
     all[n++] = ops_rope_key(m->text.arch->rope_mode, 0, 0);
     all[n++] = ops_rope_key(m->text.arch->rope_mode, 1, 0);
-    if (ops_gemm_available(vk) && !m->text.arch->hook_qk) {
+    if (ops_gemm_available(vk)) {
         /* Q/K/V as one product (lm_qkv_fused): q, k and v out of its f16 rows */
         all[n++] = ops_rope_key(m->text.arch->rope_mode, 0, 1);
         all[n++] = ops_rope_key(m->text.arch->rope_mode, 1, 1);
@@ -170,8 +170,9 @@ static int upload_slot(struct lm *lm, const struct gguf_load_item *it, struct lm
 
 /* Q/K/V as one product (lm_forward.c's record_layer) where the f16 data
  * path runs, the layer's region is complete (and its biases', where it has
- * any), the family has no q/k hook (it takes q and k as f32 rows) and the
- * [q | k | v] f16 rows of a full pass fit o. */
+ * any) and the [q | k | v] f16 rows of a full pass fit o; a family q/k
+ * hook (it takes q and k as f32 rows, unpacked from the fused ones) also
+ * needs k's f32 rows to fit t2. */
 int lm_qkv_fused(const struct lm *lm, const struct lm_layer *L)
 {
     const uint64_t all = (uint64_t)lm->QW + 2 * lm->KW;
@@ -179,8 +180,9 @@ int lm_qkv_fused(const struct lm *lm, const struct lm_layer *L)
     /* the [q | k | v] f16 rows of a full pass in o, and the slack the k and
      * v slices' last rows run into (op_rope reads whole strides) */
     uint64_t need = (uint64_t)lm->rows_cap * all * 2 + ((uint64_t)lm->QW + lm->KW) * 2;
+    int hook_ok = !lm->arch->hook_qk || (uint64_t)lm->rows_cap * lm->KW * 4 <= lm->t2.size;
     return lm->gemm16 && !lm->qkv_apart && L->wqkv.t.size && (nobias || L->bqkv.t.size) &&
-           !lm->arch->hook_qk && need <= lm->o.size;
+           hook_ok && need <= lm->o.size;
 }
 
 void lm_paths(const struct lm *lm, int *f16_path, uint32_t *qkv_fused)

@@ -489,7 +489,6 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
      * through t2 (free until the output projection) and a conversion. */
     uint64_t kv0 = (uint64_t)ps->slot0 * KW * 2, kvn = (uint64_t)nrows * KW * 2;
     struct vkr_tensor kv_k = vkr_view(L->kc, kv0, kvn), kv_v = vkr_view(L->vc, kv0, kvn);
-    struct vkr_tensor k32 = vkr_view(lm->o, 0, (uint64_t)nrows * KW * 4);
     /* The rows past K/V: every row, or in the tail (see the top) the
      * head's rows alone, gathered into lg_h. */
     const int tail = ps->tail && li == hp->n_layer - 1;
@@ -502,6 +501,11 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     const uint32_t QKW = QW + 2 * KW;
     const int fz = f16 && !tail && lm_qkv_fused(lm, L);
     struct vkr_tensor qkv = vkr_view(lm->o, 0, (uint64_t)nrows * QKW * 2);
+    /* A family's q/k hook (Qwen3-VL's per-head norms) takes f32 q and k
+     * rows: with the fused product, copy passes unpack them first, k into
+     * t2 (free on the f16 path; o holds the fused rows). */
+    const int unpack = fz && lm->arch->hook_qk;
+    struct vkr_tensor k32 = vkr_view(unpack ? lm->t2 : lm->o, 0, (uint64_t)nrows * KW * 4);
     int rc;
     if (f16 && fz) {
         const int F16 = QUANT_F16;
@@ -552,10 +556,9 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         if (!rc)
             rc = mm(lm, c, &L->wq, &L->bq, lm->h, lm->q, nr, err);
     }
-    if (!rc && lm->arch->hook_qk) /* the family's (Qwen3-VL: per-head q/k RMSNorm) */
-        rc = lm->arch->hook_qk(lm, c, L, lm->q, nr, k32, nrows, err);
     /* the fused rows' slices, each t rows of the whole row's stride */
     const uint64_t slice = (uint64_t)nrows * QKW * 2;
+    struct vkr_tensor ks = vkr_view(lm->o, (uint64_t)QW * 2, slice);
     struct op_rope rq = {.x = lm->q, .y = lm->q, .pos = tail ? iview(lm, ps->o_post, nr * 3) : pos,
                          .t = nr, .h = hp->n_head,
                          .d = lm->D, .mode = (enum op_rope_mode)lm->rope_mode,
@@ -563,7 +566,17 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
                          .sections = {(uint32_t)hp->mrope_sections[0],
                                       (uint32_t)hp->mrope_sections[1],
                                       (uint32_t)hp->mrope_sections[2]}};
-    if (fz) {
+    if (!rc && unpack) {
+        struct op_rope u = rq;
+        u.x = qkv, u.xtype = QUANT_F16, u.x_stride = QKW, u.copy = 1;
+        rc = op_rope(c, &u, err);
+        u.x = ks, u.y = k32, u.h = hp->n_head_kv, u.pos = pos;
+        if (!rc)
+            rc = op_rope(c, &u, err);
+    }
+    if (!rc && lm->arch->hook_qk) /* the family's (Qwen3-VL: per-head q/k RMSNorm) */
+        rc = lm->arch->hook_qk(lm, c, L, lm->q, nr, k32, nrows, err);
+    if (fz && !unpack) { /* rotated straight out of the fused rows */
         rq.x = qkv;
         rq.xtype = QUANT_F16;
         rq.x_stride = QKW;
@@ -571,7 +584,10 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     if (!rc)
         rc = op_rope(c, &rq, err);
     struct op_rope rk = rq;
-    rk.x = fz ? vkr_view(lm->o, (uint64_t)QW * 2, slice) : k32;
+    int kf = fz && !unpack; /* k rotated straight out of the fused rows too */
+    rk.x = kf ? ks : k32;
+    rk.xtype = kf ? QUANT_F16 : QUANT_F32;
+    rk.x_stride = kf ? QKW : 0;
     rk.y = kv_k;
     rk.ytype = QUANT_F16;
     rk.h = hp->n_head_kv;
@@ -582,6 +598,8 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
     if (!rc && fz) {
         struct op_rope rv = rk;
         rv.x = vkr_view(lm->o, ((uint64_t)QW + KW) * 2, slice);
+        rv.xtype = QUANT_F16;
+        rv.x_stride = QKW;
         rv.y = kv_v;
         rv.copy = 1;
         rc = op_rope(c, &rv, err);

@@ -187,6 +187,15 @@ static void run_text(const struct jv *cfg, const char *var)
     uint32_t V = h->n_vocab, E = h->n_embd, nds = h->n_deepstack, Ein = E * (1 + nds);
     CHECK(h->arch == &arch_qwen3vl_text && h->head_dim == (uint32_t)jget(cfg, "head_dim")->num,
           "%s: family %s head_dim %u", cname, h->arch->name, h->head_dim);
+    /* Q/K/V as one product on the f16 path, its q and k unpacked for the
+     * family's per-head norms (lm_forward.c), unless turned off */
+    int f16p;
+    uint32_t fz;
+    lm_paths(lm, &f16p, &fz);
+    const char *qe = getenv("FOLIO_LM_QKV");
+    int apart = qe && strcmp(qe, "apart") == 0;
+    CHECK(fz == (f16p && !apart ? h->n_layer : 0), "%s/%s: %u of %u layers run Q/K/V as one "
+          "product (f16 path %d)", cname, var, fz, h->n_layer, f16p);
     int32_t img_id = (int32_t)jget(jget(cfg, "hf_config"), "image_token_id")->num;
     const struct jv *jl = jget(cfg, "labels");
     int nl = jl->n < 8 ? jl->n : 8;
