@@ -28,9 +28,10 @@ layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer BX { uint X[]; };
 layout(std430, binding = 1) writeonly buffer BY { uint Y[]; };
 layout(std430, binding = 2) readonly buffer BP { int Pos[]; };
-// copy != 0: y = x, no rotation (converted where the types differ): the
-// text model's fused [q | k | v] rows put V into its f16 KV cache in the
-// pass shape that rotates K
+// copy != 0: y = x, no rotation (converted where the types differ): out
+// of the text model's fused [q | k | v] rows, V into its f16 KV cache in
+// the pass shape that rotates K, and q and k into f32 rows for a family's
+// q/k hook
 layout(push_constant) uniform P { uint T, H, D, s0, s1; float base; uint xs, ys, ps, xr, yr, copy; } p;
 
 float xin(uint i)

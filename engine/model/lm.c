@@ -173,13 +173,18 @@ static int upload_slot(struct lm *lm, const struct gguf_load_item *it, struct lm
  * any) and the [q | k | v] f16 rows of a full pass fit o; a family q/k
  * hook (it takes q and k as f32 rows, unpacked from the fused ones) also
  * needs k's f32 rows to fit t2. */
+/* Bytes of the fused product's f16 [q | k | v] rows for `rows` rows, with
+ * the slack the k and v slices' last rows run into (op_rope reads whole
+ * strides): what plan_layout gives o, and what lm_qkv_fused checks. */
+static uint64_t qkv_rows_bytes(const struct lm *lm, uint64_t rows)
+{
+    return rows * ((uint64_t)lm->QW + 2 * lm->KW) * 2 + ((uint64_t)lm->QW + lm->KW) * 2;
+}
+
 int lm_qkv_fused(const struct lm *lm, const struct lm_layer *L)
 {
-    const uint64_t all = (uint64_t)lm->QW + 2 * lm->KW;
     int nobias = !L->bq.t.size && !L->bk.t.size && !L->bv.t.size;
-    /* the [q | k | v] f16 rows of a full pass in o, and the slack the k and
-     * v slices' last rows run into (op_rope reads whole strides) */
-    uint64_t need = (uint64_t)lm->rows_cap * all * 2 + ((uint64_t)lm->QW + lm->KW) * 2;
+    uint64_t need = qkv_rows_bytes(lm, lm->rows_cap);
     int hook_ok = !lm->arch->hook_qk || (uint64_t)lm->rows_cap * lm->KW * 4 <= lm->t2.size;
     return lm->gemm16 && !lm->qkv_apart && L->wqkv.t.size && (nobias || L->bqkv.t.size) &&
            hook_ok && need <= lm->o.size;
@@ -382,7 +387,7 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
     /* o: the attention's output, and before it the fused Q/K/V product's
      * f16 [q | k | v] rows with the slack its k and v slices' last rows
      * run into (lm_qkv_fused: wider than q's f32 rows where KW > QW / 2) */
-    uint64_t qkv_rows = rows * (QW + 2 * KW) * 2 + (QW + KW) * 2;
+    uint64_t qkv_rows = qkv_rows_bytes(lm, rows);
     sizes[n++] = rows * QW * 4 > qkv_rows ? rows * QW * 4 : qkv_rows;
     sizes[n++] = rows * E * 4;  /* t2 */
     /* The MLP runs in row chunks whose gate/up fit one device block: a

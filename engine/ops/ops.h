@@ -319,8 +319,9 @@ struct op_rope {
      * y's stride is even when y is f16. In place: both f32, y = x, one
      * stride. */
     uint32_t x_stride, y_stride;
-    /* 1: y = x (converted to ytype), no rotation; pos is still bound. The
-     * text model's V from its fused [q | k | v] rows into the KV cache. */
+    /* 1: y = x (converted to ytype), no rotation; pos is still bound. Out
+     * of the text model's fused [q | k | v] rows: V into the KV cache, and
+     * q and k into f32 rows for a family's q/k hook. */
     int copy;
 };
 int op_rope(struct vkr_cmd *c, const struct op_rope *a, struct folio_err *err);
