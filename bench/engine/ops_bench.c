@@ -287,6 +287,9 @@ static const struct gemm_shape GEMM_FULL[] = {
     /* a batch of 8 pages' prompts in one prefill (bench engine --batch 8) */
     {"text8_qo", 11584, 3584, 3584},   {"text8_gate_up", 11584, 18944, 3584},
     {"text8_down", 11584, 3584, 18944},
+    /* one 512^2 page's prompt (391 rows: three 128-row tiles and 7 rows) */
+    {"text512_qo", 391, 3584, 3584},   {"text512_kv", 391, 512, 3584},
+    {"text512_gate_up", 391, 18944, 3584}, {"text512_down", 391, 3584, 18944},
     /* the tower's MLP with its 3,420 columns padded (zero rows and columns
      * would keep the math): to 3,424, whose rows are 16-byte aligned (the
      * subgroup kernel's widest loads), and to 3,456, a whole number of K
