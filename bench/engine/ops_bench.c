@@ -640,19 +640,31 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     int failed = 0;
     rc = ops_prewarm(b.vk, &failed, err);
     if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {
-        /* every GEMM tile configuration, compared at the model's shapes */
-        struct vkr_pipeline_key gk[768];
+        /* every GEMM tile configuration, compared at the model's shapes;
+         * the per-shape forms repeat across shapes, so the list is made
+         * unique after each shape (it overflowed a fixed array as shapes
+         * were added) and each shape's forms are added only with room for
+         * the most a call writes */
+        static struct vkr_pipeline_key gk[1024];
+        const int cap = (int)(sizeof gk / sizeof gk[0]) - OPS_GEMM_MAX_KEYS;
         int ng = ops_gemm_keys_all(b.vk, 1, gk);
-        /* the K-specialized forms a model of these shapes pre-warms (AUTO's lines use them) */
-        for (int i = 0; i < GEMM_NFULL; i++)
-            ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, GEMM_FULL[i].n, &gk[ng]);
         /* the int8 GEMM's tiles, each K-fixed at the text model's K (the
-         * int8 route is the text model's), and AUTO's forms at every K */
+         * int8 route is the text model's) */
         const uint32_t i8k[] = {3584, 18944};
-        ng += ops_gemm_i8_keys_all(b.vk, i8k, 2, &gk[ng]);
-        for (int i = 0; i < GEMM_NFULL; i++)
-            ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, &gk[ng]);
+        if (ng < cap)
+            ng += ops_gemm_i8_keys_all(b.vk, i8k, 2, &gk[ng]);
         ng = ops_keys_unique(gk, ng);
+        /* the K-specialized forms a model of these shapes pre-warms (AUTO's
+         * lines use them), and AUTO's int8 forms at every K */
+        for (int i = 0; i < GEMM_NFULL && ng < cap; i++) {
+            ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, GEMM_FULL[i].n, &gk[ng]);
+            ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, &gk[ng]);
+            ng = ops_keys_unique(gk, ng);
+        }
+        if (ng >= cap)
+            rc = folio_err_set(err, FOLIO_ELIMIT, "bench ops: more GEMM pipeline forms than the "
+                               "benchmark's list holds (%d); raise its size", ng);
+        if (!rc)
         rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }
     if (!rc)
