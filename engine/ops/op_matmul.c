@@ -184,6 +184,14 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
      * and the vision merger (5,120), for bench ops to compare */
     {128, 128, 32, 128, 0, 0, 18944},
     {128, 128, 32, 128, 0, 0, 5120},
+    /* smaller K-fixed tiles for passes of a few hundred rows (one 512^2
+     * page's 391-row prompt: four 128-row tiles, the last of 7 rows) */
+    {64, 128, 32, 128, 0, 0, 3584},
+    {128, 64, 32, 128, 0, 0, 3584},
+    {64, 256, 32, 256, 0, 0, 3584},
+    {64, 128, 64, 128, 0, 0, 3584},
+    {64, 128, 32, 128, 0, 0, 18944},
+    {128, 64, 32, 128, 0, 0, 18944},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -925,6 +933,8 @@ static const uint32_t I8_CFG[][4] = {
     {64, 128, 32, 128},
     {64, 256, 64, 256},
     {128, 128, 32, 256},
+    {128, 64, 64, 128}, /* passes of a few hundred rows (bench ops --where text512) */
+    {64, 64, 64, 128},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 

@@ -304,17 +304,9 @@ done
 finish
 }
 
-# run 15: run 14, then every f16 and int8 tile of the GEMM at one 512^2
-# page's prompt (391 rows; bench ops --where text512) beside the 1,400-row
-# shapes AUTO's rules were chosen at: which tiles AUTO should take there
-run15() {
-for w in auto int8; do
-  timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/t.jsonl 2>> $OUT/bench.err
-  echo "text 391 $w rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
-  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
-  FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/each-$w.jsonl 2>> $OUT/bench.err
-  python3 docs/bench/gpu-20261206-tail/each.py $OUT/each-$w.jsonl | grep -A14 ': [a-z_]*: ' >> $S
-done
+# every f16 and int8 tile of the GEMM at one 512^2 page's prompt (391 rows)
+# and at the 1,400-row q/o and down shapes, with AUTO's and each route's best
+gemm391() {
 timeout 240 $E bench ops --device NVIDIA --only gemm --where text512,text_qo,text_down > $OUT/gemm.jsonl 2>> $OUT/bench.err
 echo "gemm rc=$? $(el)" >> $S
 python3 - $OUT/gemm.jsonl >> $S <<'PY'
@@ -332,6 +324,26 @@ for l in open(sys.argv[1]):
 for k, v in sorted(best.items()):
     print('best', *k, *v)
 PY
+}
+
+# run 15: run 14, then every f16 and int8 tile of the GEMM at one 512^2
+# page's prompt (391 rows; bench ops --where text512) beside the 1,400-row
+# shapes AUTO's rules were chosen at: which tiles AUTO should take there
+run15() {
+for w in auto int8; do
+  timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text 391 $w rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+  FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/each-$w.jsonl 2>> $OUT/bench.err
+  python3 docs/bench/gpu-20261206-tail/each.py $OUT/each-$w.jsonl | grep -A14 ': [a-z_]*: ' >> $S
+done
+gemm391
+finish
+}
+
+# run 16: run 15's GEMM sweep alone (it crashed in run 15: fixed)
+run16() {
+gemm391
 finish
 }
 
