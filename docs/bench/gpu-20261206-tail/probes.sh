@@ -307,7 +307,7 @@ finish
 # every f16 and int8 tile of the GEMM at one 512^2 page's prompt (391 rows)
 # and at the 1,400-row q/o and down shapes, with AUTO's and each route's best
 gemm391() {
-timeout 240 $E bench ops --device NVIDIA --only gemm --where text512,text_qo,text_down > $OUT/gemm.jsonl 2>> $OUT/bench.err
+timeout 240 $E bench ops --device NVIDIA --only gemm --where text512,text_qo,text_down,labels > $OUT/gemm.jsonl 2>> $OUT/bench.err
 echo "gemm rc=$? $(el)" >> $S
 python3 - $OUT/gemm.jsonl >> $S <<'PY'
 import json, sys
