@@ -341,8 +341,21 @@ gemm391
 finish
 }
 
-# run 16: run 15's GEMM sweep alone (it crashed in run 15: fixed)
+# run 16: the int8 split-K partials with K per slice fixed: the int8 op
+# tests (every slice form against the C reference), the prefill of 391
+# tokens on both weight forms, then run 15's GEMM sweep (it crashed in run
+# 15: fixed)
 run16() {
+FOLIO_TEST_GROUPS=14 timeout 120 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(int8) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -10 >> $S
+for w in int8 auto; do
+  timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text 391 $w rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+done
+FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights int8 > $OUT/each-int8.jsonl 2>> $OUT/bench.err
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/each-int8.jsonl | grep -A8 ': [a-z_]*: ' >> $S
 gemm391
 finish
 }
