@@ -64,12 +64,6 @@ layout(constant_id = 8) const uint KC = 0;
 // because a K range from the push constants in the loop bounds cost the
 // K-fixed kernel 2-3x on the H100 (text gate/up 248 -> 88 TOP/s).
 layout(constant_id = 9) const uint SPLITK = 0;
-// Split-K partials with K fixed (KC) may fix the K per slice too (its
-// multiple of BK; 0: p.kper): then every loop's trip count is a constant
-// (KPER / BK, and the last slice's KC - (slices - 1) * KPER), which is what
-// the K-fixed kernel's speed rests on (p.kper in the bounds: 625 us where
-// unsplit products of the same shape took ~250 on the H100).
-layout(constant_id = 10) const uint KPER = 0;
 
 layout(std430, binding = 0) readonly buffer BW { ET W[]; };
 layout(std430, binding = 1) readonly buffer BX { ET X[]; };
@@ -181,29 +175,6 @@ void main()
             STEP(acci, uX, uW, k);
         for (uint k = kfull; k < KK; k += BK)
             STEP(acci, tX, tW, k);
-    } else if (KPER != 0u && KC != 0u) {
-        const uint NS = (KC + KPER - 1u) / KPER, LAST = KC - (NS - 1u) * KPER;
-        uint k0 = gl_WorkGroupID.z * KPER;
-        if (gl_WorkGroupID.z + 1u < NS) {
-            if (interior) {
-                for (uint i = 0u; i < KPER / BK; i++)
-                    STEP(acci, uX, uW, k0 + i * BK);
-            } else {
-                for (uint i = 0u; i < KPER / BK; i++)
-                    STEP(acci, tX, tW, k0 + i * BK);
-            }
-        } else {
-            if (interior) {
-                for (uint i = 0u; i < LAST / BK; i++)
-                    STEP(acci, uX, uW, k0 + i * BK);
-            } else {
-                for (uint i = 0u; i < LAST / BK; i++)
-                    STEP(acci, tX, tW, k0 + i * BK);
-            }
-            if (LAST % BK != 0u) { // a partial last step: the clamped layouts end it at K
-                STEP(acci, tX, tW, k0 + LAST / BK * BK);
-            }
-        }
     } else {
         uint k0 = gl_WorkGroupID.z * p.kper, k1 = min(k0 + p.kper, KK);
         uint kf = interior ? k0 + (k1 - k0) / BK * BK : k0;

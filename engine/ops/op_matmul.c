@@ -997,14 +997,12 @@ int ops_gemm_i8_available(const struct vkr *vk)
 }
 
 /* The int8 GEMM of table row c with K fixed at kc (0: from the push
- * constants), f32 or f16 output; split: the split-K partials' form (f32),
- * with K per slice fixed at kper where kc is (0: from the push constants). */
-static struct vkr_pipeline_key i8_key_sk(uint32_t ytype, int c, uint32_t kc, int split, uint32_t kper)
+ * constants), f32 or f16 output; split: the split-K partials' form (f32). */
+static struct vkr_pipeline_key i8_key_s(uint32_t ytype, int c, uint32_t kc, int split)
 {
     struct vkr_pipeline_key k = ops_key("gemm_i8_cm2", 2, 1, split ? 0 : ytype);
-    k.nspec = 11;
+    k.nspec = 10;
     k.spec[9] = split != 0;
-    k.spec[10] = split && kc ? kper : 0;
     for (int i = 0; i < 4; i++)
         k.spec[2 + i] = I8_CFG[c][i];
     k.spec[6] = 0;  /* ACC16: int32 accumulation */
@@ -1012,31 +1010,9 @@ static struct vkr_pipeline_key i8_key_sk(uint32_t ytype, int c, uint32_t kc, int
     k.spec[8] = kc; /* K fixed at creation: 3-4x faster staging on cm2 (op_matmul.c) */
     return k;
 }
-static struct vkr_pipeline_key i8_key_s(uint32_t ytype, int c, uint32_t kc, int split)
-{
-    return i8_key_sk(ytype, c, kc, split, 0);
-}
 static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
 {
     return i8_key_s(ytype, c, kc, 0);
-}
-/* The slice counts split K can take at K on a tile of K step bk (split_pick's
- * caps), each as its K per slice: out[i] for 2..max slices, distinct; returns
- * the count (at most SPLIT_MAX - 1). */
-static int i8_kpers(uint32_t k, uint32_t bk, uint32_t *out)
-{
-    uint32_t cap = SPLIT_MAX;
-    if (k / SPLIT_MIN_K < cap)
-        cap = k / SPLIT_MIN_K;
-    if (k / bk < cap)
-        cap = k / bk;
-    int n = 0;
-    for (uint32_t s = 2; s <= cap; s++) {
-        uint32_t ss = s, kp = split_kper(k, bk, &ss);
-        if (ss > 1 && (n == 0 || out[n - 1] != kp))
-            out[n++] = kp;
-    }
-    return n;
 }
 
 /* Table row c's keys: f32, f16 and split-K-partial forms with K from the
@@ -1051,13 +1027,6 @@ static int i8_cfg_keys(int c, const uint32_t *ks, int nk, int f16_fixed, struct 
         for (int i = 0; i < nk; i++)
             if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0 && (yt != 1 || f16_fixed))
                 out[n++] = i8_key_s(yt & 1, c, ks[i], yt == 2);
-    }
-    /* the split partials with K per slice fixed too, for every slice count */
-    for (int i = 0; i < nk; i++) {
-        uint32_t kp[SPLIT_MAX];
-        int np = ks[i] && ks[i] % QUANT_I8R_ALIGN == 0 ? i8_kpers(ks[i], I8_CFG[c][2], kp) : 0;
-        for (int j = 0; j < np; j++)
-            out[n++] = i8_key_sk(0, c, ks[i], 1, kp[j]);
     }
     return n;
 }
@@ -1186,10 +1155,6 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
                 if (S > 1 && (S * sb > a->split->size - poff || S * sb > vkr_limits(vk)->max_range))
                     S = 1, pc.kper = 0;
             }
-            /* the partials' form with this K per slice fixed, where pre-warmed */
-            struct vkr_pipeline_key sk = i8_key_sk(0, cfg, a->k, 1, pc.kper);
-            if (S > 1 && vkr_pipeline_ready(vk, &sk))
-                pkey = sk;
             if (S == 1) {
                 rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 5,
                                                                 .push = &pc, .push_bytes = sizeof pc,

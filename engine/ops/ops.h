@@ -48,9 +48,8 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
  * read the nk distinct K in ks (the int8 GEMM specialized per K): int8 rows
  * on the matrix-vector, tiled and cooperative-matrix kernels, and where the
  * device has int8 workgroup matrices (ops_gemm_i8_available) the int8 GEMM,
- * the activations' quantization and the split-K sum (the split-K partials
- * with K per slice fixed for each slice count too). Writes at most
- * 7 + nw + 9 * (nk + 1) + 21 * nk keys; returns the count. */
+ * the activations' quantization and the split-K sum. Writes at most
+ * 7 + nw + 9 * (nk + 1) keys; returns the count. */
 int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const uint32_t *ks, int nk,
                        struct vkr_pipeline_key *out);
 /* Drops repeated keys in place; returns the new count. */
