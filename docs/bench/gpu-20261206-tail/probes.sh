@@ -360,4 +360,23 @@ gemm391
 finish
 }
 
+# run 17: AUTO's tiles at a few hundred rows (f16 q/k/v and o on the K-fixed
+# 128x128 tile of 256 invocations; int8 on 64x64 / 64x128, unsplit): 512^2
+# pages on both weight forms beside transformers, the 391-token prefill on
+# both, then the split rule's and the int8 GEMM's op tests
+run17() {
+pages - 512 1,16
+pages - 512 1,16 "--gpu-weights int8"
+hf 512 16
+for w in auto int8; do
+  timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text 391 $w rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(grep '"pass":"prefill"' $OUT/t.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"gemm_ms":[0-9.]*' | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+done
+FOLIO_TEST_GROUPS=5,14 timeout 120 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(split rule, int8) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -10 >> $S
+finish
+}
+
 run$RUN
