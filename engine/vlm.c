@@ -271,21 +271,13 @@ int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, ui
      * tower's GEMM path with a narrow merger tile, and a 52-row pass the
      * LM head's tiled matmul, that no warm-up page had reached
      * (first_use_after_warm, engine_test_vlm_batch). */
-    for (uint32_t c = 2; c < cells && np < VLM_WARM_MAX - 5; c *= 2)
+    for (uint32_t c = 2; c < cells && np < VLM_WARM_MAX - 4; c *= 2)
         out[np++] = (struct vlm_warm_pass){c * f, 1, nl, 0};
     uint32_t half = cells / 2 ? cells / 2 : 1;
     if (cells >= 4 && (half & (half - 1)))
         out[np++] = (struct vlm_warm_pass){half * f, 1, nl, 0};
     if (max_batch >= 2 && cells >= 2)
         out[np++] = (struct vlm_warm_pass){half * f, 2, nl, 0};
-    /* a page whose prompt falls in the few-hundred-row class some GEMM
-     * forms are kept for (ops_rows_mid_variants: one 512^2 page's prompt),
-     * which neither the half-size pages nor the tall pass reach */
-    uint32_t mid = (uint32_t)sqrt((double)ops_rows_mid_variants(vk));
-    if (mid > cap)
-        mid = cap;
-    if (mid >= 2 && mid != cells)
-        out[np++] = (struct vlm_warm_pass){mid * f, 1, nl, 0};
     /* The text model's GEMMs split K while a product's output tiles leave
      * multiprocessors idle, so a wide batch's long prompts run forms of the
      * same tiles unsplit that no warm-up pass of these sizes reaches (H100,

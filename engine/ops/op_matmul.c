@@ -231,43 +231,7 @@ static int cm2k_wanted(uint32_t m, uint32_t n, uint32_t k)
     return m >= CM2K_MIN_M && k <= CM2K_MAX_K &&
            ((k <= CM2K_SHORT_K && n >= CM2K_MIN_N) || n >= CM2K_WIDE_N);
 }
-/* A few hundred rows (CM2K_MIN_M <= m < CM2K_MID_M: one 512^2 page's
- * 391-row prompt) of a product of CM2K_SHORT_K < K <= CM2K_MAX_K and
- * CM2K_MIN_N <= n < CM2K_WIDE_N (the text model's q/k/v and o): the
- * subgroup kernel leaves multiprocessors idle there (112 output tiles of
- * 128x128 on the H100's 132: split in 3 K slices it ran q/o at 73.5
- * TFLOP/s) and row CM2_KMID, K-fixed, ran it at 113.9 unsplit (H100, bench
- * ops --where text512; 128 invocations on the same tile: 77.4). */
-#define CM2K_MID_M 512
-#define CM2_KMID 4
-static int cm2k_mid(uint32_t m, uint32_t n, uint32_t k)
-{
-    return m >= CM2K_MIN_M && m < CM2K_MID_M && k > CM2K_SHORT_K && k <= CM2K_MAX_K &&
-           n >= CM2K_MIN_N && n < CM2K_WIDE_N;
-}
-/* The K-fixed row AUTO takes for an m x n x k product, or -1. */
-static int cm2k_row(uint32_t m, uint32_t n, uint32_t k)
-{
-    if (cm2k_mid(m, n, k))
-        return CM2_KMID;
-    return cm2k_wanted(m, n, k) ? cm2_kauto() : -1;
-}
-/* 1 when ops_gemm_keys_for_k(k, n_max) pre-warms the form of CM2 row r:
- * the one question pre-warm asks for a K (its widest product, any rows) */
-static int cm2k_prewarmed(int r, uint32_t k, uint32_t n_max)
-{
-    if (k == 0 || k % 2)
-        return 0;
-    if (r == cm2_kauto() && cm2k_wanted(UINT32_MAX, n_max, k))
-        return 1;
-    return r == CM2_KMID && k > CM2K_SHORT_K && k <= CM2K_MAX_K && n_max >= CM2K_MIN_N;
-}
-int ops_gemm_k_fixed_rule(uint32_t m, uint32_t n, uint32_t k) { return cm2k_row(m, n, k) >= 0; }
-int ops_gemm_k_fixed_covered(uint32_t m, uint32_t n, uint32_t k, uint32_t n_max)
-{
-    int r = cm2k_row(m, n, k);
-    return r < 0 || cm2k_prewarmed(r, k, n_max);
-}
+int ops_gemm_k_fixed_rule(uint32_t m, uint32_t n, uint32_t k) { return cm2k_wanted(m, n, k); }
 #define GEMM_NCFG (2 * SG_NCFG + CM2_NCFG)
 
 static int cm2_k_usable(const struct vkr *vk);
@@ -276,11 +240,6 @@ uint32_t ops_rows_all_variants(const struct vkr *vk)
     /* the subgroup GEMM's narrow tiles end at 64 rows (sg_use_for) */
     uint32_t r = OPS_ATTN_TC_MIN_TQ > 65 ? OPS_ATTN_TC_MIN_TQ : 65;
     return cm2_k_usable(vk) && CM2K_MIN_M > r ? CM2K_MIN_M : r;
-}
-
-uint32_t ops_rows_mid_variants(const struct vkr *vk)
-{
-    return cm2_k_usable(vk) ? (CM2K_MIN_M + CM2K_MID_M) / 2 : 0;
 }
 
 static enum gemm_route cfg_route(int c) { return c < SG_NCFG ? GEMM_NV : c < 2 * SG_NCFG ? GEMM_KHR : GEMM_CM2; }
@@ -509,19 +468,13 @@ static int cm2_k_usable(const struct vkr *vk)
 int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, uint32_t n_max,
                         struct vkr_pipeline_key *out)
 {
-    /* AUTO's row (the rule is widest for the tallest pass: no m makes it
-     * take more) and the few-hundred-row one, each where some product of
-     * this K can take it */
-    if (!cm2_k_usable(vk))
+    /* the rule is widest for the tallest pass: no m makes it take more */
+    if (!cm2_k_usable(vk) || k == 0 || k % 2 || !cm2k_wanted(UINT32_MAX, n_max, k))
         return 0;
-    const int rows[2] = {cm2_kauto(), CM2_KMID};
-    int n = 0;
-    for (int i = 0; i < 2; i++)
-        if ((i == 0 || rows[1] != rows[0]) && cm2k_prewarmed(rows[i], k, n_max)) {
-            out[n++] = cm2_key(0, CM2_CFG[rows[i]], k);
-            out[n++] = cm2_key(1, CM2_CFG[rows[i]], k);
-        }
-    return n;
+    const uint32_t *g = CM2_CFG[cm2_kauto()];
+    out[0] = cm2_key(0, g, k);
+    out[1] = cm2_key(1, g, k);
+    return 2;
 }
 
 struct vkr_pipeline_key ops_gemm_key(const struct vkr *vk, uint32_t xtype, uint32_t ytype,
@@ -818,7 +771,7 @@ static int split_passes(struct vkr_cmd *c, uint32_t ppid, const struct gemm_push
 uint32_t op_matmul_split_for(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k,
                              uint64_t scratch)
 {
-    if (!ops_gemm_available(vk) || (cm2k_row(m, n, k) >= 0 && cm2_k_usable(vk)))
+    if (!ops_gemm_available(vk) || (cm2k_wanted(m, n, k) && cm2_k_usable(vk)))
         return 1;
     uint32_t kper = 0;
     return split_slices(vk, auto_cfg_for(vk, 0, m, n), m, n, k, scratch, 0, &kper);
@@ -867,8 +820,8 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
      * products whose K the model pre-warmed */
     int kspec = 0;
     struct vkr_pipeline_key kk = {0};
-    if (a->gemm_config == 0 && xb == 2 && cm2k_row(a->m, a->n, a->k) >= 0 && cm2_k_usable(vk)) {
-        int kr = cm2k_row(a->m, a->n, a->k);
+    if (a->gemm_config == 0 && xb == 2 && cm2k_wanted(a->m, a->n, a->k) && cm2_k_usable(vk)) {
+        int kr = cm2_kauto();
         kk = cm2_key(yb == 2, CM2_CFG[kr], a->k);
         if (vkr_pipeline_ready(vk, &kk)) {
             tile = 2 * SG_NCFG + kr;
@@ -1209,9 +1162,12 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
              * scratch after the quantized rows */
             uint64_t poff = ((whole ? a->m : mc) * qrb + 255) / 256 * 256, sb = (uint64_t)mc * nc * 4;
             uint32_t S = 1;
-            /* the few-hundred-row class is never split (i8_class) */
-            int mid = a->split_k == 0 && i8_class(a->m, a->n) == 3;
-            if (a->split_k != 1 && !mid && a->split->size > poff + 2 * sb) {
+            /* AUTO splits only the few-rows class (i8_class 2: label passes,
+             * k/v): elsewhere the split int8 partials ran at a third of the
+             * unsplit kernel's rate (a 391-row prompt's o/down), and a
+             * 512-row pass of class 0 would have split */
+            int nosplit = a->split_k == 0 && i8_class(a->m, a->n) != 2;
+            if (a->split_k != 1 && !nosplit && a->split->size > poff + 2 * sb) {
                 S = split_pick(vk, (uint64_t)gx * gy, a->k, I8_CFG[cfg][2], sb, a->split->size - poff);
                 if (a->split_k > 1)
                     S = a->split_k;

@@ -183,12 +183,6 @@ int ops_gemm_available(const struct vkr *vk);
  * exercises every tall variant (vlm.c); on a device without cm2 that is
  * half the rows, and half the warm-up, of one with it. */
 uint32_t ops_rows_all_variants(const struct vkr *vk);
-/* Rows of a pass inside the class of a few hundred rows whose products some
- * kernels tell apart from both shorter and taller ones (the K-fixed cm2
- * GEMM's 128x128 tile on 256 invocations for q/k/v and o, op_matmul.c), or
- * 0 where this device has no such class; the warm-up runs one pass of
- * about this many rows. */
-uint32_t ops_rows_mid_variants(const struct vkr *vk);
 /* The GEMM route matmul takes on this device: "khr", "nv", "cm2" or "none",
  * "khr+cm2k" / "nv+cm2k" where wide products of pre-warmed K take the
  * K-specialized cm2 kernel (FOLIO_GEMM_ROUTE forces one route; a forced

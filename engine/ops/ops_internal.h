@@ -40,14 +40,9 @@ int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline
 int ops_gemm_configs(void);
 /* AUTO's rule for the K-fixed workgroup-scope GEMM: 1 when a product of m
  * rows, n outputs and K = k takes it (where the device has it and the model
- * pre-warmed that K). Two forms: AUTO's row, monotone in m and n (pre-warm
- * asks with the tallest pass and a K's widest product), and a few-hundred-
- * row one for narrower products (pre-warmed for every K it can take);
- * ops_gemm_keys_for_k builds both where they apply. */
+ * pre-warmed that K). Monotone in m and n, so pre-warm asks it with the
+ * tallest pass and a K's widest product (ops_gemm_keys_for_k). */
 int ops_gemm_k_fixed_rule(uint32_t m, uint32_t n, uint32_t k);
-/* 1 when the K-fixed form the rule takes for m x n x k (if any) is among
- * what ops_gemm_keys_for_k(k, n_max) pre-warms. */
-int ops_gemm_k_fixed_covered(uint32_t m, uint32_t n, uint32_t k, uint32_t n_max);
 /* "128x128/8w-64x32/bk32/s2" (tile / subgroups-subgroup tile / K step /
  * stages, "+math-only" for probes); "auto" for -1. */
 void ops_gemm_config_name(int config, char *out, size_t n);
