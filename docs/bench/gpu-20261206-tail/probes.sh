@@ -289,20 +289,7 @@ text_ab FOLIO_GEMM_GLU off
 finish
 }
 
-# run 14 (for the next session: not run yet): why the int8 text weights
-# lose at 512^2, batch 1 (run 11: lm 67.1 ms against f16's 53.1): the
-# prefill of one 512^2 page's 391 tokens and its labels on both weight
-# forms, then each dispatch of both
-run14() {
-for w in auto int8; do
-  timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/t.jsonl 2>> $OUT/bench.err
-  echo "text 391 $w rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
-  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
-  FOLIO_TIMINGS_EACH=1 timeout 90 $E bench engine --device NVIDIA --text --tokens 391 --gpu-weights $w > $OUT/each-$w.jsonl 2>> $OUT/bench.err
-  python3 docs/bench/gpu-20261206-tail/each.py $OUT/each-$w.jsonl | grep -A14 ': [a-z_]*: ' >> $S
-done
-finish
-}
+# (run 14, prepared in an earlier session, ran as the first part of run 15)
 
 # every f16 and int8 tile of the GEMM at one 512^2 page's prompt (391 rows)
 # and at the 1,400-row q/o and down shapes, with AUTO's and each route's best
@@ -326,7 +313,7 @@ for k, v in sorted(best.items()):
 PY
 }
 
-# run 15: run 14, then every f16 and int8 tile of the GEMM at one 512^2
+# run 15: the int8 and f16 prefill of 391 tokens dispatch by dispatch, then every f16 and int8 tile of the GEMM at one 512^2
 # page's prompt (391 rows; bench ops --where text512) beside the 1,400-row
 # shapes AUTO's rules were chosen at: which tiles AUTO should take there
 run15() {
