@@ -433,6 +433,10 @@ static int bench_gemm_i8(struct bench *b, struct folio_err *err)
             if (cfg >= 0 && (!b->o->only || strcmp(b->o->only, "gemm") ||
                              !ops_gemm_i8_config_fits(b->vk, cfg)))
                 continue; /* cfg -1: AUTO */
+            char tname[64];
+            ops_gemm_i8_config_name(cfg, tname, sizeof tname);
+            if (cfg >= 0 && !where_wanted(b->o->tiles, tname))
+                continue;
             char env[16];
             snprintf(env, sizeof env, "%d", cfg);
             if (cfg >= 0)
@@ -640,25 +644,39 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
     int failed = 0;
     rc = ops_prewarm(b.vk, &failed, err);
     if (!rc && (o->only && strcmp(o->only, "gemm") == 0)) {
-        /* every GEMM tile configuration, compared at the model's shapes;
-         * the per-shape forms repeat across shapes, so the list is made
-         * unique after each shape (it overflowed a fixed array as shapes
-         * were added) and each shape's forms are added only with room for
-         * the most a call writes */
+        /* the GEMM tile configurations --tiles and --dtype select (all by
+         * default), compared at the model's shapes, beside AUTO's own
+         * forms: a sweep of a few tiles pre-warms only those (all of them
+         * took 100-160 s on the H100). The per-shape forms repeat across
+         * shapes, so the list is made unique after each shape, and each
+         * addition is made only with room for the most it writes. */
         static struct vkr_pipeline_key gk[1024];
         const int cap = (int)(sizeof gk / sizeof gk[0]) - OPS_GEMM_MAX_KEYS;
-        int ng = ops_gemm_keys_all(b.vk, 1, gk);
+        int f16 = !o->dtype || strcmp(o->dtype, "f16") == 0, i8 = !o->dtype || strcmp(o->dtype, "i8r") == 0;
+        int ng = ops_gemm_keys_all(b.vk, 0, gk);
+        char cname[96];
+        for (int c = 0; f16 && c < ops_gemm_configs() && ng < cap; c++) {
+            ops_gemm_config_name(c, cname, sizeof cname);
+            if (ops_gemm_config_fits(b.vk, c) && where_wanted(o->tiles, cname))
+                ng += ops_gemm_config_keys(b.vk, c, &gk[ng]);
+        }
         /* the int8 GEMM's tiles, each K-fixed at the text model's K (the
          * int8 route is the text model's) */
         const uint32_t i8k[] = {3584, 18944};
-        if (ng < cap)
-            ng += ops_gemm_i8_keys_all(b.vk, i8k, 2, &gk[ng]);
+        for (int c = 0; i8 && ops_gemm_i8_available(b.vk) && c < ops_gemm_i8_configs() && ng < cap; c++) {
+            ops_gemm_i8_config_name(c, cname, sizeof cname);
+            if (ops_gemm_i8_config_fits(b.vk, c) && where_wanted(o->tiles, cname))
+                ng += ops_gemm_i8_config_keys(c, i8k, 2, &gk[ng]);
+        }
         ng = ops_keys_unique(gk, ng);
         /* the K-specialized forms a model of these shapes pre-warms (AUTO's
          * lines use them), and AUTO's int8 forms at every K */
         for (int i = 0; i < GEMM_NFULL && ng < cap; i++) {
+            if (!where_wanted(o->where, GEMM_FULL[i].where))
+                continue;
             ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, GEMM_FULL[i].n, &gk[ng]);
-            ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, &gk[ng]);
+            if (i8)
+                ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, &gk[ng]);
             ng = ops_keys_unique(gk, ng);
         }
         if (ng >= cap)

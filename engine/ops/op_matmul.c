@@ -514,6 +514,11 @@ static int cfg_keys(const struct vkr *vk, int c, int all_forms, struct vkr_pipel
     return n;
 }
 
+int ops_gemm_config_keys(const struct vkr *vk, int c, struct vkr_pipeline_key *out)
+{
+    return c >= 0 && c < GEMM_NCFG ? cfg_keys(vk, c, 0, out) : 0;
+}
+
 int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out)
 {
     enum gemm_route r = gemm_route(vk);
@@ -1064,6 +1069,11 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vk
             n += i8_cfg_keys(c, ks, nk, 1, &out[n]);
     }
     return n;
+}
+
+int ops_gemm_i8_config_keys(int c, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
+{
+    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(c, ks, nk, 0, out) : 0;
 }
 
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)

@@ -37,6 +37,10 @@ int op_attention_io(const struct op_attention *a);
  * Every configuration that fits the device's shared memory (all_configs),
  * at most 12 keys per configuration; op_matmul.gemm_config picks one. */
 int ops_gemm_keys_all(const struct vkr *vk, int all_configs, struct vkr_pipeline_key *out);
+/* Configuration c's keys as ops_gemm_keys_all(all_configs) lists them (f16
+ * inputs, f32 outputs, each load width): a benchmark that measures a few
+ * configurations pre-warms only those. At most 3 keys. */
+int ops_gemm_config_keys(const struct vkr *vk, int config, struct vkr_pipeline_key *out);
 int ops_gemm_configs(void);
 /* AUTO's rule for the K-fixed workgroup-scope GEMM: 1 when a product of m
  * rows, n outputs and K = k takes it (where the device has it and the model
@@ -76,5 +80,8 @@ int ops_gemm_i8_configs(void);
 void ops_gemm_i8_config_name(int config, char *out, size_t n);
 int ops_gemm_i8_config_fits(const struct vkr *vk, int config);
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);
+/* Configuration c's keys as ops_gemm_i8_keys_all lists them: at most
+ * 3 * (nk + 1). */
+int ops_gemm_i8_config_keys(int config, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);
 
 #endif
