@@ -284,6 +284,9 @@ static const struct gemm_shape GEMM_FULL[] = {
     {"merger_fc1", 1369, 5120, 5120},    {"merger_fc2", 1369, 3584, 5120},
     {"labels_qo", 48, 3584, 3584},        {"labels_gate_up", 48, 18944, 3584},
     {"labels_down", 48, 3584, 18944},
+    /* the label pass as the model runs it: 16 labels of 2 tokens */
+    {"labels32_qo", 32, 3584, 3584},    {"labels32_gate_up", 32, 18944, 3584},
+    {"labels32_down", 32, 3584, 18944},
     /* a batch of 8 pages' prompts in one prefill (bench engine --batch 8) */
     {"text8_qo", 11584, 3584, 3584},   {"text8_gate_up", 11584, 18944, 3584},
     {"text8_down", 11584, 3584, 18944},
