@@ -391,4 +391,22 @@ hf 1024 8
 finish
 }
 
+# run 19 (for the next session: not run yet): the f16 prompt of one 512^2
+# page (391 tokens) in the model's own pass with other tiles for its
+# products (a sweep keeps a product's weights in L2 across its 8 products
+# and misled run 17): the K-fixed kernel's row for gate/up
+# (FOLIO_GEMM_KAUTO: 4 = 128x128 on 256 invocations, 6 = 64x128, 2 = 128x256),
+# that kernel for every product of K <= 4096 (FOLIO_GEMM_CM2K=all), the
+# subgroup kernel's one-ahead wide tile (FOLIO_GEMM_TILE=9)
+run19() {
+for v in - FOLIO_GEMM_KAUTO=4 FOLIO_GEMM_KAUTO=6 FOLIO_GEMM_KAUTO=2 FOLIO_GEMM_CM2K=all FOLIO_GEMM_TILE=9; do
+  for tok in 391 1400; do
+    env ${v/#-/FOLIO_NONE=} timeout 90 $E bench engine --device NVIDIA --text --tokens $tok > $OUT/t.jsonl 2>> $OUT/bench.err
+    echo "text $tok $v rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(grep '"pass":"prefill"' $OUT/t.jsonl | head -1 | grep -o '"gpu_ms":[0-9.]*\|"gemm_ms":[0-9.]*\|"gemm_split_ms":[0-9.]*' | paste -sd' ') $(el)" >> $S
+    cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+  done
+done
+finish
+}
+
 run$RUN
