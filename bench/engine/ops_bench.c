@@ -686,7 +686,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
             rc = folio_err_set(err, FOLIO_ELIMIT, "bench ops: more GEMM pipeline forms than the "
                                "benchmark's list holds (%d); raise its size", ng);
         if (!rc)
-        rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
+            rc = vkr_prewarm(b.vk, gk, ng, &failed, err);
     }
     if (!rc)
         vkr_seal_save(b.vk);

@@ -994,6 +994,8 @@ static int i8_auto_class(const struct vkr *vk, int cls)
         cls = 2;
     return I8_AUTO[cls];
 }
+/* The class of an m x n product (class 2's tile at a few hundred rows and
+ * n >= 8192 has at least 296 output tiles: the split rule never splits it). */
 static int i8_class(uint32_t m, uint32_t n)
 {
     if (m <= 64 || n <= 512)
