@@ -1041,14 +1041,15 @@ static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
     return i8_key_s(ytype, c, kc, 0);
 }
 
-/* Table row c's keys: f32, f16 and split-K-partial forms with K from the
- * push constants, and at each of the nk K in ks the f32 and split forms (and
- * the f16 one with f16_fixed: a model's own products; bench ops measures f32
- * outputs). */
-static int i8_cfg_keys(int c, const uint32_t *ks, int nk, int f16_fixed, struct vkr_pipeline_key *out)
+/* Table row c's keys: f32, f16 and (with split) split-K-partial forms with
+ * K from the push constants, and at each of the nk K in ks the f32 and split
+ * forms (and the f16 one with f16_fixed: a model's own products; bench ops
+ * measures f32 outputs). */
+static int i8_cfg_keys(int c, const uint32_t *ks, int nk, int f16_fixed, int split,
+                       struct vkr_pipeline_key *out)
 {
     int n = 0;
-    for (uint32_t yt = 0; yt < 3; yt++) { /* f32, f16, split-K partials */
+    for (uint32_t yt = 0; yt < (split ? 3u : 2u); yt++) { /* f32, f16, split-K partials */
         out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
         for (int i = 0; i < nk; i++)
             if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0 && (yt != 1 || f16_fixed))
@@ -1070,15 +1071,18 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vk
         int c = i8_auto_class(vk, cls), dup = 0;
         for (int j = 0; j < cls; j++)
             dup |= i8_auto_class(vk, j) == c;
+        /* split-K partials only for a tile of the one class AUTO splits
+         * (gemm_i8: class 2) */
+        int split = i8_auto_class(vk, 2) == c;
         if (!dup)
-            n += i8_cfg_keys(c, ks, nk, 1, &out[n]);
+            n += i8_cfg_keys(c, ks, nk, 1, split, &out[n]);
     }
     return n;
 }
 
 int ops_gemm_i8_config_keys(int c, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
 {
-    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(c, ks, nk, 0, out) : 0;
+    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(c, ks, nk, 0, 1, out) : 0;
 }
 
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
@@ -1090,7 +1094,7 @@ int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struc
     out[n++] = ops_quant_rows_key(vk, QUANT_F32);
     for (int c = 0; c < I8_NCFG; c++)
         if (ops_gemm_i8_config_fits(vk, c))
-            n += i8_cfg_keys(c, ks, nk, 0, &out[n]);
+            n += i8_cfg_keys(c, ks, nk, 0, 1, &out[n]);
     return n;
 }
 
