@@ -570,7 +570,7 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
         struct op_rope u = rq;
         u.x = qkv, u.xtype = QUANT_F16, u.x_stride = QKW, u.copy = 1;
         rc = op_rope(c, &u, err);
-        u.x = ks, u.y = k32, u.h = hp->n_head_kv, u.pos = pos;
+        u.x = ks, u.y = k32, u.h = hp->n_head_kv; /* (rq's pos: never the tail's here) */
         if (!rc)
             rc = op_rope(c, &u, err);
     }

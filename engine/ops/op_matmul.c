@@ -1004,10 +1004,6 @@ static int i8_class(uint32_t m, uint32_t n)
         return n >= 8192 ? 2 : 3;
     return n >= 8192 ? 1 : 0;
 }
-static int i8_auto_for(const struct vkr *vk, uint32_t m, uint32_t n)
-{
-    return i8_auto_class(vk, i8_class(m, n));
-}
 
 int ops_gemm_i8_available(const struct vkr *vk)
 {
@@ -1138,7 +1134,12 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
         n_per -= n_per % 256;
     if (m_per > 256)
         m_per -= m_per % 256;
-    int cfg = i8_auto_for(vk, a->m, a->n);
+    /* AUTO splits only the few-rows class (i8_class 2: label passes, k/v):
+     * elsewhere the split int8 partials ran at a third of the unsplit
+     * kernel's rate (a 391-row prompt's o/down), and a 512-row pass of
+     * class 0 would have split */
+    int cls = i8_class(a->m, a->n), cfg = i8_auto_class(vk, cls);
+    int nosplit = a->split_k == 0 && cls != 2;
     struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k), pkey = i8_key_s(0, cfg, a->k, 1);
     if (!vkr_pipeline_ready(vk, &kk))
         kk = i8_key(yb == 2, cfg, 0);
@@ -1181,11 +1182,6 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
              * scratch after the quantized rows */
             uint64_t poff = ((whole ? a->m : mc) * qrb + 255) / 256 * 256, sb = (uint64_t)mc * nc * 4;
             uint32_t S = 1;
-            /* AUTO splits only the few-rows class (i8_class 2: label passes,
-             * k/v): elsewhere the split int8 partials ran at a third of the
-             * unsplit kernel's rate (a 391-row prompt's o/down), and a
-             * 512-row pass of class 0 would have split */
-            int nosplit = a->split_k == 0 && i8_class(a->m, a->n) != 2;
             if (a->split_k != 1 && !nosplit && a->split->size > poff + 2 * sb) {
                 S = split_pick(vk, (uint64_t)gx * gy, a->k, I8_CFG[cfg][2], sb, a->split->size - poff);
                 if (a->split_k > 1)
