@@ -290,6 +290,12 @@ static const struct gemm_shape GEMM_FULL[] = {
     /* a batch of 8 pages' prompts in one prefill (bench engine --batch 8) */
     {"text8_qo", 11584, 3584, 3584},   {"text8_gate_up", 11584, 18944, 3584},
     {"text8_down", 11584, 3584, 18944},
+    /* the text model's q/k/v as one product (lm.c), at one 1024^2 page and
+     * at a batch of 8 */
+    {"text_qkv", 1400, 4608, 3584},    {"text8_qkv", 11584, 4608, 3584},
+    /* a batch of 16 512^2 pages' prompts (16 x 391 rows) */
+    {"p512b16_qkv", 6256, 4608, 3584}, {"p512b16_qo", 6256, 3584, 3584},
+    {"p512b16_gate_up", 6256, 18944, 3584}, {"p512b16_down", 6256, 3584, 18944},
     /* one 512^2 page's prompt (391 rows: three 128-row tiles and 7 rows) */
     {"text512_qo", 391, 3584, 3584},   {"text512_kv", 391, 512, 3584},
     {"text512_gate_up", 391, 18944, 3584}, {"text512_down", 391, 3584, 18944},

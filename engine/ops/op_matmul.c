@@ -967,7 +967,10 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
  * "A 512^2 page's prompt"):
  *   0 wide (text q/o 190, down 210 at 1,400 rows): 128x128, K step 64,
  *     256 invocations;
- *   1 very wide, n >= 8192 (text gate/up 272 against 212 for class 0's):
+ *   1 very wide, n >= 8192 (text gate/up 272 against 212 for class 0's),
+ *     or many output tiles, whatever n (a batch of pages' prompt: at 11,584
+ *     rows q/o 318 and down 345 against 262 and 272 for class 0's tile,
+ *     which wins at one page's 1,400 rows: 104 and 210 against 82 and 174):
  *     128x256, K step 64;
  *   2 few rows or few columns (label passes, m <= 64: q/o 34, gate/up 62,
  *     down 58 with split K; the k/v projections, n <= 512: 47): 64x128;
@@ -994,15 +997,22 @@ static int i8_auto_class(const struct vkr *vk, int cls)
         cls = 2;
     return I8_AUTO[cls];
 }
+/* Waves of class 1's 128x256 tiles from which a product narrower than 8,192
+ * columns takes them too: at fewer, the last wave's idle multiprocessors
+ * cost more than the wider tile saves (1,400 x 3,584: 154 tiles, 1.2 waves
+ * of the H100's 132). */
+#define I8_MANY_WAVES 4
 /* The class of an m x n product (class 2's tile at a few hundred rows and
  * n >= 8192 has at least 296 output tiles: the split rule never splits it). */
-static int i8_class(uint32_t m, uint32_t n)
+static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n)
 {
     if (m <= 64 || n <= 512)
         return 2;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
-    return n >= 8192 ? 1 : 0;
+    uint64_t tiles = (uint64_t)((m + 127) / 128) * ((n + 255) / 256);
+    uint32_t units = vkr_limits(vk)->compute_units;
+    return n >= 8192 || (units && tiles >= (uint64_t)I8_MANY_WAVES * units) ? 1 : 0;
 }
 
 int ops_gemm_i8_available(const struct vkr *vk)
@@ -1138,7 +1148,7 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
      * elsewhere the split int8 partials ran at a third of the unsplit
      * kernel's rate (a 391-row prompt's o/down), and a 512-row pass of
      * class 0 would have split */
-    int cls = i8_class(a->m, a->n), cfg = i8_auto_class(vk, cls);
+    int cls = i8_class(vk, a->m, a->n), cfg = i8_auto_class(vk, cls);
     int nosplit = a->split_k == 0 && cls != 2;
     struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k), pkey = i8_key_s(0, cfg, a->k, 1);
     if (!vkr_pipeline_ready(vk, &kk))

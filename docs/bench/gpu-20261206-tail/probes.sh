@@ -411,4 +411,42 @@ done
 finish
 }
 
+# run 20 (the fifth session of 2026-12-07, branch i8-many; main's build in
+# build-gpu-main): the int8 GEMM's class 1 tile (128x256) for products of
+# many output tiles whatever their width (a batch of pages' q/k/v, o and
+# down), against main in the same call: 512^2 pages on int8 text weights
+# (main's first: the int8 cold start on a fresh machine), f16 beside them,
+# transformers; then every int8 tile at a batch's shapes
+run20() {
+E0=$E; E=build-gpu-main/engine/tools/folio-engine
+pages - 512 1,16 "--gpu-weights int8"
+E=$E0; echo "(branch i8-many from here)" >> $S
+pages - 512 1,16 "--gpu-weights int8"
+pages - 512 1,16
+hf 512 16
+timeout 200 $E bench ops --device NVIDIA --only gemm --dtype i8r --where p512b16,text8,text_qkv --tiles i8: > $OUT/gemm.jsonl 2>> $OUT/bench.err
+echo "gemm i8 batch shapes rc=$? $(el)" >> $S
+python3 - $OUT/gemm.jsonl >> $S <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"bench":"ops","op":"gemm"')]
+for w in sorted({r['where'] for r in rows}):
+    rs = sorted((r for r in rows if r['where'] == w), key=lambda r: -r['tflops'])
+    print(w, rs[0]['m'], ' '.join('%s/%s:%.1f' % (r['tiles'].replace('i8:', ''), r['split'], r['tflops']) for r in rs[:6]),
+          'auto', [x['tflops'] for x in rs if x['tiles'] == 'auto'])
+PY
+finish
+}
+
+# run 21 (after run 20, same branch): 1024^2 pages on int8 text weights at
+# batch 8 against main's, f16 beside them, transformers
+run21() {
+E0=$E; E=build-gpu-main/engine/tools/folio-engine
+pages - 1024 8 "--gpu-weights int8"
+E=$E0; echo "(branch i8-many from here)" >> $S
+pages - 1024 1,8 "--gpu-weights int8"
+pages - 1024 1,8
+hf 1024 8
+finish
+}
+
 run$RUN
