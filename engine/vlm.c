@@ -162,7 +162,7 @@ static int warm_pass(struct vlm *v, const struct vlm_warm_pass *wp, const char *
 {
     uint32_t side = wp->side, n = wp->pages, nl = wp->labels;
     double t0 = folio_mono_ms();
-    lm_set_gemm_split(v->lm, wp->unsplit ? 1 : 0);
+    lm_set_gemm_split(v->lm, wp->unsplit ? 1 : 0, wp->unsplit);
     uint8_t *px = warm_page(side);
     struct vlm_prepared **pp = calloc(n, sizeof *pp);
     struct vlm_result *rs = calloc(n, sizeof *rs);
@@ -172,7 +172,7 @@ static int warm_pass(struct vlm *v, const struct vlm_warm_pass *wp, const char *
         rc = vlm_prepare(v, &pg, labels, nl, &pp[i], err);
     if (!rc)
         rc = vlm_classify_batch(v, pp, n, rs, err);
-    lm_set_gemm_split(v->lm, 0);
+    lm_set_gemm_split(v->lm, 0, 0);
     for (uint32_t i = 0; pp && rs && i < n; i++) {
         vlm_prepared_free(pp[i]);
         vlm_result_free(&rs[i]);
@@ -283,9 +283,11 @@ int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, ui
      * same tiles unsplit that no warm-up pass of these sizes reaches (H100,
      * batch 8 of 1024² pages: the V projection's 64x128 tile with f16
      * output). One pass with splitting off covers each tile's unsplit form;
-     * the passes above cover the split ones. */
-    if (max_batch >= 2 && cells >= 2 && vkr_limits(vk)->compute_units)
-        out[np++] = (struct vlm_warm_pass){half * f, 2, nl, 1};
+     * the passes above cover the split ones. The same pass takes the int8
+     * GEMM's tiles for many output tiles (a batch's prompts of thousands
+     * of rows, or one very large page's, take them; lm_set_gemm_split). */
+    if (cells >= 2 && vkr_limits(vk)->compute_units)
+        out[np++] = (struct vlm_warm_pass){half * f, max_batch >= 2 ? 2 : 1, nl, 1};
     out[np++] = (struct vlm_warm_pass){side, n, nl, 0};
     return np;
 }

@@ -393,9 +393,9 @@ static int warm_up(struct engine *e, uint32_t P, uint32_t side, uint32_t tail,
         uint32_t s = wp[i].side;
         for (uint32_t y = 0; y < s; y++)
             memcpy(pg + (size_t)y * s * 3, px + (size_t)y * ts * 3, (size_t)s * 3);
-        lm_set_gemm_split(e->lm, wp[i].unsplit ? 1 : 0);
+        lm_set_gemm_split(e->lm, wp[i].unsplit ? 1 : 0, wp[i].unsplit);
         rc = run_batch(e, pg, s, tail, lab, wp[i].labels, wp[i].pages, lp, &pt, err);
-        lm_set_gemm_split(e->lm, 0);
+        lm_set_gemm_split(e->lm, 0, 0);
     }
     free(pg);
     free(px);

@@ -93,9 +93,10 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     return k;
 }
 
-void lm_set_gemm_split(struct lm *lm, uint32_t split_k)
+void lm_set_gemm_split(struct lm *lm, uint32_t split_k, int wide_tiles)
 {
     lm->split_k = split_k;
+    lm->wide_tiles = wide_tiles;
 }
 
 const struct gguf_text_hparams *lm_hparams(const struct lm *lm)

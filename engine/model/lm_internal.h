@@ -93,6 +93,7 @@ struct lm {
     /* the GEMM's split-K scratch (op_matmul.c); tiny where AUTO never splits */
     struct vkr_tensor sk;
     uint32_t split_k; /* op_matmul.split_k of every product (lm_set_gemm_split) */
+    int wide_tiles;   /* op_matmul.wide_tiles of every product (lm_set_gemm_split) */
 
     /* host staging for one pass */
     float *emb;

@@ -1004,10 +1004,12 @@ static int i8_auto_class(const struct vkr *vk, int cls)
 #define I8_MANY_WAVES 4
 /* The class of an m x n product (class 2's tile at a few hundred rows and
  * n >= 8192 has at least 296 output tiles: the split rule never splits it). */
-static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n)
+static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
 {
     if (m <= 64 || n <= 512)
         return 2;
+    if (wide)
+        return 1;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
     uint64_t tiles = (uint64_t)((m + 127) / 128) * ((n + 255) / 256);
@@ -1148,7 +1150,7 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
      * elsewhere the split int8 partials ran at a third of the unsplit
      * kernel's rate (a 391-row prompt's o/down), and a 512-row pass of
      * class 0 would have split */
-    int cls = i8_class(vk, a->m, a->n), cfg = i8_auto_class(vk, cls);
+    int cls = i8_class(vk, a->m, a->n, a->wide_tiles), cfg = i8_auto_class(vk, cls);
     int nosplit = a->split_k == 0 && cls != 2;
     struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k), pkey = i8_key_s(0, cfg, a->k, 1);
     if (!vkr_pipeline_ready(vk, &kk))

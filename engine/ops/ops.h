@@ -144,6 +144,10 @@ struct op_matmul {
      * quantized input rows go there (as many rows at a time as it holds). */
     const struct vkr_tensor *split;
     uint32_t split_k;              /* slices: 0 = auto, 1 = never, >= 2 forced (tests, benchmarks) */
+    /* int8 GEMM: AUTO's tile for a product of many output tiles whatever m
+     * (the warm-up's short pass exercising the forms a batch's long
+     * prompts take; op_matmul.c, i8_class) */
+    int wide_tiles;
     /* tensor-core GEMMs: bands of G row tiles walked down first (the L2
      * cache shares each weight tile among them; op_matmul.c); G + 1, 0 = auto */
     int gemm_group;
