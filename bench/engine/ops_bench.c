@@ -685,7 +685,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
                 continue;
             ng += ops_gemm_keys_for_k(b.vk, GEMM_FULL[i].k, GEMM_FULL[i].n, &gk[ng]);
             if (i8)
-                ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, &gk[ng]);
+                ng += ops_gemm_i8_keys(b.vk, &GEMM_FULL[i].k, 1, NULL, 0, &gk[ng]);
             ng = ops_keys_unique(gk, ng);
         }
         if (ng >= cap)

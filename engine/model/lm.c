@@ -79,8 +79,11 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     n += ops_gemm_keys_for_k(vk, m->text.n_ff, m->text.n_embd, &all[n]);
     n += ops_gemm_keys_for_k(vk, m->text.n_head * m->text.head_dim, m->text.n_embd, &all[n]);
     if (gpu_weights == OPS_WEIGHTS_INT8) {
+        /* f32 outputs: q, k, gate and the head read n_embd, down n_ff, o the
+         * attention width; f16 outputs (q/k/v as one, v, up) read n_embd
+         * (lm_forward.c) */
         const uint32_t ks[] = {m->text.n_embd, m->text.n_ff, m->text.n_head * m->text.head_dim};
-        n += ops_matmul_i8_keys(vk, types, nt, ks, 3, &all[n]);
+        n += ops_matmul_i8_keys(vk, types, nt, ks, 3, &m->text.n_embd, 1, &all[n]);
     }
     if (m->text.arch->hook_keys) /* the family's hooks (engine/arch/arch.h) */
         n += m->text.arch->hook_keys(&all[n]);

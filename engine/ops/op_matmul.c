@@ -1049,24 +1049,27 @@ static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
     return i8_key_s(ytype, c, kc, 0);
 }
 
-/* Table row c's keys: f32, f16 and (with split) split-K-partial forms with
- * K from the push constants, and at each of the nk K in ks the f32 and split
- * forms (and the f16 one with f16_fixed: a model's own products; bench ops
- * measures f32 outputs). */
-static int i8_cfg_keys(int c, const uint32_t *ks, int nk, int f16_fixed, int split,
-                       struct vkr_pipeline_key *out)
+/* Table row c's keys: with generic, its f32, f16 and (with split) split-K
+ * partial forms with K from the push constants; at each of the nk K in ks
+ * its f32 form (and the split one), at each of the nk16 in ks16 its f16
+ * form. */
+static int i8_cfg_keys(int c, const uint32_t *ks, int nk, const uint32_t *ks16, int nk16,
+                       int generic, int split, struct vkr_pipeline_key *out)
 {
     int n = 0;
     for (uint32_t yt = 0; yt < (split ? 3u : 2u); yt++) { /* f32, f16, split-K partials */
-        out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
-        for (int i = 0; i < nk; i++)
-            if (ks[i] && ks[i] % QUANT_I8R_ALIGN == 0 && (yt != 1 || f16_fixed))
-                out[n++] = i8_key_s(yt & 1, c, ks[i], yt == 2);
+        const uint32_t *kl = yt == 1 ? ks16 : ks;
+        if (generic)
+            out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
+        for (int i = 0; i < (yt == 1 ? nk16 : nk); i++)
+            if (kl[i] && kl[i] % QUANT_I8R_ALIGN == 0)
+                out[n++] = i8_key_s(yt & 1, c, kl[i], yt == 2);
     }
     return n;
 }
 
-int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
+int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, const uint32_t *ks16,
+                     int nk16, struct vkr_pipeline_key *out)
 {
     int n = 0;
     if (!ops_gemm_i8_available(vk))
@@ -1083,14 +1086,14 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vk
          * (gemm_i8: class 2) */
         int split = i8_auto_class(vk, 2) == c;
         if (!dup)
-            n += i8_cfg_keys(c, ks, nk, 1, split, &out[n]);
+            n += i8_cfg_keys(c, ks, nk, ks16, nk16, nk + nk16 == 0, split, &out[n]);
     }
     return n;
 }
 
 int ops_gemm_i8_config_keys(int c, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
 {
-    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(c, ks, nk, 0, 1, out) : 0;
+    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(c, ks, nk, NULL, 0, 1, 1, out) : 0;
 }
 
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
@@ -1102,7 +1105,7 @@ int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struc
     out[n++] = ops_quant_rows_key(vk, QUANT_F32);
     for (int c = 0; c < I8_NCFG; c++)
         if (ops_gemm_i8_config_fits(vk, c))
-            n += i8_cfg_keys(c, ks, nk, 0, 1, &out[n]);
+            n += i8_cfg_keys(c, ks, nk, NULL, 0, 1, 1, &out[n]);
     return n;
 }
 

@@ -45,13 +45,15 @@ struct vkr_pipeline_key ops_key(const char *shader, uint32_t nspec, uint32_t s0,
 int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *out);
 /* The keys of matmul's int8 route (--gpu-weights int8) for a model whose
  * matrices come in the nw types wtypes (their quantization at load) and
- * read the nk distinct K in ks (the int8 GEMM specialized per K): int8 rows
- * on the matrix-vector, tiled and cooperative-matrix kernels, and where the
- * device has int8 workgroup matrices (ops_gemm_i8_available) the int8 GEMM,
- * the activations' quantization and the split-K sum. Writes at most
- * 7 + nw + 9 * (nk + 1) keys; returns the count. */
+ * whose products read the nk K in ks with f32 outputs and the nk16 K in
+ * ks16 with f16 outputs (the int8 GEMM specialized per K and output; with
+ * neither, its forms taking K from the push constants: the generic list):
+ * int8 rows on the matrix-vector, tiled and cooperative-matrix kernels, and
+ * where the device has int8 workgroup matrices (ops_gemm_i8_available) the
+ * int8 GEMM, the activations' quantization and the split-K sum. Writes at
+ * most 7 + nw + 12 * (nk + nk16 + 1) keys; returns the count. */
 int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const uint32_t *ks, int nk,
-                       struct vkr_pipeline_key *out);
+                       const uint32_t *ks16, int nk16, struct vkr_pipeline_key *out);
 /* Drops repeated keys in place; returns the new count. */
 int ops_keys_unique(struct vkr_pipeline_key *k, int n);
 /* vkr_prewarm over ops_pipeline_keys. */

@@ -68,10 +68,15 @@ struct vkr_pipeline_key ops_splitk_key(int f16_out);
 /* op_quant_rows's key for inputs of xtype (op_quant.c). */
 struct vkr_pipeline_key ops_quant_rows_key(const struct vkr *vk, int xtype);
 /* The int8 GEMM's keys (op_matmul.c): the activations' quantization, the
- * split-K sum, the AUTO tile with K from the push constants and fixed at
- * each of the nk K in ks, f32 and f16 outputs; none where
- * ops_gemm_i8_available is 0. Writes at most 4 + 9 * (nk + 1). */
-int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);
+ * split-K sum, and each class's AUTO tile K-fixed at each of the nk K in ks
+ * with f32 outputs and the nk16 in ks16 with f16 outputs (the split-K
+ * partials' f32 form at ks for the class AUTO splits); with no K given, its
+ * forms with K from the push constants instead (a model lists every K its
+ * products read, so those would only cost compiles: 30 of the 80 s the
+ * int8 GEMM's pipelines took on the H200); none where
+ * ops_gemm_i8_available is 0. Writes at most 4 + 8 * (nk + nk16 + 3). */
+int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, const uint32_t *ks16,
+                     int nk16, struct vkr_pipeline_key *out);
 /* bench ops: the int8 GEMM's tile configurations (FOLIO_GEMM_I8_TILE picks
  * one for AUTO) and every one's keys, with K from the push constants and
  * (f32 outputs and split K) fixed at each of the nk K in ks (at most 2 + (3 + 2 * nk) *

@@ -34,7 +34,7 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
 }
 
 int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const uint32_t *ks, int nk,
-                       struct vkr_pipeline_key *out)
+                       const uint32_t *ks16, int nk16, struct vkr_pipeline_key *out)
 {
     int n = 0;
     /* int8 rows as a weight type of the other kernels (few rows, or no
@@ -45,7 +45,7 @@ int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const ui
         out[n++] = ops_mm_key(vk, OP_MM_COOPMAT, QUANT_I8R);
     for (int i = 0; i < nw; i++)
         out[n++] = ops_quant_rows_key(vk, wtypes[i]);
-    return n + ops_gemm_i8_keys(vk, ks, nk, &out[n]);
+    return n + ops_gemm_i8_keys(vk, ks, nk, ks16, nk16, &out[n]);
 }
 
 int ops_key_at_load(const struct vkr_pipeline_key *k)
@@ -58,9 +58,10 @@ int ops_key_optional(const struct vkr_pipeline_key *k)
 {
     if (strcmp(k->shader, "flash_attn_cm2") == 0) /* op_attention's kernel_for */
         return 1;
-    /* op_matmul: AUTO's K-fixed forms, else the K-from-push one (spec 8: K) */
-    return (strcmp(k->shader, "gemm_cm2") == 0 || strcmp(k->shader, "gemm_i8_cm2") == 0) &&
-           k->nspec > 8 && k->spec[8] != 0;
+    /* op_matmul: AUTO's K-fixed f16 forms, else the K-from-push one (spec 8:
+     * K). A model's int8 GEMM has its K-fixed forms only (ops_gemm_i8_keys):
+     * they are its path. */
+    return strcmp(k->shader, "gemm_cm2") == 0 && k->nspec > 8 && k->spec[8] != 0;
 }
 
 int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int max)
@@ -71,7 +72,8 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
         n += ops_matmul_keys(vk, WTYPES[i], &all[n]);
         all[n++] = ops_gather_key(WTYPES[i]);
     }
-    n += ops_matmul_i8_keys(vk, WTYPES, (int)(sizeof WTYPES / sizeof WTYPES[0]), NULL, 0, &all[n]);
+    n += ops_matmul_i8_keys(vk, WTYPES, (int)(sizeof WTYPES / sizeof WTYPES[0]), NULL, 0, NULL, 0,
+                            &all[n]);
     for (int f16 = 0; f16 < 2; f16++)
         for (int layer = 0; layer < 2; layer++)
             all[n++] = ops_norm_key(layer, f16);

@@ -438,21 +438,25 @@ finish
 }
 
 # run 21 (after run 20; the branch with the warm-up's unsplit pass on the
-# int8 GEMM's wide tiles: run 20 met the down product's form first after
-# the warm-up): the int8 GEMM op tests (a shape of the wide class), 1024^2
+# int8 GEMM's wide tiles, run 20 having met the down product's form first
+# after the warm-up, and a model's int8 GEMM pre-warmed K-fixed only, each
+# output type at the K that takes it): the branch's int8 cold start first
+# (a fresh machine's empty caches; main's run after it is not cold), 1024^2
 # pages on int8 text weights at batch 8 against main's, f16 beside them,
-# transformers, then 512^2 batch 16 on int8 again (first use after warm)
+# 512^2 batch 16 on int8 again (first use after warm), transformers, then
+# the int8 GEMM op tests (a shape of the wide class; they build every tile)
 run21() {
-FOLIO_TEST_GROUPS=14 timeout 120 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
-echo "ops(int8) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
-grep -E "FAIL" $OUT/ops.log | head -10 >> $S
-E0=$E; E=build-gpu-main/engine/tools/folio-engine
-pages - 1024 8 "--gpu-weights int8"
-E=$E0; echo "(branch i8-many from here)" >> $S
 pages - 1024 1,8 "--gpu-weights int8"
+E0=$E; E=build-gpu-main/engine/tools/folio-engine
+echo "(main from here)" >> $S
+pages - 1024 8 "--gpu-weights int8"
+E=$E0; echo "(branch again from here)" >> $S
 pages - 1024 1,8
 pages - 512 16 "--gpu-weights int8"
 hf 1024 8
+FOLIO_TEST_GROUPS=14 timeout 120 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "ops(int8) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -10 >> $S
 finish
 }
 

@@ -153,7 +153,7 @@ int run_all(int ranged)
         /* the int8 GEMM's tiles, and its K-fixed form at the 7B K (int8.c) */
         const uint32_t i8k[] = {3584, 18944};
         ng += ops_gemm_i8_keys_all(t.vk, NULL, 0, &gk[ng]);
-        ng += ops_gemm_i8_keys(t.vk, i8k, 2, &gk[ng]);
+        ng += ops_gemm_i8_keys(t.vk, i8k, 2, i8k, 2, &gk[ng]);
         ng = ops_keys_unique(gk, ng); /* the table's K-fixed rows repeat for_k's keys */
         rc = vkr_prewarm(t.vk, gk, ng, &failed, &e);
         REQUIRE(rc == 0 && failed == 0, "GEMM configurations: rc %d failed %d: %s", rc, failed, e.msg);
