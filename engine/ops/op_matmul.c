@@ -192,6 +192,11 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {64, 128, 64, 128, 0, 0, 3584},
     {64, 128, 32, 128, 0, 0, 18944},
     {128, 64, 32, 128, 0, 0, 18944},
+    /* 112 columns: a 3,584-column product at one page's 1,400 rows is
+     * 11 x 32 = 352 output tiles, 2.7 waves of 132 multiprocessors, where
+     * 128 columns make 308 (2.3 waves: a third of the last wave busy) */
+    {128, 112, 32, 128, 0, 0, 3584},
+    {128, 112, 32, 128, 0, 0, 18944},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -940,6 +945,8 @@ static const uint32_t I8_CFG[][4] = {
     {128, 128, 32, 256},
     {128, 64, 64, 128}, /* passes of a few hundred rows (bench ops --where text512) */
     {64, 64, 64, 128},
+    {128, 112, 64, 256}, /* 3,584 columns at 1,400 rows in 2.7 waves (CM2_CFG's 112 rows) */
+    {112, 128, 64, 256},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 

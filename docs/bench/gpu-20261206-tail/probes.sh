@@ -441,22 +441,43 @@ finish
 # int8 GEMM's wide tiles, run 20 having met the down product's form first
 # after the warm-up, and a model's int8 GEMM pre-warmed K-fixed only, each
 # output type at the K that takes it): the branch's int8 cold start first
-# (a fresh machine's empty caches; main's run after it is not cold), 1024^2
-# pages on int8 text weights at batch 8 against main's, f16 beside them,
+# (a fresh machine's empty caches), 1024^2 pages on int8 text weights at
+# batch 1 and 8 (main's A/B left out: little device time), f16 beside them,
 # 512^2 batch 16 on int8 again (first use after warm), transformers, then
 # the int8 GEMM op tests (a shape of the wide class; they build every tile)
 run21() {
 pages - 1024 1,8 "--gpu-weights int8"
-E0=$E; E=build-gpu-main/engine/tools/folio-engine
-echo "(main from here)" >> $S
-pages - 1024 8 "--gpu-weights int8"
-E=$E0; echo "(branch again from here)" >> $S
 pages - 1024 1,8
 pages - 512 16 "--gpu-weights int8"
 hf 1024 8
-FOLIO_TEST_GROUPS=14 timeout 120 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+# 112-column tiles at one page's 1,400 rows (2.7 waves where 128 columns
+# make 2.3) against AUTO and the 128-column ones
+timeout 120 $E bench ops --device NVIDIA --only gemm --where text_qo,text_down,text_qkv --tiles i8:128x112,i8:112x128,i8:128x128/bk64/t256,cm2:128x112,cm2:128x128/bk32/t128/f32acc/K= > $OUT/gemm.jsonl 2>> $OUT/bench.err
+echo "gemm 112-column tiles rc=$? $(el)" >> $S
+python3 - $OUT/gemm.jsonl >> $S <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"bench":"ops","op":"gemm"')]
+for w in sorted({(r['where'], r['wtype']) for r in rows}):
+    rs = sorted((r for r in rows if (r['where'], r['wtype']) == w), key=lambda r: -r['tflops'])
+    print(w[0], w[1], rs[0]['m'], ' '.join('%s/%s:%.1f' % (r['tiles'], r['split'], r['tflops']) for r in rs[:8]))
+PY
+FOLIO_TEST_GROUPS=14 timeout 100 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
 echo "ops(int8) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
 grep -E "FAIL" $OUT/ops.log | head -10 >> $S
+finish
+}
+
+# run 22: where a batch of 16 512^2 pages' text pass spends its time: one
+# prefill of 6,256 tokens (16 x 391 rows; one causal sequence, so its
+# attention is larger than 16 pages' own) dispatch by dispatch, int8 and
+# f16 text weights
+run22() {
+for w in "--gpu-weights int8" ""; do
+  FOLIO_TIMINGS_EACH=1 timeout 120 $E bench engine --device NVIDIA --text --tokens 6256 $w > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text 6256 ${w:-f16} rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | paste -sd' ') $(el)" >> $S
+  python3 docs/bench/gpu-20261206-tail/each.py $OUT/t.jsonl | grep -A16 ': [a-z_]*: ' | head -40 >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+done
 finish
 }
 
