@@ -194,9 +194,13 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 64, 32, 128, 0, 0, 18944},
     /* 112 columns: a 3,584-column product at one page's 1,400 rows is
      * 11 x 32 = 352 output tiles, 2.7 waves of 132 multiprocessors, where
-     * 128 columns make 308 (2.3 waves: a third of the last wave busy) */
+     * 128 columns make 308 (2.3 waves: a third of the last wave busy). On
+     * the H100 (run 21) 17-30 % faster than the same tile 128 columns
+     * wide (down 145 against 112 TFLOP/s), still below AUTO's (205); the
+     * 256-invocation form is AUTO's kind for q/k/v (not measured yet) */
     {128, 112, 32, 128, 0, 0, 3584},
     {128, 112, 32, 128, 0, 0, 18944},
+    {128, 112, 32, 256, 0, 0, 3584},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -945,8 +949,6 @@ static const uint32_t I8_CFG[][4] = {
     {128, 128, 32, 256},
     {128, 64, 64, 128}, /* passes of a few hundred rows (bench ops --where text512) */
     {64, 64, 64, 128},
-    {128, 112, 64, 256}, /* 3,584 columns at 1,400 rows in 2.7 waves (CM2_CFG's 112 rows) */
-    {112, 128, 64, 256},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 
@@ -975,10 +977,12 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
  *   0 wide (text q/o 190, down 210 at 1,400 rows): 128x128, K step 64,
  *     256 invocations;
  *   1 very wide, n >= 8192 (text gate/up 272 against 212 for class 0's),
- *     or many output tiles, whatever n (a batch of pages' prompt: at 11,584
- *     rows q/o 318 and down 345 against 262 and 272 for class 0's tile,
- *     which wins at one page's 1,400 rows: 104 and 210 against 82 and 174):
- *     128x256, K step 64;
+ *     or many output tiles, whatever n (a batch of pages' prompt; H200,
+ *     BENCHMARKS.md "A batch's int8 products": at 6,256 rows q/k/v 295, o
+ *     267, down 317 against 252, 247, 268 for class 0's tile, at 11,584
+ *     330, 319, 342 against 266, 263, 264; class 0's wins at one page's
+ *     1,400 rows: q/k/v 235 and o 194 against 178 and 152): 128x256, K
+ *     step 64;
  *   2 few rows or few columns (label passes, m <= 64: q/o 34, gate/up 62,
  *     down 58 with split K; the k/v projections, n <= 512: 47): 64x128;
  *   3 a few hundred rows (64 < m < I8_MID_M: one 512^2 page's 391-row
