@@ -201,6 +201,10 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
     {128, 112, 32, 128, 0, 0, 3584},
     {128, 112, 32, 128, 0, 0, 18944},
     {128, 112, 32, 256, 0, 0, 3584},
+    /* 160 rows: 1,400 rows in 9 row tiles, a 3,584-column product's 252
+     * output tiles 1.9 waves (not measured yet) */
+    {160, 128, 32, 256, 0, 0, 3584},
+    {160, 128, 32, 256, 0, 0, 18944},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -949,6 +953,7 @@ static const uint32_t I8_CFG[][4] = {
     {128, 128, 32, 256},
     {128, 64, 64, 128}, /* passes of a few hundred rows (bench ops --where text512) */
     {64, 64, 64, 128},
+    {160, 128, 64, 256}, /* 1,400 rows x 3,584 columns in 1.9 waves (not measured yet) */
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 

@@ -481,4 +481,26 @@ done
 finish
 }
 
+# run 23 (for the next session: not run yet): tiles that fit one page's
+# 1,400 rows in fewer idle multiprocessors (160-row tiles: 252 output
+# tiles of a 3,584-column product, 1.9 waves; the 256-invocation 128x112)
+# against AUTO, f16 and int8; then the label pass's 32 rows on every int8
+# and f16 subgroup tile (the int8 label pass: 19.5 ms against f16's 14.5
+# in run 22, its gate/up 148 tiles of 64x128 in 1.1 waves)
+run23() {
+timeout 150 $E bench ops --device NVIDIA --only gemm --where text_qo,text_down,text_qkv --tiles i8:160x128,i8:128x128/bk64/t256,cm2:160x128,cm2:128x112/bk32/t256 > $OUT/gemm.jsonl 2>> $OUT/bench.err
+echo "gemm 160-row tiles rc=$? $(el)" >> $S
+timeout 200 $E bench ops --device NVIDIA --only gemm --where labels32 --tiles nv:,khr:,i8: >> $OUT/gemm.jsonl 2>> $OUT/bench.err
+echo "gemm labels32 rc=$? $(el)" >> $S
+python3 - $OUT/gemm.jsonl >> $S <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"bench":"ops","op":"gemm"')]
+rows = [r for r in rows if r['wtype'] in ('f16', 'i8r')]
+for w in sorted({(r['where'], r['wtype']) for r in rows}):
+    rs = sorted((r for r in rows if (r['where'], r['wtype']) == w), key=lambda r: -r['tflops'])
+    print(w[0], w[1], rs[0]['m'], ' '.join('%s/%s:%.1f' % (r['tiles'], r['split'], r['tflops']) for r in rs[:8]))
+PY
+finish
+}
+
 run$RUN
