@@ -205,6 +205,12 @@ static const uint32_t CM2_CFG[][CM2_NCOL] = {
      * output tiles 1.9 waves (not measured yet) */
     {160, 128, 32, 256, 0, 0, 3584},
     {160, 128, 32, 256, 0, 0, 18944},
+    /* 80 rows: one 512^2 page's 391-row prompt in 5 row tiles of which 2 %
+     * is padding, where 128-row tiles make 4 and pad 24 % (the last holds 7
+     * rows), 64-row ones 7 and 13 % (not measured yet) */
+    {80, 128, 32, 128, 0, 0, 3584},
+    {80, 128, 32, 128, 0, 0, 18944},
+    {80, 256, 32, 256, 0, 0, 3584},
 };
 #define CM2_NCFG ((int)(sizeof CM2_CFG / sizeof CM2_CFG[0]))
 #define CM2_AUTO 0
@@ -954,6 +960,8 @@ static const uint32_t I8_CFG[][4] = {
     {128, 64, 64, 128}, /* passes of a few hundred rows (bench ops --where text512) */
     {64, 64, 64, 128},
     {160, 128, 64, 256}, /* 1,400 rows x 3,584 columns in 1.9 waves (not measured yet) */
+    {80, 128, 64, 128},  /* 391 rows in 5 row tiles, 2 % padding (CM2_CFG's 80-row rows) */
+    {80, 64, 64, 128},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 
