@@ -1036,7 +1036,8 @@ static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
         return 1;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
-    uint64_t tiles = (uint64_t)((m + 127) / 128) * ((n + 255) / 256);
+    const uint32_t *t1 = I8_CFG[I8_AUTO[1]]; /* class 1's tile */
+    uint64_t tiles = (uint64_t)((m + t1[0] - 1) / t1[0]) * ((n + t1[1] - 1) / t1[1]);
     uint32_t units = vkr_limits(vk)->compute_units;
     return n >= 8192 || (units && tiles >= (uint64_t)I8_MANY_WAVES * units) ? 1 : 0;
 }
