@@ -509,4 +509,16 @@ PY
 finish
 }
 
+# run 24 (the sixth session's first call): run 23's sweeps, then one
+# 1,400-token prefill and its label pass on the int8 text weights
+# dispatch by dispatch (no int8 profile at one page's rows yet: which
+# product of a layer the 85 ms go to)
+run24() {
+FOLIO_TIMINGS_EACH=1 timeout 120 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
+echo "text 1400 int8 rc=$? $(grep -o '"tokens_per_s":[0-9.]*\|"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"score_gpu_ms":[0-9.]*' $OUT/t.jsonl | head -6 | paste -sd' ') $(el)" >> $S
+python3 docs/bench/gpu-20261206-tail/each.py $OUT/t.jsonl | grep -A18 ': [a-z_]*: ' | head -44 >> $S
+cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
+run23
+}
+
 run$RUN
