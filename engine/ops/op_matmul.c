@@ -959,7 +959,7 @@ static const uint32_t I8_CFG[][4] = {
     {128, 128, 32, 256},
     {128, 64, 64, 128}, /* passes of a few hundred rows (bench ops --where text512) */
     {64, 64, 64, 128},
-    {160, 128, 64, 256}, /* 1,400 rows x 3,584 columns in 1.9 waves (not measured yet) */
+    {160, 128, 64, 256}, /* class 4: 1,400 rows x 3,584 columns in 1.9 waves */
     {80, 128, 64, 128},  /* 391 rows in 5 row tiles, 2 % padding (CM2_CFG's 80-row rows) */
     {80, 64, 64, 128},
 };
@@ -1003,10 +1003,16 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
  *     class 0's tile split in 3 K slices: the split int8 partials run at a
  *     third of the unsplit kernel's rate), class 2's 64x128 for n >= 8192
  *     (gate/up 191 against 172); never split.
+ *   4 class 0's products where 160-row tiles take fewer multiprocessor
+ *     rows in all (waves x tile rows): 1,400 x 3,584 is 308 tiles of
+ *     128 rows (3 waves on the H100's 132, the last 1/3 idle) or 252 of 160
+ *     rows (2 waves): down 263 against 211 TOP/s, o 225 against 195; q/k/v
+ *     (4,608 columns: 3 waves either way) stays on class 0's, 232 against
+ *     212 (H100, BENCHMARKS.md "Tiles sized to the waves").
  * FOLIO_GEMM_I8_TILE=n takes row n for all (benchmarks). */
-#define I8_NCLASS 4
+#define I8_NCLASS 5
 #define I8_MID_M 512
-static const int I8_AUTO[I8_NCLASS] = {1, 2, 7, 14};
+static const int I8_AUTO[I8_NCLASS] = {1, 2, 7, 14, 15};
 static int i8_auto_class(const struct vkr *vk, int cls)
 {
     const char *e = getenv("FOLIO_GEMM_I8_TILE");
@@ -1016,9 +1022,12 @@ static int i8_auto_class(const struct vkr *vk, int cls)
         if (!*end && v >= 0 && v < I8_NCFG && ops_gemm_i8_config_fits(vk, (int)v))
             return (int)v;
     }
-    /* a device without class 3's 64x64 int8 shape takes class 2's tile */
+    /* a device without class 3's 64x64 int8 shape takes class 2's tile,
+     * one without class 4's 160x128 class 0's */
     if (cls == 3 && !ops_gemm_i8_config_fits(vk, I8_AUTO[3]))
         cls = 2;
+    if (cls == 4 && !ops_gemm_i8_config_fits(vk, I8_AUTO[4]))
+        cls = 0;
     return I8_AUTO[cls];
 }
 /* Waves of class 1's 128x256 tiles from which a product narrower than 8,192
@@ -1026,8 +1035,15 @@ static int i8_auto_class(const struct vkr *vk, int cls)
  * cost more than the wider tile saves (1,400 x 3,584: 154 tiles, 1.2 waves
  * of the H100's 132). */
 #define I8_MANY_WAVES 4
+/* Output tiles of table row c's tile over an m x n product. */
+static uint64_t i8_tiles(int c, uint32_t m, uint32_t n)
+{
+    return (uint64_t)((m + I8_CFG[c][0] - 1) / I8_CFG[c][0]) * ((n + I8_CFG[c][1] - 1) / I8_CFG[c][1]);
+}
+
 /* The class of an m x n product (class 2's tile at a few hundred rows and
  * n >= 8192 has at least 296 output tiles: the split rule never splits it). */
+
 static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
 {
     if (m <= 64 || n <= 512)
@@ -1036,10 +1052,17 @@ static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
         return 1;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
-    const uint32_t *t1 = I8_CFG[I8_AUTO[1]]; /* class 1's tile */
-    uint64_t tiles = (uint64_t)((m + t1[0] - 1) / t1[0]) * ((n + t1[1] - 1) / t1[1]);
     uint32_t units = vkr_limits(vk)->compute_units;
-    return n >= 8192 || (units && tiles >= (uint64_t)I8_MANY_WAVES * units) ? 1 : 0;
+    if (n >= 8192 || (units && i8_tiles(I8_AUTO[1], m, n) >= (uint64_t)I8_MANY_WAVES * units))
+        return 1;
+    /* class 0 or its taller tile: the one whose waves keep fewer rows of
+     * multiprocessors busy (the last wave's idle ones counted; tie: class 0) */
+    if (!units)
+        return 0;
+    const uint32_t *t0 = I8_CFG[I8_AUTO[0]], *t4 = I8_CFG[I8_AUTO[4]];
+    uint64_t c0 = (i8_tiles(I8_AUTO[0], m, n) + units - 1) / units * t0[0] * t0[1];
+    uint64_t c4 = (i8_tiles(I8_AUTO[4], m, n) + units - 1) / units * t4[0] * t4[1];
+    return c4 < c0 ? 4 : 0;
 }
 
 int ops_gemm_i8_available(const struct vkr *vk)

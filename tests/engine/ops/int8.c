@@ -176,10 +176,13 @@ static void gemm_i8(struct T *t)
     /* odd and tile-unaligned shapes, then the 7B prefill's K (3584, and the
      * down projection's 18,944), one of AUTO's very wide class (n >= 8192)
      * and one it joins for its many output tiles (564 of 128x256: four
-     * waves on up to 141 multiprocessors, the H100's and H200's 132) */
+     * waves on up to 141 multiprocessors, the H100's and H200's 132), and
+     * one on class 4's 160-row tile (252 tiles in two waves of 132, where
+     * 128 rows make 308 in three) */
     static const uint32_t shapes[][3] = {{37, 50, 64},      {130, 300, 1536}, {129, 258, 528},
                                          {300, 1000, 96},   {1400, 512, 3584}, {64, 256, 18944},
-                                         {200, 3584, 3584}, {150, 9000, 512},  {6000, 3000, 64}};
+                                         {200, 3584, 3584}, {150, 9000, 512},  {6000, 3000, 64},
+                                         {1400, 3584, 64}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int vi = 0; vi < 8; vi++) {
             /* epi 0: f16 x, f32 y; 1: f32 x, bias, residual; 2: SwiGLU, f16 y;
