@@ -521,4 +521,27 @@ cat $OUT/t.jsonl >> $OUT/text.jsonl; rm -f $OUT/t.jsonl
 run23
 }
 
+# run 25: the int8 GEMM's scales loaded as two broadcast matrices in the
+# epilogue (build-gpu-s) against one load per element (build-gpu, with the
+# 160-row class): the int8 op tests on both (class 4's shape; the
+# epilogue's every form), the int8 text shapes alternating, the prefill
+run25() {
+for b in build-gpu build-gpu-s; do
+  FOLIO_TEST_GROUPS=14 timeout 100 $b/tests/engine_test_ops > $OUT/ops.log 2>&1
+  echo "$b ops(int8) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+  grep -E "FAIL" $OUT/ops.log | head -6 >> $S
+done
+for i in 1 2; do for b in build-gpu build-gpu-s; do
+  timeout 100 $b/engine/tools/folio-engine bench ops --device NVIDIA --only gemm --dtype i8r --where text_qo,text_qkv,text_down,text_gate_up,p512b16_qkv,p512b16_down --tiles none > $OUT/g.jsonl 2>> $OUT/bench.err
+  echo "$b gemm i8r rc=$? $(grep -o '"where":"[a-z0-9_]*"\|"tflops":[0-9.]*' $OUT/g.jsonl | paste -d: - - | sed 's/"where"://;s/"tflops"://;s/"//g' | paste -sd' ') $(el)" >> $S
+  cat $OUT/g.jsonl >> $OUT/gemm.jsonl
+done; done
+for b in build-gpu build-gpu-s build-gpu build-gpu-s; do
+  timeout 100 $b/engine/tools/folio-engine bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "$b text int8 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(grep -o '"score_gpu_ms":[0-9.]*\|"fused_classify_gpu_ms":[0-9.]*' $OUT/t.jsonl | head -2 | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl
+done
+finish
+}
+
 run$RUN
