@@ -536,7 +536,23 @@ for i in 1 2; do for b in build-gpu build-gpu-s; do
   echo "$b gemm i8r rc=$? $(grep -o '"where":"[a-z0-9_]*"\|"tflops":[0-9.]*' $OUT/g.jsonl | paste -d: - - | sed 's/"where"://;s/"tflops"://;s/"//g' | paste -sd' ') $(el)" >> $S
   cat $OUT/g.jsonl >> $OUT/gemm.jsonl
 done; done
-for b in build-gpu build-gpu-s build-gpu build-gpu-s; do
+# flash_attn_cm2 with whole key tiles through unclamped layouts
+# (build-gpu-a): its attention op tests (groups 8, 9), the kernel alone
+# alternating, then the tower at 1024^2
+FOLIO_TEST_GROUPS=8,9 timeout 100 build-gpu-a/tests/engine_test_ops > $OUT/ops.log 2>&1
+echo "build-gpu-a ops(attention) rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+grep -E "FAIL" $OUT/ops.log | head -6 >> $S
+for i in 1 2; do for b in build-gpu build-gpu-a; do
+  timeout 60 $b/engine/tools/folio-engine bench ops --device NVIDIA --only attention --dtype f16kv --where vision_full,vision_window64,text_prefill > $OUT/a.jsonl 2>> $OUT/bench.err
+  echo "$b attention rc=$? $(grep -o '"where":"[a-z0-9_]*"\|"ms":[0-9.]*\|"tflops":[0-9.]*' $OUT/a.jsonl | paste -d: - - - | sed 's/"where"://;s/"ms"://;s/"tflops"://;s/"//g' | paste -sd' ') $(el)" >> $S
+  cat $OUT/a.jsonl >> $OUT/attn.jsonl
+done; done
+for b in build-gpu build-gpu-a build-gpu build-gpu-a; do
+  timeout 60 $b/engine/tools/folio-engine bench engine --device NVIDIA --vision --image 1024 > $OUT/v.jsonl 2>> $OUT/bench.err
+  echo "$b vision 1024 rc=$? $(grep -o '"gpu_ms":[0-9.]*\|"ms":[0-9.]*' $OUT/v.jsonl | head -4 | paste -sd' ') $(el)" >> $S
+  cat $OUT/v.jsonl >> $OUT/vision.jsonl
+done
+for b in build-gpu build-gpu-s build-gpu-a build-gpu build-gpu-s build-gpu-a; do
   timeout 100 $b/engine/tools/folio-engine bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
   echo "$b text int8 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(grep -o '"score_gpu_ms":[0-9.]*\|"fused_classify_gpu_ms":[0-9.]*' $OUT/t.jsonl | head -2 | paste -sd' ') $(el)" >> $S
   cat $OUT/t.jsonl >> $OUT/text.jsonl
