@@ -14,8 +14,16 @@
  * half the memory, and half the K/V reads of every attention over it.
  *
  * token_embd stays on the host (in the GGUF mapping): a prompt needs a few
- * thousand of its 152k rows, which the CPU dequantizes and uploads with the
- * pass. It is uploaded only when it doubles as the LM head (tied models).
+ * thousand of its 152k rows, and the whole table would hold 0.3 GB of
+ * device memory at Q4_K (2.2 GB as f32) for rows a pass never reads. It is
+ * uploaded only when it doubles as the LM head (tied models). What
+ * crosses per pass is each token row's raw row as stored (2,016 bytes at
+ * Q4_K x 3,584, 1/7 of its f32 row), packed into a small activation
+ * (erow, one pass's rows) and dequantized into the residual stream by one
+ * gather on the first device (lm_forward.c): the CPU only copies bytes,
+ * where dequantizing 1,400 rows and uploading their 20 MB of f32 took
+ * 8-10 ms of a 95 ms H100 prefill. A type the gather lacks (and
+ * FOLIO_LM_EMBED=host, for comparisons) keeps the host dequantize.
  *
  * Over two devices (lm_open_split) each device is a part: its layers'
  * weights and KV cache, and a whole activation set, because every device
@@ -39,6 +47,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The token embedding's tensor: the load item of the table entry flagged
+ * ARCH_HOST_UNLESS_TIED (in the list whether it stays on the host or is
+ * also the tied LM head). */
+static const struct gguf_tensor_info *embedding_of(const struct gguf_model *m)
+{
+    for (uint64_t i = 0; i < m->n_items; i++)
+        if (m->items[i].spec && (m->items[i].spec->flags & ARCH_HOST_UNLESS_TIED))
+            return m->items[i].t;
+    return NULL;
+}
+
+/* 1 where the gather can dequantize token_embd's rows of n_embd (its
+ * type supported and the row a whole number of blocks, as op_gather
+ * requires). lm_pipeline_keys and lm_open must agree on it: the pipeline
+ * a pass records is pre-warmed only where this said so. */
+static int embed_gatherable(const struct gguf_tensor_info *t, uint32_t E)
+{
+    if (!t || !quant_supported(t->type) || E == 0)
+        return 0;
+    int be = quant_block_elems(t->type);
+    return be > 0 && E % (uint32_t)be == 0 && quant_row_bytes(t->type, E) != 0;
+}
+
 int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_weights,
                      struct vkr_pipeline_key *out, int max)
 {
@@ -49,6 +80,11 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     for (int j = 0; j < nt; j++)
         n += ops_matmul_keys(vk, types[j], &all[n]);
     all[n++] = ops_gather_key(QUANT_F32);
+    /* the token rows from their raw token_embd rows (lm_forward.c); an
+     * F32 table's key is the one above (ops_keys_unique) */
+    const struct gguf_tensor_info *embd = embedding_of(m);
+    if (embed_gatherable(embd, m->text.n_embd))
+        all[n++] = ops_gather_key(embd->type);
     all[n++] = ops_norm_key(0, 0);
     if (ops_gemm_available(vk))
         all[n++] = ops_norm_key(0, 1);
@@ -194,6 +230,11 @@ int lm_qkv_fused(const struct lm *lm, const struct lm_layer *L)
            hook_ok && need <= lm->o.size;
 }
 
+int lm_embed_gpu(const struct lm *lm)
+{
+    return lm->emb_gpu;
+}
+
 void lm_paths(const struct lm *lm, int *f16_path, uint32_t *qkv_fused)
 {
     uint32_t n = 0;
@@ -214,17 +255,6 @@ static struct lm_w *slot_of(struct lm *lm, const struct gguf_load_item *it)
         return NULL;
     char *base = s->group == ARCH_LAYER ? (char *)&lm->L[it->index] : (char *)lm;
     return (struct lm_w *)(base + s->slot);
-}
-
-/* The token embedding's tensor: the load item of the table entry flagged
- * ARCH_HOST_UNLESS_TIED (in the list whether it stays on the host or is
- * also the tied LM head). */
-static const struct gguf_tensor_info *embedding_of(const struct gguf_model *m)
-{
-    for (uint64_t i = 0; i < m->n_items; i++)
-        if (m->items[i].spec && (m->items[i].spec->flags & ARCH_HOST_UNLESS_TIED))
-            return m->items[i].t;
-    return NULL;
 }
 
 static int too_big(struct lm *lm, const char *what, uint64_t bytes, struct folio_err *err)
@@ -256,7 +286,7 @@ static uint64_t lcm_u64(uint64_t a, uint64_t b)
 /* The per-device fields a part holds and the lm mirrors for part[cur]. */
 #define LM_PART_FIELDS(X)                                                                    \
     X(vk) X(wa) X(aa) X(x) X(h) X(q) X(o) X(t2) X(gate) X(up) X(ksp) X(lg_h) X(lg_hn)         \
-    X(logits) X(probs) X(pg) X(ints) X(asc) X(sk)
+    X(logits) X(probs) X(pg) X(ints) X(asc) X(sk) X(erow)
 
 /* The current part's fields back into part[cur]. */
 static void part_save(struct lm *lm)
@@ -348,9 +378,10 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
      * positions, prompt key ranges, label key ranges (two per row), logits
      * rows, probabilities, and the last layer's rows alone (the tail: one
      * row per logits row, positions and two key ranges), and the rows of
-     * image rows taken on the device (lm_seq.dev) */
-    uint64_t ints = rows * 3 + B * T * 2 + label_rows * 4 + lg + pg + lg * 7 + B * T +
-                    8 * lm->ialign;
+     * image rows taken on the device (lm_seq.dev), and each row's raw
+     * token_embd row (the embedding gather) */
+    uint64_t ints = rows * 3 + B * T * 2 + label_rows * 4 + lg + pg + lg * 7 + B * T + rows +
+                    9 * lm->ialign;
     if (rows > UINT32_MAX / 8 || ints > UINT32_MAX / 8 || lg * lm->V > UINT32_MAX)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: %" PRIu64 " rows per pass is too many",
                              rows);
@@ -426,6 +457,8 @@ static int plan_layout(struct lm *lm, struct folio_err *err)
         skb = lm->gemm16 && b > skb ? b : skb;
     }
     sizes[n++] = skb;           /* split-K scratch */
+    /* the pass's raw token_embd rows, at most one per row (emb_gpu) */
+    sizes[n++] = lm->emb_gpu ? rows * lm->emb_rb : 16;
     lm->kv_bytes = kv * KW * 2; /* f16 */
     return 0;
 }
@@ -437,14 +470,29 @@ static int is_head_act(int i)
     return i >= 9 && i <= 13;
 }
 
+/* Index of erow in act_sz: only the first device gathers token rows, the
+ * others plan it as empty. */
+static int is_first_act(int i)
+{
+    return i == 20;
+}
+
+/* act_sz[i] as part p of nparts plans it. */
+static uint64_t act_size(const struct lm *lm, uint32_t p, uint32_t nparts, int i)
+{
+    if ((p != nparts - 1 && is_head_act(i)) || (p != 0 && is_first_act(i)))
+        return 4;
+    return lm->act_sz[i];
+}
+
 /* The activation plan of part p (its layers' KV cache included). */
 static uint64_t part_act_sizes(const struct lm *lm, uint32_t p, uint64_t *sizes)
 {
     const struct lm_part *P = &lm->part[p];
-    int head = p == lm->nparts - 1, n = 0;
+    int n = 0;
     uint64_t sum = 0;
     for (int i = 0; i < LM_NACT; i++)
-        sizes[n++] = !head && is_head_act(i) ? 4 : lm->act_sz[i];
+        sizes[n++] = act_size(lm, p, lm->nparts, i);
     for (uint32_t i = P->l0; i < P->l1; i++) {
         sizes[n++] = lm->kv_bytes;
         sizes[n++] = lm->kv_bytes;
@@ -476,7 +524,7 @@ static int plan_part(struct lm *lm, uint32_t p, struct folio_err *err)
                                        &lm->up, &lm->ksp.o, &lm->ksp.lse, &lm->lg_h,
                                        &lm->lg_hn, &lm->logits, &lm->probs, &lm->pg, &lm->ints,
                                        &lm->asc.o, &lm->asc.lse, &lm->asc.lse_c, &lm->asc.ranges,
-                                       &lm->sk};
+                                       &lm->sk, &lm->erow};
     for (int i = 0; i < LM_NACT && !rc; i++)
         rc = vkr_arena_alloc(lm->aa, sizes[i], dst[i], err);
     for (uint32_t i = P->l0; i < P->l1 && !rc; i++) {
@@ -499,6 +547,7 @@ static int plan_host(struct lm *lm, struct folio_err *err)
     lm->lab_row = malloc((size_t)B * NL * sizeof *lm->lab_row);
     lm->lg_row = malloc((size_t)B * NL * sizeof *lm->lg_row);
     lm->emb = malloc((size_t)rows * E * sizeof *lm->emb);
+    lm->erow_h = malloc(lm->emb_gpu ? (size_t)(rows * lm->emb_rb) : 1);
     lm->iv = malloc((size_t)ints * sizeof *lm->iv);
     lm->pgh = malloc((size_t)pg * sizeof *lm->pgh);
     lm->seq_start = calloc(B, sizeof *lm->seq_start);
@@ -507,8 +556,9 @@ static int plan_host(struct lm *lm, struct folio_err *err)
     lm->lastlg = malloc((size_t)B * V * sizeof *lm->lastlg);
     lm->lastlse = malloc((size_t)B * sizeof *lm->lastlse);
     lm->rowbuf = malloc((size_t)V * sizeof *lm->rowbuf);
-    if (!lm->emb || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n || !lm->next_pos ||
-        !lm->lastlg || !lm->lastlse || !lm->rowbuf || !lm->lab_row || !lm->lg_row)
+    if (!lm->emb || !lm->erow_h || !lm->iv || !lm->pgh || !lm->seq_start || !lm->seq_n ||
+        !lm->next_pos || !lm->lastlg || !lm->lastlse || !lm->rowbuf || !lm->lab_row ||
+        !lm->lg_row)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %" PRIu64
                              " staging rows", rows);
     return 0;
@@ -578,7 +628,7 @@ static void split_needs(const struct lm *lm, const uint64_t *wsz, const uint64_t
         need[p] = vkr_plan_bytes(lm->part[p].vk, VKR_ARENA_WEIGHTS, sizes, n);
         n = 0;
         for (int i = 0; i < LM_NACT; i++)
-            sizes[n++] = !p && is_head_act(i) ? 4 : lm->act_sz[i];
+            sizes[n++] = act_size(lm, p, 2, i);
         for (uint32_t i = p ? s : 0; i < (p ? nl : s); i++) {
             sizes[n++] = lm->kv_bytes;
             sizes[n++] = lm->kv_bytes;
@@ -781,6 +831,11 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     lm->nparts = n;
     int rc = check_shape(lm, err);
     lm->embd = embedding_of(m);
+    /* FOLIO_LM_EMBED=host: token rows dequantized on the host (the path a
+     * type without a gather takes), for comparisons against the gather */
+    const char *ee = getenv("FOLIO_LM_EMBED");
+    lm->emb_gpu = embed_gatherable(lm->embd, lm->E) && !(ee && strcmp(ee, "host") == 0);
+    lm->emb_rb = lm->emb_gpu ? quant_row_bytes(lm->embd->type, lm->E) : 0;
     lm->L = calloc(h->n_layer ? h->n_layer : 1, sizeof *lm->L);
     if (!rc && (!lm->L || !lm->embd))
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
@@ -836,10 +891,13 @@ int lm_open_split(struct vkr *const *vks, uint32_t n, const struct gguf_model *m
     folio_log(FOLIO_LOG_INFO, "lm_open",
               "layers=%u embd=%u heads=%u/%u ff=%u vocab=%u weights_bytes=%" PRIu64
               " act_bytes=%" PRIu64 " kv_bytes=%" PRIu64 " max_tokens=%u batch=%u"
-              " f16_path=%d qkv_fused_layers=%u devices=%u split=%u gpu_weights=\"%s\"",
+              " f16_path=%d qkv_fused_layers=%u devices=%u split=%u gpu_weights=\"%s\""
+              " embed=%s embd_type=%s",
               h->n_layer, lm->E, h->n_head, h->n_head_kv, lm->F, lm->V, wb, ab,
               2 * lm->kv_bytes * h->n_layer,
-              lm->cfg.max_tokens, lm->cfg.batch, lm->gemm16, fused, n, lm->part[0].l1, why);
+              lm->cfg.max_tokens, lm->cfg.batch, lm->gemm16, fused, n, lm->part[0].l1, why,
+              lm->emb_gpu ? "gpu" : "host",
+              quant_type_name(lm->embd->type) ? quant_type_name(lm->embd->type) : "?");
     *out = lm;
     return 0;
 }
@@ -900,6 +958,7 @@ uint32_t lm_devices(const struct lm *lm, struct lm_device_plan *out, uint32_t ma
 static void free_staging(struct lm *lm)
 {
     free(lm->emb);
+    free(lm->erow_h);
     free(lm->iv);
     free(lm->pgh);
     free(lm->seq_start);
@@ -911,6 +970,7 @@ static void free_staging(struct lm *lm)
     free(lm->lab_row);
     free(lm->lg_row);
     lm->emb = NULL;
+    lm->erow_h = NULL;
     lm->iv = NULL;
     lm->pgh = NULL;
     lm->seq_start = lm->seq_n = NULL;

@@ -104,6 +104,11 @@ uint32_t lm_devices(const struct lm *lm, struct lm_device_plan *out, uint32_t ma
  * GEMM), and how many layers run Q/K/V as one product: for tests and the
  * open log. */
 void lm_paths(const struct lm *lm, int *f16_path, uint32_t *qkv_fused);
+/* 1 where token rows are dequantized on the device from their raw
+ * token_embd rows (one gather per pass); 0 where the host dequantizes them
+ * (a type without a gather, or FOLIO_LM_EMBED=host). For tests and the
+ * open log. */
+int lm_embed_gpu(const struct lm *lm);
 
 /* Same, opening and owning the file. */
 int lm_open_file(struct vkr *vk, const char *path, const struct lm_config *cfg, struct lm **out,

@@ -54,6 +54,16 @@
  * hook_layer_done changes the last layer (lm->full_tail) and
  * FOLIO_LM_TAIL=all (comparisons).
  *
+ * Token rows' embeddings: each token row's raw token_embd row (as the
+ * GGUF stores it) is copied into packed host staging and uploaded with the
+ * pass's inputs; one gather on the first device dequantizes them into
+ * their rows of the residual stream (lm.c's top says why the table stays
+ * on the host). The gather's ids are one per row, the rows that take no
+ * token embedding out of its range: it skips them, so they keep what was
+ * uploaded (host-float rows, zero pads) or what the image scatter writes.
+ * A type without a gather, and the devices after the first of a split
+ * (the residual stream arrives there whole), upload f32 rows as before.
+ *
  * Scores: softmax of the needed logits rows on the GPU, then one gather
  * picks p(token) for every label token (the probabilities read as a table
  * of one-float rows, so any vocabulary size works), so only a few floats
@@ -263,12 +273,50 @@ struct pass {
     uint32_t nimg;
     struct vkr_tensor img;
     uint32_t o_pos, o_rngp, o_rngl, o_lg, o_pg, o_post, o_rngt, o_img, ints_used;
+    /* token rows gathered on the first device (gather_ready): nerow raw
+     * rows packed in erow_h; section o_emb has one word per row, a row's
+     * raw row (>= 0, gathered), EMB_HOST or EMB_DEV */
+    int gather;
+    uint32_t nerow, o_emb;
 };
+
+/* o_emb's rows that take no gathered row (negative: the gather reads them
+ * as uint, past any table, and skips them). EMB_HOST: uploaded from the
+ * host's f32 staging (host-float rows, zero pads, token rows on the host
+ * path); EMB_DEV: an image row the scatter writes on the device. */
+#define EMB_HOST (-1)
+#define EMB_DEV (-2)
 
 /* Whether row i of s takes its embedding on the device. */
 static int dev_row(const struct lm_seq *s, uint32_t i)
 {
     return s->tokens[i] < 0 && !s->embd && s->dev;
+}
+
+/* Whether this pass gathers its token rows on the first device: emb_gpu
+ * (lm.c) and the gather's pipeline there. lm_pipeline_keys lists it; a
+ * registry sealed without it (a caller's own key list) takes the host
+ * path from then on instead of failing every pass; before seal the
+ * pipeline is made here, as any op would. */
+static int gather_ready(struct lm *lm)
+{
+    if (!lm->emb_gpu)
+        return 0;
+    struct vkr *vk = lm->part[0].vk;
+    struct vkr_pipeline_key k = ops_gather_key(lm->embd->type);
+    if (vkr_pipeline_ready(vk, &k))
+        return 1;
+    struct vkr_stats st;
+    vkr_get_stats(vk, &st);
+    uint32_t id;
+    struct folio_err e = {0};
+    if (!st.sealed && vkr_pipeline(vk, &k, &id, &e) == 0)
+        return 1;
+    lm->emb_gpu = 0;
+    folio_log(FOLIO_LOG_WARN, "lm_embed_host", "type=%s reason=\"%s\"",
+              quant_type_name(lm->embd->type),
+              st.sealed ? "gather pipeline not pre-warmed (lm_pipeline_keys)" : e.msg);
+    return 0;
 }
 
 /* FOLIO_LM_TAIL=all: the last layer on every row (comparisons). */
@@ -362,23 +410,47 @@ static int pass_plan(struct lm *lm, struct pass *ps, struct folio_err *err)
     ps->o_post = ps->tail ? isec_take(&is, ps->nlg * 3) : 0;
     ps->o_rngt = ps->tail ? isec_take(&is, ps->nlg * 4) : 0;
     ps->o_img = ps->nimg ? isec_take(&is, ps->nimg) : 0;
+    ps->o_emb = isec_take(&is, nrows);
+    ps->gather = gather_ready(lm);
     if (is.over)
         return folio_err_set(err, FOLIO_ELIMIT, "text model: pass indices exceed the plan");
     ps->ints_used = is.used;
     return 0;
 }
 
-/* The host inputs: embedding rows (lm->emb) and every index (lm->iv). */
-static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *err)
+/* Row r's token embedding: its raw row packed for the gather (row id
+ * into o_emb), or on the host path dequantized into emb (EMB_HOST). */
+static int embed_token(struct lm *lm, struct pass *ps, uint32_t r, int32_t tok,
+                       struct folio_err *err)
+{
+    int32_t *id = lm->iv + ps->o_emb + r;
+    if (!ps->gather) {
+        *id = EMB_HOST;
+        return embed_row(lm, tok, lm->emb + (size_t)r * lm->E, err);
+    }
+    const uint64_t rb = lm->emb_rb;
+    const uint8_t *src = (const uint8_t *)lm->embd->data + (uint64_t)tok * rb;
+    memcpy(lm->erow_h + (size_t)ps->nerow * rb, src, (size_t)rb);
+    *id = (int32_t)ps->nerow++;
+    return 0;
+}
+
+/* The host inputs: embedding rows (lm->emb, or raw rows in lm->erow_h for
+ * the gather) and every index (lm->iv). */
+static int pass_stage(struct lm *lm, struct pass *ps, struct folio_err *err)
 {
     const uint32_t E = lm->E, V = lm->V, nseq = ps->nseq, nl = ps->nl, np = ps->np;
     const struct lm_label *labels = ps->labels;
     int rc = 0;
-    /* every prompt row is written below; only the label rows' region (its
-     * alignment pads must be zero) needs clearing, not the whole staging
-     * (90 MB for 16 pages of 512^2: ~10 ms of host time per pass) */
-    memset(lm->emb + (size_t)np * E, 0, (size_t)(ps->nrows - np) * E * sizeof *lm->emb);
+    /* every prompt row and label row is written below (or gathered); only
+     * the alignment pads before the label rows need clearing, not the
+     * whole staging (90 MB for 16 pages of 512^2: ~10 ms of host time per
+     * pass) */
+    memset(lm->emb + (size_t)np * E, 0, (size_t)(ps->lab0 - np) * E * sizeof *lm->emb);
     int32_t *iv = lm->iv;
+    ps->nerow = 0;
+    for (uint32_t r = np; r < ps->lab0; r++)
+        iv[ps->o_emb + r] = EMB_HOST;
     const uint32_t o_pos = ps->o_pos, o_rngp = ps->o_rngp, o_lg = ps->o_lg;
     memset(iv + o_pos, 0, (size_t)ps->nrows * 3 * sizeof *iv);
     uint32_t nimg = 0;
@@ -387,12 +459,15 @@ static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *er
         uint32_t r0 = lm->seq_start[b];
         for (uint32_t i = 0; i < s->n && !rc; i++) {
             float *dst = lm->emb + (size_t)(r0 + i) * E;
-            if (dev_row(s, i)) /* copied on the device (pass_submit); never uploaded */
+            if (dev_row(s, i)) { /* copied on the device (pass_submit); never uploaded */
                 iv[ps->o_img + nimg++] = (int32_t)(r0 + i);
-            else if (s->tokens[i] >= 0)
-                rc = embed_row(lm, s->tokens[i], dst, err);
-            else
+                iv[ps->o_emb + r0 + i] = EMB_DEV;
+            } else if (s->tokens[i] >= 0) {
+                rc = embed_token(lm, ps, r0 + i, s->tokens[i], err);
+            } else {
                 memcpy(dst, s->embd + (size_t)i * lm->Ein, (size_t)E * sizeof *dst);
+                iv[ps->o_emb + r0 + i] = EMB_HOST;
+            }
             if (s->pos)
                 memcpy(iv + o_pos + (r0 + i) * 3, s->pos + (size_t)i * 3, 3 * sizeof *iv);
             else
@@ -414,7 +489,7 @@ static int pass_stage(struct lm *lm, const struct pass *ps, struct folio_err *er
                 continue;
             lm->lg_row[bl] = lgc;
             for (uint32_t j = 0; j < k && !rc; j++) {
-                rc = embed_row(lm, labels[l].tokens[j], lm->emb + (size_t)(r + j) * E, err);
+                rc = embed_token(lm, ps, r + j, labels[l].tokens[j], err);
                 set_pos(iv + o_pos + (r + j) * 3, lm->next_pos[b] + (int32_t)j);
                 int32_t *rg = iv + ps->o_rngl + 4 * (r + j - ps->lab0);
                 rg[0] = (int32_t)lm->seq_start[b];
@@ -758,39 +833,62 @@ static void host_rows(const struct lm *lm, struct vkr_piece *run, uint32_t *n, u
 }
 
 /* The pass's host rows of the residual stream into run (NULL: counted
- * only): every row, or with device image rows the runs between them (a
- * page's 1,369 image rows are 19.6 MB the host neither writes nor
- * uploads). Returns how many pieces. */
-static uint32_t host_runs(const struct lm *lm, const struct pass *ps, struct vkr_piece *run)
+ * only): with whole, every row (the residual stream between devices);
+ * else the runs of EMB_HOST rows, so neither device image rows (a page's
+ * 1,369 are 19.6 MB the host neither writes nor uploads) nor gathered
+ * token rows go up as f32. Returns how many pieces. */
+static uint32_t host_runs(const struct lm *lm, const struct pass *ps, int whole,
+                          struct vkr_piece *run)
 {
-    uint32_t n = 0, from = 0; /* first row of the run being gathered */
-    for (uint32_t b = 0; b < ps->nseq && ps->nimg; b++) {
-        const struct lm_seq *s = &ps->seqs[b];
-        uint32_t r0 = lm->seq_start[b];
-        for (uint32_t i = 0; i < s->n; i++)
-            if (dev_row(s, i)) {
-                host_rows(lm, run, &n, from, r0 + i);
-                from = r0 + i + 1;
-            }
+    uint32_t n = 0;
+    if (whole) {
+        host_rows(lm, run, &n, 0, ps->nrows);
+        return n;
     }
-    host_rows(lm, run, &n, from, ps->nrows);
+    const int32_t *id = lm->iv + ps->o_emb;
+    for (uint32_t r = 0; r < ps->nrows;) {
+        uint32_t from = r;
+        while (r < ps->nrows && id[r] == EMB_HOST)
+            r++;
+        host_rows(lm, run, &n, from, r);
+        while (r < ps->nrows && id[r] != EMB_HOST)
+            r++;
+    }
     return n;
 }
 
-/* The pass's host rows and its integers: one gathered upload (one
- * submission where they fit the staging buffer, not one per piece). */
-static int upload_inputs(struct lm *lm, const struct pass *ps, struct folio_err *err)
+/* The pass's host rows, its packed raw token rows (the gather's table,
+ * first device) and its integers: one gathered upload (one submission
+ * where they fit the staging buffer, not one per piece). whole: the
+ * residual stream's every row from emb (a later device of a split). */
+static int upload_inputs(struct lm *lm, const struct pass *ps, int whole, struct folio_err *err)
 {
-    uint32_t n = host_runs(lm, ps, NULL);
-    struct vkr_piece *run = malloc(((size_t)n + 1) * sizeof *run);
+    uint32_t n = host_runs(lm, ps, whole, NULL);
+    struct vkr_piece *run = malloc(((size_t)n + 2) * sizeof *run);
     if (!run)
         return folio_err_set(err, FOLIO_ENOMEM, "text model: out of host memory for %u uploads",
-                             n + 1);
-    host_runs(lm, ps, run);
+                             n + 2);
+    host_runs(lm, ps, whole, run);
+    if (!whole && ps->gather && ps->nerow)
+        run[n++] = (struct vkr_piece){.t = lm->erow, .src = lm->erow_h,
+                                      .len = (uint64_t)ps->nerow * lm->emb_rb};
     run[n] = (struct vkr_piece){.t = lm->ints, .src = lm->iv, .len = (uint64_t)ps->ints_used * 4};
     int rc = vkr_upload_pieces(lm->vk, run, n + 1, err);
     free(run);
     return rc;
+}
+
+/* The token rows from their raw rows into x (first device): one id per
+ * row, those without a raw row skipped (see EMB_HOST). */
+static int token_rows(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
+                      struct folio_err *err)
+{
+    if (!ps->nerow)
+        return 0;
+    return op_gather(c, &(struct op_gather){.table = lm->erow, .wtype = lm->embd->type,
+                                            .rows = ps->nerow, .k = lm->E,
+                                            .ids = iview(lm, ps->o_emb, ps->nrows),
+                                            .n_ids = ps->nrows, .y = lm->x}, err);
 }
 
 /* Runs the pass's layers device by device: one command buffer, one submit
@@ -812,13 +910,15 @@ static int pass_submit(struct lm *lm, const struct pass *ps, struct folio_err *e
             rc = vkr_download(lm->part[p - 1].vk, lm->part[p - 1].x, 0, lm->emb, xbytes, err);
         lm_part_use(lm, p);
         if (!rc)
-            rc = upload_inputs(lm, ps, err);
+            rc = upload_inputs(lm, ps, p > 0, err);
         struct vkr_cmd *c = NULL;
         if (!rc)
             rc = vkr_cmd_begin(lm->vk, &c, err);
         if (rc)
             break;
-        if (ps->nimg) /* the image rows, straight from where the tower left them */
+        if (p == 0 && ps->gather)
+            rc = token_rows(lm, c, ps, err);
+        if (!rc && ps->nimg) /* the image rows, straight from where the tower left them */
             rc = op_scatter(c, vkr_view(ps->img, 0, (uint64_t)ps->nimg * lm->E * 4),
                             iview(lm, ps->o_img, ps->nimg), ps->nimg, lm->E, lm->x, ps->nrows,
                             err);

@@ -12,8 +12,9 @@ struct lm_w {
     uint32_t n, k; /* rows, row length */
 };
 
-/* Fixed activation tensors per device (x ... ints, split attention scratch). */
-#define LM_NACT 20
+/* Fixed activation tensors per device (x ... ints, split attention scratch,
+ * the token rows' raw embedding rows). */
+#define LM_NACT 21
 
 struct lm_layer {
     struct lm_w attn_norm, wq, bq, wk, bk, wv, bv, wo, ffn_norm, wg, wu, wd;
@@ -41,6 +42,7 @@ struct lm_part {
     struct op_attention_ksplit ksp;
     struct op_attention_scratch asc;
     struct vkr_tensor sk;     /* split-K scratch (op_matmul_split_bytes; tiny where unused) */
+    struct vkr_tensor erow;   /* the pass's raw token_embd rows (first device; tiny elsewhere) */
     uint64_t room;            /* vkr_room when the split was planned */
     uint64_t need;            /* the planner's estimate for this device */
 };
@@ -55,6 +57,13 @@ struct lm {
     struct lm_config cfg;
     uint32_t E, QW, KW, F, V, D;
     const struct gguf_tensor_info *embd; /* host rows */
+    /* Token rows dequantized on the first device (lm_forward.c): the
+     * pass's raw token_embd rows go up packed (erow) and one gather of
+     * embd's type writes them into x. 0: the type has no gather, its row
+     * length is no whole number of blocks, or FOLIO_LM_EMBED=host; the
+     * host dequantizes into emb as before. emb_rb: one raw row's bytes. */
+    int emb_gpu;
+    uint64_t emb_rb;
     struct vkr_arena *wa, *aa;
     struct lm_layer *L;
     struct lm_w out_norm, out_w;
@@ -92,11 +101,16 @@ struct lm {
     struct op_attention_scratch asc;
     /* the GEMM's split-K scratch (op_matmul.c); tiny where AUTO never splits */
     struct vkr_tensor sk;
+    /* rows_cap raw token_embd rows (emb_gpu, first device; tiny otherwise) */
+    struct vkr_tensor erow;
     uint32_t split_k; /* op_matmul.split_k of every product (lm_set_gemm_split) */
     int wide_tiles;   /* op_matmul.wide_tiles of every product (lm_set_gemm_split) */
 
-    /* host staging for one pass */
+    /* host staging for one pass: f32 rows of x (host-float and pad rows,
+     * token rows on the host path, the residual stream between devices),
+     * and the token rows' raw rows packed for erow (emb_gpu) */
     float *emb;
+    uint8_t *erow_h;
     int32_t *iv;
     float *pgh;
 

@@ -13,6 +13,9 @@
  *    share leading tokens): |Δ| <= 1e-3 · max(1, |ref|), same top label;
  *  - both prompts batched in one ragged pass, and the fused classify pass,
  *    give the same numbers (unranged run, F32 variants);
+ *  - token rows gathered on the device from their raw token_embd rows
+ *    against the host's dequantize (FOLIO_LM_EMBED=host): the same
+ *    logits and label sums to rounding (unranged run, every variant);
  *  - zero pipeline creations after seal, zero validation messages.
  * test_lm_parity_ranged.c repeats it with lowered device limits.
  */
@@ -98,6 +101,69 @@ static void cmp_labels(const char *what, const struct jv *refs, const char *fiel
     }
     CHECK(rb == gb, "%s: top label %d, reference %d", what, gb, rb);
     printf("%s: label %s max|d| %.3g, top label %d\n", what, field, worst, gb);
+}
+
+/* The device's gather of the token rows against the host path
+ * (FOLIO_LM_EMBED=host: a second engine on the same file): one batch of
+ * seqs, whose rows mix token rows, host-float rows (lm_seq.embd) and the
+ * zero pads before the label rows, as a prefill (every prompt row's
+ * logits) and as a fused classify (the label rows' tokens gathered too).
+ * Both dequantize the same raw rows, so only rounding may differ; a row
+ * gathered from the wrong raw row, or left unwritten, is off by the size
+ * of the logits. */
+static void cmp_embed_paths(struct PT *t, const char *what, const char *path,
+                            const struct lm_config *lc, struct lm *lm, const struct lm_seq *seqs,
+                            uint32_t nseq, const struct lm_label *lab, int nl)
+{
+    char w2[200];
+    struct folio_err e = {0};
+    uint32_t V = lm_hparams(lm)->n_vocab, ntok = 0;
+    for (uint32_t b = 0; b < nseq; b++)
+        ntok += seqs[b].n;
+    CHECK(lm_embed_gpu(lm), "%s: token rows are not gathered on the device", what);
+    setenv("FOLIO_LM_EMBED", "host", 1);
+    struct lm *lh = NULL;
+    int rc = lm_open_file(t->vk, path, lc, &lh, &e);
+    unsetenv("FOLIO_LM_EMBED");
+    REQUIRE_VOID(rc == 0, "%s: open with FOLIO_LM_EMBED=host: %s / %s", what, e.msg, e.detail);
+    CHECK(!lm_embed_gpu(lh), "%s: FOLIO_LM_EMBED=host still gathers on the device", what);
+    /* the f16 data path rounds activations to f16: a last-bit difference
+     * of an embedding may move a rounding there */
+    double tol = t->tol > 1e-3 ? 1e-3 : 1e-4;
+    float *lg = malloc((size_t)ntok * V * 4), *lgh = malloc((size_t)ntok * V * 4);
+    double lp[16], lph[16];
+    int best[2], besth[2];
+    if (!lg || !lgh || nl > 8 || nseq > 2) {
+        CHECK(0, "%s: out of memory or too many labels", what);
+        goto done;
+    }
+    rc = lm_prefill(lm, seqs, nseq, lg, &e);
+    CHECK(rc == 0, "%s: prefill (gather): %s", what, e.msg);
+    int rch = lm_prefill(lh, seqs, nseq, lgh, &e);
+    CHECK(rch == 0, "%s: prefill (host rows): %s", what, e.msg);
+    snprintf(w2, sizeof w2, "%s token rows gathered vs host", what);
+    if (!rc && !rch)
+        cmp_logits(w2, lg, lgh, (size_t)ntok * V, tol);
+    rc = lm_classify(lm, seqs, nseq, lab, (uint32_t)nl, lp, NULL, best, &e);
+    CHECK(rc == 0, "%s: classify (gather): %s", what, e.msg);
+    rch = lm_classify(lh, seqs, nseq, lab, (uint32_t)nl, lph, NULL, besth, &e);
+    CHECK(rch == 0, "%s: classify (host rows): %s", what, e.msg);
+    if (!rc && !rch) {
+        double worst = 0;
+        for (uint32_t i = 0; i < nseq * (uint32_t)nl; i++) {
+            double d = fabs(lp[i] - lph[i]) / fmax(1.0, fabs(lph[i]));
+            worst = d > worst ? d : worst;
+        }
+        CHECK(worst <= tol, "%s: label sums max rel|d| %.3g > %.0e", w2, worst, tol);
+        for (uint32_t b = 0; b < nseq; b++)
+            CHECK(best[b] == besth[b], "%s: sequence %u top label %d vs %d", w2, b, best[b],
+                  besth[b]);
+        printf("%s: label sums max rel|d| %.3g\n", w2, worst);
+    }
+done:
+    free(lg);
+    free(lgh);
+    lm_close(lh);
 }
 
 static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
@@ -251,6 +317,10 @@ static void run_variant(struct PT *t, const struct jv *cfg, const char *var)
                   "%.3g > %.0e", what, worst, label_tol);
             printf("%s fused against two passes: max rel|d| %.3g\n", what, worst);
         }
+    }
+    if (!t->ranged && t->gpu_weights == 0) {
+        struct lm_seq both[2] = {st, si};
+        cmp_embed_paths(t, what, path, &lc, lm, both, 2, labe, nl);
     }
     free(lg);
 done:

@@ -66,8 +66,8 @@ static struct vkr *open_dev(int ordinal, struct folio_err *e)
 
 static int warm(struct vkr *vk, const struct gguf_model *m, struct folio_err *e)
 {
-    struct vkr_pipeline_key keys[128];
-    int nk = lm_pipeline_keys(vk, m, 0, keys, 128), failed = 0;
+    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX];
+    int nk = lm_pipeline_keys(vk, m, 0, keys, LM_PIPELINE_KEYS_MAX), failed = 0;
     int rc = vkr_prewarm(vk, keys, nk, &failed, e);
     vkr_seal(vk);
     return rc ? rc : failed;

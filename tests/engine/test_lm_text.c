@@ -50,8 +50,8 @@ int main(void)
     struct gguf_model *m = NULL;
     rc = gguf_model_open_text(path, &m, &e);
     REQUIRE(rc == 0, "model: %s", e.msg);
-    struct vkr_pipeline_key keys[64];
-    int nk = lm_pipeline_keys(vk, m, 0, keys, 64), failed = -1;
+    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX];
+    int nk = lm_pipeline_keys(vk, m, 0, keys, LM_PIPELINE_KEYS_MAX), failed = -1;
     rc = vkr_prewarm(vk, keys, nk, &failed, &e);
     REQUIRE(rc == 0 && failed == 0, "prewarm: %s", e.msg);
     vkr_seal(vk);

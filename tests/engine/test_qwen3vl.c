@@ -200,8 +200,8 @@ static void test_text(int mat_type)
     CHECK(h->mrope_sections[1] == 5 && h->mrope_sections[2] == 5,
           "sections [%d,%d,%d]", h->mrope_sections[0], h->mrope_sections[1], h->mrope_sections[2]);
 
-    struct vkr_pipeline_key keys[128];
-    int nk = lm_pipeline_keys(vk, m, 0, keys, 128), failed = -1;
+    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX];
+    int nk = lm_pipeline_keys(vk, m, 0, keys, LM_PIPELINE_KEYS_MAX), failed = -1;
     rc = vkr_prewarm(vk, keys, nk, &failed, &e);
     CHECK(rc == 0 && failed == 0, "prewarm: %s", e.msg);
     struct lm_config lc = {.max_tokens = 40, .batch = 1, .max_labels = 4, .max_label_tokens = 4,
@@ -751,13 +751,13 @@ static uint32_t text_tier_tokens(int qwen3, uint32_t *sys_tokens)
     struct tok *tok = NULL;
     struct lm *lm = NULL;
     uint32_t n = 0;
-    struct vkr_pipeline_key keys[128];
+    struct vkr_pipeline_key keys[LM_PIPELINE_KEYS_MAX];
     int failed = -1;
     struct lm_config lc = {.max_tokens = 256, .batch = 1, .max_labels = 2,
                            .max_label_tokens = 12};
     int rc = m ? tok_load(m->file, &tok, &e) : FOLIO_EMODEL;
     if (!rc)
-        rc = vkr_prewarm(vk, keys, lm_pipeline_keys(vk, m, 0, keys, 128), &failed, &e);
+        rc = vkr_prewarm(vk, keys, lm_pipeline_keys(vk, m, 0, keys, LM_PIPELINE_KEYS_MAX), &failed, &e);
     if (!rc)
         rc = lm_open(vk, m, &lc, &lm, &e);
     static const char *const labels[2] = {"invoice", "letter"};
