@@ -271,7 +271,7 @@ int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, ui
      * tower's GEMM path with a narrow merger tile, and a 52-row pass the
      * LM head's tiled matmul, that no warm-up page had reached
      * (first_use_after_warm, engine_test_vlm_batch). */
-    for (uint32_t c = 2; c < cells && np < VLM_WARM_MAX - 4; c *= 2)
+    for (uint32_t c = 2; c < cells && np < VLM_WARM_MAX - 5; c *= 2)
         out[np++] = (struct vlm_warm_pass){c * f, 1, nl, 0};
     uint32_t half = cells / 2 ? cells / 2 : 1;
     if (cells >= 4 && (half & (half - 1)))
@@ -285,9 +285,14 @@ int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, ui
      * output). One pass with splitting off covers each tile's unsplit form;
      * the passes above cover the split ones. The same pass takes the int8
      * GEMM's tiles for many output tiles (a batch's prompts of thousands
-     * of rows, or one very large page's, take them; lm_set_gemm_split). */
-    if (cells >= 2 && vkr_limits(vk)->compute_units)
-        out[np++] = (struct vlm_warm_pass){half * f, max_batch >= 2 ? 2 : 1, nl, 1};
+     * of rows, or one very large page's, take them; lm_set_gemm_split), and
+     * a second one the int8 GEMM's 160-row tiles (some row counts of one
+     * page's prompt, 1,400, take them; H100 run 26 met them first after a
+     * warm-up without this pass). */
+    if (cells >= 2 && vkr_limits(vk)->compute_units) {
+        out[np++] = (struct vlm_warm_pass){half * f, max_batch >= 2 ? 2 : 1, nl, OP_MM_TILES_WIDE};
+        out[np++] = (struct vlm_warm_pass){half * f, 1, nl, OP_MM_TILES_TALL};
+    }
     out[np++] = (struct vlm_warm_pass){side, n, nl, 0};
     return np;
 }

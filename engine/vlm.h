@@ -99,8 +99,8 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
 #define VLM_WARM_MAX 16
 struct vlm_warm_pass {
     uint32_t side, pages, labels;
-    int unsplit; /* the text model's GEMMs with K unsplit and the int8 GEMM's wide tiles
-                    (lm_set_gemm_split) */
+    int unsplit; /* the text model's GEMMs with K unsplit and the int8 GEMM's tiles of
+                    long prompts (lm_set_gemm_split): OP_MM_TILES_WIDE or _TALL */
 };
 int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, uint32_t max_batch,
                   uint32_t max_labels, struct vlm_warm_pass *out);

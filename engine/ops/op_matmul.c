@@ -1048,8 +1048,10 @@ static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
 {
     if (m <= 64 || n <= 512)
         return 2;
-    if (wide)
+    if (wide == OP_MM_TILES_WIDE)
         return 1;
+    if (wide == OP_MM_TILES_TALL)
+        return 4;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
     uint32_t units = vkr_limits(vk)->compute_units;

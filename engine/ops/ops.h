@@ -120,6 +120,7 @@ int ops_coopmat_available(const struct vkr *vk);
  * int8 rows, QUANT_I8R, whose inputs it quantizes per row into the split
  * scratch first: op_matmul_i8.c). */
 enum op_mm_kernel { OP_MM_AUTO, OP_MM_MATVEC, OP_MM_TILED, OP_MM_COOPMAT, OP_MM_GEMM };
+enum op_mm_tiles { OP_MM_TILES_AUTO = 0, OP_MM_TILES_WIDE = 1, OP_MM_TILES_TALL = 2 };
 enum op_mm_act { OP_MM_ACT_NONE = 0, OP_MM_ACT_SWIGLU, OP_MM_ACT_GELU_ERF, OP_MM_ACT_QUICK_GELU };
 struct op_matmul {
     struct vkr_tensor w;     /* n rows of k elements of wtype */
@@ -146,9 +147,12 @@ struct op_matmul {
      * quantized input rows go there (as many rows at a time as it holds). */
     const struct vkr_tensor *split;
     uint32_t split_k;              /* slices: 0 = auto, 1 = never, >= 2 forced (tests, benchmarks) */
-    /* int8 GEMM: AUTO's tile for a product of many output tiles whatever m
-     * (the warm-up's short pass exercising the forms a batch's long
-     * prompts take; op_matmul.c, i8_class) */
+    /* int8 GEMM, the warm-up's passes (op_matmul.c, i8_class): a product
+     * that AUTO gives one of its tiles for thousands of rows takes that tile
+     * whatever m, so a short pass builds and runs the forms long prompts
+     * meet: OP_MM_TILES_WIDE the tile of many output tiles (a batch's
+     * prompts), OP_MM_TILES_TALL the 160-row tile (a row count it fits in
+     * fewer waves); 0 = AUTO */
     int wide_tiles;
     /* tensor-core GEMMs: bands of G row tiles walked down first (the L2
      * cache shares each weight tile among them; op_matmul.c); G + 1, 0 = auto */
