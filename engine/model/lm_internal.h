@@ -124,6 +124,7 @@ struct lm {
     double *lastlse;      /* their log-sum-exp */
     float *rowbuf;        /* V: one logits row (exact log-probs of tiny p) */
     double last_ms;
+    double last_up_ms, last_rec_ms; /* the last pass's input uploads and recording (debug log) */
 
     struct lm_part part[LM_MAX_DEVICES];
     uint32_t nparts, cur;

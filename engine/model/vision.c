@@ -1006,9 +1006,11 @@ static int run(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t b
         return folio_err_set(err, FOLIO_EDEVICELOST, "vision: the device was lost; re-open the "
                              "engine");
     uint32_t N = 0;
+    double ts = folio_mono_ms();
     int rc = stage(v, im, n, &N, err);
     if (rc)
         return rc;
+    double tr = folio_mono_ms();
     struct vkr_cmd *c;
     rc = vkr_cmd_begin(v->vk, &c, err);
     if (rc)
@@ -1027,9 +1029,17 @@ static int run(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t b
     v->last_ms = folio_mono_ms() - t0;
     if (rc)
         return rc;
+    double td = folio_mono_ms();
     if (!merger)
-        return vkr_download(v->vk, v->x, 0, im[0].out, (uint64_t)N * v->D * 4, err);
-    return download(v, im, n, err);
+        rc = vkr_download(v->vk, v->x, 0, im[0].out, (uint64_t)N * v->D * 4, err);
+    else
+        rc = download(v, im, n, err);
+    /* where a pass's host time goes, beside the GPU's (lm_pass's too) */
+    if (!rc)
+        folio_log(FOLIO_LOG_DEBUG, "vision_pass", "images=%u rows=%u stage_ms=%.2f record_ms=%.2f "
+                  "submit_ms=%.2f download_ms=%.2f", n, N, tr - ts, t0 - tr, v->last_ms,
+                  folio_mono_ms() - td);
+    return rc;
 }
 
 int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,

@@ -587,6 +587,13 @@ run27() {
 rm -rf /tmp/xdg
 pages - 1024 1,8 "--gpu-weights int8"
 pages - 512 1,16 "--gpu-weights int8"
+# where a batch-1 page's host time goes (*_ms less *_submit_ms: 4.9 ms of
+# the tower's pass and 2.6 of the text pass at 1024^2 in run 26): the
+# passes' debug lines (stage with its uploads, recording, submit, scores)
+FOLIO_LOG_LEVEL=debug timeout 120 $E bench engine --device NVIDIA --image 1024 --batch 1 --iters 3 --gpu-weights int8 > $OUT/p.jsonl 2> $OUT/gaps.err
+echo "host gaps 1024 b1 rc=$? $(el)" >> $S
+grep -o 'event=\(vision\|lm\)_pass.*' $OUT/gaps.err | tail -6 >> $S
+rm -f $OUT/p.jsonl $OUT/gaps.err
 finish
 }
 
