@@ -1041,10 +1041,11 @@ static uint64_t i8_tiles(int c, uint32_t m, uint32_t n)
     return (uint64_t)((m + I8_CFG[c][0] - 1) / I8_CFG[c][0]) * ((n + I8_CFG[c][1] - 1) / I8_CFG[c][1]);
 }
 
-/* The class of an m x n product (class 2's tile at a few hundred rows and
- * n >= 8192 has at least 296 output tiles: the split rule never splits it). */
-
-static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
+/* The class of an m x n product on a device of `units` multiprocessors (0:
+ * not known), with the warm-up's override `wide` (enum op_mm_tiles). Class
+ * 2's tile at a few hundred rows and n >= 8192 has at least 296 output
+ * tiles: the split rule never splits it. */
+int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t units, int wide)
 {
     if (m <= 64 || n <= 512)
         return 2;
@@ -1054,7 +1055,6 @@ static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
         return 4;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
-    uint32_t units = vkr_limits(vk)->compute_units;
     if (n >= 8192 || (units && i8_tiles(I8_AUTO[1], m, n) >= (uint64_t)I8_MANY_WAVES * units))
         return 1;
     /* class 0 or its taller tile: the one whose waves keep fewer rows of
@@ -1065,6 +1065,11 @@ static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
     uint64_t c0 = (i8_tiles(I8_AUTO[0], m, n) + units - 1) / units * t0[0] * t0[1];
     uint64_t c4 = (i8_tiles(I8_AUTO[4], m, n) + units - 1) / units * t4[0] * t4[1];
     return c4 < c0 ? 4 : 0;
+}
+
+static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
+{
+    return ops_gemm_i8_class(m, n, vkr_limits(vk)->compute_units, wide);
 }
 
 int ops_gemm_i8_available(const struct vkr *vk)

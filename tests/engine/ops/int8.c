@@ -328,8 +328,41 @@ static void gemm_i8(struct T *t)
     }
 }
 
+/* AUTO's class per product on a 132-multiprocessor device (the H100's
+ * and H200's), no device needed: the cases the rule was measured at
+ * (BENCHMARKS.md "Tiles sized to the waves", "A batch's int8 products") */
+static void auto_classes(void)
+{
+    static const struct {
+        uint32_t m, n, units;
+        int wide, want;
+        const char *why;
+    } c[] = {
+        {1400, 3584, 132, 0, 4, "one page's o/down: 252 tiles of 160 rows in 2 waves, 308 of 128 in 3"},
+        {1400, 4608, 132, 0, 0, "its q/k/v: 3 waves either way, the smaller tile"},
+        {1461, 3584, 132, 0, 0, "a 1024^2 page with 16 labels' o/down: 3 waves either way"},
+        {1461, 4608, 132, 0, 4, "its q/k/v: 3 waves of 160 rows against 4 of 128"},
+        {1400, 3584, 0, 0, 0, "no multiprocessor count: class 0"},
+        {1400, 18944, 132, 0, 1, "gate/up: very wide"},
+        {6256, 3584, 132, 0, 1, "16 pages of 512^2: many tiles"},
+        {391, 3584, 132, 0, 3, "one 512^2 page's prompt"},
+        {391, 18944, 132, 0, 2, "its gate/up"},
+        {48, 3584, 132, 0, 2, "a label pass"},
+        {1400, 512, 132, 0, 2, "k/v apart"},
+        {300, 3584, 132, OP_MM_TILES_WIDE, 1, "the warm-up's wide pass"},
+        {300, 3584, 132, OP_MM_TILES_TALL, 4, "the warm-up's tall pass"},
+        {48, 3584, 132, OP_MM_TILES_TALL, 2, "a label pass in the tall pass"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int got = ops_gemm_i8_class(c[i].m, c[i].n, c[i].units, c[i].wide);
+        CHECK(got == c[i].want, "int8 class of %ux%u on %u units: %d, want %d (%s)", c[i].m, c[i].n,
+              c[i].units, got, c[i].want, c[i].why);
+    }
+}
+
 void test_int8(struct T *t)
 {
+    auto_classes();
     quant_activations(t);
     quant_weights(t);
     gemm_i8(t);
