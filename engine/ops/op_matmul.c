@@ -1003,8 +1003,8 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
  *     class 0's tile split in 3 K slices: the split int8 partials run at a
  *     third of the unsplit kernel's rate), class 2's 64x128 for n >= 8192
  *     (gate/up 191 against 172); never split.
- *   4 class 0's products where 160-row tiles take fewer multiprocessor
- *     rows in all (waves x tile rows): 1,400 x 3,584 is 308 tiles of
+ *   4 class 0's products where 160-row tiles keep the multiprocessors
+ *     busy for less (waves x tile area): 1,400 x 3,584 is 308 tiles of
  *     128 rows (3 waves on the H100's 132, the last 1/3 idle) or 252 of 160
  *     rows (2 waves): down 263 against 211 TOP/s, o 225 against 195; q/k/v
  *     (4,608 columns: 3 waves either way) stays on class 0's, 232 against
@@ -1057,8 +1057,8 @@ int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t units, int wide)
         return n >= 8192 ? 2 : 3;
     if (n >= 8192 || (units && i8_tiles(I8_AUTO[1], m, n) >= (uint64_t)I8_MANY_WAVES * units))
         return 1;
-    /* class 0 or its taller tile: the one whose waves keep fewer rows of
-     * multiprocessors busy (the last wave's idle ones counted; tie: class 0) */
+    /* class 0 or its taller tile: the one whose waves x tile area is
+     * smaller (the last wave's idle multiprocessors counted; tie: class 0) */
     if (!units)
         return 0;
     const uint32_t *t0 = I8_CFG[I8_AUTO[0]], *t4 = I8_CFG[I8_AUTO[4]];

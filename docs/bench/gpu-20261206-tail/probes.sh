@@ -597,4 +597,15 @@ rm -f $OUT/p.jsonl $OUT/gaps.err
 finish
 }
 
+# run 28 (not run yet): the anchor harness beside folio (llama.cpp's
+# official Vulkan build, transformers on CUDA, folio; .anchor/ holds the
+# whole ../shared/bench/anchor folder, never committed), the phases in
+# PHASES (default: setup gen llama folio cuda; at most 8 logs come back)
+run28() {
+FOLIO_ENGINE=$E OUT=$OUT timeout 580 bash .anchor/run.sh ${PHASES:-setup gen llama folio cuda} > $OUT/anchor.out 2>&1
+echo "anchor rc=$? $(el)" >> $S
+tail -40 $OUT/anchor.out >> $S
+cat $S
+}
+
 run$RUN
