@@ -132,10 +132,10 @@ int lm_pipeline_keys(const struct vkr *vk, const struct gguf_model *m, int gpu_w
     return k;
 }
 
-void lm_set_gemm_split(struct lm *lm, uint32_t split_k, int wide_tiles)
+void lm_set_gemm_split(struct lm *lm, uint32_t split_k, int i8_tiles)
 {
     lm->split_k = split_k;
-    lm->wide_tiles = wide_tiles;
+    lm->i8_tiles = (enum op_mm_tiles)i8_tiles;
 }
 
 const struct gguf_text_hparams *lm_hparams(const struct lm *lm)

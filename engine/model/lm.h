@@ -126,11 +126,11 @@ const struct gguf_text_hparams *lm_hparams(const struct lm *lm);
  * product splits K only while its output tiles leave multiprocessors
  * idle, so the unsplit forms of the few-row tiles appear at batch sizes
  * the warm-up does not run (H100, batch 8: the V projection's). With
- * wide_tiles OP_MM_TILES_WIDE the int8 GEMM takes the tiles of products of
+ * i8_tiles OP_MM_TILES_WIDE the int8 GEMM takes the tiles of products of
  * many output tiles at any row count, with OP_MM_TILES_TALL its 160-row
- * tiles (op_matmul.wide_tiles): long prompts take them, a warm-up pass of
+ * tiles (op_matmul.i8_tiles): long prompts take them, a warm-up pass of
  * a few hundred rows would not. */
-void lm_set_gemm_split(struct lm *lm, uint32_t split_k, int wide_tiles);
+void lm_set_gemm_split(struct lm *lm, uint32_t split_k, int i8_tiles);
 /* Device bytes of weights and of the planned activations. */
 void lm_memory(const struct lm *lm, uint64_t *weights, uint64_t *activations);
 

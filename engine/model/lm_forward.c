@@ -137,7 +137,7 @@ static int mm(struct lm *lm, struct vkr_cmd *c, const struct lm_w *w, const stru
     if (lm->sk.size && (k == OP_MM_GEMM || w->type == QUANT_I8R))
         a.split = &lm->sk;
     a.split_k = lm->split_k;
-    a.wide_tiles = lm->wide_tiles;
+    a.i8_tiles = lm->i8_tiles;
     return op_matmul(c, &a, err);
 }
 
@@ -152,7 +152,7 @@ static int mm16(const struct lm *lm, struct vkr_cmd *c, const struct lm_w *w,
     a.kernel = OP_MM_GEMM;
     a.split = lm->sk.size ? &lm->sk : NULL;
     a.split_k = lm->split_k;
-    a.wide_tiles = lm->wide_tiles;
+    a.i8_tiles = lm->i8_tiles;
     return op_matmul(c, &a, err);
 }
 

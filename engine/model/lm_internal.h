@@ -104,7 +104,7 @@ struct lm {
     /* rows_cap raw token_embd rows (emb_gpu, first device; tiny otherwise) */
     struct vkr_tensor erow;
     uint32_t split_k; /* op_matmul.split_k of every product (lm_set_gemm_split) */
-    int wide_tiles;   /* op_matmul.wide_tiles of every product (lm_set_gemm_split) */
+    enum op_mm_tiles i8_tiles; /* op_matmul.i8_tiles of every product (lm_set_gemm_split) */
 
     /* host staging for one pass: f32 rows of x (host-float and pad rows,
      * token rows on the host path, the residual stream between devices),

@@ -1036,40 +1036,45 @@ static int i8_auto_class(const struct vkr *vk, int cls)
  * of the H100's 132). */
 #define I8_MANY_WAVES 4
 /* Output tiles of table row c's tile over an m x n product. */
-static uint64_t i8_tiles(int c, uint32_t m, uint32_t n)
+static uint64_t i8_ntiles(int c, uint32_t m, uint32_t n)
 {
     return (uint64_t)((m + I8_CFG[c][0] - 1) / I8_CFG[c][0]) * ((n + I8_CFG[c][1] - 1) / I8_CFG[c][1]);
 }
 
+/* How long table row c's tiles keep units multiprocessors busy over an
+ * m x n product, in tile elements: its waves (the last one's idle
+ * multiprocessors counted) times its tile's area. */
+static uint64_t i8_busy(int c, uint32_t m, uint32_t n, uint32_t units)
+{
+    return (i8_ntiles(c, m, n) + units - 1) / units * I8_CFG[c][0] * I8_CFG[c][1];
+}
+
 /* The class of an m x n product on a device of `units` multiprocessors (0:
- * not known), with the warm-up's override `wide` (enum op_mm_tiles). Class
- * 2's tile at a few hundred rows and n >= 8192 has at least 296 output
- * tiles: the split rule never splits it. */
-int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t units, int wide)
+ * not known), with the warm-up's override `tiles` (enum op_mm_tiles).
+ * Class 2's tile at a few hundred rows and n >= 8192 has at least 296
+ * output tiles: the split rule never splits it. */
+int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t units, int tiles)
 {
     if (m <= 64 || n <= 512)
         return 2;
-    if (wide == OP_MM_TILES_WIDE)
+    if (tiles == OP_MM_TILES_WIDE)
         return 1;
-    if (wide == OP_MM_TILES_TALL)
+    if (tiles == OP_MM_TILES_TALL)
         return 4;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
-    if (n >= 8192 || (units && i8_tiles(I8_AUTO[1], m, n) >= (uint64_t)I8_MANY_WAVES * units))
+    if (n >= 8192 || (units && i8_ntiles(I8_AUTO[1], m, n) >= (uint64_t)I8_MANY_WAVES * units))
         return 1;
-    /* class 0 or its taller tile: the one whose waves x tile area is
-     * smaller (the last wave's idle multiprocessors counted; tie: class 0) */
+    /* class 0 or its taller tile, whichever keeps the multiprocessors busy
+     * for less (tie: class 0) */
     if (!units)
         return 0;
-    const uint32_t *t0 = I8_CFG[I8_AUTO[0]], *t4 = I8_CFG[I8_AUTO[4]];
-    uint64_t c0 = (i8_tiles(I8_AUTO[0], m, n) + units - 1) / units * t0[0] * t0[1];
-    uint64_t c4 = (i8_tiles(I8_AUTO[4], m, n) + units - 1) / units * t4[0] * t4[1];
-    return c4 < c0 ? 4 : 0;
+    return i8_busy(I8_AUTO[4], m, n, units) < i8_busy(I8_AUTO[0], m, n, units) ? 4 : 0;
 }
 
-static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int wide)
+static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int tiles)
 {
-    return ops_gemm_i8_class(m, n, vkr_limits(vk)->compute_units, wide);
+    return ops_gemm_i8_class(m, n, vkr_limits(vk)->compute_units, tiles);
 }
 
 int ops_gemm_i8_available(const struct vkr *vk)
@@ -1208,7 +1213,7 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
      * elsewhere the split int8 partials ran at a third of the unsplit
      * kernel's rate (a 391-row prompt's o/down), and a 512-row pass of
      * class 0 would have split */
-    int cls = i8_class(vk, a->m, a->n, a->wide_tiles), cfg = i8_auto_class(vk, cls);
+    int cls = i8_class(vk, a->m, a->n, a->i8_tiles), cfg = i8_auto_class(vk, cls);
     int nosplit = a->split_k == 0 && cls != 2;
     struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k), pkey = i8_key_s(0, cfg, a->k, 1);
     if (!vkr_pipeline_ready(vk, &kk))

@@ -152,8 +152,8 @@ struct op_matmul {
      * whatever m, so a short pass builds and runs the forms long prompts
      * meet: OP_MM_TILES_WIDE the tile of many output tiles (a batch's
      * prompts), OP_MM_TILES_TALL the 160-row tile (a row count it fits in
-     * fewer waves); 0 = AUTO */
-    int wide_tiles;
+     * fewer waves); OP_MM_TILES_AUTO otherwise */
+    enum op_mm_tiles i8_tiles;
     /* tensor-core GEMMs: bands of G row tiles walked down first (the L2
      * cache shares each weight tile among them; op_matmul.c); G + 1, 0 = auto */
     int gemm_group;

@@ -335,7 +335,7 @@ static void auto_classes(void)
 {
     static const struct {
         uint32_t m, n, units;
-        int wide, want;
+        int tiles, want;
         const char *why;
     } c[] = {
         {1400, 3584, 132, 0, 4, "one page's o/down: 252 tiles of 160 rows in 2 waves, 308 of 128 in 3"},
@@ -354,7 +354,7 @@ static void auto_classes(void)
         {48, 3584, 132, OP_MM_TILES_TALL, 2, "a label pass in the tall pass"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        int got = ops_gemm_i8_class(c[i].m, c[i].n, c[i].units, c[i].wide);
+        int got = ops_gemm_i8_class(c[i].m, c[i].n, c[i].units, c[i].tiles);
         CHECK(got == c[i].want, "int8 class of %ux%u on %u units: %d, want %d (%s)", c[i].m, c[i].n,
               c[i].units, got, c[i].want, c[i].why);
     }
