@@ -14,6 +14,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 int engine_tool_vkr_open(const char *device, int allow_cpu, int serial, int timestamps,
                          struct vkr **vk, struct folio_err *err)
@@ -105,9 +106,9 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
     print_devices(out, o->json, devs, ndev, D->index);
     if (o->json) {
         fprintf(out, ",\"selected\":%s,\"pipelines_unavailable\":%d,\"coopmat_kernel\":%s,"
-                     "\"gemm_route\":\"%s\",\"gemm_int8\":%s}\n", js,
+                     "\"gemm_route\":\"%s\",\"gemm_int8\":%s,\"gemm_int8_route\":\"%s\"}\n", js,
                 failed, ops_coopmat_available(vk) ? "true" : "false", ops_gemm_route_name(vk),
-                ops_gemm_i8_available(vk) ? "true" : "false");
+                ops_gemm_i8_available(vk) ? "true" : "false", ops_gemm_i8_route_name(vk));
     } else {
         fprintf(out, "selected: %s, driver %s %s, Vulkan %u.%u.%u\n", D->name, D->driver_name,
                 D->driver_info, D->api_version >> 22,
@@ -134,9 +135,13 @@ int engine_doctor_ops(const struct engine_doctor_opts *o, FILE *out, struct foli
                     ? "flash_attn_cm2 (VK_NV_cooperative_matrix2 with reductions; FOLIO_ATTN_CM2=off hides it)"
                     : cm ? "flash_attn_cm (VK_NV_cooperative_matrix)" : "the scalar kernel",
                 cm ? "flash_attn_cm" : "the scalar kernel");
+        const char *i8r = ops_gemm_i8_route_name(vk);
         fprintf(out, "int8 GEMM (--gpu-weights int8): %s\n",
-                ops_gemm_i8_available(vk) ? "yes (int8 workgroup matrices, VK_NV_cooperative_matrix2)"
-                                          : "no (int8 weights run through the f32 kernels here)");
+                !strcmp(i8r, "cm2") ? "cm2 (int8 workgroup matrices, VK_NV_cooperative_matrix2; "
+                                      "FOLIO_GEMM_I8_ROUTE=khr|cm2 forces one)"
+                : !strcmp(i8r, "khr") ? "khr (int8 16x16x32 subgroup matrices, VK_KHR_cooperative_matrix; "
+                                        "FOLIO_GEMM_I8_ROUTE=khr|cm2 forces one)"
+                                      : "no (int8 weights run through the f32 kernels here)");
         fprintf(out, "pipelines: %u built, %u unavailable, pre-warm %.0f ms, sealed %s, "
                      "requests after seal %" PRIu64 "\n",
                 s.pipelines_built, s.pipelines_failed, s.prewarm_ms, s.sealed ? "yes" : "no",

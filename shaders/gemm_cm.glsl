@@ -12,6 +12,16 @@
 // W is f16 (weights expanded at load, --gpu-weights f16); X is f16 or f32
 // (XTYPE), Y is f32 or f16 (YTYPE); accumulation is f32 throughout.
 //
+// int8 (the includer defines GEMM_I8: gemm_i8_khr.comp, --gpu-weights
+// int8): W and X are folio's int8 rows (QUANT_I8R: a 16-byte header with the
+// row's f32 scale, then K bytes; row stride K + 16; skips in bytes, K and
+// skips multiples of 16), fragments are 16x16x32 and accumulate exactly in
+// int32, and the epilogue first multiplies each sum by its row's and its
+// column's scales. A 16-byte vector holds 16 int8 where it holds 8 halves,
+// and a fragment's K (32) is the same 32 bytes as an f16 fragment's (16), so
+// the tiles, shared rows and fragment offsets are the f16 kernel's in bytes:
+// an int8 K step of 64 is an f16 one of 32.
+//
 // Tiling (why it is shaped this way):
 // - A workgroup owns a (16*FM*WM) x (16*FN*WN) output tile; each of its
 //   WM*WN subgroups owns FM x FN fragments of 16x16 (e.g. 4x4: one K-step
@@ -74,8 +84,8 @@ layout(std430, binding = 3) readonly buffer BB { float B[]; };
 layout(std430, binding = 4) readonly buffer BR { float R[]; };
 layout(push_constant) uniform P {
     uint K, N, M;
-    uint w_skip;  // halves before row 0 of W in its binding
-    uint x_skip;  // elements (halves or floats) before row 0 of X
+    uint w_skip;  // halves (int8: bytes) before row 0 of W in its binding
+    uint x_skip;  // elements (halves, floats; int8: bytes) before row 0 of X
     uint y_skip;  // elements before row 0 of Y
     uint ldy;     // Y row stride in elements
     uint y_col0;  // first Y column written by this dispatch
@@ -96,9 +106,21 @@ layout(push_constant) uniform P {
 #include "gemm_epi.glsl"
 #include "gemm_tiles.glsl"
 
+#ifdef GEMM_I8
+const uint EV = 16u; // K elements per 16-byte vector
+const uint FK = 32u; // K of one fragment
+const uint RH = 16u; // row header bytes (the row's scale)
+#else
+const uint EV = 8u;
+const uint FK = 16u;
+const uint RH = 0u;
+#endif
+#ifndef CM_ZERO
+#define CM_ZERO CM_C(0.0)
+#endif
 const uint BM = 16u * FM * WM, BN = 16u * FN * WN;
 const uint NT = SG * WM * WN;
-const uint KV = BK / 8u;             // 16-byte vectors per tile row
+const uint KV = BK / EV;             // 16-byte vectors per tile row
 const uint SKV = KV + 1u;            // padded shared row stride in vectors
 const uint A_PER = BM * KV / NT;     // vectors per thread and step
 const uint B_PER = BN * KV / NT;
@@ -121,6 +143,11 @@ shared uvec4 sC[EPI_IN_A ? 1u : WM * WN * 64u];
 uvec4 ld_w(uint base, uint k, uint K, bool chk)
 {
     uvec4 v = uvec4(0);
+#ifdef GEMM_I8
+    if (!chk || k < K) // bytes; K a multiple of 16
+        v = W4[(base + k) >> 4];
+    return v;
+#endif
     if (ALIGN == 8u) {
         if (!chk || k < K)
             v = W4[(base + k) >> 3];
@@ -140,6 +167,11 @@ uvec4 ld_w(uint base, uint k, uint K, bool chk)
 uvec4 ld_x(uint base, uint k, uint K, bool chk)
 {
     uvec4 v = uvec4(0);
+#ifdef GEMM_I8
+    if (!chk || k < K)
+        v = X4[(base + k) >> 4];
+    return v;
+#endif
     if (XTYPE == 0u) {
         // f32 activations: K % 4 == 0 and base % 4 == 0 (host checks)
         if (!chk || k < K) {
@@ -179,10 +211,11 @@ void main()
     CM_C acc[FM][FN];
     [[unroll]] for (uint i = 0; i < FM; i++)
         [[unroll]] for (uint j = 0; j < FN; j++)
-            acc[i][j] = CM_C(0.0);
+            acc[i][j] = CM_ZERO;
 
     // This workgroup's K range (split K: slice z), and where its outputs go.
     uint K = p.K;
+    uint RS = K + RH; // row stride of W and X in their elements
     uint kb = p.kper != 0u ? gl_WorkGroupID.z * p.kper : 0u;
     uint ke = p.kper != 0u ? min(K, kb + p.kper) : K;
     uint nk = (ke - kb + BK - 1u) / BK;
@@ -196,11 +229,11 @@ void main()
         bool chk_ = k0_ + BK > ke;                                            \
         [[unroll]] for (uint q = 0; q < A_PER; q++) {                         \
             uint v = t + NT * q, r = min(m0 + v / KV, p.M - 1u);              \
-            RA[q] = ld_x(p.x_skip + r * K, k0_ + (v % KV) * 8u, ke, chk_);    \
+            RA[q] = ld_x(p.x_skip + RH + r * RS, k0_ + (v % KV) * EV, ke, chk_); \
         }                                                                     \
         [[unroll]] for (uint q = 0; q < B_PER; q++) {                         \
             uint v = t + NT * q, r = min(n0 + v / KV, p.N - 1u);              \
-            RB[q] = ld_w(p.w_skip + r * K, k0_ + (v % KV) * 8u, ke, chk_);    \
+            RB[q] = ld_w(p.w_skip + RH + r * RS, k0_ + (v % KV) * EV, ke, chk_); \
         }                                                                     \
     }
     // Registers into shared stage ST.
@@ -217,7 +250,7 @@ void main()
     // The products of the step in shared stage ST.
 #define MMA(ST) {                                                             \
         uint aoff = (ST) * SA, boff = (ST) * SB;                              \
-        [[unroll]] for (uint kk = 0; kk < BK / 16u; kk++) {                   \
+        [[unroll]] for (uint kk = 0; kk < BK / FK; kk++) {                    \
             CM_A a[FM];                                                       \
             CM_B b[FN];                                                       \
             [[unroll]] for (uint i = 0; i < FM; i++)                          \
@@ -281,9 +314,9 @@ void main()
 #undef STASH
 #undef MMA
 
-    // Epilogue: each 16x16 fragment through the subgroup's scratch (f32
-    // bits in 16-byte vectors, 4 per row); piece q (0..31) is row q/2,
-    // columns (q%2)*8 .. +7, taken by lane q % SG.
+    // Epilogue: each 16x16 fragment through the subgroup's scratch (f32 or,
+    // int8, int32 bits in 16-byte vectors, 4 per row); piece q (0..31) is
+    // row q/2, columns (q%2)*8 .. +7, taken by lane q % SG.
     uint sc = warp * 64u;
     [[unroll]] for (uint i = 0; i < FM; i++)
         [[unroll]] for (uint j = 0; j < FN; j++) {
@@ -300,9 +333,20 @@ void main()
                 if (m < p.M) {
                     uint ci = sc + er * 4u + (ec >> 2);
                     uvec4 c0 = EPI_IN_A ? sA[ci] : sC[ci], c1 = EPI_IN_A ? sA[ci + 1u] : sC[ci + 1u];
+#ifdef GEMM_I8
+                    // the int32 sums times the X row's and the W rows' scales
+                    // (rows past N were read as row N-1: never scaled or stored)
+                    float sx = XF4[(p.x_skip + m * RS) >> 4].x;
+                    float o[8] = {float(int(c0.x)), float(int(c0.y)), float(int(c0.z)), float(int(c0.w)),
+                                  float(int(c1.x)), float(int(c1.y)), float(int(c1.z)), float(int(c1.w))};
+                    [[unroll]] for (uint e = 0; e < 8u; e++)
+                        if (nb + e < p.N)
+                            o[e] *= sx * uintBitsToFloat(W4[(p.w_skip + (nb + e) * RS) >> 4].x);
+#else
                     float o[8] = {uintBitsToFloat(c0.x), uintBitsToFloat(c0.y), uintBitsToFloat(c0.z),
                                   uintBitsToFloat(c0.w), uintBitsToFloat(c1.x), uintBitsToFloat(c1.y),
                                   uintBitsToFloat(c1.z), uintBitsToFloat(c1.w)};
+#endif
                     [[unroll]] for (uint e = 0; e < 8u; e++)
                         if (nb + e < p.N)
                             o[e] = gemm_epi(o[e], m, nb + e);

@@ -479,10 +479,12 @@ static int bench_gemm_i8(struct bench *b, struct folio_err *err)
             ops_gemm_i8_config_name(cfg, cname, sizeof cname);
             fprintf(b->out,
                     "{\"bench\":\"ops\",\"op\":\"gemm\",\"where\":\"%s\",\"kernel\":\"gemm\","
-                    "\"route\":\"cm2-i8\",\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"i8r\","
+                    "\"route\":\"%s-i8\",\"config\":%d,\"tiles\":\"%s\",\"wtype\":\"i8r\","
                     "\"xtype\":\"f16\",\"m\":%u,\"n\":%u,\"k\":%u,\"split\":1,\"ms\":%.4f,"
                     "\"tflops\":%.1f,\"device\":\"%s\"}\n",
-                    g->where, cfg, cfg < 0 ? "auto" : cname, g->m, g->n, g->k, ms,
+                    g->where,
+                    cfg < 0 ? ops_gemm_i8_route_name(b->vk) : strncmp(cname, "i8k:", 4) ? "cm2" : "khr",
+                    cfg, cfg < 0 ? "auto" : cname, g->m, g->n, g->k, ms,
                     2.0 * g->m * g->n * g->k / ms / 1e9, b->dev);
             fflush(b->out);
         }
@@ -675,7 +677,7 @@ int ops_bench(const struct ops_tool_opts *o, FILE *out, struct folio_err *err)
         for (int c = 0; i8 && ops_gemm_i8_available(b.vk) && c < ops_gemm_i8_configs() && ng < cap; c++) {
             ops_gemm_i8_config_name(c, cname, sizeof cname);
             if (ops_gemm_i8_config_fits(b.vk, c) && where_wanted(o->tiles, cname))
-                ng += ops_gemm_i8_config_keys(c, i8k, 2, &gk[ng]);
+                ng += ops_gemm_i8_config_keys(b.vk, c, i8k, 2, &gk[ng]);
         }
         ng = ops_keys_unique(gk, ng);
         /* the K-specialized forms a model of these shapes pre-warms (AUTO's

@@ -940,10 +940,16 @@ static int gemm(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *
  * Elsewhere (no int8 workgroup matrices: lavapipe) int8 rows are a weight
  * type of the matrix-vector, tiled and cooperative-matrix kernels (dq.glsl
  * decodes them), with f32 activations. */
-/* Workgroup tiles: M, N, K step, invocations. AUTO takes one per product
- * class (I8_AUTO below); `bench ops --only gemm` compares them all
- * (FOLIO_GEMM_I8_TILE=n). */
-static const uint32_t I8_CFG[][4] = {
+/* Tiles: M, N, K step, invocations, route (0: workgroup scope,
+ * gemm_i8_cm2; 1: subgroup scope through VK_KHR_cooperative_matrix,
+ * gemm_i8_khr, whose invocations are the device's lanes x WM x WN), then
+ * for route 1 subgroups along M and N and the K steps fetched ahead (1: the
+ * next, two shared stages; 2: two, one stage; gemm_cm.glsl). AUTO takes one
+ * per product class (I8_AUTO, I8K_AUTO below); `bench ops --only gemm`
+ * compares them all (FOLIO_GEMM_I8_TILE=n). */
+#define I8_WG 0
+#define I8_SG 1
+static const uint32_t I8_CFG[][8] = {
     {128, 128, 64, 128},
     {128, 128, 64, 256},
     {128, 256, 64, 256},
@@ -962,10 +968,30 @@ static const uint32_t I8_CFG[][4] = {
     {160, 128, 64, 256}, /* class 4: 1,400 rows x 3,584 columns in 1.9 waves */
     {80, 128, 64, 128},  /* 391 rows in 5 row tiles, 2 % padding (CM2_CFG's 80-row rows) */
     {80, 64, 64, 128},
+    /* subgroup scope (18..): an int8 K step of 64 is the bytes of the f16
+     * subgroup kernel's 32; 8 subgroups of 64x32 with two steps ahead is
+     * that kernel's AUTO shape (gemm_cm.glsl) */
+    {128, 128, 128, 0, I8_SG, 2, 4, 2},
+    {128, 128, 64, 0, I8_SG, 2, 4, 2},
+    {128, 128, 128, 0, I8_SG, 4, 4, 2},
+    {128, 256, 64, 0, I8_SG, 2, 4, 2},
+    {128, 128, 64, 0, I8_SG, 2, 2, 1},
+    {64, 128, 128, 0, I8_SG, 2, 4, 2},
+    {256, 128, 64, 0, I8_SG, 4, 2, 2},
+    {128, 128, 64, 0, I8_SG, 2, 4, 1},
+    {64, 64, 128, 0, I8_SG, 2, 2, 2},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 
 int ops_gemm_i8_configs(void) { return I8_NCFG; }
+
+static int i8_sg(int c) { return I8_CFG[c][4] == I8_SG; }
+/* A subgroup row's invocations on this device, and its fragments per
+ * subgroup along M and N */
+static uint32_t i8_threads(const struct vkr *vk, int c)
+{
+    return i8_sg(c) ? sg_lanes(vk) * I8_CFG[c][5] * I8_CFG[c][6] : I8_CFG[c][3];
+}
 
 void ops_gemm_i8_config_name(int c, char *out, size_t n)
 {
@@ -973,14 +999,41 @@ void ops_gemm_i8_config_name(int c, char *out, size_t n)
         snprintf(out, n, "i8:auto");
         return;
     }
-    snprintf(out, n, "i8:%ux%u/bk%u/t%u", I8_CFG[c][0], I8_CFG[c][1], I8_CFG[c][2], I8_CFG[c][3]);
+    const uint32_t *g = I8_CFG[c];
+    if (i8_sg(c))
+        snprintf(out, n, "i8k:%ux%u/%uw-%ux%u/bk%u/%s", g[0], g[1], g[5] * g[6], g[0] / g[5],
+                 g[1] / g[6], g[2], g[7] == 2 ? "ahead2" : "s2");
+    else
+        snprintf(out, n, "i8:%ux%u/bk%u/t%u", g[0], g[1], g[2], g[3]);
+}
+
+/* gemm_cm.glsl's shared memory for a subgroup row, in bytes: its stages of
+ * A and B rows (16-byte vectors, each row padded by one) and the epilogue's
+ * scratch where the A stages cannot hold it (sg_fits' arithmetic). */
+static uint64_t i8_sg_shared(int c)
+{
+    const uint32_t *g = I8_CFG[c];
+    uint64_t kv = g[2] / 16 + 1, stages = g[7] == 2 ? 1 : 2;
+    uint64_t a = stages * g[0] * kv, scratch = (uint64_t)g[5] * g[6] * 64;
+    return (a + stages * g[1] * kv + (a >= scratch ? 1 : scratch)) * 16;
 }
 
 int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
 {
+    if (c < 0 || c >= I8_NCFG)
+        return 0;
     const uint32_t *g = I8_CFG[c];
-    return c >= 0 && c < I8_NCFG && g[3] <= vkr_limits(vk)->max_wg_invocations &&
-           vkr_coopmat2_shape_ok(vk, g[0], g[1], g[2], VKR_CM2_S8_S32, g[3]);
+    uint32_t nt = i8_threads(vk, c);
+    if (nt == 0 || nt > vkr_limits(vk)->max_wg_invocations)
+        return 0;
+    if (!i8_sg(c))
+        return vkr_coopmat2_shape_ok(vk, g[0], g[1], g[2], VKR_CM2_S8_S32, g[3]);
+    /* whole fragments per subgroup, and the K step's 16-byte loads shared
+     * out evenly (gemm_cm.glsl's A_PER, B_PER) */
+    return vkr_features(vk)->coopmat_khr_i8 && sg_lanes_ok(vk) && vkr_has_shader("gemm_i8_khr") &&
+           g[0] % (16 * g[5]) == 0 && g[1] % (16 * g[6]) == 0 && g[2] % 32 == 0 &&
+           (g[0] * (g[2] / 16)) % nt == 0 && (g[1] * (g[2] / 16)) % nt == 0 &&
+           i8_sg_shared(c) <= vkr_limits(vk)->max_shared;
 }
 
 /* AUTO's configuration per product class, measured on the H100 with each
@@ -1013,6 +1066,56 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
 #define I8_NCLASS 5
 #define I8_MID_M 512
 static const int I8_AUTO[I8_NCLASS] = {1, 2, 7, 14, 15};
+/* The subgroup route's rows per class, where a device has no int8
+ * workgroup matrices (or FOLIO_GEMM_I8_ROUTE=khr): class 4 has no taller
+ * tile of its own (not measured yet on a GPU). */
+static const int I8K_AUTO[I8_NCLASS] = {18, 21, 23, 26, 18};
+
+/* Row `cls` of a route's AUTO table, or where the device cannot run it
+ * (lavapipe: 32 KiB of shared memory, 8-lane subgroups) the first of a few
+ * smaller subgroup tiles that it can (128x128 K step 64, 64x128, 64x64);
+ * -1 when none fits. */
+static int i8_pick(const struct vkr *vk, int route, int cls)
+{
+    static const int smaller[] = {19, 23, 26};
+    const int *t = route == I8_SG ? I8K_AUTO : I8_AUTO;
+    if (ops_gemm_i8_config_fits(vk, t[cls]))
+        return t[cls];
+    for (size_t i = 0; route == I8_SG && i < sizeof smaller / sizeof smaller[0]; i++)
+        if (ops_gemm_i8_config_fits(vk, smaller[i]))
+            return smaller[i];
+    return -1;
+}
+
+/* Whether the device and build run a route's AUTO rows. */
+static int i8_route_ok(const struct vkr *vk, int route)
+{
+    const struct vkr_features *f = vkr_features(vk);
+    if (route == I8_WG && !(f->coopmat2_nv && f->int8 && vkr_has_shader("gemm_i8_cm2")))
+        return 0;
+    return i8_pick(vk, route, 0) >= 0 && i8_pick(vk, route, 1) >= 0 && i8_pick(vk, route, 2) >= 0;
+}
+
+/* The int8 route AUTO takes: the workgroup kernel where the device has it,
+ * else the subgroup one; FOLIO_GEMM_I8_ROUTE=khr or cm2 names one (tests
+ * run each in turn; a route the device lacks is not taken). -1: none. */
+static int i8_route(const struct vkr *vk)
+{
+    const char *e = getenv("FOLIO_GEMM_ROUTE");
+    if (e && !strcmp(e, "none")) /* every tensor-core GEMM off, int8 included */
+        return -1;
+    e = getenv("FOLIO_GEMM_I8_ROUTE");
+    if (e && !strcmp(e, "khr"))
+        return i8_route_ok(vk, I8_SG) ? I8_SG : -1;
+    if (e && !strcmp(e, "cm2"))
+        return i8_route_ok(vk, I8_WG) ? I8_WG : -1;
+    if (i8_route_ok(vk, I8_WG))
+        return I8_WG;
+    /* not on a CPU device unless named: lavapipe 26's LLVM took minutes to
+     * compile one int8 subgroup kernel at its first dispatch */
+    return strcmp(vkr_device(vk)->type, "cpu") && i8_route_ok(vk, I8_SG) ? I8_SG : -1;
+}
+
 static int i8_auto_class(const struct vkr *vk, int cls)
 {
     const char *e = getenv("FOLIO_GEMM_I8_TILE");
@@ -1022,13 +1125,15 @@ static int i8_auto_class(const struct vkr *vk, int cls)
         if (!*end && v >= 0 && v < I8_NCFG && ops_gemm_i8_config_fits(vk, (int)v))
             return (int)v;
     }
+    int route = i8_route(vk) == I8_SG ? I8_SG : I8_WG;
     /* a device without class 3's 64x64 int8 shape takes class 2's tile,
      * one without class 4's 160x128 class 0's */
-    if (cls == 3 && !ops_gemm_i8_config_fits(vk, I8_AUTO[3]))
+    if (cls == 3 && i8_pick(vk, route, 3) < 0)
         cls = 2;
-    if (cls == 4 && !ops_gemm_i8_config_fits(vk, I8_AUTO[4]))
+    if (cls == 4 && i8_pick(vk, route, 4) < 0)
         cls = 0;
-    return I8_AUTO[cls];
+    int c = i8_pick(vk, route, cls);
+    return c >= 0 ? c : I8_AUTO[cls]; /* (no route: never dispatched) */
 }
 /* Waves of class 1's 128x256 tiles from which a product narrower than 8,192
  * columns takes them too: at fewer, the last wave's idle multiprocessors
@@ -1077,23 +1182,43 @@ static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int tiles)
     return ops_gemm_i8_class(m, n, vkr_limits(vk)->compute_units, tiles);
 }
 
-int ops_gemm_i8_available(const struct vkr *vk)
+int ops_gemm_i8_available(const struct vkr *vk) { return i8_route(vk) >= 0; }
+
+const char *ops_gemm_i8_route_name(const struct vkr *vk)
 {
-    /* FOLIO_GEMM_ROUTE names the f16 route; "none" turns every tensor-core
-     * GEMM off, int8 included (tests of the other kernels) */
-    const char *e = getenv("FOLIO_GEMM_ROUTE");
-    if (e && !strcmp(e, "none"))
-        return 0;
-    const struct vkr_features *f = vkr_features(vk);
-    return f->coopmat2_nv && f->int8 && vkr_has_shader("gemm_i8_cm2") &&
-           ops_gemm_i8_config_fits(vk, I8_AUTO[0]) && ops_gemm_i8_config_fits(vk, I8_AUTO[1]) &&
-           ops_gemm_i8_config_fits(vk, I8_AUTO[2]);
+    int r = i8_route(vk);
+    return r == I8_WG ? "cm2" : r == I8_SG ? "khr" : "none";
+}
+
+/* The subgroup kernel's key for row c (gemm_cm.glsl's specialization
+ * constants; K from the push constants, and split K's partials are the f32
+ * form with p.kper set, so no forms of their own). */
+static struct vkr_pipeline_key i8_sg_key(const struct vkr *vk, uint32_t ytype, int c)
+{
+    const uint32_t *g = I8_CFG[c];
+    struct vkr_pipeline_key k = ops_key("gemm_i8_khr", 2, 1, ytype);
+    k.nspec = 13;
+    k.spec[2] = 16; /* (unused by int8 rows: 16-byte loads) */
+    k.spec[3] = g[5];
+    k.spec[4] = g[6];
+    k.spec[5] = i8_threads(vk, c);
+    k.spec[6] = g[0] / (16 * g[5]);
+    k.spec[7] = g[1] / (16 * g[6]);
+    k.spec[8] = g[2];
+    k.spec[9] = g[7] == 2 ? 1 : 2; /* stages */
+    k.spec[10] = 0;                /* no probe */
+    k.spec[11] = g[7];
+    k.spec[12] = sg_lanes(vk);
+    return k;
 }
 
 /* The int8 GEMM of table row c with K fixed at kc (0: from the push
  * constants), f32 or f16 output; split: the split-K partials' form (f32). */
-static struct vkr_pipeline_key i8_key_s(uint32_t ytype, int c, uint32_t kc, int split)
+static struct vkr_pipeline_key i8_key_s(const struct vkr *vk, uint32_t ytype, int c, uint32_t kc,
+                                        int split)
 {
+    if (i8_sg(c))
+        return i8_sg_key(vk, split ? 0 : ytype, c);
     struct vkr_pipeline_key k = ops_key("gemm_i8_cm2", 2, 1, split ? 0 : ytype);
     k.nspec = 10;
     k.spec[9] = split != 0;
@@ -1104,26 +1229,32 @@ static struct vkr_pipeline_key i8_key_s(uint32_t ytype, int c, uint32_t kc, int 
     k.spec[8] = kc; /* K fixed at creation: 3-4x faster staging on cm2 (op_matmul.c) */
     return k;
 }
-static struct vkr_pipeline_key i8_key(uint32_t ytype, int c, uint32_t kc)
+static struct vkr_pipeline_key i8_key(const struct vkr *vk, uint32_t ytype, int c, uint32_t kc)
 {
-    return i8_key_s(ytype, c, kc, 0);
+    return i8_key_s(vk, ytype, c, kc, 0);
 }
 
 /* Table row c's keys: with generic, its f32, f16 and (with split) split-K
  * partial forms with K from the push constants; at each of the nk K in ks
  * its f32 form (and the split one), at each of the nk16 in ks16 its f16
  * form. */
-static int i8_cfg_keys(int c, const uint32_t *ks, int nk, const uint32_t *ks16, int nk16,
-                       int generic, int split, struct vkr_pipeline_key *out)
+static int i8_cfg_keys(const struct vkr *vk, int c, const uint32_t *ks, int nk,
+                       const uint32_t *ks16, int nk16, int generic, int split,
+                       struct vkr_pipeline_key *out)
 {
     int n = 0;
+    if (i8_sg(c)) { /* one form per output type, any K */
+        out[n++] = i8_sg_key(vk, 0, c);
+        out[n++] = i8_sg_key(vk, 1, c);
+        return n;
+    }
     for (uint32_t yt = 0; yt < (split ? 3u : 2u); yt++) { /* f32, f16, split-K partials */
         const uint32_t *kl = yt == 1 ? ks16 : ks;
         if (generic)
-            out[n++] = i8_key_s(yt & 1, c, 0, yt == 2);
+            out[n++] = i8_key_s(vk, yt & 1, c, 0, yt == 2);
         for (int i = 0; i < (yt == 1 ? nk16 : nk); i++)
             if (kl[i] && kl[i] % QUANT_I8R_ALIGN == 0)
-                out[n++] = i8_key_s(yt & 1, c, kl[i], yt == 2);
+                out[n++] = i8_key_s(vk, yt & 1, c, kl[i], yt == 2);
     }
     return n;
 }
@@ -1146,14 +1277,15 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, const uin
          * (gemm_i8: class 2) */
         int split = i8_auto_class(vk, 2) == c;
         if (!dup)
-            n += i8_cfg_keys(c, ks, nk, ks16, nk16, nk + nk16 == 0, split, &out[n]);
+            n += i8_cfg_keys(vk, c, ks, nk, ks16, nk16, nk + nk16 == 0, split, &out[n]);
     }
     return n;
 }
 
-int ops_gemm_i8_config_keys(int c, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
+int ops_gemm_i8_config_keys(const struct vkr *vk, int c, const uint32_t *ks, int nk,
+                            struct vkr_pipeline_key *out)
 {
-    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(c, ks, nk, NULL, 0, 1, 1, out) : 0;
+    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(vk, c, ks, nk, NULL, 0, 1, 1, out) : 0;
 }
 
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
@@ -1165,7 +1297,7 @@ int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struc
     out[n++] = ops_quant_rows_key(vk, QUANT_F32);
     for (int c = 0; c < I8_NCFG; c++)
         if (ops_gemm_i8_config_fits(vk, c))
-            n += i8_cfg_keys(c, ks, nk, NULL, 0, 1, 1, &out[n]);
+            n += i8_cfg_keys(vk, c, ks, nk, NULL, 0, 1, 1, &out[n]);
     return n;
 }
 
@@ -1174,8 +1306,9 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
     struct vkr *vk = vkr_cmd_vkr(c);
     if (!ops_gemm_i8_available(vk))
         return folio_err_set(err, FOLIO_EUNSUPPORTED, "matmul: the int8 GEMM needs int8 "
-                             "workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2), "
-                             "which this device or build does not offer");
+                             "cooperative matrices (VK_NV_cooperative_matrix2's workgroup scope, "
+                             "or VK_KHR_cooperative_matrix's 16x16x32 int8 shape), which this "
+                             "device or build does not offer");
     uint32_t xb = a->xtype == QUANT_F16 ? 2 : 4, yb = a->ytype == QUANT_F16 ? 2 : 4;
     if (a->k % QUANT_I8R_ALIGN || (yb == 2 && a->n % 2))
         return folio_err_set(err, FOLIO_EINVAL, "matmul: the int8 GEMM needs k a multiple of %d "
@@ -1215,11 +1348,11 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
      * class 0 would have split */
     int cls = i8_class(vk, a->m, a->n, a->i8_tiles), cfg = i8_auto_class(vk, cls);
     int nosplit = a->split_k == 0 && cls != 2;
-    struct vkr_pipeline_key kk = i8_key(yb == 2, cfg, a->k), pkey = i8_key_s(0, cfg, a->k, 1);
+    struct vkr_pipeline_key kk = i8_key(vk, yb == 2, cfg, a->k), pkey = i8_key_s(vk, 0, cfg, a->k, 1);
     if (!vkr_pipeline_ready(vk, &kk))
-        kk = i8_key(yb == 2, cfg, 0);
+        kk = i8_key(vk, yb == 2, cfg, 0);
     if (!vkr_pipeline_ready(vk, &pkey)) /* split K's partials */
-        pkey = i8_key_s(0, cfg, 0, 1);
+        pkey = i8_key_s(vk, 0, cfg, 0, 1);
     uint32_t pid;
     int rc = vkr_pipeline(vk, &kk, &pid, err);
     if (rc)

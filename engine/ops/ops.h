@@ -49,7 +49,7 @@ int ops_matmul_keys(const struct vkr *vk, int wtype, struct vkr_pipeline_key *ou
  * ks16 with f16 outputs (the int8 GEMM specialized per K and output; with
  * neither, its forms taking K from the push constants: the generic list):
  * int8 rows on the matrix-vector, tiled and cooperative-matrix kernels, and
- * where the device has int8 workgroup matrices (ops_gemm_i8_available) the
+ * where the device has int8 cooperative matrices (ops_gemm_i8_available) the
  * int8 GEMM, the activations' quantization and the split-K sum. Writes at
  * most 7 + nw + 12 * (nk + nk16 + 1) keys; returns the count. */
 int ops_matmul_i8_keys(const struct vkr *vk, const int *wtypes, int nw, const uint32_t *ks, int nk,
@@ -169,8 +169,13 @@ int op_matmul(struct vkr_cmd *c, const struct op_matmul *a, struct folio_err *er
  * never splits: no GEMM, or the device does not say its multiprocessor
  * count). A smaller scratch only limits the slices. */
 uint64_t op_matmul_split_bytes(const struct vkr *vk);
-/* 1 when the int8 GEMM (int8 weight rows x int8 activations) runs here. */
+/* 1 when the int8 GEMM (int8 weight rows x int8 activations) runs here:
+ * on int8 workgroup-scope matrices (VK_NV_cooperative_matrix2, "cm2") or,
+ * where a device has none, on KHR subgroup ones ("khr");
+ * FOLIO_GEMM_I8_ROUTE=cm2|khr names one. ops_gemm_i8_route_name: which
+ * ("none" where neither runs), for doctor and the bench. */
 int ops_gemm_i8_available(const struct vkr *vk);
+const char *ops_gemm_i8_route_name(const struct vkr *vk);
 /* y (rows int8 rows, QUANT_I8R, of k elements: k a multiple of
  * QUANT_I8R_ALIGN) = x (rows of k elements of xtype, any weight type or an
  * f32 / f16 activation), one symmetric scale per row. */

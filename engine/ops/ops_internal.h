@@ -93,6 +93,7 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int config);
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);
 /* Configuration c's keys as ops_gemm_i8_keys_all lists them: at most
  * 3 * (nk + 1). */
-int ops_gemm_i8_config_keys(int config, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);
+int ops_gemm_i8_config_keys(const struct vkr *vk, int config, const uint32_t *ks, int nk,
+                            struct vkr_pipeline_key *out);
 
 #endif

@@ -106,6 +106,7 @@ struct vkr_features {
     int maintenance4, push_descriptor, memory_budget, device_fault, size_control;
     int coopmat_nv;           /* VK_NV_cooperative_matrix with f16 16x16x16 -> f32 */
     int coopmat_khr;          /* VK_KHR_cooperative_matrix with f16 16x16x16 -> f32, subgroup scope */
+    int coopmat_khr_i8;       /* ... and int8 16x16x32 -> int32, subgroup scope */
     int coopmat2_nv;          /* VK_NV_cooperative_matrix2: workgroup scope, flexible dimensions,
                                  tensor addressing and per-element operations */
     int coopmat2_attn;        /* ... and its row reductions and matrix-use conversions, which

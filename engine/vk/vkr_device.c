@@ -698,46 +698,50 @@ static uint32_t flexible_shapes(struct vkr *vk, VkCooperativeMatrixFlexibleDimen
     return gp(vk->pd, &n, cp) == VK_SUCCESS ? n : 0;
 }
 
-/* 16x16x16 f16 -> f32 at subgroup scope through VK_NV_cooperative_matrix2's
- * flexible dimensions: a granularity that divides 16 (Mesa 26's lavapipe
- * lists 8x8x8 and takes multiples of it). */
-static int has_flexible_16(struct vkr *vk)
+/* An m x n x k subgroup shape (A and B of type ab, C and the result of
+ * type c) through VK_NV_cooperative_matrix2's flexible dimensions: a
+ * granularity that divides it (Mesa 26's lavapipe lists 8x8x8 and takes
+ * multiples of it). */
+static int has_flexible(struct vkr *vk, uint32_t m, uint32_t n, uint32_t k, VkComponentTypeKHR ab,
+                        VkComponentTypeKHR c)
 {
     VkCooperativeMatrixFlexibleDimensionsPropertiesNV cp[256];
-    uint32_t n = flexible_shapes(vk, cp);
-    for (uint32_t i = 0; i < n; i++)
+    uint32_t cnt = flexible_shapes(vk, cp);
+    for (uint32_t i = 0; i < cnt; i++)
         if (cp[i].MGranularity && cp[i].NGranularity && cp[i].KGranularity &&
-            16 % cp[i].MGranularity == 0 && 16 % cp[i].NGranularity == 0 &&
-            16 % cp[i].KGranularity == 0 && cp[i].scope == VK_SCOPE_SUBGROUP_KHR &&
-            cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_KHR && cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-            cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_KHR && cp[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR)
+            m % cp[i].MGranularity == 0 && n % cp[i].NGranularity == 0 &&
+            k % cp[i].KGranularity == 0 && cp[i].scope == VK_SCOPE_SUBGROUP_KHR &&
+            cp[i].AType == ab && cp[i].BType == ab && cp[i].CType == c && cp[i].ResultType == c)
             return 1;
     return 0;
 }
 
-/* The 16x16x16 f16 -> f32 subgroup shape through VK_KHR_cooperative_matrix:
- * listed, or (flexible: the device takes NV2's flexible dimensions) a
- * multiple of a listed granularity. */
-static int has_coopmat_khr_16(struct vkr *vk, int flexible)
+/* A subgroup shape through VK_KHR_cooperative_matrix: m x n x k with A and
+ * B of type ab, C and the result of type c, listed by the device, or
+ * (flexible: the device takes NV2's flexible dimensions) a multiple of a
+ * listed granularity. */
+static int has_khr_shape(struct vkr *vk, uint32_t m, uint32_t n, uint32_t k, VkComponentTypeKHR ab,
+                         VkComponentTypeKHR c, int flexible)
 {
+    if (flexible && has_flexible(vk, m, n, k, ab, c))
+        return 1;
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR gp =
         (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
             vk->inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
-    uint32_t n = 0;
-    if (!gp || gp(vk->pd, &n, NULL) != VK_SUCCESS || n == 0 || n >= 256)
+    uint32_t cnt = 0;
+    if (!gp || gp(vk->pd, &cnt, NULL) != VK_SUCCESS || cnt == 0 || cnt >= 256)
         return 0;
     VkCooperativeMatrixPropertiesKHR cp[256];
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < cnt; i++)
         cp[i] = (VkCooperativeMatrixPropertiesKHR){.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
-    if (gp(vk->pd, &n, cp) != VK_SUCCESS)
+    if (gp(vk->pd, &cnt, cp) != VK_SUCCESS)
         return 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
-            cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_KHR && cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-            cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_KHR && cp[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+    for (uint32_t i = 0; i < cnt; i++)
+        if (cp[i].MSize == m && cp[i].NSize == n && cp[i].KSize == k && cp[i].AType == ab &&
+            cp[i].BType == ab && cp[i].CType == c && cp[i].ResultType == c &&
             cp[i].scope == VK_SCOPE_SUBGROUP_KHR)
             return 1;
-    return flexible && has_flexible_16(vk);
+    return 0;
 }
 
 /* The workgroup-scope shapes of VK_NV_cooperative_matrix2 folio has kernels
@@ -801,8 +805,15 @@ static void record_features(struct vkr *vk, const struct dev_caps *dc, const VkQ
     F->validation = vk->messenger != VK_NULL_HANDLE;
     F->coopmat_nv = dc->e_cm && dc->cmf.cooperativeMatrix && has_coopmat_16(vk);
 #if VKR_HAVE_CM2_HEADERS
+    /* the subgroup GEMMs' 16x16x16 f16 -> f32 shape (gemm_khr) and 16x16x32
+     * int8 -> int32 (gemm_i8_khr) */
+    int flex = dc->e_cm2 && dc->cm2f.cooperativeMatrixFlexibleDimensions;
     F->coopmat_khr = dc->e_khr_cm && dc->khr_cmf.cooperativeMatrix &&
-                     has_coopmat_khr_16(vk, dc->e_cm2 && dc->cm2f.cooperativeMatrixFlexibleDimensions);
+                     has_khr_shape(vk, 16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR,
+                                   VK_COMPONENT_TYPE_FLOAT32_KHR, flex);
+    F->coopmat_khr_i8 = F->coopmat_khr && F->int8 &&
+                        has_khr_shape(vk, 16, 16, 32, VK_COMPONENT_TYPE_SINT8_KHR,
+                                      VK_COMPONENT_TYPE_SINT32_KHR, flex);
     F->coopmat2_nv = F->coopmat_khr && dc->e_cm2 && dc->cm2f.cooperativeMatrixWorkgroupScope &&
                      dc->cm2f.cooperativeMatrixFlexibleDimensions &&
                      dc->cm2f.cooperativeMatrixTensorAddressing &&
@@ -939,12 +950,13 @@ int vkr_open(const struct vkr_config *cfg, struct vkr **out, struct folio_err *e
     char q1[300], q2[100];
     folio_log(FOLIO_LOG_INFO, "vk_open",
               "device=%d name=%s driver=%s block=%" PRIu64 " range=%" PRIu64
-              " validation=%d push_descriptor=%d coopmat_nv=%d coopmat_khr=%d coopmat2_nv=%d coopmat2_attn=%d",
+              " validation=%d push_descriptor=%d coopmat_nv=%d coopmat_khr=%d coopmat_khr_i8=%d coopmat2_nv=%d "
+              "coopmat2_attn=%d",
               vk->info.index, folio_lq(q1, sizeof q1, vk->info.name),
               folio_lq(q2, sizeof q2, vk->info.driver_name), vk->lim.block_size,
               vk->lim.max_range, vk->feat.validation, vk->feat.push_descriptor,
-              vk->feat.coopmat_nv, vk->feat.coopmat_khr, vk->feat.coopmat2_nv,
-              vk->feat.coopmat2_attn);
+              vk->feat.coopmat_nv, vk->feat.coopmat_khr, vk->feat.coopmat_khr_i8,
+              vk->feat.coopmat2_nv, vk->feat.coopmat2_attn);
     *out = vk;
     return 0;
 }
@@ -1040,7 +1052,7 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         "\"max_shared\":%u,\"subgroup_size\":%u,\"compute_units\":%u,\"max_push\":%u,\"overridden\":%s},"
         "\"features\":{\"storage_16bit\":%d,\"float16\":%d,\"int8\":%d,\"subgroup_arith\":%d,"
         "\"maintenance4\":%d,\"push_descriptor\":%d,\"memory_budget\":%d,\"device_fault\":%d,"
-        "\"coopmat_nv\":%d,\"coopmat_khr\":%d,\"coopmat2_nv\":%d,\"timestamps\":%d,"
+        "\"coopmat_nv\":%d,\"coopmat_khr\":%d,\"coopmat_khr_i8\":%d,\"coopmat2_nv\":%d,\"timestamps\":%d,"
         "\"validation\":%d},"
         "\"pipelines\":{\"built\":%u,\"failed\":%u,\"sealed\":%s,\"requests_after_seal\":%" PRIu64
         ",\"exercised\":%u,\"first_use_after_warm\":%" PRIu64 ",\"prewarm_ms\":%.1f,\"cache\":\"%s\",\"cache_miss_reason\":\"%s\",\"cache_path\":\"%s\"},"
@@ -1055,7 +1067,7 @@ int vkr_stats_json(const struct vkr *vk, char *buf, size_t n)
         L->min_ssbo_align, L->max_shared, L->subgroup_size, L->compute_units, L->max_push,
         L->overridden ? "true" : "false", F->storage_16bit, F->float16, F->int8,
         F->subgroup_arith, F->maintenance4, F->push_descriptor, F->memory_budget,
-        F->device_fault, F->coopmat_nv, F->coopmat_khr, F->coopmat2_nv, F->timestamps, F->validation,
+        F->device_fault, F->coopmat_nv, F->coopmat_khr, F->coopmat_khr_i8, F->coopmat2_nv, F->timestamps, F->validation,
         s.pipelines_built,
         s.pipelines_failed, s.sealed ? "true" : "false", s.pipeline_requests_after_seal,
         s.pipelines_exercised, s.first_use_after_warm, s.prewarm_ms, s.cache_hit > 0 ? "hit" : s.cache_hit == 0 ? "miss" : "disabled", reason,

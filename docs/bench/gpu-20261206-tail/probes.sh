@@ -608,4 +608,34 @@ tail -40 $OUT/anchor.out >> $S
 cat $S
 }
 
+# run 29: the int8 GEMM on KHR subgroup matrices (gemm_i8_khr, table rows
+# i8k:) beside the workgroup kernel (cm2): the int8 op tests with each route
+# forced (every tile the device runs at edge shapes), every int8 tile at the
+# text prefill's shapes twice, the int8 parity kit and the prefill on each
+# route
+run29() {
+for r in khr cm2; do
+  FOLIO_GEMM_I8_ROUTE=$r FOLIO_TEST_GROUPS=14 timeout 150 $B/tests/engine_test_ops > $OUT/ops.log 2>&1
+  echo "ops(int8) route=$r rc=$? $(grep -E '^[0-9]+ checks' $OUT/ops.log) $(el)" >> $S
+  grep -E "FAIL" $OUT/ops.log | head -6 >> $S
+  cat $OUT/ops.log >> $OUT/ops-all.log
+done
+for i in 1 2; do
+  timeout 150 $E bench ops --device NVIDIA --only gemm --dtype i8r --where text_qo,text_qkv,text_down,text_gate_up --tiles i8k,i8:128x128/bk64/t256,i8:128x256/bk64,i8:160x128 > $OUT/g.jsonl 2>> $OUT/bench.err
+  echo "gemm i8 rc=$? $(el)" >> $S
+  grep -o '"where":"[a-z0-9_]*"\|"tiles":"[^"]*"\|"tflops":[0-9.]*' $OUT/g.jsonl | sed 's/"[a-z]*"://;s/"//g' | paste -d' ' - - - >> $S
+  cat $OUT/g.jsonl >> $OUT/gemm.jsonl
+done
+for r in khr cm2; do
+  FOLIO_GEMM_I8_ROUTE=$r FOLIO_PARITY_FIXTURES=tests/fixtures/parity timeout 120 $B/tests/engine_test_lm_int8 > $OUT/p.tmp 2>&1
+  echo "lm_int8 route=$r rc=$? $(grep -E '^[0-9]+ checks' $OUT/p.tmp | paste -sd' ') $(el)" >> $S
+  grep -E "FAIL" $OUT/p.tmp | head -6 >> $S; cat $OUT/p.tmp >> $OUT/parity.log
+  FOLIO_GEMM_I8_ROUTE=$r timeout 100 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text int8 route=$r rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl
+done
+rm -f $OUT/p.tmp $OUT/g.jsonl $OUT/t.jsonl $OUT/ops.log
+finish
+}
+
 run$RUN

@@ -146,7 +146,7 @@ int run_all(int ranged)
     REQUIRE(rc == 0 && failed == 0, "prewarm: rc %d failed %d: %s", rc, failed, e.msg);
     if (configs) {
         /* every GEMM configuration (test_gemm_configs), as bench ops --only gemm does */
-        static struct vkr_pipeline_key gk[1024];
+        static struct vkr_pipeline_key gk[2048];
         int ng = ops_gemm_keys_all(t.vk, 1, gk);
         ng += ops_gemm_keys_for_k(t.vk, 1280, UINT32_MAX, &gk[ng]);
         ng += ops_gemm_keys_for_k(t.vk, 3584, UINT32_MAX, &gk[ng]);

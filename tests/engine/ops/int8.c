@@ -152,7 +152,96 @@ static void quant_weights(struct T *t)
  * double; bound 1e-5 + 2e-3 * sum_k |wq xq| (+ 2e-3 |y| for f16 outputs):
  * the int32 sums are exact, what is left is f32 scaling and the few ties
  * the GPU rounds the other way (one step of one element: at most
- * max|w| * sx of the sum). */
+ * max|w| * sx of the sum).
+ *
+ * One int8 GEMM case against the C reference on the dequantized rows:
+ * epi 0: f16 x, f32 y; 1: f32 x, bias, residual; 2: SwiGLU, f16 y; 3: GELU,
+ * f16 x and y; sp 1: K forced into 3 slices (the partials and splitk.comp's
+ * epilogue), else AUTO's split; chunked: a scratch for a third of x's rows
+ * (the chunked path); tile: the configuration's name (the messages). */
+static void gemm_i8_case(struct T *t, uint32_t m, uint32_t n, uint32_t k, int epi, int sp,
+                         int chunked, const char *tile)
+{
+    uint64_t rb8 = quant_row_bytes(QUANT_I8R, k);
+    if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size ||
+        rb8 * (n > m ? n : m) > vkr_limits(t->vk)->block_size)
+        return;
+    int xf16 = epi != 1, yf16 = epi >= 2;
+    size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
+    float *w = malloc(nk * 4), *wd = malloc(nk * 4), *x = malloc(mk * 4), *xd = malloc(mk * 4);
+    uint8_t *wq = malloc(rb8 * n), *xq = malloc(rb8 * m), *xh = malloc(mk * 2);
+    float *bias = malloc(n * 4), *r = malloc(mn * 4), *yr = malloc(mn * 4), *yg = malloc(mn * 4);
+    float *sc = malloc(mn * 4);
+    uint8_t *yh = malloc(mn * 2);
+    fill_rows(t, w, n, k);
+    fill_rows(t, x, m, k);
+    fill(t, bias, n, 1.0f);
+    fill(t, r, mn, 3.0f);
+    quant_quantize_row(QUANT_F16, x, xh, (int64_t)mk);
+    if (xf16) /* the GPU quantizes the f16 X it is given */
+        quant_dequantize_row(QUANT_F16, xh, x, (int64_t)mk);
+    for (uint32_t j = 0; j < n; j++) {
+        quant_quantize_row(QUANT_I8R, w + (size_t)j * k, wq + rb8 * j, k);
+        quant_dequantize_row(QUANT_I8R, wq + rb8 * j, wd + (size_t)j * k, k);
+    }
+    for (uint32_t i = 0; i < m; i++) {
+        quant_quantize_row(QUANT_I8R, x + (size_t)i * k, xq + rb8 * i, k);
+        quant_dequantize_row(QUANT_I8R, xq + rb8 * i, xd + (size_t)i * k, k);
+    }
+    ops_ref_matmul(wd, xd, epi == 1 ? bias : NULL, yr, m, n, k);
+    abs_products(wd, xd, sc, m, n, k);
+    for (size_t i = 0; i < mn; i++) {
+        double v = yr[i];
+        if (epi == 1)
+            v += r[i];
+        else if (epi == 2)
+            v *= r[i] / (1.0 + exp(-(double)r[i]));
+        else if (epi == 3)
+            v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752));
+        /* the activations' slope (SwiGLU: |silu(g)| <= |g|; GELU <= 1.2) */
+        double slope = epi == 2 ? fabs((double)r[i]) : epi == 3 ? 1.2 : 1.0;
+        sc[i] = (float)(slope * sc[i] + (yf16 ? fabs(v) : 0.0));
+        yr[i] = (float)v;
+    }
+    struct vkr_arena *ar = NULL;
+    struct folio_err ae = {0};
+    if (vkr_arena_create(t->vk, "gemm-i8", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
+        CHECK(0, "arena: %s", ae.msg);
+        return;
+    }
+    struct op_matmul a = {.w = put(t, ar, wq, rb8 * n), .wtype = QUANT_I8R, .n = n, .k = k,
+                          .m = m, .kernel = OP_MM_GEMM, .xtype = xf16 ? QUANT_F16 : QUANT_F32,
+                          .ytype = yf16 ? QUANT_F16 : QUANT_F32};
+    a.x = xf16 ? put(t, ar, xh, mk * 2) : put(t, ar, x, mk * 4);
+    struct vkr_tensor bt = put(t, ar, bias, n * 4);
+    struct vkr_tensor rt = put(t, ar, r, mn * 4);
+    a.y = epi == 1 ? rt : put(t, ar, NULL, mn * (yf16 ? 2 : 4));
+    a.bias = epi == 1 ? &bt : NULL;
+    a.res = epi == 1 ? &rt : NULL;
+    a.gate = epi == 2 ? &rt : NULL;
+    a.act = epi == 2 ? OP_MM_ACT_SWIGLU : epi == 3 ? OP_MM_ACT_GELU_ERF : OP_MM_ACT_NONE;
+    /* the scratch the quantized X goes to: a third of X's rows at a
+     * time on the 1,400-row shape (the chunked path) */
+    uint64_t skb = chunked ? rb8 * (m / 3) : rb8 * m + 256 + (sp ? 3 * mn * 4 : 0);
+    struct vkr_tensor skt = put(t, ar, NULL, skb);
+    a.split = &skt;
+    a.split_k = sp ? 3 : 0;
+    RUN(t, op_matmul(c, &a, e));
+    if (yf16) {
+        get(t, a.y, yh, mn * 2);
+        quant_dequantize_row(QUANT_F16, yh, yg, (int64_t)mn);
+    } else {
+        get(t, a.y, yg, mn * 4);
+    }
+    size_t at = 0;
+    double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
+    CHECK(wv <= 1.0, "gemm_i8 %s m=%u n=%u k=%u epi=%d split=%s: worst %.3g at %zu (gpu %g ref %g)",
+          tile, m, n, k, epi, sp ? "3" : "auto", wv, at, (double)yg[at], (double)yr[at]);
+    free(w), free(wd), free(x), free(xd), free(wq), free(xq), free(xh), free(bias), free(r);
+    free(yr), free(yg), free(sc), free(yh);
+    vkr_arena_destroy(ar);
+}
+
 static void gemm_i8(struct T *t)
 {
     if (!ops_gemm_i8_available(t->vk)) {
@@ -185,93 +274,32 @@ static void gemm_i8(struct T *t)
                                          {1400, 3584, 64}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int vi = 0; vi < 8; vi++) {
-            /* epi 0: f16 x, f32 y; 1: f32 x, bias, residual; 2: SwiGLU, f16 y;
-             * 3: GELU, f16 x and y; each with AUTO's split (sp 0) and with K
-             * forced into 3 slices (sp 1: the partials and splitk.comp's
-             * epilogue) */
             int epi = vi % 4, sp = vi / 4;
-            uint32_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
             if (si >= 4 && (epi != 1 || sp))
                 continue; /* the large shapes once, with bias and residual */
-            uint64_t rb8 = quant_row_bytes(QUANT_I8R, k);
-            if ((uint64_t)m * (n > k ? n : k) * 4 > vkr_limits(t->vk)->block_size ||
-                rb8 * (n > m ? n : m) > vkr_limits(t->vk)->block_size)
+            /* a CPU device (lavapipe 26: int8 subgroup matrices emulated by
+             * LLVM: the suite's large shapes took minutes each) takes the
+             * shapes up to 2^26 multiply-adds; a GPU all of them */
+            if (!strcmp(vkr_device(t->vk)->type, "cpu") &&
+                (uint64_t)shapes[si][0] * shapes[si][1] * shapes[si][2] > (1u << 26))
                 continue;
-            int xf16 = epi != 1, yf16 = epi >= 2;
-            size_t nk = (size_t)n * k, mk = (size_t)m * k, mn = (size_t)m * n;
-            float *w = malloc(nk * 4), *wd = malloc(nk * 4), *x = malloc(mk * 4), *xd = malloc(mk * 4);
-            uint8_t *wq = malloc(rb8 * n), *xq = malloc(rb8 * m), *xh = malloc(mk * 2);
-            float *bias = malloc(n * 4), *r = malloc(mn * 4), *yr = malloc(mn * 4), *yg = malloc(mn * 4);
-            float *sc = malloc(mn * 4);
-            uint8_t *yh = malloc(mn * 2);
-            fill_rows(t, w, n, k);
-            fill_rows(t, x, m, k);
-            fill(t, bias, n, 1.0f);
-            fill(t, r, mn, 3.0f);
-            quant_quantize_row(QUANT_F16, x, xh, (int64_t)mk);
-            if (xf16) /* the GPU quantizes the f16 X it is given */
-                quant_dequantize_row(QUANT_F16, xh, x, (int64_t)mk);
-            for (uint32_t j = 0; j < n; j++) {
-                quant_quantize_row(QUANT_I8R, w + (size_t)j * k, wq + rb8 * j, k);
-                quant_dequantize_row(QUANT_I8R, wq + rb8 * j, wd + (size_t)j * k, k);
-            }
-            for (uint32_t i = 0; i < m; i++) {
-                quant_quantize_row(QUANT_I8R, x + (size_t)i * k, xq + rb8 * i, k);
-                quant_dequantize_row(QUANT_I8R, xq + rb8 * i, xd + (size_t)i * k, k);
-            }
-            ops_ref_matmul(wd, xd, epi == 1 ? bias : NULL, yr, m, n, k);
-            abs_products(wd, xd, sc, m, n, k);
-            for (size_t i = 0; i < mn; i++) {
-                double v = yr[i];
-                if (epi == 1)
-                    v += r[i];
-                else if (epi == 2)
-                    v *= r[i] / (1.0 + exp(-(double)r[i]));
-                else if (epi == 3)
-                    v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752));
-                /* the activations' slope (SwiGLU: |silu(g)| <= |g|; GELU <= 1.2) */
-                double slope = epi == 2 ? fabs((double)r[i]) : epi == 3 ? 1.2 : 1.0;
-                sc[i] = (float)(slope * sc[i] + (yf16 ? fabs(v) : 0.0));
-                yr[i] = (float)v;
-            }
-            struct vkr_arena *ar = NULL;
-            struct folio_err ae = {0};
-            if (vkr_arena_create(t->vk, "gemm-i8", VKR_ARENA_WEIGHTS, &ar, &ae) != 0) {
-                CHECK(0, "arena: %s", ae.msg);
-                return;
-            }
-            struct op_matmul a = {.w = put(t, ar, wq, rb8 * n), .wtype = QUANT_I8R, .n = n, .k = k,
-                                  .m = m, .kernel = OP_MM_GEMM, .xtype = xf16 ? QUANT_F16 : QUANT_F32,
-                                  .ytype = yf16 ? QUANT_F16 : QUANT_F32};
-            a.x = xf16 ? put(t, ar, xh, mk * 2) : put(t, ar, x, mk * 4);
-            struct vkr_tensor bt = put(t, ar, bias, n * 4);
-            struct vkr_tensor rt = put(t, ar, r, mn * 4);
-            a.y = epi == 1 ? rt : put(t, ar, NULL, mn * (yf16 ? 2 : 4));
-            a.bias = epi == 1 ? &bt : NULL;
-            a.res = epi == 1 ? &rt : NULL;
-            a.gate = epi == 2 ? &rt : NULL;
-            a.act = epi == 2 ? OP_MM_ACT_SWIGLU : epi == 3 ? OP_MM_ACT_GELU_ERF : OP_MM_ACT_NONE;
-            /* the scratch the quantized X goes to: a third of X's rows at a
-             * time on the 1,400-row shape (the chunked path) */
-            uint64_t skb = si == 4 ? rb8 * (m / 3) : rb8 * m + 256 + (sp ? 3 * mn * 4 : 0);
-            struct vkr_tensor skt = put(t, ar, NULL, skb);
-            a.split = &skt;
-            a.split_k = sp ? 3 : 0;
-            RUN(t, op_matmul(c, &a, e));
-            if (yf16) {
-                get(t, a.y, yh, mn * 2);
-                quant_dequantize_row(QUANT_F16, yh, yg, (int64_t)mn);
-            } else {
-                get(t, a.y, yg, mn * 4);
-            }
-            size_t at = 0;
-            double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
-            CHECK(wv <= 1.0, "gemm_i8 m=%u n=%u k=%u epi=%d split=%s: worst %.3g at %zu (gpu %g ref %g)",
-                  m, n, k, epi, sp ? "3" : "auto", wv, at, (double)yg[at], (double)yr[at]);
-            free(w), free(wd), free(x), free(xd), free(wq), free(xq), free(xh), free(bias), free(r);
-            free(yr), free(yg), free(sc), free(yh);
-            vkr_arena_destroy(ar);
+            gemm_i8_case(t, shapes[si][0], shapes[si][1], shapes[si][2], epi, sp, si == 4, "auto");
         }
+    /* every tile configuration the device runs, each forced in turn
+     * (FOLIO_GEMM_I8_TILE), at an edge shape and a tile-unaligned one with
+     * a K past one step: bias and residual, SwiGLU into f16, split K */
+    for (int cfg = 0; cfg < ops_gemm_i8_configs(); cfg++) {
+        char name[64], env[16];
+        if (!ops_gemm_i8_config_fits(t->vk, cfg))
+            continue;
+        ops_gemm_i8_config_name(cfg, name, sizeof name);
+        snprintf(env, sizeof env, "%d", cfg);
+        setenv("FOLIO_GEMM_I8_TILE", env, 1);
+        gemm_i8_case(t, 37, 50, 64, 1, 0, 0, name);
+        gemm_i8_case(t, 130, 300, 1536, 2, 0, 0, name);
+        gemm_i8_case(t, 129, 258, 528, 0, 1, 0, name);
+        unsetenv("FOLIO_GEMM_I8_TILE");
+    }
     /* x_in_scratch: a second product of the same x reads the int8 rows the
      * first left in the scratch (q/k/v, gate/up); with a scratch too small
      * for x in one piece the flag is ignored (the rows are quantized again) */
