@@ -722,8 +722,11 @@ static int record_layer(struct lm *lm, struct vkr_cmd *c, const struct pass *ps,
          * the q/k/v products and the MLP's norm): the GEMM rounds its input
          * to f16 anyway, and f32 input doubles the subgroup kernel's loads
          * (H100, 1,400 rows: o took 0.47 ms against q's 0.25 at the same
-         * shape; BENCHMARKS.md, 2026-12-07) */
-        int o16 = (uint64_t)QW * 2 <= (uint64_t)E * 4;
+         * shape; BENCHMARKS.md, 2026-12-07). Not for int8 weights on the
+         * int8 GEMM: its quantization reads the f32 rows as they are, so
+         * the f16 copy would be one pass more. */
+        int o16 = (uint64_t)QW * 2 <= (uint64_t)E * 4 &&
+                  !(L->wo.type == QUANT_I8R && ops_gemm_i8_available(lm->vk));
         uint64_t on = (uint64_t)nr * QW;
         if (o16)
             rc = op_convert(c, 1, vkr_view(lm->o, 0, on * 4), vkr_view(lm->h, 0, on * 2), on, err);
