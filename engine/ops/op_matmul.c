@@ -980,6 +980,8 @@ static const uint32_t I8_CFG[][8] = {
     {256, 128, 64, 0, I8_SG, 4, 2, 2},
     {128, 128, 64, 0, I8_SG, 2, 4, 1},
     {64, 64, 128, 0, I8_SG, 2, 2, 2},
+    /* 160 rows (class 4's height): 8 subgroups of 80x32 */
+    {160, 128, 128, 0, I8_SG, 2, 4, 2},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 
@@ -1040,8 +1042,12 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
  * tile K-fixed at the 7B's K (bench ops --only gemm --dtype i8r, TOP/s
  * with the activations' quantization; BENCHMARKS.md "int8 prefill" and
  * "A 512^2 page's prompt"):
- *   0 wide (text q/o 190, down 210 at 1,400 rows): 128x128, K step 64,
- *     256 invocations;
+ *   0 wide: the subgroup kernel's 128x128, 8 subgroups of 64x32, K step
+ *     128, two steps ahead (row 18; H100, 1,400 rows: q/k/v 245, o 195,
+ *     down 326 against the workgroup kernel's 128x128 232, 191, 211;
+ *     BENCHMARKS.md "int8 on subgroup matrices"), the workgroup kernel's
+ *     128x128 K step 64 (row 1) without int8 subgroup matrices or with
+ *     FOLIO_GEMM_I8_ROUTE=cm2;
  *   1 very wide, n >= 8192 (text gate/up 272 against 212 for class 0's),
  *     or many output tiles, whatever n (a batch of pages' prompt; H200,
  *     BENCHMARKS.md "A batch's int8 products": at 6,256 rows q/k/v 295, o
@@ -1056,8 +1062,8 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
  *     class 0's tile split in 3 K slices: the split int8 partials run at a
  *     third of the unsplit kernel's rate), class 2's 64x128 for n >= 8192
  *     (gate/up 191 against 172); never split.
- *   4 class 0's products where 160-row tiles keep the multiprocessors
- *     busy for less (waves x tile area): 1,400 x 3,584 is 308 tiles of
+ *   4 class 0's products below K 8192 where 160-row tiles keep the
+ *     multiprocessors busy for less (waves x tile area): 1,400 x 3,584 is 308 tiles of
  *     128 rows (3 waves on the H100's 132, the last 1/3 idle) or 252 of 160
  *     rows (2 waves): down 263 against 211 TOP/s, o 225 against 195; q/k/v
  *     (4,608 columns: 3 waves either way) stays on class 0's, 232 against
@@ -1065,7 +1071,8 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
  * FOLIO_GEMM_I8_TILE=n takes row n for all (benchmarks). */
 #define I8_NCLASS 5
 #define I8_MID_M 512
-static const int I8_AUTO[I8_NCLASS] = {1, 2, 7, 14, 15};
+#define I8_LONG_K 8192
+static const int I8_AUTO[I8_NCLASS] = {18, 2, 7, 14, 15};
 /* The subgroup route's rows per class, where a device has no int8
  * workgroup matrices (or FOLIO_GEMM_I8_ROUTE=khr): class 4 has no taller
  * tile of its own (not measured yet on a GPU). */
@@ -1079,9 +1086,15 @@ static int i8_pick(const struct vkr *vk, int route, int cls)
 {
     static const int smaller[] = {19, 23, 26};
     const int *t = route == I8_SG ? I8K_AUTO : I8_AUTO;
-    if (ops_gemm_i8_config_fits(vk, t[cls]))
+    const char *e = getenv("FOLIO_GEMM_I8_ROUTE"); /* cm2 named: the workgroup kernel alone */
+    int wg_only = route == I8_WG && e && !strcmp(e, "cm2");
+    if (ops_gemm_i8_config_fits(vk, t[cls]) && !(wg_only && i8_sg(t[cls])))
         return t[cls];
-    for (size_t i = 0; route == I8_SG && i < sizeof smaller / sizeof smaller[0]; i++)
+    /* the workgroup route's class 0 is a subgroup row: without int8
+     * subgroup matrices, its own 128x128 tile */
+    if (route == I8_WG)
+        return i8_sg(t[cls]) && ops_gemm_i8_config_fits(vk, 1) ? 1 : -1;
+    for (size_t i = 0; i < sizeof smaller / sizeof smaller[0]; i++)
         if (ops_gemm_i8_config_fits(vk, smaller[i]))
             return smaller[i];
     return -1;
@@ -1158,28 +1171,30 @@ static uint64_t i8_busy(int c, uint32_t m, uint32_t n, uint32_t units)
  * not known), with the warm-up's override `tiles` (enum op_mm_tiles).
  * Class 2's tile at a few hundred rows and n >= 8192 has at least 296
  * output tiles: the split rule never splits it. */
-int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t units, int tiles)
+int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t k, uint32_t units, int tiles)
 {
     if (m <= 64 || n <= 512)
         return 2;
     if (tiles == OP_MM_TILES_WIDE)
         return 1;
-    if (tiles == OP_MM_TILES_TALL)
-        return 4;
+    if (tiles == OP_MM_TILES_TALL) /* (class 4's products only: below long K) */
+        return k >= I8_LONG_K ? 0 : 4;
     if (m < I8_MID_M)
         return n >= 8192 ? 2 : 3;
     if (n >= 8192 || (units && i8_ntiles(I8_AUTO[1], m, n) >= (uint64_t)I8_MANY_WAVES * units))
         return 1;
     /* class 0 or its taller tile, whichever keeps the multiprocessors busy
-     * for less (tie: class 0) */
-    if (!units)
+     * for less (tie: class 0); class 0 (the subgroup kernel) at long K,
+     * where it ran 24 % faster than the taller tile (H100, down at 1,400
+     * rows: 326 against 263 TOP/s) */
+    if (!units || k >= I8_LONG_K)
         return 0;
     return i8_busy(I8_AUTO[4], m, n, units) < i8_busy(I8_AUTO[0], m, n, units) ? 4 : 0;
 }
 
-static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, int tiles)
+static int i8_class(const struct vkr *vk, uint32_t m, uint32_t n, uint32_t k, int tiles)
 {
-    return ops_gemm_i8_class(m, n, vkr_limits(vk)->compute_units, tiles);
+    return ops_gemm_i8_class(m, n, k, vkr_limits(vk)->compute_units, tiles);
 }
 
 int ops_gemm_i8_available(const struct vkr *vk) { return i8_route(vk) >= 0; }
@@ -1346,7 +1361,7 @@ static int gemm_i8(struct vkr_cmd *c, const struct op_matmul *a, struct folio_er
      * elsewhere the split int8 partials ran at a third of the unsplit
      * kernel's rate (a 391-row prompt's o/down), and a 512-row pass of
      * class 0 would have split */
-    int cls = i8_class(vk, a->m, a->n, a->i8_tiles), cfg = i8_auto_class(vk, cls);
+    int cls = i8_class(vk, a->m, a->n, a->k, a->i8_tiles), cfg = i8_auto_class(vk, cls);
     int nosplit = a->split_k == 0 && cls != 2;
     struct vkr_pipeline_key kk = i8_key(vk, yb == 2, cfg, a->k), pkey = i8_key_s(vk, 0, cfg, a->k, 1);
     if (!vkr_pipeline_ready(vk, &kk))

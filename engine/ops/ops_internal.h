@@ -84,10 +84,10 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, const uin
 int ops_gemm_i8_configs(void);
 /* AUTO's int8 product class (op_matmul.c: 0 wide, 1 very wide or many
  * tiles, 2 few rows or columns, 3 a few hundred rows, 4 class 0's where
- * 160-row tiles take fewer waves) of an m x n product on a device of units
+ * 160-row tiles take fewer waves, below K 8192) of an m x n x k product on a device of units
  * multiprocessors (0: not known), the warm-up's override tiles
  * (enum op_mm_tiles). Pure: the op tests hold the rule without a device. */
-int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t units, int tiles);
+int ops_gemm_i8_class(uint32_t m, uint32_t n, uint32_t k, uint32_t units, int tiles);
 void ops_gemm_i8_config_name(int config, char *out, size_t n);
 int ops_gemm_i8_config_fits(const struct vkr *vk, int config);
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out);

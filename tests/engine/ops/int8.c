@@ -362,29 +362,33 @@ static void gemm_i8(struct T *t)
 static void auto_classes(void)
 {
     static const struct {
-        uint32_t m, n, units;
+        uint32_t m, n, k, units;
         int tiles, want;
         const char *why;
     } c[] = {
-        {1400, 3584, 132, 0, 4, "one page's o/down: 252 tiles of 160 rows in 2 waves, 308 of 128 in 3"},
-        {1400, 4608, 132, 0, 0, "its q/k/v: 3 waves either way, the smaller tile"},
-        {1461, 3584, 132, 0, 0, "a 1024^2 page with 16 labels' o/down: 3 waves either way"},
-        {1461, 4608, 132, 0, 4, "its q/k/v: 3 waves of 160 rows against 4 of 128"},
-        {1400, 3584, 0, 0, 0, "no multiprocessor count: class 0"},
-        {1400, 18944, 132, 0, 1, "gate/up: very wide"},
-        {6256, 3584, 132, 0, 1, "16 pages of 512^2: many tiles"},
-        {391, 3584, 132, 0, 3, "one 512^2 page's prompt"},
-        {391, 18944, 132, 0, 2, "its gate/up"},
-        {48, 3584, 132, 0, 2, "a label pass"},
-        {1400, 512, 132, 0, 2, "k/v apart"},
-        {300, 3584, 132, OP_MM_TILES_WIDE, 1, "the warm-up's wide pass"},
-        {300, 3584, 132, OP_MM_TILES_TALL, 4, "the warm-up's tall pass"},
-        {48, 3584, 132, OP_MM_TILES_TALL, 2, "a label pass in the tall pass"},
+        {1400, 3584, 3584, 132, 0, 4, "one page's o: 252 tiles of 160 rows in 2 waves, 308 of 128 in 3"},
+        {1400, 3584, 18944, 132, 0, 0, "its down: long K takes class 0 (the subgroup kernel)"},
+        {1400, 4608, 3584, 132, 0, 0, "its q/k/v: 3 waves either way, the smaller tile"},
+        {1461, 3584, 3584, 132, 0, 0, "a 1024^2 page with 16 labels' o: 3 waves either way"},
+        {1461, 4608, 3584, 132, 0, 4, "its q/k/v: 3 waves of 160 rows against 4 of 128"},
+        {1461, 3584, 18944, 132, 0, 0, "its down"},
+        {1400, 3584, 3584, 0, 0, 0, "no multiprocessor count: class 0"},
+        {1400, 18944, 3584, 132, 0, 1, "gate/up: very wide"},
+        {6256, 3584, 18944, 132, 0, 1, "16 pages of 512^2: many tiles, long K too"},
+        {391, 3584, 3584, 132, 0, 3, "one 512^2 page's prompt"},
+        {391, 3584, 18944, 132, 0, 3, "its down"},
+        {391, 18944, 3584, 132, 0, 2, "its gate/up"},
+        {48, 3584, 18944, 132, 0, 2, "a label pass"},
+        {1400, 512, 3584, 132, 0, 2, "k/v apart"},
+        {300, 3584, 3584, 132, OP_MM_TILES_WIDE, 1, "the warm-up's wide pass"},
+        {300, 3584, 3584, 132, OP_MM_TILES_TALL, 4, "the warm-up's tall pass"},
+        {300, 3584, 18944, 132, OP_MM_TILES_TALL, 0, "its down: class 4 is never long K"},
+        {48, 3584, 3584, 132, OP_MM_TILES_TALL, 2, "a label pass in the tall pass"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        int got = ops_gemm_i8_class(c[i].m, c[i].n, c[i].units, c[i].tiles);
-        CHECK(got == c[i].want, "int8 class of %ux%u on %u units: %d, want %d (%s)", c[i].m, c[i].n,
-              c[i].units, got, c[i].want, c[i].why);
+        int got = ops_gemm_i8_class(c[i].m, c[i].n, c[i].k, c[i].units, c[i].tiles);
+        CHECK(got == c[i].want, "int8 class of %ux%ux%u on %u units: %d, want %d (%s)", c[i].m,
+              c[i].n, c[i].k, c[i].units, got, c[i].want, c[i].why);
     }
 }
 
