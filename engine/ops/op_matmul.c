@@ -1291,8 +1291,24 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, const uin
         /* split-K partials only for a tile of the one class AUTO splits
          * (gemm_i8: class 2) */
         int split = i8_auto_class(vk, 2) == c;
-        if (!dup)
+        if (dup)
+            continue;
+        if (cls != 4 || nk > 16 || nk16 > 16) { /* (a model lists 3 K and 1) */
             n += i8_cfg_keys(vk, c, ks, nk, ks16, nk16, nk + nk16 == 0, split, &out[n]);
+            continue;
+        }
+        /* class 4 is never long K (ops_gemm_i8_class): its forms below it
+         * only (each K-fixed workgroup form costs the driver seconds cold) */
+        uint32_t sk[16], sk16[16];
+        int ns = 0, ns16 = 0;
+        for (int i = 0; i < nk; i++)
+            if (ks[i] < I8_LONG_K)
+                sk[ns++] = ks[i];
+        for (int i = 0; i < nk16; i++)
+            if (ks16[i] < I8_LONG_K)
+                sk16[ns16++] = ks16[i];
+        if (ns + ns16 || nk + nk16 == 0)
+            n += i8_cfg_keys(vk, c, sk, ns, sk16, ns16, nk + nk16 == 0, split, &out[n]);
     }
     return n;
 }

@@ -639,27 +639,17 @@ finish
 }
 
 # run 30: AUTO's class 0 on the subgroup kernel (row 18; down at long K
-# too): the int8 parity kit, the int8 GEMM at the text shapes (AUTO, the
-# 160-row subgroup tile, row 18, the workgroup rows it replaced), the
-# prefill twice and once dispatch by dispatch, pages at 1024^2 from a cold
-# pipeline cache (ready time, first_use_after_warm)
+# too), the short form for little device time: the int8 parity kit, the
+# prefill, pages at 1024^2 from a cold pipeline cache (ready time,
+# first_use_after_warm)
 run30() {
 parity_tests engine_test_lm_int8
-timeout 150 $E bench ops --device NVIDIA --only gemm --dtype i8r --where text_qo,text_qkv,text_down,text_gate_up --tiles i8k:160x128,i8k:128x128/8w-64x32/bk128,i8:128x128/bk64/t256,i8:160x128 > $OUT/g.jsonl 2>> $OUT/bench.err
-echo "gemm i8 rc=$? $(el)" >> $S
-grep -o '"where":"[a-z0-9_]*"\|"tiles":"[^"]*"\|"tflops":[0-9.]*' $OUT/g.jsonl | sed 's/"[a-z]*"://;s/"//g' | paste -d' ' - - - >> $S
-cat $OUT/g.jsonl >> $OUT/gemm.jsonl
-for i in 1 2; do
-  timeout 100 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
-  echo "text int8 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(grep -o '"score_gpu_ms":[0-9.]*\|"fused_classify_gpu_ms":[0-9.]*' $OUT/t.jsonl | head -2 | paste -sd' ') $(el)" >> $S
-  cat $OUT/t.jsonl >> $OUT/text.jsonl
-done
-FOLIO_TIMINGS_EACH=1 timeout 120 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
-python3 docs/bench/gpu-20261206-tail/each.py $OUT/t.jsonl | grep -A10 ': prefill: ' | head -12 >> $S
+timeout 100 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
+echo "text int8 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(grep -o '"score_gpu_ms":[0-9.]*\|"fused_classify_gpu_ms":[0-9.]*' $OUT/t.jsonl | head -2 | paste -sd' ') $(el)" >> $S
 cat $OUT/t.jsonl >> $OUT/text.jsonl
 rm -rf /tmp/xdg
 pages - 1024 1,8 "--gpu-weights int8"
-rm -f $OUT/g.jsonl $OUT/t.jsonl
+rm -f $OUT/t.jsonl
 finish
 }
 
