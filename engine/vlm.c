@@ -920,8 +920,10 @@ int vlm_prepare(struct vlm *v, const struct vlm_page *page, const char *const *l
     struct prep_config pc = v->prep;
     memcpy(pc.mean, vis_hparams(v->vis)->image_mean, sizeof pc.mean);
     memcpy(pc.std, vis_hparams(v->vis)->image_std, sizeof pc.std);
-    int rc = prep_image(page->pixels, page->width, page->height, page->stride, page->channels,
-                        &pc, 1, &pp->pi, err);
+    /* resized bytes only: the tower makes the patch rows on the device
+     * (vis_image.rgb), normalised with the same mean and std */
+    int rc = prep_image_resize(page->pixels, page->width, page->height, page->stride,
+                               page->channels, &pc, &pp->pi, err);
     if (rc) {
         free(pp);
         return rc;
@@ -1093,8 +1095,9 @@ int vlm_classify_batch(struct vlm *v, struct vlm_prepared *const *pages, uint32_
         rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
     for (uint32_t i = 0; !rc && i < n; i++) {
         const struct vlm_prepared *pp = pages[i];
-        vi[i] = (struct vis_image){pp->pi.patches, pp->pi.grid_h, pp->pi.grid_w,
-                                   emb ? emb[i] + pp->p.images[0].first * E : NULL};
+        vi[i] = (struct vis_image){.grid_h = pp->pi.grid_h, .grid_w = pp->pi.grid_w,
+                                   .out = emb ? emb[i] + pp->p.images[0].first * E : NULL,
+                                   .rgb = pp->pi.resized};
     }
     if (!rc)
         rc = vis_encode_batch(v->vis, vi, n, err);

@@ -103,7 +103,7 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
             pc.mean[i] = pc.std[i] = 0.5f;
     t0 = folio_mono_ms();
     if (!rc)
-        rc = prep_image(px, side, side, (size_t)side * 3, 3, &pc, 1, &pi, err);
+        rc = prep_image_resize(px, side, side, (size_t)side * 3, 3, &pc, &pi, err);
     double prep_ms = folio_mono_ms() - t0;
     struct vis_config cfg = {.max_patches = pi.n_patches, .gpu_weights = o->gpu_weights};
     t0 = folio_mono_ms();
@@ -125,7 +125,10 @@ int vis_bench(const struct vis_bench_opts *o, FILE *out, struct folio_err *err)
     double best = INFINITY, sum = 0, wall_best = INFINITY;
     for (uint32_t it = 0; it <= iters && !rc; it++) {
         double w0 = folio_mono_ms();
-        rc = vis_encode(v, pi.patches, pi.grid_h, pi.grid_w, emb, err);
+        /* the engine's input: the resized bytes (vlm_classify_batch) */
+        struct vis_image im = {.grid_h = pi.grid_h, .grid_w = pi.grid_w, .out = emb,
+                               .rgb = pi.resized};
+        rc = vis_encode_batch(v, &im, 1, err);
         double wall = folio_mono_ms() - w0;
         if (rc || it == 0)
             continue; /* first pass: warm-up */

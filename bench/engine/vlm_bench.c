@@ -199,8 +199,8 @@ struct page_times {
 };
 
 /* The CPU part of a pass over n pages (decode is the caller's: px is
- * already pixels): each page resized, normalised, patchified and its
- * prompt built. Touches no device state, so it may run on another thread
+ * already pixels): each page resized and its prompt built, as
+ * vlm_prepare (the tower makes the patch rows on the device). Touches no device state, so it may run on another thread
  * while the GPU runs the previous pass. */
 struct batch_in {
     uint32_t n;
@@ -245,13 +245,14 @@ static int prep_batch(const struct vis *vis, uint32_t n_vocab, const uint8_t *px
     for (uint32_t i = 0; !rc && i < n; i++) {
         struct prep_image *pi = &bi->pi[i];
         struct page_prompt *p = &bi->p[i];
-        rc = prep_image(px, side, side, (size_t)side * 3, 3, &pc, 1, pi, err);
+        rc = prep_image_resize(px, side, side, (size_t)side * 3, 3, &pc, pi, err);
         if (rc)
             break;
         if (build_prompt(p, pi->grid_h / 2, pi->grid_w / 2, E, n_vocab, tail))
             rc = folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
-        bi->vi[i] = (struct vis_image){pi->patches, pi->grid_h, pi->grid_w,
-                                       p->emb ? p->emb + (size_t)p->first * E : NULL};
+        bi->vi[i] = (struct vis_image){.grid_h = pi->grid_h, .grid_w = pi->grid_w,
+                                       .out = p->emb ? p->emb + (size_t)p->first * E : NULL,
+                                       .rgb = pi->resized};
         bi->s[i] = (struct lm_seq){p->ids, p->n, p->emb, p->pos, p->next, NULL, 0};
     }
     bi->prep_ms = folio_mono_ms() - t0;

@@ -220,6 +220,15 @@ int prep_resize_bicubic(const uint8_t *src, uint32_t w, uint32_t h, size_t strid
     return 0;
 }
 
+void prep_norm_table(const struct prep_config *cin, float lut[3 * 256])
+{
+    struct prep_config c = *cin;
+    prep_config_defaults(&c);
+    for (int ch = 0; ch < 3; ch++)
+        for (int v = 0; v < 256; v++)
+            lut[ch * 256 + v] = ((float)v * (1.0f / 255.0f) - c.mean[ch]) / c.std[ch];
+}
+
 int prep_patches(const uint8_t *rgb, uint32_t w, uint32_t h, const struct prep_config *cin,
                  int temporal, float *out, struct folio_err *err)
 {
@@ -231,10 +240,8 @@ int prep_patches(const uint8_t *rgb, uint32_t w, uint32_t h, const struct prep_c
     if (!w || !h || w % f || h % f)
         return folio_err_set(err, FOLIO_EINVAL, "patches: image %ux%u is not a multiple of %u",
                              w, h, f);
-    float lut[3][256];
-    for (int ch = 0; ch < 3; ch++)
-        for (int v = 0; v < 256; v++)
-            lut[ch][v] = ((float)v * (1.0f / 255.0f) - c.mean[ch]) / c.std[ch];
+    float lut[3 * 256];
+    prep_norm_table(&c, lut);
     uint32_t gh = h / P, gw = w / P, mw = gw / S;
     size_t plane = (size_t)P * P, row_len = 3 * (size_t)temporal * plane;
     for (uint32_t r = 0; r < gh; r++)
@@ -247,15 +254,16 @@ int prep_patches(const uint8_t *rgb, uint32_t w, uint32_t h, const struct prep_c
                     for (uint32_t px = 0; px < P; px++) {
                         uint8_t v = rgb[((size_t)(r * P + py) * w + cc * P + px) * 3 + ch];
                         for (int t = 0; t < temporal; t++)
-                            o[((size_t)ch * temporal + t) * plane + py * P + px] = lut[ch][v];
+                            o[((size_t)ch * temporal + t) * plane + py * P + px] = lut[ch * 256 + v];
                     }
         }
     return 0;
 }
 
-int prep_image(const uint8_t *pixels, uint32_t w, uint32_t h, size_t stride, int channels,
-               const struct prep_config *cin, int temporal, struct prep_image *out,
-               struct folio_err *err)
+/* The sizes and the resized bytes; patches, when asked for, as temporal. */
+static int prep_run(const uint8_t *pixels, uint32_t w, uint32_t h, size_t stride, int channels,
+                    const struct prep_config *cin, int temporal, int patches,
+                    struct prep_image *out, struct folio_err *err)
 {
     memset(out, 0, sizeof *out);
     struct prep_config c = *cin;
@@ -271,18 +279,32 @@ int prep_image(const uint8_t *pixels, uint32_t w, uint32_t h, size_t stride, int
     out->n_patches = out->grid_h * out->grid_w;
     out->row_len = 3u * (uint32_t)temporal * c.patch * c.patch;
     out->resized = malloc((size_t)oh * ow * 3);
-    out->patches = malloc((size_t)out->n_patches * out->row_len * sizeof(float));
-    if (!out->resized || !out->patches) {
+    if (patches)
+        out->patches = malloc((size_t)out->n_patches * out->row_len * sizeof(float));
+    if (!out->resized || (patches && !out->patches)) {
         prep_image_free(out);
         return folio_err_set(err, FOLIO_ENOMEM, "preprocess: out of host memory for %ux%u", ow,
                              oh);
     }
     rc = prep_resize_bicubic(pixels, w, h, stride, channels, out->resized, ow, oh, err);
-    if (!rc)
+    if (!rc && patches)
         rc = prep_patches(out->resized, ow, oh, &c, temporal, out->patches, err);
     if (rc)
         prep_image_free(out);
     return rc;
+}
+
+int prep_image(const uint8_t *pixels, uint32_t w, uint32_t h, size_t stride, int channels,
+               const struct prep_config *c, int temporal, struct prep_image *out,
+               struct folio_err *err)
+{
+    return prep_run(pixels, w, h, stride, channels, c, temporal, 1, out, err);
+}
+
+int prep_image_resize(const uint8_t *pixels, uint32_t w, uint32_t h, size_t stride, int channels,
+                      const struct prep_config *c, struct prep_image *out, struct folio_err *err)
+{
+    return prep_run(pixels, w, h, stride, channels, c, 1, 0, out, err);
 }
 
 void prep_image_free(struct prep_image *im)

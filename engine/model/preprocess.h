@@ -53,6 +53,12 @@ int prep_smart_resize(uint32_t h, uint32_t w, const struct prep_config *c, uint3
 int prep_resize_bicubic(const uint8_t *src, uint32_t w, uint32_t h, size_t stride, int channels,
                         uint8_t *dst, uint32_t ow, uint32_t oh, struct folio_err *err);
 
+/* The normalisation as a table: lut[ch * 256 + v] = (v/255 - mean[ch]) /
+ * std[ch] in float, c's zero fields taken as the defaults. prep_patches
+ * reads it, and so does the engine's patchify op (engine/ops/ops.h), which
+ * is why the device's rows equal these bit for bit. */
+void prep_norm_table(const struct prep_config *c, float lut[3 * 256]);
+
 /* Patch rows of an already-resized RGB image (h, w multiples of
  * patch*merge): (h/patch)(w/patch) rows of 3*temporal*patch^2 floats. */
 int prep_patches(const uint8_t *rgb, uint32_t w, uint32_t h, const struct prep_config *c,
@@ -64,11 +70,16 @@ struct prep_image {
     uint32_t grid_h, grid_w;      /* patches */
     uint32_t n_patches, row_len;  /* rows and columns of patches */
     uint8_t *resized;             /* height x width x 3, malloc'd */
-    float *patches;               /* n_patches x row_len, malloc'd */
+    float *patches;               /* n_patches x row_len, malloc'd; NULL after prep_image_resize */
 };
 int prep_image(const uint8_t *pixels, uint32_t w, uint32_t h, size_t stride, int channels,
                const struct prep_config *c, int temporal, struct prep_image *out,
                struct folio_err *err);
+/* Steps 1 and 2 only: out->resized and the sizes (row_len as temporal 1),
+ * no patch rows. The engine's path: the vision tower takes the resized
+ * bytes and makes the rows on the device (vis_image.rgb). */
+int prep_image_resize(const uint8_t *pixels, uint32_t w, uint32_t h, size_t stride, int channels,
+                      const struct prep_config *c, struct prep_image *out, struct folio_err *err);
 void prep_image_free(struct prep_image *im);
 
 #endif

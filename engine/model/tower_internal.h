@@ -4,8 +4,9 @@
  * every family; vision.c owns what is
  * the same for all of them: opening (arenas, the weight walk, the folded
  * patch kernel, the f16 decision), the activation plan, re-planning,
- * closing, staging a batch of images (patch rows in window order, 2-D RoPE
- * positions, per-image key ranges), the pass (patch embedding, the
+ * closing, staging a batch of images (page bytes or patch rows in window
+ * order, 2-D RoPE positions, per-image key ranges), the pass (patch rows
+ * from the page bytes, patch embedding, the
  * family's blocks and merger in one command buffer, one submit) and the
  * download. A family says only what differs: its descriptor
  * (engine/arch/arch.h: the tensor table that names each tensor's slot,
@@ -108,6 +109,10 @@ struct vis {
      * of a batch of images (one image: no ranges); pe: the position
      * embedding rows (Qwen3-VL) */
     struct vkr_tensor in, x, h, q, k, v, o, t, gate, up, z, e, out, pos, rng, sidx, rngf, pe;
+    /* rgb: the pass's pages as uploaded bytes (each from a multiple of
+     * VKR_TENSOR_ALIGN), in's source on the device; lut: the
+     * normalisation table (prep_norm_table, weights arena) */
+    struct vkr_tensor rgb, lut;
     /* q, k and v's one region (size 0 where they are apart) and k's offset
      * in it: vis_attention's fused Q/K/V rows */
     struct vkr_tensor qkv;

@@ -13,12 +13,16 @@
  * holds goes through the split path (op_attention_ranged), its scratch
  * planned only where needed.
  *
- * Host work per image is small and done before recording: the patch rows
- * are copied in window order, and the per-row (row, col) positions, key
- * ranges and the merged rows' raster index are computed — O(N) integers
- * (plus, for Qwen3-VL, the interpolated position rows of a new grid).
+ * Host work per image is small and done before recording: the page's
+ * resized bytes are copied once into staging (op_patchify makes the patch
+ * rows in window order on the device; callers with f32 patch rows have
+ * them copied in window order instead), and the per-row (row, col)
+ * positions, key ranges and the merged rows' raster index are computed —
+ * O(N) integers (plus, for Qwen3-VL, the interpolated position rows of a
+ * new grid).
  */
 #include "engine/arch/arch.h"
+#include "engine/model/preprocess.h"
 #include "engine/model/tower_internal.h"
 #include "engine/quant/quant.h"
 
@@ -108,6 +112,7 @@ int vis_pipeline_keys(const struct vkr *vk, const struct gguf_model *m,
      * the tower's, so a driver that fails it takes the vision path alone
      * down (the text model never needs it without the tower's rows) */
     all[n++] = ops_scatter_key();
+    all[n++] = ops_patchify_key(); /* the pages' bytes into patch rows (vis_image.rgb) */
     /* the GEMM forms specialized for the tower's K, with the widest product
      * of each: blocks read n_embd columns (q/k/v: 3 n_embd out, the MLP's
      * first: n_ff) and n_ff (n_embd out), the merger merger_dim (at most
@@ -421,9 +426,13 @@ static int plan(struct vis *v, struct folio_err *err)
     uint64_t asb[4] = {16, 16, 16, 16};
     if (N * D * 4 > lim->max_range)
         op_attention_scratch_bytes(v->vk, (uint32_t)N, v->H, v->Dh, asb);
-    uint64_t sizes[23 + GGUF_MAX_DEEPSTACK];
+    uint64_t sizes[24 + GGUF_MAX_DEEPSTACK];
     int n = 0;
     sizes[n++] = N * v->PC * 4; /* in */
+    /* rgb: the batch's pages as bytes, each from a multiple of
+     * VKR_TENSOR_ALIGN (so each binds on its own): N patches' pixels and
+     * the padding of max_images starts */
+    sizes[n++] = N * v->PC + (uint64_t)v->max_images * VKR_TENSOR_ALIGN;
     /* x h o; then q, k and v in one region where it fits a block: the
      * fused Q/K/V product (vis_attention) writes [q | k | v] rows there,
      * f32 from its start or f16 from k's, with slack for the last row of
@@ -467,8 +476,8 @@ static int plan(struct vis *v, struct folio_err *err)
     for (int i = 0; i < 4; i++)
         sizes[n++] = asb[i];         /* split attention scratch */
     sizes[n++] = v->max_images > 1 ? N * 8 : 8; /* rngf */
-    struct vkr_tensor *dst[23 + GGUF_MAX_DEEPSTACK] = {
-        &v->in, &v->x, &v->h, &v->o, &v->q, &v->k, &v->v, &v->t, &v->gate, &v->up, &v->z,
+    struct vkr_tensor *dst[24 + GGUF_MAX_DEEPSTACK] = {
+        &v->in, &v->rgb, &v->x, &v->h, &v->o, &v->q, &v->k, &v->v, &v->t, &v->gate, &v->up, &v->z,
         &v->e, &v->out, &v->pos, &v->rng, &v->sidx, &v->asc.o, &v->asc.lse, &v->asc.lse_c,
         &v->asc.ranges, &v->rngf};
     if (v->table) { /* Qwen3-VL: the position rows, the DeepStack mergers' rows */
@@ -626,6 +635,14 @@ int vis_open(struct vkr *vk, const struct gguf_model *m, const struct vis_config
         rc = vkr_arena_create(vk, "vision-activations", VKR_ARENA_ACTIVATIONS, &v->aa, err);
     if (!rc)
         rc = load(v, err);
+    if (!rc) { /* op_patchify's values: the host's own table, so rows match prep_patches' */
+        struct prep_config pc = {.patch = v->P, .merge = S};
+        float lut[3 * 256];
+        memcpy(pc.mean, h->image_mean, sizeof pc.mean);
+        memcpy(pc.std, h->image_std, sizeof pc.std);
+        prep_norm_table(&pc, lut);
+        rc = vkr_arena_upload(v->wa, lut, sizeof lut, &v->lut, err);
+    }
     v->gemm16 = !rc && ops_gemm_available(vk) && !v->cfg.f32_matmul && all_f16(v);
     v->kv16 = !rc && vis_kv16(vk, v->Dh);
     const char *qe = getenv("FOLIO_VIS_QKV"); /* "apart": three Q/K/V products */
@@ -927,16 +944,27 @@ static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t
                              "was planned for at most %u", n > 1 ? "batch" : "image", N, v->nmax);
     int32_t *pos = v->ibuf;
     uint32_t *rg = (uint32_t *)v->ibuf + N * 2, *rf = (uint32_t *)v->ibuf + N * 4;
-    uint32_t P = 0, Mb = 0;
+    uint32_t P = 0, Mb = 0, np = 0;
+    uint64_t roff = 0; /* the next page's bytes in rgb (run() walks them the same way) */
     for (uint32_t j = 0; j < n; j++) {
         uint32_t rows = im[j].grid_h / S, cols = im[j].grid_w / S, M = rows * cols, nseg = 0;
         int32_t *widx = v->widx + Mb;
+        if (!im[j].rgb && !im[j].patches)
+            return folio_err_set(err, FOLIO_EINVAL, "vision: image %u has neither page bytes "
+                                 "nor patch rows", j);
+        if (im[j].rgb) { /* the page as it is: op_patchify orders its rows */
+            uint64_t len = (uint64_t)im[j].grid_h * im[j].grid_w * PC;
+            v->pieces[np++] = (struct vkr_piece){.t = v->rgb, .dst = roff, .src = im[j].rgb,
+                                                 .len = len};
+            roff += (len + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN * VKR_TENSOR_ALIGN;
+        }
         vis_window_index(rows, cols, v->win, widx, v->wseg, &nseg);
         for (uint32_t i = 0; i < M; i++) {
             uint32_t g = (uint32_t)widx[i], R = g / cols, C = g % cols, r0 = P + i * G;
-            v->pieces[Mb + i] = (struct vkr_piece){.t = v->in, .dst = (uint64_t)r0 * PC * 4,
-                                                   .src = im[j].patches + (size_t)g * G * PC,
-                                                   .len = (uint64_t)G * PC * 4};
+            if (!im[j].rgb)
+                v->pieces[np++] = (struct vkr_piece){.t = v->in, .dst = (uint64_t)r0 * PC * 4,
+                                                     .src = im[j].patches + (size_t)g * G * PC,
+                                                     .len = (uint64_t)G * PC * 4};
             for (uint32_t s = 0; s < G; s++) {
                 pos[(r0 + s) * 2] = (int32_t)(R * S + s / S);
                 pos[(r0 + s) * 2 + 1] = (int32_t)(C * S + s % S);
@@ -955,9 +983,9 @@ static int stage(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t
         P += M * G;
         Mb += M;
     }
-    /* the patches in window order, copied once (from the caller's rows
-     * straight into staging), and the integers: one submission */
-    uint32_t np = Mb;
+    /* the pages' bytes (or the patches in window order), copied once
+     * from the caller's memory straight into staging, and the integers:
+     * one submission */
     v->pieces[np++] = (struct vkr_piece){.t = v->pos, .src = pos, .len = N * 8};
     if (v->win)
         v->pieces[np++] = (struct vkr_piece){.t = v->rng, .src = rg, .len = N * 8};
@@ -1015,9 +1043,24 @@ static int run(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t b
     rc = vkr_cmd_begin(v->vk, &c, err);
     if (rc)
         return rc;
-    /* the patch embedding (Qwen3-VL: with the Conv3D's bias), then the
+    /* each page's patch rows from its bytes (stage() placed them), the
+     * patch embedding (Qwen3-VL: with the Conv3D's bias), then the
      * family's blocks and merger */
-    rc = vis_mm(v, c, &v->patch, &v->patchb, v->in, v->x, N, err);
+    uint64_t roff = 0;
+    for (uint32_t j = 0, r0 = 0; j < n && !rc; j++) {
+        uint32_t gh = im[j].grid_h, gw = im[j].grid_w;
+        if (im[j].rgb) {
+            struct op_patchify a = {.rgb = v->rgb, .lut = v->lut, .y = v->in, .rgb_off = roff,
+                                    .row0 = r0, .width = gw * v->P, .height = gh * v->P,
+                                    .patch = v->P, .merge = v->hp.spatial_merge, .win = v->win};
+            rc = op_patchify(c, &a, err);
+            roff += ((uint64_t)gh * gw * v->PC + VKR_TENSOR_ALIGN - 1) / VKR_TENSOR_ALIGN *
+                    VKR_TENSOR_ALIGN;
+        }
+        r0 += gh * gw;
+    }
+    if (!rc)
+        rc = vis_mm(v, c, &v->patch, &v->patchb, v->in, v->x, N, err);
     if (!rc)
         rc = v->fam->record(v, c, N, blocks, merger, n > 1 ? &v->rngf : NULL, err);
     if (rc) {
@@ -1045,7 +1088,7 @@ static int run(struct vis *v, const struct vis_image *im, uint32_t n, uint32_t b
 int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t grid_w, float *out,
                struct folio_err *err)
 {
-    struct vis_image im = {patches, grid_h, grid_w, out};
+    struct vis_image im = {patches, grid_h, grid_w, out, NULL};
     return run(v, &im, 1, v->hp.n_layer, 1, err);
 }
 
@@ -1069,6 +1112,6 @@ int vis_encode_partial(struct vis *v, const float *patches, uint32_t grid_h, uin
 {
     if (blocks > v->hp.n_layer)
         blocks = v->hp.n_layer;
-    struct vis_image im = {patches, grid_h, grid_w, x};
+    struct vis_image im = {patches, grid_h, grid_w, x, NULL};
     return run(v, &im, 1, blocks, 0, err);
 }

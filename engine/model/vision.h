@@ -23,8 +23,13 @@
  * (engine/arch/arch.h); every function here serves all of them, batches
  * included.
  *
- * Window layout (Qwen2.5-VL): the host uploads the patch rows already in
- * window order (whole 2x2 groups move), with their (row, col) RoPE
+ * Input: the resized page's bytes (vis_image.rgb), turned into patch rows
+ * in the tower's order on the device (op_patchify, the pass's first
+ * dispatch), or f32 patch rows from the host (tests, tools).
+ *
+ * Window layout (Qwen2.5-VL): the patch rows go in window order (whole
+ * 2x2 groups move: op_patchify writes them so, or the host copies f32
+ * rows so), with their (row, col) RoPE
  * positions and each row's window as a key range [lo, hi) for the
  * attention kernel, so window layers are block-diagonal attention with no
  * N x N mask; full layers pass no ranges. The merger's rows come out in
@@ -95,10 +100,17 @@ int vis_encode(struct vis *v, const float *patches, uint32_t grid_h, uint32_t gr
  * rows. Each image's merged rows land in its own out. 1..max_images
  * images with at most max_patches patches together. */
 struct vis_image {
-    const float *patches;      /* as vis_encode */
+    const float *patches;      /* as vis_encode; NULL where rgb is given */
     uint32_t grid_h, grid_w;
     float *out;                /* (grid_h/2)(grid_w/2) x vis_out_dim floats; NULL: left on
                                 * the device (vis_rows) */
+    /* Instead of patches: the resized page itself, grid_h x grid_w patches
+     * of 8-bit RGB (prep_image_resize: rows packed, 3 bytes a pixel). It
+     * goes up as it is (a quarter of the f32 rows' bytes) and the patch
+     * rows are made on the device (op_patchify), normalised with the
+     * tower's image_mean / image_std: the rows prep_patches would give,
+     * bit for bit. The engine's path; patches stay for tests and tools. */
+    const uint8_t *rgb;
 };
 int vis_encode_batch(struct vis *v, const struct vis_image *images, uint32_t n,
                      struct folio_err *err);

@@ -4,7 +4,10 @@
  * concatenation. A table larger than one binding is gathered in ranged
  * dispatches: each covers table rows [r0, r1) and writes only the ids that
  * fall inside it. Scatter works the same way round (destination rows in
- * ranges), and concat2x2 in bands of grid rows.
+ * ranges), and concat2x2 in bands of grid rows. Patchify turns a page's
+ * resized bytes into the vision tower's patch rows on the device (a page
+ * goes up as 3 bytes a pixel instead of 12 in f32 rows), in ranges of
+ * output rows whose pixel rows fit a binding.
  */
 #include "engine/ops/ops_internal.h"
 
@@ -18,6 +21,9 @@ struct scatter_push {
 };
 struct concat_push {
     uint32_t gh, gw, w, xs, ys;
+};
+struct patchify_push {
+    uint32_t n, k0, width, cols, rows, win, side, merge, y0, rs, ys;
 };
 
 /* The loop gather and scatter share: the per-id side (the ids and one
@@ -110,6 +116,11 @@ struct vkr_pipeline_key ops_scatter_key(void)
 struct vkr_pipeline_key ops_concat2x2_key(void)
 {
     return ops_key("concat2x2", 0, 0, 0);
+}
+
+struct vkr_pipeline_key ops_patchify_key(void)
+{
+    return ops_key("patchify", 0, 0, 0);
 }
 
 int op_gather(struct vkr_cmd *c, const struct op_gather *g, struct folio_err *err)
@@ -215,4 +226,89 @@ int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, ui
             return rc;
     }
     return 0;
+}
+
+/* The first pixel row patch row k of a's order reads (patchify.comp's
+ * mapping, for the ranges: the shader does the same per workgroup). */
+static uint32_t patch_top(const struct op_patchify *a, uint32_t rows, uint32_t cols, uint64_t k)
+{
+    const uint32_t G = a->merge * a->merge, win = a->win;
+    uint64_t i = k / G, s = k % G, R;
+    if (win == 0) {
+        R = i / cols;
+    } else {
+        uint64_t wr = i / ((uint64_t)win * cols), rem = i - wr * win * cols;
+        uint64_t hh = rows - wr * win < win ? rows - wr * win : win;
+        uint64_t wc = rem / (hh * win), rem2 = rem - wc * hh * win;
+        uint64_t ww = cols - wc * win < win ? cols - wc * win : win;
+        R = wr * win + rem2 / ww;
+    }
+    return (uint32_t)((R * a->merge + s / a->merge) * a->patch);
+}
+
+int op_patchify(struct vkr_cmd *c, const struct op_patchify *a, struct folio_err *err)
+{
+    struct vkr *vk = vkr_cmd_vkr(c);
+    const uint32_t P = a->patch, S = a->merge, f = P * S;
+    if (P == 0 || S == 0 || !a->width || !a->height || a->width % f || a->height % f)
+        return folio_err_set(err, FOLIO_EINVAL, "patchify: image %ux%u is not a multiple of "
+                             "patch %u x merge %u", a->width, a->height, P, S);
+    const uint32_t rows = a->height / f, cols = a->width / f;
+    const uint64_t n = (uint64_t)(a->height / P) * (a->width / P), rb = 3ull * P * P * 4;
+    const uint64_t line = (uint64_t)a->width * 3, bytes = line * a->height;
+    uint32_t pid;
+    int rc = ops_pipe_key(vk, ops_patchify_key(), &pid, err);
+    if (!rc)
+        rc = ops_need(a->rgb, a->rgb_off + bytes, "patchify image", err);
+    if (!rc)
+        rc = ops_need(a->lut, 3 * 256 * 4, "patchify table", err);
+    if (!rc)
+        rc = ops_need(a->y, (a->row0 + n) * rb, "patchify rows", err);
+    if (rc)
+        return rc;
+    struct vkr_bind b[3];
+    rc = ops_bind(vk, a->lut, 3 * 256 * 4, &b[1], "patchify table", err);
+    /* What one binding holds once vkr_bind_rows has aligned its start down.
+     * A whole page fits where bindings are large (a GPU: one dispatch);
+     * else rows are taken while their outputs and the pixel rows they read
+     * fit, which window order makes a walk over the rows. */
+    const uint64_t usable = vkr_limits(vk)->max_range - vkr_limits(vk)->min_ssbo_align - 4;
+    const int whole = bytes <= usable && n * rb <= usable;
+    for (uint64_t k0 = 0; !rc && k0 < n;) {
+        uint64_t k1 = n, y0 = 0, y1 = a->height;
+        if (!whole) {
+            y0 = patch_top(a, rows, cols, k0);
+            y1 = y0 + P;
+            for (k1 = k0 + 1; k1 < n && (k1 + 1 - k0) * rb <= usable; k1++) {
+                uint64_t t = patch_top(a, rows, cols, k1);
+                uint64_t lo = t < y0 ? t : y0, hi = t + P > y1 ? t + P : y1;
+                if ((hi - lo) * line > usable)
+                    break;
+                y0 = lo;
+                y1 = hi;
+            }
+            if ((y1 - y0) * line > usable || rb > usable)
+                return folio_err_set(err, FOLIO_ELIMIT, "patchify: one patch row reads %" PRIu64
+                                     " bytes of a %u-pixel-wide image and writes %" PRIu64
+                                     "; the binding range is %" PRIu64, (y1 - y0) * line,
+                                     a->width, rb, vkr_limits(vk)->max_range);
+        }
+        uint32_t rs, ys;
+        rc = vkr_bind_rows(vk, a->rgb, 1, a->rgb_off + y0 * line, a->rgb_off + y1 * line, &b[0],
+                           &rs, err);
+        if (!rc)
+            rc = vkr_bind_rows(vk, a->y, rb, a->row0 + k0, a->row0 + k1, &b[2], &ys, err);
+        if (rc)
+            return rc;
+        struct patchify_push pc = {(uint32_t)(k1 - k0), (uint32_t)k0, a->width, cols, rows,
+                                   a->win, P, S, (uint32_t)y0, rs, ys / 4};
+        uint32_t gx, gy;
+        ops_grid(k1 - k0, &gx, &gy);
+        rc = vkr_cmd_dispatch(c, &(struct vkr_dispatch){.pipeline = pid, .b = b, .nb = 3,
+                                                        .push = &pc, .push_bytes = sizeof pc,
+                                                        .groups = {gx, gy, 1}, .label = "patchify"},
+                                                        err);
+        k0 = k1;
+    }
+    return rc;
 }

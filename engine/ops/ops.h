@@ -104,6 +104,8 @@ struct vkr_pipeline_key ops_convert_key(int to_f16);
 struct vkr_pipeline_key ops_gather_key(int wtype);
 struct vkr_pipeline_key ops_scatter_key(void);
 struct vkr_pipeline_key ops_concat2x2_key(void);
+/* op_patchify. */
+struct vkr_pipeline_key ops_patchify_key(void);
 
 /* The smallest row count r such that r rows of row_bytes end on the
  * device's storage-buffer offset alignment: views that start at multiples
@@ -447,6 +449,25 @@ int op_scatter(struct vkr_cmd *c, struct vkr_tensor src, struct vkr_tensor idx, 
 /* Patch merger 2x2 concat from a raster gh x gw grid of rows of width w. */
 int op_concat2x2(struct vkr_cmd *c, struct vkr_tensor x, struct vkr_tensor y, uint32_t gh,
                  uint32_t gw, uint32_t w, struct folio_err *err);
+/* A resized 8-bit RGB image into the vision tower's patch rows, as
+ * prep_patches (engine/model/preprocess.h) writes them at temporal 1:
+ * (height/patch)(width/patch) rows of 3 patch^2 f32, columns (channel,
+ * pixel row, pixel column), the merge x merge patches of a merged group
+ * together, the groups in window order (windows of win x win groups in
+ * raster order, raster inside each: vis_window_index) or, win 0, in
+ * raster order. A value is lut[channel * 256 + byte]: the caller's table
+ * of (v/255 - mean)/std (prep_norm_table), so the rows equal the host's
+ * bit for bit. The image's bytes start at byte rgb_off of rgb (rows
+ * packed, width x 3 bytes); its rows go to rows row0.. of y. Dispatched
+ * in ranges of rows whose pixels and outputs fit one binding each; fails
+ * (FOLIO_ELIMIT) where the patch pixel rows one row reads do not. */
+struct op_patchify {
+    struct vkr_tensor rgb, lut, y;
+    uint64_t rgb_off;
+    uint32_t row0;
+    uint32_t width, height, patch, merge, win;
+};
+int op_patchify(struct vkr_cmd *c, const struct op_patchify *a, struct folio_err *err);
 
 /* ---- C references (the truth the shaders are tested against) ---- */
 /* wd: n x k dequantized weights (quant_dequantize_row). Double accumulation. */
@@ -469,5 +490,8 @@ void ops_ref_elem(enum op_elem_kind op, const float *a, const float *b, float *y
 void ops_ref_scatter(const float *src, const int32_t *idx, uint32_t n, uint32_t width, float *dst,
                      uint32_t dst_rows);
 void ops_ref_concat2x2(const float *x, float *y, uint32_t gh, uint32_t gw, uint32_t w);
+/* op_patchify's rows from the image's bytes (rgb: a's image, from its
+ * first byte; a's tensors, rgb_off and row0 are not read) into y. */
+void ops_ref_patchify(const struct op_patchify *a, const uint8_t *rgb, const float *lut, float *y);
 
 #endif

@@ -93,6 +93,7 @@ int ops_pipeline_keys(const struct vkr *vk, struct vkr_pipeline_key *out, int ma
     all[n++] = ops_convert_key(0);
     all[n++] = ops_scatter_key();
     all[n++] = ops_concat2x2_key();
+    all[n++] = ops_patchify_key();
     /* bench ops' roofline probes (bench/engine/ops_bench.c): no op owns them */
     all[n++] = ops_key("peak_fma", 0, 0, 0);
     all[n++] = ops_key("peak_bw", 0, 0, 0);

@@ -242,3 +242,26 @@ void ops_ref_concat2x2(const float *x, float *y, uint32_t gh, uint32_t gw, uint3
                        w * sizeof *y);
             }
 }
+
+void ops_ref_patchify(const struct op_patchify *a, const uint8_t *rgb, const float *lut, float *y)
+{
+    /* the groups visited window by window, raster inside each (win 0: the
+     * whole grid is one window), as the tower's window order enumerates
+     * them; each group's patches then in raster order */
+    const uint32_t P = a->patch, S = a->merge, W = a->width;
+    const uint32_t rows = a->height / (P * S), cols = W / (P * S);
+    const uint32_t win = a->win ? a->win : (rows > cols ? rows : cols);
+    const size_t PC = 3 * (size_t)P * P;
+    size_t k = 0;
+    for (uint32_t wr = 0; wr < rows; wr += win)
+        for (uint32_t wc = 0; wc < cols; wc += win)
+            for (uint32_t R = wr; R < wr + win && R < rows; R++)
+                for (uint32_t C = wc; C < wc + win && C < cols; C++)
+                    for (uint32_t s = 0; s < S * S; s++, k++)
+                        for (size_t col = 0; col < PC; col++) {
+                            size_t ch = col / ((size_t)P * P), q = col % ((size_t)P * P);
+                            size_t py = (R * S + s / S) * (size_t)P + q / P;
+                            size_t px = (C * S + s % S) * (size_t)P + q % P;
+                            y[k * PC + col] = lut[ch * 256 + rgb[(py * W + px) * 3 + ch]];
+                        }
+}

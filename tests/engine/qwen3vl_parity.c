@@ -148,6 +148,8 @@ static void run_vision(const struct jv *cfg, const char *var)
         CHECK(rc == 0, "%s: %s", what, e.msg);
         if (!rc)
             cmp(what, got, W, 0, ref, nm, O, tol_vis);
+        if (!rc) /* the engine's input: 16-px patches from the page's bytes */
+            vp_bytes_same(v, &pi, got, W, what);
         prep_image_free(&pi);
     }
     free(rgb), free(ref), free(got);

@@ -549,7 +549,7 @@ static void test_vision_batch(void)
         uint64_t st = 40 + (uint64_t)i;
         if (p[i])
             rng_fill(&st, p[i], (size_t)N * 768, 1.0f);
-        im[i] = (struct vis_image){p[i], grid[i][0], grid[i][1], got[i]};
+        im[i] = (struct vis_image){p[i], grid[i][0], grid[i][1], got[i], NULL};
     }
     struct vkr_stats s0, s1;
     vkr_get_stats(vk, &s0);

@@ -158,6 +158,8 @@ static void run_vvariant(struct VT *t, const struct jv *cfg, const char *var)
             CHECK(rc == 0, "%s: %s", what, e.msg);
             if (!rc)
                 vp_cmp(what, got, O, 0, ref, nm, O, t->tol);
+            if (!rc) /* the engine's input */
+                vp_bytes_same(v, &pi, got, O, what);
             /* bad input: too large for the plan, odd grid */
             float *big = calloc((size_t)16 * 12 * 588, 4);
             CHECK(big && vis_encode(v, big, 16, 12, got, &e) == FOLIO_ELIMIT,

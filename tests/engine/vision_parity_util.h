@@ -3,7 +3,8 @@
  * Qwen2-VL / Qwen2.5-VL, qwen3vl_parity.c for Qwen3-VL): fixture files of
  * a known size, the reference's two-frame pixel rows folded to folio's
  * still-image layout, a manifest image by name, the max-error bound
- * every comparison uses (max|d| <= tol * max|ref|), and the session
+ * every comparison uses (max|d| <= tol * max|ref|), the engine's input
+ * (a page's bytes) held to the f32 rows' outputs, and the session
  * around the cases: the test device, pre-warm and seal, and nothing built
  * after seal nor any validation message at the end.
  */
@@ -13,6 +14,8 @@
 #include "tests/engine/lm_json.h"
 #include "tests/support/testutil.h"
 #include "common/common.h"
+#include "engine/model/preprocess.h"
+#include "engine/model/vision.h"
 #include "engine/ops/ops.h"
 #include "engine/vk/vkr.h"
 
@@ -78,6 +81,24 @@ static inline float *vp_fold(const float *pv, uint32_t np, uint32_t patch)
         }
     CHECK(same, "reference pixel_values: the two frames differ");
     return o;
+}
+
+/* The page pi as the engine hands it over, its resized bytes (op_patchify
+ * makes the rows on the device), must give got, what its f32 rows gave,
+ * bit for bit: the rows are the same (width: floats a merged row). */
+static inline void vp_bytes_same(struct vis *v, const struct prep_image *pi, const float *got,
+                                 uint32_t width, const char *what)
+{
+    size_t n = (size_t)pi->grid_h * pi->grid_w / 4 * width;
+    float *got8 = malloc(n * sizeof *got8);
+    struct folio_err e = {0};
+    struct vis_image im = {.grid_h = pi->grid_h, .grid_w = pi->grid_w, .out = got8,
+                           .rgb = pi->resized};
+    int rc = got8 ? vis_encode_batch(v, &im, 1, &e) : FOLIO_ENOMEM;
+    CHECK(rc == 0, "%s as bytes: %s", what, e.msg);
+    CHECK(rc || memcmp(got, got8, n * sizeof *got8) == 0,
+          "%s: the page's bytes and its f32 rows give different outputs", what);
+    free(got8);
 }
 
 static inline const struct jv *vp_image(const struct jv *man, const char *name)

@@ -127,7 +127,9 @@ int run_all(int ranged)
                                                  test_attention_split, test_elem, test_rows,
                                                  test_int8,
                                                  /* last: the groups above keep their inputs */
-                                                 test_attention_two_ranges, test_gemm_order};
+                                                 test_attention_two_ranges, test_gemm_order,
+                                                 /* its own random stream */
+                                                 test_patchify};
     /* FOLIO_TEST_GROUPS=2,15: only those case groups (the numbers the log
      * prints), for a short run of the kernels a change touched (a device
      * call; the lavapipe26 tests) */

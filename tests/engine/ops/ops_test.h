@@ -99,6 +99,7 @@ void test_attention_errors(struct T *t); /* attention.c */
 void test_attention_two_ranges(struct T *t); /* attention.c */
 void test_elem(struct T *t);            /* elem.c */
 void test_rows(struct T *t);            /* rows.c */
+void test_patchify(struct T *t);        /* rows.c */
 void test_int8(struct T *t);            /* int8.c */
 
 /* Opens the test device, pre-warms everything, seals, runs every group;
