@@ -639,11 +639,12 @@ finish
 }
 
 # run 30: AUTO's class 0 on the subgroup kernel (row 18; down at long K
-# too), the short form for little device time: the int8 parity kit, the
-# prefill, pages at 1024^2 from a cold pipeline cache (ready time,
+# too), and the tower's patch rows made on the GPU from the page's bytes
+# (op_patchify), the short form for little device time: the int8, vision
+# and page parity kits, the prefill, pages at 1024^2 from a cold pipeline cache (ready time,
 # first_use_after_warm)
 run30() {
-parity_tests engine_test_lm_int8
+parity_tests engine_test_lm_int8 engine_test_vision_parity engine_test_vlm_parity
 timeout 100 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
 echo "text int8 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(grep -o '"score_gpu_ms":[0-9.]*\|"fused_classify_gpu_ms":[0-9.]*' $OUT/t.jsonl | head -2 | paste -sd' ') $(el)" >> $S
 cat $OUT/t.jsonl >> $OUT/text.jsonl
