@@ -980,8 +980,6 @@ static const uint32_t I8_CFG[][8] = {
     {256, 128, 64, 0, I8_SG, 4, 2, 2},
     {128, 128, 64, 0, I8_SG, 2, 4, 1},
     {64, 64, 128, 0, I8_SG, 2, 2, 2},
-    /* 160 rows (class 4's height): 8 subgroups of 80x32 */
-    {160, 128, 128, 0, I8_SG, 2, 4, 2},
 };
 #define I8_NCFG ((int)(sizeof I8_CFG / sizeof I8_CFG[0]))
 
