@@ -87,12 +87,7 @@ void test_gemm_epilogues(struct T *t)
                 a.split = &skt;
                 a.split_k = sp ? 3 : 1;
                 RUN(t, op_matmul(c, &a, e));
-                if (yt) {
-                    get(t, a.y, yh, mn * 2);
-                    quant_dequantize_row(QUANT_F16, yh, yg, (int64_t)mn);
-                } else {
-                    get(t, a.y, yg, sizeof(float) * mn);
-                }
+                get_f(t, a.y, yt, yh, yg, mn);
                 size_t at = 0;
                 double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
                 CHECK(wv <= 1.0, "gemm epilogue m=%u n=%u k=%u act=%d y=%s split=%d: worst %.3g at %zu "

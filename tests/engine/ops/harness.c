@@ -38,6 +38,16 @@ void get(struct T *t, struct vkr_tensor x, void *out, uint64_t bytes)
     }
 }
 
+void get_f(struct T *t, struct vkr_tensor y, int f16, void *tmp, float *out, size_t n)
+{
+    if (!f16) {
+        get(t, y, out, n * sizeof *out);
+        return;
+    }
+    get(t, y, tmp, n * 2);
+    quant_dequantize_row(QUANT_F16, tmp, out, (int64_t)n);
+}
+
 void abs_products(const float *w, const float *x, float *sc, uint32_t m, uint32_t n, uint32_t k)
 {
     for (uint32_t i = 0; i < m; i++)

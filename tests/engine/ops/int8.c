@@ -227,12 +227,7 @@ static void gemm_i8_case(struct T *t, uint32_t m, uint32_t n, uint32_t k, int ep
     a.split = &skt;
     a.split_k = sp ? 3 : 0;
     RUN(t, op_matmul(c, &a, e));
-    if (yf16) {
-        get(t, a.y, yh, mn * 2);
-        quant_dequantize_row(QUANT_F16, yh, yg, (int64_t)mn);
-    } else {
-        get(t, a.y, yg, mn * 4);
-    }
+    get_f(t, a.y, yf16, yh, yg, mn);
     size_t at = 0;
     double wv = worst(yg, yr, sc, mn, 1e-5, 2e-3, &at);
     CHECK(wv <= 1.0, "gemm_i8 %s m=%u n=%u k=%u epi=%d split=%s: worst %.3g at %zu (gpu %g ref %g)",

@@ -41,6 +41,8 @@ void fill(struct T *t, float *x, size_t n, float scale);
  * Exits the test on failure: nothing later can run without its inputs. */
 struct vkr_tensor put(struct T *t, struct vkr_arena *a, const void *data, uint64_t bytes);
 void get(struct T *t, struct vkr_tensor x, void *out, uint64_t bytes);
+/* n values of y into out as floats: f32, or (f16) through tmp (n * 2 bytes). */
+void get_f(struct T *t, struct vkr_tensor y, int f16, void *tmp, float *out, size_t n);
 /* max over i of |g - r| / (tol_abs + tol_rel * scale_i) must be <= 1;
  * scale NULL: |r_i|. *at: the worst index. */
 double worst(const float *g, const float *r, const float *scale, size_t n, double tabs, double trel,
