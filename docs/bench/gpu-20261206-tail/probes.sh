@@ -654,4 +654,18 @@ rm -f $OUT/t.jsonl
 finish
 }
 
+# run 31: the shortest check of this session's change on a GPU: the
+# tower's and the page's parity (patch rows made on the GPU), the int8
+# prefill on the mixed AUTO, one 1024^2 page at batch 1 on int8 text
+# weights (warm pipeline cache from the tests)
+run31() {
+parity_tests engine_test_vision_parity engine_test_vlm_parity
+timeout 60 $E bench engine --device NVIDIA --text --gpu-weights int8 > $OUT/t.jsonl 2>> $OUT/bench.err
+echo "text int8 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(el)" >> $S
+cat $OUT/t.jsonl >> $OUT/text.jsonl
+pages - 1024 1 "--gpu-weights int8"
+rm -f $OUT/t.jsonl
+finish
+}
+
 run$RUN
