@@ -6,7 +6,8 @@
  * fine and then compute garbage; the op test suite proves the shaders on
  * known-good drivers, this proves the driver on this machine.
  *
- * One pass, one submit, inputs from a fixed-seed generator. Bounds are
+ * One pass, one submit (and, with a tower, a second small one for its
+ * input op, op_patchify), inputs from a fixed-seed generator. Bounds are
  * loose next to the op tests' (2e-3 of the largest reference value):
  * wrong results from a broken compiler are off by orders of magnitude.
  * A failure names the op and the numbers; vlm_open then disables the
@@ -17,6 +18,7 @@
 #include "engine/arch/arch.h"
 #include "engine/model/gguf_model.h"
 #include "engine/model/lm.h"
+#include "engine/model/preprocess.h"
 #include "engine/quant/quant.h"
 #include "engine/model/vision.h"
 #include "engine/ops/ops.h"
@@ -59,6 +61,67 @@ static int compare(const char *op, const float *g, const float *r, size_t n,
 
 enum { B_W, B_X, B_Y, B_QW, B_QX, B_QY, B_NX, B_NW, B_NB, B_NY, B_RX, B_RP, B_RY,
        B_AQ, B_AK, B_AV, B_AO, B_AR, B_EA, B_EB, B_EY, B_EY2, NB };
+
+/* The tower's input op: a small page's bytes into patch rows (window order
+ * where the tower has windows, with ragged edge windows: 3 x 5 merge
+ * groups), against the C reference; its own small pass. */
+static int selftest_patchify(struct vkr *vk, const struct gguf_vision_hparams *vh,
+                             struct folio_err *err)
+{
+    const uint32_t P = vh->patch_size, S = vh->spatial_merge, f = P * S;
+    const uint32_t win = vh->window_size ? vh->window_size / f : 0;
+    struct op_patchify pa = {.width = 5 * f, .height = 3 * f, .patch = P, .merge = S,
+                             .win = win > 2 ? 2 : win};
+    const uint64_t nb = (uint64_t)pa.width * pa.height * 3, nrow = (uint64_t)pa.width * pa.height / (P * P);
+    const uint64_t ny = nrow * 3 * P * P;
+    struct prep_config pc = {.patch = P, .merge = S};
+    memcpy(pc.mean, vh->image_mean, sizeof pc.mean);
+    memcpy(pc.std, vh->image_std, sizeof pc.std);
+    float lut[3 * 256];
+    prep_norm_table(&pc, lut);
+    uint8_t *rgb = malloc(nb);
+    float *ref = malloc(ny * 4), *got = malloc(ny * 4);
+    struct vkr_arena *a = NULL;
+    int rc = rgb && ref && got ? 0 : folio_err_set(err, FOLIO_ENOMEM, "out of host memory");
+    uint64_t sz[3] = {nb, sizeof lut, ny * 4};
+    if (!rc)
+        rc = vkr_arena_create(vk, "selftest-patchify", VKR_ARENA_ACTIVATIONS, &a, err);
+    if (!rc)
+        rc = vkr_arena_plan(a, sz, 3, err);
+    if (!rc)
+        rc = vkr_arena_alloc(a, nb, &pa.rgb, err);
+    if (!rc)
+        rc = vkr_arena_alloc(a, sizeof lut, &pa.lut, err);
+    if (!rc)
+        rc = vkr_arena_alloc(a, ny * 4, &pa.y, err);
+    for (uint64_t i = 0; !rc && i < nb; i++)
+        rgb[i] = (uint8_t)(i * 37 + i / 7);
+    if (!rc)
+        rc = vkr_upload(vk, pa.rgb, 0, rgb, nb, err);
+    if (!rc)
+        rc = vkr_upload(vk, pa.lut, 0, lut, sizeof lut, err);
+    struct vkr_cmd *c = NULL;
+    if (!rc)
+        rc = vkr_cmd_begin(vk, &c, err);
+    if (!rc) {
+        rc = op_patchify(c, &pa, err);
+        if (rc)
+            vkr_cmd_abort(c);
+        else
+            rc = vkr_cmd_submit(c, err);
+    }
+    if (!rc)
+        rc = vkr_download(vk, pa.y, 0, got, ny * 4, err);
+    if (!rc) {
+        ops_ref_patchify(&pa, rgb, lut, ref);
+        rc = compare("patchify", got, ref, ny, err);
+    }
+    vkr_arena_destroy(a);
+    free(rgb);
+    free(ref);
+    free(got);
+    return rc;
+}
 
 int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
                     const struct gguf_vision_hparams *vh, struct folio_err *err)
@@ -243,6 +306,8 @@ int vlm_selftest_on(struct vkr *vk, const struct gguf_model *tm,
         if (!rc)
             rc = compare(e2 == OP_SWIGLU ? "swiglu" : "quick gelu", got, ref, NE, err);
     }
+    if (!rc && vh)
+        rc = selftest_patchify(vk, vh, err);
 out:
     for (int i = 0; i < NB; i++)
         free(h[i]);
