@@ -49,7 +49,7 @@ uint32_t ops_matvec_rows(const struct vkr *vk)
     const char *e = getenv("FOLIO_MATVEC_NR");
     if (e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "4") || !strcmp(e, "8")))
         return (uint32_t)atoi(e);
-    return strcmp(vkr_device(vk)->type, "cpu") == 0 ? 4 : 1;
+    return ops_on_cpu(vk) ? 4 : 1;
 }
 
 /* The keys of the kernels this op dispatches besides the GEMM tables: the
@@ -63,7 +63,7 @@ struct vkr_pipeline_key ops_mm_key(const struct vkr *vk, enum op_mm_kernel kern,
      * matvec over the vocabulary was ~90 % of a label pass on lavapipe) */
     if (kern == OP_MM_MATVEC) {
         struct vkr_pipeline_key k = ops_key("matvec", 3, (uint32_t)wtype,
-                                            strcmp(vkr_device(vk)->type, "cpu") == 0 ? 8 : 128);
+                                            ops_on_cpu(vk) ? 8 : 128);
         k.spec[2] = ops_matvec_rows(vk);
         return k;
     }
@@ -133,12 +133,6 @@ static int sg_auto_env(int narrow)
     if (v < 0 || v >= SG_NCFG || GEMM_CFG[v][6])
         return -1;
     return (int)v;
-}
-static int sg_auto(enum sg_use u)
-{
-    static const int table[] = {SG_AUTO_WIDE, SG_AUTO_FEW_N, SG_AUTO_FEW_M};
-    int v = sg_auto_env(u != SG_WIDE);
-    return v >= 0 ? v : table[u];
 }
 static enum sg_use sg_use_for(uint32_t m, uint32_t n)
 {
@@ -320,13 +314,25 @@ static int sg_fits(const struct vkr *vk, int c)
     return vec * 16 <= vkr_limits(vk)->max_shared;
 }
 
+/* On a CPU device (lavapipe 26's cooperative matrices) every use takes the
+ * table's 32x64 row: LLVM compiles a variant at its first dispatch in time
+ * that grows with the tile's unrolled fragments (one idle core: AUTO's
+ * 64x128 and 32x128 rows 99 and 54 s a variant, this one 20 s; the op
+ * tests' GEMM groups 750 -> 170 s, the text parity kit 378 -> 26 s on a cold
+ * Mesa cache), and a CPU runs no faster on a larger tile. */
+#define SG_CPU 7
+
 /* AUTO's subgroup configuration for use u on this device: the measured one
- * (sg_auto), or where that does not fit (lavapipe: 32 KiB of shared memory,
- * 8-lane subgroups) the first of a few smaller tiles that does. */
+ * (SG_AUTO_*, or FOLIO_GEMM_TILE's), SG_CPU on a CPU device, or where that
+ * does not fit (shared memory, subgroup width) the first of a few smaller
+ * tiles that does. */
 static int sg_pick(const struct vkr *vk, enum sg_use u)
 {
+    static const int table[] = {SG_AUTO_WIDE, SG_AUTO_FEW_N, SG_AUTO_FEW_M};
     static const int smaller[] = {12, 1, 7}; /* 128x128 K32 one stage, 64x128, 32x64 */
-    int v = sg_auto(u);
+    int v = sg_auto_env(u != SG_WIDE);
+    if (v < 0)
+        v = ops_on_cpu(vk) ? SG_CPU : table[u];
     for (size_t i = 0; !sg_fits(vk, v) && i < sizeof smaller / sizeof smaller[0]; i++)
         if (sg_fits(vk, smaller[i]))
             v = smaller[i];
@@ -1124,7 +1130,7 @@ static int i8_route(const struct vkr *vk)
         return I8_WG;
     /* not on a CPU device unless named: lavapipe 26's LLVM took minutes to
      * compile one int8 subgroup kernel at its first dispatch */
-    return strcmp(vkr_device(vk)->type, "cpu") && i8_route_ok(vk, I8_SG) ? I8_SG : -1;
+    return !ops_on_cpu(vk) && i8_route_ok(vk, I8_SG) ? I8_SG : -1;
 }
 
 static int i8_auto_class(const struct vkr *vk, int cls)

@@ -13,7 +13,7 @@ struct vkr_pipeline_key ops_quant_rows_key(const struct vkr *vk, int xtype)
 {
     /* one row per workgroup; a CPU device runs a workgroup's invocations as
      * SIMD lanes, as matvec's key explains */
-    return ops_key("quant_rows", 2, (uint32_t)xtype, strcmp(vkr_device(vk)->type, "cpu") == 0 ? 8 : 128);
+    return ops_key("quant_rows", 2, (uint32_t)xtype, ops_on_cpu(vk) ? 8 : 128);
 }
 
 int op_quant_rows(struct vkr_cmd *c, struct vkr_tensor x, int xtype, uint32_t rows, uint32_t k,

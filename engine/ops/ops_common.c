@@ -67,6 +67,8 @@ void ops_grid(uint64_t groups, uint32_t *gx, uint32_t *gy)
     }
 }
 
+int ops_on_cpu(const struct vkr *vk) { return strcmp(vkr_device(vk)->type, "cpu") == 0; }
+
 int ops_need(struct vkr_tensor t, uint64_t bytes, const char *what, struct folio_err *err)
 {
     if (t.size < bytes)

@@ -9,6 +9,10 @@ int ops_pipe(struct vkr *vk, const char *shader, uint32_t nspec, const uint32_t 
              uint32_t *id, struct folio_err *err);
 /* ops_pipe for a key an op's ops_*_key function made. */
 int ops_pipe_key(struct vkr *vk, struct vkr_pipeline_key k, uint32_t *id, struct folio_err *err);
+/* 1 on a CPU device (lavapipe): its workgroups run as SIMD lanes, and LLVM
+ * compiles each pipeline variant at its first dispatch, so several ops pick
+ * smaller workgroups or tiles there. */
+int ops_on_cpu(const struct vkr *vk);
 /* Splits a workgroup count over x and y (x <= 65535, the guaranteed limit). */
 void ops_grid(uint64_t groups, uint32_t *gx, uint32_t *gy);
 /* Binds the first bytes of a tensor whole; fails if over the binding range. */
