@@ -296,22 +296,29 @@ void ops_gemm_config_name(int c, char *out, size_t n)
 /* Lanes per subgroup of the subgroup kernels' pipelines on this device. */
 static uint32_t sg_lanes(const struct vkr *vk) { return vkr_limits(vk)->subgroup_size; }
 
-/* 1 when configuration c fits the device: its shared memory, and its
- * workgroup of WM x WN subgroups sharing each K step's 16-byte loads out
- * evenly (gemm_cm.glsl's A_PER, B_PER). */
+/* 1 when a subgroup kernel's tile fits the device (gemm_cm.glsl, f16 or
+ * int8 alike in bytes): its workgroup of `subgroups` subgroups within the
+ * invocation limit and sharing each K step's 16-byte loads out evenly
+ * (A_PER, B_PER: kvec vectors a tile row and step), and its shared memory:
+ * the stages of A and B rows (each padded by one vector) and the epilogue's
+ * scratch, which lives in the A stages where they are large enough. */
+static int sg_tile_fits(const struct vkr *vk, uint32_t bm, uint32_t bn, uint32_t kvec, uint32_t stages,
+                        uint32_t subgroups)
+{
+    uint32_t nt = sg_lanes(vk) * subgroups;
+    if (nt == 0 || nt > vkr_limits(vk)->max_wg_invocations || (bm * kvec) % nt || (bn * kvec) % nt)
+        return 0;
+    uint64_t stages_a = (uint64_t)stages * bm * (kvec + 1), scratch = (uint64_t)subgroups * 64;
+    uint64_t vec = stages_a + (uint64_t)stages * bn * (kvec + 1) + (stages_a >= scratch ? 1 : scratch);
+    return vec * 16 <= vkr_limits(vk)->max_shared;
+}
+
+/* 1 when configuration c fits the device (a K step of g[4] halves: g[4] / 8
+ * vectors). */
 static int sg_fits(const struct vkr *vk, int c)
 {
     const uint32_t *g = sg_cfg(c);
-    uint32_t nt = sg_lanes(vk) * g[0] * g[1];
-    if (nt == 0 || nt > vkr_limits(vk)->max_wg_invocations || (cfg_bm(c) * (g[4] / 8)) % nt ||
-        (cfg_bn(c) * (g[4] / 8)) % nt)
-        return 0;
-    uint32_t kv = g[4] / 8 + 1;
-    uint64_t stages_a = (uint64_t)g[5] * cfg_bm(c) * kv;
-    uint64_t scratch = (uint64_t)g[0] * g[1] * 64;
-    /* the epilogue scratch lives in the A stages when they are large enough */
-    uint64_t vec = stages_a + (uint64_t)g[5] * cfg_bn(c) * kv + (stages_a >= scratch ? 1 : scratch);
-    return vec * 16 <= vkr_limits(vk)->max_shared;
+    return sg_tile_fits(vk, cfg_bm(c), cfg_bn(c), g[4] / 8, g[5], g[0] * g[1]);
 }
 
 /* On a CPU device (lavapipe 26's cooperative matrices) every use takes the
@@ -502,6 +509,25 @@ int ops_gemm_keys_for_k(const struct vkr *vk, uint32_t k, uint32_t n_max,
     return 2;
 }
 
+/* gemm_cm.glsl's key (its 13 specialization constants) for a subgroup tile
+ * t in GEMM_CFG's layout {WM, WN, FM, FN, BK, stages, probe, ahead}, with
+ * shader the f16 routes' gemm_cm / gemm_khr or the int8 gemm_i8_khr. */
+static struct vkr_pipeline_key sg_key(const struct vkr *vk, const char *shader, uint32_t xtype,
+                                      uint32_t ytype, uint32_t align, const uint32_t *t)
+{
+    struct vkr_pipeline_key k = ops_key(shader, 2, xtype, ytype);
+    k.nspec = 13;
+    k.spec[2] = align;
+    k.spec[3] = t[0];
+    k.spec[4] = t[1];
+    k.spec[5] = sg_lanes(vk) * t[0] * t[1];
+    for (int i = 2; i < 7; i++) /* FM, FN, BK, stages, probe */
+        k.spec[i + 4] = t[i];
+    k.spec[11] = t[7] ? t[7] : 1;
+    k.spec[12] = sg_lanes(vk);
+    return k;
+}
+
 struct vkr_pipeline_key ops_gemm_key(const struct vkr *vk, uint32_t xtype, uint32_t ytype,
                                      uint32_t align, int c)
 {
@@ -509,21 +535,7 @@ struct vkr_pipeline_key ops_gemm_key(const struct vkr *vk, uint32_t xtype, uint3
         (void)xtype; /* f16 inputs only */
         return cm2_key(ytype, cm2_cfg(c), 0);
     }
-    const uint32_t *g = sg_cfg(c);
-    struct vkr_pipeline_key k = ops_key(cfg_route(c) == GEMM_KHR ? "gemm_khr" : "gemm_cm", 2, xtype, ytype);
-    k.nspec = 13;
-    k.spec[2] = align;
-    k.spec[3] = g[0];
-    k.spec[4] = g[1];
-    k.spec[5] = sg_lanes(vk) * g[0] * g[1];
-    k.spec[6] = g[2];
-    k.spec[7] = g[3];
-    k.spec[8] = g[4];
-    k.spec[9] = g[5];
-    k.spec[10] = g[6];
-    k.spec[11] = g[7] ? g[7] : 1;
-    k.spec[12] = sg_lanes(vk);
-    return k;
+    return sg_key(vk, cfg_route(c) == GEMM_KHR ? "gemm_khr" : "gemm_cm", xtype, ytype, align, sg_cfg(c));
 }
 
 /* Every form a model can ask for of configuration c: f16 and f32 inputs,
@@ -992,13 +1004,6 @@ static const uint32_t I8_CFG[][8] = {
 int ops_gemm_i8_configs(void) { return I8_NCFG; }
 
 static int i8_sg(int c) { return I8_CFG[c][4] == I8_SG; }
-/* A subgroup row's invocations on this device, and its fragments per
- * subgroup along M and N */
-static uint32_t i8_threads(const struct vkr *vk, int c)
-{
-    return i8_sg(c) ? sg_lanes(vk) * I8_CFG[c][5] * I8_CFG[c][6] : I8_CFG[c][3];
-}
-
 void ops_gemm_i8_config_name(int c, char *out, size_t n)
 {
     if (c < 0 || c >= I8_NCFG) {
@@ -1013,15 +1018,13 @@ void ops_gemm_i8_config_name(int c, char *out, size_t n)
         snprintf(out, n, "i8:%ux%u/bk%u/t%u", g[0], g[1], g[2], g[3]);
 }
 
-/* gemm_cm.glsl's shared memory for a subgroup row, in bytes: its stages of
- * A and B rows (16-byte vectors, each row padded by one) and the epilogue's
- * scratch where the A stages cannot hold it (sg_fits' arithmetic). */
-static uint64_t i8_sg_shared(int c)
+/* Subgroup row c as a GEMM_CFG tile {WM, WN, FM, FN, BK, stages, probe,
+ * ahead} (its K step in bytes: gemm_cm.glsl's arithmetic is in bytes). */
+static void i8_sg_tile(int c, uint32_t t[8])
 {
     const uint32_t *g = I8_CFG[c];
-    uint64_t kv = g[2] / 16 + 1, stages = g[7] == 2 ? 1 : 2;
-    uint64_t a = stages * g[0] * kv, scratch = (uint64_t)g[5] * g[6] * 64;
-    return (a + stages * g[1] * kv + (a >= scratch ? 1 : scratch)) * 16;
+    uint32_t tt[8] = {g[5], g[6], g[0] / (16 * g[5]), g[1] / (16 * g[6]), g[2], g[7] == 2 ? 1 : 2, 0, g[7]};
+    memcpy(t, tt, sizeof tt);
 }
 
 int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
@@ -1029,17 +1032,14 @@ int ops_gemm_i8_config_fits(const struct vkr *vk, int c)
     if (c < 0 || c >= I8_NCFG)
         return 0;
     const uint32_t *g = I8_CFG[c];
-    uint32_t nt = i8_threads(vk, c);
-    if (nt == 0 || nt > vkr_limits(vk)->max_wg_invocations)
-        return 0;
     if (!i8_sg(c))
-        return vkr_coopmat2_shape_ok(vk, g[0], g[1], g[2], VKR_CM2_S8_S32, g[3]);
-    /* whole fragments per subgroup, and the K step's 16-byte loads shared
-     * out evenly (gemm_cm.glsl's A_PER, B_PER) */
+        return g[3] <= vkr_limits(vk)->max_wg_invocations &&
+               vkr_coopmat2_shape_ok(vk, g[0], g[1], g[2], VKR_CM2_S8_S32, g[3]);
+    /* whole fragments per subgroup (16 x 16 x 32), and the f16 tiles' fit
+     * with a K step of g[2] bytes */
     return vkr_features(vk)->coopmat_khr_i8 && sg_lanes_ok(vk) && vkr_has_shader("gemm_i8_khr") &&
            g[0] % (16 * g[5]) == 0 && g[1] % (16 * g[6]) == 0 && g[2] % 32 == 0 &&
-           (g[0] * (g[2] / 16)) % nt == 0 && (g[1] * (g[2] / 16)) % nt == 0 &&
-           i8_sg_shared(c) <= vkr_limits(vk)->max_shared;
+           sg_tile_fits(vk, g[0], g[1], g[2] / 16, g[7] == 2 ? 1 : 2, g[5] * g[6]);
 }
 
 /* AUTO's configuration per product class, measured on the H100 with each
@@ -1214,21 +1214,9 @@ const char *ops_gemm_i8_route_name(const struct vkr *vk)
  * form with p.kper set, so no forms of their own). */
 static struct vkr_pipeline_key i8_sg_key(const struct vkr *vk, uint32_t ytype, int c)
 {
-    const uint32_t *g = I8_CFG[c];
-    struct vkr_pipeline_key k = ops_key("gemm_i8_khr", 2, 1, ytype);
-    k.nspec = 13;
-    k.spec[2] = 16; /* (unused by int8 rows: 16-byte loads) */
-    k.spec[3] = g[5];
-    k.spec[4] = g[6];
-    k.spec[5] = i8_threads(vk, c);
-    k.spec[6] = g[0] / (16 * g[5]);
-    k.spec[7] = g[1] / (16 * g[6]);
-    k.spec[8] = g[2];
-    k.spec[9] = g[7] == 2 ? 1 : 2; /* stages */
-    k.spec[10] = 0;                /* no probe */
-    k.spec[11] = g[7];
-    k.spec[12] = sg_lanes(vk);
-    return k;
+    uint32_t t[8];
+    i8_sg_tile(c, t);
+    return sg_key(vk, "gemm_i8_khr", 1, ytype, 16 /* (unused by int8 rows: 16-byte loads) */, t);
 }
 
 /* The int8 GEMM of table row c with K fixed at kc (0: from the push
@@ -1255,10 +1243,10 @@ static struct vkr_pipeline_key i8_key(const struct vkr *vk, uint32_t ytype, int 
 
 /* Table row c's keys: with generic, its f32, f16 and (with split) split-K
  * partial forms with K from the push constants; at each of the nk K in ks
- * its f32 form (and the split one), at each of the nk16 in ks16 its f16
- * form. */
+ * below kmax its f32 form (and the split one), at each of the nk16 in ks16
+ * below kmax its f16 form. */
 static int i8_cfg_keys(const struct vkr *vk, int c, const uint32_t *ks, int nk,
-                       const uint32_t *ks16, int nk16, int generic, int split,
+                       const uint32_t *ks16, int nk16, uint32_t kmax, int generic, int split,
                        struct vkr_pipeline_key *out)
 {
     int n = 0;
@@ -1272,7 +1260,7 @@ static int i8_cfg_keys(const struct vkr *vk, int c, const uint32_t *ks, int nk,
         if (generic)
             out[n++] = i8_key_s(vk, yt & 1, c, 0, yt == 2);
         for (int i = 0; i < (yt == 1 ? nk16 : nk); i++)
-            if (kl[i] && kl[i] % QUANT_I8R_ALIGN == 0)
+            if (kl[i] && kl[i] % QUANT_I8R_ALIGN == 0 && kl[i] < kmax)
                 out[n++] = i8_key_s(vk, yt & 1, c, kl[i], yt == 2);
     }
     return n;
@@ -1297,22 +1285,10 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, const uin
         int split = i8_auto_class(vk, 2) == c;
         if (dup)
             continue;
-        if (cls != 4 || nk > 16 || nk16 > 16) { /* (a model lists 3 K and 1) */
-            n += i8_cfg_keys(vk, c, ks, nk, ks16, nk16, nk + nk16 == 0, split, &out[n]);
-            continue;
-        }
-        /* class 4 is never long K (ops_gemm_i8_class): its forms below it
-         * only (each K-fixed workgroup form costs the driver seconds cold) */
-        uint32_t sk[16], sk16[16];
-        int ns = 0, ns16 = 0;
-        for (int i = 0; i < nk; i++)
-            if (ks[i] < I8_LONG_K)
-                sk[ns++] = ks[i];
-        for (int i = 0; i < nk16; i++)
-            if (ks16[i] < I8_LONG_K)
-                sk16[ns16++] = ks16[i];
-        if (ns + ns16 || nk + nk16 == 0)
-            n += i8_cfg_keys(vk, c, sk, ns, sk16, ns16, nk + nk16 == 0, split, &out[n]);
+        /* class 4 is never long K (ops_gemm_i8_class): its K-fixed forms
+         * below it only (each costs the driver seconds cold) */
+        n += i8_cfg_keys(vk, c, ks, nk, ks16, nk16, cls == 4 ? I8_LONG_K : UINT32_MAX, nk + nk16 == 0,
+                         split, &out[n]);
     }
     return n;
 }
@@ -1320,7 +1296,7 @@ int ops_gemm_i8_keys(const struct vkr *vk, const uint32_t *ks, int nk, const uin
 int ops_gemm_i8_config_keys(const struct vkr *vk, int c, const uint32_t *ks, int nk,
                             struct vkr_pipeline_key *out)
 {
-    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(vk, c, ks, nk, NULL, 0, 1, 1, out) : 0;
+    return c >= 0 && c < I8_NCFG ? i8_cfg_keys(vk, c, ks, nk, NULL, 0, UINT32_MAX, 1, 1, out) : 0;
 }
 
 int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struct vkr_pipeline_key *out)
@@ -1332,7 +1308,7 @@ int ops_gemm_i8_keys_all(const struct vkr *vk, const uint32_t *ks, int nk, struc
     out[n++] = ops_quant_rows_key(vk, QUANT_F32);
     for (int c = 0; c < I8_NCFG; c++)
         if (ops_gemm_i8_config_fits(vk, c))
-            n += i8_cfg_keys(vk, c, ks, nk, NULL, 0, 1, 1, &out[n]);
+            n += i8_cfg_keys(vk, c, ks, nk, NULL, 0, UINT32_MAX, 1, 1, &out[n]);
     return n;
 }
 
