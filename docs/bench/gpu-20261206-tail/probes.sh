@@ -668,4 +668,36 @@ rm -f $OUT/t.jsonl
 finish
 }
 
+# run 32 (ninth session, main e3f6ebd): run 30's checks with the routes side
+# by side in one run: the int8, vision and page parity kits, the prefill on
+# f16 weights, on int8 with the workgroup kernel alone (cm2, run 29's
+# route) and on int8 AUTO (auto: f16 weights on a GPU) (class 0 on the subgroup kernel), then pages at
+# 1024^2 (batch 1, 8) from a cold pipeline cache on int8 and warm on f16
+run32() {
+parity_tests engine_test_lm_int8 engine_test_vision_parity engine_test_vlm_parity
+for w in "auto -" "int8 FOLIO_GEMM_I8_ROUTE=cm2" "int8 -"; do
+  set -- $w
+  env ${2/#-/FOLIO_NONE=} timeout 100 $E bench engine --device NVIDIA --text --gpu-weights $1 > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text $1 $2 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(grep -o '"score_gpu_ms":[0-9.]*\|"fused_classify_gpu_ms":[0-9.]*' $OUT/t.jsonl | head -2 | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl
+done
+rm -rf /tmp/xdg
+pages - 1024 1,8 "--gpu-weights int8"
+pages - 1024 1,8
+rm -f $OUT/t.jsonl
+finish
+}
+
+# run 33: transformers on CUDA beside folio in one run at 1024^2 (batch
+# 1, 8) and 512^2 (batch 1, 16), folio on both weight forms (hf_cuda_bench
+# from .anchor/, carried, never committed)
+run33() {
+pages - 1024 1,8 "--gpu-weights int8"
+pages - 512 1,16 "--gpu-weights int8"
+pages - 512 1,16
+hf 1024 8
+hf 512 16
+finish
+}
+
 run$RUN
