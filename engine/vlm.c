@@ -232,7 +232,8 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
         return rc;
     struct vlm_warm_pass wp[VLM_WARM_MAX];
     int np = vlm_warm_plan(v->vk, v->prep.patch * 2, (uint32_t)sqrt((double)v->prep.max_pixels),
-                           v->max_batch, nl, wp);
+                           v->max_batch, nl,
+                           vlm_warm_split_rows(v->vk, &v->tm->text, &v->vm->vision), wp);
     for (int i = 0; !rc && i < np; i++)
         rc = warm_pass(v, &wp[i], warm_labels, err);
     folio_log(FOLIO_LOG_INFO, "vlm_warmup", "tall_pages=%u side=%u labels=%u max_batch=%u",
@@ -240,8 +241,21 @@ static int warm_passes(struct vlm *v, struct folio_err *err)
     return rc;
 }
 
+uint32_t vlm_warm_split_rows(const struct vkr *vk, const struct gguf_text_hparams *th,
+                             const struct gguf_vision_hparams *vh)
+{
+    /* the text model's attention from that many tokens, the tower's from
+     * that many patches (merge^2 to a merged token) */
+    uint64_t mm = (uint64_t)vh->spatial_merge * vh->spatial_merge;
+    uint64_t t = ops_attention_split_rows(vk, th->n_head, th->head_dim);
+    uint64_t p = ops_attention_split_rows(vk, vh->n_head, vh->head_dim);
+    uint64_t v = mm ? (p + mm - 1) / mm : p;
+    uint64_t r = t > v ? t : v;
+    return r > UINT32_MAX ? UINT32_MAX : (uint32_t)r;
+}
+
 int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, uint32_t max_batch,
-                  uint32_t max_labels, struct vlm_warm_pass *out)
+                  uint32_t max_labels, uint32_t min_rows, struct vlm_warm_pass *out)
 {
     int np = 0;
     uint32_t f = merge_px, nl = max_labels;
@@ -250,6 +264,11 @@ int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, ui
     out[np++] = (struct vlm_warm_pass){56, 1, 1, 0};
     uint32_t cap = max_side / f;
     uint32_t rows = ops_rows_all_variants(vk);
+    /* the caller's rows only where a pass of the plan can have them (else
+     * no pass meets what they stand for, and the tall pass would be the
+     * plan's largest for nothing) */
+    if (min_rows > rows && (uint64_t)min_rows <= (uint64_t)cap * cap * (max_batch ? max_batch : 1))
+        rows = min_rows;
     uint32_t cells = (uint32_t)ceil(sqrt((double)rows)); /* merged tokens per side */
     if (cells > cap)
         cells = cap;

@@ -39,6 +39,8 @@
 struct vlm;
 struct vkr;
 struct vkr_device_info;
+struct gguf_text_hparams;
+struct gguf_vision_hparams;
 
 /* ---- engine ---- */
 struct vlm_config {
@@ -95,15 +97,25 @@ int vlm_open(const struct vlm_config *cfg, struct vlm **out, struct folio_err *e
  * `pages` of them in one pass, each scored against `labels` labels. For a
  * tower whose merged token covers merge_px pixels a side, pages of at most
  * max_side pixels a side, passes of at most max_batch pages and at most
- * max_labels labels. Returns the count (at most VLM_WARM_MAX). */
+ * max_labels labels; the tall pass's pages have at least min_rows merged
+ * tokens each besides the kernels' own row classes (where the plan allows:
+ * the caller's attention past one binding). Returns the count (at most
+ * VLM_WARM_MAX). */
 #define VLM_WARM_MAX 16
+/* The merged tokens a page needs for both models' attention to run in
+ * ranges (attn_lse, attn_merge: its output past one binding; devices with a
+ * small maxStorageBufferRange, and the range64k tests, reach it): the
+ * warm-up's min_rows, so that those pipelines are met before the first job
+ * wherever a planned pass can meet them. */
+uint32_t vlm_warm_split_rows(const struct vkr *vk, const struct gguf_text_hparams *th,
+                             const struct gguf_vision_hparams *vh);
 struct vlm_warm_pass {
     uint32_t side, pages, labels;
     int unsplit; /* the text model's GEMMs with K unsplit and the int8 GEMM's tiles of
                     long prompts (lm_set_gemm_split): OP_MM_TILES_WIDE or _TALL */
 };
 int vlm_warm_plan(const struct vkr *vk, uint32_t merge_px, uint32_t max_side, uint32_t max_batch,
-                  uint32_t max_labels, struct vlm_warm_pass *out);
+                  uint32_t max_labels, uint32_t min_rows, struct vlm_warm_pass *out);
 void vlm_close(struct vlm *v);
 const struct vlm_report *vlm_report(const struct vlm *v);
 int vlm_vision_enabled(const struct vlm *v);

@@ -380,7 +380,8 @@ static int warm_up(struct engine *e, uint32_t P, uint32_t side, uint32_t tail,
                    uint32_t *tall, struct folio_err *err)
 {
     struct vlm_warm_pass wp[VLM_WARM_MAX];
-    int np = vlm_warm_plan(e->vk, 2 * P, side, maxb, nl < 16 ? nl : 16, wp);
+    int np = vlm_warm_plan(e->vk, 2 * P, side, maxb, nl < 16 ? nl : 16,
+                           vlm_warm_split_rows(e->vk, lm_hparams(e->lm), vis_hparams(e->vis)), wp);
     uint32_t ts = 0;
     for (int i = 0; i < np; i++)
         ts = wp[i].side > ts ? wp[i].side : ts;

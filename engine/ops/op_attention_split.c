@@ -83,6 +83,14 @@ void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, 
     out[3] = r * 16;             /* the chunk's relative key ranges (up to two per query) */
 }
 
+uint64_t ops_attention_split_rows(const struct vkr *vk, uint32_t hq, uint32_t d)
+{
+    /* o is bound whole on the fused path and is hq * d f32 a row whatever
+     * the operands' strides: one row more than a binding holds splits */
+    uint64_t row = (uint64_t)hq * d * 4;
+    return row ? vkr_limits(vk)->max_range / row + 1 : UINT64_MAX;
+}
+
 int ops_attention_split_keys(int kv16, struct vkr_pipeline_key *out)
 {
     out[0] = ops_key("attn_lse", 1, kv16 != 0, 0); /* reads K */

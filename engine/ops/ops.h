@@ -412,6 +412,12 @@ void op_attention_scratch_bytes(const struct vkr *vk, uint32_t tq, uint32_t hq, 
                                 uint64_t out[4]);
 int op_attention_ranged(struct vkr_cmd *c, const struct op_attention *a,
                         const struct op_attention_scratch *s, struct folio_err *err);
+/* The queries from which attention of hq heads of d runs in ranges on this
+ * device (its f32 output alone passes one binding): from there
+ * op_attention_ranged takes attn_lse and attn_merge, so a warm-up that must
+ * meet every pipeline a pass can use needs a pass this tall where the
+ * largest pass is (vlm.c). */
+uint64_t ops_attention_split_rows(const struct vkr *vk, uint32_t hq, uint32_t d);
 
 /* ---- element-wise ---- */
 enum op_elem_kind {
