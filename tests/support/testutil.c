@@ -2,6 +2,7 @@
 
 #include "common/common.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,4 +150,46 @@ size_t tu_stderr_end(int saved, const char *path, char *out, size_t n)
     out[got] = 0;
     fclose(f);
     return got;
+}
+
+/* FOLIO_TEST_LAUNCHER: this test runs through that launcher instead (the
+ * launcher's arguments are this binary and its own). ctest cannot change a
+ * registered test's command, only its environment: tests/CMakeLists.txt
+ * sets it to run the lavapipe-bound numerics tests on Mesa 26's lavapipe
+ * (ops/mesa-trixie.sh's with-lavapipe26), whose libraries need their own
+ * loader. Cleared before the exec, so the test and what it starts run
+ * once, as themselves. */
+__attribute__((constructor)) static void tu_relaunch(void)
+{
+    const char *l = getenv("FOLIO_TEST_LAUNCHER");
+    if (!l || !*l)
+        return;
+    char launcher[4096], self[4096];
+    snprintf(launcher, sizeof launcher, "%s", l);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "FOLIO_TEST_LAUNCHER=%s: cannot read /proc/self/exe\n", launcher);
+        exit(2);
+    }
+    self[n] = 0;
+    /* argv from /proc/self/cmdline: a constructor has no argc/argv */
+    static char args[65536];
+    char *argv[64];
+    int fd = open("/proc/self/cmdline", O_RDONLY), argc = 0;
+    ssize_t len = fd >= 0 ? read(fd, args, sizeof args - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    argv[argc++] = launcher;
+    argv[argc++] = self;
+    for (ssize_t i = 0; len > 0 && i < len && argc < 63;) { /* skip argv[0] */
+        size_t sl = strlen(&args[i]);
+        if (i > 0)
+            argv[argc++] = &args[i];
+        i += (ssize_t)sl + 1;
+    }
+    argv[argc] = NULL;
+    unsetenv("FOLIO_TEST_LAUNCHER");
+    execv(launcher, argv);
+    fprintf(stderr, "FOLIO_TEST_LAUNCHER=%s: cannot run it: %s\n", launcher, strerror(errno));
+    exit(2);
 }
