@@ -700,4 +700,20 @@ hf 512 16
 finish
 }
 
+# run 34: run 32's shortest form, for little device time: the int8 parity
+# kit, then the prefill on f16 weights, on int8 with the workgroup kernel
+# alone and on int8 AUTO, then one 1024^2 page at batch 1 on int8
+run34() {
+parity_tests engine_test_lm_int8
+for w in "auto -" "int8 FOLIO_GEMM_I8_ROUTE=cm2" "int8 -"; do
+  set -- $w
+  env ${2/#-/FOLIO_NONE=} timeout 100 $E bench engine --device NVIDIA --text --gpu-weights $1 > $OUT/t.jsonl 2>> $OUT/bench.err
+  echo "text $1 $2 rc=$? $(grep '"what":"prefill"' $OUT/t.jsonl | grep -o '"ms":[0-9.]*\|"gpu_ms":[0-9.]*\|"tokens_per_s":[0-9.]*' | paste -sd' ') $(el)" >> $S
+  cat $OUT/t.jsonl >> $OUT/text.jsonl
+done
+pages - 1024 1 "--gpu-weights int8"
+rm -f $OUT/t.jsonl
+finish
+}
+
 run$RUN
