@@ -250,13 +250,16 @@ int ops_gemm_k_fixed_rule(uint32_t m, uint32_t n, uint32_t k) { return cm2k_want
 static int cm2_k_usable(const struct vkr *vk);
 uint32_t ops_rows_all_variants(const struct vkr *vk)
 {
-    /* Without cooperative matrices of any kind (Debian 12's lavapipe) no
-     * GEMM, matrix-core matmul or tensor-core attention exists, and the one
-     * row class left is matrix-vector's (m <= 8, op_matmul_pick): the
-     * warm-up's tall pass needs 9 rows, not 128 (on lavapipe its two pages
-     * of 336 px were most of a 9-20 s warm-up) */
-    const struct vkr_features *f = vkr_features(vk);
-    if (!f->coopmat_nv && !f->coopmat_khr && !f->coopmat2_nv)
+    /* Where no GEMM, matrix-core matmul or tensor-core attention can be
+     * taken (Debian 12's lavapipe; any device with FOLIO_GEMM_ROUTE=none
+     * and no NV cooperative matrices) the one row class left is
+     * matrix-vector's (m <= 8, op_matmul_pick): the warm-up's tall pass
+     * needs 9 rows, not 128 (on lavapipe its two pages of 336 px were most
+     * of a 9-20 s warm-up). What can be taken, not what the device has:
+     * the attention's tensor-core kernels need NV's matrices (cm_ok,
+     * cm2_ok). */
+    if (!ops_gemm_available(vk) && !ops_gemm_i8_available(vk) && !ops_coopmat_available(vk) &&
+        !vkr_features(vk)->coopmat2_nv)
         return 9;
     /* the subgroup GEMM's narrow tiles end at 64 rows (sg_use_for) */
     uint32_t r = OPS_ATTN_TC_MIN_TQ > 65 ? OPS_ATTN_TC_MIN_TQ : 65;

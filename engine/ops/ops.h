@@ -198,8 +198,8 @@ int ops_gemm_available(const struct vkr *vk);
  * attention below 128 queries, the K-specialized cm2 GEMM from 256 (where
  * the device has it). A warm-up pass with this many rows at every stage
  * exercises every tall variant (vlm.c); on a device without cm2 that is
- * half the rows, and half the warm-up, of one with it, and on one without
- * cooperative matrices of any kind (lavapipe) 9. */
+ * half the rows, and half the warm-up, of one with it, and where none of
+ * those kernels can be taken (lavapipe) 9. */
 uint32_t ops_rows_all_variants(const struct vkr *vk);
 /* The GEMM route matmul takes on this device: "khr", "nv", "cm2" or "none",
  * "khr+cm2k" / "nv+cm2k" where wide products of pre-warmed K take the
